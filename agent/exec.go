@@ -1,0 +1,394 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentq/agentq/resilience"
+)
+
+// Defaults of ExecConfig's zero values.
+const (
+	DefaultMaxOutput  int64 = 4 << 20
+	DefaultStderrTail       = 8 << 10
+	DefaultKillGrace        = 2 * time.Second
+)
+
+// ErrEmptyCommand is returned by NewExec for a config without a command.
+var ErrEmptyCommand = errors.New("agent: exec command is empty")
+
+// ExecConfig configures an exec agent.
+type ExecConfig struct {
+	// Command is the argv of the agent. Command[0] is looked up in the
+	// worker's PATH when it has no slash. No shell is ever involved.
+	Command []string
+	// Env lists the names of worker environment variables passed to the
+	// agent. Nothing else is inherited: the zero value runs the agent with an
+	// empty environment (not even PATH or HOME). Variables that are unset or
+	// empty in the worker are left out.
+	Env []string
+	// Dir is the agent's working directory; zero: the worker's.
+	Dir string
+	// MaxOutput caps the bytes read from the agent's stdout; output beyond it
+	// fails the call as logic_error and kills the agent. Zero: 4 MiB.
+	MaxOutput int64
+	// StderrTail is how many trailing bytes of stderr are kept as the error
+	// text of a non-zero exit. Zero: 8 KiB.
+	StderrTail int
+	// KillGrace is how long the agent's process group has between SIGTERM and
+	// SIGKILL once the call's context is done. Zero: 2s.
+	KillGrace time.Duration
+	// Getenv reads the worker's environment for Env; zero: os.Getenv.
+	Getenv func(string) string
+}
+
+// Exec runs an agent as a subprocess speaking the exec agent protocol
+// (DESIGN.md "Exec agent protocol"). It is safe for concurrent use.
+type Exec struct {
+	cfg ExecConfig
+}
+
+var _ Runner = (*Exec)(nil)
+
+// NewExec validates cfg, fills in its defaults and returns the runner. The
+// command is not looked up here: a missing binary fails each call, as
+// not_supported.
+func NewExec(cfg ExecConfig) (*Exec, error) {
+	if len(cfg.Command) == 0 || cfg.Command[0] == "" {
+		return nil, ErrEmptyCommand
+	}
+	if cfg.MaxOutput < 0 {
+		return nil, fmt.Errorf("agent: exec max_output %d is negative", cfg.MaxOutput)
+	}
+	if cfg.StderrTail < 0 {
+		return nil, fmt.Errorf("agent: exec stderr_tail %d is negative", cfg.StderrTail)
+	}
+	if cfg.KillGrace < 0 {
+		return nil, fmt.Errorf("agent: exec kill_grace %s is negative", cfg.KillGrace)
+	}
+	if cfg.MaxOutput == 0 {
+		cfg.MaxOutput = DefaultMaxOutput
+	}
+	if cfg.StderrTail == 0 {
+		cfg.StderrTail = DefaultStderrTail
+	}
+	if cfg.KillGrace == 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	cfg.Command = append([]string(nil), cfg.Command...)
+	cfg.Env = append([]string(nil), cfg.Env...)
+	return &Exec{cfg: cfg}, nil
+}
+
+// errOutputTooLarge stops the agent once its stdout passes the cap.
+var errOutputTooLarge = errors.New("agent output too large")
+
+// Run starts the agent in its own process group, writes req as JSON to its
+// stdin, closes stdin and reads one ActionResponse from its stdout.
+//
+// Outcomes, all failures being *resilience.Failure:
+//   - "success": the response's data (JSON null when absent).
+//   - "error": Status = code, Text = error; the classifier decides.
+//   - stdout beyond MaxOutput: Class logic_error; reading stops at the cap.
+//   - non-zero exit: Err wraps the *exec.ExitError, Text = stderr tail
+//     (unless stdout held a valid ActionResponse, which then wins).
+//   - stdout that is not an ActionResponse: Class logic_error.
+//   - ctx deadline: Class timeout; ctx canceled: Class canceled.
+//   - command missing, not executable, or Dir missing: Class not_supported
+//     (a configuration error on this worker; retrying cannot help).
+//
+// When ctx is done (or the output cap is hit) the whole process group gets
+// SIGTERM, then SIGKILL after KillGrace; whatever is left of the group when
+// the agent exits is SIGKILLed, so no process outlives the call (except one
+// that left the group with setsid).
+func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, ctxFailure(ctx, time.Now(), err)
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		return nil, &resilience.Failure{Err: fmt.Errorf("agent: encode request: %w", err), Class: resilience.InvalidRequest}
+	}
+
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+
+	stdout := &capWriter{max: e.cfg.MaxOutput, onOverflow: func() { stop(errOutputTooLarge) }}
+	stderr := &tailWriter{max: e.cfg.StderrTail}
+
+	cmd := exec.CommandContext(runCtx, e.cfg.Command[0], e.cfg.Command[1:]...)
+	cmd.Env = e.env() // never nil: nil would inherit the worker's environment
+	cmd.Dir = e.cfg.Dir
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		if errors.Is(err, syscall.ESRCH) {
+			return os.ErrProcessDone
+		}
+		return err
+	}
+	// After SIGTERM, Wait gives the agent KillGrace, then SIGKILLs the leader
+	// and closes the pipes (children holding stdout open no longer block us);
+	// killGroup below takes care of the rest of the group.
+	cmd.WaitDelay = e.cfg.KillGrace
+
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxFailure(ctx, start, ctx.Err())
+		}
+		return nil, startFailure(e.cfg.Command[0], err)
+	}
+	waitErr := cmd.Wait()
+	killGroup(cmd.Process.Pid)
+
+	if stdout.overflowed() {
+		return nil, &resilience.Failure{
+			Class: resilience.LogicError,
+			Text:  fmt.Sprintf("agent output exceeds %d bytes", e.cfg.MaxOutput),
+		}
+	}
+	if waitErr != nil && ctx.Err() != nil {
+		return nil, ctxFailure(ctx, start, ctx.Err())
+	}
+
+	out := stdout.bytes()
+	resp, parseErr := parseResponse(out)
+	var exitErr *exec.ExitError
+	if errors.As(waitErr, &exitErr) && parseErr != nil {
+		tail := sanitizeText(stderr.String())
+		if tail != "" || len(bytes.TrimSpace(out)) == 0 {
+			return nil, &resilience.Failure{Err: exitFailure(exitErr), Text: tail}
+		}
+	}
+	if parseErr != nil {
+		return nil, &resilience.Failure{
+			Class: resilience.LogicError,
+			Text:  "agent output is not an ActionResponse: " + preview(out, 200),
+		}
+	}
+	// waitErr may still be set here (exec.ErrWaitDelay: a child kept stdout
+	// open after the agent exited); the response is complete, so it wins.
+	switch resp.Status {
+	case "success":
+		if len(resp.Data) == 0 {
+			return json.RawMessage("null"), nil
+		}
+		return resp.Data, nil
+	default: // "error"
+		return nil, &resilience.Failure{Status: resp.Code, Text: truncate(sanitizeText(resp.Error), maxErrorText)}
+	}
+}
+
+// env builds the agent's environment from the allowlist.
+func (e *Exec) env() []string {
+	env := make([]string, 0, len(e.cfg.Env))
+	for _, name := range e.cfg.Env {
+		if v := e.cfg.Getenv(name); v != "" {
+			env = append(env, name+"="+v)
+		}
+	}
+	return env
+}
+
+// maxErrorText caps error texts taken from agent replies.
+const maxErrorText = 8 << 10
+
+// killGroup SIGKILLs what is left of the process group led by pid. The
+// leader has been reaped already; a group with members left keeps its ID,
+// and one without members makes this a harmless ESRCH.
+func killGroup(pid int) {
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+}
+
+// parseResponse decodes stdout as exactly one ActionResponse.
+func parseResponse(out []byte) (Response, error) {
+	var resp Response
+	trimmed := bytes.TrimSpace(out)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return resp, errors.New("not a JSON object")
+	}
+	if err := json.Unmarshal(trimmed, &resp); err != nil {
+		return resp, err
+	}
+	if resp.Status != "success" && resp.Status != "error" {
+		return resp, fmt.Errorf("invalid status %q", resp.Status)
+	}
+	return resp, nil
+}
+
+// startFailure maps an error from starting the command. A missing or
+// non-executable command, or a missing working directory, is a configuration
+// error (not_supported); other start errors (EAGAIN, ENOMEM, …) are left to
+// the classifier.
+func startFailure(name string, err error) error {
+	f := &resilience.Failure{Err: fmt.Errorf("agent: start %q: %w", name, err)}
+	var pathErr *fs.PathError
+	switch {
+	case errors.Is(err, exec.ErrNotFound),
+		errors.Is(err, fs.ErrNotExist),
+		errors.Is(err, fs.ErrPermission),
+		errors.Is(err, syscall.ENOEXEC),
+		errors.Is(err, syscall.ENOTDIR),
+		errors.As(err, &pathErr) && errors.Is(pathErr.Err, syscall.EISDIR):
+		f.Class = resilience.NotSupported
+	}
+	return f
+}
+
+// exitFailure describes a non-zero exit or a death by signal.
+func exitFailure(ee *exec.ExitError) error {
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Errorf("agent killed by signal %s: %w", ws.Signal(), ee)
+	}
+	return fmt.Errorf("agent exited with code %d: %w", ee.ExitCode(), ee)
+}
+
+// ctxFailure reports a call ended by its context: timeout or canceled.
+func ctxFailure(ctx context.Context, start time.Time, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		budget := time.Since(start)
+		if dl, ok := ctx.Deadline(); ok {
+			budget = dl.Sub(start)
+		}
+		if budget < 0 {
+			budget = 0
+		}
+		return &resilience.Failure{
+			Err:   fmt.Errorf("agent timed out after %s: %w", budget.Round(time.Millisecond), context.DeadlineExceeded),
+			Class: resilience.Timeout,
+		}
+	}
+	return &resilience.Failure{
+		Err:   fmt.Errorf("agent call canceled: %w", context.Canceled),
+		Class: resilience.Canceled,
+	}
+}
+
+// capWriter keeps up to max bytes; the first write past the cap calls
+// onOverflow and fails, which makes os/exec stop reading and close the pipe.
+type capWriter struct {
+	max        int64
+	onOverflow func()
+
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	over bool
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.over {
+		return 0, errOutputTooLarge
+	}
+	if int64(w.buf.Len())+int64(len(p)) > w.max {
+		w.over = true
+		w.onOverflow()
+		return 0, errOutputTooLarge
+	}
+	return w.buf.Write(p)
+}
+
+func (w *capWriter) overflowed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.over
+}
+
+func (w *capWriter) bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Bytes()
+}
+
+// tailWriter keeps the last max bytes written to it.
+type tailWriter struct {
+	max int
+
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(p)
+	if len(p) >= w.max {
+		w.buf = append(w.buf[:0], p[len(p)-w.max:]...)
+		return n, nil
+	}
+	w.buf = append(w.buf, p...)
+	if over := len(w.buf) - w.max; over > 0 {
+		w.buf = append(w.buf[:0], w.buf[over:]...)
+	}
+	return n, nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return string(w.buf)
+}
+
+// sanitizeText makes agent-provided text safe for logs and history: valid
+// UTF-8, no control characters other than newline and tab, trimmed.
+func sanitizeText(s string) string {
+	s = strings.ToValidUTF8(s, string(utf8.RuneError))
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' {
+			return r
+		}
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
+	return strings.TrimSpace(s)
+}
+
+// preview returns the first n bytes of b as sanitized text on one line.
+func preview(b []byte, n int) string {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return "(empty)"
+	}
+	cut := len(b) > n
+	if cut {
+		b = b[:n]
+	}
+	s := strings.ReplaceAll(sanitizeText(string(b)), "\n", `\n`)
+	s = strings.ReplaceAll(s, "\t", " ")
+	if cut {
+		s += "…"
+	}
+	return s
+}
+
+// truncate cuts s to at most n bytes without splitting a rune.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,207 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/agentq/agentq/resilience"
+)
+
+// Body modes of HTTPConfig.Body.
+const (
+	BodyRequest = "request" // the whole ActionRequest (the default)
+	BodyParams  = "params"  // the request's params alone
+)
+
+// DefaultMaxResponse is the zero value of HTTPConfig.MaxResponse.
+const DefaultMaxResponse int64 = 4 << 20
+
+// maxErrorBody caps the body kept as the text of a non-2xx failure.
+const maxErrorBody = 8 << 10
+
+// HTTPConfig configures an http agent.
+type HTTPConfig struct {
+	// URL is the endpoint the request is POSTed to (http or https).
+	URL string
+	// Headers are added to every request. Values may hold ${VAR}, expanded
+	// from Getenv at request time (see ExpandEnv); the expanded values are
+	// never stored nor logged. Content-Type defaults to application/json.
+	Headers map[string]string
+	// Body selects what is POSTed: "request" (the zero value: the
+	// ActionRequest JSON) or "params" (the params alone).
+	Body string
+	// MaxResponse caps the size of a 2xx body; a larger one fails the call as
+	// logic_error. Zero: 4 MiB.
+	MaxResponse int64
+	// Client sends the requests. Zero: a shared client whose transport
+	// bounds dialing and TLS handshakes (10 s each) and otherwise relies on
+	// the call's context for its deadline.
+	Client *http.Client
+	// Getenv expands ${VAR} in Headers; zero: os.Getenv.
+	Getenv func(string) string
+}
+
+// HTTP runs an agent behind an HTTP endpoint (DESIGN.md "HTTP agent
+// protocol"). It is safe for concurrent use.
+type HTTP struct {
+	cfg HTTPConfig
+}
+
+var _ Runner = (*HTTP)(nil)
+
+// defaultClient is shared by every HTTP runner without a Client of its own,
+// so connections are pooled across agents.
+var defaultClient = &http.Client{
+	Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	},
+}
+
+// NewHTTP validates cfg, fills in its defaults and returns the runner.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("agent: http url: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("agent: http url %q: want an absolute http:// or https:// URL", cfg.URL)
+	}
+	switch cfg.Body {
+	case "":
+		cfg.Body = BodyRequest
+	case BodyRequest, BodyParams:
+	default:
+		return nil, fmt.Errorf("agent: http body %q: want %q or %q", cfg.Body, BodyRequest, BodyParams)
+	}
+	if cfg.MaxResponse < 0 {
+		return nil, fmt.Errorf("agent: http max_response %d is negative", cfg.MaxResponse)
+	}
+	if cfg.MaxResponse == 0 {
+		cfg.MaxResponse = DefaultMaxResponse
+	}
+	for k := range cfg.Headers {
+		if k == "" || strings.ContainsAny(k, " \t\r\n:") {
+			return nil, fmt.Errorf("agent: http header name %q is invalid", k)
+		}
+	}
+	if cfg.Client == nil {
+		cfg.Client = defaultClient
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	headers := make(map[string]string, len(cfg.Headers))
+	for k, v := range cfg.Headers {
+		headers[k] = v
+	}
+	cfg.Headers = headers
+	return &HTTP{cfg: cfg}, nil
+}
+
+// Run POSTs the request and maps the reply. Outcomes, all failures being
+// *resilience.Failure:
+//   - 2xx: success; data is the body when it is JSON, the body as a JSON
+//     string otherwise, null when empty. A body over MaxResponse: logic_error.
+//   - other statuses: Status, Header (a copy) and Text (the body, at most
+//     8 KiB); the classifier decides.
+//   - transport errors: Err is the client's error, chain intact
+//     (*url.Error → *net.OpError → syscall errno, x509 errors, …).
+//   - ctx deadline: Class timeout; ctx canceled: Class canceled.
+func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
+	start := time.Now()
+	if err := ctx.Err(); err != nil {
+		return nil, ctxFailure(ctx, start, err)
+	}
+	var body []byte
+	if h.cfg.Body == BodyParams {
+		body = req.Params
+		if len(bytes.TrimSpace(body)) == 0 {
+			body = []byte("null")
+		}
+	} else {
+		var err error
+		if body, err = json.Marshal(req); err != nil {
+			return nil, &resilience.Failure{Err: fmt.Errorf("agent: encode request: %w", err), Class: resilience.InvalidRequest}
+		}
+	}
+
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, &resilience.Failure{Err: fmt.Errorf("agent: build request: %w", err), Class: resilience.InvalidRequest}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	for k, v := range h.cfg.Headers {
+		v = ExpandEnv(v, h.cfg.Getenv)
+		if strings.EqualFold(k, "Host") {
+			hreq.Host = v
+			continue
+		}
+		hreq.Header.Set(k, v)
+	}
+
+	resp, err := h.cfg.Client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxFailure(ctx, start, ctx.Err())
+		}
+		return nil, &resilience.Failure{Err: err}
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		text, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		if err != nil && ctx.Err() != nil {
+			return nil, ctxFailure(ctx, start, ctx.Err())
+		}
+		// A read error here still leaves a useful status; keep what we have.
+		return nil, &resilience.Failure{
+			Status: resp.StatusCode,
+			Header: resp.Header.Clone(),
+			Text:   sanitizeText(truncate(string(text), maxErrorBody)),
+		}
+	}
+
+	data, err := io.ReadAll(io.LimitReader(resp.Body, h.cfg.MaxResponse+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxFailure(ctx, start, ctx.Err())
+		}
+		return nil, &resilience.Failure{Err: fmt.Errorf("agent: read response: %w", err)}
+	}
+	if int64(len(data)) > h.cfg.MaxResponse {
+		return nil, &resilience.Failure{
+			Class: resilience.LogicError,
+			Text:  fmt.Sprintf("response exceeds %d bytes", h.cfg.MaxResponse),
+		}
+	}
+	data = bytes.TrimSpace(data)
+	switch {
+	case len(data) == 0:
+		return json.RawMessage("null"), nil
+	case json.Valid(data):
+		return json.RawMessage(data), nil
+	default:
+		s, err := json.Marshal(string(data))
+		if err != nil { // cannot happen for a string
+			return nil, &resilience.Failure{Err: err, Class: resilience.LogicError}
+		}
+		return s, nil
+	}
+}

@@ -1,0 +1,185 @@
+// Package cli implements agentq's commands (enqueuer, worker, inspector) as
+// cobra command trees that write to the io.Writers of an App, so they can
+// be tested through SetArgs and a buffer. The mains in cmd/ only call Main.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/config"
+)
+
+// Exit statuses (DESIGN.md §3).
+const (
+	ExitOK          = 0
+	ExitFailure     = 1 // failed at run time: Redis unreachable, …
+	ExitUsage       = 2 // bad usage or bad input
+	ExitUnavailable = 3 // fail-fast enqueue refused: the agent's breaker is open
+)
+
+// ExitError carries the exit status of a failed command.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// usageErr marks err as bad usage or bad input (exit 2).
+func usageErr(format string, args ...any) error {
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf(format, args...)}
+}
+
+// runtimeErr marks err as a run-time failure (exit 1).
+func runtimeErr(err error) error {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return &ExitError{Code: ExitFailure, Err: err}
+}
+
+// App is what a command tree writes to and reads from.
+type App struct {
+	Out    io.Writer
+	Err    io.Writer
+	In     io.Reader
+	Getenv func(string) string
+}
+
+// NewApp returns an App on the process's standard streams.
+func NewApp() *App { return &App{Out: os.Stdout, Err: os.Stderr, In: os.Stdin, Getenv: os.Getenv} }
+
+// Main runs the command tree built by newCmd with args and returns the exit
+// status, printing the error (if any) to app.Err.
+func Main(ctx context.Context, app *App, newCmd func(*App) *cobra.Command, args []string) int {
+	cmd := newCmd(app)
+	cmd.SetArgs(args)
+	cmd.SetOut(app.Out)
+	cmd.SetErr(app.Err)
+	cmd.SetIn(app.In)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintf(app.Err, "%s: error: %v\n", cmd.Name(), err)
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	// cobra's own errors: unknown command, flag or argument count.
+	return ExitUsage
+}
+
+// global holds the flags every command takes.
+type global struct {
+	configPath string
+	redisURL   string
+}
+
+func (g *global) bind(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (YAML)")
+	cmd.PersistentFlags().StringVar(&g.redisURL, "redis", "", "Redis URL (overrides AGENTQ_REDIS_URL and the config)")
+}
+
+func newRoot(app *App, use, short string, g *global) *cobra.Command {
+	root := &cobra.Command{
+		Use: use, Short: short, SilenceUsage: true, SilenceErrors: true,
+	}
+	g.bind(root)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	return root
+}
+
+// loadConfig reads --config (or defaults), applies AGENTQ_REDIS_URL and
+// --redis. A bad file is bad input (exit 2).
+func (g *global) loadConfig(app *App) (*config.Config, error) {
+	var cfg *config.Config
+	var err error
+	if g.configPath == "" {
+		cfg = config.Default()
+	} else {
+		data, rerr := os.ReadFile(g.configPath)
+		if rerr != nil {
+			return nil, usageErr("read config: %v", rerr)
+		}
+		cfg, err = config.Parse(data, g.configPath)
+		if err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: err}
+		}
+	}
+	cfg.ApplyEnv(app.Getenv)
+	if g.redisURL != "" {
+		cfg.Redis.URL = g.redisURL
+	}
+	return cfg, nil
+}
+
+// connect loads the config and opens Redis, checking it answers.
+func (g *global) connect(ctx context.Context, app *App) (*config.Config, redis.UniversalClient, error) {
+	cfg, err := g.loadConfig(app)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb, err := OpenRedis(ctx, cfg.Redis.URL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, rdb, nil
+}
+
+// OpenRedis parses a redis://, rediss:// or unix:// URL (a bad URL is exit
+// 2) and pings the server (unreachable is exit 1).
+func OpenRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, usageErr("bad Redis URL %q: %v", redact(url), err)
+	}
+	opt.DialTimeout = 3 * time.Second
+	rdb := redis.NewClient(opt)
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, runtimeErr(fmt.Errorf("redis unreachable at %s: %w", redact(url), err))
+	}
+	return rdb, nil
+}
+
+func redact(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if j := strings.LastIndex(u, "@"); j > i {
+			return u[:i+3] + "***@" + u[j+1:]
+		}
+	}
+	return u
+}
+
+// exactArgs is cobra.ExactArgs with a usage exit status.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErr("%s takes %s (got %d arguments)", cmd.CommandPath(), what, len(args))
+		}
+		return nil
+	}
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErr("%s takes no arguments (got %q)", cmd.CommandPath(), args)
+	}
+	return nil
+}

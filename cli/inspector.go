@@ -1,0 +1,541 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/restart"
+	"github.com/agentq/agentq/tasks"
+)
+
+// NewInspectorCmd builds the `inspector` command tree.
+func NewInspectorCmd(app *App) *cobra.Command {
+	g := &global{}
+	root := newRoot(app, "inspector", "Inspect dead letters, breakers, tasks and queues", g)
+	root.Args = noArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return usageErr("missing subcommand (see inspector --help)") }
+	dlq := &cobra.Command{Use: "dlq", Short: "Dead letters: list, show, requeue, delete, purge, export", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return usageErr("missing subcommand (see inspector dlq --help)") }}
+	dlq.AddCommand(dlqList(app, g), dlqShow(app, g), dlqRequeue(app, g), dlqDelete(app, g), dlqPurge(app, g), dlqExport(app, g))
+	breaker := &cobra.Command{Use: "breaker", Short: "Change a breaker: reset KEY | trip KEY --for DUR", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return usageErr("missing subcommand (see inspector breaker --help)") }}
+	breaker.AddCommand(breakerReset(app, g), breakerTrip(app, g))
+	root.AddCommand(dlq, breaker, breakersCmd(app, g), taskCmd(app, g), restartsCmd(app, g), statsCmd(app, g))
+	return root
+}
+
+// session is what an inspector command works with.
+type session struct {
+	rdb redis.UniversalClient
+	dlq *deadletter.Store
+}
+
+func (g *global) session(ctx context.Context, app *App) (*session, error) {
+	_, rdb, err := g.connect(ctx, app)
+	if err != nil {
+		return nil, err
+	}
+	return &session{rdb: rdb, dlq: deadletter.NewStore(rdb)}, nil
+}
+
+func (s *session) close() { _ = s.rdb.Close() }
+
+func printJSON(app *App, v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintln(app.Out, string(b))
+}
+
+func table(app *App) *tabwriter.Writer { return tabwriter.NewWriter(app.Out, 0, 4, 2, ' ', 0) }
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func tsp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return ts(*t)
+}
+
+func short(s string, n int) string {
+	s = strings.ReplaceAll(strings.ReplaceAll(s, "\n", " "), "\t", " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+type listOptions struct {
+	agent, class  string
+	limit, offset int
+	json          bool
+}
+
+func (o *listOptions) Validate() error {
+	if o.class != "" {
+		if _, err := resilience.ParseClass(o.class); err != nil {
+			return usageErr("--class: %v", err)
+		}
+	}
+	if o.limit < 0 || o.offset < 0 {
+		return usageErr("--limit and --offset must not be negative")
+	}
+	return nil
+}
+
+func (o *listOptions) filter() deadletter.Filter {
+	return deadletter.Filter{Agent: o.agent, Class: o.class, Limit: o.limit, Offset: o.offset}
+}
+
+func dlqList(app *App, g *global) *cobra.Command {
+	o := &listOptions{}
+	cmd := &cobra.Command{Use: "list", Short: "List dead letters, newest first", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			entries, total, err := s.dlq.List(cmd.Context(), o.filter())
+			if err != nil {
+				return runtimeErr(err)
+			}
+			if o.json {
+				for _, e := range entries {
+					printJSON(app, e)
+				}
+				return nil
+			}
+			w := table(app)
+			fmt.Fprintln(w, "ID\tAGENT\tACTION\tCLASS\tREASON\tATTEMPTS\tRESTARTS\tDEAD LETTERED\tERROR")
+			for _, e := range entries {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, e.Agent, e.Action, e.ErrorClass, e.Reason,
+					e.Attempts, e.Restarts, ts(e.DeadLetteredAt), short(e.Error, 60))
+			}
+			_ = w.Flush()
+			fmt.Fprintf(app.Out, "%d of %d dead letters\n", len(entries), total)
+			return nil
+		}}
+	cmd.Flags().StringVar(&o.agent, "agent", "", "only this agent's")
+	cmd.Flags().StringVar(&o.class, "class", "", "only this error class")
+	cmd.Flags().IntVar(&o.limit, "limit", 100, "page size")
+	cmd.Flags().IntVar(&o.offset, "offset", 0, "skip this many")
+	cmd.Flags().BoolVar(&o.json, "json", false, "JSON Lines")
+	return cmd
+}
+
+func dlqShow(app *App, g *global) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{Use: "show ID", Short: "Show one dead letter with its history", Args: exactArgs(1, "one dead-letter ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			e, err := s.dlq.Get(cmd.Context(), args[0])
+			if errors.Is(err, deadletter.ErrNotFound) {
+				return runtimeErr(fmt.Errorf("no dead letter with ID %q", args[0]))
+			}
+			if err != nil {
+				return runtimeErr(err)
+			}
+			if asJSON {
+				printJSON(app, e)
+				return nil
+			}
+			w := table(app)
+			fmt.Fprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nQueue:\t%s\nCorrelation ID:\t%s\nClass:\t%s\nReason:\t%s\nAttempts:\t%d\nRestarts:\t%d\nDead-lettered:\t%s\nError:\t%s\nParams:\t%s\n",
+				e.ID, e.Agent, e.Action, e.Queue, e.CorrelationID, e.ErrorClass, e.Reason, e.Attempts, e.Restarts,
+				ts(e.DeadLetteredAt), e.Error, string(e.Params))
+			_ = w.Flush()
+			fmt.Fprintln(app.Out, "History:")
+			printHistory(app, e.History)
+			return nil
+		}}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
+	return cmd
+}
+
+func printHistory(app *App, h []tasks.Event) {
+	w := table(app)
+	fmt.Fprintln(w, "  AT\tEVENT\tATTEMPT\tRESTART\tCLASS\tDELAY\tERROR")
+	for _, ev := range h {
+		delay := "-"
+		if ev.DelayMS > 0 {
+			delay = (time.Duration(ev.DelayMS) * time.Millisecond).String()
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event,
+			ev.Attempt, ev.Restart, ev.ErrorClass, delay, short(ev.Error, 70))
+	}
+	_ = w.Flush()
+}
+
+type requeueOptions struct {
+	all          bool
+	agent, class string
+}
+
+func (o *requeueOptions) Validate(args []string) error {
+	if o.all == (len(args) > 0) {
+		return usageErr("give dead-letter IDs or --all (not both)")
+	}
+	if !o.all && (o.agent != "" || o.class != "") {
+		return usageErr("--agent and --class go with --all")
+	}
+	if o.class != "" {
+		if _, err := resilience.ParseClass(o.class); err != nil {
+			return usageErr("--class: %v", err)
+		}
+	}
+	return nil
+}
+
+func dlqRequeue(app *App, g *global) *cobra.Command {
+	o := &requeueOptions{}
+	cmd := &cobra.Command{Use: "requeue ID...|--all", Short: "Run dead letters again with a fresh budget (history kept)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(args); err != nil {
+				return err
+			}
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			ids := args
+			if o.all {
+				ids, err = s.dlq.IDs(cmd.Context(), deadletter.Filter{Agent: o.agent, Class: o.class})
+				if err != nil {
+					return runtimeErr(err)
+				}
+			}
+			client := tasks.NewClient(s.rdb)
+			failed := 0
+			for _, id := range ids {
+				if _, err := s.dlq.RequeueTask(cmd.Context(), client, id); err != nil {
+					failed++
+					fmt.Fprintf(app.Err, "inspector: requeue %s: %v\n", id, err)
+					continue
+				}
+				fmt.Fprintln(app.Out, id)
+			}
+			if failed > 0 {
+				return runtimeErr(fmt.Errorf("%d of %d dead letters not requeued", failed, len(ids)))
+			}
+			return nil
+		}}
+	cmd.Flags().BoolVar(&o.all, "all", false, "every dead letter (narrow with --agent, --class)")
+	cmd.Flags().StringVar(&o.agent, "agent", "", "with --all: only this agent's")
+	cmd.Flags().StringVar(&o.class, "class", "", "with --all: only this class")
+	return cmd
+}
+
+func dlqDelete(app *App, g *global) *cobra.Command {
+	return &cobra.Command{Use: "delete ID...", Short: "Delete dead letters",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr("give at least one dead-letter ID")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			n, err := s.dlq.Delete(cmd.Context(), args...)
+			if err != nil {
+				return runtimeErr(err)
+			}
+			fmt.Fprintf(app.Out, "deleted %d of %d\n", n, len(args))
+			if n < len(args) {
+				return runtimeErr(fmt.Errorf("%d of the IDs were not dead letters", len(args)-n))
+			}
+			return nil
+		}}
+}
+
+func dlqPurge(app *App, g *global) *cobra.Command {
+	var yes bool
+	cmd := &cobra.Command{Use: "purge --yes", Short: "Delete every dead letter", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !yes {
+				return usageErr("purge deletes every dead letter: confirm with --yes")
+			}
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			n, err := s.dlq.Purge(cmd.Context())
+			if err != nil {
+				return runtimeErr(err)
+			}
+			fmt.Fprintf(app.Out, "purged %d dead letters\n", n)
+			return nil
+		}}
+	cmd.Flags().BoolVar(&yes, "yes", false, "really delete them all")
+	return cmd
+}
+
+func dlqExport(app *App, g *global) *cobra.Command {
+	o := &listOptions{}
+	cmd := &cobra.Command{Use: "export", Short: "Write every dead letter as JSON Lines to standard output", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			n, err := s.dlq.Export(cmd.Context(), app.Out, o.filter())
+			if err != nil {
+				return runtimeErr(err)
+			}
+			fmt.Fprintf(app.Err, "exported %d dead letters\n", n)
+			return nil
+		}}
+	cmd.Flags().StringVar(&o.agent, "agent", "", "only this agent's")
+	cmd.Flags().StringVar(&o.class, "class", "", "only this error class")
+	return cmd
+}
+
+func breakersCmd(app *App, g *global) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{Use: "breakers", Short: "List circuit breakers and agent health", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			list, err := resilience.NewBreakers(s.rdb).List(cmd.Context())
+			if err != nil {
+				return runtimeErr(err)
+			}
+			if asJSON {
+				for _, b := range list {
+					printJSON(app, b)
+				}
+				return nil
+			}
+			w := table(app)
+			fmt.Fprintln(w, "KEY\tSTATE\tHEALTH\tCONSEC FAIL\tFAILURES\tSUCCESSES\tOPEN UNTIL\tLAST FAILURE\tLAST SUCCESS")
+			for _, b := range list {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
+					b.FailureCount, b.SuccessCount, tsp(b.OpenUntil), tsp(b.LastFailureAt), tsp(b.LastSuccessAt))
+			}
+			return w.Flush()
+		}}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON Lines")
+	return cmd
+}
+
+func breakerReset(app *App, g *global) *cobra.Command {
+	return &cobra.Command{Use: "reset KEY", Short: "Close a breaker now", Args: exactArgs(1, "one breaker key"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			if err := resilience.NewBreakers(s.rdb).Reset(cmd.Context(), args[0]); err != nil {
+				return runtimeErr(err)
+			}
+			fmt.Fprintf(app.Out, "breaker %s reset (closed)\n", args[0])
+			return nil
+		}}
+}
+
+func breakerTrip(app *App, g *global) *cobra.Command {
+	var d time.Duration
+	cmd := &cobra.Command{Use: "trip KEY --for DUR", Short: "Open a breaker for a while (manual override)", Args: exactArgs(1, "one breaker key"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if d <= 0 {
+				return usageErr("--for is required and must be positive (e.g. --for 10m)")
+			}
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			if err := resilience.NewBreakers(s.rdb).Trip(cmd.Context(), args[0], d); err != nil {
+				return runtimeErr(err)
+			}
+			fmt.Fprintf(app.Out, "breaker %s tripped (open) for %s\n", args[0], d)
+			return nil
+		}}
+	cmd.Flags().DurationVar(&d, "for", 0, "how long it stays open")
+	return cmd
+}
+
+func taskCmd(app *App, g *global) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{Use: "task ID", Short: "Show a task's state and history", Args: exactArgs(1, "one task ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			v, err := tasks.NewStore(s.rdb).Get(cmd.Context(), args[0])
+			if errors.Is(err, tasks.ErrNotFound) {
+				return runtimeErr(fmt.Errorf("no task with ID %q (never enqueued, or its history has expired)", args[0]))
+			}
+			if err != nil {
+				return runtimeErr(err)
+			}
+			if asJSON {
+				printJSON(app, v)
+				return nil
+			}
+			w := table(app)
+			fmt.Fprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nState:\t%s\nAttempts:\t%d\nRestarts:\t%d\n", v.ID, v.Agent, v.Action, v.State, v.Attempts, v.Restarts)
+			if v.ErrorClass != "" {
+				fmt.Fprintf(w, "Class:\t%s\nError:\t%s\n", v.ErrorClass, v.Error)
+			}
+			_ = w.Flush()
+			fmt.Fprintln(app.Out, "History:")
+			printHistory(app, v.History)
+			return nil
+		}}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
+	return cmd
+}
+
+func restartsCmd(app *App, g *global) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{Use: "restarts", Short: "List tasks waiting for a restart", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			list, err := restart.NewScheduler(s.rdb, nil).List(cmd.Context(), 0)
+			if err != nil {
+				return runtimeErr(err)
+			}
+			if asJSON {
+				for _, p := range list {
+					printJSON(app, p)
+				}
+				return nil
+			}
+			w := table(app)
+			fmt.Fprintln(w, "ID\tAGENT\tRESTART\tDUE\tCLASS\tERROR")
+			for _, p := range list {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Agent, p.Restart, ts(p.DueAt), p.Class, short(p.Error, 60))
+			}
+			return w.Flush()
+		}}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON Lines")
+	return cmd
+}
+
+// Stats is `inspector stats --json`.
+type Stats struct {
+	Queues          []QueueStats     `json:"queues"`
+	DeadLetters     int64            `json:"dead_letters"`
+	DeadLetterAgent map[string]int64 `json:"dead_letters_by_agent"`
+	DeadLetterClass map[string]int64 `json:"dead_letters_by_class"`
+	RestartsPending int64            `json:"restarts_pending"`
+	BreakersOpen    int              `json:"breakers_open"`
+	Breakers        int              `json:"breakers"`
+}
+
+// QueueStats is one asynq queue's size.
+type QueueStats struct {
+	Queue     string `json:"queue"`
+	Pending   int    `json:"pending"`
+	Active    int    `json:"active"`
+	Scheduled int    `json:"scheduled"`
+	Retry     int    `json:"retry"`
+	Processed int    `json:"processed_today"`
+	Failed    int    `json:"failed_today"`
+}
+
+func statsCmd(app *App, g *global) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{Use: "stats", Short: "Queue sizes, dead letters, restarts, breakers", Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := g.session(cmd.Context(), app)
+			if err != nil {
+				return err
+			}
+			defer s.close()
+			ctx := cmd.Context()
+			st := Stats{Queues: []QueueStats{}}
+			insp := asynq.NewInspectorFromRedisClient(s.rdb)
+			qs, err := insp.Queues()
+			if err != nil {
+				return runtimeErr(err)
+			}
+			sort.Strings(qs)
+			for _, q := range qs {
+				info, err := insp.GetQueueInfo(q)
+				if err != nil {
+					return runtimeErr(err)
+				}
+				st.Queues = append(st.Queues, QueueStats{Queue: q, Pending: info.Pending, Active: info.Active,
+					Scheduled: info.Scheduled, Retry: info.Retry, Processed: info.Processed, Failed: info.Failed})
+			}
+			if st.DeadLetters, err = s.dlq.Count(ctx); err != nil {
+				return runtimeErr(err)
+			}
+			if st.DeadLetterAgent, st.DeadLetterClass, err = s.dlq.CountBy(ctx); err != nil {
+				return runtimeErr(err)
+			}
+			if st.RestartsPending, err = restart.NewScheduler(s.rdb, nil).Count(ctx); err != nil {
+				return runtimeErr(err)
+			}
+			bl, err := resilience.NewBreakers(s.rdb).List(ctx)
+			if err != nil {
+				return runtimeErr(err)
+			}
+			st.Breakers = len(bl)
+			for _, b := range bl {
+				if b.State == resilience.StateOpen {
+					st.BreakersOpen++
+				}
+			}
+			if asJSON {
+				printJSON(app, st)
+				return nil
+			}
+			w := table(app)
+			fmt.Fprintln(w, "QUEUE\tPENDING\tACTIVE\tSCHEDULED\tRETRY\tPROCESSED TODAY\tFAILED TODAY")
+			for _, q := range st.Queues {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Queue, q.Pending, q.Active, q.Scheduled, q.Retry, q.Processed, q.Failed)
+			}
+			_ = w.Flush()
+			fmt.Fprintf(app.Out, "dead letters: %d   restarts pending: %d   breakers: %d (%d open)\n",
+				st.DeadLetters, st.RestartsPending, st.Breakers, st.BreakersOpen)
+			return nil
+		}}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
+	return cmd
+}

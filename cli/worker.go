@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentq/agentq/worker"
+)
+
+type workerOptions struct {
+	concurrency int
+	http        string
+	logLevel    string
+}
+
+func (o *workerOptions) Validate() error {
+	if o.concurrency < 0 {
+		return usageErr("--concurrency must be at least 1 (got %d)", o.concurrency)
+	}
+	switch o.logLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return usageErr("--log-level must be debug, info, warn or error (got %q)", o.logLevel)
+	}
+	return nil
+}
+
+// NewWorkerCmd builds the `worker` command. It runs until its context is
+// canceled (main cancels it on SIGTERM/SIGINT), then shuts down gracefully.
+func NewWorkerCmd(app *App) *cobra.Command {
+	var g global
+	o := &workerOptions{}
+	root := newRoot(app, "worker", "Run agent tasks from Redis", &g)
+	root.Args = noArgs
+	root.Flags().IntVar(&o.concurrency, "concurrency", 0, "tasks run at once (default: worker.concurrency, 20)")
+	root.Flags().StringVar(&o.http, "http", "", "listen address of /healthz /readyz /metrics /api/v1/agents (default: worker.http_addr)")
+	root.Flags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		cfg, err := g.loadConfig(app)
+		if err != nil {
+			return err
+		}
+		if o.concurrency > 0 {
+			cfg.Worker.Concurrency = o.concurrency
+		}
+		if o.http != "" {
+			cfg.Worker.HTTPAddr = o.http
+		}
+		log := NewLogger(app, o.logLevel)
+		rdb, err := OpenRedis(cmd.Context(), cfg.Redis.URL)
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		w, err := worker.New(cfg, rdb, worker.WithLogger(log))
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		if err := w.Run(cmd.Context()); err != nil {
+			return runtimeErr(err)
+		}
+		return nil
+	}
+	return root
+}
+
+// NewLogger returns a slog logger on app.Err: JSON when it is not a
+// terminal, text otherwise.
+func NewLogger(app *App, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if f, ok := app.Err.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return slog.New(slog.NewTextHandler(app.Err, opts))
+		}
+	}
+	return slog.New(slog.NewJSONHandler(app.Err, opts))
+}

@@ -1,0 +1,399 @@
+package config
+
+import (
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentq/agentq/resilience"
+)
+
+// EnvRedisURL is the environment variable that overrides redis.url.
+const EnvRedisURL = "AGENTQ_REDIS_URL"
+
+// The seed values: what a field is when the file does not set it.
+const (
+	DefaultRedisURL         = "redis://127.0.0.1:6379/0"
+	DefaultConcurrency      = 20
+	DefaultShutdownTimeout  = 30 * time.Second
+	DefaultQueue            = "default"
+	DefaultPollInterval     = 10 * time.Millisecond
+	DefaultForwardInterval  = 50 * time.Millisecond
+	DefaultTimeout          = 30 * time.Second
+	DefaultMaxAttempts      = 3
+	DefaultInitialBackoff   = 500 * time.Millisecond
+	DefaultMaxBackoff       = 5 * time.Second
+	DefaultJitter           = 0.2
+	DefaultMaxRetryAfter    = 60 * time.Second
+	DefaultFailureThreshold = 3
+	DefaultCooldown         = 60 * time.Second
+	DefaultHalfOpenMaxCalls = 1
+	DefaultMaxRestarts      = 3
+	DefaultMaxPending       = 10000
+	DefaultRetention        = 7 * 24 * time.Hour
+	DefaultAlertThreshold   = 10
+	DefaultAlertWindow      = 5 * time.Minute
+)
+
+// DefaultRestartDelays returns the seed value of restart.delays: 1m, 2m, 4m.
+func DefaultRestartDelays() []time.Duration {
+	return []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute}
+}
+
+// The values of an HTTP agent's body field.
+const (
+	BodyRequest = "request" // POST the whole ActionRequest (the default)
+	BodyParams  = "params"  // POST the task's params alone
+)
+
+// The values of a class rule's exhausted field.
+const (
+	ExhaustedRestart    = "restart"
+	ExhaustedDeadLetter = "dead_letter"
+)
+
+// Config is a loaded, resolved configuration. Every "zero →" below is the
+// value a field takes when the file leaves it out; a value written in the
+// file is taken literally and validated (concurrency: 0 is an error, not
+// "use the default"). Programs that build a Config in Go should start from
+// Default.
+type Config struct {
+	// Redis is where the queues live.
+	Redis Redis
+	// Worker holds the worker process's settings.
+	Worker Worker
+	// Defaults are the agent settings every agent starts from, with the seed
+	// values applied for everything the file's defaults block leaves out.
+	Defaults Settings
+	// Agents are the configured agents by name, each with its settings
+	// merged field by field over Defaults.
+	Agents map[string]Agent
+	// History is the task-history retention.
+	History History
+	// Alerts configures failure alerts.
+	Alerts Alerts
+	// Path is the file the config was loaded from ("" for Default).
+	Path string
+
+	// lines maps dotted field paths to the line that set them.
+	lines map[string]int
+	// redisFromEnv is true when ApplyEnv replaced Redis.URL.
+	redisFromEnv bool
+}
+
+// Redis locates the Redis server.
+type Redis struct {
+	// URL is a redis://, rediss:// (TLS) or unix:// URL.
+	// Zero → "redis://127.0.0.1:6379/0". AGENTQ_REDIS_URL overrides the file.
+	URL string
+}
+
+// Worker holds the settings of a worker process.
+type Worker struct {
+	// Concurrency is the number of tasks run at once. Zero → 20.
+	Concurrency int
+	// ShutdownTimeout is how long running tasks get to finish on shutdown.
+	// Zero → 30s.
+	ShutdownTimeout time.Duration
+	// HTTPAddr is the listen address of /healthz, /readyz, /metrics and
+	// /api/v1/agents. Zero → "" (ops endpoints off).
+	HTTPAddr string
+	// Queues maps the queues the worker serves to their priorities.
+	// Zero → {"default": 1}. A queues block in the file replaces the map.
+	Queues map[string]int
+	// PollInterval is how often an idle worker looks for work (YAML
+	// poll_interval). Zero → 10ms.
+	PollInterval time.Duration
+	// ForwardInterval is the tick of the scheduled/retry forwarder (YAML
+	// forward_interval). Zero → 50ms.
+	ForwardInterval time.Duration
+}
+
+// Settings are the per-agent resilience settings. The defaults block holds
+// one; every agent holds one merged over it field by field.
+type Settings struct {
+	// Timeout bounds one attempt. Zero → 30s.
+	Timeout time.Duration
+	// Retry governs the attempts within one run.
+	Retry Retry
+	// CircuitBreaker configures the shared breaker of the agent's breaker key.
+	CircuitBreaker Breaker
+	// Restart governs the delayed restarts after a run has used its attempts.
+	Restart Restart
+	// Classes override cells of the decision table per error class
+	// (YAML classes: {rate_limited: {retry: true, breaker: true,
+	// exhausted: restart}}). Zero → no overrides. The worker merges them over
+	// resilience's default policy; an agent's rules are merged over the
+	// defaults' rules class by class and field by field.
+	Classes map[resilience.Class]ClassRule
+}
+
+// Retry governs the attempts within one run: up to MaxAttempts attempts,
+// waiting min(MaxBackoff, InitialBackoff·2^(n-1)) ±Jitter between them.
+type Retry struct {
+	// MaxAttempts counts the first call and the retries. Zero → 3.
+	MaxAttempts int
+	// InitialBackoff is the wait before the first retry. Zero → 500ms.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the wait. Zero → 5s.
+	MaxBackoff time.Duration
+	// Jitter is the relative spread, in [0, 1]. Zero → 0.2 when absent from
+	// the file; an explicit 0 disables jitter.
+	Jitter float64
+	// MaxRetryAfter caps a backend's Retry-After (YAML max_retry_after).
+	// Zero → 60s.
+	MaxRetryAfter time.Duration
+}
+
+// Breaker configures a circuit breaker.
+type Breaker struct {
+	// FailureThreshold is the number of consecutive counted failures that
+	// open the breaker. Zero → 3.
+	FailureThreshold int
+	// Cooldown is how long the breaker stays open. Zero → 60s.
+	Cooldown time.Duration
+	// HalfOpenMaxCalls is the number of trial calls admitted cluster-wide
+	// while half-open. Zero → 1.
+	HalfOpenMaxCalls int
+}
+
+// Restart governs delayed restarts.
+type Restart struct {
+	// MaxRestarts is how many times a run is restarted before it is
+	// dead-lettered; 0 dead-letters at once. Zero → 3 when absent.
+	MaxRestarts int
+	// Delays are the waits before restart 1, 2, …; restart k waits
+	// Delays[min(k, len(Delays))-1]. Zero → [1m, 2m, 4m]. A restart block's
+	// delays replace the list.
+	Delays []time.Duration
+	// MaxPending is the size at which the restart queue is full.
+	// Zero → 10000.
+	MaxPending int
+}
+
+// Delay returns the wait before restart k (1-based), repeating the last
+// delay past the end of the list; 0 when Delays is empty.
+func (r Restart) Delay(k int) time.Duration {
+	if len(r.Delays) == 0 {
+		return 0
+	}
+	k = min(max(k, 1), len(r.Delays))
+	return r.Delays[k-1]
+}
+
+// ClassRule overrides one row of the decision table. A nil field keeps the
+// value it is merged over.
+type ClassRule struct {
+	// Retry: whether the class is retried within a run.
+	Retry *bool
+	// Breaker: whether the class counts against the breaker.
+	Breaker *bool
+	// Exhausted: "restart" or "dead_letter", what happens when the run's
+	// attempts are used up.
+	Exhausted *string
+}
+
+// Agent is one configured agent with its resolved settings.
+//
+// An agent with neither Exec nor HTTP is allowed: it carries the settings of
+// a Go-function agent registered in code under the same name.
+type Agent struct {
+	// Name is the agent's name (the key under agents).
+	Name string
+	// Exec, when set, runs the agent as a subprocess.
+	Exec *Exec
+	// HTTP, when set, calls the agent over HTTP.
+	HTTP *HTTP
+	// BreakerKey names the shared circuit breaker. Zero → the agent's name.
+	BreakerKey string
+	// Settings are merged field by field over Config.Defaults: an agent's
+	// retry: {max_attempts: 5} keeps the default backoffs.
+	Settings
+}
+
+// Exec describes a subprocess agent (no shell).
+type Exec struct {
+	// Command is the program and its arguments; it must not be empty.
+	Command []string
+	// Env lists the environment of the process: "NAME" passes NAME through
+	// from the worker's environment, "NAME=value" sets it. Zero → an empty
+	// environment.
+	Env []string
+	// Dir is the working directory. Zero → the worker's.
+	Dir string
+	// MaxOutputBytes caps stdout. Zero → the runner's default cap.
+	MaxOutputBytes int64
+}
+
+// HTTP describes an HTTP agent.
+type HTTP struct {
+	// URL is the absolute http:// or https:// URL that is POSTed to.
+	URL string
+	// Headers are added to each request. Values may contain ${VAR}, which
+	// the config keeps literally; see ExpandHeaders.
+	Headers map[string]string
+	// Body is "request" (the ActionRequest) or "params" (params alone).
+	// Zero → "request".
+	Body string
+	// MaxResponseBytes caps the response body. Zero → the runner's default
+	// cap.
+	MaxResponseBytes int64
+}
+
+// ExpandHeaders returns the headers with every ${VAR} replaced by
+// getenv("VAR") (os.Getenv when getenv is nil). Only the braced form is
+// expanded; a lone $ is kept. Runners call it at request time so that
+// secrets never sit in a Config.
+func (h HTTP) ExpandHeaders(getenv func(string) string) map[string]string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	out := make(map[string]string, len(h.Headers))
+	for k, v := range h.Headers {
+		out[k] = expandBraced(v, getenv)
+	}
+	return out
+}
+
+func expandBraced(s string, getenv func(string) string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteString(getenv(s[i+2 : i+j]))
+		s = s[i+j+1:]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// History configures task history.
+type History struct {
+	// Retention is how long a task's history is kept. Zero → 168h (7 days).
+	Retention time.Duration
+}
+
+// Alerts configures failure alerts.
+type Alerts struct {
+	// Threshold is the number of failures within Window that raises an
+	// alert. Zero → 10.
+	Threshold int
+	// Window is the counting window. Zero → 5m.
+	Window time.Duration
+	// WebhookURL receives alerts as JSON POSTs. Zero → none.
+	WebhookURL string
+}
+
+// DefaultSettings returns the seed agent settings.
+func DefaultSettings() Settings {
+	return Settings{
+		Timeout: DefaultTimeout,
+		Retry: Retry{
+			MaxAttempts:    DefaultMaxAttempts,
+			InitialBackoff: DefaultInitialBackoff,
+			MaxBackoff:     DefaultMaxBackoff,
+			Jitter:         DefaultJitter,
+			MaxRetryAfter:  DefaultMaxRetryAfter,
+		},
+		CircuitBreaker: Breaker{
+			FailureThreshold: DefaultFailureThreshold,
+			Cooldown:         DefaultCooldown,
+			HalfOpenMaxCalls: DefaultHalfOpenMaxCalls,
+		},
+		Restart: Restart{
+			MaxRestarts: DefaultMaxRestarts,
+			Delays:      DefaultRestartDelays(),
+			MaxPending:  DefaultMaxPending,
+		},
+	}
+}
+
+// Default returns the configuration used when there is no file: every field
+// at its seed value and no agents.
+func Default() *Config {
+	return &Config{
+		Redis: Redis{URL: DefaultRedisURL},
+		Worker: Worker{
+			Concurrency:     DefaultConcurrency,
+			ShutdownTimeout: DefaultShutdownTimeout,
+			Queues:          map[string]int{DefaultQueue: 1},
+			PollInterval:    DefaultPollInterval,
+			ForwardInterval: DefaultForwardInterval,
+		},
+		Defaults: DefaultSettings(),
+		Agents:   map[string]Agent{},
+		History:  History{Retention: DefaultRetention},
+		Alerts:   Alerts{Threshold: DefaultAlertThreshold, Window: DefaultAlertWindow},
+	}
+}
+
+// Clone returns a deep copy of s (the Delays slice and Classes map are not
+// shared).
+func (s Settings) Clone() Settings {
+	s.Restart.Delays = slices.Clone(s.Restart.Delays)
+	if s.Classes != nil {
+		classes := make(map[resilience.Class]ClassRule, len(s.Classes))
+		for k, r := range s.Classes {
+			classes[k] = r.clone()
+		}
+		s.Classes = classes
+	}
+	return s
+}
+
+func (r ClassRule) clone() ClassRule {
+	return ClassRule{Retry: clonePtr(r.Retry), Breaker: clonePtr(r.Breaker), Exhausted: clonePtr(r.Exhausted)}
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// ApplyEnv applies the environment over the loaded values: a non-empty
+// AGENTQ_REDIS_URL replaces Redis.URL. getenv nil means os.Getenv. Call
+// Validate afterwards (Load does).
+func (c *Config) ApplyEnv(getenv func(string) string) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if u := getenv(EnvRedisURL); u != "" {
+		c.Redis.URL = u
+		c.redisFromEnv = true
+	}
+}
+
+// Agent returns the resolved settings of the agent called name and whether
+// the config names it. For an agent the config does not name it returns an
+// Agent with the default settings and BreakerKey = name, which is what a
+// Go-function agent registered only in code runs with.
+func (c *Config) Agent(name string) (Agent, bool) {
+	if a, ok := c.Agents[name]; ok {
+		if a.BreakerKey == "" {
+			a.BreakerKey = a.Name
+		}
+		a.Settings = a.Settings.Clone()
+		return a, true
+	}
+	return Agent{Name: name, BreakerKey: name, Settings: c.Defaults.Clone()}, false
+}
+
+// AgentNames returns the names of the configured agents, sorted.
+func (c *Config) AgentNames() []string {
+	names := slices.Collect(maps.Keys(c.Agents))
+	sort.Strings(names)
+	return names
+}

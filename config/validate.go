@@ -1,0 +1,428 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/agentq/agentq/resilience"
+)
+
+// ErrInvalid is wrapped by every configuration error.
+var ErrInvalid = errors.New("invalid config")
+
+// FieldError is one problem in a configuration, located by file, line and
+// dotted field path (agents.git_agent.retry.max_attempts; list elements as
+// restart.delays[1]). Its message reads
+//
+//	config.yaml:12: agents.git_agent.retry.max_attempts: must be at least 1
+//
+// Line is 0 when unknown (a Config built in Go, or a value taken from the
+// environment); File is "" for a Config built in Go and "AGENTQ_REDIS_URL"
+// for the value that variable supplied.
+type FieldError struct {
+	File   string
+	Line   int
+	Field  string
+	Reason string
+}
+
+// Error renders "file:line: field: reason", leaving out the parts that are
+// not known.
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	switch {
+	case e.File != "" && e.Line > 0:
+		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	case e.File != "":
+		b.WriteString(e.File + ": ")
+	case e.Line > 0:
+		fmt.Fprintf(&b, "line %d: ", e.Line)
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Reason)
+	return b.String()
+}
+
+// Unwrap returns ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// joinFieldErrors sorts errs by line and field and joins them; one error is
+// returned as is.
+func joinFieldErrors(errs []*FieldError) error {
+	sort.SliceStable(errs, func(i, j int) bool {
+		li, lj := errs[i].Line, errs[j].Line
+		if (li == 0) != (lj == 0) {
+			return lj == 0 // known lines first, the rest in check order
+		}
+		return li < lj
+	})
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+// validator collects the problems of a resolved Config.
+type validator struct {
+	c    *Config
+	errs []*FieldError
+}
+
+func (v *validator) fail(path, format string, args ...any) {
+	e := &FieldError{File: v.c.Path, Line: v.c.lineOf(path), Field: path, Reason: fmt.Sprintf(format, args...)}
+	v.errs = append(v.errs, e)
+}
+
+// lineOf returns the line that set path or, when the file left it out, the
+// line of its closest ancestor that the file has (agents.a.exec for a
+// missing agents.a.exec.command); 0 when unknown.
+func (c *Config) lineOf(path string) int {
+	for path != "" {
+		if l, ok := c.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return 0
+		}
+		path = path[:i]
+	}
+	return 0
+}
+
+// Validate checks every value of c and returns nil or an error wrapping
+// ErrInvalid made of *FieldError values (joined when there are several).
+//
+// A value an agent inherits unchanged from Defaults is reported once, under
+// defaults.
+func (c *Config) Validate() error {
+	v := &validator{c: c}
+	v.redis()
+	v.worker()
+	v.settings("defaults", c.Defaults, nil)
+	for _, name := range c.AgentNames() {
+		v.agent(name, c.Agents[name])
+	}
+	v.positive("history.retention", c.History.Retention)
+	v.atLeast("alerts.threshold", c.Alerts.Threshold, 1)
+	v.positive("alerts.window", c.Alerts.Window)
+	if c.Alerts.WebhookURL != "" {
+		v.httpURL("alerts.webhook_url", c.Alerts.WebhookURL)
+	}
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return joinFieldErrors(v.errs)
+}
+
+func (v *validator) positive(path string, d time.Duration) {
+	if d <= 0 {
+		v.fail(path, "must be a positive duration, got %s", d)
+	}
+}
+
+func (v *validator) atLeast(path string, n, least int) {
+	if n < least {
+		v.fail(path, "must be at least %d, got %d", least, n)
+	}
+}
+
+func (v *validator) redis() {
+	raw := v.c.Redis.URL
+	fail := v.fail
+	if v.c.redisFromEnv {
+		fail = func(path, format string, args ...any) {
+			v.errs = append(v.errs, &FieldError{File: EnvRedisURL, Field: path, Reason: fmt.Sprintf(format, args...)})
+		}
+	}
+	if raw == "" {
+		fail("redis.url", "must not be empty")
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		fail("redis.url", "not a URL: %v", unwrapURLError(err))
+		return
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		if u.Host == "" {
+			fail("redis.url", "%s URL has no host", u.Scheme)
+		}
+	case "unix":
+		if u.Path == "" {
+			fail("redis.url", "unix URL has no socket path")
+		}
+	default:
+		fail("redis.url", "scheme %q not supported: use redis://, rediss:// (TLS) or unix://", u.Scheme)
+	}
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func (v *validator) worker() {
+	w := v.c.Worker
+	v.atLeast("worker.concurrency", w.Concurrency, 1)
+	v.positive("worker.shutdown_timeout", w.ShutdownTimeout)
+	v.positive("worker.poll_interval", w.PollInterval)
+	v.positive("worker.forward_interval", w.ForwardInterval)
+	if w.HTTPAddr != "" {
+		if _, port, err := net.SplitHostPort(w.HTTPAddr); err != nil {
+			v.fail("worker.http_addr", "must be host:port (e.g. 127.0.0.1:9090): %v", err)
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			v.fail("worker.http_addr", "port %q is not a number in 0..65535", port)
+		}
+	}
+	if len(w.Queues) == 0 {
+		v.fail("worker.queues", "must name at least one queue")
+	}
+	names := make([]string, 0, len(w.Queues))
+	for q := range w.Queues {
+		names = append(names, q)
+	}
+	sort.Strings(names)
+	for _, q := range names {
+		path := join("worker.queues", q)
+		if err := checkName(q); err != nil {
+			v.fail(path, "invalid queue name: %v", err)
+		}
+		v.atLeast(path, w.Queues[q], 1)
+	}
+}
+
+// checkName validates an agent, queue or breaker name: non-empty, without
+// whitespace, control characters or braces (which would break Redis hash
+// tags).
+func checkName(s string) error {
+	if s == "" {
+		return errors.New("must not be empty")
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == '{' || r == '}' {
+			return fmt.Errorf("%q contains whitespace, a control character or a brace", s)
+		}
+	}
+	return nil
+}
+
+// settings validates s at prefix. When base is non-nil (an agent), values
+// equal to base's are skipped: they are reported under defaults.
+func (v *validator) settings(prefix string, s Settings, base *Settings) {
+	changed := func(get func(Settings) any) bool {
+		return base == nil || !reflect.DeepEqual(get(s), get(*base))
+	}
+	p := func(field string) string { return prefix + "." + field }
+
+	if changed(func(s Settings) any { return s.Timeout }) {
+		v.positive(p("timeout"), s.Timeout)
+	}
+
+	r := s.Retry
+	if changed(func(s Settings) any { return s.Retry.MaxAttempts }) {
+		v.atLeast(p("retry.max_attempts"), r.MaxAttempts, 1)
+	}
+	initChanged := changed(func(s Settings) any { return s.Retry.InitialBackoff })
+	maxChanged := changed(func(s Settings) any { return s.Retry.MaxBackoff })
+	if initChanged {
+		v.positive(p("retry.initial_backoff"), r.InitialBackoff)
+	}
+	if maxChanged {
+		v.positive(p("retry.max_backoff"), r.MaxBackoff)
+	}
+	if (initChanged || maxChanged) && r.InitialBackoff > 0 && r.MaxBackoff > 0 && r.MaxBackoff < r.InitialBackoff {
+		field := p("retry.max_backoff")
+		if !maxChanged {
+			field = p("retry.initial_backoff")
+		}
+		v.fail(field, "max_backoff (%s) must not be less than initial_backoff (%s)", r.MaxBackoff, r.InitialBackoff)
+	}
+	if changed(func(s Settings) any { return s.Retry.Jitter }) {
+		if math.IsNaN(r.Jitter) || r.Jitter < 0 || r.Jitter > 1 {
+			v.fail(p("retry.jitter"), "must be between 0 and 1, got %v", r.Jitter)
+		}
+	}
+	if changed(func(s Settings) any { return s.Retry.MaxRetryAfter }) {
+		v.positive(p("retry.max_retry_after"), r.MaxRetryAfter)
+	}
+
+	b := s.CircuitBreaker
+	if changed(func(s Settings) any { return s.CircuitBreaker.FailureThreshold }) {
+		v.atLeast(p("circuit_breaker.failure_threshold"), b.FailureThreshold, 1)
+	}
+	if changed(func(s Settings) any { return s.CircuitBreaker.Cooldown }) {
+		v.positive(p("circuit_breaker.cooldown"), b.Cooldown)
+	}
+	if changed(func(s Settings) any { return s.CircuitBreaker.HalfOpenMaxCalls }) {
+		v.atLeast(p("circuit_breaker.half_open_max_calls"), b.HalfOpenMaxCalls, 1)
+	}
+
+	rs := s.Restart
+	mrChanged := changed(func(s Settings) any { return s.Restart.MaxRestarts })
+	delaysChanged := changed(func(s Settings) any { return s.Restart.Delays })
+	if mrChanged {
+		v.atLeast(p("restart.max_restarts"), rs.MaxRestarts, 0)
+	}
+	if delaysChanged {
+		for i, d := range rs.Delays {
+			v.positive(fmt.Sprintf("%s[%d]", p("restart.delays"), i), d)
+		}
+	}
+	if (mrChanged || delaysChanged) && rs.MaxRestarts > 0 && len(rs.Delays) == 0 {
+		field := p("restart.delays")
+		if _, ok := v.c.lines[field]; !ok && mrChanged {
+			field = p("restart.max_restarts")
+		}
+		v.fail(field, "must list at least one delay when max_restarts is %d", rs.MaxRestarts)
+	}
+	if changed(func(s Settings) any { return s.Restart.MaxPending }) {
+		v.atLeast(p("restart.max_pending"), rs.MaxPending, 1)
+	}
+
+	classes := make([]string, 0, len(s.Classes))
+	for c := range s.Classes {
+		classes = append(classes, string(c))
+	}
+	sort.Strings(classes)
+	for _, name := range classes {
+		rule := s.Classes[resilience.Class(name)]
+		if base != nil && reflect.DeepEqual(rule, base.Classes[resilience.Class(name)]) {
+			continue
+		}
+		path := p("classes." + name)
+		class, err := resilience.ParseClass(name)
+		if err != nil {
+			known := make([]string, 0, len(resilience.Classes()))
+			for _, k := range resilience.Classes() {
+				known = append(known, string(k))
+			}
+			if s := suggest(name, known); strings.HasPrefix(s, " (did") {
+				v.fail(path, "unknown error class%s", s)
+			} else {
+				v.fail(path, "unknown error class (want one of %s)", strings.Join(known, ", "))
+			}
+			continue
+		}
+		if class == resilience.Canceled {
+			v.fail(path, "canceled is never a failure and cannot be configured")
+			continue
+		}
+		if rule.Exhausted != nil && *rule.Exhausted != ExhaustedRestart && *rule.Exhausted != ExhaustedDeadLetter {
+			v.fail(path+".exhausted", "must be %s or %s, got %q", ExhaustedRestart, ExhaustedDeadLetter, *rule.Exhausted)
+		}
+	}
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (v *validator) agent(name string, a Agent) {
+	prefix := join("agents", name)
+	if err := checkName(name); err != nil {
+		v.fail(prefix, "invalid agent name: %v", err)
+	}
+	if a.BreakerKey != "" {
+		if err := checkName(a.BreakerKey); err != nil {
+			v.fail(prefix+".breaker_key", "invalid breaker key: %v", err)
+		}
+	}
+	if a.Exec != nil && a.HTTP != nil {
+		v.fail(prefix, "has both exec and http: choose one")
+	}
+	if e := a.Exec; e != nil {
+		switch {
+		case len(e.Command) == 0:
+			v.fail(prefix+".exec.command", "must name the program to run")
+		case e.Command[0] == "":
+			v.fail(prefix+".exec.command[0]", "program must not be empty")
+		}
+		for i, kv := range e.Env {
+			k, _, _ := strings.Cut(kv, "=")
+			if !envNameRE.MatchString(k) {
+				v.fail(fmt.Sprintf("%s.exec.env[%d]", prefix, i), "want NAME or NAME=value, got %q", kv)
+			}
+		}
+		if e.MaxOutputBytes < 0 {
+			v.fail(prefix+".exec.max_output_bytes", "must not be negative, got %d", e.MaxOutputBytes)
+		}
+	}
+	if h := a.HTTP; h != nil {
+		v.httpURL(prefix+".http.url", h.URL)
+		if h.Body != "" && h.Body != BodyRequest && h.Body != BodyParams {
+			v.fail(prefix+".http.body", "must be %s or %s, got %q", BodyRequest, BodyParams, h.Body)
+		}
+		if h.MaxResponseBytes < 0 {
+			v.fail(prefix+".http.max_response_bytes", "must not be negative, got %d", h.MaxResponseBytes)
+		}
+		hdrs := make([]string, 0, len(h.Headers))
+		for k := range h.Headers {
+			hdrs = append(hdrs, k)
+		}
+		sort.Strings(hdrs)
+		for _, k := range hdrs {
+			path := prefix + ".http.headers." + k
+			if k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == ':' }) {
+				v.fail(path, "invalid header name")
+				continue
+			}
+			if err := checkPlaceholders(h.Headers[k]); err != nil {
+				v.fail(path, "%v", err)
+			}
+		}
+	}
+	base := v.c.Defaults
+	v.settings(prefix, a.Settings, &base)
+}
+
+// checkPlaceholders checks the ${VAR} references of a header value.
+func checkPlaceholders(s string) error {
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			return nil
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return errors.New("unterminated ${ (write ${NAME})")
+		}
+		if name := s[i+2 : i+j]; !envNameRE.MatchString(name) {
+			return fmt.Errorf("${%s} is not a valid environment variable reference", name)
+		}
+		s = s[i+j+1:]
+	}
+}
+
+func (v *validator) httpURL(path, raw string) {
+	if raw == "" {
+		v.fail(path, "must not be empty")
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		v.fail(path, "not a URL: %v", unwrapURLError(err))
+		return
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.fail(path, "must be an absolute http:// or https:// URL, got %q", raw)
+	}
+}

@@ -1,0 +1,652 @@
+package deadletter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// DefaultLimit is the page size List uses when Filter.Limit is zero or
+// negative; MaxLimit caps larger ones.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 10000
+)
+
+// pageSize is how many entries Export and IDs read per round trip.
+const pageSize = 500
+
+// maxCASRetries bounds the compare-and-set loops of Put and Delete. Each
+// retry means another writer changed the same entry in between, so running
+// out takes that many concurrent writers of one ID.
+const maxCASRetries = 32
+
+// errConflict is returned (wrapped) when a compare-and-set loop ran out of
+// retries.
+var errConflict = errors.New("dead letter changed concurrently too many times")
+
+// Store is the Redis dead-letter store. It is safe for concurrent use; many
+// processes may share one store.
+type Store struct {
+	rdb redis.UniversalClient
+	now func() time.Time
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock sets the clock Put reads when an entry's DeadLetteredAt is zero.
+// Nil (the default) means time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) {
+		if now != nil {
+			s.now = now
+		}
+	}
+}
+
+// NewStore returns a store on rdb.
+func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
+	s := &Store{rdb: rdb, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Filter selects dead letters. The zero value selects all of them.
+type Filter struct {
+	// Agent, when set, keeps the entries of that agent only.
+	Agent string
+	// Class, when set, keeps the entries of that error class only. With
+	// Agent also set, both must match.
+	Class string
+	// Offset skips that many entries of the newest-first order (List only;
+	// negative means zero).
+	Offset int
+	// Limit is List's page size: zero or negative means DefaultLimit,
+	// larger than MaxLimit means MaxLimit. Export and IDs ignore it.
+	Limit int
+}
+
+// indexKeys returns the index to read and, when both Agent and Class are
+// set, the second one to intersect it with ("" otherwise).
+func (f Filter) indexKeys() (primary, secondary string) {
+	switch {
+	case f.Agent != "" && f.Class != "":
+		return rkeys.DLQByAgent(f.Agent), rkeys.DLQByClass(f.Class)
+	case f.Agent != "":
+		return rkeys.DLQByAgent(f.Agent), ""
+	case f.Class != "":
+		return rkeys.DLQByClass(f.Class), ""
+	default:
+		return rkeys.DLQIndex(), ""
+	}
+}
+
+// indexRef is the agent and class of a stored entry: the index keys it is
+// in. The scripts derive it from the stored body with luaRef; the Go side
+// passes the one it expects, so the scripts only touch declared keys.
+type indexRef struct {
+	Agent      string `json:"agent"`
+	ErrorClass string `json:"error_class"`
+}
+
+// noRef is a guess that matches no stored entry: it makes a script report
+// the entry's actual agent and class.
+var noRef = indexRef{Agent: "\x00?", ErrorClass: "\x00?"}
+
+// luaRef is the Lua function shared by the scripts that reads the agent and
+// error class of a stored body (non-strings and undecodable bodies count as "").
+const luaRef = `
+local function ref(body)
+  local ok, e = pcall(cjson.decode, body)
+  if not ok or type(e) ~= 'table' then return '', '' end
+  local a, c = e['agent'], e['error_class']
+  if type(a) ~= 'string' then a = '' end
+  if type(c) ~= 'string' then c = '' end
+  return a, c
+end
+`
+
+func score(e *Entry) string { return strconv.FormatInt(e.DeadLetteredAt.UnixMilli(), 10) }
+
+// putScript stores an entry's body and indexes it. When the ID is already
+// stored, the entry is moved out of its old agent and class indexes first,
+// provided they are the ones the caller declared (else nothing is written
+// and the actual ones are returned, for a retry).
+//
+// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
+// KEYS[4] new agent index, KEYS[5] new class index,
+// KEYS[6] old agent index, KEYS[7] old class index (the caller's guess).
+// ARGV[1] id, ARGV[2] new body, ARGV[3] score (dead_lettered_at ms),
+// ARGV[4] "absent" (expect no entry) or "present" (expect one whose agent
+// and class are ARGV[5] and ARGV[6]).
+// Returns {1} created, {0} replaced, or, when the expectation was wrong and
+// nothing was written, {-1} (no entry) or {-1, agent, class} (the stored
+// entry's agent and class).
+var putScript = redis.NewScript(luaRef + `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if ARGV[4] == 'absent' then
+  if cur then
+    local a, c = ref(cur)
+    return {-1, a, c}
+  end
+else
+  if not cur then return {-1} end
+  local a, c = ref(cur)
+  if a ~= ARGV[5] or c ~= ARGV[6] then return {-1, a, c} end
+  for i = 6, 7 do
+    redis.call('ZREM', KEYS[i], ARGV[1])
+    if redis.call('ZCARD', KEYS[i]) == 0 then redis.call('SREM', KEYS[3], KEYS[i]) end
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+for i = 4, 5 do
+  redis.call('ZADD', KEYS[i], ARGV[3], ARGV[1])
+  redis.call('SADD', KEYS[3], KEYS[i])
+end
+if cur then return {0} end
+return {1}
+`)
+
+// putArgs builds putScript's keys and args; old nil means "absent".
+func putArgs(e *Entry, body []byte, old *indexRef) (keys []string, args []any) {
+	mode, o := "absent", indexRef{Agent: e.Agent, ErrorClass: e.ErrorClass}
+	if old != nil {
+		mode, o = "present", *old
+	}
+	keys = []string{
+		rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(),
+		rkeys.DLQByAgent(e.Agent), rkeys.DLQByClass(e.ErrorClass),
+		rkeys.DLQByAgent(o.Agent), rkeys.DLQByClass(o.ErrorClass),
+	}
+	return keys, []any{e.ID, body, score(e), mode, o.Agent, o.ErrorClass}
+}
+
+// parseRef reads the {code, agent, class} replies of putScript and
+// deleteScript: ref is nil when the reply has no agent and class.
+func parseRef(op string, v any) (code int64, ref *indexRef, err error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return 0, nil, fmt.Errorf("deadletter: %s: unexpected reply %T %v", op, v, v)
+	}
+	code, _ = arr[0].(int64)
+	if len(arr) == 3 {
+		a, _ := arr[1].(string)
+		c, _ := arr[2].(string)
+		ref = &indexRef{Agent: a, ErrorClass: c}
+	}
+	return code, ref, nil
+}
+
+// prepare validates e, stamps DeadLetteredAt when zero and encodes it.
+func (s *Store) prepare(e *Entry) ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	if e.DeadLetteredAt.IsZero() {
+		e.DeadLetteredAt = s.now()
+	}
+	body, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: encode %s: %w", e.ID, err)
+	}
+	return body, nil
+}
+
+// Put stores e, indexed by DeadLetteredAt (milliseconds; set from the
+// store's clock when zero, which updates e), by agent and by error class.
+// It is idempotent per ID: putting an ID that is already stored replaces its
+// body (and moves it between agent and class indexes if those changed)
+// without adding a second entry; created says whether the ID was new.
+func (s *Store) Put(ctx context.Context, e *Entry) (created bool, err error) {
+	body, err := s.prepare(e)
+	if err != nil {
+		return false, err
+	}
+	return s.put(ctx, e, body, nil)
+}
+
+// put runs the compare-and-set loop of Put starting from the guess old
+// (nil: no entry yet).
+func (s *Store) put(ctx context.Context, e *Entry, body []byte, old *indexRef) (bool, error) {
+	for range maxCASRetries {
+		keys, args := putArgs(e, body, old)
+		v, err := putScript.Run(ctx, s.rdb, keys, args...).Result()
+		if err != nil {
+			return false, fmt.Errorf("deadletter: put %s: %w", e.ID, err)
+		}
+		code, ref, err := parseRef("put", v)
+		if err != nil {
+			return false, err
+		}
+		if code >= 0 {
+			return code == 1, nil
+		}
+		old = ref
+	}
+	return false, fmt.Errorf("deadletter: put %s: %w", e.ID, errConflict)
+}
+
+// PutMany stores entries like Put, pipelining them in batches so that
+// bulk imports cost few round trips. It returns how many IDs were new. On
+// error, some entries may have been stored (each one completely or not at
+// all).
+func (s *Store) PutMany(ctx context.Context, entries []*Entry) (created int, err error) {
+	bodies := make([][]byte, len(entries))
+	for i, e := range entries {
+		if bodies[i], err = s.prepare(e); err != nil {
+			return 0, err
+		}
+	}
+	for start := 0; start < len(entries); start += pageSize {
+		end := min(start+pageSize, len(entries))
+		if err := putScript.Load(ctx, s.rdb).Err(); err != nil {
+			return created, fmt.Errorf("deadletter: put: load script: %w", err)
+		}
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, 0, end-start)
+		for i := start; i < end; i++ {
+			keys, args := putArgs(entries[i], bodies[i], nil)
+			cmds = append(cmds, putScript.EvalSha(ctx, pipe, keys, args...))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return created, fmt.Errorf("deadletter: put: %w", err)
+		}
+		for j, cmd := range cmds {
+			code, ref, err := parseRef("put", cmd.Val())
+			if err != nil {
+				return created, err
+			}
+			if code < 0 { // the ID was already there: replace it one by one
+				i := start + j
+				c, err := s.put(ctx, entries[i], bodies[i], ref)
+				if err != nil {
+					return created, err
+				}
+				if c {
+					code = 1
+				}
+			}
+			if code == 1 {
+				created++
+			}
+		}
+	}
+	return created, nil
+}
+
+// Get returns the dead letter id, or an error wrapping ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (*Entry, error) {
+	e, _, err := s.get(ctx, id)
+	return e, err
+}
+
+// get returns the entry and its stored body.
+func (s *Store) get(ctx context.Context, id string) (*Entry, string, error) {
+	body, err := s.rdb.HGet(ctx, rkeys.DLQEntries(), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, "", fmt.Errorf("deadletter: %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("deadletter: get %q: %w", id, err)
+	}
+	e, err := decode(id, body)
+	return e, body, err
+}
+
+func decode(id, body string) (*Entry, error) {
+	var e Entry
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		return nil, fmt.Errorf("deadletter: decode %q: %w", id, err)
+	}
+	return &e, nil
+}
+
+// listScript reads one page of an index, newest first, with the bodies.
+//
+// KEYS[1] entries hash, KEYS[2] index to read, KEYS[3] index to intersect
+// it with (when ARGV[1] is "both"), KEYS[4] scratch key (built and deleted
+// within the script).
+// ARGV[1] "one" or "both", ARGV[2] max score ("+inf" or a number),
+// ARGV[3] offset among the entries scored at most ARGV[2], ARGV[4] count,
+// ARGV[5] "1" to return bodies, "0" for IDs only.
+// Returns {total, id1, score1, body1, id2, …}: total is the size of the
+// (intersected) index; a body is "" when not asked for (or missing).
+var listScript = redis.NewScript(`
+local src = KEYS[2]
+if ARGV[1] == 'both' then
+  redis.call('ZINTERSTORE', KEYS[4], 2, KEYS[2], KEYS[3], 'AGGREGATE', 'MAX')
+  src = KEYS[4]
+end
+local total = redis.call('ZCARD', src)
+local page = redis.call('ZREVRANGEBYSCORE', src, ARGV[2], '-inf', 'WITHSCORES', 'LIMIT', ARGV[3], ARGV[4])
+if ARGV[1] == 'both' then redis.call('DEL', KEYS[4]) end
+local out = {total}
+for i = 1, #page, 2 do
+  local body = ''
+  if ARGV[5] == '1' then body = redis.call('HGET', KEYS[1], page[i]) or '' end
+  out[#out + 1] = page[i]
+  out[#out + 1] = page[i + 1]
+  out[#out + 1] = body
+end
+return out
+`)
+
+type item struct {
+	id    string
+	score float64
+	body  string
+}
+
+// page reads count entries of f's index scored at most maxArg ("+inf" or a
+// number), skipping offset of them.
+func (s *Store) page(ctx context.Context, f Filter, maxArg string, offset, count int, bodies bool) ([]item, int64, error) {
+	primary, secondary := f.indexKeys()
+	mode := "one"
+	if secondary != "" {
+		mode = "both"
+	} else {
+		secondary = primary
+	}
+	withBodies := "0"
+	if bodies {
+		withBodies = "1"
+	}
+	keys := []string{rkeys.DLQEntries(), primary, secondary, rkeys.DLQScratch()}
+	v, err := listScript.Run(ctx, s.rdb, keys, mode, maxArg, offset, count, withBodies).Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("deadletter: list: %w", err)
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 || (len(arr)-1)%3 != 0 {
+		return nil, 0, fmt.Errorf("deadletter: list: unexpected reply %T", v)
+	}
+	total, _ := arr[0].(int64)
+	items := make([]item, 0, (len(arr)-1)/3)
+	for i := 1; i < len(arr); i += 3 {
+		id, _ := arr[i].(string)
+		sc, _ := arr[i+1].(string)
+		score, err := strconv.ParseFloat(sc, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("deadletter: list: score %q of %q: %w", sc, id, err)
+		}
+		body, _ := arr[i+2].(string)
+		items = append(items, item{id: id, score: score, body: body})
+	}
+	return items, total, nil
+}
+
+// List returns one page of the dead letters f selects, newest first, and
+// how many f selects in all. Filtering by agent and class together
+// intersects both indexes in one script (linear in the smaller index).
+func (s *Store) List(ctx context.Context, f Filter) (entries []*Entry, total int64, err error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	limit = min(limit, MaxLimit)
+	items, total, err := s.page(ctx, f, "+inf", max(f.Offset, 0), limit, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	entries = make([]*Entry, 0, len(items))
+	for _, it := range items {
+		if it.body == "" {
+			continue
+		}
+		e, err := decode(it.id, it.body)
+		if err != nil {
+			return nil, 0, err
+		}
+		entries = append(entries, e)
+	}
+	return entries, total, nil
+}
+
+// scan calls fn for every entry f selects, newest first, reading pageSize
+// entries per round trip. It pages by score (keyset), not by offset, so
+// dead letters added while it runs (which are newer) shift nothing.
+// Offset and Limit of f are ignored.
+func (s *Store) scan(ctx context.Context, f Filter, bodies bool, fn func(it item) error) error {
+	maxArg, skip := "+inf", 0
+	var maxScore float64
+	first := true
+	for {
+		items, _, err := s.page(ctx, f, maxArg, skip, pageSize, bodies)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if bodies && it.body == "" {
+				continue
+			}
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if len(items) < pageSize {
+			return nil
+		}
+		last := items[len(items)-1].score
+		if !first && last == maxScore {
+			// The whole page shares the score of the previous bound.
+			skip += len(items)
+		} else {
+			skip = 0
+			for i := len(items) - 1; i >= 0 && items[i].score == last; i-- {
+				skip++
+			}
+		}
+		maxScore, maxArg, first = last, strconv.FormatFloat(last, 'f', -1, 64), false
+	}
+}
+
+// Export writes every dead letter f selects (ignoring f.Offset and
+// f.Limit) to w as JSON Lines, newest first, reading page by page. It
+// returns how many lines it wrote.
+func (s *Store) Export(ctx context.Context, w io.Writer, f Filter) (int, error) {
+	n := 0
+	err := s.scan(ctx, f, true, func(it item) error {
+		if _, err := io.WriteString(w, it.body+"\n"); err != nil {
+			return fmt.Errorf("deadletter: export: %w", err)
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// IDs returns the IDs of every dead letter f selects (ignoring f.Offset and
+// f.Limit), newest first.
+func (s *Store) IDs(ctx context.Context, f Filter) ([]string, error) {
+	var ids []string
+	err := s.scan(ctx, f, false, func(it item) error {
+		ids = append(ids, it.id)
+		return nil
+	})
+	return ids, err
+}
+
+// Count returns the number of dead letters.
+func (s *Store) Count(ctx context.Context) (int64, error) {
+	n, err := s.rdb.HLen(ctx, rkeys.DLQEntries()).Result()
+	if err != nil {
+		return 0, fmt.Errorf("deadletter: count: %w", err)
+	}
+	return n, nil
+}
+
+// CountBy returns the number of dead letters per agent and per error class
+// (entries without an agent or class count under "").
+func (s *Store) CountBy(ctx context.Context) (byAgent, byClass map[string]int64, err error) {
+	keys, err := s.rdb.SMembers(ctx, rkeys.DLQIndexes()).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("deadletter: count by: %w", err)
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.ZCard(ctx, k)
+	}
+	if len(keys) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, nil, fmt.Errorf("deadletter: count by: %w", err)
+		}
+	}
+	byAgent, byClass = map[string]int64{}, map[string]int64{}
+	agentPrefix, classPrefix := rkeys.DLQByAgent(""), rkeys.DLQByClass("")
+	for i, k := range keys {
+		n := cmds[i].Val()
+		if n == 0 {
+			continue
+		}
+		if name, ok := strings.CutPrefix(k, agentPrefix); ok {
+			byAgent[name] += n
+		} else if name, ok := strings.CutPrefix(k, classPrefix); ok {
+			byClass[name] += n
+		}
+	}
+	return byAgent, byClass, nil
+}
+
+// deleteScript removes an entry and its index memberships, provided its
+// agent and class are the ones the caller declared (and, when ARGV[4] is
+// not empty, its body is exactly ARGV[4]).
+//
+// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
+// KEYS[4] agent index, KEYS[5] class index (the caller's guess).
+// ARGV[1] id, ARGV[2] expected agent, ARGV[3] expected class,
+// ARGV[4] expected body or "" for any.
+// Returns {1} deleted, {0} no such entry, {-2} the body is not ARGV[4],
+// {-1, agent, class} the guess was wrong (nothing deleted in these two).
+var deleteScript = redis.NewScript(luaRef + `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return {0} end
+if ARGV[4] ~= '' and cur ~= ARGV[4] then return {-2} end
+local a, c = ref(cur)
+if a ~= ARGV[2] or c ~= ARGV[3] then return {-1, a, c} end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+for i = 4, 5 do
+  redis.call('ZREM', KEYS[i], ARGV[1])
+  if redis.call('ZCARD', KEYS[i]) == 0 then redis.call('SREM', KEYS[3], KEYS[i]) end
+end
+return {1}
+`)
+
+// deleteIf removes id, starting from the guess ref, if its body is body
+// ("" for any): 1 deleted, 0 absent, -2 body changed.
+func (s *Store) deleteIf(ctx context.Context, id, body string, ref indexRef) (int64, error) {
+	for range maxCASRetries {
+		keys := []string{
+			rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(),
+			rkeys.DLQByAgent(ref.Agent), rkeys.DLQByClass(ref.ErrorClass),
+		}
+		v, err := deleteScript.Run(ctx, s.rdb, keys, id, ref.Agent, ref.ErrorClass, body).Result()
+		if err != nil {
+			return 0, fmt.Errorf("deadletter: delete %q: %w", id, err)
+		}
+		code, actual, err := parseRef("delete", v)
+		if err != nil {
+			return 0, err
+		}
+		if code != -1 || actual == nil {
+			return code, nil
+		}
+		ref = *actual
+	}
+	return 0, fmt.Errorf("deadletter: delete %q: %w", id, errConflict)
+}
+
+// Delete removes the given dead letters, each with all its index
+// memberships in one atomic step, and returns how many existed. Unknown
+// IDs are not an error.
+func (s *Store) Delete(ctx context.Context, ids ...string) (int, error) {
+	deleted := 0
+	for _, id := range ids {
+		n, err := s.deleteIf(ctx, id, "", noRef)
+		if err != nil {
+			return deleted, err
+		}
+		if n == 1 {
+			deleted++
+		}
+	}
+	return deleted, nil
+}
+
+// purgeScript deletes every dead-letter key, provided the caller named
+// every agent/class index key in use.
+//
+// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
+// KEYS[4] scratch key, KEYS[5…] the members of KEYS[3] the caller read.
+// No ARGV.
+// Returns the number of entries deleted, or -1 when KEYS[3] holds a key not
+// in KEYS[5…] (nothing deleted; read the set again and retry).
+var purgeScript = redis.NewScript(`
+local known = {}
+for i = 5, #KEYS do known[KEYS[i]] = true end
+for _, k in ipairs(redis.call('SMEMBERS', KEYS[3])) do
+  if not known[k] then return -1 end
+end
+local n = redis.call('HLEN', KEYS[1])
+for i = 1, #KEYS do redis.call('UNLINK', KEYS[i]) end
+return n
+`)
+
+// Purge deletes every dead letter and every index, atomically, and returns
+// how many entries there were.
+func (s *Store) Purge(ctx context.Context) (int64, error) {
+	for range maxCASRetries {
+		idx, err := s.rdb.SMembers(ctx, rkeys.DLQIndexes()).Result()
+		if err != nil {
+			return 0, fmt.Errorf("deadletter: purge: %w", err)
+		}
+		keys := append([]string{rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(), rkeys.DLQScratch()}, idx...)
+		n, err := purgeScript.Run(ctx, s.rdb, keys).Int64()
+		if err != nil {
+			return 0, fmt.Errorf("deadletter: purge: %w", err)
+		}
+		if n >= 0 {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("deadletter: purge: %w", errConflict)
+}
+
+// Requeue hands the dead letter id to enqueue (the caller owns the queue
+// client, and gives the task a fresh budget there) and, once enqueue
+// succeeds, removes the entry, returning it.
+//
+//   - Unknown id: an error wrapping ErrNotFound; enqueue is not called.
+//   - enqueue fails: its error, wrapped; the entry stays (nothing is lost).
+//   - The entry changed while enqueue ran (the task was dead-lettered
+//     again, or replaced): the newer entry is kept; the requeue still
+//     counts as done.
+//   - Removing fails after enqueue succeeded: the entry and an error; the
+//     task is queued and its dead letter is still listed.
+func (s *Store) Requeue(ctx context.Context, id string, enqueue func(ctx context.Context, e *Entry) error) (*Entry, error) {
+	e, body, err := s.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := enqueue(ctx, e); err != nil {
+		return nil, fmt.Errorf("deadletter: requeue %q: enqueue: %w", id, err)
+	}
+	if _, err := s.deleteIf(ctx, id, body, indexRef{Agent: e.Agent, ErrorClass: e.ErrorClass}); err != nil {
+		return e, fmt.Errorf("deadletter: requeue %q: enqueued but not removed: %w", id, err)
+	}
+	return e, nil
+}

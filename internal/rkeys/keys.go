@@ -1,0 +1,55 @@
+// Package rkeys builds every Redis key agentq uses, in one place, with pure
+// functions. Keys that a Lua script touches together share a hash tag ({…}),
+// so multi-key scripts work on Redis Cluster.
+package rkeys
+
+// Prefix starts every agentq key. asynq's own keys start with "asynq:".
+const Prefix = "agentq:"
+
+// Task record (a hash: id, agent, action, state, attempts, restarts, run,
+// error_class, error, …) of task id.
+func Task(id string) string { return Prefix + "{task:" + id + "}" }
+
+// TaskHistory is the list of lifecycle events (JSON) of task id.
+func TaskHistory(id string) string { return Prefix + "{task:" + id + "}:history" }
+
+// DLQ keys share the {dlq} tag: one script updates the entry and its indexes.
+
+// DLQEntries is the hash id -> dead letter JSON.
+func DLQEntries() string { return Prefix + "{dlq}:entries" }
+
+// DLQIndex is the sorted set of dead-letter ids scored by dead_lettered_at (ms).
+func DLQIndex() string { return Prefix + "{dlq}:index" }
+
+// DLQByAgent is the sorted set of dead-letter ids of one agent.
+func DLQByAgent(agent string) string { return Prefix + "{dlq}:agent:" + agent }
+
+// DLQByClass is the sorted set of dead-letter ids of one error class.
+func DLQByClass(class string) string { return Prefix + "{dlq}:class:" + class }
+
+// Breaker is the hash holding the shared state of the breaker key.
+func Breaker(key string) string { return Prefix + "{breaker:" + key + "}" }
+
+// BreakerTrials is the sorted set of half-open trial leases (token -> expiry ms).
+func BreakerTrials(key string) string { return Prefix + "{breaker:" + key + "}:trials" }
+
+// Breakers is the set of every breaker key ever used (for listing).
+func Breakers() string { return Prefix + "breakers" }
+
+// BreakerChannel is the pub/sub channel on which breaker transitions are announced.
+func BreakerChannel() string { return Prefix + "breaker-events" }
+
+// RestartPending is the sorted set of tasks waiting for a restart (id -> due ms).
+func RestartPending() string { return Prefix + "{restart}:pending" }
+
+// Stats is the hash of cluster-wide counters (enqueued, succeeded, dead_lettered, …).
+func Stats() string { return Prefix + "stats" }
+
+// DLQIndexes is the set of every per-agent and per-class dead-letter index
+// key in use (DLQByAgent, DLQByClass), so Purge and CountBy find them
+// without SCAN.
+func DLQIndexes() string { return Prefix + "{dlq}:indexes" }
+
+// DLQScratch is a sorted set a dead-letter script builds and deletes within
+// one script run (the agent ∩ class intersection of a filtered listing).
+func DLQScratch() string { return Prefix + "{dlq}:scratch" }

@@ -1,0 +1,235 @@
+// Command testagent is a real exec agent for tests and the demo. It reads an
+// ActionRequest from stdin and behaves as its params say:
+//
+//	{"mode": "echo"}                 success, data = params
+//	{"mode": "fail_then_succeed", "times": N, "state_dir": D, "stderr": S}
+//	                                 exits 1 with stderr S (default: a TCP
+//	                                 connection reset) on the first N calls for
+//	                                 the request's task_id (counted in a file in
+//	                                 D), then succeeds
+//	{"mode": "error", "code": C, "error": E}
+//	                                 prints {"status":"error","code":C,"error":E}
+//	{"mode": "exit", "code": C, "stderr": S, "stdout": O}
+//	                                 writes O to stdout and S to stderr, exits C
+//	                                 (default 1)
+//	{"mode": "garbage"}              prints text that is not JSON
+//	{"mode": "huge", "mb": M}        writes M MiB (default 100) to stdout
+//	{"mode": "hang", "children": K, "pid_file": F, "ignore_term": B}
+//	                                 starts K children of itself that ignore
+//	                                 SIGTERM and hold stdout open, writes their
+//	                                 PIDs to F one a line, then sleeps forever
+//	                                 (ignoring SIGTERM itself when B is true)
+//	{"mode": "sleep", "ms": T}       sleeps T ms (forever when negative), then
+//	                                 succeeds; "ignore_term": true ignores SIGTERM
+//	{"mode": "env"}                  success, data = {"env": {NAME: value…},
+//	                                 "cwd": working directory}
+//
+// The first argument, when given, is the mode and overrides params; further
+// arguments of the form key=value set params (value parsed as JSON when it
+// is JSON, else taken as a string): `testagent garbage`,
+// `testagent sleep ms=-1 ignore_term=true`. An empty stdin is an empty
+// request.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type request struct {
+	TaskID string                     `json:"task_id"`
+	Params map[string]json.RawMessage `json:"params"`
+}
+
+const defaultStderr = "read tcp 127.0.0.1:5000->127.0.0.1:443: read: connection reset by peer"
+
+func main() {
+	in, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		die(2, "testagent: read stdin: %v", err)
+	}
+	var req request
+	if len(strings.TrimSpace(string(in))) > 0 {
+		if err := json.Unmarshal(in, &req); err != nil {
+			die(2, "testagent: bad request: %v", err)
+		}
+	}
+	if req.Params == nil {
+		req.Params = map[string]json.RawMessage{}
+	}
+	if len(os.Args) > 1 {
+		req.Params["mode"], _ = json.Marshal(os.Args[1])
+		for _, kv := range os.Args[2:] {
+			k, v, _ := strings.Cut(kv, "=")
+			if json.Valid([]byte(v)) {
+				req.Params[k] = json.RawMessage(v)
+			} else {
+				req.Params[k], _ = json.Marshal(v)
+			}
+		}
+	}
+	p := params(req.Params)
+
+	switch mode := p.str("mode", "echo"); mode {
+	case "echo":
+		succeed(req.Params)
+	case "fail_then_succeed":
+		failThenSucceed(req, p)
+	case "error":
+		reply(map[string]any{"status": "error", "code": p.int("code", 500), "error": p.str("error", "agent error")})
+	case "exit":
+		fmt.Fprint(os.Stdout, p.str("stdout", ""))
+		fmt.Fprint(os.Stderr, p.str("stderr", ""))
+		exit(p.int("code", 1))
+	case "garbage":
+		fmt.Fprint(os.Stdout, "this is not JSON \x00\x1b[31m at all\n")
+	case "huge":
+		huge(p.int("mb", 100))
+	case "hang":
+		hang(p)
+	case "sleep":
+		if p.bool("ignore_term") {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		ms := p.int("ms", 0)
+		if ms < 0 {
+			select {}
+		}
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+		succeed(json.RawMessage(`{"slept_ms":` + strconv.Itoa(ms) + `}`))
+	case "env":
+		env := map[string]string{}
+		for _, kv := range os.Environ() {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		wd, _ := os.Getwd()
+		succeed(map[string]any{"env": env, "cwd": wd})
+	default:
+		die(2, "testagent: unknown mode %q", mode)
+	}
+	exit(0)
+}
+
+// exit ends the process at once. Unlike os.Exit and returning from main it
+// skips the race detector's finalization, which sleeps a second at exit in
+// binaries built with -race (testbin builds this agent with -race when the
+// tests run with -race). Race reports are still printed as they happen.
+func exit(code int) { syscall.Exit(code) }
+
+// failThenSucceed fails the first "times" calls of a task, counting calls in
+// a file named after the task ID in state_dir.
+func failThenSucceed(req request, p params) {
+	dir := p.str("state_dir", os.TempDir())
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 {
+			return '_'
+		}
+		return r
+	}, req.TaskID)
+	file := filepath.Join(dir, "testagent-calls-"+name)
+	n := 0
+	if b, err := os.ReadFile(file); err == nil {
+		n, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	n++
+	if err := os.WriteFile(file, []byte(strconv.Itoa(n)), 0o644); err != nil {
+		die(2, "testagent: write state: %v", err)
+	}
+	if n <= p.int("times", 1) {
+		die(1, "%s", p.str("stderr", defaultStderr))
+	}
+	succeed(map[string]any{"calls": n})
+}
+
+func huge(mb int) {
+	chunk := []byte(strings.Repeat("x", 64<<10))
+	for i := 0; i < mb*16; i++ {
+		if _, err := os.Stdout.Write(chunk); err != nil {
+			exit(3)
+		}
+	}
+}
+
+// hang starts children that ignore SIGTERM and share stdout, records their
+// PIDs, and blocks.
+func hang(p params) {
+	if p.bool("ignore_term") {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		die(2, "testagent: %v", err)
+	}
+	var pids []string
+	for i := 0; i < p.int("children", 2); i++ {
+		c := exec.Command(self, "sleep", "ms=-1", "ignore_term=true")
+		c.Stdout = os.Stdout
+		c.Stderr = os.Stderr
+		if err := c.Start(); err != nil {
+			die(2, "testagent: start child: %v", err)
+		}
+		pids = append(pids, strconv.Itoa(c.Process.Pid))
+	}
+	if f := p.str("pid_file", ""); f != "" {
+		tmp := f + ".tmp"
+		if err := os.WriteFile(tmp, []byte(strings.Join(pids, "\n")+"\n"), 0o644); err != nil {
+			die(2, "testagent: %v", err)
+		}
+		if err := os.Rename(tmp, f); err != nil {
+			die(2, "testagent: %v", err)
+		}
+	}
+	select {}
+}
+
+func succeed(data any) {
+	reply(map[string]any{"status": "success", "code": 0, "data": data, "error": ""})
+}
+
+func reply(v any) {
+	if err := json.NewEncoder(os.Stdout).Encode(v); err != nil {
+		die(2, "testagent: write reply: %v", err)
+	}
+}
+
+func die(code int, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+	exit(code)
+}
+
+// params reads typed values out of the request's params.
+type params map[string]json.RawMessage
+
+func (p params) str(k, def string) string {
+	var s string
+	if raw, ok := p[k]; ok && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return def
+}
+
+func (p params) int(k string, def int) int {
+	var n float64
+	if raw, ok := p[k]; ok && json.Unmarshal(raw, &n) == nil {
+		return int(n)
+	}
+	return def
+}
+
+func (p params) bool(k string) bool {
+	var b bool
+	if raw, ok := p[k]; ok && json.Unmarshal(raw, &b) == nil {
+		return b
+	}
+	return false
+}

@@ -1,0 +1,531 @@
+package resilience
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// RetryAfterCap bounds every Verdict.RetryAfter the classifier produces. A
+// backend asking for more (Azure's "retry after 86400 seconds") gets this
+// value; the retry policy then decides whether waiting that long in-run makes
+// sense (see DecideInput.MaxRetryAfter).
+const RetryAfterCap = 10 * time.Minute
+
+// maxScan bounds how much error text the classifier looks at: the head (where
+// a JSON body starts) and the tail (where a traceback's final line is).
+const maxScan = 32 << 10
+
+// TextRule is one row of the classifier's table: evidence in an error's text
+// (or in the codes of a structured JSON error body) that names a class.
+//
+// A rule matches when (one of Codes equals one of the body's error codes, or
+// one of Any occurs in the lower-cased text) and, if And is non-empty, one of
+// And occurs too, and none of Not occurs. Phrases are lower case.
+type TextRule struct {
+	// Name identifies the rule in tests and debugging.
+	Name string
+	// Class is the verdict when the rule matches.
+	Class Class
+	// Codes are values of error.type, error.code, error.status (or the same
+	// keys at top level, or in a Python dict repr), compared case-insensitively.
+	Codes []string
+	// Any are lower-case substrings; one must occur in the text.
+	Any []string
+	// And, when set, are lower-case substrings of which one must also occur.
+	And []string
+	// Not are lower-case substrings that veto the rule.
+	Not []string
+	// Scope says when the rule applies; the zero value applies always.
+	Scope RuleScope
+}
+
+// RuleScope restricts when a TextRule applies.
+type RuleScope int
+
+const (
+	// ScopeAlways applies the rule whatever the HTTP status.
+	ScopeAlways RuleScope = iota
+	// ScopeTransport applies the rule only when no HTTP status is known or the
+	// status is a 5xx: transport words ("timeout", "connection reset") in a
+	// 4xx body describe the request, not the network.
+	ScopeTransport
+	// ScopeNoStatus applies the rule only when no HTTP status is known at all
+	// (a tool's stderr, a Go error string).
+	ScopeNoStatus
+)
+
+// Classifier maps failures to verdicts. The zero value is ready to use: it
+// applies DefaultRules and reads the wall clock only to resolve HTTP-date
+// Retry-After headers.
+type Classifier struct {
+	// Rules is the text rule table, first match wins; nil means DefaultRules().
+	Rules []TextRule
+	// Now is the clock for HTTP-date Retry-After values; nil means time.Now.
+	Now func() time.Time
+}
+
+var defaultClassifier = Classifier{}
+
+// Classify returns the verdict for err using the default Classifier. See
+// Classifier.Classify for the order in which evidence is weighed.
+func Classify(err error) Verdict { return defaultClassifier.Classify(err) }
+
+// Classify returns the verdict for err. It is total (never panics; an error
+// whose methods panic is provider_error) and deterministic for a given clock.
+//
+// Evidence is weighed in this order:
+//
+//  1. nil → the zero Verdict (Class "": success).
+//  2. context.Canceled anywhere in the chain → canceled.
+//  3. A *Failure whose Class is a valid class → that class.
+//  4. context.DeadlineExceeded, os.ErrDeadlineExceeded or a net.Error whose
+//     Timeout() is true → timeout.
+//  5. An HTTP status (Failure.Status; for exec agents the ActionResponse
+//     code): first the text table (so that a 429 saying insufficient_quota is
+//     quota_exhausted and a 400 saying the prompt is too long is
+//     context_length), then the status itself (see statusClass).
+//  6. The Go error chain: x509/TLS certificate errors, *net.DNSError, syscall
+//     errnos, io.ErrUnexpectedEOF, *net.OpError.
+//  7. The text alone: a status quoted in it ("Error code: 429", "API Error:
+//     529") is used as in step 5; otherwise the whole table, including
+//     transport and programming-error rules.
+//  8. Anything else → provider_error.
+//
+// Independently of the class, the verdict carries the backend's Retry-After
+// (retry-after-ms, Retry-After seconds or HTTP-date, else "try again in 20s"
+// in the text), capped at RetryAfterCap, and its x-should-retry header.
+func (c Classifier) Classify(err error) (v Verdict) {
+	if err == nil {
+		return Verdict{}
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			v = Verdict{Class: ProviderError}
+		}
+	}()
+	if errors.Is(err, context.Canceled) {
+		return Verdict{Class: Canceled}
+	}
+
+	var f *Failure
+	if !errors.As(err, &f) {
+		f = nil
+	}
+	var hdr http.Header
+	status := 0
+	if f != nil {
+		hdr = f.Header
+		if f.Status >= 100 && f.Status <= 599 {
+			status = f.Status
+		}
+	}
+	text := scanText(err.Error())
+	ev := analyze(text)
+
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	if d, ok := ParseRetryAfter(hdr, now()); ok {
+		v.RetryAfter = d
+	} else if d, ok := retryAfterFromText(text); ok {
+		v.RetryAfter = d
+	}
+	v.ShouldRetry = shouldRetryHeader(hdr)
+
+	if f != nil && f.Class != "" && f.Class.Valid() {
+		v.Class = f.Class
+		return v
+	}
+	if isTimeout(err) {
+		v.Class = Timeout
+		return v
+	}
+	rules := c.Rules
+	if rules == nil {
+		rules = defaultRules
+	}
+	if status != 0 {
+		v.Class = classifyWithStatus(rules, ev, status)
+		return v
+	}
+	if cl := classifyChain(err); cl != "" {
+		v.Class = cl
+		return v
+	}
+	if s := ev.status(); s != 0 {
+		v.Class = classifyWithStatus(rules, ev, s)
+		return v
+	}
+	if cl := matchRules(rules, ev, 0); cl != "" {
+		v.Class = cl
+		return v
+	}
+	v.Class = ProviderError
+	return v
+}
+
+// classifyWithStatus applies the text table, then the status table.
+func classifyWithStatus(rules []TextRule, ev evidence, status int) Class {
+	if cl := matchRules(rules, ev, status); cl != "" {
+		return cl
+	}
+	return statusClass(status, ev)
+}
+
+// statusClass is the class of an HTTP status (or ActionResponse code) when
+// the text names none:
+//
+//   - 401, 403 (credentials, permissions) and other 4xx: invalid_request —
+//     a caller or configuration error that retrying cannot fix and that says
+//     nothing about the backend's health, so it never trips a breaker.
+//   - 402 Payment Required: quota_exhausted.
+//   - 404: invalid_request; a 404 whose text names an unknown model or
+//     endpoint is not_supported (text table).
+//   - 405, 501, 505: not_supported.
+//   - 408, 499 (client gave up), 504, 522, 524: timeout.
+//   - 413: context_length when the text speaks of tokens, size or length,
+//     else invalid_request.
+//   - 429 and Anthropic's 529: rate_limited.
+//   - 5xx (500, 502, 503, …): provider_error. A 503 whose text says the model
+//     is overloaded is rate_limited (text table).
+//   - anything else: provider_error.
+func statusClass(status int, ev evidence) Class {
+	switch status {
+	case 402:
+		return QuotaExhausted
+	case 405, 501, 505:
+		return NotSupported
+	case 408, 499, 504, 522, 524:
+		return Timeout
+	case 413:
+		if ev.contains("token", "too large", "too long", "context", "length", "size") {
+			return ContextLength
+		}
+		return InvalidRequest
+	case 429, 529:
+		return RateLimited
+	}
+	switch {
+	case status >= 400 && status < 500:
+		return InvalidRequest
+	default:
+		return ProviderError
+	}
+}
+
+// isTimeout reports a deadline or network timeout anywhere in the chain.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// classifyChain looks at typed Go errors; "" when none is telling.
+func classifyChain(err error) Class {
+	var (
+		unknownAuth x509.UnknownAuthorityError
+		certInvalid x509.CertificateInvalidError
+		hostname    x509.HostnameError
+		verifyErr   *tls.CertificateVerificationError
+		recordHdr   tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(err, &unknownAuth), errors.As(err, &certInvalid),
+		errors.As(err, &hostname), errors.As(err, &verifyErr),
+		errors.As(err, &recordHdr):
+		return NetworkPermanent
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		switch {
+		case dnsErr.IsNotFound:
+			return NetworkPermanent
+		case dnsErr.IsTimeout:
+			return Timeout
+		default:
+			return NetworkTransient
+		}
+	}
+	if errors.Is(err, syscall.ETIMEDOUT) {
+		return Timeout
+	}
+	for _, errno := range transientErrnos {
+		if errors.Is(err, errno) {
+			return NetworkTransient
+		}
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return NetworkTransient
+	}
+	var (
+		urlErr *url.Error
+		opErr  *net.OpError
+	)
+	onTransport := errors.As(err, &urlErr) || errors.As(err, &opErr)
+	if onTransport && errors.Is(err, io.EOF) {
+		return NetworkTransient
+	}
+	if opErr != nil {
+		return NetworkTransient
+	}
+	return ""
+}
+
+var transientErrnos = []syscall.Errno{
+	syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.EPIPE, syscall.ECONNABORTED,
+	syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN, syscall.ENETRESET,
+}
+
+// matchRules returns the class of the first matching rule, or "".
+func matchRules(rules []TextRule, ev evidence, status int) Class {
+	for i := range rules {
+		r := &rules[i]
+		switch r.Scope {
+		case ScopeTransport:
+			if status != 0 && status < 500 {
+				continue
+			}
+		case ScopeNoStatus:
+			if status != 0 {
+				continue
+			}
+		}
+		if r.matches(ev) {
+			return r.Class
+		}
+	}
+	return ""
+}
+
+func (r *TextRule) matches(ev evidence) bool {
+	hit := false
+	for _, code := range r.Codes {
+		if _, ok := ev.codes[strings.ToLower(code)]; ok {
+			hit = true
+			break
+		}
+	}
+	if !hit && !ev.contains(r.Any...) {
+		return false
+	}
+	if len(r.And) > 0 && !ev.contains(r.And...) {
+		return false
+	}
+	return len(r.Not) == 0 || !ev.contains(r.Not...)
+}
+
+// evidence is the pre-digested error text.
+type evidence struct {
+	lower    string
+	codes    map[string]struct{}
+	jsonCode int // numeric error.code of a JSON body (Gemini: 429), 0 if none
+	quoted   int // a status quoted in the text ("Error code: 429"), 0 if none
+}
+
+func (e evidence) contains(subs ...string) bool {
+	for _, s := range subs {
+		if s != "" && strings.Contains(e.lower, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// status is the HTTP status the text itself reveals, 0 if none.
+func (e evidence) status() int {
+	if e.jsonCode != 0 {
+		return e.jsonCode
+	}
+	return e.quoted
+}
+
+// scanText bounds the text: the head and the tail of very long texts.
+func scanText(s string) string {
+	if len(s) <= 2*maxScan {
+		return s
+	}
+	return s[:maxScan] + "\n…\n" + s[len(s)-maxScan:]
+}
+
+var (
+	// codeRe picks "type"/"code"/"status"/"reason" string values out of JSON,
+	// escaped JSON inside a string, or a Python dict repr.
+	codeRe = regexp.MustCompile(`(?i)\\?["'](?:type|code|status|reason|error_type|error_code)\\?["']\s*:\s*\\?["']([a-z0-9_.\-]{2,64})\\?["']`)
+	// quotedStatusRe finds a status that SDKs and CLIs quote in their messages:
+	// "Error code: 429 - {...}" (Python SDKs), "API Error: 529 {...}" and
+	// "Error: 400 {...}" (Node SDKs), "status code: 503", "HTTP 502".
+	quotedStatusRe = regexp.MustCompile(`(?i)(?:error code|status code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b`)
+)
+
+func analyze(text string) evidence {
+	ev := evidence{lower: strings.ToLower(text), codes: map[string]struct{}{}}
+	for _, m := range codeRe.FindAllStringSubmatch(text, 64) {
+		ev.codes[strings.ToLower(m[1])] = struct{}{}
+	}
+	ev.jsonCode = parseJSONBody(text, ev.codes)
+	if m := quotedStatusRe.FindStringSubmatch(text); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil && n >= 400 && n <= 599 {
+			ev.quoted = n
+		}
+	}
+	return ev
+}
+
+// parseJSONBody decodes the first JSON value in text (a provider's error
+// body, possibly after a prefix such as "API Error: 529 "), adds its
+// error.type/code/status values to codes and returns a numeric error.code
+// that looks like an HTTP status (Gemini's {"error":{"code":429,...}}).
+func parseJSONBody(text string, codes map[string]struct{}) int {
+	i := strings.IndexAny(text, "{[")
+	if i < 0 {
+		return 0
+	}
+	var body any
+	dec := json.NewDecoder(strings.NewReader(text[i:]))
+	dec.UseNumber()
+	if dec.Decode(&body) != nil {
+		return 0
+	}
+	status := 0
+	var visit func(v any, depth int)
+	visit = func(v any, depth int) {
+		if depth > 4 {
+			return
+		}
+		switch t := v.(type) {
+		case []any:
+			for j, e := range t {
+				if j >= 4 {
+					break
+				}
+				visit(e, depth+1)
+			}
+		case map[string]any:
+			for _, k := range []string{"type", "code", "status"} {
+				switch val := t[k].(type) {
+				case string:
+					codes[strings.ToLower(val)] = struct{}{}
+				case json.Number:
+					if n, err := val.Int64(); err == nil && n >= 400 && n <= 599 && status == 0 {
+						status = int(n)
+					}
+				}
+			}
+			if e, ok := t["error"]; ok {
+				visit(e, depth+1)
+			}
+		}
+	}
+	visit(body, 0)
+	return status
+}
+
+// ParseRetryAfter reads how long the backend asks the client to wait:
+// retry-after-ms (milliseconds, as OpenAI and Anthropic send it) first, then
+// Retry-After as delay-seconds or as an HTTP-date relative to now. ok is false
+// when no header is present or none parses. The result is never negative (a
+// date in the past is 0, true) and never above RetryAfterCap.
+func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	if h == nil {
+		return 0, false
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(ms) && !math.IsInf(ms, 0) {
+			return capDuration(ms * float64(time.Millisecond)), true
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil {
+		if math.IsNaN(secs) || math.IsInf(secs, 0) {
+			return 0, false
+		}
+		return capDuration(secs * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return capDuration(float64(t.Sub(now))), true
+	}
+	return 0, false
+}
+
+// capDuration converts nanoseconds to a Duration within [0, RetryAfterCap].
+func capDuration(ns float64) time.Duration {
+	switch {
+	case math.IsNaN(ns) || ns <= 0:
+		return 0
+	case ns >= float64(RetryAfterCap):
+		return RetryAfterCap
+	default:
+		return time.Duration(ns)
+	}
+}
+
+func shouldRetryHeader(h http.Header) int {
+	if h == nil {
+		return 0
+	}
+	switch strings.ToLower(strings.TrimSpace(h.Get("X-Should-Retry"))) {
+	case "true":
+		return 1
+	case "false":
+		return -1
+	}
+	return 0
+}
+
+var (
+	// "Please try again in 20s", "try again in 644ms", "Please retry in
+	// 58.821668433s", "try again in 1m30s".
+	retryGoDurRe = regexp.MustCompile(`(?i)(?:try again|retry|retrying)\s+(?:in|after)\s+((?:[0-9]+(?:\.[0-9]+)?(?:ms|h|m|s))+)\b`)
+	// "retry after 7 seconds", "Try again in 30 seconds", "in 2 minutes".
+	retryWordRe = regexp.MustCompile(`(?i)(?:try again|retry|retrying)\s+(?:in|after)\s+([0-9]+(?:\.[0-9]+)?)\s*(milliseconds?|seconds?|secs?|minutes?|mins?|hours?)\b`)
+	// Gemini's google.rpc.RetryInfo: "retryDelay": "58s".
+	retryDelayRe = regexp.MustCompile(`(?i)\\?["']retryDelay\\?["']\s*:\s*\\?["']([0-9]+(?:\.[0-9]+)?s)\\?["']`)
+)
+
+// retryAfterFromText finds a delay the backend asked for in prose.
+func retryAfterFromText(text string) (time.Duration, bool) {
+	for _, re := range []*regexp.Regexp{retryGoDurRe, retryDelayRe} {
+		if m := re.FindStringSubmatch(text); m != nil {
+			if d, err := time.ParseDuration(strings.ToLower(m[1])); err == nil {
+				return capDuration(float64(d)), true
+			}
+		}
+	}
+	if m := retryWordRe.FindStringSubmatch(text); m != nil {
+		n, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			return 0, false
+		}
+		unit := time.Second
+		switch u := strings.ToLower(m[2]); {
+		case strings.HasPrefix(u, "milli"):
+			unit = time.Millisecond
+		case strings.HasPrefix(u, "min"):
+			unit = time.Minute
+		case strings.HasPrefix(u, "hour"):
+			unit = time.Hour
+		}
+		return capDuration(n * float64(unit)), true
+	}
+	return 0, false
+}

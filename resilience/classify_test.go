@@ -1,0 +1,837 @@
+package resilience
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fixedNow is the clock of every test classifier.
+var fixedNow = time.Date(2025, 7, 1, 12, 0, 0, 0, time.UTC)
+
+var testClassifier = Classifier{Now: func() time.Time { return fixedNow }}
+
+// status builds the failure an HTTP runner reports.
+func status(code int, body string) error { return &Failure{Status: code, Text: body} }
+
+// stderr builds the failure of an exec agent that exited non-zero.
+func stderr(s string) error { return &Failure{Text: s} }
+
+func hdr(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return h
+}
+
+type classifyCase struct {
+	name       string
+	err        error
+	want       Class
+	retryAfter time.Duration
+	should     int
+}
+
+// realWorldCases are messages and bodies seen in the wild; each cites where.
+// Request IDs and keys are kept as reported (they are redacted upstream).
+var realWorldCases = []classifyCase{
+	// ---- the hard cases of DESIGN.md -----------------------------------
+	{
+		// ChatGPTNextWeb/NextChat#4101
+		name: "hard/openai_429_insufficient_quota_is_quota_exhausted",
+		err: status(429, `{
+  "error": {
+    "message": "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+    "type": "insufficient_quota",
+    "param": null,
+    "code": "insufficient_quota"
+  }
+}`),
+		want: QuotaExhausted,
+	},
+	{
+		// ChatGPTNextWeb/NextChat#1792 (code null, only the type says it)
+		name: "hard/openai_429_insufficient_quota_code_null",
+		err:  status(429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":null}}`),
+		want: QuotaExhausted,
+	},
+	{
+		// anthropics/claude-code#5184
+		name: "hard/anthropic_529_overloaded_is_rate_limited",
+		err:  status(529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`),
+		want: RateLimited,
+	},
+	{
+		// kaixindelele/ChatPaper#7 (openai.error.InvalidRequestError text)
+		name: "hard/openai_400_context_length_exceeded",
+		err:  status(400, `{"error":{"message":"This model's maximum context length is 4097 tokens. However, your messages resulted in 4218 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`),
+		want: ContextLength,
+	},
+	{
+		// earendil-works/pi#102
+		name: "hard/anthropic_400_prompt_is_too_long",
+		err:  status(400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 219898 tokens > 200000 maximum"},"request_id":"req_011CVjxiYzEFcAQC4Fk87zw2"}`),
+		want: ContextLength,
+	},
+	{
+		// google-gemini/gemini-cli#6678
+		name: "hard/gemini_400_input_token_count_exceeds",
+		err: status(400, `[{
+    "error": {
+      "code": 400,
+      "message": "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).",
+      "errors": [{"message": "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).", "domain": "global", "reason": "badRequest"}],
+      "status": "INVALID_ARGUMENT"
+    }
+  }]`),
+		want: ContextLength,
+	},
+	{
+		// OpenHands/OpenHands#4894 (a LiteLLM error string, no status known)
+		name: "hard/litellm_context_window_exceeded_text",
+		err:  stderr(`litellm.BadRequestError: litellm.ContextWindowExceededError: AnthropicError - {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210543 tokens > 200000 maximum"}}`),
+		want: ContextLength,
+	},
+	{
+		// chatanywhere/GPT_API_free#62
+		name: "hard/openai_401_invalid_api_key_is_invalid_request",
+		err:  status(401, `{"error":{"message":"Incorrect API key provided: sk-VKMIs***************************************wjh3. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`),
+		want: InvalidRequest,
+	},
+	{
+		// eyaltoledano/claude-task-master#222
+		name: "hard/anthropic_401_invalid_x_api_key",
+		err:  status(401, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`),
+		want: InvalidRequest,
+	},
+	{
+		// marcolardera/chatgpt-cli#13
+		name: "hard/openai_404_model_not_found_is_not_supported",
+		err:  status(404, `{"error":{"message":"The model: ` + "`gpt-4`" + ` does not exist","type":"invalid_request_error","param":null,"code":"model_not_found"}}`),
+		want: NotSupported,
+	},
+	{
+		// openai/openai-cua-sample-app#54
+		name: "hard/openai_500_server_error_is_provider_error",
+		err:  status(500, `{"error":{"message":"The server had an error processing your request. Sorry about that! You can retry your request, or contact us through our help center at help.openai.com if you keep seeing this error. (Please include the request ID req_540c6eaab7f4556b2baa22bcba915d51 in your email.)","type":"server_error","param":null,"code":null}}`),
+		want: ProviderError,
+	},
+	{
+		name: "hard/502_bad_gateway_html_is_provider_error",
+		err:  status(502, "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>"),
+		want: ProviderError,
+	},
+	{
+		name: "hard/503_plain_is_provider_error",
+		err:  status(503, "Service Unavailable"),
+		want: ProviderError,
+	},
+	{
+		// google-gemini/gemini-cli#5191 — decided: an overloaded 503 is rate_limited
+		name: "hard/gemini_503_model_overloaded_is_rate_limited",
+		err:  status(503, `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`),
+		want: RateLimited,
+	},
+	{
+		// continuedev/continue#10639
+		name: "hard/gemini_503_high_demand_is_rate_limited",
+		err:  status(503, `{"error":{"code":503,"message":"This model is currently experiencing high demand. Spikes in demand are usually temporary. Please try again later.","status":"UNAVAILABLE"}}`),
+		want: RateLimited,
+	},
+	{name: "hard/408_is_timeout", err: status(408, "Request Timeout"), want: Timeout},
+	{
+		name: "hard/413_nginx_too_large_is_context_length",
+		err:  status(413, "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body><center><h1>413 Request Entity Too Large</h1></center><hr><center>nginx</center></body></html>"),
+		want: ContextLength,
+	},
+	{name: "hard/413_without_text_is_invalid_request", err: status(413, ""), want: InvalidRequest},
+	{
+		// ogkalu2/comic-translate#403 — per-day free tier quota, with RetryInfo
+		name: "hard/gemini_429_quota_per_day_is_quota_exhausted",
+		err: status(429, `{
+  "error": {
+    "code": 429,
+    "message": "You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits. To monitor your current usage, head to: https://ai.dev/rate-limit. \n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 20, model: gemini-2.5-flash\nPlease retry in 58.821668433s.",
+    "status": "RESOURCE_EXHAUSTED",
+    "details": [
+      {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests", "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "quotaDimensions": {"model": "gemini-2.5-flash", "location": "global"}, "quotaValue": "20"}]}
+    ]
+  }
+}`),
+		want: QuotaExhausted, retryAfter: 58821668433 * time.Nanosecond,
+	},
+	{
+		// langgenius/dify#19838
+		name: "hard/gemini_429_generate_requests_per_model_per_day",
+		err:  stderr(`[google] Error: PluginInvokeError: {"args":{},"error_type":"ClientError","message":"429 RESOURCE_EXHAUSTED. {'error': {'code': 429, 'message': 'You exceeded your current quota. Go to https://aistudio.google.com/apikey to upgrade your quota tier, or submit a quota increase request in https://ai.google.dev/gemini-api/docs/rate-limits#request-rate-limit-increase', 'status': 'RESOURCE_EXHAUSTED', 'details': [{'@type': 'type.googleapis.com/google.rpc.QuotaFailure', 'violations': [{'quotaMetric': 'generativelanguage.googleapis.com/generate_requests_per_model_per_day', 'quotaId': 'GenerateRequestsPerDayPerProjectPerModel'}]}]}}"}`),
+		want: QuotaExhausted,
+	},
+	{
+		// google/generative-ai-docs#438
+		name: "hard/gemini_429_plain_resource_exhausted_is_rate_limited",
+		err:  status(429, `429 Resource has been exhausted (e.g. check quota).`),
+		want: RateLimited,
+	},
+	{
+		// felixbinder/introspection_self_prediction#66 (Vertex, per minute)
+		name: "hard/vertex_429_quota_per_minute_is_rate_limited",
+		err:  stderr(`Encountered API error: Exception Type: ResourceExhausted, Error Details: 429 Quota exceeded for aiplatform.googleapis.com/generate_content_requests_per_minute_per_project_per_base_model with base model: gemini-pro. Please submit a quota increase request. https://cloud.google.com/vertex-ai/docs/generative-ai/quotas-genai.`),
+		want: RateLimited,
+	},
+	{
+		// Gitlawb/openclaude#43
+		name: "hard/openrouter_402_insufficient_credits",
+		err:  status(402, `{"error":{"message":"Insufficient credits. This account never purchased credits. Make sure your key is on the correct account or org, and if so, purchase more at https://openrouter.ai/settings/credits","code":402}}`),
+		want: QuotaExhausted,
+	},
+	{
+		// anthropics/claude-code#4684 — a 400 that is really billing
+		name: "hard/anthropic_credit_balance_too_low",
+		err:  status(400, `{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`),
+		want: QuotaExhausted,
+	},
+	{name: "hard/unrecognised_is_provider_error", err: errors.New("the flux capacitor hiccuped"), want: ProviderError},
+
+	// ---- rate limits and Retry-After in prose ---------------------------
+	{
+		// continuedev/continue#10502
+		name: "openai_429_tpm_try_again_in_seconds",
+		err:  status(429, `429 Rate limit reached for gpt-4.1 in organization org-vyUrKHsIdLcZGKR3zqCqllrS on tokens per min (TPM): Limit 30000, Used 28039, Requested 3906. Please try again in 3.89s. Visit https://platform.openai.com/account/rate-limits to learn more.`),
+		want: RateLimited, retryAfter: 3890 * time.Millisecond,
+	},
+	{
+		// BuilderIO/micro-agent#86
+		name: "openai_429_try_again_in_ms",
+		err:  status(429, `429 Rate limit reached for gpt-4o in organization org-uOtiSEwvUnroadaOnJJquBEC on tokens per min (TPM): Limit 30000, Used 29937, Requested 385. Please try again in 644ms.`),
+		want: RateLimited, retryAfter: 644 * time.Millisecond,
+	},
+	{
+		// TheR1D/shell_gpt#653 — decided: a request larger than the whole TPM
+		// budget can never succeed by waiting, so it is context_length.
+		name: "openai_429_request_too_large_for_tpm_is_context_length",
+		err:  status(429, `{'error': {'message': 'Request too large for gpt-4o in organization org-78asdf87asdf9aaa8976 on tokens per min (TPM): Limit 30000, Requested 31538. The input or output tokens must be reduced in order to run successfully. Visit https://platform.openai.com/account/rate-limits to learn more.', 'type': 'tokens', 'param': None, 'code': 'rate_limit_exceeded'}}`),
+		want: ContextLength,
+	},
+	{
+		// continuedev/continue#9623 — mentions "prompt length" but is a rate limit
+		name: "anthropic_429_rate_limit_error_org_itpm",
+		err:  status(429, `{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization (c26fc127-ba09-49d3-a086-a2f26380d5e7) of 30,000 input tokens per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers for current usage. Please reduce the prompt length or the maximum tokens requested, or try again later. You may also contact sales at https://www.anthropic.com/contact-sales to discuss your options for a rate limit increase."}`),
+		want: RateLimited,
+	},
+	{
+		// microsoft/sample-app-aoai-chatGPT#131
+		name: "azure_429_retry_after_7_seconds",
+		err:  status(429, `Requests to the Creates a completion for the chat message Operation under Azure OpenAI API version 2023-03-15-preview have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 7 seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit.`),
+		want: RateLimited, retryAfter: 7 * time.Second,
+	},
+	{
+		// alex-wolf-ps/dbchatprov2#2 — 86400 s is capped
+		name: "azure_429_retry_after_86400_is_capped",
+		err:  status(429, `HTTP 429 (429) Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-05-01-preview have exceeded token rate limit of your current OpenAI S0 pricing tier. Please retry after 86400 seconds. Please go here: https://aka.ms/oai/quotaincrease if you would like to further increase the default rate limit.`),
+		want: RateLimited, retryAfter: RetryAfterCap,
+	},
+	{
+		// microsoft/copilot-camp#551
+		name: "azure_429_try_again_in_2_seconds",
+		err:  status(429, `{"error":{"code":"429","message": "Rate limit is exceeded. Try again in 2 seconds."}}`),
+		want: RateLimited, retryAfter: 2 * time.Second,
+	},
+	{
+		// pollinations/pollinations#6260 — peak-load 429 from Azure
+		name: "azure_429_high_demand",
+		err:  status(429, `{"success":false,"error":{"message":"azure-openai error: The system is currently experiencing high demand and cannot process your request. Your request exceeds the maximum usage size allowed during peak load. Please retry after 20 seconds. For improved latency reliability, consider switching to Provisioned Throughput.","code":"RATE_LIMITED","timestamp":"2025-12-21T01:27:42.111Z"},"status":429}`),
+		want: RateLimited, retryAfter: 20 * time.Second,
+	},
+	{
+		// jasonacox/TinyLLM#17 (LiteLLM proxy error string)
+		name: "litellm_azure_rate_limit_text",
+		err:  stderr(`INFO:server:ERROR: Error code: 429 - {'error': {'message': "litellm.RateLimitError: AzureException RateLimitError - Error code: 429 - {'error': {'code': '429', 'message': 'Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2023-05-15 have exceeded token rate limit of your current AIServices S0 pricing tier. Please retry after 86400 seconds.'}}", 'type': 'throttling_error', 'param': None, 'code': '429'}}`),
+		want: RateLimited, retryAfter: RetryAfterCap,
+	},
+	{
+		// FoundationAgents/MetaGPT#523 (Python traceback tail)
+		name: "python_openai_ratelimiterror_traceback",
+		err:  stderr("Traceback (most recent call last):\n  File \"run.py\", line 12, in <module>\nopenai.error.RateLimitError: Rate limit reached for gpt-4 in organization org-uVqpjtJiKqvVJMVfvpaounIh on tokens per min (TPM): Limit 10000, Used 8554, Requested 3082. Please try again in 9.816s. Visit https://platform.openai.com/account/rate-limits to learn more."),
+		want: RateLimited, retryAfter: 9816 * time.Millisecond,
+	},
+	{
+		// anthropics/claude-code#63567 (CLI prose, status quoted in text)
+		name: "claude_cli_529_overloaded_text",
+		err:  stderr(`API Error: 529 Overloaded. This is a server-side issue, usually temporary — try again in a moment. If it persists, check status.claude.com.`),
+		want: RateLimited,
+	},
+	{
+		// anthropics/claude-code#35792 (Node SDK error string)
+		name: "node_sdk_error_529_json",
+		err:  stderr(`Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_011CZAau32QzxDkriovTaFCB"}`),
+		want: RateLimited,
+	},
+
+	// ---- quota and billing ------------------------------------------------
+	{
+		// QwenLM/qwen-code#73 — mentions tokens, but it is money
+		name: "openrouter_402_requires_more_credits",
+		err:  status(402, `This request requires more credits, or fewer max_tokens. You requested up to 225702 tokens, but can only afford 92985. To increase, visit https://openrouter.ai/settings/credits and add more credits`),
+		want: QuotaExhausted,
+	},
+	{
+		// tailcallhq/forgecode#571 (nested error objects)
+		name: "openrouter_more_credits_required_nested",
+		err:  stderr(`Failed to parse OpenRouter response: {"error":{"error":{"message":"More credits are required to run this request. 128000 token capacity required, 19484 available. To increase, visit https://openrouter.ai/settings/keys and create a key with a higher limit","code":402},"code":402}}`),
+		want: QuotaExhausted,
+	},
+	{
+		// open-assistant-org/open-assistant#80 (Python SDK repr)
+		name: "python_apistatuserror_402_repr",
+		err:  stderr(`APIStatusError: Error code: 402 - {'error': {'message': 'Insufficient credits. Add more using https://openrouter.ai/settings/credits', 'code': 402, 'metadata': {'limit_source': 'openrouter_credits'}}}`),
+		want: QuotaExhausted,
+	},
+	{
+		// Gitlawb/openclaude#1528
+		name: "gateway_402_insufficient_credits_code",
+		err:  status(402, `{"error":{"message":"Insufficient credits — top up your balance at https://gitlawb.com/opengateway/credits","type":"insufficient_quota","code":"insufficient_credits"}}`),
+		want: QuotaExhausted,
+	},
+	{
+		// zurawiki/gptcommit#84 (CLI error line, no status)
+		name: "cli_insufficient_quota_line",
+		err:  stderr(`Error: insufficient_quota: You exceeded your current quota, please check your plan and billing details.`),
+		want: QuotaExhausted,
+	},
+	{
+		// google-gemini/gemini-cli#8437 — per-minute AND per-day violations:
+		// the daily one means waiting minutes will not help.
+		name: "gemini_429_per_minute_and_per_day",
+		err:  stderr(`Generate error: 429 RESOURCE_EXHAUSTED. {'error': {'code': 429, 'message': 'You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.', 'status': 'RESOURCE_EXHAUSTED', 'details': [{'@type': 'type.googleapis.com/google.rpc.QuotaFailure', 'violations': [{'quotaMetric': 'generativelanguage.googleapis.com/generate_content_free_tier_input_token_count', 'quotaId': 'GenerateContentInputTokensPerModelPerMinute-FreeTier'}, {'quotaMetric': 'generativelanguage.googleapis.com/generate_content_free_tier_requests', 'quotaId': 'GenerateRequestsPerDayPerProjectPerModel-FreeTier'}]}]}}`),
+		want: QuotaExhausted,
+	},
+	{
+		// semantics of a per-minute-only Gemini violation (same shape as above)
+		name: "gemini_429_per_minute_only",
+		err:  status(429, `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"31s"}]}}`),
+		want: RateLimited, retryAfter: 31 * time.Second,
+	},
+
+	// ---- context length ------------------------------------------------
+	{
+		// BerriAI/litellm#15968 (Azure / gpt-5 wording)
+		name: "azure_input_tokens_exceed_configured_limit",
+		err:  status(400, `AzureException BadRequestError - Input tokens exceed the configured limit of 272000 tokens. Your messages resulted in 509178 tokens. Please reduce the length of the messages.`),
+		want: ContextLength,
+	},
+	{
+		// BrokkAi/brokk-app#540
+		name: "anthropic_input_length_and_max_tokens_exceed_context_limit",
+		err:  status(400, `{"type":"error","error":{"type":"invalid_request_error","message":"input length and `+"`max_tokens`"+` exceed context limit: 179413 + 32768 > 200000, decrease input length or `+"`max_tokens`"+` and try again"}}`),
+		want: ContextLength,
+	},
+	{
+		// daisuke-awaji/moca#254 (Bedrock ValidationException)
+		name: "bedrock_validation_prompt_too_long",
+		err:  stderr("[SYSTEM_ERROR] An error occurred.\nType: ValidationException\nDetails: The model returned the following errors: prompt is too long: 200049 tokens > 200000 maximum"),
+		want: ContextLength,
+	},
+	{
+		// google-gemini/gemini-cli#4118 (status word, no number before it)
+		name: "gemini_invalid_argument_token_count_text",
+		err:  stderr(`[API Error: got status: INVALID_ARGUMENT. {"error":{"code":400,"message":"The input token count (132478) exceeds the maximum number of tokens allowed (131072).","status":"INVALID_ARGUMENT"}}]`),
+		want: ContextLength,
+	},
+	{
+		// BerriAI/litellm#21647 (Mistral wording)
+		name: "mistral_too_large_for_model",
+		err:  status(400, `Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context length`),
+		want: ContextLength,
+	},
+
+	// ---- caller errors ---------------------------------------------------
+	{
+		// popjane/free_chatgpt_api#3 (Python SDK repr, status only in text)
+		name: "python_authenticationerror_401_repr",
+		err:  stderr(`openai.AuthenticationError: Error code: 401 - {'error': {'message': 'Incorrect API key provided: sk-PMafP***************************************E873. You can find your API key at https://platform.openai.com/account/api-keys.', 'type': 'invalid_request_error', 'param': None, 'code': 'invalid_api_key'}}`),
+		want: InvalidRequest,
+	},
+	{
+		// ksred/GitPilotAI#12 (Go map dump of the body)
+		name: "openai_model_not_found_go_map",
+		err:  stderr("Error from API: map[code:model_not_found message:The model `gpt-4o` does not exist or you do not have access to it. param:<nil> type:invalid_request_error]"),
+		want: NotSupported,
+	},
+	{name: "403_forbidden_plain", err: status(403, "Forbidden"), want: InvalidRequest},
+	{name: "400_bad_request_plain", err: status(400, `{"error":{"message":"Invalid value for 'temperature'","type":"invalid_request_error"}}`), want: InvalidRequest},
+	{name: "422_unprocessable", err: status(422, `{"detail":[{"loc":["body","messages"],"msg":"field required","type":"value_error.missing"}]}`), want: InvalidRequest},
+	{name: "405_method_not_allowed", err: status(405, "Method Not Allowed"), want: NotSupported},
+
+	// ---- exec agents: ActionResponse codes -------------------------------
+	{name: "exec/400_missing_param", err: status(400, "missing parameter: repo"), want: InvalidRequest},
+	{name: "exec/404_repo_not_found", err: status(404, "repository not found"), want: InvalidRequest},
+	{name: "exec/429", err: status(429, "slow down, GitHub secondary limit"), want: RateLimited},
+	{name: "exec/501_action_not_implemented", err: status(501, "action \"rebase\" not implemented"), want: NotSupported},
+	{name: "exec/504", err: status(504, "upstream took too long"), want: Timeout},
+	{name: "exec/500_by_text_timeout", err: status(500, "git fetch: i/o timeout"), want: Timeout},
+	{name: "exec/500_unknown_text", err: status(500, "git exited 128"), want: ProviderError},
+	{name: "exec/code_1_not_http_uses_text", err: &Failure{Status: 1, Text: "connect ECONNREFUSED 127.0.0.1:5432"}, want: NetworkTransient},
+
+	// ---- Node ----------------------------------------------------------
+	{
+		// EvolvingPrograms/openai-streams#39
+		name: "node_undici_connect_timeout",
+		err: stderr(`Error: TypeError: fetch failed
+    at Object.fetch (node:internal/deps/undici/undici:11457:11)
+    at process.processTicksAndRejections (node:internal/process/task_queues:95:5) {
+  cause: ConnectTimeoutError: Connect Timeout Error
+      at onConnectTimeout (node:internal/deps/undici/undici:8422:28) {
+    code: 'UND_ERR_CONNECT_TIMEOUT'
+  }
+}`),
+		want: Timeout,
+	},
+	{
+		// nodejs/undici#3300
+		name: "node_undici_other_side_closed",
+		err: stderr(`TypeError: fetch failed
+    at node:internal/deps/undici/undici:12502:13 {
+  [cause]: SocketError: other side closed
+      at Socket.<anonymous> (/srv/www/node_modules/undici/lib/dispatcher/client-h1.js:681:24) {
+    code: 'UND_ERR_SOCKET',
+    socket: { localAddress: '127.0.0.1', localPort: 50476, remoteAddress: '127.0.0.1', remotePort: 3000 }
+  }
+}`),
+		want: NetworkTransient,
+	},
+	{
+		// axios/axios#5267
+		name: "node_read_econnreset",
+		err:  stderr("Error: read ECONNRESET\n    at TLSWrap.onStreamRead (node:internal/stream_base_commons:217:20)"),
+		want: NetworkTransient,
+	},
+	{
+		// waylaidwanderer/node-chatgpt-api#66
+		name: "node_getaddrinfo_enotfound",
+		err:  stderr(`FetchError: request to https://api.openai.com/v1/completions failed, reason: getaddrinfo ENOTFOUND api.openai.com`),
+		want: NetworkPermanent,
+	},
+	{
+		// Chanzhaoyu/chatgpt-web#1323
+		name: "node_getaddrinfo_eai_again",
+		err:  stderr(`request to https://api.openai.com/v1/chat/completions failed, reason: getaddrinfo EAI_AGAIN api.openai.com`),
+		want: NetworkTransient,
+	},
+	{
+		// axios/axios#3891
+		name: "node_axios_timeout",
+		err:  stderr(`AxiosError: timeout of 120000ms exceeded`),
+		want: Timeout,
+	},
+
+	// ---- Python --------------------------------------------------------
+	{
+		// ollama/ollama#3221
+		name: "python_httpx_connect_refused",
+		err:  stderr("  File \"/opt/anaconda3/lib/python3.11/site-packages/httpx/_transports/default.py\", line 84, in map_httpcore_exceptions\n    raise mapped_exc(message) from exc\nConnectError: [Errno 111] Connection refused"),
+		want: NetworkTransient,
+	},
+	{
+		// OpenHands/OpenHands#1008
+		name: "python_openai_apiconnectionerror",
+		err:  stderr(`openai.APIConnectionError: Connection error.`),
+		want: NetworkTransient,
+	},
+	{
+		// rahulnyk/knowledge_graph_maker#9
+		name: "python_httpx_network_unreachable",
+		err:  stderr("httpx.ConnectError: [Errno 101] Network is unreachable\nopenai.APIConnectionError: Connection error."),
+		want: NetworkTransient,
+	},
+	{
+		// langchain-ai/langchain#21919
+		name: "python_openai_apitimeouterror",
+		err:  stderr(`openai.APITimeoutError: Request timed out.`),
+		want: Timeout,
+	},
+	{
+		// psf/requests#3550
+		name: "python_requests_name_or_service_not_known",
+		err:  stderr(`ConnectionError: HTTPConnectionPool(host='example.invalid', port=80): Max retries exceeded with url: / (Caused by NewConnectionError('<requests.packages.urllib3.connection.HTTPConnection object at 0x7f05b0dee2d0>: Failed to establish a new connection: [Errno -2] Name or service not known',))`),
+		want: NetworkPermanent,
+	},
+	{
+		// RUC-GSAI/YuLan-Rec#9
+		name: "python_requests_connection_refused",
+		err:  stderr(`openai.error.APIConnectionError: Error communicating with OpenAI: HTTPSConnectionPool(host='api.openai.com', port=443): Max retries exceeded with url: /v1/engines/text-embedding-ada-002/embeddings (Caused by NewConnectionError('<urllib3.connection.HTTPSConnection object at 0x7f36b7fc1ff0>: Failed to establish a new connection: [Errno 111] Connection refused'))`),
+		want: NetworkTransient,
+	},
+	{
+		// pymedusa/Medusa#8005
+		name: "python_requests_read_timeout",
+		err:  stderr(`requests.exceptions.ReadTimeout: HTTPSConnectionPool(host='api.github.com', port=443): Read timed out. (read timeout=15)`),
+		want: Timeout,
+	},
+	{
+		// openai/openai-python#326
+		name: "python_ssl_certificate_verify_failed",
+		err:  stderr(`openai.error.APIConnectionError: Error communicating with OpenAI: HTTPSConnectionPool(host='api.openai.com', port=443): Max retries exceeded with url: /v1/chat/completions (Caused by SSLError(SSLCertVerificationError(1, '[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: unable to get local issuer certificate (_ssl.c:992)')))`),
+		want: NetworkPermanent,
+	},
+	{
+		// ollama/ollama-python#436
+		name: "python_httpcore_server_disconnected",
+		err:  stderr("httpcore.RemoteProtocolError: Server disconnected without sending a response.\n\nThe above exception was the direct cause of the following exception:\n\nhttpx.RemoteProtocolError: Server disconnected without sending a response."),
+		want: NetworkTransient,
+	},
+	{
+		// kiliczsh/sandik#8
+		name: "python_aiohttp_server_disconnected",
+		err:  stderr(`aiohttp.client_exceptions.ServerDisconnectedError: Server disconnected`),
+		want: NetworkTransient,
+	},
+	{
+		// LlmKira/Openaibot#177
+		name: "python_openai_500_server_error_log",
+		err:  stderr(`RUN:Openai Error:500:server_error:The server had an error while processing your request. Sorry about that!`),
+		want: ProviderError,
+	},
+	{
+		// Significant-Gravitas/AutoGPT-style crash of the tool itself
+		name: "python_module_not_found_is_logic_error",
+		err:  stderr("Traceback (most recent call last):\n  File \"agent.py\", line 1, in <module>\n    import openai\nModuleNotFoundError: No module named 'openai'"),
+		want: LogicError,
+	},
+
+	// ---- Go net/http texts (an agent's stderr or error string) ----------
+	{
+		// goproxy/goproxy#35
+		name: "go_http2_goaway",
+		err:  stderr(`gopkg.in/check.v1@v1.0.0-20200902074654-038fdea0a05b: http2: server sent GOAWAY and closed the connection; LastStreamID=199, ErrCode=NO_ERROR, debug=""`),
+		want: NetworkTransient,
+	},
+	{
+		// songquanpeng/one-api#278
+		name: "go_tls_handshake_timeout",
+		err:  stderr(`Post "https://api.openai.com/v1/chat/completions": net/http: TLS handshake timeout`),
+		want: Timeout,
+	},
+	{
+		// chengchuu/go-gin-gee#24
+		name: "go_connection_reset_by_peer",
+		err:  stderr(`Post "https://qyapi.weixin.qq.com/cgi-bin/webhook/send?key=": read tcp 10.88.0.13:59784->43.135.106.8:443: read: connection reset by peer`),
+		want: NetworkTransient,
+	},
+	{
+		// acheong08/ChatGPT#372
+		name: "go_client_timeout_while_reading_body",
+		err:  stderr(`tls_client.exceptions.TLSClientExeption: net/http: request canceled (Client.Timeout or context cancellation while reading body)`),
+		want: Timeout,
+	},
+	{
+		// sashabaranov/go-openai#185
+		name: "go_remote_tls_handshake_failure",
+		err:  stderr(`Post "https://api.openai.com/v1/chat/completions": remote error: tls: handshake failure`),
+		want: NetworkPermanent,
+	},
+	{name: "go_dial_connection_refused", err: stderr(`Post "http://127.0.0.1:8080/run": dial tcp 127.0.0.1:8080: connect: connection refused`), want: NetworkTransient},
+	{name: "go_no_such_host", err: stderr(`Post "https://llm.example.invalid/v1": dial tcp: lookup llm.example.invalid: no such host`), want: NetworkPermanent},
+	{name: "go_x509_unknown_authority", err: stderr(`Post "https://10.0.0.7/v1": tls: failed to verify certificate: x509: certificate signed by unknown authority`), want: NetworkPermanent},
+	{name: "go_unexpected_eof", err: stderr(`Post "https://api.example.com/v1": unexpected EOF`), want: NetworkTransient},
+	{name: "go_bare_eof", err: stderr(`Post "https://api.example.com/v1": EOF`), want: NetworkTransient},
+	{name: "go_i_o_timeout", err: stderr(`dial tcp 10.1.2.3:443: i/o timeout`), want: Timeout},
+	{name: "go_context_deadline_in_tool_output", err: stderr(`rpc error: code = DeadlineExceeded desc = context deadline exceeded`), want: Timeout},
+	{name: "go_panic_is_logic_error", err: stderr("panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a5b6c]"), want: LogicError},
+}
+
+func TestClassifyRealWorld(t *testing.T) {
+	t.Parallel()
+	require.GreaterOrEqual(t, len(realWorldCases), 60)
+	seen := map[Class]bool{}
+	for _, tc := range realWorldCases {
+		seen[tc.want] = true
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v := testClassifier.Classify(tc.err)
+			require.Equal(t, tc.want, v.Class, "error: %v", tc.err)
+			require.Equal(t, tc.retryAfter, v.RetryAfter)
+			require.Equal(t, tc.should, v.ShouldRetry)
+		})
+	}
+	for _, c := range Classes() {
+		if c == Canceled {
+			continue // covered by TestClassifyGoErrors
+		}
+		require.True(t, seen[c], "no real-world case for class %s", c)
+	}
+}
+
+// TestClassifyEvidenceOrder covers the order of evidence and headers.
+func TestClassifyEvidenceOrder(t *testing.T) {
+	t.Parallel()
+	tests := []classifyCase{
+		{name: "nil_is_success", err: nil, want: ""},
+		{name: "canceled_beats_everything", err: &Failure{Err: fmt.Errorf("run: %w", context.Canceled), Status: 429, Class: QuotaExhausted}, want: Canceled},
+		{name: "runner_class_wins", err: &Failure{Status: 500, Text: "not json", Class: LogicError}, want: LogicError},
+		{name: "with_class", err: WithClass(errors.New("model refused the tool schema"), InvalidRequest), want: InvalidRequest},
+		{name: "wrapped_with_class", err: fmt.Errorf("agent: %w", WithClass(errors.New("x"), ContextLength)), want: ContextLength},
+		{name: "invalid_runner_class_ignored", err: &Failure{Status: 429, Class: "bogus"}, want: RateLimited},
+		{name: "runner_class_keeps_headers", err: &Failure{Class: RateLimited, Header: hdr("Retry-After", "5")}, want: RateLimited, retryAfter: 5 * time.Second},
+		{name: "deadline_beats_status", err: &Failure{Err: context.DeadlineExceeded, Status: 500, Text: "killed"}, want: Timeout},
+		{name: "retry_after_seconds", err: &Failure{Status: 429, Header: hdr("Retry-After", "12")}, want: RateLimited, retryAfter: 12 * time.Second},
+		{name: "retry_after_ms_wins_over_seconds", err: &Failure{Status: 429, Header: hdr("retry-after-ms", "1500", "Retry-After", "2")}, want: RateLimited, retryAfter: 1500 * time.Millisecond},
+		{name: "retry_after_date", err: &Failure{Status: 503, Header: hdr("Retry-After", fixedNow.Add(90*time.Second).Format(http.TimeFormat))}, want: ProviderError, retryAfter: 90 * time.Second},
+		{name: "header_beats_text", err: &Failure{Status: 429, Header: hdr("Retry-After", "3"), Text: "Please try again in 20s."}, want: RateLimited, retryAfter: 3 * time.Second},
+		{name: "text_try_again_in_20s", err: status(429, "Please try again in 20s."), want: RateLimited, retryAfter: 20 * time.Second},
+		{name: "text_try_again_in_1_5s", err: status(429, "Rate limited: try again in 1.5s"), want: RateLimited, retryAfter: 1500 * time.Millisecond},
+		{name: "text_retry_after_7_seconds", err: status(429, "Too many requests, retry after 7 seconds"), want: RateLimited, retryAfter: 7 * time.Second},
+		{name: "text_try_again_in_2_minutes", err: status(429, "Too many requests. Try again in 2 minutes."), want: RateLimited, retryAfter: 2 * time.Minute},
+		{name: "should_retry_true", err: &Failure{Status: 409, Header: hdr("X-Should-Retry", "true")}, want: InvalidRequest, should: 1},
+		{name: "should_retry_false", err: &Failure{Status: 500, Header: hdr("x-should-retry", " FALSE ")}, want: ProviderError, should: -1},
+		{name: "should_retry_garbage", err: &Failure{Status: 500, Header: hdr("x-should-retry", "maybe")}, want: ProviderError},
+		{name: "status_without_text", err: &Failure{Status: 429}, want: RateLimited},
+		{name: "status_4xx_ignores_transport_words", err: status(400, "Invalid value for 'timeout': connection reset is not allowed"), want: InvalidRequest},
+		{name: "status_5xx_uses_transport_words", err: status(502, "upstream connect error or disconnect/reset before headers. reset reason: connection failure"), want: NetworkTransient},
+		{name: "cloudflare_524", err: status(524, "A timeout occurred"), want: Timeout},
+		{name: "status_499", err: status(499, ""), want: Timeout},
+		{name: "empty_failure", err: &Failure{}, want: ProviderError},
+		{name: "case_insensitive", err: stderr("PROMPT IS TOO LONG: 300000 TOKENS > 200000 MAXIMUM"), want: ContextLength},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			v := testClassifier.Classify(tc.err)
+			require.Equal(t, tc.want, v.Class)
+			require.Equal(t, tc.retryAfter, v.RetryAfter)
+			require.Equal(t, tc.should, v.ShouldRetry)
+		})
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "synthetic timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+// panicErr's Error method panics, as a nil *T receiver's might.
+type panicErr struct{ p *string }
+
+func (e *panicErr) Error() string { return *e.p }
+
+// TestClassifyGoErrors covers the typed Go error chain.
+func TestClassifyGoErrors(t *testing.T) {
+	t.Parallel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	tests := []classifyCase{
+		{name: "context_canceled", err: context.Canceled, want: Canceled},
+		{name: "context_deadline", err: fmt.Errorf("call: %w", context.DeadlineExceeded), want: Timeout},
+		{name: "os_deadline", err: &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, want: Timeout},
+		{name: "net_error_timeout", err: &url.Error{Op: "Post", URL: "http://x", Err: timeoutErr{}}, want: Timeout},
+		{name: "dns_not_found", err: &url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}}}, want: NetworkPermanent},
+		{name: "dns_temporary", err: &net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}, want: NetworkTransient},
+		{name: "dns_timeout", err: &net.DNSError{Err: "i/o timeout", Name: "x", IsTimeout: true}, want: Timeout},
+		{name: "x509_unknown_authority", err: &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, want: NetworkPermanent},
+		{name: "x509_hostname", err: &tls.CertificateVerificationError{Err: x509.HostnameError{Certificate: &x509.Certificate{}, Host: "x"}}, want: NetworkPermanent},
+		{name: "tls_record_header", err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, want: NetworkPermanent},
+		{name: "econnrefused", err: refused, want: NetworkTransient},
+		{name: "econnreset", err: fmt.Errorf("read: %w", syscall.ECONNRESET), want: NetworkTransient},
+		{name: "epipe", err: syscall.EPIPE, want: NetworkTransient},
+		{name: "econnaborted", err: syscall.ECONNABORTED, want: NetworkTransient},
+		{name: "ehostunreach", err: syscall.EHOSTUNREACH, want: NetworkTransient},
+		{name: "enetunreach", err: syscall.ENETUNREACH, want: NetworkTransient},
+		{name: "etimedout", err: syscall.ETIMEDOUT, want: Timeout},
+		{name: "unexpected_eof", err: fmt.Errorf("decode: %w", io.ErrUnexpectedEOF), want: NetworkTransient},
+		{name: "eof_on_transport", err: &url.Error{Op: "Post", URL: "http://x", Err: io.EOF}, want: NetworkTransient},
+		{name: "failure_wrapping_transport", err: &Failure{Err: refused}, want: NetworkTransient},
+		{name: "plain_go_error", err: errors.New("invalid character 'x' looking for beginning of value"), want: ProviderError},
+		{name: "panicking_error_is_provider_error", err: &panicErr{}, want: ProviderError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, testClassifier.Classify(tc.err).Class)
+		})
+	}
+}
+
+// TestClassifyRealTransport classifies errors produced by net/http against
+// loopback servers, not hand-built ones.
+func TestClassifyRealTransport(t *testing.T) {
+	t.Parallel()
+
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		_, err = http.Get("http://" + addr + "/")
+		require.Error(t, err)
+		require.Equal(t, NetworkTransient, Classify(err).Class, "%v", err)
+	})
+	t.Run("self_signed", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		defer srv.Close()
+		_, err := (&http.Client{}).Get(srv.URL)
+		require.Error(t, err)
+		require.Equal(t, NetworkPermanent, Classify(err).Class, "%v", err)
+	})
+	t.Run("closed_mid_response", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+		}))
+		defer srv.Close()
+		_, err := http.Post(srv.URL, "application/json", strings.NewReader("{}"))
+		require.Error(t, err)
+		require.Equal(t, NetworkTransient, Classify(err).Class, "%v", err)
+	})
+	t.Run("client_timeout", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+		defer srv.Close()
+		defer close(release)
+		_, err := (&http.Client{Timeout: 50 * time.Millisecond}).Get(srv.URL)
+		require.Error(t, err)
+		require.Equal(t, Timeout, Classify(err).Class, "%v", err)
+	})
+	t.Run("context_canceled", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:1/", nil)
+		require.NoError(t, err)
+		_, err = http.DefaultClient.Do(req)
+		require.Error(t, err)
+		require.Equal(t, Canceled, Classify(err).Class, "%v", err)
+	})
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		h    http.Header
+		want time.Duration
+		ok   bool
+	}{
+		{"nil", nil, 0, false},
+		{"absent", hdr("X-Other", "1"), 0, false},
+		{"seconds", hdr("Retry-After", "120"), 120 * time.Second, true},
+		{"fractional_seconds", hdr("Retry-After", "0.5"), 500 * time.Millisecond, true},
+		{"zero", hdr("Retry-After", "0"), 0, true},
+		{"negative_is_zero", hdr("Retry-After", "-5"), 0, true},
+		{"huge_is_capped", hdr("Retry-After", "99999999999999999999"), RetryAfterCap, true},
+		{"inf_rejected", hdr("Retry-After", "+Inf"), 0, false},
+		{"nan_rejected", hdr("Retry-After", "NaN"), 0, false},
+		{"ms", hdr("Retry-After-Ms", "250"), 250 * time.Millisecond, true},
+		{"ms_garbage_falls_back", hdr("Retry-After-Ms", "soon", "Retry-After", "3"), 3 * time.Second, true},
+		{"http_date", hdr("Retry-After", fixedNow.Add(45*time.Second).Format(http.TimeFormat)), 45 * time.Second, true},
+		{"http_date_past", hdr("Retry-After", fixedNow.Add(-time.Hour).Format(http.TimeFormat)), 0, true},
+		{"http_date_far_future", hdr("Retry-After", fixedNow.Add(48*time.Hour).Format(http.TimeFormat)), RetryAfterCap, true},
+		{"rfc850_date", hdr("Retry-After", fixedNow.Add(10*time.Second).Format(time.RFC850)), 10 * time.Second, true},
+		{"garbage", hdr("Retry-After", "later"), 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := ParseRetryAfter(tc.h, fixedNow)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestDefaultRulesIsACopy(t *testing.T) {
+	t.Parallel()
+	rules := DefaultRules()
+	require.NotEmpty(t, rules)
+	rules[0].Any[0] = "mutated"
+	rules[0].Class = LogicError
+	require.NotEqual(t, "mutated", DefaultRules()[0].Any[0])
+	for _, r := range DefaultRules() {
+		require.True(t, r.Class.Valid(), "rule %s", r.Name)
+		require.NotEmpty(t, r.Name)
+		require.True(t, len(r.Any)+len(r.Codes) > 0, "rule %s can never match", r.Name)
+		for _, s := range append(append(append([]string{}, r.Any...), r.And...), r.Not...) {
+			require.Equal(t, strings.ToLower(s), s, "rule %s: phrases must be lower case", r.Name)
+		}
+	}
+}
+
+func TestClassifierCustomRules(t *testing.T) {
+	t.Parallel()
+	c := Classifier{Rules: append([]TextRule{
+		{Name: "gateway_busy", Class: RateLimited, Any: []string{"gateway busy"}},
+	}, DefaultRules()...)}
+	require.Equal(t, RateLimited, c.Classify(status(500, "Gateway BUSY, come back")).Class)
+	require.Equal(t, ProviderError, Classify(status(500, "Gateway BUSY, come back")).Class)
+	require.Equal(t, QuotaExhausted, c.Classify(status(429, `{"error":{"code":"insufficient_quota"}}`)).Class)
+}
+
+// TestClassifyTotalDeterministic feeds random and adversarial inputs: the
+// classifier must never panic, always return a valid class and give the same
+// verdict twice.
+func TestClassifyTotalDeterministic(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	fragments := []string{
+		"{", "}", "[", "]", `"error"`, `"type"`, ":", `"code"`, "429", "status", "Error code: ",
+		"insufficient_quota", "prompt is too long", "try again in ", "9999999999999999999s",
+		"retry after ", "\\\"", "'", "\x00", "\xff\xfe", "é", "timeout", "EOF", "retryDelay",
+		"per day", "quota", "overloaded", " ", "\n", "-1", "1e309", "NaN",
+	}
+	for _, tc := range realWorldCases {
+		fragments = append(fragments, tc.err.Error())
+	}
+	for i := 0; i < 3000; i++ {
+		var b strings.Builder
+		for n := r.IntN(12); n >= 0; n-- {
+			b.WriteString(fragments[r.IntN(len(fragments))])
+		}
+		text := b.String()
+		h := http.Header{}
+		if r.IntN(3) == 0 {
+			h.Set("Retry-After", fragments[r.IntN(len(fragments))])
+			h.Set("Retry-After-Ms", fragments[r.IntN(len(fragments))])
+			h.Set("X-Should-Retry", []string{"true", "false", "x"}[r.IntN(3)])
+		}
+		err := &Failure{Status: r.IntN(700) - 50, Text: text, Header: h}
+		v1 := testClassifier.Classify(err)
+		v2 := testClassifier.Classify(err)
+		require.Equal(t, v1, v2)
+		require.True(t, v1.Class.Valid(), "class %q for %q", v1.Class, text)
+		require.GreaterOrEqual(t, v1.RetryAfter, time.Duration(0))
+		require.LessOrEqual(t, v1.RetryAfter, RetryAfterCap)
+		require.Contains(t, []int{-1, 0, 1}, v1.ShouldRetry)
+		v3 := testClassifier.Classify(errors.New(text))
+		require.True(t, v3.Class.Valid())
+	}
+}
+
+func TestClassifyLongText(t *testing.T) {
+	t.Parallel()
+	// A huge stderr whose telling line is at the very end (a traceback).
+	long := strings.Repeat("noise line\n", 50_000) + "openai.RateLimitError: Error code: 429 - rate limit"
+	require.Equal(t, RateLimited, Classify(stderr(long)).Class)
+	// ... or at the very start (a JSON body).
+	long = `{"error":{"type":"insufficient_quota"}}` + strings.Repeat(" ", 1<<20)
+	require.Equal(t, QuotaExhausted, Classify(status(429, long)).Class)
+}

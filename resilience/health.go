@@ -1,0 +1,168 @@
+package resilience
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// Health is an agent's (a breaker key's) health, derived from its breaker.
+// The names are stable (JSON, /api/v1/agents).
+type Health string
+
+// Health values.
+const (
+	// HealthHealthy: closed, no consecutive failures.
+	HealthHealthy Health = "healthy"
+	// HealthDegraded: closed with failures below the threshold, or half-open.
+	HealthDegraded Health = "degraded"
+	// HealthUnhealthy: open.
+	HealthUnhealthy Health = "unhealthy"
+)
+
+// HealthOf derives the health from a state and its consecutive failures.
+func HealthOf(state BreakerState, consecutiveFailures int) Health {
+	switch state {
+	case StateOpen:
+		return HealthUnhealthy
+	case StateHalfOpen:
+		return HealthDegraded
+	}
+	if consecutiveFailures > 0 {
+		return HealthDegraded
+	}
+	return HealthHealthy
+}
+
+// BreakerSnapshot is one breaker as stored in Redis. Its JSON is the stable
+// breaker shape of DESIGN.md §3 (fields may be added, never renamed).
+//
+// State is the stored state: an OPEN breaker past its open_until still reads
+// "open" until the next Allow moves it to half_open. SuccessCount and
+// LastSuccessAt lag by up to one flush interval (happy-path successes are
+// batched in each process). OpenUntil is set only while open.
+type BreakerSnapshot struct {
+	Key                 string       `json:"key"`
+	State               BreakerState `json:"state"`
+	Health              Health       `json:"health"`
+	ConsecutiveFailures int          `json:"consecutive_failures"`
+	FailureCount        int64        `json:"failure_count"`
+	SuccessCount        int64        `json:"success_count"`
+	OpenUntil           *time.Time   `json:"open_until"`
+	LastFailureAt       *time.Time   `json:"last_failure_at"`
+	LastSuccessAt       *time.Time   `json:"last_success_at"`
+	Generation          int64        `json:"generation"`
+	TrialsInFlight      int          `json:"trials_in_flight"`
+}
+
+// snapshotScript reads a breaker.
+//
+// KEYS[1] breaker hash, KEYS[2] trial leases. ARGV[1] now ms or "".
+// Returns {HGETALL of the hash (flat field/value list), number of unexpired
+// trial leases}. It writes nothing.
+var snapshotScript = redis.NewScript(luaPrelude + `
+local now = now_ms(ARGV[1])
+return {redis.call('HGETALL', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')}
+`)
+
+// Get returns the snapshot of the breaker of key; a key never used reads as
+// a healthy closed breaker with zero counts.
+func (b *Breakers) Get(ctx context.Context, key string) (BreakerSnapshot, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	res, err := snapshotScript.Run(ctx, b.rdb, []string{rkeys.Breaker(key), rkeys.BreakerTrials(key)}, b.nowArg()).Result()
+	if err != nil {
+		return BreakerSnapshot{}, b.wrap(key, "get", err)
+	}
+	return parseSnapshot(key, res)
+}
+
+// Health returns the snapshot of key; it is Get under the name the agents
+// view uses.
+func (b *Breakers) Health(ctx context.Context, key string) (BreakerSnapshot, error) {
+	return b.Get(ctx, key)
+}
+
+// List returns the snapshot of every key in the breaker index, sorted by key,
+// in two round trips.
+func (b *Breakers) List(ctx context.Context) ([]BreakerSnapshot, error) {
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	keys, err := b.rdb.SMembers(ctx, rkeys.Breakers()).Result()
+	if err != nil {
+		return nil, b.wrap("*", "list", err)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return []BreakerSnapshot{}, nil
+	}
+	if err := snapshotScript.Load(ctx, b.rdb).Err(); err != nil {
+		return nil, b.wrap("*", "list", err)
+	}
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(keys))
+	now := b.nowArg()
+	for i, k := range keys {
+		cmds[i] = snapshotScript.EvalSha(ctx, pipe, []string{rkeys.Breaker(k), rkeys.BreakerTrials(k)}, now)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, b.wrap("*", "list", err)
+	}
+	out := make([]BreakerSnapshot, 0, len(keys))
+	for i, k := range keys {
+		s, err := parseSnapshot(k, cmds[i].Val())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func parseSnapshot(key string, res any) (BreakerSnapshot, error) {
+	a, ok := res.([]any)
+	if !ok || len(a) != 2 {
+		return BreakerSnapshot{}, fmt.Errorf("breaker %q: unexpected snapshot reply %#v", key, res)
+	}
+	flat, _ := a[0].([]any)
+	trials, _ := a[1].(int64)
+	h := map[string]string{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		h[k] = v
+	}
+	num := func(f string) int64 { n, _ := strconv.ParseInt(h[f], 10, 64); return n }
+	ts := func(f string) *time.Time {
+		if n := num(f); n > 0 {
+			t := time.UnixMilli(n)
+			return &t
+		}
+		return nil
+	}
+	s := BreakerSnapshot{
+		Key:                 key,
+		State:               BreakerState(h["state"]),
+		ConsecutiveFailures: int(num("consecutive_failures")),
+		FailureCount:        num("failure_count"),
+		SuccessCount:        num("success_count"),
+		LastFailureAt:       ts("last_failure_at"),
+		LastSuccessAt:       ts("last_success_at"),
+		Generation:          num("generation"),
+		TrialsInFlight:      int(trials),
+	}
+	if s.State == "" {
+		s.State = StateClosed
+	}
+	if s.State == StateOpen {
+		s.OpenUntil = ts("open_until")
+	}
+	s.Health = HealthOf(s.State, s.ConsecutiveFailures)
+	return s, nil
+}

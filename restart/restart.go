@@ -1,0 +1,189 @@
+// Package restart is agentq's delayed restart queue. A run that ends with a
+// restartable class (network_transient, timeout, rate_limited,
+// provider_error by default) is not dead-lettered at once: it is enqueued
+// again as a fresh run after restart.delays[k] (1m, 2m, 4m by default), at
+// most restart.max_restarts times, with the same parameters and its history
+// kept.
+//
+// Scheduling is durable and idempotent. The restart is an ordinary asynq
+// task scheduled in Redis, whose asynq task ID is derived from the task ID
+// and the run number: a worker that crashes after scheduling and is
+// redelivered the old run schedules nothing twice (the ID conflicts), and the
+// task record's run number fences the stale delivery. The pending set
+// (rkeys.RestartPending) is an index for `inspector restarts` and for the
+// max_pending bound.
+package restart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Config bounds restarts. It mirrors the `restart:` block of the config.
+type Config struct {
+	// MaxRestarts is how many restarts a task gets; zero: none (dead-letter
+	// with reason restart_not_enabled).
+	MaxRestarts int
+	// Delays[k] is the wait before restart k+1; the last delay repeats.
+	Delays []time.Duration
+	// MaxPending bounds the restart queue; zero: unbounded.
+	MaxPending int
+}
+
+// Reasons for dead-lettering instead of restarting (stable strings).
+const (
+	ReasonExhausted  = "restarts_exhausted"
+	ReasonNotEnabled = "restart_not_enabled"
+	ReasonQueueFull  = "restart_queue_full"
+)
+
+var (
+	// ErrExhausted: the task has used all its restarts.
+	ErrExhausted = errors.New("restarts exhausted")
+	// ErrNotEnabled: restarts are off (max_restarts is 0).
+	ErrNotEnabled = errors.New("restarts not enabled")
+	// ErrQueueFull: the restart queue holds max_pending tasks already.
+	ErrQueueFull = errors.New("restart queue full")
+)
+
+// Reason maps a Schedule error to its dead-letter reason ("" for others).
+func Reason(err error) string {
+	switch {
+	case errors.Is(err, ErrExhausted):
+		return ReasonExhausted
+	case errors.Is(err, ErrNotEnabled):
+		return ReasonNotEnabled
+	case errors.Is(err, ErrQueueFull):
+		return ReasonQueueFull
+	}
+	return ""
+}
+
+// Scheduler schedules restarts.
+type Scheduler struct {
+	rdb    redis.UniversalClient
+	client *tasks.Client
+	now    func() time.Time
+}
+
+// NewScheduler returns a scheduler that enqueues through client.
+func NewScheduler(rdb redis.UniversalClient, client *tasks.Client) *Scheduler {
+	return &Scheduler{rdb: rdb, client: client, now: time.Now}
+}
+
+// Delay returns the wait before the next restart of a task that has used
+// `used` restarts.
+func (c Config) Delay(used int) (time.Duration, error) {
+	if c.MaxRestarts <= 0 {
+		return 0, ErrNotEnabled
+	}
+	if used >= c.MaxRestarts {
+		return 0, fmt.Errorf("%w: %d of %d used", ErrExhausted, used, c.MaxRestarts)
+	}
+	if len(c.Delays) == 0 {
+		return 0, ErrNotEnabled
+	}
+	k := used
+	if k >= len(c.Delays) {
+		k = len(c.Delays) - 1
+	}
+	return c.Delays[k], nil
+}
+
+// Schedule enqueues the next run of env after the configured delay and
+// returns that run's envelope and the delay. It returns ErrExhausted,
+// ErrNotEnabled or ErrQueueFull when the task must be dead-lettered instead.
+func (s *Scheduler) Schedule(ctx context.Context, env *tasks.Envelope, cfg Config) (*tasks.Envelope, time.Duration, error) {
+	delay, err := cfg.Delay(env.Restarts)
+	if err != nil {
+		return nil, 0, err
+	}
+	if cfg.MaxPending > 0 {
+		n, err := s.rdb.ZCard(ctx, rkeys.RestartPending()).Result()
+		if err != nil {
+			return nil, 0, fmt.Errorf("restart: size of the restart queue: %w", err)
+		}
+		if n >= int64(cfg.MaxPending) {
+			return nil, 0, fmt.Errorf("%w: %d tasks waiting (max_pending %d)", ErrQueueFull, n, cfg.MaxPending)
+		}
+	}
+	next := *env
+	next.Run++
+	next.Restarts++
+	if err := s.client.EnqueueRun(ctx, &next, delay); err != nil && !errors.Is(err, tasks.ErrDuplicate) {
+		return nil, 0, fmt.Errorf("restart: schedule restart %d of %s: %w", next.Restarts, env.ID, err)
+	}
+	due := s.now().Add(delay)
+	if err := s.rdb.ZAdd(ctx, rkeys.RestartPending(), redis.Z{Score: float64(due.UnixMilli()), Member: env.ID}).Err(); err != nil {
+		// The restart is scheduled (durably, in asynq); only the index entry is missing.
+		return &next, delay, nil
+	}
+	return &next, delay, nil
+}
+
+// Started removes id from the pending index: its restart run has begun.
+func (s *Scheduler) Started(ctx context.Context, id string) error {
+	return s.rdb.ZRem(ctx, rkeys.RestartPending(), id).Err()
+}
+
+// Pending is a task waiting for its restart.
+type Pending struct {
+	ID      string    `json:"id"`
+	Agent   string    `json:"agent"`
+	Action  string    `json:"action"`
+	DueAt   time.Time `json:"due_at"`
+	Restart int       `json:"restart"`
+	Error   string    `json:"error"`
+	Class   string    `json:"error_class"`
+}
+
+// List returns the tasks waiting for a restart, soonest first.
+func (s *Scheduler) List(ctx context.Context, limit int) ([]Pending, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	zs, err := s.rdb.ZRangeWithScores(ctx, rkeys.RestartPending(), 0, int64(limit-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("restart: list pending: %w", err)
+	}
+	cmds := make([]*redis.SliceCmd, len(zs))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, z := range zs {
+			cmds[i] = p.HMGet(ctx, rkeys.Task(z.Member.(string)), "agent", "action", "restarts", "error", "error_class")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("restart: list pending: %w", err)
+	}
+	out := make([]Pending, 0, len(zs))
+	for i, z := range zs {
+		p := Pending{ID: z.Member.(string), DueAt: time.UnixMilli(int64(z.Score)).UTC()}
+		v := cmds[i].Val()
+		str := func(i int) string {
+			if i < len(v) {
+				if s, ok := v[i].(string); ok {
+					return s
+				}
+			}
+			return ""
+		}
+		p.Agent, p.Action, p.Error, p.Class = str(0), str(1), str(3), str(4)
+		p.Restart, _ = strconv.Atoi(str(2))
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Count returns how many tasks wait for a restart.
+func (s *Scheduler) Count(ctx context.Context) (int64, error) {
+	return s.rdb.ZCard(ctx, rkeys.RestartPending()).Result()
+}

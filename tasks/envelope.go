@@ -1,0 +1,118 @@
+package tasks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// TypeName is the asynq task type of every agentq task.
+const TypeName = "agentq:run"
+
+// DefaultQueue is the asynq queue tasks go to when none is named.
+const DefaultQueue = "default"
+
+// MaxIDLen bounds caller-chosen task IDs.
+const MaxIDLen = 200
+
+// Envelope is what travels through the queue: the task and the bookkeeping
+// agentq needs to run it again later (restarts, requeues).
+type Envelope struct {
+	ID            string          `json:"id"`
+	Agent         string          `json:"agent"`
+	Action        string          `json:"action,omitempty"`
+	Params        json.RawMessage `json:"params,omitempty"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+	Queue         string          `json:"queue,omitempty"`
+	// Restarts is how many restarts the current budget has used.
+	Restarts int `json:"restarts"`
+	// Run numbers the runs of this task: 0 for the first, +1 for every
+	// restart or requeue. A delivery whose Run is older than the task
+	// record's is stale and is dropped.
+	Run        int       `json:"run"`
+	EnqueuedAt time.Time `json:"enqueued_at"`
+}
+
+// ErrInvalidEnvelope is the sentinel for envelopes that cannot be run.
+var ErrInvalidEnvelope = errors.New("invalid task envelope")
+
+// ValidationError says which field of an envelope is wrong.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("%s: field %q %s", ErrInvalidEnvelope, e.Field, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidEnvelope) true.
+func (e *ValidationError) Unwrap() error { return ErrInvalidEnvelope }
+
+// Validate checks the fields a producer supplies.
+func (e *Envelope) Validate() error {
+	switch {
+	case e.ID == "":
+		return &ValidationError{"id", "is empty"}
+	case len(e.ID) > MaxIDLen:
+		return &ValidationError{"id", fmt.Sprintf("is longer than %d bytes", MaxIDLen)}
+	case !utf8.ValidString(e.ID) || strings.ContainsAny(e.ID, "{}\r\n\x00"):
+		return &ValidationError{"id", "contains a character not allowed in an ID ({, }, control characters or invalid UTF-8)"}
+	case e.Agent == "":
+		return &ValidationError{"agent", "is empty"}
+	case !utf8.ValidString(e.Agent) || strings.ContainsAny(e.Agent, "{}\r\n\x00 "):
+		return &ValidationError{"agent", "is not a valid agent name"}
+	case e.Restarts < 0:
+		return &ValidationError{"restarts", "is negative"}
+	case e.Run < 0:
+		return &ValidationError{"run", "is negative"}
+	}
+	if len(e.Params) > 0 && !json.Valid(e.Params) {
+		return &ValidationError{"params", "is not valid JSON"}
+	}
+	return nil
+}
+
+// Encode renders the envelope as the asynq payload.
+func Encode(e *Envelope) ([]byte, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(e)
+}
+
+// Decode parses an asynq payload. Unknown fields are ignored (newer
+// producers may add some); a payload that is not a valid envelope returns an
+// error wrapping ErrInvalidEnvelope.
+func Decode(b []byte) (*Envelope, error) {
+	var e Envelope
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&e); err != nil {
+		return nil, fmt.Errorf("%w: payload is not JSON: %v", ErrInvalidEnvelope, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidEnvelope)
+	}
+	if err := e.Validate(); err != nil {
+		return &e, err
+	}
+	if e.Queue == "" {
+		e.Queue = DefaultQueue
+	}
+	return &e, nil
+}
+
+// AsynqID is the asynq task ID of the envelope's current run: the task ID
+// for the first run, "ID#N" for run N. Distinct IDs per run let a restart be
+// scheduled while the run that schedules it is still active, and make
+// scheduling idempotent (a second attempt conflicts).
+func (e *Envelope) AsynqID() string {
+	if e.Run == 0 {
+		return e.ID
+	}
+	return fmt.Sprintf("%s#%d", e.ID, e.Run)
+}

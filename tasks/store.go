@@ -1,0 +1,263 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// DefaultRetention is how long a task's record and history are kept after
+// its last event when no retention is configured.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// ErrNotFound is returned when a task has no record (never enqueued, or its
+// history outlived the retention period).
+var ErrNotFound = errors.New("task not found")
+
+// ErrStale is returned by Begin when a delivery belongs to a run that has
+// already been superseded (by a restart or a requeue): it must be dropped.
+var ErrStale = errors.New("stale delivery of a superseded run")
+
+// Store keeps each task's record (a Redis hash) and its lifecycle history (a
+// Redis list of JSON events). Both keys share a hash tag, expire after the
+// retention period counted from the last event, and are written in one
+// round trip per transition.
+type Store struct {
+	rdb       redis.UniversalClient
+	retention time.Duration
+	now       func() time.Time
+}
+
+// StoreOption configures a Store.
+type StoreOption func(*Store)
+
+// WithRetention sets how long records live after their last event; zero
+// keeps DefaultRetention.
+func WithRetention(d time.Duration) StoreOption {
+	return func(s *Store) {
+		if d > 0 {
+			s.retention = d
+		}
+	}
+}
+
+// WithClock sets the clock used to stamp events (tests).
+func WithClock(now func() time.Time) StoreOption { return func(s *Store) { s.now = now } }
+
+// NewStore returns a Store on rdb.
+func NewStore(rdb redis.UniversalClient, opts ...StoreOption) *Store {
+	s := &Store{rdb: rdb, retention: DefaultRetention, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// createScript records a newly enqueued task.
+//
+// KEYS[1] task record, KEYS[2] history
+// ARGV[1] id, ARGV[2] agent, ARGV[3] action, ARGV[4] queue, ARGV[5] enqueued_at (RFC3339Nano),
+// ARGV[6] state, ARGV[7] event JSON, ARGV[8] retention seconds, ARGV[9] correlation id
+// Returns 1 when the record was created, 0 when it existed (the event is then
+// put at the head of the history: a worker got there first).
+var createScript = redis.NewScript(`
+local existed = redis.call("EXISTS", KEYS[1])
+redis.call("HSETNX", KEYS[1], "id", ARGV[1])
+redis.call("HSETNX", KEYS[1], "agent", ARGV[2])
+redis.call("HSETNX", KEYS[1], "action", ARGV[3])
+redis.call("HSETNX", KEYS[1], "queue", ARGV[4])
+redis.call("HSETNX", KEYS[1], "enqueued_at", ARGV[5])
+redis.call("HSETNX", KEYS[1], "correlation_id", ARGV[9])
+redis.call("HSETNX", KEYS[1], "state", ARGV[6])
+redis.call("HSETNX", KEYS[1], "run", "0")
+if existed == 1 then
+  redis.call("LPUSH", KEYS[2], ARGV[7])
+else
+  redis.call("RPUSH", KEYS[2], ARGV[7])
+end
+redis.call("EXPIRE", KEYS[1], ARGV[8])
+redis.call("EXPIRE", KEYS[2], ARGV[8])
+return 1 - existed
+`)
+
+// Exists reports whether task id has a record.
+func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, rkeys.Task(id)).Result()
+	return n == 1, err
+}
+
+// Create writes the record of a newly enqueued task and its first event.
+func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event) (bool, error) {
+	ev.At = s.stamp(ev.At)
+	b, _ := json.Marshal(ev)
+	n, err := createScript.Run(ctx, s.rdb, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)},
+		env.ID, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
+		string(state), string(b), int64(s.retention/time.Second), env.CorrelationID).Int()
+	if err != nil {
+		return false, fmt.Errorf("tasks: create record of %s: %w", env.ID, err)
+	}
+	return n == 1, nil
+}
+
+// beginScript marks the start of an attempt, fencing stale deliveries.
+//
+// KEYS[1] task record
+// ARGV[1] run of the delivery, ARGV[2] retention seconds, ARGV[3..] field/value pairs
+// seeded when the record is missing (id, agent, …)
+// Returns the task's total attempt count after the increment, or -1 when the
+// record's run is newer than the delivery's (stale: drop it).
+var beginScript = redis.NewScript(`
+local run = tonumber(redis.call("HGET", KEYS[1], "run") or "-1")
+local mine = tonumber(ARGV[1])
+if run > mine then return -1 end
+for i = 3, #ARGV, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
+redis.call("HSET", KEYS[1], "state", "active", "run", ARGV[1])
+local n = redis.call("HINCRBY", KEYS[1], "attempts", 1)
+redis.call("EXPIRE", KEYS[1], ARGV[2])
+return n
+`)
+
+// Begin records that an attempt of env's current run starts and returns the
+// task's total number of attempts so far. It returns ErrStale when env's run
+// has been superseded.
+func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
+	n, err := beginScript.Run(ctx, s.rdb, []string{rkeys.Task(env.ID)},
+		env.Run, int64(s.retention/time.Second),
+		"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
+		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
+	).Int()
+	if err != nil {
+		return 0, fmt.Errorf("tasks: begin attempt of %s: %w", env.ID, err)
+	}
+	if n < 0 {
+		return 0, ErrStale
+	}
+	return n, nil
+}
+
+// Patch is the part of a task record a transition changes. Zero fields are
+// left as they are, except State which is always written.
+type Patch struct {
+	State      State
+	Run        *int
+	Restarts   *int
+	ErrorClass string
+	Error      string
+	ClearError bool
+}
+
+// Transition records a lifecycle event and the new state in one round trip.
+func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) error {
+	ev.At = s.stamp(ev.At)
+	b, _ := json.Marshal(ev)
+	fields := []any{"state", string(p.State), "updated_at", ev.At.UTC().Format(time.RFC3339Nano)}
+	if p.Run != nil {
+		fields = append(fields, "run", *p.Run)
+	}
+	if p.Restarts != nil {
+		fields = append(fields, "restarts", *p.Restarts)
+	}
+	if p.ErrorClass != "" || p.ClearError {
+		fields = append(fields, "error_class", p.ErrorClass, "error", p.Error)
+	}
+	ttl := s.retention
+	_, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.HSet(ctx, rkeys.Task(id), fields...)
+		pipe.RPush(ctx, rkeys.TaskHistory(id), b)
+		pipe.Expire(ctx, rkeys.Task(id), ttl)
+		pipe.Expire(ctx, rkeys.TaskHistory(id), ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, err)
+	}
+	return nil
+}
+
+func (s *Store) stamp(at time.Time) time.Time {
+	if at.IsZero() {
+		return s.now().UTC()
+	}
+	return at.UTC()
+}
+
+// View is a task as `inspector task` and the HTTP API show it (stable JSON).
+type View struct {
+	ID            string  `json:"id"`
+	Agent         string  `json:"agent"`
+	Action        string  `json:"action"`
+	State         State   `json:"state"`
+	Attempts      int     `json:"attempts"`
+	Restarts      int     `json:"restarts"`
+	ErrorClass    string  `json:"error_class"`
+	Error         string  `json:"error"`
+	Queue         string  `json:"queue,omitempty"`
+	CorrelationID string  `json:"correlation_id,omitempty"`
+	Run           int     `json:"run"`
+	EnqueuedAt    string  `json:"enqueued_at,omitempty"`
+	UpdatedAt     string  `json:"updated_at,omitempty"`
+	History       []Event `json:"history"`
+}
+
+// Get returns task id's record and history.
+func (s *Store) Get(ctx context.Context, id string) (*View, error) {
+	var h *redis.MapStringStringCmd
+	var l *redis.StringSliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		h = pipe.HGetAll(ctx, rkeys.Task(id))
+		l = pipe.LRange(ctx, rkeys.TaskHistory(id), 0, -1)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tasks: get %s: %w", id, err)
+	}
+	m := h.Val()
+	if len(m) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	v := &View{
+		ID: m["id"], Agent: m["agent"], Action: m["action"], State: State(m["state"]),
+		ErrorClass: m["error_class"], Error: m["error"], Queue: m["queue"],
+		CorrelationID: m["correlation_id"], EnqueuedAt: m["enqueued_at"], UpdatedAt: m["updated_at"],
+		History: []Event{},
+	}
+	v.Attempts, _ = strconv.Atoi(m["attempts"])
+	v.Restarts, _ = strconv.Atoi(m["restarts"])
+	v.Run, _ = strconv.Atoi(m["run"])
+	if v.ID == "" {
+		v.ID = id
+	}
+	for _, raw := range l.Val() {
+		var ev Event
+		if json.Unmarshal([]byte(raw), &ev) == nil {
+			v.History = append(v.History, ev)
+		}
+	}
+	return v, nil
+}
+
+// History returns task id's events, oldest first.
+func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
+	raw, err := s.rdb.LRange(ctx, rkeys.TaskHistory(id), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("tasks: history of %s: %w", id, err)
+	}
+	out := make([]Event, 0, len(raw))
+	for _, r := range raw {
+		var ev Event
+		if json.Unmarshal([]byte(r), &ev) == nil {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,63 @@
+package worker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the worker's Prometheus series. Each Worker has its own
+// registry, so several workers can live in one process (tests, embedding).
+type metrics struct {
+	reg            *prometheus.Registry
+	attempts       *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	retries        *prometheus.CounterVec
+	deadLetters    *prometheus.CounterVec
+	deferrals      *prometheus.CounterVec
+	restarts       *prometheus.CounterVec
+	restartResults *prometheus.CounterVec
+	breakerState   *prometheus.GaugeVec
+	rejections     *prometheus.CounterVec
+	alerts         *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_attempts_total", Help: "Agent attempts by agent, error class (\"\" on success) and outcome.",
+		}, []string{"agent", "class", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentq_attempt_duration_seconds", Help: "Duration of agent attempts.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"agent"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_retries_total", Help: "Retries scheduled within a run.",
+		}, []string{"agent", "class"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_dead_letters_total", Help: "Tasks dead-lettered.",
+		}, []string{"agent", "class", "reason"}),
+		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_deferrals_total", Help: "Tasks deferred because their breaker was open.",
+		}, []string{"agent"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_restarts_total", Help: "Restarts scheduled.",
+		}, []string{"agent", "class"}),
+		restartResults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_restart_outcomes_total", Help: "How restarted runs ended (succeeded, dead_lettered, restarted).",
+		}, []string{"agent", "outcome"}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "agentq_breaker_state", Help: "Breaker state last seen by this worker: 0 closed, 1 half-open, 2 open.",
+		}, []string{"key"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_breaker_rejections_total", Help: "Admissions refused by a breaker.",
+		}, []string{"key"}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_alerts_total", Help: "Failure-rate alerts raised.",
+		}, []string{"agent"}),
+	}
+	m.reg.MustRegister(m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
+		m.restarts, m.restartResults, m.breakerState, m.rejections, m.alerts,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

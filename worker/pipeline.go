@@ -1,0 +1,357 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/restart"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Dead-letter reasons the pipeline itself gives (stable strings).
+const (
+	ReasonInvalidPayload    = "invalid_payload"
+	ReasonUnknownAgent      = "unknown_agent"
+	ReasonNotRetryable      = "not_retryable"
+	ReasonAttemptsExhausted = "attempts_exhausted"
+)
+
+// pipeline is the asynq handler: decode → resolve agent → breaker gate →
+// run under timeout → classify → record → decide.
+type pipeline struct {
+	log      *slog.Logger
+	specs    map[string]*spec
+	store    *tasks.Store
+	dlq      *deadletter.Store
+	restarts *restart.Scheduler
+	breakers *resilience.Breakers
+	metrics  *metrics
+	alerts   *alerter
+	workerID string
+	classify func(error) resilience.Verdict
+}
+
+// delayed is returned to asynq to put the task back after a delay.
+// failure=false (deferral, cancellation) uses no attempt.
+type delayed struct {
+	delay   time.Duration
+	failure bool
+	cause   string
+}
+
+func (d *delayed) Error() string { return d.cause }
+
+// retryDelay is asynq's RetryDelayFunc: the delay the pipeline chose.
+func retryDelay(_ int, err error, _ *asynq.Task) time.Duration {
+	var d *delayed
+	if errors.As(err, &d) {
+		return d.delay
+	}
+	return time.Second
+}
+
+// isFailure is asynq's IsFailure: only real attempts count.
+func isFailure(err error) bool {
+	var d *delayed
+	if errors.As(err, &d) {
+		return d.failure
+	}
+	return err != nil
+}
+
+// ProcessTask implements asynq.Handler. It never panics on a task and
+// returns an error only to ask asynq for a (possibly free) retry.
+func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("pipeline panic; task put back", "panic", fmt.Sprint(r))
+			err = &delayed{delay: time.Second, failure: true, cause: fmt.Sprintf("panic: %v", r)}
+		}
+	}()
+	env, derr := tasks.Decode(t.Payload())
+	if derr != nil {
+		return p.deadLetterPayload(ctx, t, env, derr)
+	}
+	sp, ok := p.specs[env.Agent]
+	if !ok {
+		return p.deadLetter(ctx, env, nil, resilience.NotSupported,
+			fmt.Sprintf("unknown agent %q: no runner is configured or registered for it", env.Agent),
+			ReasonUnknownAgent, 0, 0)
+	}
+	log := p.log.With("agent", env.Agent, "task_id", env.ID)
+
+	// Breaker gate: an open breaker defers the task without using an attempt.
+	adm, berr := p.breakers.Allow(ctx, sp.breakerKey, sp.breaker)
+	if berr != nil {
+		log.Warn("breaker state unavailable; using the last state seen", "err", berr)
+	}
+	p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(adm.State))
+	if !adm.Allowed {
+		return p.defer_(ctx, log, env, sp, adm)
+	}
+
+	total, err := p.store.Begin(ctx, env)
+	if errors.Is(err, tasks.ErrStale) {
+		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, resilience.OutcomeIgnore)
+		log.Info("dropping stale delivery of a superseded run", "run", env.Run)
+		return nil
+	}
+	if err != nil {
+		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, resilience.OutcomeIgnore)
+		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
+	}
+	attempt := 1
+	if n, ok := asynq.GetRetryCount(ctx); ok {
+		attempt = n + 1
+	}
+	if attempt == 1 && env.Restarts > 0 {
+		_ = p.restarts.Started(ctx, env.ID)
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, sp.timeout)
+	started := time.Now()
+	data, runErr := sp.runner.Run(runCtx, agent.Request{
+		TaskID: env.ID, Agent: env.Agent, Action: env.Action, Params: env.Params,
+		CorrelationID: env.CorrelationID, Attempt: attempt, Restart: env.Restarts,
+	})
+	elapsed := time.Since(started)
+	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	cancel()
+	p.metrics.duration.WithLabelValues(env.Agent).Observe(elapsed.Seconds())
+
+	var v resilience.Verdict
+	switch {
+	case runErr == nil:
+	case ctx.Err() != nil:
+		v.Class = resilience.Canceled
+	case timedOut:
+		v.Class = resilience.Timeout
+		runErr = fmt.Errorf("agent timed out after %s: %w", sp.timeout, runErr)
+	default:
+		v = p.classify(runErr)
+		if v.Class == "" {
+			v.Class = resilience.ProviderError
+		}
+	}
+
+	// Breaker bookkeeping.
+	out := resilience.OutcomeSuccess
+	switch {
+	case v.Class == resilience.Canceled:
+		out = resilience.OutcomeIgnore
+	case v.Class != "" && sp.policy.Rule(v.Class).CountsForBreaker:
+		out = resilience.OutcomeFailure
+	}
+	if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out); err != nil {
+		log.Warn("breaker record failed", "err", err)
+	} else if st != adm.State {
+		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(st))
+		log.Info("breaker changed state", "breaker_key", sp.breakerKey, "state", st)
+	}
+
+	outcome := "success"
+	if v.Class != "" {
+		outcome = "failure"
+		if v.Class == resilience.Canceled {
+			outcome = "canceled"
+		}
+	}
+	p.metrics.attempts.WithLabelValues(env.Agent, string(v.Class), outcome).Inc()
+	if out == resilience.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled) {
+		p.alerts.failure(env.Agent)
+	}
+
+	d := sp.policy.Decide(resilience.DecideInput{
+		Verdict: v, Attempt: attempt, MaxAttempts: sp.maxAttempts,
+		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
+	})
+	errText := ""
+	if runErr != nil {
+		errText = truncate(runErr.Error(), 2000)
+	}
+	ev := tasks.Event{Attempt: attempt, Restart: env.Restarts, Agent: env.Agent,
+		ErrorClass: string(v.Class), Error: errText, DurationMS: elapsed.Milliseconds(), Worker: p.workerID}
+	bg := context.WithoutCancel(ctx)
+
+	switch d.Action {
+	case resilience.ActionSucceed:
+		ev.Event = tasks.EventSucceeded
+		if err := p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateSucceeded, ClearError: true}, ev); err != nil {
+			log.Error("could not record success", "err", err)
+		}
+		if env.Restarts > 0 {
+			p.metrics.restartResults.WithLabelValues(env.Agent, "succeeded").Inc()
+		}
+		_ = data
+		_ = total
+		return nil
+
+	case resilience.ActionRetry:
+		ev.Event, ev.DelayMS = tasks.EventRetrying, d.Delay.Milliseconds()
+		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRetrying, ErrorClass: string(v.Class), Error: errText}, ev)
+		p.metrics.retries.WithLabelValues(env.Agent, string(v.Class)).Inc()
+		log.Warn("retrying", "event", "retry", "class", v.Class, "attempt", attempt,
+			"max_attempts", sp.maxAttempts, "delay_ms", d.Delay.Milliseconds(), "error", errText)
+		return &delayed{delay: d.Delay, failure: true, cause: errText}
+
+	case resilience.ActionRequeue:
+		ev.Event = tasks.EventCanceled
+		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StatePending}, ev)
+		log.Info("attempt canceled by shutdown; task put back without using an attempt", "attempt", attempt)
+		return &delayed{delay: 0, failure: false, cause: "canceled by worker shutdown"}
+
+	case resilience.ActionRestart:
+		next, delay, err := p.restarts.Schedule(bg, env, sp.restart)
+		if err == nil {
+			ev.Event, ev.DelayMS = tasks.EventRestarting, delay.Milliseconds()
+			ev.Restart = next.Restarts
+			_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRestarting, Run: &next.Run,
+				Restarts: &next.Restarts, ErrorClass: string(v.Class), Error: errText}, ev)
+			p.metrics.restarts.WithLabelValues(env.Agent, string(v.Class)).Inc()
+			if env.Restarts > 0 {
+				p.metrics.restartResults.WithLabelValues(env.Agent, "restarted").Inc()
+			}
+			log.Warn("restarting later", "event", "restart", "class", v.Class, "attempt", attempt,
+				"restart", next.Restarts, "delay_ms", delay.Milliseconds(), "error", errText)
+			return nil
+		}
+		reason := restart.Reason(err)
+		if reason == "" {
+			// Redis trouble: keep the task (a free retry) rather than lose it.
+			log.Error("could not schedule restart; retrying the hand-off", "err", err)
+			return &delayed{delay: time.Second, failure: false, cause: err.Error()}
+		}
+		return p.deadLetter(bg, env, &ev, v.Class, errText, reason, attempt, total)
+
+	default: // dead letter
+		return p.deadLetter(bg, env, &ev, v.Class, errText, d.Reason, attempt, total)
+	}
+}
+
+// defer_ puts a task back until its breaker may admit a trial. Deferred
+// tasks wake spread out (jitter) so they do not stampede; those not admitted
+// defer again.
+func (p *pipeline) defer_(ctx context.Context, log *slog.Logger, env *tasks.Envelope, sp *spec, adm resilience.Admission) error {
+	wait := time.Until(adm.RetryAt)
+	if wait < 50*time.Millisecond {
+		wait = 50 * time.Millisecond
+	}
+	if adm.State == resilience.StateHalfOpen && wait > time.Second {
+		// A trial is in flight: look again soon rather than at its lease expiry.
+		wait = time.Second
+	}
+	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
+	p.metrics.deferrals.WithLabelValues(env.Agent).Inc()
+	p.metrics.rejections.WithLabelValues(sp.breakerKey).Inc()
+	_ = p.store.Transition(context.WithoutCancel(ctx), env.ID, tasks.Patch{State: tasks.StateDeferred},
+		tasks.Event{Event: tasks.EventDeferred, Restart: env.Restarts, Agent: env.Agent, DelayMS: wait.Milliseconds(),
+			Error: fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), Worker: p.workerID})
+	log.Info("deferred: breaker open", "event", "defer", "breaker_key", sp.breakerKey, "state", adm.State, "delay_ms", wait.Milliseconds())
+	return &delayed{delay: wait, failure: false, cause: "breaker open"}
+}
+
+// deadLetter stores the dead letter (with the full history) and then marks
+// the task. The dead letter is written first: a crash in between redelivers
+// the task, and Put is idempotent per task ID.
+func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *tasks.Event, class resilience.Class, errText, reason string, attempt, total int) error {
+	ctx = context.WithoutCancel(ctx)
+	if ev == nil {
+		ev = &tasks.Event{Agent: env.Agent, Restart: env.Restarts, Attempt: attempt, Worker: p.workerID}
+	}
+	ev.Event, ev.ErrorClass, ev.Error = tasks.EventDeadLettered, string(class), errText
+	ev.At = p.store.Now().UTC()
+	hist, err := p.store.History(ctx, env.ID)
+	if err != nil {
+		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
+	}
+	hist = append(hist, *ev)
+	attempts := 0
+	for _, h := range hist {
+		if h.Attempt > 0 && h.Event != tasks.EventDeferred && h.Event != tasks.EventCanceled {
+			attempts++
+		}
+	}
+	e := &deadletter.Entry{
+		ID: env.ID, Agent: env.Agent, Action: env.Action, Params: env.Params, CorrelationID: env.CorrelationID,
+		ErrorClass: string(class), Error: errText, Reason: reason, Attempts: attempts, Restarts: env.Restarts,
+		DeadLetteredAt: ev.At, History: hist, Queue: env.Queue, Run: env.Run, EnqueuedAt: env.EnqueuedAt,
+	}
+	if _, err := p.dlq.Put(ctx, e); err != nil {
+		p.log.Error("could not store dead letter; task put back", "task_id", env.ID, "err", err)
+		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
+	}
+	if err := p.store.Transition(ctx, env.ID, tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: string(class), Error: errText}, *ev); err != nil {
+		p.log.Error("could not record dead letter in task history", "task_id", env.ID, "err", err)
+	}
+	p.metrics.deadLetters.WithLabelValues(env.Agent, string(class), reason).Inc()
+	if env.Restarts > 0 {
+		p.metrics.restartResults.WithLabelValues(env.Agent, "dead_lettered").Inc()
+	}
+	p.log.Error("dead-lettered", "event", "dead_letter", "agent", env.Agent, "task_id", env.ID,
+		"class", class, "reason", reason, "attempt", attempt, "restarts", env.Restarts, "error", errText)
+	return nil
+}
+
+// deadLetterPayload keeps an undecodable payload as a dead letter
+// (invalid_request): nothing is lost, and the worker goes on.
+func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *tasks.Envelope, derr error) error {
+	id, _ := asynq.GetTaskID(ctx)
+	e := &tasks.Envelope{ID: id}
+	if env != nil && env.ID != "" && len(env.ID) <= tasks.MaxIDLen {
+		e.ID, e.Agent, e.Action, e.CorrelationID, e.Queue = env.ID, env.Agent, env.Action, env.CorrelationID, env.Queue
+		if json.Valid(env.Params) {
+			e.Params = env.Params
+		}
+	}
+	if e.ID == "" {
+		e.ID = "payload-" + tasks.NewID()
+	}
+	q, _ := asynq.GetQueueName(ctx)
+	if e.Queue == "" {
+		e.Queue = q
+	}
+	now := p.store.Now().UTC()
+	msg := "malformed task payload: " + derr.Error()
+	ev := tasks.Event{At: now, Event: tasks.EventDeadLettered, ErrorClass: string(resilience.InvalidRequest), Error: msg, Worker: p.workerID}
+	entry := &deadletter.Entry{
+		ID: e.ID, Agent: e.Agent, Action: e.Action, Params: e.Params, CorrelationID: e.CorrelationID,
+		ErrorClass: string(resilience.InvalidRequest), Error: msg, Reason: ReasonInvalidPayload,
+		DeadLetteredAt: now, History: []tasks.Event{ev}, Queue: e.Queue, Payload: t.Payload(),
+	}
+	bg := context.WithoutCancel(ctx)
+	if _, err := p.dlq.Put(bg, entry); err != nil {
+		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
+	}
+	_ = p.store.Transition(bg, e.ID, tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: string(resilience.InvalidRequest), Error: msg}, ev)
+	p.metrics.deadLetters.WithLabelValues(e.Agent, string(resilience.InvalidRequest), ReasonInvalidPayload).Inc()
+	p.log.Error("dead-lettered", "event", "dead_letter", "task_id", e.ID, "class", resilience.InvalidRequest,
+		"reason", ReasonInvalidPayload, "error", msg)
+	return nil
+}
+
+func stateValue(s resilience.BreakerState) float64 {
+	switch s {
+	case resilience.StateHalfOpen:
+		return 1
+	case resilience.StateOpen:
+		return 2
+	}
+	return 0
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,97 @@
+package worker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/restart"
+)
+
+// spec is everything the pipeline needs to run one agent: its runner and
+// its resolved settings.
+type spec struct {
+	name          string
+	runner        agent.Runner
+	timeout       time.Duration
+	maxAttempts   int
+	backoff       resilience.Backoff
+	maxRetryAfter time.Duration
+	breakerKey    string
+	breaker       resilience.BreakerConfig
+	restart       restart.Config
+	policy        resilience.Policy
+}
+
+// buildSpec resolves the settings of agent name: its config block when it
+// has one, the defaults otherwise (a Go-function agent needs no block).
+func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error) {
+	a, ok := cfg.Agent(name)
+	if !ok {
+		a = config.Agent{Name: name, Settings: cfg.Defaults}
+	}
+	if run == nil {
+		var err error
+		switch {
+		case a.Exec != nil:
+			run, err = agent.NewExec(agent.ExecConfig{
+				Command: a.Exec.Command, Env: a.Exec.Env, Dir: a.Exec.Dir, MaxOutput: a.Exec.MaxOutputBytes,
+			})
+		case a.HTTP != nil:
+			run, err = agent.NewHTTP(agent.HTTPConfig{
+				URL: a.HTTP.URL, Headers: a.HTTP.Headers, Body: a.HTTP.Body, MaxResponse: a.HTTP.MaxResponseBytes,
+			})
+		default:
+			return nil, fmt.Errorf("agent %q has neither exec nor http in %s and no Go function is registered for it", name, cfgName(cfg))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: %w", name, err)
+		}
+	}
+	key := a.BreakerKey
+	if key == "" {
+		key = name
+	}
+	s := a.Settings
+	rules := map[resilience.Class]resilience.Rule{}
+	def := resilience.DefaultPolicy()
+	for c, r := range s.Classes {
+		rule := def.Rule(c)
+		if r.Retry != nil {
+			rule.Retry = *r.Retry
+		}
+		if r.Breaker != nil {
+			rule.CountsForBreaker = *r.Breaker
+		}
+		if r.Exhausted != nil {
+			rule.Exhausted = resilience.OnExhausted(*r.Exhausted)
+		}
+		rules[c] = rule
+	}
+	return &spec{
+		name:          name,
+		runner:        run,
+		timeout:       s.Timeout,
+		maxAttempts:   s.Retry.MaxAttempts,
+		backoff:       resilience.Backoff{Initial: s.Retry.InitialBackoff, Max: s.Retry.MaxBackoff, Jitter: s.Retry.Jitter},
+		maxRetryAfter: s.Retry.MaxRetryAfter,
+		breakerKey:    key,
+		breaker: resilience.BreakerConfig{
+			FailureThreshold: s.CircuitBreaker.FailureThreshold,
+			Cooldown:         s.CircuitBreaker.Cooldown,
+			HalfOpenMaxCalls: s.CircuitBreaker.HalfOpenMaxCalls,
+			TrialLease:       s.Timeout + 5*time.Second,
+		},
+		restart: restart.Config{MaxRestarts: s.Restart.MaxRestarts, Delays: s.Restart.Delays, MaxPending: s.Restart.MaxPending},
+		policy:  def.With(rules),
+	}, nil
+}
+
+func cfgName(cfg *config.Config) string {
+	if cfg.Path == "" {
+		return "the config"
+	}
+	return cfg.Path
+}

@@ -1,0 +1,304 @@
+package worker
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/restart"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Option configures a Worker.
+type Option func(*options)
+
+type options struct {
+	funcs    map[string]agent.Runner
+	logger   *slog.Logger
+	token    string
+	listener net.Listener
+}
+
+// WithAgent registers a Go runner (for example an agent.Func) under name.
+// Its settings come from the config's block for name, or the defaults.
+func WithAgent(name string, r agent.Runner) Option {
+	return func(o *options) { o.funcs[name] = r }
+}
+
+// WithLogger sets the logger; zero: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithAPIToken sets the bearer token /api/v1/agents requires; zero: the
+// AGENTQ_API_TOKEN environment variable (no token: open).
+func WithAPIToken(tok string) Option { return func(o *options) { o.token = tok } }
+
+// WithListener serves the ops endpoints on l instead of cfg.Worker.HTTPAddr.
+func WithListener(l net.Listener) Option { return func(o *options) { o.listener = l } }
+
+// Worker runs tasks from Redis until its context ends.
+type Worker struct {
+	cfg      *config.Config
+	rdb      redis.UniversalClient
+	log      *slog.Logger
+	pipe     *pipeline
+	breakers *resilience.Breakers
+	metrics  *metrics
+	token    string
+	ln       net.Listener
+	addr     string
+	specs    map[string]*spec
+	inflight sync.WaitGroup
+}
+
+// New builds a worker on rdb (which stays the caller's to close). It
+// returns an error naming the agent when an agent cannot be built.
+func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker, error) {
+	o := options{funcs: map[string]agent.Runner{}}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.Default()
+	}
+	if o.token == "" {
+		o.token = os.Getenv("AGENTQ_API_TOKEN")
+	}
+	specs := map[string]*spec{}
+	for name := range cfg.Agents {
+		sp, err := buildSpec(cfg, name, o.funcs[name])
+		if err != nil {
+			return nil, err
+		}
+		specs[name] = sp
+	}
+	for name, r := range o.funcs {
+		if _, ok := specs[name]; ok {
+			continue
+		}
+		sp, err := buildSpec(cfg, name, r)
+		if err != nil {
+			return nil, err
+		}
+		specs[name] = sp
+	}
+	m := newMetrics()
+	host, _ := os.Hostname()
+	workerID := fmt.Sprintf("%s:%d", host, os.Getpid())
+	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention))
+	br := resilience.NewBreakers(rdb, resilience.WithLogger(o.logger))
+	w := &Worker{
+		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener, specs: specs,
+	}
+	w.pipe = &pipeline{
+		log: o.logger, specs: specs, store: client.Store(), dlq: deadletter.NewStore(rdb),
+		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
+		alerts:   newAlerter(cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
+		workerID: workerID, classify: resilience.Classify,
+	}
+	return w, nil
+}
+
+// Agents lists the agents this worker runs.
+func (w *Worker) Agents() []string {
+	out := make([]string, 0, len(w.specs))
+	for n := range w.specs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Addr is the address the ops endpoints listen on ("" when off); valid once Run has started them.
+func (w *Worker) Addr() string { return w.addr }
+
+// Handler returns the asynq handler (for embedding agentq's pipeline in
+// an asynq server of your own).
+func (w *Worker) Handler() asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		w.inflight.Add(1)
+		defer w.inflight.Done()
+		return w.pipe.ProcessTask(ctx, t)
+	})
+}
+
+// Run processes tasks until ctx ends, then shuts down gracefully: it stops
+// taking work, lets in-flight tasks finish for up to shutdown_timeout, puts
+// the rest back on their queue without using an attempt, and stops their
+// agents (killing exec process groups).
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("worker: redis at %s unreachable: %w", redactURL(w.cfg.Redis.URL), err)
+	}
+	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	bgCtx, cancelBg := context.WithCancel(context.Background())
+	defer cancelBg()
+
+	queues := w.cfg.Worker.Queues
+	if len(queues) == 0 {
+		queues = map[string]int{tasks.DefaultQueue: 1}
+	}
+	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{
+		Concurrency:              w.cfg.Worker.Concurrency,
+		Queues:                   queues,
+		BaseContext:              func() context.Context { return baseCtx },
+		RetryDelayFunc:           retryDelay,
+		IsFailure:                isFailure,
+		ShutdownTimeout:          w.cfg.Worker.ShutdownTimeout,
+		TaskCheckInterval:        w.cfg.Worker.PollInterval,
+		DelayedTaskCheckInterval: w.cfg.Worker.ForwardInterval,
+		Logger:                   asynqLogger{w.log},
+		LogLevel:                 asynq.WarnLevel,
+	})
+
+	var httpSrv *http.Server
+	if w.ln != nil || w.cfg.Worker.HTTPAddr != "" {
+		ln := w.ln
+		if ln == nil {
+			var err error
+			ln, err = net.Listen("tcp", w.cfg.Worker.HTTPAddr)
+			if err != nil {
+				return fmt.Errorf("worker: listen on worker.http_addr %s: %w", w.cfg.Worker.HTTPAddr, err)
+			}
+		}
+		w.addr = ln.Addr().String()
+		httpSrv = &http.Server{Handler: w.OpsHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = httpSrv.Serve(ln) }()
+	}
+	w.breakers.Start(bgCtx)
+	w.pipe.alerts.start(bgCtx)
+
+	if err := srv.Start(w.Handler()); err != nil {
+		return fmt.Errorf("worker: start: %w", err)
+	}
+	w.log.Info("worker started", "concurrency", w.cfg.Worker.Concurrency, "agents", w.Agents(), "ops_addr", w.addr)
+	<-ctx.Done()
+	w.log.Info("worker shutting down", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
+	srv.Shutdown() // stops dequeuing, waits for in-flight tasks, requeues the rest
+	cancelBase()   // stop agents still running (their tasks are already back on the queue)
+	done := make(chan struct{})
+	go func() { w.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		w.log.Error("agents did not stop within 10s of shutdown")
+	}
+	cancelBg()
+	w.breakers.Stop()
+	w.pipe.alerts.wait()
+	if httpSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = httpSrv.Shutdown(sctx)
+		cancel()
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// OpsHandler serves /healthz, /readyz, /metrics and /api/v1/agents.
+func (w *Worker) OpsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		writeJSON(rw, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := w.rdb.Ping(ctx).Err(); err != nil {
+			writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": "redis unreachable: " + err.Error()})
+			return
+		}
+		writeJSON(rw, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /api/v1/agents", func(rw http.ResponseWriter, r *http.Request) {
+		if !CheckBearer(r, w.token) {
+			writeJSON(rw, http.StatusUnauthorized, map[string]string{"code": "unauthorized", "error": "missing or wrong bearer token"})
+			return
+		}
+		out, err := w.agentSummaries(r.Context())
+		if err != nil {
+			writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"code": "unavailable", "error": err.Error()})
+			return
+		}
+		writeJSON(rw, http.StatusOK, map[string]any{"agents": out})
+	})
+	return mux
+}
+
+// AgentSummary is one agent's health (the /api/v1/agents view).
+type AgentSummary struct {
+	Agent string `json:"agent"`
+	resilience.BreakerSnapshot
+}
+
+func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
+	out := []AgentSummary{}
+	for _, name := range w.Agents() {
+		snap, err := w.breakers.Get(ctx, w.specs[name].breakerKey)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, AgentSummary{Agent: name, BreakerSnapshot: snap})
+	}
+	return out, nil
+}
+
+// CheckBearer reports whether r carries "Authorization: Bearer <token>",
+// compared in constant time. An empty token admits every request.
+func CheckBearer(r *http.Request, token string) bool {
+	if token == "" {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	got, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+func writeJSON(rw http.ResponseWriter, code int, v any) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(code)
+	_ = json.NewEncoder(rw).Encode(v)
+}
+
+// redactURL hides a password in a Redis URL.
+func redactURL(u string) string {
+	if i := strings.Index(u, "://"); i >= 0 {
+		if j := strings.LastIndex(u, "@"); j > i {
+			return u[:i+3] + "***@" + u[j+1:]
+		}
+	}
+	return u
+}
+
+// asynqLogger routes asynq's logs through slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "component", "asynq") }
+func (a asynqLogger) Fatal(args ...any) { a.l.Error(fmt.Sprint(args...), "component", "asynq", "fatal", true) }
+
+var _ = errors.New
