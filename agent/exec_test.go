@@ -388,6 +388,18 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	}
 }
 
+func TestExecSuccessLeavesNoOrphans(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	params, err := json.Marshal(map[string]any{"mode": "orphan", "children": 2, "pid_file": pidFile})
+	require.NoError(t, err)
+	e := newExec(t, agent.ExecConfig{})
+	data, err := e.Run(context.Background(), req("orphan", string(params)))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"children":2}`, string(data))
+	requireAllGone(t, readPIDs(t, pidFile))
+}
+
 func TestExecCancel(t *testing.T) {
 	t.Parallel()
 	pidFile := filepath.Join(t.TempDir(), "pids")

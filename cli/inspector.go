@@ -24,16 +24,22 @@ import (
 func NewInspectorCmd(app *App) *cobra.Command {
 	g := &global{}
 	root := newRoot(app, "inspector", "Inspect dead letters, breakers, tasks and queues", g)
-	root.Args = noArgs
-	root.RunE = func(cmd *cobra.Command, _ []string) error { return usageErr("missing subcommand (see inspector --help)") }
-	dlq := &cobra.Command{Use: "dlq", Short: "Dead letters: list, show, requeue, delete, purge, export", Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return usageErr("missing subcommand (see inspector dlq --help)") }}
+	root.Args = cobra.ArbitraryArgs
+	root.RunE = group
+	dlq := &cobra.Command{Use: "dlq", Short: "Dead letters: list, show, requeue, delete, purge, export", Args: cobra.ArbitraryArgs, RunE: group}
 	dlq.AddCommand(dlqList(app, g), dlqShow(app, g), dlqRequeue(app, g), dlqDelete(app, g), dlqPurge(app, g), dlqExport(app, g))
-	breaker := &cobra.Command{Use: "breaker", Short: "Change a breaker: reset KEY | trip KEY --for DUR", Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return usageErr("missing subcommand (see inspector breaker --help)") }}
+	breaker := &cobra.Command{Use: "breaker", Short: "Change a breaker: reset KEY | trip KEY --for DUR", Args: cobra.ArbitraryArgs, RunE: group}
 	breaker.AddCommand(breakerReset(app, g), breakerTrip(app, g))
 	root.AddCommand(dlq, breaker, breakersCmd(app, g), taskCmd(app, g), restartsCmd(app, g), statsCmd(app, g))
 	return root
+}
+
+// group is the RunE of a command that only groups subcommands.
+func group(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErr("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+	}
+	return usageErr("missing subcommand (see %s --help)", cmd.CommandPath())
 }
 
 // session is what an inspector command works with.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -446,4 +447,29 @@ func TestSuggest(t *testing.T) {
 	require.Equal(t, " (did you mean timeout?)", suggest("Timeout", []string{"restart", "retry", "timeout"}))
 	require.Equal(t, " (want one of a, b)", suggest("zzzzzz", []string{"a", "b"}))
 	require.Equal(t, 3, editDistance("kitten", "sitting"))
+}
+
+func TestAliasBombIsBounded(t *testing.T) {
+	t.Parallel()
+	// Each level merges the previous one three times: 3^24 expansions if
+	// decoding followed them all.
+	var b strings.Builder
+	b.WriteString("agents:\n  x0: &x0 {timeout: 1s}\n")
+	for i := 1; i < 25; i++ {
+		fmt.Fprintf(&b, "  x%d: &x%d {<<: [*x%d, *x%d, *x%d]}\n", i, i, i-1, i-1, i-1)
+	}
+	b.WriteString("defaults: *x24\n")
+	done := make(chan error, 1)
+	go func() {
+		_, err := Parse([]byte(b.String()), "bomb.yaml")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrInvalid)
+		require.Contains(t, err.Error(), "bomb.yaml:")
+		require.Contains(t, err.Error(), "too many alias or merge-key expansions")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Parse did not return within 10s")
+	}
 }

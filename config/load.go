@@ -92,7 +92,7 @@ func parse(data []byte, name string) (c *Config, err error) {
 		return nil, &FieldError{File: name, Line: extra.Line, Reason: "more than one YAML document; a config file holds one"}
 	}
 
-	d := &decoder{file: name, lines: c.lines}
+	d := &decoder{file: name, lines: c.lines, budget: 10000 + 10*len(data)}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
 		if len(root.Content) == 0 {
@@ -125,6 +125,18 @@ type decoder struct {
 	file  string
 	lines map[string]int
 	errs  []*FieldError
+	// budget bounds the entries visited, so that aliases and merge keys
+	// referring to each other cannot make decoding take exponential time.
+	budget int
+}
+
+// spend uses up one unit of the budget and reports whether any is left.
+func (d *decoder) spend(n *yaml.Node, path string) bool {
+	d.budget--
+	if d.budget == 0 {
+		d.fail(n, path, "document too complex: too many alias or merge-key expansions")
+	}
+	return d.budget > 0
 }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
@@ -200,6 +212,9 @@ func (d *decoder) pairs(n *yaml.Node, path string) ([]pair, bool) {
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), n.Content[i+1]
+		if !d.spend(k, path) {
+			return nil, false
+		}
 		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
 			merged = append(merged, d.mergePairs(v, path, 0)...)
 			continue
@@ -238,6 +253,9 @@ func (d *decoder) mergePairs(v *yaml.Node, path string, depth int) []pair {
 	case yaml.SequenceNode:
 		var out []pair
 		for _, e := range v.Content {
+			if !d.spend(e, path) {
+				return nil
+			}
 			out = append(out, d.mergePairs(e, path, depth+1)...)
 		}
 		return out
@@ -432,6 +450,9 @@ func (d *decoder) list(n *yaml.Node, path string, elem func(i int, e *yaml.Node,
 		return false
 	}
 	for i, e := range n.Content {
+		if !d.spend(e, path) {
+			return false
+		}
 		ep := fmt.Sprintf("%s[%d]", path, i)
 		d.lines[ep] = e.Line
 		elem(i, e, ep)

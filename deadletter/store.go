@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -25,10 +26,27 @@ const (
 // pageSize is how many entries Export and IDs read per round trip.
 const pageSize = 500
 
-// maxCASRetries bounds the compare-and-set loops of Put and Delete. Each
-// retry means another writer changed the same entry in between, so running
-// out takes that many concurrent writers of one ID.
-const maxCASRetries = 32
+// maxCASRetries bounds the compare-and-set loops of Put, Delete and Purge.
+// A retry means another writer moved the same entry to another agent or
+// class in between; from the third try on, the loop waits a little
+// (randomized, growing) so that contending writers spread out.
+const maxCASRetries = 64
+
+// casBackoff waits before try number try (from 0) of a compare-and-set loop.
+func casBackoff(ctx context.Context, try int) error {
+	if try < 2 {
+		return ctx.Err()
+	}
+	d := time.Duration(rand.Int64N(int64(min(try, 20)) * int64(100*time.Microsecond)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // errConflict is returned (wrapped) when a compare-and-set loop ran out of
 // retries.
@@ -221,7 +239,10 @@ func (s *Store) Put(ctx context.Context, e *Entry) (created bool, err error) {
 // put runs the compare-and-set loop of Put starting from the guess old
 // (nil: no entry yet).
 func (s *Store) put(ctx context.Context, e *Entry, body []byte, old *indexRef) (bool, error) {
-	for range maxCASRetries {
+	for try := range maxCASRetries {
+		if err := casBackoff(ctx, try); err != nil {
+			return false, fmt.Errorf("deadletter: put %s: %w", e.ID, err)
+		}
 		keys, args := putArgs(e, body, old)
 		v, err := putScript.Run(ctx, s.rdb, keys, args...).Result()
 		if err != nil {
@@ -239,10 +260,40 @@ func (s *Store) put(ctx context.Context, e *Entry, body []byte, old *indexRef) (
 	return false, fmt.Errorf("deadletter: put %s: %w", e.ID, errConflict)
 }
 
-// PutMany stores entries like Put, pipelining them in batches so that
-// bulk imports cost few round trips. It returns how many IDs were new. On
-// error, some entries may have been stored (each one completely or not at
-// all).
+// putManyScript stores a batch of new entries; IDs already stored are left
+// alone (the caller replaces them with putScript).
+//
+// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys, then
+// for the i-th entry (from 1) KEYS[2+2i] its agent index and KEYS[3+2i] its
+// class index.
+// ARGV: for the i-th entry ARGV[3i-2] id, ARGV[3i-1] body, ARGV[3i] score.
+// Returns one code per entry: 1 stored, 0 already stored (left alone).
+var putManyScript = redis.NewScript(`
+local out = {}
+for i = 1, #ARGV / 3 do
+  local id, body, score = ARGV[3*i-2], ARGV[3*i-1], ARGV[3*i]
+  if redis.call('HSETNX', KEYS[1], id, body) == 1 then
+    redis.call('ZADD', KEYS[2], score, id)
+    for k = 2+2*i, 3+2*i do
+      redis.call('ZADD', KEYS[k], score, id)
+      redis.call('SADD', KEYS[3], KEYS[k])
+    end
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+`)
+
+// putManyBatch is how many entries one putManyScript call stores: small
+// enough that one script run stays short on a busy server.
+const putManyBatch = 200
+
+// PutMany stores entries like Put, a batch per script run, so that bulk
+// imports cost few round trips. It returns how many IDs were new. Entries
+// are validated (and stamped) before anything is written; on a Redis
+// error, some entries may have been stored (each completely or not at all).
 func (s *Store) PutMany(ctx context.Context, entries []*Entry) (created int, err error) {
 	bodies := make([][]byte, len(entries))
 	for i, e := range entries {
@@ -250,36 +301,34 @@ func (s *Store) PutMany(ctx context.Context, entries []*Entry) (created int, err
 			return 0, err
 		}
 	}
-	for start := 0; start < len(entries); start += pageSize {
-		end := min(start+pageSize, len(entries))
-		if err := putScript.Load(ctx, s.rdb).Err(); err != nil {
-			return created, fmt.Errorf("deadletter: put: load script: %w", err)
+	for start := 0; start < len(entries); start += putManyBatch {
+		batch := entries[start:min(start+putManyBatch, len(entries))]
+		keys := make([]string, 0, 3+2*len(batch))
+		keys = append(keys, rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes())
+		args := make([]any, 0, 3*len(batch))
+		for j, e := range batch {
+			keys = append(keys, rkeys.DLQByAgent(e.Agent), rkeys.DLQByClass(e.ErrorClass))
+			args = append(args, e.ID, bodies[start+j], score(e))
 		}
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, 0, end-start)
-		for i := start; i < end; i++ {
-			keys, args := putArgs(entries[i], bodies[i], nil)
-			cmds = append(cmds, putScript.EvalSha(ctx, pipe, keys, args...))
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		codes, err := putManyScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+		if err != nil {
 			return created, fmt.Errorf("deadletter: put: %w", err)
 		}
-		for j, cmd := range cmds {
-			code, ref, err := parseRef("put", cmd.Val())
+		if len(codes) != len(batch) {
+			return created, fmt.Errorf("deadletter: put: %d replies for %d entries", len(codes), len(batch))
+		}
+		for j, code := range codes {
+			if code == 1 {
+				created++
+				continue
+			}
+			// Already stored: replace it (the first guess is "absent", so
+			// the script reports the stored agent and class).
+			c, err := s.put(ctx, batch[j], bodies[start+j], nil)
 			if err != nil {
 				return created, err
 			}
-			if code < 0 { // the ID was already there: replace it one by one
-				i := start + j
-				c, err := s.put(ctx, entries[i], bodies[i], ref)
-				if err != nil {
-					return created, err
-				}
-				if c {
-					code = 1
-				}
-			}
-			if code == 1 {
+			if c {
 				created++
 			}
 		}
@@ -549,7 +598,10 @@ return {1}
 // deleteIf removes id, starting from the guess ref, if its body is body
 // ("" for any): 1 deleted, 0 absent, -2 body changed.
 func (s *Store) deleteIf(ctx context.Context, id, body string, ref indexRef) (int64, error) {
-	for range maxCASRetries {
+	for try := range maxCASRetries {
+		if err := casBackoff(ctx, try); err != nil {
+			return 0, fmt.Errorf("deadletter: delete %q: %w", id, err)
+		}
 		keys := []string{
 			rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(),
 			rkeys.DLQByAgent(ref.Agent), rkeys.DLQByClass(ref.ErrorClass),
@@ -609,7 +661,10 @@ return n
 // Purge deletes every dead letter and every index, atomically, and returns
 // how many entries there were.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
-	for range maxCASRetries {
+	for try := range maxCASRetries {
+		if err := casBackoff(ctx, try); err != nil {
+			return 0, fmt.Errorf("deadletter: purge: %w", err)
+		}
 		idx, err := s.rdb.SMembers(ctx, rkeys.DLQIndexes()).Result()
 		if err != nil {
 			return 0, fmt.Errorf("deadletter: purge: %w", err)

@@ -260,6 +260,12 @@ type lastSeen struct {
 
 // NewBreakers returns a Breakers on rdb. It writes nothing: a new worker never
 // resets shared state.
+//
+// Every call is bounded by its context's deadline, or by the call timeout
+// when it has none. go-redis applies context deadlines to socket reads only
+// when the client has Options.ContextTimeoutEnabled; without it a server that
+// accepts but does not answer holds a call for the client's ReadTimeout
+// (3s by default) per try. Workers should enable it.
 func NewBreakers(rdb redis.UniversalClient, opts ...BreakerOption) *Breakers {
 	b := &Breakers{rdb: rdb, pending: map[string]int64{}, last: map[string]lastSeen{}}
 	for _, o := range opts {
@@ -273,6 +279,9 @@ func NewBreakers(rdb redis.UniversalClient, opts ...BreakerOption) *Breakers {
 	}
 	if b.flushEvery <= 0 {
 		b.flushEvery = time.Second
+	}
+	if c, ok := rdb.(*redis.Client); ok && !c.Options().ContextTimeoutEnabled {
+		b.log.Debug("breaker: redis client has ContextTimeoutEnabled=false; calls are bounded by its ReadTimeout, not by the breaker's call timeout")
 	}
 	if b.local == nil {
 		if b.clock != nil {

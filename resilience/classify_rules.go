@@ -126,6 +126,7 @@ var defaultRules = []TextRule{
 			"is not supported", "not supported", "unsupported model", "unsupported_model",
 			"not implemented", "notfounderror",
 		},
+		Not: []string{"modulenotfounderror", "filenotfounderror"},
 	},
 	{
 		Name: "invalid_request", Class: InvalidRequest,
@@ -164,7 +165,7 @@ var defaultRules = []TextRule{
 		Name: "dns_not_found", Class: NetworkPermanent, Scope: ScopeTransport,
 		Any: []string{
 			"no such host", "name or service not known", "nodename nor servname provided",
-			"enotfound", "name does not resolve", "could not resolve host", "nameresolutionerror",
+			"getaddrinfo enotfound", "'enotfound'", "\"enotfound\"", "name does not resolve", "could not resolve host", "nameresolutionerror",
 			"unsupported protocol scheme", "err_invalid_url", "invalid url",
 		},
 	},

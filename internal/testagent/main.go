@@ -19,6 +19,9 @@
 //	                                 SIGTERM and hold stdout open, writes their
 //	                                 PIDs to F one a line, then sleeps forever
 //	                                 (ignoring SIGTERM itself when B is true)
+//	{"mode": "orphan", "children": K, "pid_file": F}
+//	                                 starts K children like hang's (stdout not
+//	                                 shared), writes their PIDs to F, succeeds
 //	{"mode": "sleep", "ms": T}       sleeps T ms (forever when negative), then
 //	                                 succeeds; "ignore_term": true ignores SIGTERM
 //	{"mode": "env"}                  success, data = {"env": {NAME: value…},
@@ -96,6 +99,10 @@ func main() {
 		huge(p.int("mb", 100))
 	case "hang":
 		hang(p)
+	case "orphan":
+		pids := spawn(p.int("children", 2), false)
+		writePIDs(p.str("pid_file", ""), pids)
+		succeed(map[string]any{"children": len(pids)})
 	case "sleep":
 		if p.bool("ignore_term") {
 			signal.Ignore(syscall.SIGTERM)
@@ -166,30 +173,46 @@ func hang(p params) {
 	if p.bool("ignore_term") {
 		signal.Ignore(syscall.SIGTERM)
 	}
+	writePIDs(p.str("pid_file", ""), spawn(p.int("children", 2), true))
+	select {}
+}
+
+// spawn starts n children of this program that sleep forever ignoring
+// SIGTERM, in this process's group; with shareStdout they hold its stdout
+// and stderr open, else theirs go to /dev/null.
+func spawn(n int, shareStdout bool) []string {
 	self, err := os.Executable()
 	if err != nil {
 		die(2, "testagent: %v", err)
 	}
 	var pids []string
-	for i := 0; i < p.int("children", 2); i++ {
+	for i := 0; i < n; i++ {
 		c := exec.Command(self, "sleep", "ms=-1", "ignore_term=true")
-		c.Stdout = os.Stdout
-		c.Stderr = os.Stderr
+		if shareStdout {
+			c.Stdout = os.Stdout
+			c.Stderr = os.Stderr
+		}
 		if err := c.Start(); err != nil {
 			die(2, "testagent: start child: %v", err)
 		}
 		pids = append(pids, strconv.Itoa(c.Process.Pid))
 	}
-	if f := p.str("pid_file", ""); f != "" {
-		tmp := f + ".tmp"
-		if err := os.WriteFile(tmp, []byte(strings.Join(pids, "\n")+"\n"), 0o644); err != nil {
-			die(2, "testagent: %v", err)
-		}
-		if err := os.Rename(tmp, f); err != nil {
-			die(2, "testagent: %v", err)
-		}
+	return pids
+}
+
+// writePIDs writes pids to file, one a line, atomically (readers never see
+// a partial file). An empty file name writes nothing.
+func writePIDs(file string, pids []string) {
+	if file == "" {
+		return
 	}
-	select {}
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strings.Join(pids, "\n")+"\n"), 0o644); err != nil {
+		die(2, "testagent: %v", err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		die(2, "testagent: %v", err)
+	}
 }
 
 func succeed(data any) {

@@ -1,0 +1,48 @@
+# agentq — `make demo` runs the whole story on an embedded Redis; `make test`
+# runs every test, starting real redis-server processes on free ports.
+GO        ?= go
+GOFLAGS   ?=
+PKGS      := ./...
+TEST_TIMEOUT ?= 15m
+
+.PHONY: all build test unit demo bench fuzz vet fmt lint clean redis
+
+all: build
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+redis:
+	@./scripts/ensure-redis.sh
+
+## test: unit + integration tests (with -race) against real redis-server processes the tests start themselves
+test: redis
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+## unit: the fast tests only (no multi-process or end-to-end suites)
+unit:
+	$(GO) test -race -short -count=1 $(PKGS)
+
+## demo: the main job on an embedded, NOT durable, in-memory Redis (miniredis); no set-up
+demo:
+	$(GO) run ./cmd/demo
+
+## bench: benchmarks with ratios against plain asynq measured in the same run
+bench: redis
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... 2>&1 | tee .bench.out
+
+## fuzz: a short run of each fuzz target (20s each)
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 20s ./tasks/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 20s ./config/
+	$(GO) test -run '^$$' -fuzz FuzzClassify -fuzztime 20s ./resilience/
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -l -w .
+
+clean:
+	rm -rf bin .bench.out
