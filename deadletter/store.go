@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -99,6 +100,7 @@ type Filter struct {
 // indexKeys returns the index to read and, when both Agent and Class are
 // set, the second one to intersect it with ("" otherwise).
 func (f Filter) indexKeys() (primary, secondary string) {
+	f.Agent, f.Class = jsonCoerce(f.Agent), jsonCoerce(f.Class)
 	switch {
 	case f.Agent != "" && f.Class != "":
 		return rkeys.DLQByAgent(f.Agent), rkeys.DLQByClass(f.Class)
@@ -135,6 +137,17 @@ local function ref(body)
   return a, c
 end
 `
+
+// jsonCoerce returns s as encoding/json stores it (invalid UTF-8 bytes
+// replaced by U+FFFD).
+func jsonCoerce(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	b, _ := json.Marshal(s)
+	_ = json.Unmarshal(b, &s)
+	return s
+}
 
 func score(e *Entry) string { return strconv.FormatInt(e.DeadLetteredAt.UnixMilli(), 10) }
 
@@ -216,6 +229,9 @@ func (s *Store) prepare(e *Entry) ([]byte, error) {
 	if e.DeadLetteredAt.IsZero() {
 		e.DeadLetteredAt = s.now()
 	}
+	// The index keys must name what the stored JSON says: JSON coerces
+	// invalid UTF-8, so coerce the index fields the same way first.
+	e.Agent, e.ErrorClass = jsonCoerce(e.Agent), jsonCoerce(e.ErrorClass)
 	body, err := json.Marshal(e)
 	if err != nil {
 		return nil, fmt.Errorf("deadletter: encode %s: %w", e.ID, err)

@@ -175,6 +175,40 @@ var suite = []struct {
 	{"Requeue", testRequeue},
 	{"CountBy", testCountBy},
 	{"NoTrimming", testNoTrimming},
+	{"OddNames", testOddNames},
+}
+
+// testOddNames uses agent and class names that JSON escapes or coerces:
+// the indexes must still follow the entries.
+func testOddNames(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store) {
+	ctx := context.Background()
+	names := []string{"", "a:b", "{x}", "<&>", "é\"q", "bad\xff\xfeutf8", "deep"}
+	for i, agent := range names {
+		e := entry(i, agent, names[(i+1)%len(names)])
+		e.Params = json.RawMessage(strings.Repeat("[", 400) + strings.Repeat("]", 400))
+		_, err := s.Put(ctx, e)
+		require.NoError(t, err, "%q", agent)
+	}
+	requireConsistent(t, rdb)
+	for i, agent := range names {
+		e := entry(i, names[(i+3)%len(names)], agent) // move every entry
+		created, err := s.Put(ctx, e)
+		require.NoError(t, err, "%q", agent)
+		require.False(t, created)
+	}
+	requireConsistent(t, rdb)
+	got, total, err := s.List(ctx, deadletter.Filter{Agent: "bad\xff\xfeutf8"})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), total)
+	require.Equal(t, "task-00002", got[0].ID) // names[(2+3)%7]
+	n, err := s.Delete(ctx, ids(got)...)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	requireConsistent(t, rdb)
+	n64, err := s.Purge(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(len(names)-1), n64)
+	require.Empty(t, mustKeys(t, rdb))
 }
 
 func testRoundTrip(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store) {
@@ -237,6 +271,7 @@ func testPutStampsAndValidates(t *testing.T, rdb redis.UniversalClient, _ *deadl
 		"nil":            nil,
 		"empty id":       {Agent: "a"},
 		"invalid params": {ID: "p", Params: json.RawMessage(`{nope`)},
+		"too deep":       {ID: "p", Params: json.RawMessage(strings.Repeat("[", 600) + strings.Repeat("]", 600))},
 	} {
 		_, err := s.Put(ctx, bad)
 		require.ErrorIs(t, err, deadletter.ErrInvalidEntry, name)

@@ -27,7 +27,7 @@ const RetryAfterCap = 10 * time.Minute
 
 // maxScan bounds how much error text the classifier looks at: the head (where
 // a JSON body starts) and the tail (where a traceback's final line is).
-const maxScan = 32 << 10
+const maxScan = 8 << 10
 
 // TextRule is one row of the classifier's table: evidence in an error's text
 // (or in the codes of a structured JSON error body) that names a class.
@@ -335,8 +335,8 @@ func (r *TextRule) matches(ev evidence) bool {
 type evidence struct {
 	lower    string
 	codes    map[string]struct{}
-	jsonCode int // numeric error.code of a JSON body (Gemini: 429), 0 if none
-	quoted   int // a status quoted in the text ("Error code: 429"), 0 if none
+	jsonCode int    // numeric error.code of a JSON body (Gemini: 429), 0 if none
+	text     string // the original text, for the quoted-status search
 }
 
 func (e evidence) contains(subs ...string) bool {
@@ -348,12 +348,18 @@ func (e evidence) contains(subs ...string) bool {
 	return false
 }
 
-// status is the HTTP status the text itself reveals, 0 if none.
+// status is the HTTP status the text itself reveals, 0 if none: a JSON
+// body's numeric code, else a status quoted in prose.
 func (e evidence) status() int {
 	if e.jsonCode != 0 {
 		return e.jsonCode
 	}
-	return e.quoted
+	if m := quotedStatusRe.FindStringSubmatch(e.text); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil && n >= 400 && n <= 599 {
+			return n
+		}
+	}
+	return 0
 }
 
 // scanText bounds the text: the head and the tail of very long texts.
@@ -380,11 +386,7 @@ func analyze(text string) evidence {
 		ev.codes[strings.ToLower(m[1])] = struct{}{}
 	}
 	ev.jsonCode = parseJSONBody(text, ev.codes)
-	if m := quotedStatusRe.FindStringSubmatch(text); m != nil {
-		if n, err := strconv.Atoi(m[1]); err == nil && n >= 400 && n <= 599 {
-			ev.quoted = n
-		}
-	}
+	ev.text = text
 	return ev
 }
 
@@ -467,6 +469,28 @@ func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// ignoring ASCII case, without allocating.
+func containsFold(s, sub string) bool {
+	n := len(sub)
+	for i := 0; i+n <= len(s); i++ {
+		j := 0
+		for ; j < n; j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == n {
+			return true
+		}
+	}
+	return false
+}
+
 // capDuration converts nanoseconds to a Duration within [0, RetryAfterCap].
 func capDuration(ns float64) time.Duration {
 	switch {
@@ -504,6 +528,9 @@ var (
 
 // retryAfterFromText finds a delay the backend asked for in prose.
 func retryAfterFromText(text string) (time.Duration, bool) {
+	if !containsFold(text, "retry") && !containsFold(text, "try again") {
+		return 0, false
+	}
 	for _, re := range []*regexp.Regexp{retryGoDurRe, retryDelayRe} {
 		if m := re.FindStringSubmatch(text); m != nil {
 			if d, err := time.ParseDuration(strings.ToLower(m[1])); err == nil {

@@ -801,9 +801,9 @@ func TestClassifyTotalDeterministic(t *testing.T) {
 	for _, tc := range realWorldCases {
 		fragments = append(fragments, tc.err.Error())
 	}
-	for i := 0; i < 1000; i++ {
+	for i := 0; i < 300; i++ {
 		var b strings.Builder
-		for n := r.IntN(12); n >= 0; n-- {
+		for n := r.IntN(8); n >= 0; n-- {
 			b.WriteString(fragments[r.IntN(len(fragments))])
 		}
 		text := b.String()
