@@ -35,7 +35,7 @@ type ExecConfig struct {
 	// worker's PATH when it has no slash. No shell is ever involved.
 	Command []string
 	// Env lists the names of worker environment variables passed to the
-	// agent. Nothing else is inherited: the zero value runs the agent with an
+	// agent; an entry NAME=value sets NAME to value instead. Nothing else is inherited: the zero value runs the agent with an
 	// empty environment (not even PATH or HOME). Variables that are unset or
 	// empty in the worker are left out.
 	Env []string
@@ -202,6 +202,10 @@ func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 func (e *Exec) env() []string {
 	env := make([]string, 0, len(e.cfg.Env))
 	for _, name := range e.cfg.Env {
+		if strings.Contains(name, "=") { // NAME=value sets it (config's documented form)
+			env = append(env, name)
+			continue
+		}
 		if v := e.cfg.Getenv(name); v != "" {
 			env = append(env, name+"="+v)
 		}

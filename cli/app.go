@@ -148,6 +148,9 @@ func OpenRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
 		return nil, usageErr("bad Redis URL %q: %v", redact(url), err)
 	}
 	opt.DialTimeout = 3 * time.Second
+	// Apply context deadlines to socket reads, so a server that stops
+	// answering holds a call only as long as its context allows.
+	opt.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()

@@ -18,13 +18,20 @@
 //	agentq:{dlq}:agent:<agent>  zset   ids of one agent, same scores
 //	agentq:{dlq}:class:<class>  zset   ids of one error class, same scores
 //	agentq:{dlq}:indexes        set    the agent/class index keys in use
+//	agentq:{dlq}:refs           hash   id -> the agent and class it is indexed under
 //
 // An ID identifies one dead letter: putting the same task again replaces
 // its body (and moves it between agent/class indexes) instead of adding a
-// second entry. Writes compare the body they expect to find, so concurrent
-// writers never leave an entry indexed under the wrong agent or class, and
-// Requeue never deletes a newer dead letter of the same task that appeared
-// while it was enqueueing.
+// second entry. A script only touches keys it is given, so writers pass the
+// agent and class they expect the stored entry to have; the script checks
+// them against the refs hash and, when they differ, writes nothing and
+// reports the actual ones for a retry. Concurrent writers thus never leave
+// an entry indexed under the wrong agent or class. Requeue deletes only if
+// the stored body is still the one it enqueued, so a newer dead letter of
+// the same task that appeared meanwhile is kept.
+//
+// Agent and class names are stored as JSON stores them (invalid UTF-8
+// replaced by U+FFFD); Filter applies the same coercion.
 //
 // Listings are newest first. Filtering by agent and class together
 // intersects the two indexes inside one script.

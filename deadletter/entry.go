@@ -68,39 +68,6 @@ func (e *Entry) Validate() error {
 		return fmt.Errorf("%w: empty id", ErrInvalidEntry)
 	case len(e.Params) > 0 && !json.Valid(e.Params):
 		return fmt.Errorf("%w: %s: params are not valid JSON", ErrInvalidEntry, e.ID)
-	case jsonDepth(e.Params) > MaxParamsDepth:
-		return fmt.Errorf("%w: %s: params nest deeper than %d levels", ErrInvalidEntry, e.ID, MaxParamsDepth)
 	}
 	return nil
-}
-
-// MaxParamsDepth bounds how deeply an entry's Params may nest. The store's
-// Lua scripts decode entries, and Redis's cjson refuses to decode JSON
-// nested 1000 levels deep.
-const MaxParamsDepth = 500
-
-// jsonDepth returns the deepest nesting of arrays and objects in valid JSON.
-func jsonDepth(b []byte) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
 }

@@ -114,27 +114,31 @@ func (f Filter) indexKeys() (primary, secondary string) {
 }
 
 // indexRef is the agent and class of a stored entry: the index keys it is
-// in. The scripts derive it from the stored body with luaRef; the Go side
-// passes the one it expects, so the scripts only touch declared keys.
+// in. The DLQRefs hash keeps it per ID (encoded by refString, decoded by
+// luaRef), so scripts find an entry's index keys without decoding its JSON;
+// the Go side passes the keys it expects, so scripts only touch declared keys.
 type indexRef struct {
-	Agent      string `json:"agent"`
-	ErrorClass string `json:"error_class"`
+	Agent      string
+	ErrorClass string
+}
+
+// refString encodes r for the DLQRefs hash: "<len(agent)>:<agent><class>".
+func refString(r indexRef) string {
+	return strconv.Itoa(len(r.Agent)) + ":" + r.Agent + r.ErrorClass
 }
 
 // noRef is a guess that matches no stored entry: it makes a script report
 // the entry's actual agent and class.
 var noRef = indexRef{Agent: "\x00?", ErrorClass: "\x00?"}
 
-// luaRef is the Lua function shared by the scripts that reads the agent and
-// error class of a stored body (non-strings and undecodable bodies count as "").
+// luaRef is the Lua function shared by the scripts that decodes a DLQRefs
+// value (see refString); a missing value counts as empty agent and class.
 const luaRef = `
-local function ref(body)
-  local ok, e = pcall(cjson.decode, body)
-  if not ok or type(e) ~= 'table' then return '', '' end
-  local a, c = e['agent'], e['error_class']
-  if type(a) ~= 'string' then a = '' end
-  if type(c) ~= 'string' then c = '' end
-  return a, c
+local function ref(v)
+  if not v then return '', '' end
+  local sep = string.find(v, ':', 1, true)
+  local n = tonumber(string.sub(v, 1, sep - 1))
+  return string.sub(v, sep + 1, sep + n), string.sub(v, sep + n + 1)
 end
 `
 
@@ -149,6 +153,8 @@ func jsonCoerce(s string) string {
 	return s
 }
 
+func refOf(e *Entry) indexRef { return indexRef{Agent: e.Agent, ErrorClass: e.ErrorClass} }
+
 func score(e *Entry) string { return strconv.FormatInt(e.DeadLetteredAt.UnixMilli(), 10) }
 
 // putScript stores an entry's body and indexes it. When the ID is already
@@ -158,23 +164,24 @@ func score(e *Entry) string { return strconv.FormatInt(e.DeadLetteredAt.UnixMill
 //
 // KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
 // KEYS[4] new agent index, KEYS[5] new class index,
-// KEYS[6] old agent index, KEYS[7] old class index (the caller's guess).
+// KEYS[6] old agent index, KEYS[7] old class index (the caller's guess),
+// KEYS[8] refs hash.
 // ARGV[1] id, ARGV[2] new body, ARGV[3] score (dead_lettered_at ms),
 // ARGV[4] "absent" (expect no entry) or "present" (expect one whose agent
-// and class are ARGV[5] and ARGV[6]).
+// and class are ARGV[5] and ARGV[6]), ARGV[7] the new ref (refString).
 // Returns {1} created, {0} replaced, or, when the expectation was wrong and
 // nothing was written, {-1} (no entry) or {-1, agent, class} (the stored
 // entry's agent and class).
 var putScript = redis.NewScript(luaRef + `
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local cur = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
 if ARGV[4] == 'absent' then
   if cur then
-    local a, c = ref(cur)
+    local a, c = ref(redis.call('HGET', KEYS[8], ARGV[1]))
     return {-1, a, c}
   end
 else
   if not cur then return {-1} end
-  local a, c = ref(cur)
+  local a, c = ref(redis.call('HGET', KEYS[8], ARGV[1]))
   if a ~= ARGV[5] or c ~= ARGV[6] then return {-1, a, c} end
   for i = 6, 7 do
     redis.call('ZREM', KEYS[i], ARGV[1])
@@ -182,6 +189,7 @@ else
   end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[8], ARGV[1], ARGV[7])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
 for i = 4, 5 do
   redis.call('ZADD', KEYS[i], ARGV[3], ARGV[1])
@@ -193,16 +201,16 @@ return {1}
 
 // putArgs builds putScript's keys and args; old nil means "absent".
 func putArgs(e *Entry, body []byte, old *indexRef) (keys []string, args []any) {
-	mode, o := "absent", indexRef{Agent: e.Agent, ErrorClass: e.ErrorClass}
+	mode, o := "absent", refOf(e)
 	if old != nil {
 		mode, o = "present", *old
 	}
 	keys = []string{
 		rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(),
 		rkeys.DLQByAgent(e.Agent), rkeys.DLQByClass(e.ErrorClass),
-		rkeys.DLQByAgent(o.Agent), rkeys.DLQByClass(o.ErrorClass),
+		rkeys.DLQByAgent(o.Agent), rkeys.DLQByClass(o.ErrorClass), rkeys.DLQRefs(),
 	}
-	return keys, []any{e.ID, body, score(e), mode, o.Agent, o.ErrorClass}
+	return keys, []any{e.ID, body, score(e), mode, o.Agent, o.ErrorClass, refString(refOf(e))}
 }
 
 // parseRef reads the {code, agent, class} replies of putScript and
@@ -279,18 +287,20 @@ func (s *Store) put(ctx context.Context, e *Entry, body []byte, old *indexRef) (
 // putManyScript stores a batch of new entries; IDs already stored are left
 // alone (the caller replaces them with putScript).
 //
-// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys, then
-// for the i-th entry (from 1) KEYS[2+2i] its agent index and KEYS[3+2i] its
-// class index.
-// ARGV: for the i-th entry ARGV[3i-2] id, ARGV[3i-1] body, ARGV[3i] score.
+// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
+// KEYS[4] refs hash, then for the i-th entry (from 1) KEYS[3+2i] its agent
+// index and KEYS[4+2i] its class index.
+// ARGV: for the i-th entry ARGV[4i-3] id, ARGV[4i-2] body, ARGV[4i-1]
+// score, ARGV[4i] ref (refString).
 // Returns one code per entry: 1 stored, 0 already stored (left alone).
 var putManyScript = redis.NewScript(`
 local out = {}
-for i = 1, #ARGV / 3 do
-  local id, body, score = ARGV[3*i-2], ARGV[3*i-1], ARGV[3*i]
+for i = 1, #ARGV / 4 do
+  local id, body, score = ARGV[4*i-3], ARGV[4*i-2], ARGV[4*i-1]
   if redis.call('HSETNX', KEYS[1], id, body) == 1 then
+    redis.call('HSET', KEYS[4], id, ARGV[4*i])
     redis.call('ZADD', KEYS[2], score, id)
-    for k = 2+2*i, 3+2*i do
+    for k = 3+2*i, 4+2*i do
       redis.call('ZADD', KEYS[k], score, id)
       redis.call('SADD', KEYS[3], KEYS[k])
     end
@@ -319,12 +329,12 @@ func (s *Store) PutMany(ctx context.Context, entries []*Entry) (created int, err
 	}
 	for start := 0; start < len(entries); start += putManyBatch {
 		batch := entries[start:min(start+putManyBatch, len(entries))]
-		keys := make([]string, 0, 3+2*len(batch))
-		keys = append(keys, rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes())
-		args := make([]any, 0, 3*len(batch))
+		keys := make([]string, 0, 4+2*len(batch))
+		keys = append(keys, rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(), rkeys.DLQRefs())
+		args := make([]any, 0, 4*len(batch))
 		for j, e := range batch {
 			keys = append(keys, rkeys.DLQByAgent(e.Agent), rkeys.DLQByClass(e.ErrorClass))
-			args = append(args, e.ID, bodies[start+j], score(e))
+			args = append(args, e.ID, bodies[start+j], score(e), refString(refOf(e)))
 		}
 		codes, err := putManyScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
 		if err != nil {
@@ -591,7 +601,8 @@ func (s *Store) CountBy(ctx context.Context) (byAgent, byClass map[string]int64,
 // not empty, its body is exactly ARGV[4]).
 //
 // KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
-// KEYS[4] agent index, KEYS[5] class index (the caller's guess).
+// KEYS[4] agent index, KEYS[5] class index (the caller's guess),
+// KEYS[6] refs hash.
 // ARGV[1] id, ARGV[2] expected agent, ARGV[3] expected class,
 // ARGV[4] expected body or "" for any.
 // Returns {1} deleted, {0} no such entry, {-2} the body is not ARGV[4],
@@ -600,9 +611,10 @@ var deleteScript = redis.NewScript(luaRef + `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then return {0} end
 if ARGV[4] ~= '' and cur ~= ARGV[4] then return {-2} end
-local a, c = ref(cur)
+local a, c = ref(redis.call('HGET', KEYS[6], ARGV[1]))
 if a ~= ARGV[2] or c ~= ARGV[3] then return {-1, a, c} end
 redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[6], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 for i = 4, 5 do
   redis.call('ZREM', KEYS[i], ARGV[1])
@@ -620,7 +632,7 @@ func (s *Store) deleteIf(ctx context.Context, id, body string, ref indexRef) (in
 		}
 		keys := []string{
 			rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(),
-			rkeys.DLQByAgent(ref.Agent), rkeys.DLQByClass(ref.ErrorClass),
+			rkeys.DLQByAgent(ref.Agent), rkeys.DLQByClass(ref.ErrorClass), rkeys.DLQRefs(),
 		}
 		v, err := deleteScript.Run(ctx, s.rdb, keys, id, ref.Agent, ref.ErrorClass, body).Result()
 		if err != nil {
@@ -659,13 +671,14 @@ func (s *Store) Delete(ctx context.Context, ids ...string) (int, error) {
 // every agent/class index key in use.
 //
 // KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
-// KEYS[4] scratch key, KEYS[5…] the members of KEYS[3] the caller read.
+// KEYS[4] scratch key, KEYS[5] refs hash, KEYS[6…] the members of KEYS[3]
+// the caller read.
 // No ARGV.
 // Returns the number of entries deleted, or -1 when KEYS[3] holds a key not
-// in KEYS[5…] (nothing deleted; read the set again and retry).
+// in KEYS[6…] (nothing deleted; read the set again and retry).
 var purgeScript = redis.NewScript(`
 local known = {}
-for i = 5, #KEYS do known[KEYS[i]] = true end
+for i = 6, #KEYS do known[KEYS[i]] = true end
 for _, k in ipairs(redis.call('SMEMBERS', KEYS[3])) do
   if not known[k] then return -1 end
 end
@@ -685,7 +698,7 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("deadletter: purge: %w", err)
 		}
-		keys := append([]string{rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(), rkeys.DLQScratch()}, idx...)
+		keys := append([]string{rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(), rkeys.DLQScratch(), rkeys.DLQRefs()}, idx...)
 		n, err := purgeScript.Run(ctx, s.rdb, keys).Int64()
 		if err != nil {
 			return 0, fmt.Errorf("deadletter: purge: %w", err)
@@ -716,7 +729,7 @@ func (s *Store) Requeue(ctx context.Context, id string, enqueue func(ctx context
 	if err := enqueue(ctx, e); err != nil {
 		return nil, fmt.Errorf("deadletter: requeue %q: enqueue: %w", id, err)
 	}
-	if _, err := s.deleteIf(ctx, id, body, indexRef{Agent: e.Agent, ErrorClass: e.ErrorClass}); err != nil {
+	if _, err := s.deleteIf(ctx, id, body, refOf(e)); err != nil {
 		return e, fmt.Errorf("deadletter: requeue %q: enqueued but not removed: %w", id, err)
 	}
 	return e, nil

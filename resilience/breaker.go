@@ -37,6 +37,12 @@ import (
 // backend did answer, and those counters describe the backend, not the state
 // machine.
 //
+// Persistence: breaker keys carry no TTL and nothing but Reset, Trip and the
+// state machine writes them; NewBreakers writes nothing, so a new worker
+// never resets shared state. The happy path of a CLOSED breaker is read-only
+// in Allow and free in Record (successes are batched and flushed by Start's
+// loop).
+//
 // Half-open episodes: OPEN becomes HALF_OPEN lazily, inside Allow, once the
 // server time reaches open_until; that starts an episode (generation+1) in
 // which at most HalfOpenMaxCalls trials are admitted, cluster-wide. A trial
@@ -157,6 +163,9 @@ type Admission struct {
 	RetryAt time.Time `json:"retry_at,omitzero"`
 	// ConsecutiveFailures is the count seen at admission.
 	ConsecutiveFailures int `json:"consecutive_failures"`
+	// RetryIn is, when denied, RetryAt minus now by the breaker's clock (Redis
+	// TIME): the wait to use, free of the local clock's skew.
+	RetryIn time.Duration `json:"retry_in,omitzero"`
 }
 
 // Errors of the breaker.
@@ -336,7 +345,7 @@ end
 // ARGV[3] trial lease ms, ARGV[4] trial token to use if a trial is admitted,
 // ARGV[5] event channel, ARGV[6] breaker key (for events).
 // Returns {allowed 0|1, state, generation, token, retry_at ms (0 if none),
-// consecutive_failures}.
+// consecutive_failures, retry_in ms (retry_at - now by the script's clock, 0 if none)}.
 //
 // A missing hash is CLOSED with generation 0 and is not written: admissions
 // in CLOSED are read-only. OPEN past open_until becomes HALF_OPEN
@@ -345,9 +354,9 @@ end
 var allowScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
 local state, gen, cf, ou = load(KEYS[1])
-if state == 'closed' then return {1, state, gen, '', 0, cf} end
+if state == 'closed' then return {1, state, gen, '', 0, cf, 0} end
 if state == 'open' then
-  if now < ou then return {0, state, gen, '', ou, cf} end
+  if now < ou then return {0, state, gen, '', ou, cf, ou - now} end
   state = 'half_open'
   gen = gen + 1
   redis.call('DEL', KEYS[2])
@@ -363,10 +372,10 @@ if #expired > 0 then
 end
 if redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[4])
-  return {1, state, gen, ARGV[4], 0, cf}
+  return {1, state, gen, ARGV[4], 0, cf, 0}
 end
 local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-return {0, state, gen, '', tonumber(first[2]), cf}
+return {0, state, gen, '', tonumber(first[2]), cf, tonumber(first[2]) - now}
 `)
 
 // Allow asks whether a call to the backend behind key may proceed. In CLOSED
@@ -393,7 +402,7 @@ func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Ad
 		}
 		return Admission{}, fmt.Errorf("breaker %q: allow: %w", key, err)
 	}
-	r, err := reply(res, 6)
+	r, err := reply(res, 7)
 	if err != nil {
 		return Admission{}, fmt.Errorf("breaker %q: allow: %w", key, err)
 	}
@@ -406,6 +415,9 @@ func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Ad
 	}
 	if ms := r.int(4); ms > 0 {
 		adm.RetryAt = time.UnixMilli(ms)
+	}
+	if ms := r.int(6); ms > 0 {
+		adm.RetryIn = time.Duration(ms) * time.Millisecond
 	}
 	ls := lastSeen{state: adm.State, gen: adm.Generation, cf: adm.ConsecutiveFailures}
 	if adm.State == StateOpen {
@@ -430,6 +442,7 @@ func (b *Breakers) fallback(key string) Admission {
 	} else {
 		adm.RetryAt = now.Add(FallbackRetry)
 	}
+	adm.RetryIn = adm.RetryAt.Sub(now)
 	return adm
 }
 

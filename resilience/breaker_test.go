@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -706,4 +708,89 @@ func TestBreakerStartStop(t *testing.T) {
 	b3.Stop()
 	b3.Start(ctx)
 	require.Equal(t, int64(4), get(b3, "a"))
+}
+
+// roundTrips counts the client's round trips (a pipeline is one).
+type roundTrips struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add(cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var names []string
+		for _, c := range cmds {
+			names = append(names, c.Name())
+		}
+		h.add("pipeline(" + strings.Join(names, ",") + ")")
+		return next(ctx, cmds)
+	}
+}
+
+func (h *roundTrips) add(s string) {
+	if s == "hello" || strings.HasPrefix(s, "pipeline(client") {
+		return // handshake of a new pooled connection
+	}
+	h.mu.Lock()
+	h.names = append(h.names, s)
+	h.mu.Unlock()
+}
+
+// take returns and clears the round trips seen so far.
+func (h *roundTrips) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.names
+	h.names = nil
+	return n
+}
+
+// TestBreakerRoundTrips: invariant 7. A CLOSED admission is one EVALSHA (the
+// first one per key and process also carries the index SADD in the same
+// pipeline); a happy-path Record costs nothing; other Records are one EVALSHA.
+func TestBreakerRoundTrips(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	hook := &roundTrips{}
+	rdb.AddHook(hook)
+	ctx := context.Background()
+	require.NoError(t, allowScript.Load(ctx, rdb).Err()) // scripts cached, as on a warm server
+	require.NoError(t, recordScript.Load(ctx, rdb).Err())
+	require.NoError(t, flushScript.Load(ctx, rdb).Err())
+	hook.take()
+	b := NewBreakers(rdb)
+	cfg := BreakerConfig{FailureThreshold: 5}
+
+	adm, err := b.Allow(ctx, "rt", cfg)
+	require.NoError(t, err)
+	require.Equal(t, []string{"pipeline(evalsha,sadd)"}, hook.take(), "first sight: index rides along")
+	for i := 0; i < 3; i++ {
+		adm, err = b.Allow(ctx, "rt", cfg)
+		require.NoError(t, err)
+		require.Equal(t, []string{"evalsha"}, hook.take())
+		_, err = b.Record(ctx, "rt", cfg, adm, OutcomeSuccess)
+		require.NoError(t, err)
+		require.Empty(t, hook.take(), "happy-path Record must not touch Redis")
+	}
+	_, err = b.Record(ctx, "rt", cfg, adm, OutcomeFailure)
+	require.NoError(t, err)
+	require.Equal(t, []string{"evalsha"}, hook.take())
+	adm, err = b.Allow(ctx, "rt", cfg)
+	require.NoError(t, err)
+	hook.take()
+	require.Equal(t, 1, adm.ConsecutiveFailures)
+	_, err = b.Record(ctx, "rt", cfg, adm, OutcomeSuccess)
+	require.NoError(t, err)
+	require.Equal(t, []string{"evalsha"}, hook.take(), "a success after failures resets the count: one call")
+	require.NoError(t, b.Flush(ctx))
+	require.Equal(t, []string{"pipeline(evalsha,sadd)"}, hook.take(), "batched successes: one pipeline")
 }

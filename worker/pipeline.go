@@ -152,7 +152,9 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	case v.Class != "" && sp.policy.Rule(v.Class).CountsForBreaker:
 		out = resilience.OutcomeFailure
 	}
-	if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out); err != nil {
+	if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out); errors.Is(err, resilience.ErrStaleAdmission) {
+		log.Debug("breaker result from an older generation ignored", "err", err)
+	} else if err != nil {
 		log.Warn("breaker record failed", "err", err)
 	} else if st != adm.State {
 		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(st))
@@ -242,7 +244,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 // tasks wake spread out (jitter) so they do not stampede; those not admitted
 // defer again.
 func (p *pipeline) defer_(ctx context.Context, log *slog.Logger, env *tasks.Envelope, sp *spec, adm resilience.Admission) error {
-	wait := time.Until(adm.RetryAt)
+	wait := adm.RetryIn
 	if wait < 50*time.Millisecond {
 		wait = 50 * time.Millisecond
 	}
@@ -287,8 +289,7 @@ func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *task
 		DeadLetteredAt: ev.At, History: hist, Queue: env.Queue, Run: env.Run, EnqueuedAt: env.EnqueuedAt,
 	}
 	if _, err := p.dlq.Put(ctx, e); err != nil {
-		p.log.Error("could not store dead letter; task put back", "task_id", env.ID, "err", err)
-		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
+		return p.putFailed(env.ID, err)
 	}
 	if err := p.store.Transition(ctx, env.ID, tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: string(class), Error: errText}, *ev); err != nil {
 		p.log.Error("could not record dead letter in task history", "task_id", env.ID, "err", err)
@@ -300,6 +301,18 @@ func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *task
 	p.log.Error("dead-lettered", "event", "dead_letter", "agent", env.Agent, "task_id", env.ID,
 		"class", class, "reason", reason, "attempt", attempt, "restarts", env.Restarts, "error", errText)
 	return nil
+}
+
+// putFailed handles a dead letter the store did not take: Redis trouble puts
+// the task back (a free retry, nothing lost); an entry the store can never
+// accept goes to asynq's archive instead, where `asynq` tools still see it.
+func (p *pipeline) putFailed(id string, err error) error {
+	if errors.Is(err, deadletter.ErrInvalidEntry) {
+		p.log.Error("dead letter rejected by the store; task archived in asynq instead", "task_id", id, "err", err)
+		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
+	}
+	p.log.Error("could not store dead letter; task put back", "task_id", id, "err", err)
+	return &delayed{delay: time.Second, failure: false, cause: err.Error()}
 }
 
 // deadLetterPayload keeps an undecodable payload as a dead letter
@@ -330,7 +343,7 @@ func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *ta
 	}
 	bg := context.WithoutCancel(ctx)
 	if _, err := p.dlq.Put(bg, entry); err != nil {
-		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
+		return p.putFailed(e.ID, err)
 	}
 	_ = p.store.Transition(bg, e.ID, tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: string(resilience.InvalidRequest), Error: msg}, ev)
 	p.metrics.deadLetters.WithLabelValues(e.Agent, string(resilience.InvalidRequest), ReasonInvalidPayload).Inc()

@@ -53,3 +53,8 @@ func DLQIndexes() string { return Prefix + "{dlq}:indexes" }
 // DLQScratch is a sorted set a dead-letter script builds and deletes within
 // one script run (the agent ∩ class intersection of a filtered listing).
 func DLQScratch() string { return Prefix + "{dlq}:scratch" }
+
+// DLQRefs is the hash id -> the agent and error class a dead letter is
+// indexed under ("<len(agent)>:<agent><class>"), so scripts find its index
+// keys without decoding its JSON.
+func DLQRefs() string { return Prefix + "{dlq}:refs" }

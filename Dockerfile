@@ -1,0 +1,28 @@
+# syntax=docker/dockerfile:1
+# agentq: worker, enqueuer, inspector (and demo, whose `demo agent` mode is a
+# small exec agent used by deploy/agentq.yaml) in one image.
+
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/...
+
+# debian-slim rather than distroless: exec agents usually need a shell
+# environment of their own (interpreters, git, …) added in a derived image.
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /home/agentq --create-home agentq
+COPY --from=build /out/ /usr/local/bin/
+COPY deploy/agentq.yaml /etc/agentq/agentq.yaml
+USER agentq
+WORKDIR /home/agentq
+# Ops endpoints (/healthz /readyz /metrics /api/v1/agents) when
+# worker.http_addr is 0.0.0.0:9090, as in deploy/agentq.yaml.
+EXPOSE 9090
+# SIGTERM starts the worker's graceful shutdown (worker.shutdown_timeout).
+STOPSIGNAL SIGTERM
+CMD ["worker", "--config", "/etc/agentq/agentq.yaml"]
