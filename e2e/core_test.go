@@ -91,6 +91,9 @@ worker:
 defaults:
   timeout: 10s
   retry: {max_attempts: 3, initial_backoff: 100ms, max_backoff: 400ms, jitter: 0.1}
+  # Four connection resets in a row must not open the breaker here (the
+  # breaker has its own end-to-end tests).
+  circuit_breaker: {failure_threshold: 10}
 agents:
   tool:
     exec: {command: [%q], env: [PATH]}
