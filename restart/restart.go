@@ -98,33 +98,56 @@ func (c Config) Delay(used int) (time.Duration, error) {
 	return c.Delays[k], nil
 }
 
+// reserveScript puts a task in the restart index, bounded by max_pending,
+// in one atomic step (so concurrent workers cannot overshoot the bound).
+//
+// KEYS[1] restart index (rkeys.RestartPending)
+// ARGV[1] task id, ARGV[2] due time (unix ms), ARGV[3] max_pending (0: unbounded)
+// Returns {1, size} when id is in the index now (added, or already there:
+// its due time is updated), {0, size} when the index is full.
+var reserveScript = redis.NewScript(`
+local max = tonumber(ARGV[3])
+if max > 0 and not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
+  local n = redis.call("ZCARD", KEYS[1])
+  if n >= max then return {0, n} end
+end
+redis.call("ZADD", KEYS[1], ARGV[2], ARGV[1])
+return {1, redis.call("ZCARD", KEYS[1])}
+`)
+
 // Schedule enqueues the next run of env after the configured delay and
 // returns that run's envelope and the delay. It returns ErrExhausted,
 // ErrNotEnabled or ErrQueueFull when the task must be dead-lettered instead.
+//
+// The task's slot in the restart index is reserved first (atomically
+// against max_pending), then the run is enqueued: the restart run, which
+// removes the task from the index when it starts (Started), can never run
+// before the index entry exists. A failed enqueue gives the slot back.
+// Scheduling the same run twice (a redelivered run after a crash) is not an
+// error and enqueues nothing twice.
 func (s *Scheduler) Schedule(ctx context.Context, env *tasks.Envelope, cfg Config) (*tasks.Envelope, time.Duration, error) {
 	delay, err := cfg.Delay(env.Restarts)
 	if err != nil {
 		return nil, 0, err
 	}
-	if cfg.MaxPending > 0 {
-		n, err := s.rdb.ZCard(ctx, rkeys.RestartPending()).Result()
-		if err != nil {
-			return nil, 0, fmt.Errorf("restart: size of the restart queue: %w", err)
-		}
-		if n >= int64(cfg.MaxPending) {
-			return nil, 0, fmt.Errorf("%w: %d tasks waiting (max_pending %d)", ErrQueueFull, n, cfg.MaxPending)
-		}
+	due := s.now().Add(delay)
+	res, err := reserveScript.Run(ctx, s.rdb, []string{rkeys.RestartPending()},
+		env.ID, due.UnixMilli(), max(cfg.MaxPending, 0)).Int64Slice()
+	if err != nil {
+		return nil, 0, fmt.Errorf("restart: reserve a slot in the restart queue: %w", err)
+	}
+	if len(res) != 2 {
+		return nil, 0, fmt.Errorf("restart: reserve a slot in the restart queue: unexpected reply %v", res)
+	}
+	if res[0] == 0 {
+		return nil, 0, fmt.Errorf("%w: %d tasks waiting (max_pending %d)", ErrQueueFull, res[1], cfg.MaxPending)
 	}
 	next := *env
 	next.Run++
 	next.Restarts++
 	if err := s.client.EnqueueRun(ctx, &next, delay); err != nil && !errors.Is(err, tasks.ErrDuplicate) {
+		_ = s.rdb.ZRem(context.WithoutCancel(ctx), rkeys.RestartPending(), env.ID).Err()
 		return nil, 0, fmt.Errorf("restart: schedule restart %d of %s: %w", next.Restarts, env.ID, err)
-	}
-	due := s.now().Add(delay)
-	if err := s.rdb.ZAdd(ctx, rkeys.RestartPending(), redis.Z{Score: float64(due.UnixMilli()), Member: env.ID}).Err(); err != nil {
-		// The restart is scheduled (durably, in asynq); only the index entry is missing.
-		return &next, delay, nil
 	}
 	return &next, delay, nil
 }

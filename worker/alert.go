@@ -25,6 +25,9 @@ type alerter struct {
 	log       *slog.Logger
 	metrics   *metrics
 	client    *http.Client
+	// retryWait is the wait before the second try of a webhook POST; it
+	// doubles for the third. Zero: 500ms.
+	retryWait time.Duration
 
 	mu     sync.Mutex
 	fails  map[string][]time.Time
@@ -45,7 +48,9 @@ type alertBody struct {
 func newAlerter(threshold int, window time.Duration, webhook string, log *slog.Logger, m *metrics) *alerter {
 	return &alerter{
 		threshold: threshold, window: window, webhook: webhook, now: time.Now, log: log, metrics: m,
-		client: &http.Client{Timeout: 5 * time.Second},
+		// Its own transport: the sender closes its idle connections on exit
+		// without touching other clients' pools.
+		client: &http.Client{Timeout: 5 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		fails:  map[string][]time.Time{}, raised: map[string]time.Time{},
 		posts: make(chan alertBody, 64),
 	}
@@ -59,6 +64,7 @@ func (a *alerter) start(ctx context.Context) {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
+		defer a.client.CloseIdleConnections()
 		for {
 			select {
 			case <-ctx.Done():
@@ -74,8 +80,12 @@ func (a *alerter) wait() { a.wg.Wait() }
 
 func (a *alerter) post(ctx context.Context, b alertBody) {
 	body, _ := json.Marshal(b)
-	delay := 500 * time.Millisecond
-	for try := 1; try <= 3; try++ {
+	delay := a.retryWait
+	if delay <= 0 {
+		delay = 500 * time.Millisecond
+	}
+	const tries = 3
+	for try := 1; try <= tries; try++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.webhook, bytes.NewReader(body))
 		if err != nil {
 			a.log.Error("alert webhook: bad request", "err", err)
@@ -90,7 +100,10 @@ func (a *alerter) post(ctx context.Context, b alertBody) {
 			}
 			err = &httpStatusError{resp.StatusCode}
 		}
-		a.log.Warn("alert webhook failed", "try", try, "err", err)
+		a.log.Warn("alert webhook failed", "try", try, "of", tries, "err", err)
+		if try == tries {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return

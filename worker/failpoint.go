@@ -1,0 +1,34 @@
+package worker
+
+import (
+	"os"
+	"syscall"
+)
+
+// FailpointEnv names the environment variable that arms a failpoint.
+//
+// This is a TEST HOOK. When AGENTQ_FAILPOINT holds the name of a failpoint,
+// the worker kills its own process with SIGKILL the moment it reaches that
+// point, so crash tests can hit a precise window (for example, between
+// scheduling a restart and acknowledging the run to asynq) deterministically.
+// It is never set in production; unset, a failpoint costs one environment
+// lookup.
+//
+// Failpoints:
+//
+//	after_restart_scheduled  in the restart branch of the pipeline, after the
+//	                         restart is scheduled and the "restarting"
+//	                         transition is written, before the handler
+//	                         returns (asynq still holds the run's lease)
+const FailpointEnv = "AGENTQ_FAILPOINT"
+
+// failpoint kills the process with SIGKILL when AGENTQ_FAILPOINT equals name
+// (a test hook; see FailpointEnv). SIGKILL runs no deferred functions and no
+// shutdown: the process dies as in a crash.
+func failpoint(name string) {
+	if os.Getenv(FailpointEnv) != name {
+		return
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // SIGKILL is not catchable; never go on past the failpoint
+}
