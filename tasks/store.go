@@ -113,14 +113,19 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 //
 // KEYS[1] task record
 // ARGV[1] run of the delivery, ARGV[2] retention seconds, ARGV[3..] field/value pairs
-// seeded when the record is missing (id, agent, …)
+// seeded when the record is missing or lacks its "run" field, i.e. was not
+// written by Create (id, agent, …); a record Create wrote has them all, so
+// the happy path skips those writes.
 // Returns the task's total attempt count after the increment, or -1 when the
 // record's run is newer than the delivery's (stale: drop it).
 var beginScript = redis.NewScript(`
-local run = tonumber(redis.call("HGET", KEYS[1], "run") or "-1")
+local cur = redis.call("HGET", KEYS[1], "run")
+local run = tonumber(cur or "-1")
 local mine = tonumber(ARGV[1])
 if run > mine then return -1 end
-for i = 3, #ARGV, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
+if not cur then
+  for i = 3, #ARGV, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
+end
 redis.call("HSET", KEYS[1], "state", "active", "run", ARGV[1])
 local n = redis.call("HINCRBY", KEYS[1], "attempts", 1)
 redis.call("EXPIRE", KEYS[1], ARGV[2])

@@ -39,6 +39,7 @@ type pipeline struct {
 	alerts   *alerter
 	workerID string
 	classify func(error) resilience.Verdict
+	noGate   bool // WithoutBreaker: skip Allow and Record
 }
 
 // delayed is returned to asynq to put the task back after a delay.
@@ -55,9 +56,24 @@ func (d *delayed) Error() string { return d.cause }
 func retryDelay(_ int, err error, _ *asynq.Task) time.Duration {
 	var d *delayed
 	if errors.As(err, &d) {
+		if !d.failure && d.delay > 0 {
+			return ceilToSecond(time.Now(), d.delay)
+		}
 		return d.delay
 	}
 	return time.Second
+}
+
+// ceilToSecond stretches delay so that now+delay falls on a whole second.
+// asynq keeps a retry's due time in whole Unix seconds (it truncates), so a
+// deferral of 700ms could come due at once and spin every forwarder tick
+// until the breaker may admit; rounded up, it wakes at most 1s late instead.
+func ceilToSecond(now time.Time, delay time.Duration) time.Duration {
+	at := now.Add(delay)
+	if t := at.Truncate(time.Second); !t.Equal(at) {
+		at = t.Add(time.Second)
+	}
+	return at.Sub(now)
 }
 
 // isFailure is asynq's IsFailure: only real attempts count.
@@ -91,7 +107,10 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	log := p.log.With("agent", env.Agent, "task_id", env.ID)
 
 	// Breaker gate: an open breaker defers the task without using an attempt.
-	adm, berr := p.breakers.Allow(ctx, sp.breakerKey, sp.breaker)
+	adm, berr := resilience.Admission{Allowed: true, State: resilience.StateClosed}, error(nil)
+	if !p.noGate {
+		adm, berr = p.breakers.Allow(ctx, sp.breakerKey, sp.breaker)
+	}
 	if berr != nil {
 		log.Warn("breaker state unavailable; using the last state seen", "err", berr)
 	}
@@ -152,7 +171,9 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	case v.Class != "" && sp.policy.Rule(v.Class).CountsForBreaker:
 		out = resilience.OutcomeFailure
 	}
-	if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out); errors.Is(err, resilience.ErrStaleAdmission) {
+	if p.noGate {
+		// Gate off (WithoutBreaker): nothing to record.
+	} else if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out); errors.Is(err, resilience.ErrStaleAdmission) {
 		log.Debug("breaker result from an older generation ignored", "err", err)
 	} else if err != nil {
 		log.Warn("breaker record failed", "err", err)
@@ -215,8 +236,9 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	case resilience.ActionRestart:
 		next, delay, err := p.restarts.Schedule(bg, env, sp.restart)
 		if err == nil {
+			// ev.Restart stays env.Restarts: the event is the outcome of this
+			// run's attempt; (restart, attempt) identifies every attempt.
 			ev.Event, ev.DelayMS = tasks.EventRestarting, delay.Milliseconds()
-			ev.Restart = next.Restarts
 			_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRestarting, Run: &next.Run,
 				Restarts: &next.Restarts, ErrorClass: string(v.Class), Error: errText}, ev)
 			p.metrics.restarts.WithLabelValues(env.Agent, string(v.Class)).Inc()
@@ -225,6 +247,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 			}
 			log.Warn("restarting later", "event", "restart", "class", v.Class, "attempt", attempt,
 				"restart", next.Restarts, "delay_ms", delay.Milliseconds(), "error", errText)
+			failpoint("after_restart_scheduled") // test hook: crash before asynq acks this run
 			return nil
 		}
 		reason := restart.Reason(err)
@@ -259,7 +282,7 @@ func (p *pipeline) defer_(ctx context.Context, log *slog.Logger, env *tasks.Enve
 		tasks.Event{Event: tasks.EventDeferred, Restart: env.Restarts, Agent: env.Agent, DelayMS: wait.Milliseconds(),
 			Error: fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), Worker: p.workerID})
 	log.Info("deferred: breaker open", "event", "defer", "breaker_key", sp.breakerKey, "state", adm.State, "delay_ms", wait.Milliseconds())
-	return &delayed{delay: wait, failure: false, cause: "breaker open"}
+	return &delayed{delay: wait, failure: false, cause: deferCause}
 }
 
 // deadLetter stores the dead letter (with the full history) and then marks

@@ -35,6 +35,7 @@ type options struct {
 	logger   *slog.Logger
 	token    string
 	listener net.Listener
+	noGate   bool
 }
 
 // WithAgent registers a Go runner (for example an agent.Func) under name.
@@ -52,6 +53,11 @@ func WithAPIToken(tok string) Option { return func(o *options) { o.token = tok }
 
 // WithListener serves the ops endpoints on l instead of cfg.Worker.HTTPAddr.
 func WithListener(l net.Listener) Option { return func(o *options) { o.listener = l } }
+
+// WithoutBreaker turns the circuit-breaker gate off: no Allow before an
+// attempt, no Record after it. For benchmarks that measure the gate's cost;
+// a production worker keeps the gate.
+func WithoutBreaker() Option { return func(o *options) { o.noGate = true } }
 
 // Worker runs tasks from Redis until its context ends.
 type Worker struct {
@@ -111,7 +117,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		log: o.logger, specs: specs, store: client.Store(), dlq: deadletter.NewStore(rdb),
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
 		alerts:   newAlerter(cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
-		workerID: workerID, classify: resilience.Classify,
+		workerID: workerID, classify: resilience.Classify, noGate: o.noGate,
 	}
 	return w, nil
 }
@@ -184,6 +190,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() { _ = httpSrv.Serve(ln) }()
 	}
 	w.breakers.Start(bgCtx)
+	wakeDone := make(chan struct{})
+	go func() { defer close(wakeDone); w.wakeDeferred(bgCtx) }()
 	w.pipe.alerts.start(bgCtx)
 
 	if err := srv.Start(w.Handler()); err != nil {
@@ -202,6 +210,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Error("agents did not stop within 10s of shutdown")
 	}
 	cancelBg()
+	<-wakeDone
 	w.breakers.Stop()
 	w.pipe.alerts.wait()
 	if httpSrv != nil {
