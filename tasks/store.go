@@ -159,6 +159,10 @@ type Patch struct {
 	ErrorClass string
 	Error      string
 	ClearError bool
+	// NextAttemptAt, when set, is when the next attempt is due (a retry):
+	// asynq schedules in whole seconds, so the worker that picks the retry
+	// up early waits for the rest (see Store.NextAttemptAt).
+	NextAttemptAt time.Time
 }
 
 // Transition records a lifecycle event and the new state in one round trip.
@@ -171,6 +175,9 @@ func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) er
 	}
 	if p.Restarts != nil {
 		fields = append(fields, "restarts", *p.Restarts)
+	}
+	if !p.NextAttemptAt.IsZero() {
+		fields = append(fields, "next_attempt_at", p.NextAttemptAt.UnixMilli())
 	}
 	if p.ErrorClass != "" || p.ClearError {
 		fields = append(fields, "error_class", p.ErrorClass, "error", p.Error)
@@ -194,6 +201,19 @@ func (s *Store) stamp(at time.Time) time.Time {
 		return s.now().UTC()
 	}
 	return at.UTC()
+}
+
+// NextAttemptAt returns when task id's next attempt is due (zero when no
+// retry is pending).
+func (s *Store) NextAttemptAt(ctx context.Context, id string) (time.Time, error) {
+	ms, err := s.rdb.HGet(ctx, rkeys.Task(id), "next_attempt_at").Int64()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("tasks: next attempt of %s: %w", id, err)
+	}
+	return time.UnixMilli(ms), nil
 }
 
 // View is a task as `inspector task` and the HTTP API show it (stable JSON).

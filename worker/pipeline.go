@@ -106,6 +106,14 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	}
 	log := p.log.With("agent", env.Agent, "task_id", env.ID)
 
+	// A retry is scheduled by asynq in whole seconds, so it may arrive up to a
+	// second early: wait for the rest of its computed delay here.
+	if n, ok := asynq.GetRetryCount(ctx); ok && n > 0 {
+		if err := p.waitUntilDue(ctx, env.ID); err != nil {
+			return &delayed{delay: 0, failure: false, cause: "canceled by worker shutdown"}
+		}
+	}
+
 	// Breaker gate: an open breaker defers the task without using an attempt.
 	adm, berr := resilience.Admission{Allowed: true, State: resilience.StateClosed}, error(nil)
 	if !p.noGate {
@@ -221,7 +229,8 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 
 	case resilience.ActionRetry:
 		ev.Event, ev.DelayMS = tasks.EventRetrying, d.Delay.Milliseconds()
-		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRetrying, ErrorClass: string(v.Class), Error: errText}, ev)
+		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRetrying, ErrorClass: string(v.Class), Error: errText,
+			NextAttemptAt: time.Now().Add(d.Delay)}, ev)
 		p.metrics.retries.WithLabelValues(env.Agent, string(v.Class)).Inc()
 		log.Warn("retrying", "event", "retry", "class", v.Class, "attempt", attempt,
 			"max_attempts", sp.maxAttempts, "delay_ms", d.Delay.Milliseconds(), "error", errText)
@@ -260,6 +269,34 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 
 	default: // dead letter
 		return p.deadLetter(bg, env, &ev, v.Class, errText, d.Reason, attempt, total)
+	}
+}
+
+// maxDueWait bounds the in-handler wait for an early retry: asynq's
+// whole-second rounding plus its forwarder tick.
+const maxDueWait = 2 * time.Second
+
+// waitUntilDue sleeps until the task's next attempt is due, at most
+// maxDueWait; it returns ctx's error when the worker shuts down meanwhile.
+func (p *pipeline) waitUntilDue(ctx context.Context, id string) error {
+	due, err := p.store.NextAttemptAt(ctx, id)
+	if err != nil || due.IsZero() {
+		return nil // no record of it: run now rather than not at all
+	}
+	wait := time.Until(due)
+	if wait <= 0 {
+		return nil
+	}
+	if wait > maxDueWait {
+		wait = maxDueWait
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

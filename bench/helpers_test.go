@@ -1,0 +1,414 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/worker"
+)
+
+// asynq's own counters of the default queue (asynq's key layout, which its
+// internal/base package owns): processed counts every finished handler
+// call, failed the ones that returned an error.
+const (
+	processedKey = "asynq:{" + tasks.DefaultQueue + "}:processed"
+	failedKey    = "asynq:{" + tasks.DefaultQueue + "}:failed"
+)
+
+// noopAgent is the name the no-op agent is registered under.
+const noopAgent = "noop"
+
+// summary collects the lines TestMain prints after every benchmark, so
+// that a run ends with its headline figures.
+var summary struct {
+	mu    sync.Mutex
+	lines []string
+	last  string // the pipeline/asynq ratio line: printed last
+}
+
+// report prints a result line now and keeps it for the summary.
+func report(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	fmt.Println(line)
+	summary.mu.Lock()
+	summary.lines = append(summary.lines, line)
+	summary.mu.Unlock()
+}
+
+// detail prints a line that is not part of the summary (raw rounds).
+func detail(format string, args ...any) { fmt.Printf("    "+format+"\n", args...) }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	summary.mu.Lock()
+	if len(summary.lines) > 0 || summary.last != "" {
+		fmt.Println("=== summary ===")
+		for _, l := range summary.lines {
+			fmt.Println(l)
+		}
+		if summary.last != "" {
+			fmt.Println(summary.last)
+		}
+	}
+	summary.mu.Unlock()
+	os.Exit(code)
+}
+
+// envInt reads a positive integer knob from the environment.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// newClient returns a go-redis client set up like the worker command's
+// (cli.OpenRedis): context deadlines on, default pool.
+func newClient(srv *redistest.Server) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: 3 * time.Second, ContextTimeoutEnabled: true})
+}
+
+// flush empties the server between rounds.
+func flush(tb testing.TB, srv *redistest.Server) {
+	tb.Helper()
+	c := newClient(srv)
+	defer c.Close()
+	require.NoError(tb, c.FlushAll(context.Background()).Err())
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// quietAsynq is an asynq.Logger that drops everything.
+type quietAsynq struct{}
+
+func (quietAsynq) Debug(...any) {}
+func (quietAsynq) Info(...any)  {}
+func (quietAsynq) Warn(...any)  {}
+func (quietAsynq) Error(...any) {}
+func (quietAsynq) Fatal(...any) {}
+
+// agentqConfig is the worker configuration every agentq side uses: the
+// seed values (poll 10ms, forward 50ms) with concurrency c.
+func agentqConfig(srv *redistest.Server, c int) *config.Config {
+	cfg := config.Default()
+	cfg.Redis.URL = srv.URL()
+	cfg.Worker.Concurrency = c
+	cfg.Worker.ShutdownTimeout = 5 * time.Second
+	return cfg
+}
+
+// asynqConfig is the plain asynq server's configuration: with tuned, the
+// same poll and forward intervals as the agentq worker's; else asynq's
+// defaults (1s poll, 5s forwarder).
+func asynqConfig(c int, tuned bool) asynq.Config {
+	cfg := asynq.Config{
+		Concurrency: c, Queues: map[string]int{tasks.DefaultQueue: 1},
+		Logger: quietAsynq{}, LogLevel: asynq.FatalLevel, ShutdownTimeout: 5 * time.Second,
+	}
+	if tuned {
+		cfg.TaskCheckInterval = config.DefaultPollInterval
+		cfg.DelayedTaskCheckInterval = config.DefaultForwardInterval
+	}
+	return cfg
+}
+
+// prefill enqueues n tasks for the no-op agent with tasks.Client (the
+// agentq envelope, the task record, asynq's task) from 16 goroutines.
+func prefill(ctx context.Context, rdb redis.UniversalClient, n int) error {
+	cl := tasks.NewClient(rdb)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if _, err := cl.Enqueue(ctx, tasks.Task{Agent: noopAgent, Params: json.RawMessage(`{"n":1}`)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// counter reads one of asynq's integer counters (0 when absent).
+func counter(ctx context.Context, rdb redis.UniversalClient, key string) (int64, error) {
+	n, err := rdb.Get(ctx, key).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// waitProcessed polls asynq's processed counter until it reaches n and
+// returns when it saw it; 1ms polling, bounded by timeout.
+func waitProcessed(ctx context.Context, rdb redis.UniversalClient, n int64, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		got, err := counter(ctx, rdb, processedKey)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if got >= n {
+			return time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("only %d of %d tasks processed within %s", got, n, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// checkNoFailures makes sure a throughput run measured successes only.
+func checkNoFailures(ctx context.Context, rdb redis.UniversalClient) error {
+	f, err := counter(ctx, rdb, failedKey)
+	if err != nil {
+		return err
+	}
+	if f != 0 {
+		return fmt.Errorf("%d tasks failed during a throughput run", f)
+	}
+	return nil
+}
+
+// firstMark remembers the first time it is hit.
+type firstMark struct{ ns atomic.Int64 }
+
+func (f *firstMark) hit() { f.ns.CompareAndSwap(0, time.Now().UnixNano()) }
+func (f *firstMark) time() time.Time {
+	return time.Unix(0, f.ns.Load())
+}
+
+// side is one contender of an A/B comparison: run does one timed round on
+// a flushed server and returns its figure.
+type side struct {
+	name string
+	run  func(ctx context.Context) (float64, error)
+}
+
+// interleave runs warm-up rounds (discarded) and then rounds of every side
+// in turn (A, B, A, B, …), flushing Redis before each, and returns each
+// side's figures.
+func interleave(b *testing.B, srv *redistest.Server, rounds int, warm []side, sides []side) map[string][]float64 {
+	b.Helper()
+	ctx := context.Background()
+	for _, s := range warm {
+		flush(b, srv)
+		if _, err := s.run(ctx); err != nil {
+			b.Fatalf("warm-up %s: %v", s.name, err)
+		}
+	}
+	out := map[string][]float64{}
+	for r := range rounds {
+		for _, s := range sides {
+			flush(b, srv)
+			v, err := s.run(ctx)
+			if err != nil {
+				b.Fatalf("round %d %s: %v", r+1, s.name, err)
+			}
+			out[s.name] = append(out[s.name], v)
+		}
+	}
+	return out
+}
+
+// median of xs (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	m := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[m]
+	}
+	return (s[m-1] + s[m]) / 2
+}
+
+// percentile is the nearest-rank p-th percentile (0 < p ≤ 100) of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	rank := int(p/100*float64(len(s))+0.999999) - 1
+	return s[min(max(rank, 0), len(s)-1)]
+}
+
+// fmtRates renders figures as "a b c".
+func fmtRates(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return strings.Join(parts, " ")
+}
+
+// ms renders a duration in milliseconds with one decimal.
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
+}
+
+// runAgentq runs a worker with the no-op agent over n prefilled tasks and
+// returns tasks/s from the first agent call to the n-th completion seen by
+// asynq.
+func runAgentq(ctx context.Context, srv *redistest.Server, c, n int, opts ...worker.Option) (float64, error) {
+	rdb := newClient(srv)
+	defer rdb.Close()
+	if err := prefill(ctx, rdb, n); err != nil {
+		return 0, err
+	}
+	var first firstMark
+	noop := agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
+		first.hit()
+		return nil, nil
+	})
+	opts = append([]worker.Option{worker.WithAgent(noopAgent, noop), worker.WithLogger(discardLogger())}, opts...)
+	w, err := worker.New(agentqConfig(srv, c), rdb, opts...)
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(rctx) }()
+	end, werr := waitProcessed(ctx, rdb, int64(n), 2*time.Minute)
+	cancel()
+	if err := <-done; err != nil {
+		return 0, err
+	}
+	if werr != nil {
+		return 0, werr
+	}
+	if err := checkNoFailures(ctx, rdb); err != nil {
+		return 0, err
+	}
+	return float64(n) / end.Sub(first.time()).Seconds(), nil
+}
+
+// runAsynq is runAgentq's twin: a plain asynq server whose handler does
+// nothing, over the same prefilled tasks.
+func runAsynq(ctx context.Context, srv *redistest.Server, c, n int, tuned bool) (float64, error) {
+	return runAsynqWith(ctx, srv, c, n, tuned, nil)
+}
+
+// runAsynqWith is runAsynq whose handler also does work(ctx, task) after
+// noting its first call: the decomposition sides use it to add one piece
+// of agentq's per-task Redis work at a time.
+func runAsynqWith(ctx context.Context, srv *redistest.Server, c, n int, tuned bool,
+	work func(rdb redis.UniversalClient) func(context.Context, *asynq.Task) error) (float64, error) {
+	rdb := newClient(srv)
+	defer rdb.Close()
+	if err := prefill(ctx, rdb, n); err != nil {
+		return 0, err
+	}
+	var first firstMark
+	do := func(context.Context, *asynq.Task) error { return nil }
+	if work != nil {
+		do = work(rdb)
+	}
+	s := asynq.NewServerFromRedisClient(rdb, asynqConfig(c, tuned))
+	if err := s.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		first.hit()
+		return do(ctx, t)
+	})); err != nil {
+		return 0, err
+	}
+	end, werr := waitProcessed(ctx, rdb, int64(n), 2*time.Minute)
+	s.Shutdown()
+	if werr != nil {
+		return 0, werr
+	}
+	if err := checkNoFailures(ctx, rdb); err != nil {
+		return 0, err
+	}
+	return float64(n) / end.Sub(first.time()).Seconds(), nil
+}
+
+// storeWork is agentq's per-task bookkeeping without the rest of the
+// pipeline: decode the envelope, Begin the attempt, record the success;
+// with gate, the breaker's Allow (and Record) around it.
+func storeWork(gate bool) func(rdb redis.UniversalClient) func(context.Context, *asynq.Task) error {
+	return func(rdb redis.UniversalClient) func(context.Context, *asynq.Task) error {
+		st := tasks.NewStore(rdb)
+		br := resilience.NewBreakers(rdb, resilience.WithLogger(discardLogger()))
+		return func(ctx context.Context, t *asynq.Task) error {
+			env, err := tasks.Decode(t.Payload())
+			if err != nil {
+				return err
+			}
+			var adm resilience.Admission
+			if gate {
+				if adm, err = br.Allow(ctx, env.Agent, resilience.BreakerConfig{}); err != nil {
+					return err
+				}
+			}
+			if _, err := st.Begin(ctx, env); err != nil {
+				return err
+			}
+			if gate {
+				if _, err := br.Record(ctx, env.Agent, resilience.BreakerConfig{}, adm, resilience.OutcomeSuccess); err != nil {
+					return err
+				}
+			}
+			return st.Transition(ctx, env.ID, tasks.Patch{State: tasks.StateSucceeded, ClearError: true},
+				tasks.Event{Event: tasks.EventSucceeded, Attempt: 1, Agent: env.Agent})
+		}
+	}
+}
+
+func TestMedianAndPercentile(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		xs   []float64
+		want float64
+	}{
+		{"empty", nil, 0},
+		{"odd", []float64{3, 1, 2}, 2},
+		{"even", []float64{4, 1, 3, 2}, 2.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.InDelta(t, tc.want, median(tc.xs), 1e-9)
+		})
+	}
+	ds := make([]time.Duration, 100)
+	for i := range ds {
+		ds[i] = time.Duration(100-i) * time.Millisecond
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {95, 95 * time.Millisecond}, {100, 100 * time.Millisecond}, {1, time.Millisecond}} {
+		require.Equal(t, tc.want, percentile(ds, tc.p), "p%v", tc.p)
+	}
+	require.Zero(t, percentile(nil, 50))
+}
