@@ -171,6 +171,7 @@ agents:
 		spec{"outage-1", "outage", "backend down ~2.5s: retries run out, restarted, recovers", `{}`},
 		spec{"typo-1", "summarise", "unknown agent → not_supported, dead letter", `{}`},
 	)
+	fmt.Fprintln(out, "\nnote: the demo shortens restart delays to 1s, 2s, 4s (production default: 1m, 2m, 4m)")
 	fmt.Fprintf(out, "\nenqueueing %d tasks:\n", len(specs))
 	ids := make([]string, 0, len(specs))
 	for _, s := range specs {
