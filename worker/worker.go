@@ -278,10 +278,11 @@ func CheckBearer(r *http.Request, token string) bool {
 		return true
 	}
 	h := r.Header.Get("Authorization")
-	got, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
+	const scheme = "bearer " // the scheme is case-insensitive (RFC 9110 §11.1)
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
 		return false
 	}
+	got := strings.TrimSpace(h[len(scheme):])
 	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
