@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -163,7 +164,9 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		v.Class = resilience.Canceled
 	case timedOut:
 		v.Class = resilience.Timeout
-		runErr = fmt.Errorf("agent timed out after %s: %w", sp.timeout, runErr)
+		if !strings.Contains(runErr.Error(), "timed out") {
+			runErr = fmt.Errorf("agent timed out after %s: %w", sp.timeout, runErr)
+		}
 	default:
 		v = p.classify(runErr)
 		if v.Class == "" {
@@ -378,10 +381,13 @@ func (p *pipeline) putFailed(id string, err error) error {
 // deadLetterPayload keeps an undecodable payload as a dead letter
 // (invalid_request): nothing is lost, and the worker goes on.
 func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *tasks.Envelope, derr error) error {
+	// The asynq task ID is the only trustworthy identity of a payload that
+	// failed its checks: the payload's own ID may be the reason it failed,
+	// or name another task whose record must not be touched.
 	id, _ := asynq.GetTaskID(ctx)
 	e := &tasks.Envelope{ID: id}
-	if env != nil && env.ID != "" && len(env.ID) <= tasks.MaxIDLen {
-		e.ID, e.Agent, e.Action, e.CorrelationID, e.Queue = env.ID, env.Agent, env.Action, env.CorrelationID, env.Queue
+	if env != nil {
+		e.Agent, e.Action, e.CorrelationID, e.Queue = env.Agent, env.Action, env.CorrelationID, env.Queue
 		if json.Valid(env.Params) {
 			e.Params = env.Params
 		}
