@@ -69,10 +69,19 @@ type proc struct {
 
 func start(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
+	return startEnv(t, name, nil, bin, args...)
+}
+
+// startEnv is start with extra environment variables (NAME=value) for the process.
+func startEnv(t *testing.T, name string, env []string, bin string, args ...string) *proc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	require.NoError(t, err)
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())

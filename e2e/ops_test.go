@@ -5,13 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,30 +16,6 @@ import (
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/tasks"
 )
-
-// startEnv is start with extra environment variables for the process.
-func startEnv(t *testing.T, name string, env []string, bin string, args ...string) *proc {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	f, err := os.Create(logPath)
-	require.NoError(t, err)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); _ = f.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.signal(syscall.SIGKILL)
-		<-p.done
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("%s log (tail):\n%s", name, tail(string(b), 4000))
-		}
-	})
-	return p
-}
 
 // get fetches url with an optional Authorization header value.
 func get(t *testing.T, url, auth string) (int, string) {

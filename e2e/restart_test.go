@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,30 +426,6 @@ agents:
 	require.Empty(t, inspectorRestarts(t, b, srv.URL()))
 }
 
-// startWithEnv is start with extra environment variables.
-func startWithEnv(t *testing.T, name string, env []string, bin string, args ...string) *proc {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	f, err := os.Create(logPath)
-	require.NoError(t, err)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); _ = f.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.signal(syscall.SIGKILL)
-		<-p.done
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			t.Logf("%s log (tail):\n%s", name, tail(string(b), 4000))
-		}
-	})
-	return p
-}
-
 // TestRestartCrashExactlyOnce: a worker killed (SIGKILL) right after it
 // scheduled a restart, before asynq acknowledged the run, leaves the run
 // leased. When the lease is recovered the stale delivery is dropped: the
@@ -472,7 +447,7 @@ func TestRestartCrashExactlyOnce(t *testing.T) {
 	be := newFlakyBackend(t, func(_ string, restart int) bool { return restart == 0 })
 	cfg := restartConfig(t, be.srv.URL, "{max_restarts: 3, delays: [1s, 2s, 4s]}")
 
-	w1 := startWithEnv(t, "worker-1", []string{"AGENTQ_FAILPOINT=after_restart_scheduled"},
+	w1 := startEnv(t, "worker-1", []string{"AGENTQ_FAILPOINT=after_restart_scheduled"},
 		b.worker, "--config", cfg, "--redis", srv.URL())
 	enqueueLLM(t, b, srv.URL(), "crash-1")
 	select {
