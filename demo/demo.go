@@ -18,7 +18,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -260,5 +259,3 @@ func tickMiniredis(mr *miniredis.Miniredis) func() {
 	}()
 	return func() { close(stop) }
 }
-
-var _ = syscall.Getpid

@@ -157,6 +157,10 @@ agents:
 		require.Equal(t, wv.attempts, v.Attempts, id)
 		require.Equal(t, wv.class, v.ErrorClass, id)
 	}
+	// A success keeps the agent's result data.
+	require.JSONEq(t, `{"mode":"echo","n":1}`, string(views["ok-1"].Result))
+	require.JSONEq(t, `{"answer":42,"task":"http-ok-1"}`, string(views["http-ok-1"].Result))
+
 	// The retries of a flaky task are in its history, classified.
 	var retries []tasks.Event
 	for _, ev := range views["flaky-1"].History {

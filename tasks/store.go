@@ -163,7 +163,13 @@ type Patch struct {
 	// asynq schedules in whole seconds, so the worker that picks the retry
 	// up early waits for the rest (see Store.NextAttemptAt).
 	NextAttemptAt time.Time
+	// Result is the agent's result data (a success); kept when it is at most
+	// MaxStoredResult bytes, otherwise replaced by a note saying so.
+	Result json.RawMessage
 }
+
+// MaxStoredResult bounds the result data kept in a task record.
+const MaxStoredResult = 64 << 10
 
 // Transition records a lifecycle event and the new state in one round trip.
 func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) error {
@@ -175,6 +181,13 @@ func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) er
 	}
 	if p.Restarts != nil {
 		fields = append(fields, "restarts", *p.Restarts)
+	}
+	if len(p.Result) > 0 {
+		res := p.Result
+		if len(res) > MaxStoredResult {
+			res, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(p.Result)})
+		}
+		fields = append(fields, "result", string(res))
 	}
 	if !p.NextAttemptAt.IsZero() {
 		fields = append(fields, "next_attempt_at", p.NextAttemptAt.UnixMilli())
@@ -218,20 +231,22 @@ func (s *Store) NextAttemptAt(ctx context.Context, id string) (time.Time, error)
 
 // View is a task as `inspector task` and the HTTP API show it (stable JSON).
 type View struct {
-	ID            string  `json:"id"`
-	Agent         string  `json:"agent"`
-	Action        string  `json:"action"`
-	State         State   `json:"state"`
-	Attempts      int     `json:"attempts"`
-	Restarts      int     `json:"restarts"`
-	ErrorClass    string  `json:"error_class"`
-	Error         string  `json:"error"`
-	Queue         string  `json:"queue,omitempty"`
-	CorrelationID string  `json:"correlation_id,omitempty"`
-	Run           int     `json:"run"`
-	EnqueuedAt    string  `json:"enqueued_at,omitempty"`
-	UpdatedAt     string  `json:"updated_at,omitempty"`
-	History       []Event `json:"history"`
+	ID            string `json:"id"`
+	Agent         string `json:"agent"`
+	Action        string `json:"action"`
+	State         State  `json:"state"`
+	Attempts      int    `json:"attempts"`
+	Restarts      int    `json:"restarts"`
+	ErrorClass    string `json:"error_class"`
+	Error         string `json:"error"`
+	Queue         string `json:"queue,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	Run           int    `json:"run"`
+	EnqueuedAt    string `json:"enqueued_at,omitempty"`
+	UpdatedAt     string `json:"updated_at,omitempty"`
+	// Result is the agent's result data once the task succeeded.
+	Result  json.RawMessage `json:"result,omitempty"`
+	History []Event         `json:"history"`
 }
 
 // Get returns task id's record and history.
@@ -259,6 +274,9 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 	v.Attempts, _ = strconv.Atoi(m["attempts"])
 	v.Restarts, _ = strconv.Atoi(m["restarts"])
 	v.Run, _ = strconv.Atoi(m["run"])
+	if r := m["result"]; r != "" && json.Valid([]byte(r)) {
+		v.Result = json.RawMessage(r)
+	}
 	if v.ID == "" {
 		v.ID = id
 	}

@@ -103,7 +103,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	if !ok {
 		return p.deadLetter(ctx, env, nil, resilience.NotSupported,
 			fmt.Sprintf("unknown agent %q: no runner is configured or registered for it", env.Agent),
-			ReasonUnknownAgent, 0, 0)
+			ReasonUnknownAgent, 0)
 	}
 	log := p.log.With("agent", env.Agent, "task_id", env.ID)
 
@@ -128,7 +128,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		return p.defer_(ctx, log, env, sp, adm)
 	}
 
-	total, err := p.store.Begin(ctx, env)
+	_, err = p.store.Begin(ctx, env)
 	if errors.Is(err, tasks.ErrStale) {
 		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, resilience.OutcomeIgnore)
 		log.Info("dropping stale delivery of a superseded run", "run", env.Run)
@@ -220,14 +220,12 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	switch d.Action {
 	case resilience.ActionSucceed:
 		ev.Event = tasks.EventSucceeded
-		if err := p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateSucceeded, ClearError: true}, ev); err != nil {
+		if err := p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateSucceeded, ClearError: true, Result: data}, ev); err != nil {
 			log.Error("could not record success", "err", err)
 		}
 		if env.Restarts > 0 {
 			p.metrics.restartResults.WithLabelValues(env.Agent, "succeeded").Inc()
 		}
-		_ = data
-		_ = total
 		return nil
 
 	case resilience.ActionRetry:
@@ -268,10 +266,10 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 			log.Error("could not schedule restart; retrying the hand-off", "err", err)
 			return &delayed{delay: time.Second, failure: false, cause: err.Error()}
 		}
-		return p.deadLetter(bg, env, &ev, v.Class, errText, reason, attempt, total)
+		return p.deadLetter(bg, env, &ev, v.Class, errText, reason, attempt)
 
 	default: // dead letter
-		return p.deadLetter(bg, env, &ev, v.Class, errText, d.Reason, attempt, total)
+		return p.deadLetter(bg, env, &ev, v.Class, errText, d.Reason, attempt)
 	}
 }
 
@@ -328,7 +326,7 @@ func (p *pipeline) defer_(ctx context.Context, log *slog.Logger, env *tasks.Enve
 // deadLetter stores the dead letter (with the full history) and then marks
 // the task. The dead letter is written first: a crash in between redelivers
 // the task, and Put is idempotent per task ID.
-func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *tasks.Event, class resilience.Class, errText, reason string, attempt, total int) error {
+func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *tasks.Event, class resilience.Class, errText, reason string, attempt int) error {
 	ctx = context.WithoutCancel(ctx)
 	if ev == nil {
 		ev = &tasks.Event{Agent: env.Agent, Restart: env.Restarts, Attempt: attempt, Worker: p.workerID}

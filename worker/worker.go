@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -312,5 +311,3 @@ func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...), "compon
 func (a asynqLogger) Fatal(args ...any) {
 	a.l.Error(fmt.Sprint(args...), "component", "asynq", "fatal", true)
 }
-
-var _ = errors.New

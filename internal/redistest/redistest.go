@@ -7,7 +7,6 @@ package redistest
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -193,5 +192,3 @@ func Version() string {
 	sc.Scan()
 	return strings.TrimSpace(sc.Text())
 }
-
-var _ = fmt.Sprintf
