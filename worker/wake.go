@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/hibiken/asynq"
 
@@ -28,8 +29,8 @@ const (
 // `inspector breaker reset`, or a half-open trial that succeeded — the
 // tasks deferred on it are moved from asynq's retry set back to pending,
 // so they run at once rather than when their deferral would have ended
-// (a trip or a cooldown may be minutes long). Every worker does this; a
-// task another worker already moved is skipped. A missed message (Redis
+// (a trip or a cooldown may be minutes long). Every worker listens; the
+// first to claim the close (per breaker generation) does the scan. A missed message (Redis
 // unreachable at that moment) only means the tasks wake at their deferral
 // time, as without this loop.
 func (w *Worker) wakeDeferred(ctx context.Context) {
@@ -50,13 +51,19 @@ func (w *Worker) wakeDeferred(ctx context.Context) {
 				return
 			}
 			var ev struct {
-				Key   string `json:"key"`
-				State string `json:"state"`
+				Key        string `json:"key"`
+				State      string `json:"state"`
+				Generation int64  `json:"generation"`
 			}
 			if json.Unmarshal([]byte(m.Payload), &ev) != nil || ev.State != string(resilience.StateClosed) {
 				continue
 			}
 			if agents, ok := keys[ev.Key]; ok {
+				// One worker scans per close: the first to claim this generation.
+				won, err := w.rdb.SetNX(ctx, rkeys.BreakerWake(ev.Key, ev.Generation), 1, time.Hour).Result()
+				if err != nil || !won {
+					continue
+				}
 				n := w.wake(insp, agents)
 				if n > 0 {
 					w.log.Info("breaker closed: deferred tasks woken", "breaker_key", ev.Key, "tasks", n)

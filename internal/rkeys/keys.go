@@ -3,6 +3,8 @@
 // so multi-key scripts work on Redis Cluster.
 package rkeys
 
+import "strconv"
+
 // Prefix starts every agentq key. asynq's own keys start with "asynq:".
 const Prefix = "agentq:"
 
@@ -58,3 +60,10 @@ func DLQScratch() string { return Prefix + "{dlq}:scratch" }
 // indexed under ("<len(agent)>:<agent><class>"), so scripts find its index
 // keys without decoding its JSON.
 func DLQRefs() string { return Prefix + "{dlq}:refs" }
+
+// BreakerWake is the claim, per breaker generation, of the worker that
+// wakes the tasks deferred on a breaker that closed (one scan, not one per
+// worker).
+func BreakerWake(key string, generation int64) string {
+	return Prefix + "{breaker:" + key + "}:wake:" + strconv.FormatInt(generation, 10)
+}
