@@ -12,8 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/agentq/agentq/api"
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -23,6 +27,8 @@ type enqueueOptions struct {
 	in                                                    time.Duration
 	json                                                  bool
 	concurrency                                           int
+	// failFast refuses tasks whose agent's breaker is open (exit 3).
+	failFast bool
 }
 
 // Validate checks the flags before anything touches Redis.
@@ -49,8 +55,13 @@ func NewEnqueuerCmd(app *App) *cobra.Command {
 	root := newRoot(app, "enqueuer", "Enqueue agent tasks (prints each task ID)", &g)
 	root.Long = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR]
 Enqueue JSON Lines:   enqueuer --file tasks.jsonl   (or --file - for standard input)
-Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…"}
-A task ID given twice is not enqueued twice.`
+Serve the HTTP API:   enqueuer serve [--http ADDR]   (see enqueuer serve --help)
+Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","fail_if_unavailable":true}
+A task ID given twice is not enqueued twice.
+--fail-if-unavailable (or "fail_if_unavailable": true on a line) refuses to
+enqueue while the agent's circuit breaker is open: exit status 3, naming the
+agent and when its breaker may admit a trial again; with --file nothing is
+enqueued when any line is refused.`
 	root.Args = noArgs
 	f := root.Flags()
 	f.StringVar(&o.agent, "agent", "", "agent to run")
@@ -63,6 +74,7 @@ A task ID given twice is not enqueued twice.`
 	f.StringVar(&o.file, "file", "", "JSON Lines file of tasks, or - for standard input")
 	f.BoolVar(&o.json, "json", false, "print a JSON result object per task instead of the ID")
 	f.IntVar(&o.concurrency, "concurrency", 16, "parallel enqueues for --file")
+	f.BoolVar(&o.failFast, "fail-if-unavailable", false, "refuse (exit 3) while the agent's circuit breaker is open")
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := o.Validate(); err != nil {
 			return err
@@ -78,11 +90,16 @@ A task ID given twice is not enqueued twice.`
 		if err := validateTask(t); err != nil {
 			return err
 		}
-		_, rdb, err := g.connect(cmd.Context(), app)
+		cfg, rdb, err := g.connect(cmd.Context(), app)
 		if err != nil {
 			return err
 		}
 		defer rdb.Close()
+		if o.failFast {
+			if err := api.CheckAvailable(cmd.Context(), resilience.NewBreakers(rdb), cfg, t.Agent); err != nil {
+				return refusal(app, o.json, err)
+			}
+		}
 		client := tasks.NewClient(rdb)
 		var opts []tasks.EnqueueOption
 		if o.in > 0 {
@@ -97,6 +114,21 @@ A task ID given twice is not enqueued twice.`
 	}
 	root.AddCommand(newServeCmd(app, &g))
 	return root
+}
+
+// refusal turns a fail-fast check's error into the command's error: an
+// *api.UnavailableError is exit 3 (with --json, its agent_unavailable
+// object is printed on stdout), anything else (Redis down) exit 1.
+func refusal(app *App, asJSON bool, err error) error {
+	var ue *api.UnavailableError
+	if !errors.As(err, &ue) {
+		return runtimeErr(err)
+	}
+	if asJSON {
+		b, _ := json.Marshal(ue.ErrorBody())
+		fmt.Fprintln(app.Out, string(b))
+	}
+	return &ExitError{Code: ExitUnavailable, Err: err}
 }
 
 func printResult(app *App, asJSON bool, res tasks.Result) {
@@ -154,6 +186,8 @@ type lineTask struct {
 	CorrelationID string          `json:"correlation_id"`
 	Queue         string          `json:"queue"`
 	In            string          `json:"in"`
+	// FailIfUnavailable refuses the line's task while its agent's breaker is open.
+	FailIfUnavailable bool `json:"fail_if_unavailable"`
 }
 
 // runEnqueueFile validates every line first; when any is bad it enqueues
@@ -172,8 +206,10 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 		r = f
 	}
 	type item struct {
-		t  tasks.Task
-		in time.Duration
+		t        tasks.Task
+		in       time.Duration
+		line     int
+		failFast bool
 	}
 	var items []item
 	var bad []string
@@ -207,7 +243,7 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 			bad = append(bad, fmt.Sprintf("line %d: %v", line, err))
 			continue
 		}
-		items = append(items, item{t, in})
+		items = append(items, item{t: t, in: in, line: line, failFast: o.failFast || lt.FailIfUnavailable})
 	}
 	if err := sc.Err(); err != nil {
 		return usageErr("--file: line %d: %v", line+1, err)
@@ -218,11 +254,20 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 		}
 		return usageErr("%d bad line(s) in %s; nothing was enqueued", len(bad), o.file)
 	}
-	_, rdb, err := g.connect(ctx, app)
+	cfg, rdb, err := g.connect(ctx, app)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
+	var checks []lineCheck
+	for _, it := range items {
+		if it.failFast {
+			checks = append(checks, lineCheck{line: it.line, agent: it.t.Agent})
+		}
+	}
+	if err := checkLines(ctx, app, o, cfg, rdb, checks); err != nil {
+		return err
+	}
 	client := tasks.NewClient(rdb)
 	results := make([]tasks.Result, len(items))
 	errs := make([]error, len(items))
@@ -265,16 +310,49 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 	return nil
 }
 
-func newServeCmd(app *App, g *global) *cobra.Command {
-	var addr string
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve the HTTP API (POST /api/v1/tasks, …)",
-		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageErr("enqueuer serve is not available in this version (see CHANGELOG)")
-		},
+// lineCheck is a --file line whose task asks for the fail-fast check.
+type lineCheck struct {
+	line  int
+	agent string
+}
+
+// checkLines runs the fail-fast check of the given --file lines (one breaker
+// read per agent). When any is refused it names each refused line and
+// returns exit 3: nothing is enqueued.
+func checkLines(ctx context.Context, app *App, o *enqueueOptions, cfg *config.Config, rdb redis.UniversalClient, lines []lineCheck) error {
+	if len(lines) == 0 {
+		return nil
 	}
-	cmd.Flags().StringVar(&addr, "http", "127.0.0.1:8080", "listen address")
-	return cmd
+	br := resilience.NewBreakers(rdb)
+	checked := map[string]error{}
+	refused := 0
+	var firstRefusal error
+	for _, lc := range lines {
+		line, agent := lc.line, lc.agent
+		err, ok := checked[agent]
+		if !ok {
+			err = api.CheckAvailable(ctx, br, cfg, agent)
+			checked[agent] = err
+		}
+		if err == nil {
+			continue
+		}
+		var ue *api.UnavailableError
+		if !errors.As(err, &ue) {
+			return runtimeErr(err)
+		}
+		refused++
+		if firstRefusal == nil {
+			firstRefusal = err
+		}
+		fmt.Fprintf(app.Err, "enqueuer: line %d: %v\n", line, err)
+		if o.json {
+			b, _ := json.Marshal(ue.ErrorBody())
+			fmt.Fprintln(app.Out, string(b))
+		}
+	}
+	if refused > 0 {
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%d task(s) refused because their agent is unavailable (first: %w); nothing was enqueued", refused, firstRefusal)}
+	}
+	return nil
 }

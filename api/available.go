@@ -1,0 +1,82 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/resilience"
+)
+
+// ErrAgentUnavailable is the sentinel of a fail-fast enqueue refused because
+// the agent's circuit breaker is open: errors.Is(err, ErrAgentUnavailable)
+// holds for every *UnavailableError.
+var ErrAgentUnavailable = errors.New("agent unavailable")
+
+// UnavailableError says which agent was refused, by which breaker, and when
+// the breaker may admit a trial again.
+type UnavailableError struct {
+	// Agent is the agent the task was for.
+	Agent string
+	// BreakerKey is the agent's breaker (config breaker_key; the agent's
+	// name when unset).
+	BreakerKey string
+	// State is the breaker's state (open).
+	State resilience.BreakerState
+	// OpenUntil is when the breaker may move to half-open and admit a trial
+	// (Redis time, UTC).
+	OpenUntil time.Time
+}
+
+func (e *UnavailableError) Error() string {
+	key := ""
+	if e.BreakerKey != e.Agent {
+		key = fmt.Sprintf(" (breaker %q)", e.BreakerKey)
+	}
+	return fmt.Sprintf("agent %q is unavailable: its circuit breaker%s is %s until %s; not enqueued",
+		e.Agent, key, e.State, e.OpenUntil.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrAgentUnavailable) true.
+func (e *UnavailableError) Is(target error) bool { return target == ErrAgentUnavailable }
+
+// ErrorBody is e as the API's (and `enqueuer --json`'s) agent_unavailable
+// JSON object.
+func (e *UnavailableError) ErrorBody() ErrorBody {
+	b := ErrorBody{Code: CodeAgentUnavailable, Error: e.Error(), Agent: e.Agent, BreakerKey: e.BreakerKey, State: string(e.State)}
+	if !e.OpenUntil.IsZero() {
+		t := e.OpenUntil.UTC()
+		b.OpenUntil = &t
+	}
+	return b
+}
+
+// CheckAvailable is CheckAvailableAt at time.Now.
+func CheckAvailable(ctx context.Context, breakers *resilience.Breakers, cfg *config.Config, agent string) error {
+	return CheckAvailableAt(ctx, breakers, cfg, agent, time.Now())
+}
+
+// CheckAvailableAt reports whether a task for agent may be enqueued under
+// fail-fast: it returns a *UnavailableError when the agent's breaker
+// (cfg.Agent(agent).BreakerKey) is open and its open_until is after now. A
+// closed or half-open breaker, or an open one whose cooldown has passed (the
+// next call would be a trial), is available: nil. A breaker that cannot be
+// read (Redis down) is that error, wrapping resilience.ErrBreakerUnavailable:
+// the caller decides (the API answers 503, the CLI exits 1).
+func CheckAvailableAt(ctx context.Context, breakers *resilience.Breakers, cfg *config.Config, agent string, now time.Time) error {
+	key := agent
+	if cfg != nil {
+		a, _ := cfg.Agent(agent)
+		key = a.BreakerKey
+	}
+	snap, err := breakers.Get(ctx, key)
+	if err != nil {
+		return fmt.Errorf("check agent %q: %w", agent, err)
+	}
+	if snap.State != resilience.StateOpen || snap.OpenUntil == nil || !snap.OpenUntil.After(now) {
+		return nil
+	}
+	return &UnavailableError{Agent: agent, BreakerKey: key, State: snap.State, OpenUntil: snap.OpenUntil.UTC()}
+}

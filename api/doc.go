@@ -1,0 +1,44 @@
+// Package api is agentq's HTTP API, served by `enqueuer serve`: other
+// services enqueue tasks, read a task's state and history, see the agents'
+// health and page or requeue dead letters over HTTP with JSON bodies.
+//
+// Routes (the table in routes.go is the single source: the mux is built from
+// it and a test checks it against the OpenAPI document, api/openapi.yaml,
+// which is embedded and served at GET /api/v1/openapi.yaml):
+//
+//	POST /api/v1/tasks                       enqueue one task or a batch {"tasks":[…]}
+//	GET  /api/v1/tasks/{id}                  the task's state and history
+//	GET  /api/v1/agents                      configured agents with their breaker
+//	GET  /api/v1/deadletters                 a page of dead letters (limit, offset, agent, class)
+//	POST /api/v1/deadletters/{id}/requeue    requeue one dead letter with a fresh budget
+//	GET  /api/v1/openapi.yaml                the OpenAPI 3 document
+//	GET  /healthz                            liveness and Redis reachability (no auth)
+//
+// # Authentication
+//
+// When Options.Token is set (enqueuer serve reads AGENTQ_API_TOKEN), every
+// route but /healthz requires "Authorization: Bearer <token>", compared in
+// constant time; otherwise 401 unauthorized.
+//
+// # Errors
+//
+// Every error is a JSON object {"code": "…", "error": "…"} whose code is one
+// of the stable Code… constants: invalid_request (400), unauthorized (401),
+// not_found (404), method_not_allowed (405), agent_unavailable (409),
+// request_too_large (413), internal (500), unavailable (503: Redis cannot
+// answer). A Redis that is down gives 503 within Options.RedisTimeout; a
+// request never hangs on it.
+//
+// # Idempotency
+//
+// A task ID chosen by the caller is an idempotency key: enqueueing it again
+// enqueues nothing and answers 200 with the existing task, where a new task
+// answers 202 Accepted.
+//
+// # Fail-fast enqueue
+//
+// A task with "fail_if_unavailable": true is refused (409 agent_unavailable,
+// with open_until and a Retry-After header) while its agent's circuit
+// breaker is open. CheckAvailable is the same check for other callers (the
+// enqueuer CLI uses it for --fail-if-unavailable).
+package api

@@ -1,0 +1,112 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/resilience"
+)
+
+// Error codes of the API (stable: clients branch on them).
+const (
+	CodeInvalidRequest   = "invalid_request"    // 400: malformed JSON, a bad field, an unknown agent
+	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
+	CodeNotFound         = "not_found"          // 404: no such task, dead letter or route
+	CodeMethodNotAllowed = "method_not_allowed" // 405: the route exists with other methods
+	CodeAgentUnavailable = "agent_unavailable"  // 409: fail-fast enqueue refused, the agent's breaker is open
+	CodeRequestTooLarge  = "request_too_large"  // 413: the body is over the size limit
+	CodeInternal         = "internal"           // 500: a bug or an unexpected Redis reply
+	CodeUnavailable      = "unavailable"        // 503: Redis cannot answer
+)
+
+// ErrorBody is the JSON of every error reply. Agent, BreakerKey, State and
+// OpenUntil are set for agent_unavailable; Index names the offending task of
+// a batch.
+type ErrorBody struct {
+	Code       string     `json:"code"`
+	Error      string     `json:"error"`
+	Index      *int       `json:"index,omitempty"`
+	Agent      string     `json:"agent,omitempty"`
+	BreakerKey string     `json:"breaker_key,omitempty"`
+	State      string     `json:"state,omitempty"`
+	OpenUntil  *time.Time `json:"open_until,omitempty"`
+}
+
+// apiError is an error with its HTTP status and body.
+type apiError struct {
+	status     int
+	body       ErrorBody
+	retryAfter time.Duration // > 0: Retry-After header
+}
+
+func (e *apiError) Error() string { return e.body.Error }
+
+func newErr(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, body: ErrorBody{Code: code, Error: fmt.Sprintf(format, args...)}}
+}
+
+func invalid(format string, args ...any) *apiError {
+	return newErr(http.StatusBadRequest, CodeInvalidRequest, format, args...)
+}
+
+// unavailableErr turns an UnavailableError into a 409 at time now.
+func unavailableErr(u *UnavailableError, now time.Time) *apiError {
+	e := &apiError{status: http.StatusConflict, body: u.ErrorBody()}
+	if !u.OpenUntil.IsZero() {
+		e.retryAfter = u.OpenUntil.Sub(now)
+	}
+	return e
+}
+
+func writeJSON(rw http.ResponseWriter, status int, v any) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.Header().Set("Cache-Control", "no-store")
+	rw.WriteHeader(status)
+	_ = json.NewEncoder(rw).Encode(v)
+}
+
+func writeError(rw http.ResponseWriter, e *apiError) {
+	if e.retryAfter > 0 {
+		secs := int64((e.retryAfter + time.Second - 1) / time.Second)
+		rw.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	}
+	if e.status == http.StatusUnauthorized {
+		rw.Header().Set("WWW-Authenticate", `Bearer realm="agentq"`)
+	}
+	writeJSON(rw, e.status, e.body)
+}
+
+// redisDown reports whether err means Redis cannot answer (refused, reset,
+// timed out, closed client, LOADING, …) rather than a reply it gave.
+func redisDown(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, resilience.ErrBreakerUnavailable) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) {
+		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS"} {
+			if redis.HasErrorPrefix(rerr, p) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,497 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/worker"
+)
+
+// TaskRequest is one task of POST /api/v1/tasks.
+type TaskRequest struct {
+	// ID is the task ID and idempotency key. Zero: a random ID.
+	ID     string `json:"id,omitempty"`
+	Agent  string `json:"agent"`
+	Action string `json:"action,omitempty"`
+	// Params is passed to the agent as is (any JSON value).
+	Params        json.RawMessage `json:"params,omitempty"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+	// Queue is the asynq queue. Zero: "default".
+	Queue string `json:"queue,omitempty"`
+	// In delays the first run by a Go duration ("30s", "5m"). Zero: now.
+	In string `json:"in,omitempty"`
+	// FailIfUnavailable refuses the task (409 agent_unavailable) while the
+	// agent's breaker is open.
+	FailIfUnavailable bool `json:"fail_if_unavailable,omitempty"`
+}
+
+// BatchRequest is a batch of POST /api/v1/tasks.
+type BatchRequest struct {
+	Tasks []TaskRequest `json:"tasks"`
+	// FailIfUnavailable applies fail-fast to every task of the batch.
+	FailIfUnavailable bool `json:"fail_if_unavailable,omitempty"`
+}
+
+// EnqueueResponse answers a single task: 202 with Created when it was
+// enqueued, 200 with Duplicate and the existing Task when its ID was
+// already enqueued.
+type EnqueueResponse struct {
+	ID        string      `json:"id"`
+	Created   bool        `json:"created"`
+	Duplicate bool        `json:"duplicate"`
+	State     tasks.State `json:"state"`
+	Task      *tasks.View `json:"task,omitempty"`
+}
+
+// ItemResult is one task's result in a BatchResponse: Code and Error are
+// set when that task could not be enqueued (Redis failed mid-batch).
+type ItemResult struct {
+	Index     int         `json:"index"`
+	ID        string      `json:"id"`
+	Created   bool        `json:"created"`
+	Duplicate bool        `json:"duplicate"`
+	State     tasks.State `json:"state,omitempty"`
+	Code      string      `json:"code,omitempty"`
+	Error     string      `json:"error,omitempty"`
+}
+
+// BatchResponse answers a batch: 202 when any task was created, 200 when
+// every one already existed. When none could be enqueued at all, the status
+// is that of the first failure (503, 500) and Code and Error are set.
+type BatchResponse struct {
+	Results    []ItemResult `json:"results"`
+	Created    int          `json:"created"`
+	Duplicates int          `json:"duplicates"`
+	Failed     int          `json:"failed"`
+	Code       string       `json:"code,omitempty"`
+	Error      string       `json:"error,omitempty"`
+}
+
+// item is a validated task.
+type item struct {
+	task     tasks.Task
+	delay    time.Duration
+	failFast bool
+}
+
+// readBody reads the (size-limited) body.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil {
+		return nil, invalid("request body is empty; expected JSON")
+	}
+	b, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, newErr(http.StatusRequestEntityTooLarge, CodeRequestTooLarge, "request body is larger than %d bytes", mbe.Limit)
+	}
+	if err != nil {
+		return nil, invalid("reading the request body: %v", err)
+	}
+	return b, nil
+}
+
+// jsonError describes a decoding error with its position in data.
+func jsonError(what string, data []byte, err error) *apiError {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		line, col := position(data, se.Offset)
+		return invalid("malformed JSON in %s at line %d, column %d (byte offset %d): %v", what, line, col, se.Offset, err)
+	case errors.As(err, &te):
+		line, col := position(data, te.Offset)
+		field := te.Field
+		if field == "" {
+			return invalid("%s must be a JSON object, got JSON %s (line %d, column %d)", what, te.Value, line, col)
+		}
+		return invalid("%s: field %q: expected %s, got JSON %s (line %d, column %d)", what, field, te.Type, te.Value, line, col)
+	case errors.Is(err, io.EOF):
+		return invalid("%s is empty; expected a JSON object", what)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("malformed JSON in %s: unexpected end of input at byte offset %d", what, len(data))
+	}
+	return invalid("%s: %v", what, err)
+}
+
+// position turns a byte offset into a 1-based line and column.
+func position(data []byte, off int64) (line, col int) {
+	off = max(0, min(off, int64(len(data))))
+	before := data[:off]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = int(off) - (bytes.LastIndexByte(before, '\n') + 1)
+	return line, max(col, 1)
+}
+
+// strictDecode decodes one JSON object into v, refusing unknown fields.
+func strictDecode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// validate checks one task and resolves its fields; prefix names it in
+// messages ("" or "tasks[3]: ").
+func (s *Server) validate(tr TaskRequest, prefix string) (item, error) {
+	if tr.Agent == "" {
+		return item{}, invalid("%sfield \"agent\" is required", prefix)
+	}
+	if len(s.cfg.Agents) > 0 {
+		if _, ok := s.cfg.Agents[tr.Agent]; !ok {
+			return item{}, invalid("%sunknown agent %q (configured agents: %v)", prefix, tr.Agent, s.cfg.AgentNames())
+		}
+	}
+	env := tasks.Envelope{ID: tr.ID, Agent: tr.Agent, Params: tr.Params}
+	if env.ID == "" {
+		env.ID = "x"
+	}
+	var ve *tasks.ValidationError
+	if err := env.Validate(); errors.As(err, &ve) {
+		return item{}, invalid("%sfield %q %s", prefix, ve.Field, ve.Reason)
+	} else if err != nil {
+		return item{}, invalid("%s%v", prefix, err)
+	}
+	it := item{
+		task:     tasks.Task{ID: tr.ID, Agent: tr.Agent, Action: tr.Action, Params: tr.Params, CorrelationID: tr.CorrelationID, Queue: tr.Queue},
+		failFast: tr.FailIfUnavailable,
+	}
+	if tr.In != "" {
+		d, err := time.ParseDuration(tr.In)
+		if err != nil || d < 0 {
+			return item{}, invalid("%sfield \"in\" is not a non-negative Go duration such as \"30s\" or \"5m\": %q", prefix, tr.In)
+		}
+		it.delay = d
+	}
+	return it, nil
+}
+
+// parseEnqueue decodes and validates a single task or a batch; batch tells
+// which it was.
+func (s *Server) parseEnqueue(data []byte) (items []item, batch bool, err error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, false, invalid("request body is empty; expected a task object or {\"tasks\": [...]}")
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return nil, false, jsonError("the request body", data, err)
+	}
+	if _, ok := top["tasks"]; !ok {
+		var tr TaskRequest
+		if err := strictDecode(data, &tr); err != nil {
+			return nil, false, jsonError("the task", data, err)
+		}
+		it, err := s.validate(tr, "")
+		if err != nil {
+			return nil, false, err
+		}
+		return []item{it}, false, nil
+	}
+	var br struct {
+		Tasks             []json.RawMessage `json:"tasks"`
+		FailIfUnavailable bool              `json:"fail_if_unavailable"`
+	}
+	if err := strictDecode(data, &br); err != nil {
+		return nil, true, jsonError("the batch", data, err)
+	}
+	switch {
+	case len(br.Tasks) == 0:
+		return nil, true, invalid("field \"tasks\" is empty; a batch needs at least one task")
+	case len(br.Tasks) > s.opts.MaxBatch:
+		return nil, true, invalid("field \"tasks\" has %d tasks; a batch may have at most %d", len(br.Tasks), s.opts.MaxBatch)
+	}
+	items = make([]item, len(br.Tasks))
+	for i, raw := range br.Tasks {
+		prefix := fmt.Sprintf("tasks[%d]: ", i)
+		var tr TaskRequest
+		if err := strictDecode(raw, &tr); err != nil {
+			e := jsonError(fmt.Sprintf("tasks[%d]", i), raw, err)
+			e.body.Index = &i
+			return nil, true, e
+		}
+		it, err := s.validate(tr, prefix)
+		if err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) {
+				ae.body.Index = &i
+			}
+			return nil, true, err
+		}
+		it.failFast = it.failFast || br.FailIfUnavailable
+		items[i] = it
+	}
+	return items, true, nil
+}
+
+// enqueue serves POST /api/v1/tasks.
+func (s *Server) enqueue(rw http.ResponseWriter, r *http.Request) error {
+	data, err := readBody(r, s.opts.MaxBody)
+	if err != nil {
+		return err
+	}
+	items, batch, err := s.parseEnqueue(data)
+	if err != nil {
+		return err
+	}
+	n := 1
+	if batch {
+		n = 4
+	}
+	ctx, cancel := s.bounded(r, n)
+	defer cancel()
+
+	// Fail-fast: every refused task refuses the request, before anything is
+	// enqueued. One breaker read per agent.
+	checked := map[string]error{}
+	now := s.opts.Now()
+	for i, it := range items {
+		if !it.failFast {
+			continue
+		}
+		err, ok := checked[it.task.Agent]
+		if !ok {
+			err = CheckAvailableAt(ctx, s.breakers, s.cfg, it.task.Agent, now)
+			checked[it.task.Agent] = err
+		}
+		if err == nil {
+			continue
+		}
+		var ue *UnavailableError
+		if errors.As(err, &ue) {
+			ae := unavailableErr(ue, now)
+			if batch {
+				idx := i
+				ae.body.Index = &idx
+				ae.body.Error = fmt.Sprintf("tasks[%d]: %s; nothing was enqueued", i, ae.body.Error)
+			}
+			return ae
+		}
+		return err
+	}
+
+	if !batch {
+		it := items[0]
+		res, err := s.client.Enqueue(ctx, it.task, enqueueOpts(it)...)
+		if err != nil {
+			return err
+		}
+		if !res.Duplicate {
+			rw.Header().Set("Location", "/api/v1/tasks/"+url.PathEscape(res.ID))
+			writeJSON(rw, http.StatusAccepted, EnqueueResponse{ID: res.ID, Created: true, State: res.State})
+			return nil
+		}
+		out := EnqueueResponse{ID: res.ID, Duplicate: true, State: res.State}
+		if v, err := s.store.Get(ctx, res.ID); err == nil {
+			out.Task = v
+			out.State = v.State
+		}
+		writeJSON(rw, http.StatusOK, out)
+		return nil
+	}
+	return s.enqueueBatch(rw, r, ctx, items)
+}
+
+func enqueueOpts(it item) []tasks.EnqueueOption {
+	if it.delay > 0 {
+		return []tasks.EnqueueOption{tasks.ProcessIn(it.delay)}
+	}
+	return nil
+}
+
+// enqueueBatch enqueues validated items, 8 at a time. A caller ID repeated
+// within the batch is enqueued once; its later copies are duplicates.
+func (s *Server) enqueueBatch(rw http.ResponseWriter, r *http.Request, ctx context.Context, items []item) error {
+	results := make([]ItemResult, len(items))
+	errs := make([]error, len(items))
+	first := map[string]int{}
+	var work []int
+	for i, it := range items {
+		results[i].Index = i
+		if id := it.task.ID; id != "" {
+			if j, ok := first[id]; ok {
+				results[i].ID = id
+				results[i].Duplicate = true
+				errs[i] = errSameAs{j}
+				continue
+			}
+			first[id] = i
+		}
+		work = append(work, i)
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < min(8, len(work)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				res, err := s.client.Enqueue(ctx, items[i].task, enqueueOpts(items[i])...)
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				results[i] = ItemResult{Index: i, ID: res.ID, Created: !res.Duplicate, Duplicate: res.Duplicate, State: res.State}
+			}
+		}()
+	}
+	for _, i := range work {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	out := BatchResponse{Results: results}
+	var firstErr *apiError
+	for i := range results {
+		var same errSameAs
+		switch {
+		case errors.As(errs[i], &same):
+			src := results[same.index]
+			results[i].State = src.State
+			if src.Code != "" {
+				results[i].Code, results[i].Error = src.Code, src.Error
+			}
+		case errs[i] != nil:
+			ae := s.classify(r.Context(), errs[i])
+			results[i].Code, results[i].Error = ae.body.Code, ae.body.Error
+			if firstErr == nil {
+				firstErr = ae
+			}
+		}
+		switch {
+		case results[i].Code != "":
+			out.Failed++
+		case results[i].Created:
+			out.Created++
+		default:
+			out.Duplicates++
+		}
+	}
+	status := http.StatusOK
+	switch {
+	case out.Created > 0:
+		status = http.StatusAccepted
+	case firstErr != nil:
+		status = firstErr.status
+		out.Code = firstErr.body.Code
+		out.Error = fmt.Sprintf("no task of the batch could be enqueued: %s", firstErr.body.Error)
+	}
+	writeJSON(rw, status, out)
+	return nil
+}
+
+// errSameAs marks a batch item whose ID repeats item index's.
+type errSameAs struct{ index int }
+
+func (e errSameAs) Error() string { return fmt.Sprintf("same ID as tasks[%d]", e.index) }
+
+// getTask serves GET /api/v1/tasks/{id}.
+func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := s.bounded(r, 1)
+	defer cancel()
+	id := r.PathValue("id")
+	v, err := s.store.Get(ctx, id)
+	if errors.Is(err, tasks.ErrNotFound) {
+		return newErr(http.StatusNotFound, CodeNotFound, "no task %q (never enqueued, or its record expired)", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(rw, http.StatusOK, v)
+	return nil
+}
+
+// agents serves GET /api/v1/agents: every configured agent with its breaker.
+func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := s.bounded(r, 1)
+	defer cancel()
+	out := []worker.AgentSummary{}
+	for _, name := range s.cfg.AgentNames() {
+		a, _ := s.cfg.Agent(name)
+		snap, err := s.breakers.Get(ctx, a.BreakerKey)
+		if err != nil {
+			return err
+		}
+		out = append(out, worker.AgentSummary{Agent: name, BreakerSnapshot: snap})
+	}
+	writeJSON(rw, http.StatusOK, map[string]any{"agents": out})
+	return nil
+}
+
+// DeadLetterPage is the reply of GET /api/v1/deadletters.
+type DeadLetterPage struct {
+	DeadLetters []*deadletter.Entry `json:"deadletters"`
+	// Total is how many dead letters the filters select in all.
+	Total  int64 `json:"total"`
+	Limit  int   `json:"limit"`
+	Offset int   `json:"offset"`
+}
+
+// deadLetters serves GET /api/v1/deadletters?limit=&offset=&agent=&class=.
+func (s *Server) deadLetters(rw http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := intParam(q, "limit", DefaultDeadLetterLimit, 1, MaxDeadLetterLimit)
+	if err != nil {
+		return err
+	}
+	offset, err := intParam(q, "offset", 0, 0, 1<<31-1)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.bounded(r, 1)
+	defer cancel()
+	entries, total, err := s.dlq.List(ctx, deadletter.Filter{Agent: q.Get("agent"), Class: q.Get("class"), Offset: offset, Limit: limit})
+	if err != nil {
+		return err
+	}
+	if entries == nil {
+		entries = []*deadletter.Entry{}
+	}
+	writeJSON(rw, http.StatusOK, DeadLetterPage{DeadLetters: entries, Total: total, Limit: limit, Offset: offset})
+	return nil
+}
+
+func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
+	s := q.Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, invalid("query parameter %q must be an integer from %d to %d (got %q)", name, lo, hi, s)
+	}
+	return n, nil
+}
+
+// RequeueResponse is the reply of POST /api/v1/deadletters/{id}/requeue:
+// the task is pending again, and DeadLetter is the entry that was removed.
+type RequeueResponse struct {
+	ID         string            `json:"id"`
+	State      tasks.State       `json:"state"`
+	DeadLetter *deadletter.Entry `json:"deadletter"`
+}
+
+// requeue serves POST /api/v1/deadletters/{id}/requeue.
+func (s *Server) requeue(rw http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := s.bounded(r, 1)
+	defer cancel()
+	id := r.PathValue("id")
+	e, err := s.dlq.RequeueTask(ctx, s.client, id)
+	if errors.Is(err, deadletter.ErrNotFound) {
+		return newErr(http.StatusNotFound, CodeNotFound, "no dead letter %q", id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(rw, http.StatusOK, RequeueResponse{ID: id, State: tasks.StatePending, DeadLetter: e})
+	return nil
+}

@@ -1,0 +1,84 @@
+package api
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// Route is one operation of the API. The mux is built from Routes, and a
+// test checks that api/openapi.yaml documents exactly these operations.
+type Route struct {
+	// Method is the HTTP method (GET, POST).
+	Method string
+	// Path is both the net/http ServeMux pattern and the OpenAPI path
+	// ("/api/v1/tasks/{id}").
+	Path string
+	// Auth is true when the route requires the bearer token (when one is set).
+	Auth bool
+
+	handle handlerFunc
+}
+
+// handlerFunc serves one operation; a returned error is written as the
+// JSON error reply (an *apiError as is, anything else classified).
+type handlerFunc func(s *Server, rw http.ResponseWriter, r *http.Request) error
+
+// routes is the route table: the one list the mux and the OpenAPI test use.
+var routes = []Route{
+	{Method: http.MethodPost, Path: "/api/v1/tasks", Auth: true, handle: (*Server).enqueue},
+	{Method: http.MethodGet, Path: "/api/v1/tasks/{id}", Auth: true, handle: (*Server).getTask},
+	{Method: http.MethodGet, Path: "/api/v1/agents", Auth: true, handle: (*Server).agents},
+	{Method: http.MethodGet, Path: "/api/v1/deadletters", Auth: true, handle: (*Server).deadLetters},
+	{Method: http.MethodPost, Path: "/api/v1/deadletters/{id}/requeue", Auth: true, handle: (*Server).requeue},
+	{Method: http.MethodGet, Path: "/api/v1/openapi.yaml", Auth: false, handle: (*Server).openAPI},
+	{Method: http.MethodGet, Path: "/healthz", Auth: false, handle: (*Server).healthz},
+}
+
+// Routes returns the API's operations (method, path, whether the token is
+// required), in the order of the table.
+func Routes() []Route {
+	out := make([]Route, len(routes))
+	for i, r := range routes {
+		out[i] = Route{Method: r.Method, Path: r.Path, Auth: r.Auth}
+	}
+	return out
+}
+
+// buildMux registers one handler per path that dispatches on the method, so
+// that a wrong method is a JSON 405 (with Allow) rather than the mux's
+// plain-text one, and a catch-all JSON 404.
+func (s *Server) buildMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	byPath := map[string][]Route{}
+	var order []string
+	for _, r := range routes {
+		if _, ok := byPath[r.Path]; !ok {
+			order = append(order, r.Path)
+		}
+		byPath[r.Path] = append(byPath[r.Path], r)
+	}
+	for _, p := range order {
+		rs := byPath[p]
+		var allow []string
+		for _, r := range rs {
+			allow = append(allow, r.Method)
+		}
+		slices.Sort(allow)
+		mux.HandleFunc(p, func(rw http.ResponseWriter, req *http.Request) {
+			for _, rt := range rs {
+				if req.Method == rt.Method || (req.Method == http.MethodHead && rt.Method == http.MethodGet) {
+					s.serveRoute(rt, rw, req)
+					return
+				}
+			}
+			rw.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(rw, newErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+				"method %s is not allowed on %s (allowed: %s)", req.Method, p, strings.Join(allow, ", ")))
+		})
+	}
+	mux.HandleFunc("/", func(rw http.ResponseWriter, req *http.Request) {
+		writeError(rw, newErr(http.StatusNotFound, CodeNotFound, "no route %s %s (see GET /api/v1/openapi.yaml)", req.Method, req.URL.Path))
+	})
+	return mux
+}

@@ -1,0 +1,237 @@
+package api
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/worker"
+)
+
+// Defaults of Options.
+const (
+	// DefaultAddr is the listen address of `enqueuer serve` (loopback only:
+	// put a proxy or an explicit --http in front to expose it).
+	DefaultAddr = "127.0.0.1:8080"
+	// DefaultMaxBody is the request body limit (1 MiB).
+	DefaultMaxBody = 1 << 20
+	// DefaultRedisTimeout bounds the Redis work of one request.
+	DefaultRedisTimeout = 3 * time.Second
+	// DefaultMaxBatch is the most tasks one POST /api/v1/tasks may carry.
+	DefaultMaxBatch = 1000
+	// DefaultDeadLetterLimit and MaxDeadLetterLimit are the page sizes of
+	// GET /api/v1/deadletters.
+	DefaultDeadLetterLimit = 50
+	MaxDeadLetterLimit     = 1000
+)
+
+// EnvToken is the environment variable `enqueuer serve` reads the bearer
+// token from.
+const EnvToken = "AGENTQ_API_TOKEN"
+
+//go:embed openapi.yaml
+var openAPIDoc []byte
+
+// OpenAPI returns the embedded OpenAPI 3 document (api/openapi.yaml).
+func OpenAPI() []byte { return append([]byte(nil), openAPIDoc...) }
+
+// Options configure a Server. The zero value is usable: no token, the
+// defaults above, time.Now and slog.Default().
+type Options struct {
+	// Token is the bearer token every route but /healthz and the OpenAPI
+	// document requires. Zero: no authentication.
+	Token string
+	// MaxBody limits request bodies (413 request_too_large). Zero: DefaultMaxBody.
+	MaxBody int64
+	// RedisTimeout bounds the Redis work of one request (a batch gets four
+	// times as long); past it the reply is 503 unavailable. Zero: DefaultRedisTimeout.
+	RedisTimeout time.Duration
+	// MaxBatch bounds the tasks of one batch. Zero: DefaultMaxBatch.
+	MaxBatch int
+	// Now is the clock fail-fast compares a breaker's open_until with. Zero: time.Now.
+	Now func() time.Time
+	// Logger logs server errors (5xx) and the listener. Zero: slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the HTTP API on one Redis and one configuration.
+type Server struct {
+	rdb      redis.UniversalClient
+	cfg      *config.Config
+	opts     Options
+	client   *tasks.Client
+	store    *tasks.Store
+	dlq      *deadletter.Store
+	breakers *resilience.Breakers
+	handler  http.Handler
+}
+
+// New returns the API server on rdb. cfg gives the known agents (a task for
+// an agent cfg does not name is 400 invalid_request; when cfg names no agent
+// at all the check is off, since agents registered only in Go code cannot be
+// known) and their breaker keys. nil cfg means config.Default().
+//
+// rdb should have ContextTimeoutEnabled (cli.OpenRedis sets it), so that a
+// Redis that stops answering is bounded by the request's deadline.
+func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
+	}
+	if opts.RedisTimeout <= 0 {
+		opts.RedisTimeout = DefaultRedisTimeout
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	client := tasks.NewClient(rdb)
+	s := &Server{
+		rdb: rdb, cfg: cfg, opts: opts, client: client, store: client.Store(),
+		dlq:      deadletter.NewStore(rdb),
+		breakers: resilience.NewBreakers(rdb, resilience.WithCallTimeout(opts.RedisTimeout), resilience.WithLogger(opts.Logger)),
+	}
+	s.handler = s.buildMux()
+	return s
+}
+
+// Handler returns the API's http.Handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve serves the API on ln until ctx is done, then shuts down gracefully
+// (in-flight requests get up to 10s) and returns nil. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("api: serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("api: serve %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// ListenAndServe listens on addr (DefaultAddr when empty) and calls Serve.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("api: listen: %w", err)
+	}
+	s.opts.Logger.Info("api listening", "addr", ln.Addr().String(), "auth", s.opts.Token != "")
+	return s.Serve(ctx, ln)
+}
+
+// serveRoute runs one route: auth, body limit, a bounded context, and the
+// error reply.
+func (s *Server) serveRoute(rt Route, rw http.ResponseWriter, r *http.Request) {
+	if rt.Auth && !worker.CheckBearer(r, s.opts.Token) {
+		msg := "missing or wrong bearer token (send Authorization: Bearer <token>)"
+		if r.Header.Get("Authorization") == "" {
+			msg = "missing bearer token (send Authorization: Bearer <token>)"
+		}
+		writeError(rw, newErr(http.StatusUnauthorized, CodeUnauthorized, "%s", msg))
+		return
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(rw, r.Body, s.opts.MaxBody)
+	}
+	err := rt.handle(s, rw, r)
+	if err == nil {
+		return
+	}
+	ae := s.classify(r.Context(), err)
+	if ae.status >= 500 {
+		s.opts.Logger.Warn("api request failed", "method", r.Method, "path", r.URL.Path, "status", ae.status, "err", err)
+	}
+	writeError(rw, ae)
+}
+
+// classify turns a handler's error into its reply: an *apiError as is,
+// not-found errors as 404, fail-fast refusals as 409, Redis that cannot
+// answer as 503 and anything else as 500 — unless a quick PING shows Redis
+// is down, which makes it 503 too.
+func (s *Server) classify(ctx context.Context, err error) *apiError {
+	var ae *apiError
+	var ue *UnavailableError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &ue):
+		return unavailableErr(ue, s.opts.Now())
+	case errors.Is(err, tasks.ErrNotFound), errors.Is(err, deadletter.ErrNotFound):
+		return newErr(http.StatusNotFound, CodeNotFound, "%v", err)
+	case errors.Is(err, tasks.ErrInvalidEnvelope):
+		return invalid("%v", err)
+	case redisDown(err):
+		return newErr(http.StatusServiceUnavailable, CodeUnavailable, "redis unavailable: %v", err)
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(time.Second, s.opts.RedisTimeout))
+	defer cancel()
+	if perr := s.rdb.Ping(pctx).Err(); perr != nil {
+		return newErr(http.StatusServiceUnavailable, CodeUnavailable, "redis unavailable: %v", err)
+	}
+	return newErr(http.StatusInternalServerError, CodeInternal, "%v", err)
+}
+
+// bounded is the request's context bounded by the Redis timeout (times n).
+func (s *Server) bounded(r *http.Request, n int) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), time.Duration(n)*s.opts.RedisTimeout)
+}
+
+func (s *Server) healthz(rw http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), min(2*time.Second, s.opts.RedisTimeout))
+	defer cancel()
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{
+			"status": "unavailable", "redis": "down", "code": CodeUnavailable, "error": "redis unreachable: " + err.Error(),
+		})
+		return nil
+	}
+	writeJSON(rw, http.StatusOK, map[string]string{"status": "ok", "redis": "ok"})
+	return nil
+}
+
+func (s *Server) openAPI(rw http.ResponseWriter, _ *http.Request) error {
+	rw.Header().Set("Content-Type", "application/yaml")
+	_, _ = rw.Write(openAPIDoc)
+	return nil
+}
