@@ -232,6 +232,18 @@ func WithCallTimeout(d time.Duration) BreakerOption { return func(b *Breakers) {
 // counters; zero means 1s.
 func WithFlushInterval(d time.Duration) BreakerOption { return func(b *Breakers) { b.flushEvery = d } }
 
+// ScriptRunner runs a Redis script and returns its reply, like
+// (*redis.Script).Run; see WithScriptRunner.
+type ScriptRunner interface {
+	Run(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error)
+}
+
+// WithScriptRunner sends admissions and outcomes through r, e.g. a
+// group-committing batcher that lets concurrent calls share one pipelined
+// round trip. Every call is still one atomic script applied before it
+// returns; nil keeps one round trip per call.
+func WithScriptRunner(r ScriptRunner) BreakerOption { return func(b *Breakers) { b.runner = r } }
+
 // FallbackRetry is the RetryAt offset Allow gives, when Redis is unavailable,
 // to a breaker last seen half-open (or open past its cooldown): trials cannot
 // be coordinated without Redis, so the fallback denies them.
@@ -247,7 +259,10 @@ type Breakers struct {
 	timeout    time.Duration
 	flushEvery time.Duration
 
+	runner ScriptRunner // nil: each script call is its own round trip
+
 	seen sync.Map // breaker key -> struct{}: already in the rkeys.Breakers() index
+	view view     // local CLOSED view, live while Start's subscription is (breaker_view.go)
 
 	mu      sync.Mutex
 	pending map[string]int64    // batched happy-path successes, by key
@@ -321,7 +336,9 @@ func (b *Breakers) bound(ctx context.Context) (context.Context, context.CancelFu
 // luaPrelude is shared by every breaker script.
 //
 //	now_ms(a)  - a's number, or the Redis server TIME in ms when a is "".
-//	announce(channel, key, state, gen) - PUBLISH {key,state,generation}.
+//	announce(channel, key, state, gen, cf, kind) - PUBLISH {key,state,generation,
+//	  consecutive_failures,kind}; cf and kind may be nil. kind "count" marks a
+//	  change of consecutive_failures within CLOSED (no transition).
 const luaPrelude = `
 local function now_ms(a)
   local n = tonumber(a)
@@ -329,8 +346,8 @@ local function now_ms(a)
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local function announce(channel, key, state, gen)
-  redis.call('PUBLISH', channel, cjson.encode({key = key, state = state, generation = gen}))
+local function announce(channel, key, state, gen, cf, kind)
+  redis.call('PUBLISH', channel, cjson.encode({key = key, state = state, generation = gen, consecutive_failures = cf, kind = kind}))
 end
 local function load(k)
   local h = redis.call('HMGET', k, 'state', 'generation', 'consecutive_failures', 'open_until')
@@ -380,12 +397,19 @@ return {0, state, gen, '', tonumber(first[2]), cf, tonumber(first[2]) - now}
 
 // Allow asks whether a call to the backend behind key may proceed. In CLOSED
 // it costs one EVALSHA (the first call per key and process also adds the key
-// to the index in the same round trip). When Redis is unavailable it returns
+// to the index in the same round trip) — or nothing, after Start, while the
+// local view holds the breaker CLOSED (see breaker_view.go: the view follows
+// the breaker event channel and is re-read from Redis at least every
+// ViewTTL). When Redis is unavailable it returns
 // an error wrapping ErrBreakerUnavailable together with an Admission decided
 // from the last state this process saw: closed or unknown → allowed; open
 // before its open_until → denied until then; otherwise denied for
 // FallbackRetry. A fallback admission is never a trial (no Token).
 func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Admission, error) {
+	if e, ok := b.view.closed(key, b.local()); ok {
+		return Admission{Allowed: true, State: StateClosed, Generation: e.gen, ConsecutiveFailures: e.cf}, nil
+	}
+	epoch := b.view.snapshot()
 	cfg = cfg.withDefaults()
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
@@ -424,6 +448,7 @@ func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Ad
 		ls.openUntil = adm.RetryAt
 	}
 	b.remember(key, ls)
+	b.view.put(key, epoch, viewEntry{state: adm.State, gen: adm.Generation, cf: adm.ConsecutiveFailures, at: b.local()})
 	return adm, nil
 }
 
@@ -505,9 +530,10 @@ if out == 'f' then
     ou = now + tonumber(ARGV[3])
     redis.call('DEL', KEYS[2])
     redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', cf, 'open_until', ou)
-    announce(ARGV[7], ARGV[8], state, gen)
+    announce(ARGV[7], ARGV[8], state, gen, cf)
   else
     redis.call('HSET', KEYS[1], 'consecutive_failures', cf)
+    announce(ARGV[7], ARGV[8], state, gen, cf, 'count')
   end
 elseif state == 'half_open' then
   state = 'closed'
@@ -516,10 +542,11 @@ elseif state == 'half_open' then
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', 0)
   redis.call('HDEL', KEYS[1], 'open_until')
-  announce(ARGV[7], ARGV[8], state, gen)
+  announce(ARGV[7], ARGV[8], state, gen, 0)
 elseif cf ~= 0 then
   cf = 0
   redis.call('HSET', KEYS[1], 'consecutive_failures', 0)
+  announce(ARGV[7], ARGV[8], state, gen, 0, 'count')
 end
 return ret()
 `)
@@ -558,6 +585,7 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 		}
 	}
 	cfg = cfg.withDefaults()
+	epoch := b.view.snapshot()
 	ctx, cancel := b.bound(context.WithoutCancel(ctx))
 	defer cancel()
 	res, err := b.run(ctx, recordScript, key,
@@ -586,6 +614,7 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 		ls.openUntil = time.UnixMilli(ms)
 	}
 	b.remember(key, ls)
+	b.view.put(key, epoch, viewEntry{state: state, gen: gen, cf: ls.cf, at: b.local()})
 	if code != 0 {
 		return state, &StaleError{Key: key, Generation: adm.Generation, Current: gen, LeaseGone: code == 2}
 	}
@@ -642,7 +671,7 @@ gen = gen + 1
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[1], 'state', 'closed', 'generation', gen, 'consecutive_failures', 0)
 redis.call('HDEL', KEYS[1], 'open_until')
-announce(ARGV[1], ARGV[2], 'closed', gen)
+announce(ARGV[1], ARGV[2], 'closed', gen, 0)
 return gen
 `)
 
@@ -733,7 +762,9 @@ func (b *Breakers) Flush(ctx context.Context) error {
 }
 
 // Start runs Flush every flush interval until ctx is done or Stop is called,
-// then flushes one last time. Calling it again is a no-op.
+// then flushes one last time, and keeps the local CLOSED view live through a
+// subscription to the breaker event channel meanwhile. Calling it again is a
+// no-op.
 func (b *Breakers) Start(ctx context.Context) {
 	b.runMu.Lock()
 	defer b.runMu.Unlock()
@@ -743,11 +774,12 @@ func (b *Breakers) Start(ctx context.Context) {
 	b.started = true
 	ctx, b.cancel = context.WithCancel(ctx)
 	b.done = make(chan struct{})
-	go b.loop(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); b.watch(ctx) }()
+	go func() { b.loop(ctx); <-watched; close(b.done) }()
 }
 
 func (b *Breakers) loop(ctx context.Context) {
-	defer close(b.done)
 	t := time.NewTicker(b.flushEvery)
 	defer t.Stop()
 	for {
@@ -790,6 +822,9 @@ func (b *Breakers) Stop() {
 // the breaker's hash slot).
 func (b *Breakers) run(ctx context.Context, s *redis.Script, key string, keys []string, args ...any) (any, error) {
 	if _, ok := b.seen.Load(key); ok {
+		if b.runner != nil {
+			return b.runner.Run(ctx, s, keys, args...)
+		}
 		return s.Run(ctx, b.rdb, keys, args...).Result()
 	}
 	exec := func(evalsha bool) (any, error) {

@@ -33,6 +33,40 @@ type Store struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
 	now       func() time.Time
+	runner    ScriptRunner // nil: each script call is its own round trip
+}
+
+// ScriptRunner runs a Redis script and returns its reply, like
+// (*redis.Script).Run. A worker passes one that group-commits concurrent
+// calls into shared pipelines (see WithScriptRunner).
+type ScriptRunner interface {
+	Run(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error)
+}
+
+// Committer is a ScriptRunner that also group-commits plain commands: Exec
+// applies the commands build adds in one MULTI/EXEC shared with concurrent
+// calls, returning once they are applied (see internal/rbatch).
+type Committer interface {
+	ScriptRunner
+	Exec(ctx context.Context, build func(pipe redis.Pipeliner)) error
+}
+
+// WithScriptRunner sends the per-attempt writes (Begin, Transition) through
+// r, e.g. a group-committing batcher shared by many goroutines. Each call
+// still returns only once its write is applied; nil keeps one round trip per
+// call.
+func WithScriptRunner(r ScriptRunner) StoreOption { return func(s *Store) { s.runner = r } }
+
+// eval runs script through the configured runner, or directly.
+func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if s.runner == nil {
+		return script.Run(ctx, s.rdb, keys, args...)
+	}
+	cmd := redis.NewCmd(ctx)
+	res, err := s.runner.Run(ctx, script, keys, args...)
+	cmd.SetVal(res)
+	cmd.SetErr(err)
+	return cmd
 }
 
 // StoreOption configures a Store.
@@ -136,7 +170,7 @@ return n
 // task's total number of attempts so far. It returns ErrStale when env's run
 // has been superseded.
 func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
-	n, err := beginScript.Run(ctx, s.rdb, []string{rkeys.Task(env.ID)},
+	n, err := s.eval(ctx, beginScript, []string{rkeys.Task(env.ID)},
 		env.Run, int64(s.retention/time.Second),
 		"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
 		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
@@ -171,7 +205,9 @@ type Patch struct {
 // MaxStoredResult bounds the result data kept in a task record.
 const MaxStoredResult = 64 << 10
 
-// Transition records a lifecycle event and the new state in one round trip.
+// Transition records a lifecycle event and the new state in one atomic step
+// (one MULTI/EXEC round trip, shared with concurrent calls when the
+// WithScriptRunner runner is a Committer).
 func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) error {
 	ev.At = s.stamp(ev.At)
 	b, _ := json.Marshal(ev)
@@ -196,13 +232,18 @@ func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) er
 		fields = append(fields, "error_class", p.ErrorClass, "error", p.Error)
 	}
 	ttl := s.retention
-	_, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+	write := func(pipe redis.Pipeliner) {
 		pipe.HSet(ctx, rkeys.Task(id), fields...)
 		pipe.RPush(ctx, rkeys.TaskHistory(id), b)
 		pipe.Expire(ctx, rkeys.Task(id), ttl)
 		pipe.Expire(ctx, rkeys.TaskHistory(id), ttl)
-		return nil
-	})
+	}
+	var err error
+	if c, ok := s.runner.(Committer); ok {
+		err = c.Exec(ctx, write)
+	} else {
+		_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error { write(pipe); return nil })
+	}
 	if err != nil {
 		return fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, err)
 	}

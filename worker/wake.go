@@ -54,8 +54,9 @@ func (w *Worker) wakeDeferred(ctx context.Context) {
 				Key        string `json:"key"`
 				State      string `json:"state"`
 				Generation int64  `json:"generation"`
+				Kind       string `json:"kind"` // "count": a failure count changed, no transition
 			}
-			if json.Unmarshal([]byte(m.Payload), &ev) != nil || ev.State != string(resilience.StateClosed) {
+			if json.Unmarshal([]byte(m.Payload), &ev) != nil || ev.State != string(resilience.StateClosed) || ev.Kind != "" {
 				continue
 			}
 			if agents, ok := keys[ev.Key]; ok {

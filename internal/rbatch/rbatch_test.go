@@ -1,0 +1,96 @@
+package rbatch_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/rbatch"
+	"github.com/agentq/agentq/internal/redistest"
+)
+
+var incr = redis.NewScript(`return redis.call("INCR", KEYS[1])`)
+
+// trips counts round trips (single commands and pipelines).
+type trips struct{ n atomic.Int64 }
+
+func (h *trips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// TestConcurrentCallsShareRoundTrips: every caller gets its own reply, each
+// applied exactly once, in fewer round trips than calls.
+func TestConcurrentCallsShareRoundTrips(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb, _ := be.New(t)
+			h := &trips{}
+			rdb.AddHook(h)
+			b := rbatch.New(rdb, rbatch.Options{MaxBatch: 16})
+			const n = 400
+			got := make([]int64, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := b.Run(context.Background(), incr, []string{"c"})
+					require.NoError(t, err)
+					got[i] = res.(int64)
+				}()
+			}
+			wg.Wait()
+			sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+			for i, v := range got {
+				require.Equal(t, int64(i+1), v, "each call applied once with its own reply")
+			}
+			require.Less(t, h.n.Load(), int64(n), "calls did not share round trips")
+			t.Logf("%d calls in %d round trips", n, h.n.Load())
+		})
+	}
+}
+
+// TestReloadsScriptsAfterFlush: a Redis that lost its scripts (restart,
+// SCRIPT FLUSH) answers NOSCRIPT; the calls are run again, once.
+func TestReloadsScriptsAfterFlush(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	b := rbatch.New(rdb, rbatch.Options{})
+	_, err := b.Run(ctx, incr, []string{"c"})
+	require.NoError(t, err)
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, err := b.Run(ctx, incr, []string{"c"}); require.NoError(t, err) }()
+	}
+	wg.Wait()
+	v, err := rdb.Get(ctx, "c").Int()
+	require.NoError(t, err)
+	require.Equal(t, 51, v)
+}
+
+// TestCanceledBeforeQueueing returns the context's error and runs nothing.
+func TestCanceledBeforeQueueing(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := rbatch.New(rdb, rbatch.Options{}).Run(ctx, incr, []string{"c"})
+	require.ErrorIs(t, err, context.Canceled)
+	n, err := rdb.Exists(context.Background(), "c").Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
