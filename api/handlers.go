@@ -421,7 +421,15 @@ func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		out = append(out, worker.AgentSummary{Agent: name, BreakerSnapshot: snap})
+		sum := worker.AgentSummary{Agent: name, BreakerSnapshot: snap, Fallback: a.Fallback}
+		if a.Health != nil {
+			st, _, err := s.breakers.ProbeStatus(ctx, a.BreakerKey)
+			if err != nil {
+				return err
+			}
+			sum.Probe = &st
+		}
+		out = append(out, sum)
 	}
 	writeJSON(rw, http.StatusOK, map[string]any{"agents": out})
 	return nil

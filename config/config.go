@@ -125,7 +125,7 @@ type Settings struct {
 	Restart Restart
 	// Classes override cells of the decision table per error class
 	// (YAML classes: {rate_limited: {retry: true, breaker: true,
-	// exhausted: restart}}). Zero → no overrides. The worker merges them over
+	// exhausted: restart, fallback: true}}). Zero → no overrides. The worker merges them over
 	// resilience's default policy; an agent's rules are merged over the
 	// defaults' rules class by class and field by field.
 	Classes map[resilience.Class]ClassRule
@@ -194,6 +194,10 @@ type ClassRule struct {
 	// Exhausted: "restart" or "dead_letter", what happens when the run's
 	// attempts are used up.
 	Exhausted *string
+	// Fallback: whether a failure of this class sends the call at once to
+	// the agent's next fallback agent (YAML fallback). Defaults: true for
+	// provider_error, rate_limited and quota_exhausted, false otherwise.
+	Fallback *bool
 }
 
 // Agent is one configured agent with its resolved settings.
@@ -209,9 +213,46 @@ type Agent struct {
 	HTTP *HTTP
 	// BreakerKey names the shared circuit breaker. Zero → the agent's name.
 	BreakerKey string
+	// Fallback lists the agents a call goes to, in order, when this agent's
+	// breaker does not admit it or an attempt fails with a class whose rule
+	// has fallback: true (YAML fallback: [backup_llm, …]). Each name must be
+	// a configured agent other than this one, and the fallback relation must
+	// have no cycle. The chain is this list only: a fallback agent's own
+	// fallbacks are not followed. Zero → no fallback.
+	Fallback []string
+	// Health, when set, is the agent's health probe (YAML health). While it
+	// is set, real tasks are never the breaker's half-open trials: the probe
+	// is. Zero → no probe.
+	Health *HealthProbe
 	// Settings are merged field by field over Config.Defaults: an agent's
 	// retry: {max_attempts: 5} keeps the default backoffs.
 	Settings
+}
+
+// Defaults of a health probe.
+const (
+	DefaultProbeInterval = 30 * time.Second
+	DefaultProbeTimeout  = 5 * time.Second
+)
+
+// HealthProbe is an agent's health probe: exactly one of URL and Command.
+type HealthProbe struct {
+	// URL is probed with an HTTP GET; a 2xx answer (or ExpectStatus, when
+	// set) is healthy. Zero → no URL probe.
+	URL string
+	// Command is run with no shell; exit status 0 is healthy. It gets the
+	// environment and directory of the agent's exec block when the agent
+	// has one (the same NAME / NAME=value allowlist), otherwise an empty
+	// environment. Zero → no command probe.
+	Command []string
+	// Interval is the time between probes while the breaker is closed,
+	// cluster-wide. Zero → 30s.
+	Interval time.Duration
+	// Timeout bounds one probe. Zero → 5s.
+	Timeout time.Duration
+	// ExpectStatus is the HTTP status a URL probe must get (YAML
+	// expect_status). Zero → any 2xx.
+	ExpectStatus int
 }
 
 // Exec describes a subprocess agent (no shell).
@@ -352,7 +393,8 @@ func (s Settings) Clone() Settings {
 }
 
 func (r ClassRule) clone() ClassRule {
-	return ClassRule{Retry: clonePtr(r.Retry), Breaker: clonePtr(r.Breaker), Exhausted: clonePtr(r.Exhausted)}
+	return ClassRule{Retry: clonePtr(r.Retry), Breaker: clonePtr(r.Breaker), Exhausted: clonePtr(r.Exhausted),
+		Fallback: clonePtr(r.Fallback)}
 }
 
 func clonePtr[T any](p *T) *T {
@@ -386,6 +428,12 @@ func (c *Config) Agent(name string) (Agent, bool) {
 			a.BreakerKey = a.Name
 		}
 		a.Settings = a.Settings.Clone()
+		a.Fallback = slices.Clone(a.Fallback)
+		if a.Health != nil {
+			h := *a.Health
+			h.Command = slices.Clone(h.Command)
+			a.Health = &h
+		}
 		return a, true
 	}
 	return Agent{Name: name, BreakerKey: name, Settings: c.Defaults.Clone()}, false

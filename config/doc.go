@@ -17,7 +17,7 @@
 //	  retry:           {max_attempts: 3, initial_backoff: 500ms, max_backoff: 5s, jitter: 0.2, max_retry_after: 60s}
 //	  circuit_breaker: {failure_threshold: 3, cooldown: 60s, half_open_max_calls: 1}
 //	  restart:         {max_restarts: 3, delays: [1m, 2m, 4m], max_pending: 10000}
-//	  classes:         {rate_limited: {retry: true, breaker: true, exhausted: restart}}
+//	  classes:         {rate_limited: {retry: true, breaker: true, exhausted: restart, fallback: true}}
 //	agents:
 //	  git_agent:
 //	    exec: {command: ["./agents/git-agent", "--json"], env: [PATH, HOME]}
@@ -28,6 +28,8 @@
 //	      headers: {Authorization: "Bearer ${LLM_API_KEY}"}
 //	    breaker_key: llm.example
 //	    retry: {max_attempts: 5}
+//	    fallback: [summarize]              # configured agents, in order; no cycles
+//	    health: {url: https://llm.example/healthz, interval: 30s, timeout: 5s}
 //	  summarize: {timeout: 2m}             # a Go-function agent registered in code
 //	history:
 //	  retention: 168h

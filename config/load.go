@@ -556,6 +556,21 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 			a := Agent{Name: name, Settings: c.Defaults.Clone()}
 			fields := d.settingsFields(&a.Settings)
 			fields["breaker_key"] = d.str(&a.BreakerKey)
+			fields["fallback"] = d.strList(&a.Fallback)
+			fields["health"] = func(v *yaml.Node, path string) {
+				if isNull(deref(v)) {
+					return
+				}
+				h := &HealthProbe{Interval: DefaultProbeInterval, Timeout: DefaultProbeTimeout}
+				d.fields(v, path, map[string]func(*yaml.Node, string){
+					"url":           d.str(&h.URL),
+					"command":       d.strList(&h.Command),
+					"interval":      d.duration(&h.Interval),
+					"timeout":       d.duration(&h.Timeout),
+					"expect_status": d.integer(&h.ExpectStatus),
+				})
+				a.Health = h
+			}
 			fields["exec"] = func(v *yaml.Node, path string) {
 				if isNull(deref(v)) {
 					return
@@ -651,6 +666,7 @@ func (d *decoder) settingsFields(s *Settings) map[string]func(*yaml.Node, string
 					"retry":     d.boolean(&rule.Retry),
 					"breaker":   d.boolean(&rule.Breaker),
 					"exhausted": d.strPtr(&rule.Exhausted),
+					"fallback":  d.boolean(&rule.Fallback),
 				})
 				s.Classes[class] = rule
 			}

@@ -119,6 +119,7 @@ func (c *Config) Validate() error {
 	for _, name := range c.AgentNames() {
 		v.agent(name, c.Agents[name])
 	}
+	v.fallbackCycles()
 	v.positive("history.retention", c.History.Retention)
 	v.atLeast("alerts.threshold", c.Alerts.Threshold, 1)
 	v.positive("alerts.window", c.Alerts.Window)
@@ -390,8 +391,84 @@ func (v *validator) agent(name string, a Agent) {
 			}
 		}
 	}
+	seen := map[string]bool{}
+	for i, f := range a.Fallback {
+		path := fmt.Sprintf("%s.fallback[%d]", prefix, i)
+		_, known := v.c.Agents[f]
+		switch {
+		case f == name:
+			v.fail(path, "an agent cannot be its own fallback")
+		case !known:
+			v.fail(path, "unknown agent %q: a fallback must be a configured agent%s", f, suggest(f, v.c.AgentNames()))
+		case seen[f]:
+			v.fail(path, "%q is listed more than once", f)
+		}
+		seen[f] = true
+	}
+	if h := a.Health; h != nil {
+		hp := prefix + ".health"
+		switch {
+		case h.URL != "" && len(h.Command) > 0:
+			v.fail(hp, "has both url and command: choose one")
+		case h.URL == "" && len(h.Command) == 0:
+			v.fail(hp, "must set url or command")
+		case h.URL != "":
+			v.httpURL(hp+".url", h.URL)
+		case h.Command[0] == "":
+			v.fail(hp+".command[0]", "program must not be empty")
+		}
+		if h.ExpectStatus != 0 && h.URL == "" {
+			v.fail(hp+".expect_status", "applies to url probes only")
+		} else if h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599) {
+			v.fail(hp+".expect_status", "must be an HTTP status in 100..599, got %d", h.ExpectStatus)
+		}
+		v.positive(hp+".interval", h.Interval)
+		v.positive(hp+".timeout", h.Timeout)
+	}
 	base := v.c.Defaults
 	v.settings(prefix, a.Settings, &base)
+}
+
+// fallbackCycles reports each cycle of the fallback relation once, at the
+// list element that closes it (agents.b.fallback[0] for a → b → a).
+func (v *validator) fallbackCycles() {
+	const (
+		unvisited = iota
+		onPath
+		done
+	)
+	mark := map[string]int{}
+	var path []string
+	var visit func(name string)
+	visit = func(name string) {
+		mark[name] = onPath
+		path = append(path, name)
+		for i, f := range v.c.Agents[name].Fallback {
+			if _, ok := v.c.Agents[f]; !ok || f == name {
+				continue // reported by agent()
+			}
+			switch mark[f] {
+			case onPath:
+				start := 0
+				for j, n := range path {
+					if n == f {
+						start = j
+					}
+				}
+				cycle := append(append([]string(nil), path[start:]...), f)
+				v.fail(fmt.Sprintf("agents.%s.fallback[%d]", name, i), "fallback cycle: %s", strings.Join(cycle, " → "))
+			case unvisited:
+				visit(f)
+			}
+		}
+		path = path[:len(path)-1]
+		mark[name] = done
+	}
+	for _, name := range v.c.AgentNames() {
+		if mark[name] == unvisited {
+			visit(name)
+		}
+	}
 }
 
 // checkPlaceholders checks the ${VAR} references of a header value.

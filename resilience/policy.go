@@ -28,6 +28,10 @@ type Rule struct {
 	// Exhausted is what happens when no retry is left (or none is allowed).
 	// "" is treated as DeadLetter.
 	Exhausted OnExhausted
+	// Fallback reports whether a failed call of this class goes at once, in
+	// the same delivery, to the agent's next fallback agent (when it has
+	// one). The zero value, false, keeps the failure with the agent.
+	Fallback bool
 }
 
 // Policy is the decision table of DESIGN.md §2, one Rule per class. Every
@@ -36,23 +40,30 @@ type Policy map[Class]Rule
 
 // DefaultPolicy returns DESIGN.md's default table:
 //
-//	class                                          retry  breaker  exhausted
-//	network_transient, timeout, rate_limited,      yes    yes      restart
-//	provider_error
-//	quota_exhausted, network_permanent             no     yes      dead_letter
-//	context_length, invalid_request,               no     no       dead_letter
+//	class                                 retry  breaker  exhausted    fallback
+//	network_transient, timeout            yes    yes      restart      no
+//	rate_limited, provider_error          yes    yes      restart      yes
+//	quota_exhausted                       no     yes      dead_letter  yes
+//	network_permanent                     no     yes      dead_letter  no
+//	context_length, invalid_request,      no     no       dead_letter  no
 //	not_supported, logic_error
-//	canceled                                       no     no       "" (requeued by Decide)
+//	canceled                              no     no       "" (requeued by Decide)
+//
+// Fallback is on for the classes that say "this provider cannot serve you
+// now" (overloaded, rate-limited, out of quota, failing) and off for those
+// that another agent would most likely fail the same way (a bad request,
+// a context too long) or that describe our own network.
 func DefaultPolicy() Policy {
 	retryable := Rule{Retry: true, CountsForBreaker: true, Exhausted: Restart}
+	retryableFallback := Rule{Retry: true, CountsForBreaker: true, Exhausted: Restart, Fallback: true}
 	backendFatal := Rule{Retry: false, CountsForBreaker: true, Exhausted: DeadLetter}
 	callerFatal := Rule{Retry: false, CountsForBreaker: false, Exhausted: DeadLetter}
 	return Policy{
 		NetworkTransient: retryable,
 		Timeout:          retryable,
-		RateLimited:      retryable,
-		ProviderError:    retryable,
-		QuotaExhausted:   backendFatal,
+		RateLimited:      retryableFallback,
+		ProviderError:    retryableFallback,
+		QuotaExhausted:   Rule{Retry: false, CountsForBreaker: true, Exhausted: DeadLetter, Fallback: true},
 		NetworkPermanent: backendFatal,
 		ContextLength:    callerFatal,
 		InvalidRequest:   callerFatal,
@@ -87,6 +98,15 @@ func (p Policy) CountsForBreaker(c Class) bool {
 		return false
 	}
 	return p.Rule(c).CountsForBreaker
+}
+
+// FallsBack reports whether a failed call of class c goes to the next
+// fallback agent. Success ("") and canceled never do.
+func (p Policy) FallsBack(c Class) bool {
+	if c == "" || c == Canceled {
+		return false
+	}
+	return p.Rule(c).Fallback
 }
 
 // With returns a copy of p (of the default table when p is nil) with

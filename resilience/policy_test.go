@@ -17,9 +17,9 @@ func TestDefaultPolicyIsDesignTable(t *testing.T) {
 	want := map[Class]Rule{
 		NetworkTransient: {Retry: true, CountsForBreaker: true, Exhausted: Restart},
 		Timeout:          {Retry: true, CountsForBreaker: true, Exhausted: Restart},
-		RateLimited:      {Retry: true, CountsForBreaker: true, Exhausted: Restart},
-		ProviderError:    {Retry: true, CountsForBreaker: true, Exhausted: Restart},
-		QuotaExhausted:   {Retry: false, CountsForBreaker: true, Exhausted: DeadLetter},
+		RateLimited:      {Retry: true, CountsForBreaker: true, Exhausted: Restart, Fallback: true},
+		ProviderError:    {Retry: true, CountsForBreaker: true, Exhausted: Restart, Fallback: true},
+		QuotaExhausted:   {Retry: false, CountsForBreaker: true, Exhausted: DeadLetter, Fallback: true},
 		NetworkPermanent: {Retry: false, CountsForBreaker: true, Exhausted: DeadLetter},
 		ContextLength:    {Retry: false, CountsForBreaker: false, Exhausted: DeadLetter},
 		InvalidRequest:   {Retry: false, CountsForBreaker: false, Exhausted: DeadLetter},
@@ -309,4 +309,22 @@ func TestPolicyValidate(t *testing.T) {
 	require.True(t, errors.Is(err, ErrInvalidPolicy))
 	require.Contains(t, err.Error(), fmt.Sprintf("%q", "later"))
 	require.NoError(t, Policy{Timeout: {Exhausted: Restart}, LogicError: {}}.Validate())
+}
+
+// TestFallsBack: the default fallback column, and overrides.
+func TestFallsBack(t *testing.T) {
+	t.Parallel()
+	yes := map[Class]bool{ProviderError: true, RateLimited: true, QuotaExhausted: true}
+	p := DefaultPolicy()
+	for _, c := range Classes() {
+		require.Equal(t, yes[c], p.FallsBack(c), c)
+	}
+	require.False(t, p.FallsBack(""), "success never falls back")
+	require.True(t, p.FallsBack(Class("something_new")), "an unknown class is treated as provider_error")
+	q := p.With(map[Class]Rule{Timeout: {Retry: true, CountsForBreaker: true, Exhausted: Restart, Fallback: true},
+		ProviderError: {Retry: true, CountsForBreaker: true, Exhausted: Restart}})
+	require.True(t, q.FallsBack(Timeout))
+	require.False(t, q.FallsBack(ProviderError))
+	require.False(t, q.FallsBack(Canceled))
+	require.True(t, p.FallsBack(RateLimited), "With does not modify its receiver")
 }

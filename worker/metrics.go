@@ -19,6 +19,9 @@ type metrics struct {
 	breakerState   *prometheus.GaugeVec
 	rejections     *prometheus.CounterVec
 	alerts         *prometheus.CounterVec
+	fallbacks      *prometheus.CounterVec
+	probes         *prometheus.CounterVec
+	probeDuration  *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
@@ -55,9 +58,21 @@ func newMetrics() *metrics {
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentq_alerts_total", Help: "Failure-rate alerts raised.",
 		}, []string{"agent"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_fallbacks_total",
+			Help: "Calls sent to a fallback agent, by primary agent, fallback agent and why: the error class of the failed call, or breaker_open.",
+		}, []string{"agent", "fallback", "class"}),
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_probe_total", Help: "Health probes run by this worker, by agent and result (ok, fail).",
+		}, []string{"agent", "result"}),
+		probeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentq_probe_duration_seconds", Help: "Duration of health probes.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"agent"}),
 	}
 	m.reg.MustRegister(m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
 		m.restarts, m.restartResults, m.breakerState, m.rejections, m.alerts,
+		m.fallbacks, m.probes, m.probeDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

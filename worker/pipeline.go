@@ -115,27 +115,35 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		}
 	}
 
-	// Breaker gate: an open breaker defers the task without using an attempt.
-	adm, berr := resilience.Admission{Allowed: true, State: resilience.StateClosed}, error(nil)
-	if !p.noGate {
-		adm, berr = p.breakers.Allow(ctx, sp.breakerKey, sp.breaker)
-	}
+	// Breaker gate: an open breaker defers the task without using an
+	// attempt, unless the breaker of one of its fallback agents admits it.
+	cur := sp // the agent that serves this call
+	adm, berr := p.admit(ctx, sp)
 	if berr != nil {
 		log.Warn("breaker state unavailable; using the last state seen", "err", berr)
 	}
 	p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(adm.State))
+	next := 0 // index in sp.fallback of the next agent to fall back to
 	if !adm.Allowed {
-		return p.defer_(ctx, log, env, sp, adm)
+		alt, aadm, n, soonest := p.fallBack(ctx, log, sp, 0, fallbackBreakerOpen)
+		if alt == nil {
+			if soonest > 0 && soonest < adm.RetryIn {
+				adm.RetryIn = soonest // a fallback may admit before the primary does
+			}
+			return p.defer_(ctx, log, env, sp, adm)
+		}
+		cur, adm, next = alt, aadm, n
 	}
 
 	_, err = p.store.Begin(ctx, env)
 	if errors.Is(err, tasks.ErrStale) {
-		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, resilience.OutcomeIgnore)
+		p.release(ctx, cur, adm)
 		log.Info("dropping stale delivery of a superseded run", "run", env.Run)
 		return nil
 	}
 	if err != nil {
-		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, resilience.OutcomeIgnore)
+		p.release(ctx, cur, adm)
+		p.awaitRedis(ctx, env.ID) // so that asynq takes the task back (see untilRedis)
 		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
 	}
 	attempt := 1
@@ -145,17 +153,170 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	if attempt == 1 && env.Restarts > 0 {
 		_ = p.restarts.Started(ctx, env.ID)
 	}
+	bg := context.WithoutCancel(ctx)
 
+	// Call the agent; a failure whose class falls back (by the primary's
+	// table) goes at once to the next fallback agent whose breaker admits
+	// it, within this attempt. Each call is its own history event.
+	var c callResult
+	for {
+		c = p.call(ctx, log, env, cur, adm, attempt)
+		if c.verdict.Class == "" || next >= len(sp.fallback) || ctx.Err() != nil || !sp.policy.FallsBack(c.verdict.Class) {
+			break
+		}
+		alt, aadm, n, _ := p.fallBack(ctx, log, sp, next, string(c.verdict.Class))
+		if alt == nil {
+			break
+		}
+		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateActive, ErrorClass: string(c.verdict.Class), Error: c.errText},
+			tasks.Event{Event: tasks.EventFailed, Attempt: attempt, Restart: env.Restarts, Agent: cur.name,
+				ErrorClass: string(c.verdict.Class), Error: c.errText, DurationMS: c.elapsed.Milliseconds(), Worker: p.workerID})
+		log.Warn("falling back", "event", "fallback", "from", cur.name, "to", alt.name, "class", c.verdict.Class,
+			"attempt", attempt, "error", c.errText)
+		cur, adm, next = alt, aadm, n
+	}
+	v, data, errText := c.verdict, c.data, c.errText
+
+	d := sp.policy.Decide(resilience.DecideInput{
+		Verdict: v, Attempt: attempt, MaxAttempts: sp.maxAttempts,
+		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
+	})
+	ev := tasks.Event{Attempt: attempt, Restart: env.Restarts, Agent: cur.name,
+		ErrorClass: string(v.Class), Error: errText, DurationMS: c.elapsed.Milliseconds(), Worker: p.workerID}
+
+	switch d.Action {
+	case resilience.ActionSucceed:
+		ev.Event = tasks.EventSucceeded
+		if err := untilRedis(ctx, func() error {
+			return p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateSucceeded, ClearError: true, Result: data}, ev)
+		}); err != nil {
+			log.Error("could not record success", "err", err)
+		}
+		if env.Restarts > 0 {
+			p.metrics.restartResults.WithLabelValues(env.Agent, "succeeded").Inc()
+		}
+		return nil
+
+	case resilience.ActionRetry:
+		ev.Event, ev.DelayMS = tasks.EventRetrying, d.Delay.Milliseconds()
+		_ = untilRedis(ctx, func() error {
+			return p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRetrying, ErrorClass: string(v.Class), Error: errText,
+				NextAttemptAt: time.Now().Add(d.Delay)}, ev)
+		})
+		p.metrics.retries.WithLabelValues(env.Agent, string(v.Class)).Inc()
+		log.Warn("retrying", "event", "retry", "class", v.Class, "attempt", attempt,
+			"max_attempts", sp.maxAttempts, "delay_ms", d.Delay.Milliseconds(), "error", errText)
+		return &delayed{delay: d.Delay, failure: true, cause: errText}
+
+	case resilience.ActionRequeue:
+		ev.Event = tasks.EventCanceled
+		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StatePending}, ev)
+		log.Info("attempt canceled by shutdown; task put back without using an attempt", "attempt", attempt)
+		return &delayed{delay: 0, failure: false, cause: "canceled by worker shutdown"}
+
+	case resilience.ActionRestart:
+		next, delay, err := p.restarts.Schedule(bg, env, sp.restart)
+		if err == nil {
+			// ev.Restart stays env.Restarts: the event is the outcome of this
+			// run's attempt; (restart, attempt) identifies every attempt.
+			ev.Event, ev.DelayMS = tasks.EventRestarting, delay.Milliseconds()
+			_ = untilRedis(ctx, func() error {
+				return p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRestarting, Run: &next.Run,
+					Restarts: &next.Restarts, ErrorClass: string(v.Class), Error: errText}, ev)
+			})
+			p.metrics.restarts.WithLabelValues(env.Agent, string(v.Class)).Inc()
+			if env.Restarts > 0 {
+				p.metrics.restartResults.WithLabelValues(env.Agent, "restarted").Inc()
+			}
+			log.Warn("restarting later", "event", "restart", "class", v.Class, "attempt", attempt,
+				"restart", next.Restarts, "delay_ms", delay.Milliseconds(), "error", errText)
+			failpoint("after_restart_scheduled") // test hook: crash before asynq acks this run
+			return nil
+		}
+		reason := restart.Reason(err)
+		if reason == "" {
+			// Redis trouble: keep the task (a free retry) rather than lose it.
+			log.Error("could not schedule restart; retrying the hand-off", "err", err)
+			p.awaitRedis(ctx, env.ID)
+			return &delayed{delay: time.Second, failure: false, cause: err.Error()}
+		}
+		return p.deadLetter(bg, env, &ev, v.Class, errText, reason, attempt)
+
+	default: // dead letter
+		return p.deadLetter(bg, env, &ev, v.Class, errText, d.Reason, attempt)
+	}
+}
+
+// fallbackBreakerOpen is the class label of agentq_fallbacks_total when the
+// primary's breaker did not admit the call.
+const fallbackBreakerOpen = "breaker_open"
+
+// admit asks sp's breaker for a call: Allow, or AllowTask for an agent
+// with a health probe (its tasks are never half-open trials).
+func (p *pipeline) admit(ctx context.Context, sp *spec) (resilience.Admission, error) {
+	if p.noGate {
+		return resilience.Admission{Allowed: true, State: resilience.StateClosed}, nil
+	}
+	if sp.probe != nil {
+		return p.breakers.AllowTask(ctx, sp.breakerKey, sp.breaker)
+	}
+	return p.breakers.Allow(ctx, sp.breakerKey, sp.breaker)
+}
+
+// release gives back an admission whose call was never made.
+func (p *pipeline) release(ctx context.Context, sp *spec, adm resilience.Admission) {
+	if !p.noGate {
+		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, resilience.OutcomeIgnore)
+	}
+}
+
+// fallBack returns the first agent of primary's fallback list, from index
+// from on, whose breaker admits a call, with its admission and the index
+// after it; why labels agentq_fallbacks_total. alt is nil when none
+// admits; soonest is then the shortest RetryIn the denials gave (0: none).
+func (p *pipeline) fallBack(ctx context.Context, log *slog.Logger, primary *spec, from int, why string) (alt *spec, adm resilience.Admission, next int, soonest time.Duration) {
+	for i := from; i < len(primary.fallback); i++ {
+		fs := primary.fallback[i]
+		a, err := p.admit(ctx, fs)
+		if err != nil {
+			log.Warn("fallback breaker state unavailable; using the last state seen", "fallback", fs.name, "err", err)
+		}
+		p.metrics.breakerState.WithLabelValues(fs.breakerKey).Set(stateValue(a.State))
+		if a.Allowed {
+			p.metrics.fallbacks.WithLabelValues(primary.name, fs.name, why).Inc()
+			return fs, a, i + 1, 0
+		}
+		p.metrics.rejections.WithLabelValues(fs.breakerKey).Inc()
+		if a.RetryIn > 0 && (soonest == 0 || a.RetryIn < soonest) {
+			soonest = a.RetryIn
+		}
+	}
+	return nil, resilience.Admission{}, len(primary.fallback), soonest
+}
+
+// callResult is the outcome of one call of an agent.
+type callResult struct {
+	data    json.RawMessage
+	verdict resilience.Verdict
+	errText string
+	elapsed time.Duration
+}
+
+// call runs one call of agent sp (admitted by adm) under sp's timeout,
+// classifies its outcome and records it in sp's own breaker, the metrics
+// and the alerter. The Request names the agent called (sp), which for a
+// fallback is not the task's agent.
+func (p *pipeline) call(ctx context.Context, log *slog.Logger, env *tasks.Envelope, sp *spec, adm resilience.Admission, attempt int) callResult {
 	runCtx, cancel := context.WithTimeout(ctx, sp.timeout)
 	started := time.Now()
 	data, runErr := sp.runner.Run(runCtx, agent.Request{
-		TaskID: env.ID, Agent: env.Agent, Action: env.Action, Params: env.Params,
+		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
 		CorrelationID: env.CorrelationID, Attempt: attempt, Restart: env.Restarts,
 	})
 	elapsed := time.Since(started)
 	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 	cancel()
-	p.metrics.duration.WithLabelValues(env.Agent).Observe(elapsed.Seconds())
+	p.metrics.duration.WithLabelValues(sp.name).Observe(elapsed.Seconds())
 
 	var v resilience.Verdict
 	switch {
@@ -174,7 +335,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		}
 	}
 
-	// Breaker bookkeeping.
+	// Breaker bookkeeping, in the breaker of the agent called.
 	out := resilience.OutcomeSuccess
 	switch {
 	case v.Class == resilience.Canceled:
@@ -200,77 +361,15 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 			outcome = "canceled"
 		}
 	}
-	p.metrics.attempts.WithLabelValues(env.Agent, string(v.Class), outcome).Inc()
+	p.metrics.attempts.WithLabelValues(sp.name, string(v.Class), outcome).Inc()
 	if out == resilience.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled) {
-		p.alerts.failure(env.Agent)
+		p.alerts.failure(sp.name)
 	}
-
-	d := sp.policy.Decide(resilience.DecideInput{
-		Verdict: v, Attempt: attempt, MaxAttempts: sp.maxAttempts,
-		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
-	})
 	errText := ""
 	if runErr != nil {
 		errText = truncate(runErr.Error(), 2000)
 	}
-	ev := tasks.Event{Attempt: attempt, Restart: env.Restarts, Agent: env.Agent,
-		ErrorClass: string(v.Class), Error: errText, DurationMS: elapsed.Milliseconds(), Worker: p.workerID}
-	bg := context.WithoutCancel(ctx)
-
-	switch d.Action {
-	case resilience.ActionSucceed:
-		ev.Event = tasks.EventSucceeded
-		if err := p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateSucceeded, ClearError: true, Result: data}, ev); err != nil {
-			log.Error("could not record success", "err", err)
-		}
-		if env.Restarts > 0 {
-			p.metrics.restartResults.WithLabelValues(env.Agent, "succeeded").Inc()
-		}
-		return nil
-
-	case resilience.ActionRetry:
-		ev.Event, ev.DelayMS = tasks.EventRetrying, d.Delay.Milliseconds()
-		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRetrying, ErrorClass: string(v.Class), Error: errText,
-			NextAttemptAt: time.Now().Add(d.Delay)}, ev)
-		p.metrics.retries.WithLabelValues(env.Agent, string(v.Class)).Inc()
-		log.Warn("retrying", "event", "retry", "class", v.Class, "attempt", attempt,
-			"max_attempts", sp.maxAttempts, "delay_ms", d.Delay.Milliseconds(), "error", errText)
-		return &delayed{delay: d.Delay, failure: true, cause: errText}
-
-	case resilience.ActionRequeue:
-		ev.Event = tasks.EventCanceled
-		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StatePending}, ev)
-		log.Info("attempt canceled by shutdown; task put back without using an attempt", "attempt", attempt)
-		return &delayed{delay: 0, failure: false, cause: "canceled by worker shutdown"}
-
-	case resilience.ActionRestart:
-		next, delay, err := p.restarts.Schedule(bg, env, sp.restart)
-		if err == nil {
-			// ev.Restart stays env.Restarts: the event is the outcome of this
-			// run's attempt; (restart, attempt) identifies every attempt.
-			ev.Event, ev.DelayMS = tasks.EventRestarting, delay.Milliseconds()
-			_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRestarting, Run: &next.Run,
-				Restarts: &next.Restarts, ErrorClass: string(v.Class), Error: errText}, ev)
-			p.metrics.restarts.WithLabelValues(env.Agent, string(v.Class)).Inc()
-			if env.Restarts > 0 {
-				p.metrics.restartResults.WithLabelValues(env.Agent, "restarted").Inc()
-			}
-			log.Warn("restarting later", "event", "restart", "class", v.Class, "attempt", attempt,
-				"restart", next.Restarts, "delay_ms", delay.Milliseconds(), "error", errText)
-			failpoint("after_restart_scheduled") // test hook: crash before asynq acks this run
-			return nil
-		}
-		reason := restart.Reason(err)
-		if reason == "" {
-			// Redis trouble: keep the task (a free retry) rather than lose it.
-			log.Error("could not schedule restart; retrying the hand-off", "err", err)
-			return &delayed{delay: time.Second, failure: false, cause: err.Error()}
-		}
-		return p.deadLetter(bg, env, &ev, v.Class, errText, reason, attempt)
-
-	default: // dead letter
-		return p.deadLetter(bg, env, &ev, v.Class, errText, d.Reason, attempt)
-	}
+	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed}
 }
 
 // maxDueWait bounds the in-handler wait for an early retry: asynq's
@@ -335,12 +434,19 @@ func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *task
 	ev.At = p.store.Now().UTC()
 	hist, err := p.store.History(ctx, env.ID)
 	if err != nil {
+		p.awaitRedis(ctx, env.ID)
 		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
 	}
 	hist = append(hist, *ev)
+	// An attempt is a (restart, attempt) pair: the calls of one attempt
+	// that fell back to other agents are several events but one attempt.
+	type attemptID struct{ restart, attempt int }
+	seen := map[attemptID]bool{}
 	attempts := 0
 	for _, h := range hist {
-		if h.Attempt > 0 && h.Event != tasks.EventDeferred && h.Event != tasks.EventCanceled {
+		id := attemptID{h.Restart, h.Attempt}
+		if h.Attempt > 0 && h.Event != tasks.EventDeferred && h.Event != tasks.EventCanceled && !seen[id] {
+			seen[id] = true
 			attempts++
 		}
 	}
@@ -349,10 +455,12 @@ func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *task
 		ErrorClass: string(class), Error: errText, Reason: reason, Attempts: attempts, Restarts: env.Restarts,
 		DeadLetteredAt: ev.At, History: hist, Queue: env.Queue, Run: env.Run, EnqueuedAt: env.EnqueuedAt,
 	}
-	if _, err := p.dlq.Put(ctx, e); err != nil {
+	if err := untilRedis(ctx, func() error { _, err := p.dlq.Put(ctx, e); return err }); err != nil {
 		return p.putFailed(env.ID, err)
 	}
-	if err := p.store.Transition(ctx, env.ID, tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: string(class), Error: errText}, *ev); err != nil {
+	if err := untilRedis(ctx, func() error {
+		return p.store.Transition(ctx, env.ID, tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: string(class), Error: errText}, *ev)
+	}); err != nil {
 		p.log.Error("could not record dead letter in task history", "task_id", env.ID, "err", err)
 	}
 	p.metrics.deadLetters.WithLabelValues(env.Agent, string(class), reason).Inc()

@@ -23,6 +23,14 @@ type spec struct {
 	breaker       resilience.BreakerConfig
 	restart       restart.Config
 	policy        resilience.Policy
+	// fallbackNames are the agents a call falls back to, in order (config
+	// fallback); fallback holds their specs, linked by New once every spec
+	// is built. Empty: no fallback, and the pipeline takes no extra step.
+	fallbackNames []string
+	fallback      []*spec
+	// probe is the agent's health probe; nil: none, and its tasks may be
+	// half-open trials as usual.
+	probe *probeSpec
 }
 
 // buildSpec resolves the settings of agent name: its config block when it
@@ -68,9 +76,18 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		if r.Exhausted != nil {
 			rule.Exhausted = resilience.OnExhausted(*r.Exhausted)
 		}
+		if r.Fallback != nil {
+			rule.Fallback = *r.Fallback
+		}
 		rules[c] = rule
 	}
+	var probe *probeSpec
+	if a.Health != nil {
+		probe = newProbeSpec(*a.Health, a.Exec)
+	}
 	return &spec{
+		fallbackNames: a.Fallback,
+		probe:         probe,
 		name:          name,
 		runner:        run,
 		timeout:       s.Timeout,
@@ -87,6 +104,23 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		restart: restart.Config{MaxRestarts: s.Restart.MaxRestarts, Delays: s.Restart.Delays, MaxPending: s.Restart.MaxPending},
 		policy:  def.With(rules),
 	}, nil
+}
+
+// linkFallbacks points every spec at the specs of its fallback agents. A
+// name without a spec is an error naming it (a validated config only names
+// configured agents, each of which has a spec).
+func linkFallbacks(specs map[string]*spec) error {
+	for name, sp := range specs {
+		sp.fallback = nil
+		for i, f := range sp.fallbackNames {
+			fs, ok := specs[f]
+			if !ok || f == name {
+				return fmt.Errorf("agent %q: fallback[%d] %q is not an agent this worker runs", name, i, f)
+			}
+			sp.fallback = append(sp.fallback, fs)
+		}
+	}
+	return nil
 }
 
 func cfgName(cfg *config.Config) string {

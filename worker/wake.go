@@ -37,6 +37,11 @@ func (w *Worker) wakeDeferred(ctx context.Context) {
 	keys := map[string][]string{} // breaker key -> agents gated by it
 	for name, sp := range w.specs {
 		keys[sp.breakerKey] = append(keys[sp.breakerKey], name)
+		// A task deferred because its whole fallback chain was open may
+		// run as soon as any agent of the chain closes.
+		for _, f := range sp.fallback {
+			keys[f.breakerKey] = append(keys[f.breakerKey], name)
+		}
 	}
 	ps := w.rdb.Subscribe(ctx, rkeys.BreakerChannel())
 	defer ps.Close()

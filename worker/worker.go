@@ -21,6 +21,7 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/rbatch"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
@@ -70,6 +71,7 @@ type Worker struct {
 	ln       net.Listener
 	addr     string
 	specs    map[string]*spec
+	probers  []*prober
 	inflight sync.WaitGroup
 }
 
@@ -104,11 +106,17 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		}
 		specs[name] = sp
 	}
+	if err := linkFallbacks(specs); err != nil {
+		return nil, err
+	}
 	m := newMetrics()
 	host, _ := os.Hostname()
 	workerID := fmt.Sprintf("%s:%d", host, os.Getpid())
-	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention))
-	br := resilience.NewBreakers(rdb, resilience.WithLogger(o.logger))
+	// One group-committing batcher: concurrent tasks' admissions and
+	// bookkeeping writes share pipelined round trips (see internal/rbatch).
+	batch := rbatch.New(rdb, rbatch.Options{})
+	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithScriptRunner(batch))
+	br := resilience.NewBreakers(rdb, resilience.WithLogger(o.logger), resilience.WithScriptRunner(batch))
 	w := &Worker{
 		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener, specs: specs,
 	}
@@ -117,6 +125,13 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
 		alerts:   newAlerter(cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, classify: resilience.Classify, noGate: o.noGate,
+	}
+	if !o.noGate {
+		for _, name := range w.Agents() {
+			if sp := specs[name]; sp.probe != nil {
+				w.probers = append(w.probers, newProber(sp, br, m, o.logger))
+			}
+		}
 	}
 	return w, nil
 }
@@ -192,6 +207,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	wakeDone := make(chan struct{})
 	go func() { defer close(wakeDone); w.wakeDeferred(bgCtx) }()
 	w.pipe.alerts.start(bgCtx)
+	for _, p := range w.probers {
+		p.Start(bgCtx)
+	}
 
 	if err := srv.Start(w.Handler()); err != nil {
 		return fmt.Errorf("worker: start: %w", err)
@@ -209,6 +227,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.log.Error("agents did not stop within 10s of shutdown")
 	}
 	cancelBg()
+	for _, p := range w.probers {
+		p.Stop()
+	}
 	<-wakeDone
 	w.breakers.Stop()
 	w.pipe.alerts.wait()
@@ -252,20 +273,38 @@ func (w *Worker) OpsHandler() http.Handler {
 	return mux
 }
 
-// AgentSummary is one agent's health (the /api/v1/agents view).
+// AgentSummary is one agent's health (the /api/v1/agents view). Fields may
+// be added, never renamed.
 type AgentSummary struct {
 	Agent string `json:"agent"`
 	resilience.BreakerSnapshot
+	// Fallback lists the agent's fallback agents, in order (omitted when
+	// none).
+	Fallback []string `json:"fallback,omitempty"`
+	// Probe is the agent's health-probe view, shared by every worker: the
+	// last probe's time, outcome, latency and error, and the success rate
+	// over the recent probes. Omitted for an agent without a probe; null
+	// fields until its first probe.
+	Probe *resilience.ProbeStatus `json:"probe,omitempty"`
 }
 
 func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
 	out := []AgentSummary{}
 	for _, name := range w.Agents() {
-		snap, err := w.breakers.Get(ctx, w.specs[name].breakerKey)
+		sp := w.specs[name]
+		snap, err := w.breakers.Get(ctx, sp.breakerKey)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, AgentSummary{Agent: name, BreakerSnapshot: snap})
+		sum := AgentSummary{Agent: name, BreakerSnapshot: snap, Fallback: sp.fallbackNames}
+		if sp.probe != nil {
+			st, _, err := w.breakers.ProbeStatus(ctx, sp.breakerKey)
+			if err != nil {
+				return nil, err
+			}
+			sum.Probe = &st
+		}
+		out = append(out, sum)
 	}
 	return out, nil
 }

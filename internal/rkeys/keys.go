@@ -67,3 +67,12 @@ func DLQRefs() string { return Prefix + "{dlq}:refs" }
 func BreakerWake(key string, generation int64) string {
 	return Prefix + "{breaker:" + key + "}:wake:" + strconv.FormatInt(generation, 10)
 }
+
+// Probe is the hash of the health-probe results of the breaker key
+// (last_at, last_ok, latency_ms, error, recent outcomes).
+func Probe(key string) string { return Prefix + "{breaker:" + key + "}:probe" }
+
+// ProbeClaim is the claim (SET NX PX interval) of the worker that runs the
+// next interval probe of the breaker key while it is closed, so that a
+// cluster probes once per interval, not once per worker.
+func ProbeClaim(key string) string { return Prefix + "{breaker:" + key + "}:probe-claim" }

@@ -27,6 +27,12 @@
 //	{"mode": "env"}                  success, data = {"env": {NAME: value…},
 //	                                 "cwd": working directory}
 //
+// In every mode, params "effects": F appends one line
+// "<task_id> <attempt> <restart> <pid> <mode>" to the file F (O_APPEND, one
+// write, so concurrent agents never interleave lines) before doing anything
+// else: a side-effect log from which tests count duplicate executions and
+// find the PIDs of the agents that ran.
+//
 // The first argument, when given, is the mode and overrides params; further
 // arguments of the form key=value set params (value parsed as JSON when it
 // is JSON, else taken as a string): `testagent garbage`,
@@ -49,8 +55,10 @@ import (
 )
 
 type request struct {
-	TaskID string                     `json:"task_id"`
-	Params map[string]json.RawMessage `json:"params"`
+	TaskID  string                     `json:"task_id"`
+	Attempt int                        `json:"attempt"`
+	Restart int                        `json:"restart"`
+	Params  map[string]json.RawMessage `json:"params"`
 }
 
 const defaultStderr = "read tcp 127.0.0.1:5000->127.0.0.1:443: read: connection reset by peer"
@@ -81,6 +89,9 @@ func main() {
 		}
 	}
 	p := params(req.Params)
+	if f := p.str("effects", ""); f != "" {
+		logEffect(f, req, p.str("mode", "echo"))
+	}
 
 	switch mode := p.str("mode", "echo"); mode {
 	case "echo":
@@ -198,6 +209,20 @@ func spawn(n int, shareStdout bool) []string {
 		pids = append(pids, strconv.Itoa(c.Process.Pid))
 	}
 	return pids
+}
+
+// logEffect appends "<task_id> <attempt> <restart> <pid> <mode>\n" to file
+// in one O_APPEND write (atomic for lines this short).
+func logEffect(file string, req request, mode string) {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		die(2, "testagent: effects log: %v", err)
+	}
+	line := fmt.Sprintf("%s %d %d %d %s\n", req.TaskID, req.Attempt, req.Restart, os.Getpid(), mode)
+	if _, err := f.Write([]byte(line)); err != nil {
+		die(2, "testagent: effects log: %v", err)
+	}
+	_ = f.Close()
 }
 
 // writePIDs writes pids to file, one a line, atomically (readers never see

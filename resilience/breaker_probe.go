@@ -1,0 +1,179 @@
+package resilience
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// Admission for agents with a health probe.
+//
+// An agent with a health probe never sends a real task as a half-open
+// trial: the probe is the trial. Its tasks ask AllowTask, which admits in
+// CLOSED only; its prober asks AllowProbe, which takes the one trial lease
+// of a half-open episode. The probe's outcome goes through Record with the
+// probe's Admission, like any trial: a success closes the breaker, a
+// failure reopens it for a fresh cooldown, an expired lease (the prober's
+// worker died) ends the episode so that another prober may try.
+
+// ProbeRetry is the RetryIn AllowTask gives a task when the breaker is past
+// its cooldown or half-open: the probe decides soon, so look again then.
+const ProbeRetry = time.Second
+
+// allowTaskScript admits a task of an agent whose trials are probes. It
+// writes nothing.
+//
+// KEYS[1] breaker hash. ARGV[1] now ms or "" (Redis TIME), ARGV[2] the
+// retry ms to give when past the cooldown or half-open.
+// Returns {allowed 0|1, state, generation, retry_at ms (0 if none),
+// consecutive_failures, retry_in ms (0 if none)}: allowed only in CLOSED;
+// OPEN before open_until is denied until open_until; OPEN past it (the
+// state stays "open" until a probe takes the trial) and HALF_OPEN are
+// denied for ARGV[2] ms.
+var allowTaskScript = redis.NewScript(luaPrelude + `
+local now = now_ms(ARGV[1])
+local state, gen, cf, ou = load(KEYS[1])
+if state == 'closed' then return {1, state, gen, 0, cf, 0} end
+if state == 'open' and now < ou then return {0, state, gen, ou, cf, ou - now} end
+local r = tonumber(ARGV[2])
+return {0, state, gen, now + r, cf, r}
+`)
+
+// AllowTask is Allow for a task of an agent with a health probe: it admits
+// in CLOSED only and never makes the call a half-open trial (the probe is
+// the trial, see AllowProbe). In CLOSED it costs one read-only EVALSHA, as
+// Allow does. cfg is accepted for symmetry with Allow (the script needs
+// none of it). When Redis is unavailable it returns an error wrapping
+// ErrBreakerUnavailable together with Allow's fallback admission (last state
+// seen; never a trial).
+func (b *Breakers) AllowTask(ctx context.Context, key string, cfg BreakerConfig) (Admission, error) {
+	_ = cfg
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	res, err := b.run(ctx, allowTaskScript, key, []string{rkeys.Breaker(key)},
+		b.nowArg(), ProbeRetry.Milliseconds())
+	if err != nil {
+		if isUnavailable(err) {
+			adm := b.fallback(key)
+			return adm, fmt.Errorf("breaker %q: %w: %w", key, ErrBreakerUnavailable, err)
+		}
+		return Admission{}, fmt.Errorf("breaker %q: allow task: %w", key, err)
+	}
+	r, err := reply(res, 6)
+	if err != nil {
+		return Admission{}, fmt.Errorf("breaker %q: allow task: %w", key, err)
+	}
+	adm := Admission{
+		Allowed:             r.int(0) == 1,
+		State:               BreakerState(r.str(1)),
+		Generation:          r.int(2),
+		ConsecutiveFailures: int(r.int(4)),
+	}
+	if ms := r.int(3); ms > 0 {
+		adm.RetryAt = time.UnixMilli(ms)
+	}
+	if ms := r.int(5); ms > 0 {
+		adm.RetryIn = time.Duration(ms) * time.Millisecond
+	}
+	ls := lastSeen{state: adm.State, gen: adm.Generation, cf: adm.ConsecutiveFailures}
+	if adm.State == StateOpen {
+		ls.openUntil = adm.RetryAt
+	}
+	b.remember(key, ls)
+	return adm, nil
+}
+
+// allowProbeScript takes the half-open trial lease for a probe.
+//
+// KEYS[1] breaker hash, KEYS[2] trial leases (zset token -> expiry ms).
+// ARGV[1] now ms or "" (Redis TIME), ARGV[2] trial lease ms, ARGV[3] the
+// probe's trial token, ARGV[4] event channel, ARGV[5] breaker key.
+// Returns {allowed 0|1, state, generation, token, retry_at ms (0 if none),
+// consecutive_failures, retry_in ms (0 if none)}.
+//
+// CLOSED is never admitted (nothing to try; retry_at 0). OPEN before
+// open_until is denied until then. OPEN past open_until becomes HALF_OPEN
+// (generation+1, leases dropped, announced). In HALF_OPEN an expired lease
+// ends the episode (generation+1, leases dropped) as in Allow; then the
+// probe is admitted only when no lease is held: one probe trial per
+// episode cluster-wide, whatever half_open_max_calls says.
+var allowProbeScript = redis.NewScript(luaPrelude + `
+local now = now_ms(ARGV[1])
+local state, gen, cf, ou = load(KEYS[1])
+if state == 'closed' then return {0, state, gen, '', 0, cf, 0} end
+if state == 'open' then
+  if now < ou then return {0, state, gen, '', ou, cf, ou - now} end
+  state = 'half_open'
+  gen = gen + 1
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'state', state, 'generation', gen)
+  announce(ARGV[4], ARGV[5], state, gen)
+end
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1)
+if #expired > 0 then
+  gen = gen + 1
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'generation', gen)
+  announce(ARGV[4], ARGV[5], state, gen)
+end
+if redis.call('ZCARD', KEYS[2]) == 0 then
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
+  return {1, state, gen, ARGV[3], 0, cf, 0}
+end
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+return {0, state, gen, '', tonumber(first[2]), cf, tonumber(first[2]) - now}
+`)
+
+// AllowProbe asks for the half-open trial of key on behalf of a health
+// probe. It is admitted (Allowed, State half_open, a Token) only once the
+// cooldown has ended and no other trial holds the episode's lease; the
+// caller runs the probe and reports it with Record(ctx, key, cfg, adm,
+// OutcomeSuccess|OutcomeFailure|OutcomeIgnore). cfg.TrialLease bounds the
+// probe (pass its timeout plus a margin). Denied answers carry the state
+// and, when OPEN or a lease is held, RetryIn; a CLOSED breaker is never
+// admitted (State closed, no RetryIn). When Redis is unavailable nothing is
+// admitted and the error wraps ErrBreakerUnavailable.
+func (b *Breakers) AllowProbe(ctx context.Context, key string, cfg BreakerConfig) (Admission, error) {
+	cfg = cfg.withDefaults()
+	ctx, cancel := b.bound(ctx)
+	defer cancel()
+	res, err := b.run(ctx, allowProbeScript, key,
+		[]string{rkeys.Breaker(key), rkeys.BreakerTrials(key)},
+		b.nowArg(), cfg.TrialLease.Milliseconds(), rand.Text(), rkeys.BreakerChannel(), key)
+	if err != nil {
+		adm := b.fallback(key)
+		adm.Allowed = false
+		if isUnavailable(err) {
+			return adm, fmt.Errorf("breaker %q: allow probe: %w: %w", key, ErrBreakerUnavailable, err)
+		}
+		return adm, fmt.Errorf("breaker %q: allow probe: %w", key, err)
+	}
+	r, err := reply(res, 7)
+	if err != nil {
+		return Admission{}, fmt.Errorf("breaker %q: allow probe: %w", key, err)
+	}
+	adm := Admission{
+		Allowed:             r.int(0) == 1,
+		State:               BreakerState(r.str(1)),
+		Generation:          r.int(2),
+		Token:               r.str(3),
+		ConsecutiveFailures: int(r.int(5)),
+	}
+	if ms := r.int(4); ms > 0 {
+		adm.RetryAt = time.UnixMilli(ms)
+	}
+	if ms := r.int(6); ms > 0 {
+		adm.RetryIn = time.Duration(ms) * time.Millisecond
+	}
+	ls := lastSeen{state: adm.State, gen: adm.Generation, cf: adm.ConsecutiveFailures}
+	if adm.State == StateOpen {
+		ls.openUntil = adm.RetryAt
+	}
+	b.remember(key, ls)
+	return adm, nil
+}

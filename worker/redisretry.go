@@ -1,0 +1,86 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxRedisWait bounds how long a handler waits for an unreachable Redis
+// before it hands the outcome to asynq anyway. asynq's lease lasts 30s and
+// cannot be extended while Redis is down; once it expires asynq drops the
+// handler's result and leaves the task to its lease recoverer, so waiting
+// longer would be useless.
+const maxRedisWait = 25 * time.Second
+
+// Backoff between tries while Redis is unreachable.
+const (
+	redisRetryMin = 50 * time.Millisecond
+	redisRetryMax = time.Second
+)
+
+// untilRedis runs op and, while it fails because Redis cannot be reached,
+// runs it again with backoff until it succeeds, fails for another reason,
+// ctx ends or maxRedisWait passes. It returns op's last error.
+//
+// Why: a handler that returns to asynq while Redis is down loses its
+// outcome twice over. agentq's record of the task (succeeded, dead
+// lettered) was not written, and asynq v0.26 cannot acknowledge the task
+// later either: its processor hands the failed Done/Retry to its syncer
+// with a context it has already canceled, so every later try fails and the
+// task stays active until its lease is recovered a minute or two later and
+// it runs again. Waiting here for Redis, within the lease, lets both the
+// record and asynq's acknowledgement land as soon as Redis is back.
+func untilRedis(ctx context.Context, op func() error) error {
+	deadline := time.Now().Add(maxRedisWait)
+	wait := redisRetryMin
+	for {
+		err := op()
+		if err == nil || !redisUnreachable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, redisRetryMax)
+	}
+}
+
+// awaitRedis waits (as untilRedis does) until Redis answers a read of task
+// id's record, so that what the handler returns next reaches asynq.
+func (p *pipeline) awaitRedis(ctx context.Context, id string) {
+	_ = untilRedis(ctx, func() error {
+		_, err := p.store.Exists(context.WithoutCancel(ctx), id)
+		return err
+	})
+}
+
+// redisUnreachable reports whether err says Redis could not be reached or
+// is not serving yet (connection refused or reset, timeouts, EOF, a full
+// pool, an AOF still loading), as opposed to a reply Redis gave.
+func redisUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, redis.ErrPoolTimeout):
+		return true
+	}
+	s := err.Error()
+	return strings.Contains(s, "LOADING ") || strings.Contains(s, "connection refused") ||
+		strings.Contains(s, "connection reset") || strings.Contains(s, "broken pipe")
+}
