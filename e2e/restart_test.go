@@ -512,3 +512,49 @@ func TestRestartCrashExactlyOnce(t *testing.T) {
 	require.Empty(t, inspectorRestarts(t, b, srv.URL()))
 	require.Equal(t, 0, w2.stop(t, 15*time.Second))
 }
+
+// TestRestartCrashBeforeRecording: a worker killed after it scheduled a
+// restart but before it recorded it leaves the record at run 0, so the
+// record cannot fence the redelivered run 0. The next run's presence in
+// asynq does: the redelivery is dropped, the missed "restarting" is
+// recorded, and each run reaches the backend exactly once per attempt.
+func TestRestartCrashBeforeRecording(t *testing.T) {
+	t.Parallel()
+	b := buildBins(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	be := newFlakyBackend(t, func(_ string, restart int) bool { return restart == 0 })
+	// The restart waits 6s: run 0 is redelivered (about 1s after worker 2
+	// starts) while run 1 is still scheduled.
+	cfg := restartConfig(t, be.srv.URL, "{max_restarts: 3, delays: [6s, 6s, 6s]}")
+
+	w1 := startEnv(t, "worker-1", []string{"AGENTQ_FAILPOINT=before_restart_recorded"},
+		b.worker, "--config", cfg, "--redis", srv.URL())
+	enqueueLLM(t, b, srv.URL(), "crash-2")
+	select {
+	case <-w1.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker 1 did not hit the failpoint")
+	}
+	st := tasks.NewStore(rdb)
+	v, err := st.Get(ctx, "crash-2")
+	require.NoError(t, err)
+	require.Equal(t, 0, v.Run, "the restart was not recorded")
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	_, err = insp.GetTaskInfo(tasks.DefaultQueue, "crash-2#1")
+	require.NoError(t, err, "restart 1 is scheduled")
+
+	leaseKey := "asynq:{" + tasks.DefaultQueue + "}:lease"
+	require.NoError(t, rdb.ZAddXX(ctx, leaseKey, redis.Z{Score: float64(time.Now().Add(-2 * time.Minute).Unix()), Member: "crash-2"}).Err())
+	w2 := start(t, "worker-2", b.worker, "--config", cfg, "--redis", srv.URL())
+	views := waitStates(t, rdb, []string{"crash-2"}, 30*time.Second)
+	v = views["crash-2"]
+	require.Equal(t, tasks.StateSucceeded, v.State)
+	require.Equal(t, 1, v.Restarts)
+	require.Equal(t, []string{"queued", "retrying", "restarting", "succeeded"}, eventNames(v.History))
+	require.Equal(t, map[int]int{0: 2, 1: 1}, be.runs("crash-2"), "backend calls per restart: exactly one run each")
+	log, _ := os.ReadFile(w2.log)
+	require.Contains(t, string(log), "dropping a redelivered run whose restart was already scheduled")
+	require.Equal(t, 0, w2.stop(t, 15*time.Second))
+}

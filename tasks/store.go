@@ -146,7 +146,9 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // beginScript marks the start of an attempt, fencing stale deliveries.
 //
 // KEYS[1] task record
-// ARGV[1] run of the delivery, ARGV[2] retention seconds, ARGV[3..] field/value pairs
+// ARGV[1] run of the delivery, ARGV[2] retention seconds, ARGV[3] the run's
+// restart number (kept even when the restart's own transition was never
+// recorded), ARGV[4..] field/value pairs
 // seeded when the record is missing or lacks its "run" field, i.e. was not
 // written by Create (id, agent, …); a record Create wrote has them all, so
 // the happy path skips those writes.
@@ -158,9 +160,9 @@ local run = tonumber(cur or "-1")
 local mine = tonumber(ARGV[1])
 if run > mine then return -1 end
 if not cur then
-  for i = 3, #ARGV, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
+  for i = 4, #ARGV, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
 end
-redis.call("HSET", KEYS[1], "state", "active", "run", ARGV[1])
+redis.call("HSET", KEYS[1], "state", "active", "run", ARGV[1], "restarts", ARGV[3])
 local n = redis.call("HINCRBY", KEYS[1], "attempts", 1)
 redis.call("EXPIRE", KEYS[1], ARGV[2])
 return n
@@ -171,7 +173,7 @@ return n
 // has been superseded.
 func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
 	n, err := s.eval(ctx, beginScript, []string{rkeys.Task(env.ID)},
-		env.Run, int64(s.retention/time.Second),
+		env.Run, int64(s.retention/time.Second), env.Restarts,
 		"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
 		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
 	).Int()
@@ -211,7 +213,29 @@ const MaxStoredResult = 64 << 10
 func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) error {
 	ev.At = s.stamp(ev.At)
 	b, _ := json.Marshal(ev)
-	fields := []any{"state", string(p.State), "updated_at", ev.At.UTC().Format(time.RFC3339Nano)}
+	fields := p.fields(ev.At)
+	ttl := s.retention
+	write := func(pipe redis.Pipeliner) {
+		pipe.HSet(ctx, rkeys.Task(id), fields...)
+		pipe.RPush(ctx, rkeys.TaskHistory(id), b)
+		pipe.Expire(ctx, rkeys.Task(id), ttl)
+		pipe.Expire(ctx, rkeys.TaskHistory(id), ttl)
+	}
+	var err error
+	if c, ok := s.runner.(Committer); ok {
+		err = c.Exec(ctx, write)
+	} else {
+		_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error { write(pipe); return nil })
+	}
+	if err != nil {
+		return fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, err)
+	}
+	return nil
+}
+
+// fields are the record fields a transition to p writes at time at.
+func (p Patch) fields(at time.Time) []any {
+	fields := []any{"state", string(p.State), "updated_at", at.UTC().Format(time.RFC3339Nano)}
 	if p.Run != nil {
 		fields = append(fields, "run", *p.Run)
 	}
@@ -231,23 +255,37 @@ func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) er
 	if p.ErrorClass != "" || p.ClearError {
 		fields = append(fields, "error_class", p.ErrorClass, "error", p.Error)
 	}
-	ttl := s.retention
-	write := func(pipe redis.Pipeliner) {
-		pipe.HSet(ctx, rkeys.Task(id), fields...)
-		pipe.RPush(ctx, rkeys.TaskHistory(id), b)
-		pipe.Expire(ctx, rkeys.Task(id), ttl)
-		pipe.Expire(ctx, rkeys.TaskHistory(id), ttl)
-	}
-	var err error
-	if c, ok := s.runner.(Committer); ok {
-		err = c.Exec(ctx, write)
-	} else {
-		_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error { write(pipe); return nil })
-	}
+	return fields
+}
+
+// transitionIfRunScript is Transition fenced by the record's run.
+//
+// KEYS[1] task record, KEYS[2] history
+// ARGV[1] the run the record must be at, ARGV[2] retention seconds,
+// ARGV[3] event JSON, ARGV[4..] field/value pairs.
+// Returns 1 when applied, 0 when the record is at another run (or absent).
+var transitionIfRunScript = redis.NewScript(`
+local cur = redis.call("HGET", KEYS[1], "run")
+if cur ~= ARGV[1] then return 0 end
+redis.call("HSET", KEYS[1], unpack(ARGV, 4))
+redis.call("RPUSH", KEYS[2], ARGV[3])
+redis.call("EXPIRE", KEYS[1], ARGV[2])
+redis.call("EXPIRE", KEYS[2], ARGV[2])
+return 1
+`)
+
+// TransitionIfRun is Transition applied only while the record is still at
+// run; it reports whether it was applied. It completes a transition a dead
+// worker left unrecorded without overwriting a newer run's state.
+func (s *Store) TransitionIfRun(ctx context.Context, id string, run int, p Patch, ev Event) (bool, error) {
+	ev.At = s.stamp(ev.At)
+	b, _ := json.Marshal(ev)
+	args := append([]any{strconv.Itoa(run), int64(s.retention / time.Second), string(b)}, p.fields(ev.At)...)
+	n, err := s.eval(ctx, transitionIfRunScript, []string{rkeys.Task(id), rkeys.TaskHistory(id)}, args...).Int()
 	if err != nil {
-		return fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, err)
+		return false, fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, err)
 	}
-	return nil
+	return n == 1, nil
 }
 
 func (s *Store) stamp(at time.Time) time.Time {

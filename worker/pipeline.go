@@ -39,6 +39,7 @@ type pipeline struct {
 	metrics  *metrics
 	alerts   *alerter
 	workerID string
+	insp     *asynq.Inspector // nil: no superseded-run check (tests)
 	classify func(error) resilience.Verdict
 	noGate   bool // WithoutBreaker: skip Allow and Record
 }
@@ -110,6 +111,10 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	// A retry is scheduled by asynq in whole seconds, so it may arrive up to a
 	// second early: wait for the rest of its computed delay here.
 	if n, ok := asynq.GetRetryCount(ctx); ok && n > 0 {
+		if p.superseded(ctx, env) {
+			log.Warn("dropping a redelivered run whose restart was already scheduled", "run", env.Run)
+			return nil
+		}
 		if err := p.waitUntilDue(ctx, env.ID); err != nil {
 			return &delayed{delay: 0, failure: false, cause: "canceled by worker shutdown"}
 		}
@@ -220,6 +225,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 			// ev.Restart stays env.Restarts: the event is the outcome of this
 			// run's attempt; (restart, attempt) identifies every attempt.
 			ev.Event, ev.DelayMS = tasks.EventRestarting, delay.Milliseconds()
+			failpoint("before_restart_recorded") // test hook: crash between scheduling and recording
 			_ = untilRedis(ctx, func() error {
 				return p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRestarting, Run: &next.Run,
 					Restarts: &next.Restarts, ErrorClass: string(v.Class), Error: errText}, ev)
@@ -370,6 +376,34 @@ func (p *pipeline) call(ctx context.Context, log *slog.Logger, env *tasks.Envelo
 		errText = truncate(runErr.Error(), 2000)
 	}
 	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed}
+}
+
+// superseded reports whether env's next run already exists in asynq: a
+// worker that scheduled a restart and died before recording it leaves the
+// record at this run, so Begin's fence cannot tell, and asynq's lease
+// recovery redelivers this run. Only redeliveries (retries) are checked,
+// at one lookup each; an error counts as "not superseded" (run it rather
+// than lose it).
+func (p *pipeline) superseded(ctx context.Context, env *tasks.Envelope) bool {
+	if p.insp == nil {
+		return false
+	}
+	q, _ := asynq.GetQueueName(ctx)
+	next := *env
+	next.Run++
+	info, err := p.insp.GetTaskInfo(q, next.AsynqID())
+	if err != nil {
+		return false
+	}
+	// Record the restart the dead worker did not, unless the next run has
+	// moved the record on already.
+	if n, err := tasks.Decode(info.Payload); err == nil {
+		_, _ = p.store.TransitionIfRun(context.WithoutCancel(ctx), env.ID, env.Run,
+			tasks.Patch{State: tasks.StateRestarting, Run: &n.Run, Restarts: &n.Restarts},
+			tasks.Event{Event: tasks.EventRestarting, Restart: env.Restarts, Agent: env.Agent, Worker: p.workerID,
+				Error: "restart scheduled by a worker that stopped before recording it"})
+	}
+	return true
 }
 
 // maxDueWait bounds the in-handler wait for an early retry: asynq's

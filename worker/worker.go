@@ -124,7 +124,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		log: o.logger, specs: specs, store: client.Store(), dlq: deadletter.NewStore(rdb),
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
 		alerts:   newAlerter(cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
-		workerID: workerID, classify: resilience.Classify, noGate: o.noGate,
+		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: resilience.Classify, noGate: o.noGate,
 	}
 	if !o.noGate {
 		for _, name := range w.Agents() {
