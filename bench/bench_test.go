@@ -8,6 +8,9 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,16 +35,32 @@ import (
 //	AGENTQ_BENCH_DEFAULT_SAMPLES  pickup samples of asynq with its defaults (60;
 //	                              each costs about a second of asynq's 0.5–1.5s poll)
 
-// BenchmarkEnqueue measures tasks.Client.Enqueue (asynq's enqueue plus the
-// task record: two round trips) from one goroutine and from 16, against a
-// bare asynq.Client enqueue of the same payload (one round trip).
+// BenchmarkEnqueue measures enqueue throughput against a bare
+// asynq.Client enqueue of the same payload (one round trip per task, 16
+// goroutines): tasks.Client.Enqueue in a loop (1 goroutine) and from 16
+// goroutines (asynq's enqueue plus the task record: two round trips per
+// task), tasks.Client.EnqueueMany (batches of 1000 from one goroutine) and
+// the enqueuer binary (built for the run) with --file on a 10k-line file,
+// whose time includes its start-up, parsing and connecting.
 func BenchmarkEnqueue(b *testing.B) {
 	srv := redistest.Start(b)
 	payload, err := tasks.Encode(&tasks.Envelope{ID: tasks.NewID(), Agent: noopAgent, Params: json.RawMessage(`{"n":1}`), Queue: tasks.DefaultQueue, EnqueuedAt: time.Now()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	enqueue := func(goroutines, n int, one func(ctx context.Context, rdb redis.UniversalClient) func() error) func(context.Context) (float64, error) {
+	const fileTasks = 10000
+	dir := b.TempDir()
+	enqueuer := goBuild(b, dir, "github.com/agentq/agentq/cmd/enqueuer")
+	file := filepath.Join(dir, "tasks.jsonl")
+	var lines strings.Builder
+	for range fileTasks {
+		lines.WriteString(`{"agent":"` + noopAgent + `","params":{"n":1}}` + "\n")
+	}
+	if err := os.WriteFile(file, []byte(lines.String()), 0o600); err != nil {
+		b.Fatal(err)
+	}
+
+	loop := func(goroutines, n int, one func(ctx context.Context, rdb redis.UniversalClient) func() error) func(context.Context) (float64, error) {
 		return func(ctx context.Context) (float64, error) {
 			rdb := newClient(srv)
 			defer rdb.Close()
@@ -85,14 +104,61 @@ func BenchmarkEnqueue(b *testing.B) {
 			return err
 		}
 	}
-	for _, g := range []struct{ goroutines, n int }{{1, 1000}, {16, 4000}} {
-		a := side{"asynq.Client", enqueue(g.goroutines, g.n, viaAsynq)}
-		c := side{"tasks.Client", enqueue(g.goroutines, g.n, viaClient)}
-		warm := []side{{"warm-a", enqueue(g.goroutines, 200, viaAsynq)}, {"warm-c", enqueue(g.goroutines, 200, viaClient)}}
-		res := interleave(b, srv, 3, warm, []side{a, c})
-		ma, mc := median(res[a.name]), median(res[c.name])
-		report("enqueue goroutines=%d tasks.Client %.0f tasks/s  (asynq.Client %.0f tasks/s, ratio %.2f)", g.goroutines, mc, ma, mc/ma)
-		detail("rounds tasks.Client: %s | asynq.Client: %s", fmtRates(res[c.name]), fmtRates(res[a.name]))
+	batched := func(n, batch int) func(context.Context) (float64, error) {
+		return func(ctx context.Context) (float64, error) {
+			rdb := newClient(srv)
+			defer rdb.Close()
+			cl := tasks.NewClient(rdb)
+			ts := make([]tasks.Task, n)
+			for i := range ts {
+				ts[i] = tasks.Task{Agent: noopAgent, Params: json.RawMessage(`{"n":1}`)}
+			}
+			start := time.Now()
+			for lo := 0; lo < n; lo += batch {
+				if _, err := cl.EnqueueMany(ctx, ts[lo:min(lo+batch, n)]); err != nil {
+					return 0, err
+				}
+			}
+			return float64(n) / time.Since(start).Seconds(), nil
+		}
+	}
+	binary := func(ctx context.Context) (float64, error) {
+		cmd := exec.CommandContext(ctx, enqueuer, "--file", file, "--redis", srv.URL())
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return 0, fmt.Errorf("enqueuer --file: %w: %s", err, stderr.String())
+		}
+		el := time.Since(start)
+		rdb := newClient(srv)
+		defer rdb.Close()
+		info, err := asynq.NewInspectorFromRedisClient(rdb).GetQueueInfo(tasks.DefaultQueue)
+		if err != nil {
+			return 0, err
+		}
+		if info.Pending != fileTasks {
+			return 0, fmt.Errorf("enqueuer --file queued %d tasks, want %d", info.Pending, fileTasks)
+		}
+		return fileTasks / el.Seconds(), nil
+	}
+	sides := []side{
+		{"asynq.Client g=16", loop(16, 4000, viaAsynq)},
+		{"Enqueue g=1", loop(1, 1000, viaClient)},
+		{"Enqueue g=16", loop(16, 4000, viaClient)},
+		{"EnqueueMany", batched(10000, 1000)},
+		{"enqueuer --file", binary},
+	}
+	warm := []side{
+		{"warm-asynq", loop(16, 500, viaAsynq)}, {"warm-client", loop(16, 500, viaClient)},
+		{"warm-many", batched(1000, 1000)}, {"warm-binary", binary},
+	}
+	res := interleave(b, srv, envInt("AGENTQ_BENCH_ENQUEUE_ROUNDS", 3), warm, sides)
+	base := median(res[sides[0].name])
+	for _, s := range sides {
+		m := median(res[s.name])
+		report("enqueue %-22s %6.0f tasks/s  (%.2f× asynq.Client g=16)", s.name, m, m/base)
+		detail("rounds %s: %s", s.name, fmtRates(res[s.name]))
 	}
 }
 

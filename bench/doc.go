@@ -1,12 +1,17 @@
 // Package bench holds agentq's benchmarks (`make bench`): the throughput of
 // the whole worker pipeline against a plain asynq server on the same
-// redis-server, the cost of the circuit-breaker gate, idle pickup latency,
-// retry timing and enqueue throughput.
+// redis-server (in one process, and as 4 worker processes against 4 asynq
+// server processes), the cost of the circuit-breaker gate, how many calls
+// reach a dead backend from 4 worker processes sharing one breaker, idle
+// pickup latency, retry timing and enqueue throughput (single, concurrent,
+// batched with EnqueueMany, and the enqueuer binary's --file).
 //
 // Every figure is measured in one run, A/B interleaved (A, B, A, B, …), on
 // one real redis-server started on a free port and flushed between rounds;
 // the benchmarks print medians and ratios and never assert wall-clock
-// numbers. Plain `go test ./...` runs only the cheap helper tests here;
-// the benchmarks run with `-bench`. BENCHMARKS.md at the repository root
-// has the figures of a reference run.
+// numbers. Child processes are this test binary run again with
+// AGENTQ_BENCH_ROLE set (TestMain dispatches them), or the worker and
+// enqueuer binaries built for the run. Plain `go test ./...` runs only the
+// cheap helper tests here; the benchmarks run with `-bench`. BENCHMARKS.md
+// at the repository root has the figures of a reference run.
 package bench

@@ -60,6 +60,10 @@ func report(format string, args ...any) {
 func detail(format string, args ...any) { fmt.Printf("    "+format+"\n", args...) }
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(roleEnv); role != "" {
+		// A child process of a multi-process benchmark (see procs_test.go).
+		os.Exit(childMain(role))
+	}
 	code := m.Run()
 	summary.mu.Lock()
 	if len(summary.lines) > 0 || summary.last != "" {
@@ -133,28 +137,25 @@ func asynqConfig(c int, tuned bool) asynq.Config {
 	return cfg
 }
 
-// prefill enqueues n tasks for the no-op agent with tasks.Client (the
-// agentq envelope, the task record, asynq's task) from 16 goroutines.
-func prefill(ctx context.Context, rdb redis.UniversalClient, n int) error {
-	cl := tasks.NewClient(rdb)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if _, err := cl.Enqueue(ctx, tasks.Task{Agent: noopAgent, Params: json.RawMessage(`{"n":1}`)}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
+// prefill enqueues n tasks for agent (noopAgent when empty) with
+// tasks.Client.EnqueueMany (the agentq envelope, the task record, asynq's
+// task), in batches of 1000.
+func prefill(ctx context.Context, rdb redis.UniversalClient, n int, agentName ...string) error {
+	name := noopAgent
+	if len(agentName) > 0 {
+		name = agentName[0]
 	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	cl := tasks.NewClient(rdb)
+	for lo := 0; lo < n; lo += 1000 {
+		ts := make([]tasks.Task, min(1000, n-lo))
+		for i := range ts {
+			ts[i] = tasks.Task{Agent: name, Params: json.RawMessage(`{"n":1}`)}
+		}
+		if _, err := cl.EnqueueMany(ctx, ts); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // counter reads one of asynq's integer counters (0 when absent).

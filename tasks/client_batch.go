@@ -1,0 +1,485 @@
+package tasks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// batchChunk is how many commands EnqueueMany puts on one pipeline.
+const batchChunk = 1000
+
+// TaskError names the task of a batch an error is about, by its index in
+// the slice given to EnqueueMany.
+type TaskError struct {
+	Index int
+	ID    string // the task's ID (generated or the caller's); empty if it was never assigned
+	Err   error
+}
+
+func (e *TaskError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("tasks: task %d: %v", e.Index, e.Err)
+	}
+	return fmt.Sprintf("tasks: task %d (%s): %v", e.Index, e.ID, e.Err)
+}
+
+// Unwrap gives the task's error (errors.Is(err, ErrInvalidEnvelope), …).
+func (e *TaskError) Unwrap() error { return e.Err }
+
+// ErrPartialBatch is the sentinel of a BatchError: some tasks of a batch
+// were enqueued and some were not.
+var ErrPartialBatch = errors.New("tasks: batch partly enqueued")
+
+// BatchError is returned by EnqueueMany when some tasks could not be
+// enqueued (Redis failed or the context ended while the batch was under
+// way). The results of every other task are valid: they were enqueued (or
+// were duplicates). Repeating the batch is safe for tasks with
+// caller-chosen IDs; tasks with generated IDs should be resent only for the
+// indexes listed here.
+type BatchError struct {
+	// Failed lists the tasks that were not enqueued, in index order.
+	Failed []*TaskError
+}
+
+func (e *BatchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %d task(s) not enqueued", ErrPartialBatch, len(e.Failed))
+	for i, f := range e.Failed {
+		if i == 3 {
+			fmt.Fprintf(&b, "; …")
+			break
+		}
+		fmt.Fprintf(&b, "; %v", f)
+	}
+	return b.String()
+}
+
+// Unwrap gives ErrPartialBatch and each task's error.
+func (e *BatchError) Unwrap() []error {
+	out := make([]error, 0, len(e.Failed)+1)
+	out = append(out, ErrPartialBatch)
+	for _, f := range e.Failed {
+		out = append(out, f)
+	}
+	return out
+}
+
+// batchItem is one task of a batch on its way through EnqueueMany.
+type batchItem struct {
+	env    *Envelope
+	caller bool // the caller chose the ID: it is an idempotency key
+	// firstOf is the index of an earlier task of the batch with the same
+	// caller ID (this one is then a duplicate of it), or -1.
+	firstOf int
+	done    bool // the result is decided (duplicate found before enqueueing)
+	dupRun  bool // asynq reported the run already queued: look up the state
+	queued  bool // this call put the task on its queue
+	err     error
+}
+
+// EnqueueMany enqueues ts with the semantics of Enqueue for each task, in
+// far fewer round trips: results[i] is the result of ts[i].
+//
+// Every task is validated first; if one is invalid, nothing is enqueued and
+// the error is a *TaskError naming its index (errors.Is(err,
+// ErrInvalidEnvelope)). Caller-chosen IDs are idempotency keys: a task whose
+// ID already has a record, or that appears earlier in the same batch, is
+// not enqueued again and its result says Duplicate. opts apply to every
+// task.
+//
+// asynq's client enqueues one task per round trip; EnqueueMany writes
+// asynq's task hash and queue entry itself, with asynq's own scripts, on
+// pipelines (asynqEnqueueMany: a test holds it byte for byte to what
+// asynq.Client writes), so a batch costs three pipelined round trips per
+// 1000 tasks: the duplicate check, the enqueue and the task records.
+//
+// If Redis fails part-way, the tasks already enqueued stay enqueued, their
+// results are filled in, and the error is a *BatchError listing the
+// indexes that were not (errors.Is(err, ErrPartialBatch)); results is then
+// still returned, with the IDs of every task. As with Enqueue, a task whose
+// queue entry was written but whose record could not be is still reported
+// as enqueued: the worker writes the record when it runs it.
+func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOption) ([]Result, error) {
+	if len(ts) == 0 {
+		return nil, nil
+	}
+	var o enqueueOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	now := c.store.Now().UTC()
+	items := make([]batchItem, len(ts))
+	firstByID := make(map[string]int)
+	for i, t := range ts {
+		env := &Envelope{
+			ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params,
+			CorrelationID: t.CorrelationID, Queue: t.Queue, EnqueuedAt: now,
+		}
+		if env.ID == "" {
+			env.ID = NewID()
+		}
+		if env.Queue == "" {
+			env.Queue = DefaultQueue
+		}
+		if err := env.Validate(); err != nil {
+			return nil, &TaskError{Index: i, ID: t.ID, Err: err}
+		}
+		it := batchItem{env: env, caller: t.ID != "", firstOf: -1}
+		if it.caller {
+			if j, ok := firstByID[t.ID]; ok {
+				it.firstOf, it.done = j, true
+			} else {
+				firstByID[t.ID] = i
+			}
+		}
+		items[i] = it
+	}
+
+	results := make([]Result, len(ts))
+	for i := range items {
+		results[i].ID = items[i].env.ID
+	}
+
+	// 1. Caller IDs that already have a record are duplicates (one
+	// pipelined HGET each, as Enqueue's check).
+	var check []int
+	for i := range items {
+		if items[i].caller && !items[i].done {
+			check = append(check, i)
+		}
+	}
+	states, err := c.states(ctx, items, check)
+	if err != nil {
+		return results, batchFailure(items, err)
+	}
+	for k, i := range check {
+		if states[k] != nil {
+			items[i].done = true
+			results[i].Duplicate, results[i].State = true, *states[k]
+		}
+	}
+
+	// 2. asynq's enqueue of each task's first run, pipelined (see
+	// asynqEnqueueMany).
+	delay := o.processIn
+	if !o.processAt.IsZero() {
+		delay = time.Until(o.processAt)
+	}
+	state, event := StatePending, EventQueued
+	if delay > 0 {
+		state, event = StateScheduled, EventScheduled
+	}
+	var todo []int
+	for i := range items {
+		if !items[i].done {
+			todo = append(todo, i)
+		}
+	}
+	c.asynqEnqueueMany(ctx, items, todo, delay)
+
+	// 3. The records of the tasks this call queued (pipelined Create). A
+	// failure here is ignored, as in Enqueue: the task is queued and the
+	// worker writes its record.
+	var created []int
+	for _, i := range todo {
+		if items[i].queued {
+			created = append(created, i)
+			results[i].State = state
+		}
+	}
+	c.createMany(ctx, items, created, state, Event{Event: event, DelayMS: delay.Milliseconds()})
+
+	// 4. Tasks asynq already had: duplicates, with their recorded state.
+	var dups []int
+	for _, i := range todo {
+		if items[i].dupRun {
+			dups = append(dups, i)
+		}
+	}
+	if states, err := c.states(ctx, items, dups); err == nil {
+		for k, i := range dups {
+			if states[k] != nil {
+				results[i].State = *states[k]
+			}
+		}
+	}
+	for _, i := range dups {
+		results[i].Duplicate = true
+	}
+
+	// Repeats of a caller ID within the batch follow their first occurrence.
+	var failed []*TaskError
+	for i := range items {
+		it := &items[i]
+		if it.firstOf >= 0 {
+			first := &items[it.firstOf]
+			if first.err != nil {
+				it.err = first.err
+			} else {
+				results[i].Duplicate, results[i].State = true, results[it.firstOf].State
+			}
+		}
+		if it.err != nil {
+			failed = append(failed, &TaskError{Index: i, ID: it.env.ID, Err: it.err})
+		}
+	}
+	if len(failed) > 0 {
+		return results, &BatchError{Failed: failed}
+	}
+	return results, nil
+}
+
+// batchFailure is the error of a batch none of whose tasks were enqueued
+// because a step before any enqueue failed.
+func batchFailure(items []batchItem, err error) error {
+	failed := make([]*TaskError, len(items))
+	for i := range items {
+		failed[i] = &TaskError{Index: i, ID: items[i].env.ID, Err: err}
+	}
+	return &BatchError{Failed: failed}
+}
+
+// states reads the recorded state of the tasks at idx (pipelined HGETs,
+// batchChunk per round trip); nil where there is no record.
+func (c *Client) states(ctx context.Context, items []batchItem, idx []int) ([]*State, error) {
+	out := make([]*State, len(idx))
+	for lo := 0; lo < len(idx); lo += batchChunk {
+		hi := min(lo+batchChunk, len(idx))
+		cmds := make([]*redis.StringCmd, 0, hi-lo)
+		_, err := c.store.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range idx[lo:hi] {
+				cmds = append(cmds, p.HGet(ctx, rkeys.Task(items[i].env.ID), "state"))
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("tasks: check existing tasks: %w", err)
+		}
+		for k, cmd := range cmds {
+			v, err := cmd.Result()
+			switch {
+			case errors.Is(err, redis.Nil):
+			case err != nil:
+				return nil, fmt.Errorf("tasks: check %s: %w", items[idx[lo+k]].env.ID, err)
+			default:
+				st := State(v)
+				out[lo+k] = &st
+			}
+		}
+	}
+	return out, nil
+}
+
+// createMany is Store.Create for the tasks at idx, pipelined (createScript
+// documents its KEYS and ARGV; the arguments here must stay those of
+// Store.Create). Errors are dropped: see EnqueueMany.
+func (c *Client) createMany(ctx context.Context, items []batchItem, idx []int, state State, ev Event) {
+	s := c.store
+	ev.At = s.stamp(ev.At)
+	b, _ := json.Marshal(ev)
+	calls := make([]scriptCall, len(idx))
+	for k, i := range idx {
+		env := items[i].env
+		calls[k] = scriptCall{createScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, []any{
+			env.ID, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
+			string(state), string(b), int64(s.retention / time.Second), env.CorrelationID,
+		}}
+	}
+	runPipelined(ctx, s.rdb, calls)
+}
+
+// scriptCall is one script run queued on a pipeline.
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// runPipelined runs calls on pipelines of batchChunk EVALSHAs; the calls
+// that miss the server's script cache (NOSCRIPT) are sent again with EVAL.
+// cmds[k] is the outcome of calls[k]; a failed round trip shows as the
+// error of every command it carried.
+func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	for lo := 0; lo < len(calls); lo += batchChunk {
+		hi := min(lo+batchChunk, len(calls))
+		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for k := lo; k < hi; k++ {
+				cmds[k] = calls[k].script.EvalSha(ctx, p, calls[k].keys, calls[k].args...)
+			}
+			return nil
+		})
+		var miss []int
+		for k := lo; k < hi; k++ {
+			if err := cmds[k].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+				miss = append(miss, k)
+			}
+		}
+		if len(miss) > 0 {
+			_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, k := range miss {
+					cmds[k] = calls[k].script.Eval(ctx, p, calls[k].keys, calls[k].args...)
+				}
+				return nil
+			})
+		}
+	}
+	return cmds
+}
+
+// asynq v0.26's key layout (its internal/base package) and the two scripts
+// its client runs to enqueue a task (internal/rdb: enqueueCmd, scheduleCmd),
+// copied verbatim so that EnqueueMany can pipeline them.
+// TestAsynqEnqueueManyMatchesAsynq compares what they write with what
+// asynq.Client writes, byte for byte: revisit both when asynq is upgraded.
+const asynqAllQueues = "asynq:queues" // SET of queue names
+
+func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
+func asynqPendingKey(queue string) string  { return "asynq:{" + queue + "}:pending" }
+func asynqScheduledKey(queue string) string {
+	return "asynq:{" + queue + "}:scheduled"
+}
+
+// asynqEnqueueScript is asynq's enqueueCmd: put a task on its queue's
+// pending list unless a task with its ID exists.
+//
+// KEYS[1] asynq task hash, KEYS[2] the queue's pending list
+// ARGV[1] encoded TaskMessage, ARGV[2] task ID, ARGV[3] now (Unix ns)
+// Returns 1 when enqueued, 0 when the task ID exists (asynq's
+// ErrTaskIDConflict).
+var asynqEnqueueScript = redis.NewScript(`
+if redis.call("EXISTS", KEYS[1]) == 1 then
+	return 0
+end
+redis.call("HSET", KEYS[1],
+           "msg", ARGV[1],
+           "state", "pending",
+           "pending_since", ARGV[3])
+redis.call("LPUSH", KEYS[2], ARGV[2])
+return 1
+`)
+
+// asynqScheduleScript is asynq's scheduleCmd: put a task on its queue's
+// scheduled set unless a task with its ID exists.
+//
+// KEYS[1] asynq task hash, KEYS[2] the queue's scheduled set
+// ARGV[1] encoded TaskMessage, ARGV[2] process-at (Unix s, the score),
+// ARGV[3] task ID
+// Returns 1 when scheduled, 0 when the task ID exists.
+var asynqScheduleScript = redis.NewScript(`
+if redis.call("EXISTS", KEYS[1]) == 1 then
+	return 0
+end
+redis.call("HSET", KEYS[1],
+           "msg", ARGV[1],
+           "state", "scheduled")
+redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
+return 1
+`)
+
+// asynqDefaultTimeout is the timeout asynq's client gives a task with
+// neither a timeout nor a deadline (EnqueueRun sets neither).
+const asynqDefaultTimeout = 30 * time.Minute
+
+// asynqMessage is the protobuf encoding of the asynq TaskMessage that
+// EnqueueRun's asynq.Client call writes for env's first run: type (field
+// 1), payload (2), id (3), queue (4), retry (5: asynqMaxRetry), timeout (8:
+// asynq's default), in field order; the other fields are zero and proto3
+// leaves them out.
+func asynqMessage(id, queue string, payload []byte) []byte {
+	b := make([]byte, 0, len(payload)+len(id)+len(queue)+len(TypeName)+32)
+	bytesField := func(num int, v []byte) {
+		b = appendVarint(b, uint64(num)<<3|2)
+		b = appendVarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	bytesField(1, []byte(TypeName))
+	if len(payload) > 0 {
+		bytesField(2, payload)
+	}
+	bytesField(3, []byte(id))
+	bytesField(4, []byte(queue))
+	b = appendVarint(b, 5<<3)
+	b = appendVarint(b, uint64(asynqMaxRetry))
+	b = appendVarint(b, 8<<3)
+	b = appendVarint(b, uint64(asynqDefaultTimeout/time.Second))
+	return b
+}
+
+// appendVarint appends v as a protobuf varint.
+func appendVarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+// asynqEnqueueMany does what EnqueueRun does for the first run of each
+// task at idx, on pipelines: registers the queues (asynq's SADD), then runs
+// asynq's enqueue (or, with a delay, schedule) script for each. It sets each
+// item's queued, dupRun (asynq has a task with that ID: ErrDuplicate) or err.
+func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []int, delay time.Duration) {
+	if len(idx) == 0 {
+		return
+	}
+	rdb := c.store.rdb
+	queues := map[string]bool{}
+	var names []any
+	for _, i := range idx {
+		if q := items[i].env.Queue; !queues[q] {
+			queues[q] = true
+			names = append(names, q)
+		}
+	}
+	if err := rdb.SAdd(ctx, asynqAllQueues, names...).Err(); err != nil {
+		for _, i := range idx {
+			items[i].err = fmt.Errorf("tasks: enqueue %s: register queue: %w", items[i].env.ID, err)
+		}
+		return
+	}
+	now := time.Now()
+	processAt := now.Add(delay)
+	calls := make([]scriptCall, 0, len(idx))
+	var keep []int
+	for _, i := range idx {
+		env := items[i].env
+		payload, err := Encode(env)
+		if err != nil {
+			items[i].err = err
+			continue
+		}
+		id := env.AsynqID()
+		msg := asynqMessage(id, env.Queue, payload)
+		if delay > 0 {
+			calls = append(calls, scriptCall{asynqScheduleScript,
+				[]string{asynqTaskKey(env.Queue, id), asynqScheduledKey(env.Queue)},
+				[]any{msg, processAt.Unix(), id}})
+		} else {
+			calls = append(calls, scriptCall{asynqEnqueueScript,
+				[]string{asynqTaskKey(env.Queue, id), asynqPendingKey(env.Queue)},
+				[]any{msg, id, now.UnixNano()}})
+		}
+		keep = append(keep, i)
+	}
+	for k, cmd := range runPipelined(ctx, rdb, calls) {
+		it := &items[keep[k]]
+		n, err := cmd.Int()
+		switch {
+		case err != nil:
+			it.err = fmt.Errorf("tasks: enqueue %s: %w", it.env.ID, err)
+		case n == 0:
+			it.dupRun = true
+		default:
+			it.queued = true
+		}
+	}
+}
