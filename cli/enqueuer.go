@@ -73,7 +73,7 @@ enqueued when any line is refused.`
 	f.DurationVar(&o.in, "in", 0, "run no earlier than this long from now")
 	f.StringVar(&o.file, "file", "", "JSON Lines file of tasks, or - for standard input")
 	f.BoolVar(&o.json, "json", false, "print a JSON result object per task instead of the ID")
-	f.IntVar(&o.concurrency, "concurrency", 16, "parallel enqueues for --file")
+	f.IntVar(&o.concurrency, "concurrency", 16, "batches of --file lines enqueued in parallel")
 	f.BoolVar(&o.failFast, "fail-if-unavailable", false, "refuse (exit 3) while the agent's circuit breaker is open")
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := o.Validate(); err != nil {
@@ -271,27 +271,62 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 	client := tasks.NewClient(rdb)
 	results := make([]tasks.Result, len(items))
 	errs := make([]error, len(items))
+	// Lines go in pipelined batches (tasks.Client.EnqueueMany) of lines
+	// with the same delay, in file order, up to --concurrency at a time.
+	type chunk struct {
+		in  time.Duration
+		idx []int
+	}
+	var chunks []chunk
+	open := map[time.Duration]int{} // delay -> index in chunks of its open chunk
+	for i, it := range items {
+		c, ok := open[it.in]
+		if !ok || len(chunks[c].idx) == fileBatch {
+			chunks = append(chunks, chunk{in: it.in})
+			c = len(chunks) - 1
+			open[it.in] = c
+		}
+		chunks[c].idx = append(chunks[c].idx, i)
+	}
 	n := o.concurrency
 	if n < 1 {
 		n = 1
 	}
 	var wg sync.WaitGroup
-	next := make(chan int)
+	next := make(chan chunk)
 	for w := 0; w < n; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				var opts []tasks.EnqueueOption
-				if items[i].in > 0 {
-					opts = append(opts, tasks.ProcessIn(items[i].in))
+			for c := range next {
+				ts := make([]tasks.Task, len(c.idx))
+				for j, i := range c.idx {
+					ts[j] = items[i].t
 				}
-				results[i], errs[i] = client.Enqueue(ctx, items[i].t, opts...)
+				var opts []tasks.EnqueueOption
+				if c.in > 0 {
+					opts = append(opts, tasks.ProcessIn(c.in))
+				}
+				res, err := client.EnqueueMany(ctx, ts, opts...)
+				var be *tasks.BatchError
+				for j, i := range c.idx {
+					switch {
+					case err == nil || (errors.As(err, &be) && j < len(res)):
+						results[i] = res[j]
+					default:
+						errs[i] = err
+					}
+				}
+				if be != nil {
+					for _, f := range be.Failed {
+						errs[c.idx[f.Index]] = f.Err
+					}
+				}
 			}
 		}()
 	}
-	for i := range items {
-		next <- i
+	for _, c := range chunks {
+		next <- c
 	}
 	close(next)
 	wg.Wait()
@@ -309,6 +344,9 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 	}
 	return nil
 }
+
+// fileBatch is the most --file lines sent in one EnqueueMany call.
+const fileBatch = 1000
 
 // lineCheck is a --file line whose task asks for the fail-fast check.
 type lineCheck struct {
