@@ -406,8 +406,8 @@ return {0, state, gen, '', tonumber(first[2]), cf, tonumber(first[2]) - now}
 // before its open_until → denied until then; otherwise denied for
 // FallbackRetry. A fallback admission is never a trial (no Token).
 func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Admission, error) {
-	if e, ok := b.view.closed(key, b.local()); ok {
-		return Admission{Allowed: true, State: StateClosed, Generation: e.gen, ConsecutiveFailures: e.cf}, nil
+	if adm, ok := b.closedLocally(key); ok {
+		return adm, nil
 	}
 	epoch := b.view.snapshot()
 	cfg = cfg.withDefaults()
@@ -426,9 +426,17 @@ func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Ad
 		}
 		return Admission{}, fmt.Errorf("breaker %q: allow: %w", key, err)
 	}
+	return b.admitted(key, "allow", res, epoch)
+}
+
+// admitted reads the reply of an admission script — {allowed 0|1, state,
+// generation, token, retry_at ms, consecutive_failures, retry_in ms} — and
+// remembers the state seen (for the fallback and, if still in epoch, the
+// local view).
+func (b *Breakers) admitted(key, op string, res any, epoch uint64) (Admission, error) {
 	r, err := reply(res, 7)
 	if err != nil {
-		return Admission{}, fmt.Errorf("breaker %q: allow: %w", key, err)
+		return Admission{}, fmt.Errorf("breaker %q: %s: %w", key, op, err)
 	}
 	adm := Admission{
 		Allowed:             r.int(0) == 1,

@@ -30,29 +30,34 @@ const ProbeRetry = time.Second
 //
 // KEYS[1] breaker hash. ARGV[1] now ms or "" (Redis TIME), ARGV[2] the
 // retry ms to give when past the cooldown or half-open.
-// Returns {allowed 0|1, state, generation, retry_at ms (0 if none),
-// consecutive_failures, retry_in ms (0 if none)}: allowed only in CLOSED;
+// Returns Allow's layout {allowed 0|1, state, generation, token (always
+// ""), retry_at ms (0 if none), consecutive_failures, retry_in ms (0 if
+// none)}: allowed only in CLOSED;
 // OPEN before open_until is denied until open_until; OPEN past it (the
 // state stays "open" until a probe takes the trial) and HALF_OPEN are
 // denied for ARGV[2] ms.
 var allowTaskScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
 local state, gen, cf, ou = load(KEYS[1])
-if state == 'closed' then return {1, state, gen, 0, cf, 0} end
-if state == 'open' and now < ou then return {0, state, gen, ou, cf, ou - now} end
+if state == 'closed' then return {1, state, gen, '', 0, cf, 0} end
+if state == 'open' and now < ou then return {0, state, gen, '', ou, cf, ou - now} end
 local r = tonumber(ARGV[2])
-return {0, state, gen, now + r, cf, r}
+return {0, state, gen, '', now + r, cf, r}
 `)
 
 // AllowTask is Allow for a task of an agent with a health probe: it admits
 // in CLOSED only and never makes the call a half-open trial (the probe is
-// the trial, see AllowProbe). In CLOSED it costs one read-only EVALSHA, as
-// Allow does. cfg is accepted for symmetry with Allow (the script needs
+// the trial, see AllowProbe). In CLOSED it costs what Allow costs: nothing
+// while the local view holds the breaker CLOSED, else one read-only EVALSHA. cfg is accepted for symmetry with Allow (the script needs
 // none of it). When Redis is unavailable it returns an error wrapping
 // ErrBreakerUnavailable together with Allow's fallback admission (last state
 // seen; never a trial).
 func (b *Breakers) AllowTask(ctx context.Context, key string, cfg BreakerConfig) (Admission, error) {
 	_ = cfg
+	if adm, ok := b.closedLocally(key); ok {
+		return adm, nil
+	}
+	epoch := b.view.snapshot()
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	res, err := b.run(ctx, allowTaskScript, key, []string{rkeys.Breaker(key)},
@@ -64,28 +69,7 @@ func (b *Breakers) AllowTask(ctx context.Context, key string, cfg BreakerConfig)
 		}
 		return Admission{}, fmt.Errorf("breaker %q: allow task: %w", key, err)
 	}
-	r, err := reply(res, 6)
-	if err != nil {
-		return Admission{}, fmt.Errorf("breaker %q: allow task: %w", key, err)
-	}
-	adm := Admission{
-		Allowed:             r.int(0) == 1,
-		State:               BreakerState(r.str(1)),
-		Generation:          r.int(2),
-		ConsecutiveFailures: int(r.int(4)),
-	}
-	if ms := r.int(3); ms > 0 {
-		adm.RetryAt = time.UnixMilli(ms)
-	}
-	if ms := r.int(5); ms > 0 {
-		adm.RetryIn = time.Duration(ms) * time.Millisecond
-	}
-	ls := lastSeen{state: adm.State, gen: adm.Generation, cf: adm.ConsecutiveFailures}
-	if adm.State == StateOpen {
-		ls.openUntil = adm.RetryAt
-	}
-	b.remember(key, ls)
-	return adm, nil
+	return b.admitted(key, "allow task", res, epoch)
 }
 
 // allowProbeScript takes the half-open trial lease for a probe.
@@ -140,6 +124,7 @@ return {0, state, gen, '', tonumber(first[2]), cf, tonumber(first[2]) - now}
 // admitted and the error wraps ErrBreakerUnavailable.
 func (b *Breakers) AllowProbe(ctx context.Context, key string, cfg BreakerConfig) (Admission, error) {
 	cfg = cfg.withDefaults()
+	epoch := b.view.snapshot()
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	res, err := b.run(ctx, allowProbeScript, key,
@@ -153,27 +138,5 @@ func (b *Breakers) AllowProbe(ctx context.Context, key string, cfg BreakerConfig
 		}
 		return adm, fmt.Errorf("breaker %q: allow probe: %w", key, err)
 	}
-	r, err := reply(res, 7)
-	if err != nil {
-		return Admission{}, fmt.Errorf("breaker %q: allow probe: %w", key, err)
-	}
-	adm := Admission{
-		Allowed:             r.int(0) == 1,
-		State:               BreakerState(r.str(1)),
-		Generation:          r.int(2),
-		Token:               r.str(3),
-		ConsecutiveFailures: int(r.int(5)),
-	}
-	if ms := r.int(4); ms > 0 {
-		adm.RetryAt = time.UnixMilli(ms)
-	}
-	if ms := r.int(6); ms > 0 {
-		adm.RetryIn = time.Duration(ms) * time.Millisecond
-	}
-	ls := lastSeen{state: adm.State, gen: adm.Generation, cf: adm.ConsecutiveFailures}
-	if adm.State == StateOpen {
-		ls.openUntil = adm.RetryAt
-	}
-	b.remember(key, ls)
-	return adm, nil
+	return b.admitted(key, "allow probe", res, epoch)
 }

@@ -16,6 +16,16 @@ import (
 // network partition cannot hide an opening for longer than this).
 const ViewTTL = time.Second
 
+// closedLocally admits a call without Redis when the local view holds key
+// CLOSED (fresh, subscription live).
+func (b *Breakers) closedLocally(key string) (Admission, bool) {
+	e, ok := b.view.closed(key, b.local())
+	if !ok {
+		return Admission{}, false
+	}
+	return Admission{Allowed: true, State: StateClosed, Generation: e.gen, ConsecutiveFailures: e.cf}, true
+}
+
 // view is a process-local mirror of the breakers known to be CLOSED, fed by
 // Allow/Record replies and kept current by the breaker event channel
 // (rkeys.BreakerChannel). While Start's subscription is live, Allow admits a

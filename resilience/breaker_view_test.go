@@ -59,8 +59,12 @@ func TestLocalViewAdmitsClosedWithoutRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, adm.Allowed)
 	before := evalCalls(t, rdb)
-	for range 200 {
-		adm, err := b.Allow(ctx, "k", cfg)
+	for i := range 200 {
+		allow := b.Allow
+		if i%2 == 1 {
+			allow = b.AllowTask // agents with a probe: same CLOSED fast path
+		}
+		adm, err := allow(ctx, "k", cfg)
 		require.NoError(t, err)
 		require.True(t, adm.Allowed)
 	}
