@@ -360,7 +360,8 @@ end
 // KEYS[1] breaker hash, KEYS[2] trial leases (zset token -> expiry ms).
 // ARGV[1] now ms or "" (Redis TIME), ARGV[2] half-open max calls,
 // ARGV[3] trial lease ms, ARGV[4] trial token to use if a trial is admitted,
-// ARGV[5] event channel, ARGV[6] breaker key (for events).
+// ARGV[5] event channel, ARGV[6] breaker key (for events), ARGV[7] "1" to
+// admit trials only (a health probe: CLOSED is denied, retry_at 0).
 // Returns {allowed 0|1, state, generation, token, retry_at ms (0 if none),
 // consecutive_failures, retry_in ms (retry_at - now by the script's clock, 0 if none)}.
 //
@@ -371,7 +372,10 @@ end
 var allowScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
 local state, gen, cf, ou = load(KEYS[1])
-if state == 'closed' then return {1, state, gen, '', 0, cf, 0} end
+if state == 'closed' then
+  if ARGV[7] == '1' then return {0, state, gen, '', 0, cf, 0} end
+  return {1, state, gen, '', 0, cf, 0}
+end
 if state == 'open' then
   if now < ou then return {0, state, gen, '', ou, cf, ou - now} end
   state = 'half_open'
@@ -416,7 +420,7 @@ func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Ad
 	res, err := b.run(ctx, allowScript, key,
 		[]string{rkeys.Breaker(key), rkeys.BreakerTrials(key)},
 		b.nowArg(), cfg.HalfOpenMaxCalls, cfg.TrialLease.Milliseconds(), rand.Text(),
-		rkeys.BreakerChannel(), key)
+		rkeys.BreakerChannel(), key, "0")
 	if err != nil {
 		if isUnavailable(err) {
 			adm := b.fallback(key)

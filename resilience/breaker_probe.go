@@ -72,47 +72,6 @@ func (b *Breakers) AllowTask(ctx context.Context, key string, cfg BreakerConfig)
 	return b.admitted(key, "allow task", res, epoch)
 }
 
-// allowProbeScript takes the half-open trial lease for a probe.
-//
-// KEYS[1] breaker hash, KEYS[2] trial leases (zset token -> expiry ms).
-// ARGV[1] now ms or "" (Redis TIME), ARGV[2] trial lease ms, ARGV[3] the
-// probe's trial token, ARGV[4] event channel, ARGV[5] breaker key.
-// Returns {allowed 0|1, state, generation, token, retry_at ms (0 if none),
-// consecutive_failures, retry_in ms (0 if none)}.
-//
-// CLOSED is never admitted (nothing to try; retry_at 0). OPEN before
-// open_until is denied until then. OPEN past open_until becomes HALF_OPEN
-// (generation+1, leases dropped, announced). In HALF_OPEN an expired lease
-// ends the episode (generation+1, leases dropped) as in Allow; then the
-// probe is admitted only when no lease is held: one probe trial per
-// episode cluster-wide, whatever half_open_max_calls says.
-var allowProbeScript = redis.NewScript(luaPrelude + `
-local now = now_ms(ARGV[1])
-local state, gen, cf, ou = load(KEYS[1])
-if state == 'closed' then return {0, state, gen, '', 0, cf, 0} end
-if state == 'open' then
-  if now < ou then return {0, state, gen, '', ou, cf, ou - now} end
-  state = 'half_open'
-  gen = gen + 1
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[1], 'state', state, 'generation', gen)
-  announce(ARGV[4], ARGV[5], state, gen)
-end
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1)
-if #expired > 0 then
-  gen = gen + 1
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[1], 'generation', gen)
-  announce(ARGV[4], ARGV[5], state, gen)
-end
-if redis.call('ZCARD', KEYS[2]) == 0 then
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
-  return {1, state, gen, ARGV[3], 0, cf, 0}
-end
-local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-return {0, state, gen, '', tonumber(first[2]), cf, tonumber(first[2]) - now}
-`)
-
 // AllowProbe asks for the half-open trial of key on behalf of a health
 // probe. It is admitted (Allowed, State half_open, a Token) only once the
 // cooldown has ended and no other trial holds the episode's lease; the
@@ -127,9 +86,13 @@ func (b *Breakers) AllowProbe(ctx context.Context, key string, cfg BreakerConfig
 	epoch := b.view.snapshot()
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	res, err := b.run(ctx, allowProbeScript, key,
+	// Allow's script in trial-only mode, one trial per episode: CLOSED is
+	// denied (nothing to try); OPEN past its cooldown turns HALF_OPEN; an
+	// expired lease ends the episode; the probe takes the lease if none is
+	// held, whatever half_open_max_calls says.
+	res, err := b.run(ctx, allowScript, key,
 		[]string{rkeys.Breaker(key), rkeys.BreakerTrials(key)},
-		b.nowArg(), cfg.TrialLease.Milliseconds(), rand.Text(), rkeys.BreakerChannel(), key)
+		b.nowArg(), 1, cfg.TrialLease.Milliseconds(), rand.Text(), rkeys.BreakerChannel(), key, "1")
 	if err != nil {
 		adm := b.fallback(key)
 		adm.Allowed = false
