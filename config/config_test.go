@@ -324,27 +324,34 @@ func TestErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := Parse([]byte(tt.yaml), "agentq.yaml")
-			require.Error(t, err)
-			require.Nil(t, c)
-			require.ErrorIs(t, err, ErrInvalid)
-			var fe *FieldError
-			require.ErrorAs(t, err, &fe)
-			msg := err.Error()
-			prefix := "agentq.yaml:"
-			if tt.line > 0 {
-				prefix += strconv.Itoa(tt.line) + ":"
-			}
-			if tt.field != "" {
-				prefix += " " + tt.field + ":"
-			}
-			require.Contains(t, msg, prefix, "message must name file, line and field")
-			require.Contains(t, msg, tt.want)
-			require.Equal(t, "agentq.yaml", fe.File)
-			require.Equal(t, tt.line, fe.Line)
-			require.Equal(t, tt.field, fe.Field)
+			requireFieldError(t, tt.yaml, tt.line, tt.field, tt.want)
 		})
 	}
+}
+
+// requireFieldError parses yaml and requires one invalid-config error
+// naming the file, line and field, whose message contains want.
+func requireFieldError(t *testing.T, yaml string, line int, field, want string) {
+	t.Helper()
+	c, err := Parse([]byte(yaml), "agentq.yaml")
+	require.Error(t, err)
+	require.Nil(t, c)
+	require.ErrorIs(t, err, ErrInvalid)
+	var fe *FieldError
+	require.ErrorAs(t, err, &fe)
+	msg := err.Error()
+	prefix := "agentq.yaml:"
+	if line > 0 {
+		prefix += strconv.Itoa(line) + ":"
+	}
+	if field != "" {
+		prefix += " " + field + ":"
+	}
+	require.Contains(t, msg, prefix, "message must name file, line and field")
+	require.Contains(t, msg, want)
+	require.Equal(t, "agentq.yaml", fe.File)
+	require.Equal(t, line, fe.Line)
+	require.Equal(t, field, fe.Field)
 }
 
 func TestSeveralErrorsReportedInLineOrder(t *testing.T) {

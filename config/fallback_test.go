@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
@@ -44,14 +43,7 @@ func TestFallbackAndHealthErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := Parse([]byte(tt.yaml), "agentq.yaml")
-			require.Error(t, err)
-			require.Nil(t, c)
-			require.ErrorIs(t, err, ErrInvalid)
-			msg := err.Error()
-			prefix := "agentq.yaml:" + strconv.Itoa(tt.line) + ": " + tt.field + ":"
-			require.Contains(t, msg, prefix, "message must name file, line and field")
-			require.Contains(t, msg, tt.want)
+			requireFieldError(t, tt.yaml, tt.line, tt.field, tt.want)
 		})
 	}
 }
