@@ -447,18 +447,7 @@ func TestRestartCrashExactlyOnce(t *testing.T) {
 	be := newFlakyBackend(t, func(_ string, restart int) bool { return restart == 0 })
 	cfg := restartConfig(t, be.srv.URL, "{max_restarts: 3, delays: [1s, 2s, 4s]}")
 
-	w1 := startEnv(t, "worker-1", []string{"AGENTQ_FAILPOINT=after_restart_scheduled"},
-		b.worker, "--config", cfg, "--redis", srv.URL())
-	enqueueLLM(t, b, srv.URL(), "crash-1")
-	select {
-	case <-w1.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker 1 did not hit the failpoint")
-	}
-	var ee *exec.ExitError
-	require.True(t, errors.As(w1.err, &ee), "worker 1 exit: %v", w1.err)
-	ws := ee.Sys().(syscall.WaitStatus)
-	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "worker 1 died of %v", w1.err)
+	crashAtFailpoint(t, b, srv, cfg, "after_restart_scheduled", "crash-1")
 
 	// The crash window: the restart is scheduled and recorded, the run is still leased.
 	st := tasks.NewStore(rdb)
@@ -474,11 +463,7 @@ func TestRestartCrashExactlyOnce(t *testing.T) {
 	_, err = insp.GetTaskInfo(tasks.DefaultQueue, "crash-1#1")
 	require.NoError(t, err, "restart 1 is scheduled")
 
-	// Expire the dead worker's lease (asynq:{default}:lease, scored in unix seconds).
-	leaseKey := "asynq:{" + tasks.DefaultQueue + "}:lease"
-	_, err = rdb.ZScore(ctx, leaseKey, "crash-1").Result()
-	require.NoError(t, err, "run 0 holds a lease")
-	require.NoError(t, rdb.ZAddXX(ctx, leaseKey, redis.Z{Score: float64(time.Now().Add(-2 * time.Minute).Unix()), Member: "crash-1"}).Err())
+	expireLease(t, rdb, "crash-1")
 
 	// A second worker, without the failpoint: it recovers the stale run 0
 	// (its recoverer runs at start) and runs restart 1.
@@ -529,14 +514,7 @@ func TestRestartCrashBeforeRecording(t *testing.T) {
 	// starts) while run 1 is still scheduled.
 	cfg := restartConfig(t, be.srv.URL, "{max_restarts: 3, delays: [6s, 6s, 6s]}")
 
-	w1 := startEnv(t, "worker-1", []string{"AGENTQ_FAILPOINT=before_restart_recorded"},
-		b.worker, "--config", cfg, "--redis", srv.URL())
-	enqueueLLM(t, b, srv.URL(), "crash-2")
-	select {
-	case <-w1.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("worker 1 did not hit the failpoint")
-	}
+	crashAtFailpoint(t, b, srv, cfg, "before_restart_recorded", "crash-2")
 	st := tasks.NewStore(rdb)
 	v, err := st.Get(ctx, "crash-2")
 	require.NoError(t, err)
@@ -545,8 +523,7 @@ func TestRestartCrashBeforeRecording(t *testing.T) {
 	_, err = insp.GetTaskInfo(tasks.DefaultQueue, "crash-2#1")
 	require.NoError(t, err, "restart 1 is scheduled")
 
-	leaseKey := "asynq:{" + tasks.DefaultQueue + "}:lease"
-	require.NoError(t, rdb.ZAddXX(ctx, leaseKey, redis.Z{Score: float64(time.Now().Add(-2 * time.Minute).Unix()), Member: "crash-2"}).Err())
+	expireLease(t, rdb, "crash-2")
 	w2 := start(t, "worker-2", b.worker, "--config", cfg, "--redis", srv.URL())
 	views := waitStates(t, rdb, []string{"crash-2"}, 30*time.Second)
 	v = views["crash-2"]
@@ -557,4 +534,34 @@ func TestRestartCrashBeforeRecording(t *testing.T) {
 	log, _ := os.ReadFile(w2.log)
 	require.Contains(t, string(log), "dropping a redelivered run whose restart was already scheduled")
 	require.Equal(t, 0, w2.stop(t, 15*time.Second))
+}
+
+// crashAtFailpoint runs a worker armed with failpoint, enqueues task id and
+// waits for the worker to die of SIGKILL at the failpoint.
+func crashAtFailpoint(t *testing.T, b bins, srv *redistest.Server, cfg, failpoint, id string) {
+	t.Helper()
+	w := startEnv(t, "worker-1", []string{"AGENTQ_FAILPOINT=" + failpoint},
+		b.worker, "--config", cfg, "--redis", srv.URL())
+	enqueueLLM(t, b, srv.URL(), id)
+	select {
+	case <-w.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("worker 1 did not hit the failpoint %s", failpoint)
+	}
+	var ee *exec.ExitError
+	require.True(t, errors.As(w.err, &ee), "worker 1 exit: %v", w.err)
+	ws := ee.Sys().(syscall.WaitStatus)
+	require.True(t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "worker 1 died of %v", w.err)
+}
+
+// expireLease moves the dead worker's lease on task id (asynq:{default}:lease,
+// scored in unix seconds) two minutes into the past, so the next worker's
+// recoverer takes it at its start instead of a minute or two later.
+func expireLease(t *testing.T, rdb *redis.Client, id string) {
+	t.Helper()
+	ctx := context.Background()
+	leaseKey := "asynq:{" + tasks.DefaultQueue + "}:lease"
+	_, err := rdb.ZScore(ctx, leaseKey, id).Result()
+	require.NoError(t, err, "%s holds a lease", id)
+	require.NoError(t, rdb.ZAddXX(ctx, leaseKey, redis.Z{Score: float64(time.Now().Add(-2 * time.Minute).Unix()), Member: id}).Err())
 }
