@@ -40,17 +40,21 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 			b := rbatch.New(rdb, rbatch.Options{MaxBatch: 16})
 			const n = 400
 			got := make([]int64, n)
+			errs := make([]error, n)
 			var wg sync.WaitGroup
 			for i := range n {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					res, err := b.Run(context.Background(), incr, []string{"c"})
-					require.NoError(t, err)
-					got[i] = res.(int64)
+					var res any
+					res, errs[i] = b.Run(context.Background(), incr, []string{"c"})
+					got[i], _ = res.(int64)
 				}()
 			}
 			wg.Wait()
+			for _, err := range errs {
+				require.NoError(t, err)
+			}
 			sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
 			for i, v := range got {
 				require.Equal(t, int64(i+1), v, "each call applied once with its own reply")
@@ -71,12 +75,16 @@ func TestReloadsScriptsAfterFlush(t *testing.T) {
 	_, err := b.Run(ctx, incr, []string{"c"})
 	require.NoError(t, err)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	errs := make([]error, 50)
 	var wg sync.WaitGroup
-	for range 50 {
+	for i := range errs {
 		wg.Add(1)
-		go func() { defer wg.Done(); _, err := b.Run(ctx, incr, []string{"c"}); require.NoError(t, err) }()
+		go func() { defer wg.Done(); _, errs[i] = b.Run(ctx, incr, []string{"c"}) }()
 	}
 	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
 	v, err := rdb.Get(ctx, "c").Int()
 	require.NoError(t, err)
 	require.Equal(t, 51, v)
@@ -93,4 +101,36 @@ func TestCanceledBeforeQueueing(t *testing.T) {
 	n, err := rdb.Exists(context.Background(), "c").Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// TestExecSharesTransactionWithScripts: Exec's commands and script calls
+// ride in the same flushes and each Exec's commands are all applied.
+func TestExecSharesTransactionWithScripts(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	b := rbatch.New(rdb, rbatch.Options{})
+	const n = 200
+	errs := make([]error, 2*n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(2)
+		go func() { defer wg.Done(); _, errs[2*i] = b.Run(ctx, incr, []string{"c"}) }()
+		go func() {
+			defer wg.Done()
+			errs[2*i+1] = b.Exec(ctx, func(pipe redis.Pipeliner) {
+				pipe.HSet(ctx, "h", i, 1)
+				pipe.RPush(ctx, "l", i)
+			})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	c, err := rdb.Get(ctx, "c").Int()
+	require.NoError(t, err)
+	require.Equal(t, n, c)
+	require.EqualValues(t, n, rdb.HLen(ctx, "h").Val())
+	require.EqualValues(t, n, rdb.LLen(ctx, "l").Val())
 }
