@@ -90,12 +90,8 @@ func Encode(e *Envelope) ([]byte, error) {
 // error wrapping ErrInvalidEnvelope.
 func Decode(b []byte) (*Envelope, error) {
 	var e Envelope
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&e); err != nil {
-		return nil, fmt.Errorf("%w: payload is not JSON: %v", ErrInvalidEnvelope, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidEnvelope)
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, decodeError(b)
 	}
 	if err := e.Validate(); err != nil {
 		return &e, err
@@ -104,6 +100,16 @@ func Decode(b []byte) (*Envelope, error) {
 		e.Queue = DefaultQueue
 	}
 	return &e, nil
+}
+
+// decodeError says why json.Unmarshal refused payload b (the slower
+// streaming decoder tells trailing data apart from a bad first value).
+func decodeError(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(new(Envelope)); err != nil {
+		return fmt.Errorf("%w: payload is not JSON: %v", ErrInvalidEnvelope, err)
+	}
+	return fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidEnvelope)
 }
 
 // AsynqID is the asynq task ID of the envelope's current run: the task ID

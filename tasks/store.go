@@ -172,13 +172,71 @@ return n
 // task's total number of attempts so far. It returns ErrStale when env's run
 // has been superseded.
 func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
-	n, err := s.eval(ctx, beginScript, []string{rkeys.Task(env.ID)},
-		env.Run, int64(s.retention/time.Second), env.Restarts,
-		"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
-		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
-	).Int()
+	args := append([]any{env.Run, int64(s.retention / time.Second), env.Restarts}, seedFields(env)...)
+	n, err := s.eval(ctx, beginScript, []string{rkeys.Task(env.ID)}, args...).Int()
 	if err != nil {
 		return 0, fmt.Errorf("tasks: begin attempt of %s: %w", env.ID, err)
+	}
+	if n < 0 {
+		return 0, ErrStale
+	}
+	return n, nil
+}
+
+// seedFields are the record fields Begin and BeginTransition write when the
+// record was not written by Create (see beginScript).
+func seedFields(env *Envelope) []any {
+	return []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
+		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
+}
+
+// seedPairs is the number of field/value pairs seedFields returns.
+const seedPairs = 6
+
+// beginTransitionScript is Begin and Transition in one fenced step: the
+// start of an attempt that was not recorded when it began, together with
+// its outcome.
+//
+// KEYS[1] task record, KEYS[2] history
+// ARGV[1] run of the delivery, ARGV[2] retention seconds, ARGV[3] the run's
+// restart number, ARGV[4] event JSON, ARGV[5] number n of seed pairs,
+// ARGV[6..5+2n] seed field/value pairs (as in beginScript), ARGV[6+2n..] the
+// transition's field/value pairs.
+// Returns the task's total attempt count after the increment, or -1 (and
+// writes nothing) when the record's run is newer than the delivery's.
+var beginTransitionScript = redis.NewScript(`
+local cur = redis.call("HGET", KEYS[1], "run")
+local run = tonumber(cur or "-1")
+if run > tonumber(ARGV[1]) then return -1 end
+local last = 5 + 2 * tonumber(ARGV[5])
+if not cur then
+  for i = 6, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
+end
+redis.call("HSET", KEYS[1], "run", ARGV[1], "restarts", ARGV[3], unpack(ARGV, last + 1))
+local n = redis.call("HINCRBY", KEYS[1], "attempts", 1)
+redis.call("RPUSH", KEYS[2], ARGV[4])
+redis.call("EXPIRE", KEYS[1], ARGV[2])
+redis.call("EXPIRE", KEYS[2], ARGV[2])
+return n
+`)
+
+// BeginTransition records the start of an attempt of env's current run and
+// its outcome (Begin followed by Transition) in one atomic step, for an
+// attempt that ran before its start was recorded: the worker skips Begin
+// for a first delivery whose agent answers quickly, saving a round trip.
+// Fields p sets (Run, Restarts) override the delivery's. It returns the
+// task's total number of attempts, or ErrStale, writing nothing, when env's
+// run has been superseded.
+func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev Event) (int, error) {
+	ev.At = s.stamp(ev.At)
+	b, _ := json.Marshal(ev)
+	fields := p.fields(ev.At)
+	args := make([]any, 0, 5+2*seedPairs+len(fields))
+	args = append(args, env.Run, int64(s.retention/time.Second), env.Restarts, string(b), seedPairs)
+	args = append(append(args, seedFields(env)...), fields...)
+	n, err := s.eval(ctx, beginTransitionScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, env.ID, err)
 	}
 	if n < 0 {
 		return 0, ErrStale

@@ -106,7 +106,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 			fmt.Sprintf("unknown agent %q: no runner is configured or registered for it", env.Agent),
 			ReasonUnknownAgent, 0)
 	}
-	log := p.log.With("agent", env.Agent, "task_id", env.ID)
+	log := &taskLog{base: p.log, env: env}
 
 	// A retry is scheduled by asynq in whole seconds, so it may arrive up to a
 	// second early: wait for the rest of its computed delay here.
@@ -140,20 +140,21 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		cur, adm, next = alt, aadm, n
 	}
 
-	_, err = p.store.Begin(ctx, env)
-	if errors.Is(err, tasks.ErrStale) {
-		p.release(ctx, cur, adm)
-		log.Info("dropping stale delivery of a superseded run", "run", env.Run)
-		return nil
-	}
-	if err != nil {
-		p.release(ctx, cur, adm)
-		p.awaitRedis(ctx, env.ID) // so that asynq takes the task back (see untilRedis)
-		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
-	}
 	attempt := 1
 	if n, ok := asynq.GetRetryCount(ctx); ok {
 		attempt = n + 1
+	}
+	var start *attemptStart
+	if attempt == 1 {
+		start = p.deferBegin(ctx, env)
+	} else if start, err = p.begin(ctx, env); errors.Is(err, tasks.ErrStale) {
+		p.release(ctx, cur, adm)
+		log.Info("dropping stale delivery of a superseded run", "run", env.Run)
+		return nil
+	} else if err != nil {
+		p.release(ctx, cur, adm)
+		p.awaitRedis(ctx, env.ID) // so that asynq takes the task back (see untilRedis)
+		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
 	}
 	if attempt == 1 && env.Restarts > 0 {
 		_ = p.restarts.Started(ctx, env.ID)
@@ -173,9 +174,12 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		if alt == nil {
 			break
 		}
-		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateActive, ErrorClass: string(c.verdict.Class), Error: c.errText},
+		if err := start.transition(bg, tasks.Patch{State: tasks.StateActive, ErrorClass: string(c.verdict.Class), Error: c.errText},
 			tasks.Event{Event: tasks.EventFailed, Attempt: attempt, Restart: env.Restarts, Agent: cur.name,
-				ErrorClass: string(c.verdict.Class), Error: c.errText, DurationMS: c.elapsed.Milliseconds(), Worker: p.workerID})
+				ErrorClass: string(c.verdict.Class), Error: c.errText, DurationMS: c.elapsed.Milliseconds(), Worker: p.workerID}); errors.Is(err, tasks.ErrStale) {
+			p.release(ctx, alt, aadm)
+			return ranStale(log, env)
+		}
 		log.Warn("falling back", "event", "fallback", "from", cur.name, "to", alt.name, "class", c.verdict.Class,
 			"attempt", attempt, "error", c.errText)
 		cur, adm, next = alt, aadm, n
@@ -193,8 +197,10 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	case resilience.ActionSucceed:
 		ev.Event = tasks.EventSucceeded
 		if err := untilRedis(ctx, func() error {
-			return p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateSucceeded, ClearError: true, Result: data}, ev)
-		}); err != nil {
+			return start.transition(bg, tasks.Patch{State: tasks.StateSucceeded, ClearError: true, Result: data}, ev)
+		}); errors.Is(err, tasks.ErrStale) {
+			return ranStale(log, env)
+		} else if err != nil {
 			log.Error("could not record success", "err", err)
 		}
 		if env.Restarts > 0 {
@@ -204,10 +210,12 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 
 	case resilience.ActionRetry:
 		ev.Event, ev.DelayMS = tasks.EventRetrying, d.Delay.Milliseconds()
-		_ = untilRedis(ctx, func() error {
-			return p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StateRetrying, ErrorClass: string(v.Class), Error: errText,
+		if err := untilRedis(ctx, func() error {
+			return start.transition(bg, tasks.Patch{State: tasks.StateRetrying, ErrorClass: string(v.Class), Error: errText,
 				NextAttemptAt: time.Now().Add(d.Delay)}, ev)
-		})
+		}); errors.Is(err, tasks.ErrStale) {
+			return ranStale(log, env)
+		}
 		p.metrics.retries.WithLabelValues(env.Agent, string(v.Class)).Inc()
 		log.Warn("retrying", "event", "retry", "class", v.Class, "attempt", attempt,
 			"max_attempts", sp.maxAttempts, "delay_ms", d.Delay.Milliseconds(), "error", errText)
@@ -215,11 +223,16 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 
 	case resilience.ActionRequeue:
 		ev.Event = tasks.EventCanceled
-		_ = p.store.Transition(bg, env.ID, tasks.Patch{State: tasks.StatePending}, ev)
+		if err := start.transition(bg, tasks.Patch{State: tasks.StatePending}, ev); errors.Is(err, tasks.ErrStale) {
+			return ranStale(log, env)
+		}
 		log.Info("attempt canceled by shutdown; task put back without using an attempt", "attempt", attempt)
 		return &delayed{delay: 0, failure: false, cause: "canceled by worker shutdown"}
 
 	case resilience.ActionRestart:
+		if ok, err := p.ensureStarted(ctx, log, start); !ok {
+			return err
+		}
 		next, delay, err := p.restarts.Schedule(bg, env, sp.restart)
 		if err == nil {
 			// ev.Restart stays env.Restarts: the event is the outcome of this
@@ -249,8 +262,56 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		return p.deadLetter(bg, env, &ev, v.Class, errText, reason, attempt)
 
 	default: // dead letter
+		if ok, err := p.ensureStarted(ctx, log, start); !ok {
+			return err
+		}
 		return p.deadLetter(bg, env, &ev, v.Class, errText, d.Reason, attempt)
 	}
+}
+
+// ensureStarted writes an attempt's start, if it is not in the record yet,
+// before a step that must not follow a superseded run (scheduling a
+// restart, dead-lettering). When it reports false, err is ProcessTask's
+// answer: nil for a superseded run (drop it), a free retry when Redis
+// stayed unreachable.
+func (p *pipeline) ensureStarted(ctx context.Context, log *taskLog, start *attemptStart) (ok bool, err error) {
+	err = untilRedis(ctx, func() error { return start.ensure(context.WithoutCancel(ctx)) })
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, tasks.ErrStale):
+		return false, ranStale(log, start.env)
+	default:
+		return false, &delayed{delay: time.Second, failure: false, cause: err.Error()}
+	}
+}
+
+// taskLog is a task's logger: p.log with the task's agent and ID, built
+// on first use (most tasks log nothing, and slog's With allocates).
+type taskLog struct {
+	base *slog.Logger
+	env  *tasks.Envelope
+	l    *slog.Logger
+}
+
+func (t *taskLog) get() *slog.Logger {
+	if t.l == nil {
+		t.l = t.base.With("agent", t.env.Agent, "task_id", t.env.ID)
+	}
+	return t.l
+}
+
+func (t *taskLog) Debug(msg string, args ...any) { t.get().Debug(msg, args...) }
+func (t *taskLog) Info(msg string, args ...any)  { t.get().Info(msg, args...) }
+func (t *taskLog) Warn(msg string, args ...any)  { t.get().Warn(msg, args...) }
+func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }
+
+// ranStale is ProcessTask's answer for a delivery found superseded only
+// after its agent ran (a first delivery, see attemptStart): its outcome is
+// not recorded and asynq drops it.
+func ranStale(log *taskLog, env *tasks.Envelope) error {
+	log.Warn("dropping a superseded run that ran; its outcome is not recorded", "run", env.Run)
+	return nil
 }
 
 // fallbackBreakerOpen is the class label of agentq_fallbacks_total when the
@@ -280,7 +341,7 @@ func (p *pipeline) release(ctx context.Context, sp *spec, adm resilience.Admissi
 // from on, whose breaker admits a call, with its admission and the index
 // after it; why labels agentq_fallbacks_total. alt is nil when none
 // admits; soonest is then the shortest RetryIn the denials gave (0: none).
-func (p *pipeline) fallBack(ctx context.Context, log *slog.Logger, primary *spec, from int, why string) (alt *spec, adm resilience.Admission, next int, soonest time.Duration) {
+func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, from int, why string) (alt *spec, adm resilience.Admission, next int, soonest time.Duration) {
 	for i := from; i < len(primary.fallback); i++ {
 		fs := primary.fallback[i]
 		a, err := p.admit(ctx, fs)
@@ -312,7 +373,7 @@ type callResult struct {
 // classifies its outcome and records it in sp's own breaker, the metrics
 // and the alerter. The Request names the agent called (sp), which for a
 // fallback is not the task's agent.
-func (p *pipeline) call(ctx context.Context, log *slog.Logger, env *tasks.Envelope, sp *spec, adm resilience.Admission, attempt int) callResult {
+func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission, attempt int) callResult {
 	runCtx, cancel := context.WithTimeout(ctx, sp.timeout)
 	started := time.Now()
 	data, runErr := sp.runner.Run(runCtx, agent.Request{
@@ -437,7 +498,7 @@ func (p *pipeline) waitUntilDue(ctx context.Context, id string) error {
 // defer_ puts a task back until its breaker may admit a trial. Deferred
 // tasks wake spread out (jitter) so they do not stampede; those not admitted
 // defer again.
-func (p *pipeline) defer_(ctx context.Context, log *slog.Logger, env *tasks.Envelope, sp *spec, adm resilience.Admission) error {
+func (p *pipeline) defer_(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission) error {
 	wait := adm.RetryIn
 	if wait < 50*time.Millisecond {
 		wait = 50 * time.Millisecond

@@ -1,0 +1,109 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/agentq/agentq/tasks"
+)
+
+// beginGrace is how long a first delivery's call may run before its start
+// is written to the task record. A call that ends sooner has its start
+// written together with its outcome (one write instead of two); a longer
+// one shows as "active" from beginGrace on.
+const beginGrace = 50 * time.Millisecond
+
+// attemptStart records the start of one attempt in the task record.
+//
+// A redelivery (asynq retry count > 0) may belong to a superseded run, so
+// its start is written, and fenced, before its agent runs (begin). A first
+// delivery is not fenced first: the only stale first delivery is one
+// asynq put back at a shutdown deadline after its worker had recorded the
+// next run, and the fence still stops its outcome from being recorded. Its
+// start is written beginGrace into the call (deferred), or together with
+// the attempt's first transition if the call ends sooner.
+type attemptStart struct {
+	store *tasks.Store
+	env   *tasks.Envelope
+
+	mu      sync.Mutex
+	timer   *time.Timer   // the deferred Begin; nil once settled or when begun synchronously
+	fired   chan struct{} // closed when the deferred Begin has returned
+	err     error         // the Begin's error (tasks.ErrStale: the run is superseded)
+	written bool          // the start is in the record
+}
+
+// begin writes the start now (a redelivery): ErrStale means drop the delivery.
+func (p *pipeline) begin(ctx context.Context, env *tasks.Envelope) (*attemptStart, error) {
+	_, err := p.store.Begin(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	return &attemptStart{store: p.store, env: env, written: true}, nil
+}
+
+// deferBegin schedules the start's write beginGrace from now (a first
+// delivery); Transition writes it with the outcome if that comes first.
+func (p *pipeline) deferBegin(ctx context.Context, env *tasks.Envelope) *attemptStart {
+	a := &attemptStart{store: p.store, env: env, fired: make(chan struct{})}
+	bg := context.WithoutCancel(ctx)
+	a.timer = time.AfterFunc(beginGrace, func() {
+		defer close(a.fired)
+		_, a.err = a.store.Begin(bg, env)
+	})
+	return a
+}
+
+// settle ends the deferred Begin: it stops it if it has not fired, or
+// waits for it, and reports whether the start is in the record and the
+// Begin's error.
+func (a *attemptStart) settle() (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.timer != nil {
+		if a.timer.Stop() {
+			a.fired = nil // never ran
+		} else {
+			<-a.fired
+			a.written = a.err == nil
+		}
+		a.timer = nil
+	}
+	return a.written, a.err
+}
+
+// ensure makes sure the start is in the record before a step that must
+// not follow a superseded run (scheduling a restart, dead-lettering):
+// tasks.ErrStale means drop the delivery.
+func (a *attemptStart) ensure(ctx context.Context) error {
+	if written, err := a.settle(); written || errors.Is(err, tasks.ErrStale) {
+		return err
+	}
+	_, err := a.store.Begin(ctx, a.env)
+	a.mu.Lock()
+	a.written, a.err = err == nil, err
+	a.mu.Unlock()
+	return err
+}
+
+// transition records an event of the attempt, with its start when that is
+// not in the record yet. tasks.ErrStale means the run is superseded and
+// nothing was written.
+func (a *attemptStart) transition(ctx context.Context, p tasks.Patch, ev tasks.Event) error {
+	written, err := a.settle()
+	if written {
+		return a.store.Transition(ctx, a.env.ID, p, ev)
+	}
+	if errors.Is(err, tasks.ErrStale) {
+		return err
+	}
+	_, err = a.store.BeginTransition(ctx, a.env, p, ev)
+	if err == nil {
+		a.mu.Lock()
+		a.written, a.err = true, nil
+		a.mu.Unlock()
+	}
+	return err
+}
