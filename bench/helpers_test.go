@@ -23,7 +23,6 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/worker"
 )
@@ -229,14 +228,77 @@ func interleave(b *testing.B, srv *redistest.Server, rounds int, warm []side, si
 	for r := range rounds {
 		for _, s := range sides {
 			flush(b, srv)
+			redisUS = 0
 			v, err := s.run(ctx)
 			if err != nil {
 				b.Fatalf("round %d %s: %v", r+1, s.name, err)
 			}
 			out[s.name] = append(out[s.name], v)
+			if redisUS > 0 {
+				out[s.name+redisSuffix] = append(out[s.name+redisSuffix], redisUS)
+			}
 		}
 	}
 	return out
+}
+
+// redisUS is the Redis CPU per task (µs) of the last timed round that
+// measured it (runAgentq, runAsynqWith); interleave files it under the
+// side's name + redisSuffix. Rounds run one at a time.
+var redisUS float64
+
+const redisSuffix = "/redis-us"
+
+// pauseQueue pauses the default queue, so that a server can start (and
+// its start-up Redis work happen) before the timed part begins.
+func pauseQueue(rdb redis.UniversalClient) error {
+	return asynq.NewInspectorFromRedisClient(rdb).PauseQueue(tasks.DefaultQueue)
+}
+
+// resumeWhenUp waits until a server has registered with asynq (bounded),
+// notes Redis's CPU time and resumes the default queue: the timed part of
+// a round starts there.
+func resumeWhenUp(ctx context.Context, rdb redis.UniversalClient) (float64, error) {
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srvs, err := insp.Servers()
+		if err != nil {
+			return 0, err
+		}
+		if len(srvs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, errors.New("no asynq server registered within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cpu, err := redisCPU(ctx, rdb)
+	if err != nil {
+		return 0, err
+	}
+	return cpu, insp.UnpauseQueue(tasks.DefaultQueue)
+}
+
+// redisCPU is the CPU time (user + system, seconds) redis-server has used.
+func redisCPU(ctx context.Context, rdb redis.UniversalClient) (float64, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\r\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO cpu %s: %w", k, err)
+			}
+			total += f
+		}
+	}
+	return total, nil
 }
 
 // median of xs (0 for none).
@@ -297,10 +359,20 @@ func runAgentq(ctx context.Context, srv *redistest.Server, c, n int, opts ...wor
 	if err != nil {
 		return 0, err
 	}
+	if err := pauseQueue(rdb); err != nil {
+		return 0, err
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(rctx) }()
+	cpu0, err := resumeWhenUp(ctx, rdb)
+	if err != nil {
+		cancel()
+		<-done
+		return 0, err
+	}
 	end, werr := waitProcessed(ctx, rdb, int64(n), 2*time.Minute)
+	cpu1, cerr := redisCPU(ctx, rdb)
 	cancel()
 	if err := <-done; err != nil {
 		return 0, err
@@ -308,9 +380,13 @@ func runAgentq(ctx context.Context, srv *redistest.Server, c, n int, opts ...wor
 	if werr != nil {
 		return 0, werr
 	}
+	if cerr != nil {
+		return 0, cerr
+	}
 	if err := checkNoFailures(ctx, rdb); err != nil {
 		return 0, err
 	}
+	redisUS = (cpu1 - cpu0) / float64(n) * 1e6
 	return float64(n) / end.Sub(first.time()).Seconds(), nil
 }
 
@@ -336,17 +412,30 @@ func runAsynqWith(ctx context.Context, srv *redistest.Server, c, n int, tuned bo
 		do = work(rdb)
 	}
 	s := asynq.NewServerFromRedisClient(rdb, asynqConfig(c, tuned))
+	if err := pauseQueue(rdb); err != nil {
+		return 0, err
+	}
 	if err := s.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		first.hit()
 		return do(ctx, t)
 	})); err != nil {
 		return 0, err
 	}
+	cpu0, err := resumeWhenUp(ctx, rdb)
+	if err != nil {
+		s.Shutdown()
+		return 0, err
+	}
 	end, werr := waitProcessed(ctx, rdb, int64(n), 2*time.Minute)
+	cpu1, cerr := redisCPU(ctx, rdb)
 	s.Shutdown()
 	if werr != nil {
 		return 0, werr
 	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	redisUS = (cpu1 - cpu0) / float64(n) * 1e6
 	if err := checkNoFailures(ctx, rdb); err != nil {
 		return 0, err
 	}
@@ -354,33 +443,28 @@ func runAsynqWith(ctx context.Context, srv *redistest.Server, c, n int, tuned bo
 }
 
 // storeWork is agentq's per-task bookkeeping without the rest of the
-// pipeline: decode the envelope, Begin the attempt, record the success;
-// with gate, the breaker's Allow (and Record) around it.
-func storeWork(gate bool) func(rdb redis.UniversalClient) func(context.Context, *asynq.Task) error {
+// pipeline: decode the envelope and record the attempt's success, either
+// as the pipeline does for a quick first delivery (one fenced write of
+// start and outcome: BeginTransition) or, with split, as it did before
+// (Begin before the call, Transition after it: two writes).
+func storeWork(split bool) func(rdb redis.UniversalClient) func(context.Context, *asynq.Task) error {
 	return func(rdb redis.UniversalClient) func(context.Context, *asynq.Task) error {
 		st := tasks.NewStore(rdb)
-		br := resilience.NewBreakers(rdb, resilience.WithLogger(discardLogger()))
+		patch := tasks.Patch{State: tasks.StateSucceeded, ClearError: true}
 		return func(ctx context.Context, t *asynq.Task) error {
 			env, err := tasks.Decode(t.Payload())
 			if err != nil {
 				return err
 			}
-			var adm resilience.Admission
-			if gate {
-				if adm, err = br.Allow(ctx, env.Agent, resilience.BreakerConfig{}); err != nil {
-					return err
-				}
+			ev := tasks.Event{Event: tasks.EventSucceeded, Attempt: 1, Agent: env.Agent}
+			if !split {
+				_, err := st.BeginTransition(ctx, env, patch, ev)
+				return err
 			}
 			if _, err := st.Begin(ctx, env); err != nil {
 				return err
 			}
-			if gate {
-				if _, err := br.Record(ctx, env.Agent, resilience.BreakerConfig{}, adm, resilience.OutcomeSuccess); err != nil {
-					return err
-				}
-			}
-			return st.Transition(ctx, env.ID, tasks.Patch{State: tasks.StateSucceeded, ClearError: true},
-				tasks.Event{Event: tasks.EventSucceeded, Attempt: 1, Agent: env.Agent})
+			return st.Transition(ctx, env.ID, patch, ev)
 		}
 	}
 }
