@@ -29,8 +29,10 @@
 // for every restart or requeue. Each run has its own asynq task ID
 // (Envelope.AsynqID: "ID" then "ID#1", "ID#2", …), so scheduling a run twice
 // is a harmless conflict (ErrDuplicate from EnqueueRun), and a delivery of
-// an older run than the task record's is stale (ErrStale from Store.Begin)
-// and is dropped.
+// an older run than the task record's is stale (ErrStale from Store.Begin,
+// or from Store.BeginTransition, which writes an attempt's start together
+// with its outcome when the worker did not record the start first) and is
+// dropped.
 //
 // # Records and history
 //

@@ -13,6 +13,9 @@
 //     breaker defers the task until the breaker may admit a trial, with
 //     jitter; a deferral uses no attempt.
 //  4. Run the agent (exec, http or Go function) under the agent's timeout.
+//     A redelivery's start is recorded (and fenced against superseded
+//     runs) before the call; a first delivery's 50ms into the call, or
+//     with its outcome in one write when the call ends sooner.
 //  5. Classify the outcome (resilience.Classify; a timeout of the call is
 //     timeout, the worker's own shutdown is canceled) and record it in the
 //     breaker, the task history and the metrics.
