@@ -143,68 +143,22 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 	return n == 1, nil
 }
 
-// beginScript marks the start of an attempt, fencing stale deliveries.
-//
-// KEYS[1] task record
-// ARGV[1] run of the delivery, ARGV[2] retention seconds, ARGV[3] the run's
-// restart number (kept even when the restart's own transition was never
-// recorded), ARGV[4..] field/value pairs
-// seeded when the record is missing or lacks its "run" field, i.e. was not
-// written by Create (id, agent, …); a record Create wrote has them all, so
-// the happy path skips those writes.
-// Returns the task's total attempt count after the increment, or -1 when the
-// record's run is newer than the delivery's (stale: drop it).
-var beginScript = redis.NewScript(`
-local cur = redis.call("HGET", KEYS[1], "run")
-local run = tonumber(cur or "-1")
-local mine = tonumber(ARGV[1])
-if run > mine then return -1 end
-if not cur then
-  for i = 4, #ARGV, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
-end
-redis.call("HSET", KEYS[1], "state", "active", "run", ARGV[1], "restarts", ARGV[3])
-local n = redis.call("HINCRBY", KEYS[1], "attempts", 1)
-redis.call("EXPIRE", KEYS[1], ARGV[2])
-return n
-`)
-
-// Begin records that an attempt of env's current run starts and returns the
-// task's total number of attempts so far. It returns ErrStale when env's run
-// has been superseded.
-func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
-	args := append([]any{env.Run, int64(s.retention / time.Second), env.Restarts}, seedFields(env)...)
-	n, err := s.eval(ctx, beginScript, []string{rkeys.Task(env.ID)}, args...).Int()
-	if err != nil {
-		return 0, fmt.Errorf("tasks: begin attempt of %s: %w", env.ID, err)
-	}
-	if n < 0 {
-		return 0, ErrStale
-	}
-	return n, nil
-}
-
-// seedFields are the record fields Begin and BeginTransition write when the
-// record was not written by Create (see beginScript).
-func seedFields(env *Envelope) []any {
-	return []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
-		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
-}
-
-// seedPairs is the number of field/value pairs seedFields returns.
-const seedPairs = 6
-
-// beginTransitionScript is Begin and Transition in one fenced step: the
-// start of an attempt that was not recorded when it began, together with
-// its outcome.
+// beginScript marks the start of an attempt, fencing stale deliveries, and
+// optionally records a transition in the same step (BeginTransition: an
+// attempt that ran before its start was recorded).
 //
 // KEYS[1] task record, KEYS[2] history
 // ARGV[1] run of the delivery, ARGV[2] retention seconds, ARGV[3] the run's
-// restart number, ARGV[4] event JSON, ARGV[5] number n of seed pairs,
-// ARGV[6..5+2n] seed field/value pairs (as in beginScript), ARGV[6+2n..] the
-// transition's field/value pairs.
+// restart number (kept even when the restart's own transition was never
+// recorded), ARGV[4] event JSON ("" for none), ARGV[5] number n of seed
+// pairs, ARGV[6..5+2n] field/value pairs seeded when the record is missing
+// or lacks its "run" field, i.e. was not written by Create (id, agent, …; a
+// record Create wrote has them all, so the happy path skips those writes),
+// ARGV[6+2n..] the field/value pairs to set (at least "state").
 // Returns the task's total attempt count after the increment, or -1 (and
-// writes nothing) when the record's run is newer than the delivery's.
-var beginTransitionScript = redis.NewScript(`
+// writes nothing) when the record's run is newer than the delivery's
+// (stale: drop it).
+var beginScript = redis.NewScript(`
 local cur = redis.call("HGET", KEYS[1], "run")
 local run = tonumber(cur or "-1")
 if run > tonumber(ARGV[1]) then return -1 end
@@ -214,11 +168,24 @@ if not cur then
 end
 redis.call("HSET", KEYS[1], "run", ARGV[1], "restarts", ARGV[3], unpack(ARGV, last + 1))
 local n = redis.call("HINCRBY", KEYS[1], "attempts", 1)
-redis.call("RPUSH", KEYS[2], ARGV[4])
 redis.call("EXPIRE", KEYS[1], ARGV[2])
-redis.call("EXPIRE", KEYS[2], ARGV[2])
+if ARGV[4] ~= "" then
+  redis.call("RPUSH", KEYS[2], ARGV[4])
+  redis.call("EXPIRE", KEYS[2], ARGV[2])
+end
 return n
 `)
+
+// Begin records that an attempt of env's current run starts and returns the
+// task's total number of attempts so far. It returns ErrStale when env's run
+// has been superseded.
+func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
+	n, err := s.begin(ctx, env, "", []any{"state", string(StateActive), "updated_at", s.now().UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		return 0, fmt.Errorf("tasks: begin attempt of %s: %w", env.ID, err)
+	}
+	return n, nil
+}
 
 // BeginTransition records the start of an attempt of env's current run and
 // its outcome (Begin followed by Transition) in one atomic step, for an
@@ -230,13 +197,24 @@ return n
 func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev Event) (int, error) {
 	ev.At = s.stamp(ev.At)
 	b, _ := json.Marshal(ev)
-	fields := p.fields(ev.At)
-	args := make([]any, 0, 5+2*seedPairs+len(fields))
-	args = append(args, env.Run, int64(s.retention/time.Second), env.Restarts, string(b), seedPairs)
-	args = append(append(args, seedFields(env)...), fields...)
-	n, err := s.eval(ctx, beginTransitionScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Int()
+	n, err := s.begin(ctx, env, string(b), p.fields(ev.At))
 	if err != nil {
 		return 0, fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, env.ID, err)
+	}
+	return n, nil
+}
+
+// begin runs beginScript: env's start, the record fields to set and,
+// unless event is "", a history event.
+func (s *Store) begin(ctx context.Context, env *Envelope, event string, fields []any) (int, error) {
+	seed := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
+		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
+	args := make([]any, 0, 5+len(seed)+len(fields))
+	args = append(args, env.Run, int64(s.retention/time.Second), env.Restarts, event, len(seed)/2)
+	args = append(append(args, seed...), fields...)
+	n, err := s.eval(ctx, beginScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Int()
+	if err != nil {
+		return 0, err
 	}
 	if n < 0 {
 		return 0, ErrStale
