@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/agentq/agentq/tasks"
@@ -24,11 +23,13 @@ const beginGrace = 50 * time.Millisecond
 // next run, and the fence still stops its outcome from being recorded. Its
 // start is written beginGrace into the call (deferred), or together with
 // the attempt's first transition if the call ends sooner.
+//
+// Its methods run on the handler's goroutine; the deferred Begin runs on a
+// timer's, and closing fired orders its err before settle reads it.
 type attemptStart struct {
 	store *tasks.Store
 	env   *tasks.Envelope
 
-	mu      sync.Mutex
 	timer   *time.Timer   // the deferred Begin; nil once settled or when begun synchronously
 	fired   chan struct{} // closed when the deferred Begin has returned
 	err     error         // the Begin's error (tasks.ErrStale: the run is superseded)
@@ -60,12 +61,8 @@ func (p *pipeline) deferBegin(ctx context.Context, env *tasks.Envelope) *attempt
 // waits for it, and reports whether the start is in the record and the
 // Begin's error.
 func (a *attemptStart) settle() (bool, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.timer != nil {
-		if a.timer.Stop() {
-			a.fired = nil // never ran
-		} else {
+		if !a.timer.Stop() { // fired: wait for its Begin
 			<-a.fired
 			a.written = a.err == nil
 		}
@@ -82,9 +79,7 @@ func (a *attemptStart) ensure(ctx context.Context) error {
 		return err
 	}
 	_, err := a.store.Begin(ctx, a.env)
-	a.mu.Lock()
 	a.written, a.err = err == nil, err
-	a.mu.Unlock()
 	return err
 }
 
@@ -101,9 +96,7 @@ func (a *attemptStart) transition(ctx context.Context, p tasks.Patch, ev tasks.E
 	}
 	_, err = a.store.BeginTransition(ctx, a.env, p, ev)
 	if err == nil {
-		a.mu.Lock()
 		a.written, a.err = true, nil
-		a.mu.Unlock()
 	}
 	return err
 }
