@@ -255,30 +255,18 @@ func pauseQueue(rdb redis.UniversalClient) error {
 	return asynq.NewInspectorFromRedisClient(rdb).PauseQueue(tasks.DefaultQueue)
 }
 
-// resumeWhenUp waits until a server has registered with asynq (bounded),
-// notes Redis's CPU time and resumes the default queue: the timed part of
-// a round starts there.
+// resumeWhenUp waits until a server has registered with asynq
+// (waitServers), notes Redis's CPU time and resumes the default queue: the
+// timed part of a round starts there.
 func resumeWhenUp(ctx context.Context, rdb redis.UniversalClient) (float64, error) {
-	insp := asynq.NewInspectorFromRedisClient(rdb)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		srvs, err := insp.Servers()
-		if err != nil {
-			return 0, err
-		}
-		if len(srvs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, errors.New("no asynq server registered within 10s")
-		}
-		time.Sleep(time.Millisecond)
+	if err := waitServers(ctx, rdb, 1, nil); err != nil {
+		return 0, err
 	}
 	cpu, err := redisCPU(ctx, rdb)
 	if err != nil {
 		return 0, err
 	}
-	return cpu, insp.UnpauseQueue(tasks.DefaultQueue)
+	return cpu, asynq.NewInspectorFromRedisClient(rdb).UnpauseQueue(tasks.DefaultQueue)
 }
 
 // redisCPU is the CPU time (user + system, seconds) redis-server has used.

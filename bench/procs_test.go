@@ -211,7 +211,7 @@ func runProcs(ctx context.Context, srv *redistest.Server, role string, c, n int)
 	if err := prefill(ctx, rdb, n); err != nil {
 		return 0, err
 	}
-	if err := insp.PauseQueue(tasks.DefaultQueue); err != nil {
+	if err := pauseQueue(rdb); err != nil {
 		return 0, err
 	}
 	self, err := os.Executable()
