@@ -94,3 +94,18 @@ agents:
 	third, _ := c.Agent("llm")
 	require.True(t, *third.Classes[resilience.Timeout].Fallback)
 }
+
+// TestAttemptLength (#11 item 2): a config can say timeout: 2h; a chain
+// that could outlast the time asynq gives a run is refused, naming the
+// agent's timeout.
+func TestAttemptLength(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("agents:\n  coder:\n    timeout: 2h\n"), "agentq.yaml")
+	require.NoError(t, err)
+	a, _ := c.Agent("coder")
+	require.Equal(t, 2*time.Hour, a.Timeout)
+
+	requireFieldError(t, "agents:\n  coder:\n    timeout: 30h\n", 3, "agents.coder.timeout", "more than the 23h59m0s a task run may take")
+	requireFieldError(t, "agents:\n  a:\n    timeout: 20h\n    fallback: [b]\n  b:\n    timeout: 5h\n", 3, "agents.a.timeout",
+		"an attempt may last 25h0m0s (timeout 20h0m0s plus its fallback chain)")
+}

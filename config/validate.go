@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
 )
 
 // ErrInvalid is wrapped by every configuration error.
@@ -120,6 +121,9 @@ func (c *Config) Validate() error {
 		v.agent(name, c.Agents[name])
 	}
 	v.fallbackCycles()
+	for _, name := range c.AgentNames() {
+		v.attemptLength(name)
+	}
 	v.positive("history.retention", c.History.Retention)
 	v.atLeast("alerts.threshold", c.Alerts.Threshold, 1)
 	v.positive("alerts.window", c.Alerts.Window)
@@ -427,6 +431,24 @@ func (v *validator) agent(name string, a Agent) {
 	}
 	base := v.c.Defaults
 	v.settings(prefix, a.Settings, &base)
+}
+
+// attemptLength checks that the longest attempt of agent name — its own
+// timeout plus the timeout of each agent of its fallback chain — fits in
+// tasks.MaxAttempt, the time asynq gives a delivery (less the hand-off
+// grace): a longer attempt would be cut by asynq instead of timing out.
+func (v *validator) attemptLength(name string) {
+	a := v.c.Agents[name]
+	total := a.Timeout
+	for _, f := range a.Fallback {
+		if fa, ok := v.c.Agents[f]; ok && fa.Timeout > 0 {
+			total += fa.Timeout
+		}
+	}
+	if total > tasks.MaxAttempt {
+		v.fail("agents."+name+".timeout", "an attempt may last %s (timeout %s plus its fallback chain), more than the %s a task run may take",
+			total, a.Timeout, tasks.MaxAttempt)
+	}
 }
 
 // fallbackCycles reports each cycle of the fallback relation once, at the

@@ -20,6 +20,24 @@ import (
 // store), so asynq's archive is never reached.
 const asynqMaxRetry = 1 << 30
 
+// RunTimeout is the asynq timeout of every run agentq enqueues: the
+// deadline asynq puts on a delivery's context. asynq's own default (30
+// minutes, when a task has neither a timeout nor a deadline) would cut a
+// longer agent call and redeliver it forever; agentq enforces each agent's
+// timeout itself, so asynq's only has to outlast the longest attempt.
+const RunTimeout = 24 * time.Hour
+
+// HandoffGrace is the part of RunTimeout kept for the work a worker does
+// after an attempt's calls (recording the outcome, waiting out a Redis
+// failover, scheduling a restart): the calls of one attempt may last at
+// most MaxAttempt.
+const HandoffGrace = time.Minute
+
+// MaxAttempt is the longest an attempt's calls may last, the agent's
+// timeout plus the timeouts of its fallback chain. The config refuses an
+// agent whose chain is longer.
+const MaxAttempt = RunTimeout - HandoffGrace
+
 // Task is what a producer enqueues.
 type Task struct {
 	// ID is the task ID and idempotency key; zero: a random ID is generated.
@@ -157,6 +175,7 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 	}
 	opts := []asynq.Option{
 		asynq.TaskID(env.AsynqID()), asynq.Queue(env.Queue), asynq.MaxRetry(asynqMaxRetry),
+		asynq.Timeout(RunTimeout),
 	}
 	if delay > 0 {
 		opts = append(opts, asynq.ProcessIn(delay))

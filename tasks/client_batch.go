@@ -385,14 +385,10 @@ redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
 return 1
 `)
 
-// asynqDefaultTimeout is the timeout asynq's client gives a task with
-// neither a timeout nor a deadline (EnqueueRun sets neither).
-const asynqDefaultTimeout = 30 * time.Minute
-
 // asynqMessage is the protobuf encoding of the asynq TaskMessage that
 // EnqueueRun's asynq.Client call writes for env's first run: type (field
 // 1), payload (2), id (3), queue (4), retry (5: asynqMaxRetry), timeout (8:
-// asynq's default), in field order; the other fields are zero and proto3
+// RunTimeout), in field order; the other fields are zero and proto3
 // leaves them out.
 func asynqMessage(id, queue string, payload []byte) []byte {
 	b := make([]byte, 0, len(payload)+len(id)+len(queue)+len(TypeName)+32)
@@ -410,7 +406,7 @@ func asynqMessage(id, queue string, payload []byte) []byte {
 	b = appendVarint(b, 5<<3)
 	b = appendVarint(b, uint64(asynqMaxRetry))
 	b = appendVarint(b, 8<<3)
-	b = appendVarint(b, uint64(asynqDefaultTimeout/time.Second))
+	b = appendVarint(b, uint64(RunTimeout/time.Second))
 	return b
 }
 

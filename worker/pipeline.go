@@ -374,26 +374,29 @@ type callResult struct {
 // and the alerter. The Request names the agent called (sp), which for a
 // fallback is not the task's agent.
 func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission, attempt int) callResult {
-	runCtx, cancel := context.WithTimeout(ctx, sp.timeout)
+	timeout := callTimeout(ctx, sp.timeout, time.Now())
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	started := time.Now()
 	data, runErr := sp.runner.Run(runCtx, agent.Request{
 		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
 		CorrelationID: env.CorrelationID, Attempt: attempt, Restart: env.Restarts,
 	})
 	elapsed := time.Since(started)
-	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	// Only the worker's shutdown cancels ctx (context.Canceled); asynq's
+	// deadline on ctx (DeadlineExceeded) is a timeout like the agent's own.
+	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() != context.Canceled
 	cancel()
 	p.metrics.duration.WithLabelValues(sp.name).Observe(elapsed.Seconds())
 
 	var v resilience.Verdict
 	switch {
 	case runErr == nil:
-	case ctx.Err() != nil:
+	case ctx.Err() == context.Canceled:
 		v.Class = resilience.Canceled
 	case timedOut:
 		v.Class = resilience.Timeout
 		if !strings.Contains(runErr.Error(), "timed out") {
-			runErr = fmt.Errorf("agent timed out after %s: %w", sp.timeout, runErr)
+			runErr = fmt.Errorf("agent timed out after %s: %w", timeout.Round(time.Millisecond), runErr)
 		}
 	default:
 		v = p.classify(runErr)
@@ -437,6 +440,25 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 		errText = truncate(runErr.Error(), 2000)
 	}
 	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed}
+}
+
+// callTimeout is the timeout of one call of an agent whose own timeout is
+// own, at now: own, shortened when the delivery's deadline (asynq's, on ctx)
+// leaves less than that plus tasks.HandoffGrace, so that the call times out
+// as an attempt (class timeout) and the worker still records its outcome
+// before asynq gives up on the delivery. Runs agentq enqueues have a
+// deadline of tasks.RunTimeout, which the config keeps above every chain;
+// only tasks enqueued otherwise (asynq's 30-minute default) are shortened.
+func callTimeout(ctx context.Context, own time.Duration, now time.Time) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return own
+	}
+	left := dl.Sub(now) - tasks.HandoffGrace
+	if left < own {
+		return max(left, 0)
+	}
+	return own
 }
 
 // superseded reports whether env's next run already exists in asynq: a

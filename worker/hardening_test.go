@@ -1,0 +1,71 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
+)
+
+// TestAsynqDeadlineIsATimeout (#11 item 2): a delivery whose asynq
+// deadline comes before the agent's own timeout (a task enqueued with
+// asynq's 30-minute default, here 2s) times out as an attempt — class
+// timeout, counted — instead of being taken for a shutdown, put back
+// without an attempt and cut again forever.
+func TestAsynqDeadlineIsATimeout(t *testing.T) {
+	t.Parallel()
+	_, rdb := runWorker(t, `
+worker: {concurrency: 2, shutdown_timeout: 2s}
+defaults:
+  timeout: 2h
+  retry: {max_attempts: 2, initial_backoff: 10ms, max_backoff: 10ms}
+  restart: {max_restarts: 0}
+agents:
+  coder: {}
+`, WithAgent("coder", agent.Func(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
+		<-ctx.Done() // a call far longer than the delivery's deadline
+		return nil, ctx.Err()
+	})))
+	env := &tasks.Envelope{ID: "long-call", Agent: "coder", Queue: tasks.DefaultQueue, EnqueuedAt: time.Now().UTC()}
+	payload, err := tasks.Encode(env)
+	require.NoError(t, err)
+	aq := asynq.NewClientFromRedisClient(rdb)
+	_, err = aq.Enqueue(asynq.NewTask(tasks.TypeName, payload), asynq.TaskID(env.ID), asynq.MaxRetry(1<<30), asynq.Timeout(2*time.Second))
+	require.NoError(t, err)
+
+	v := waitState(t, rdb, env.ID, 30*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+	require.Equal(t, tasks.StateDeadLettered, v.State)
+	require.Equal(t, string(resilience.Timeout), v.ErrorClass)
+	require.Equal(t, 2, v.Attempts, "each cut call is an attempt")
+	for _, ev := range v.History {
+		require.NotEqual(t, tasks.EventCanceled, ev.Event, "a deadline is not a shutdown")
+	}
+}
+
+// TestRunTimeout (#11 item 2): every run agentq enqueues carries asynq's
+// timeout tasks.RunTimeout, not asynq's 30-minute default, so a 2h agent
+// call is never cut by asynq.
+func TestRunTimeout(t *testing.T) {
+	t.Parallel()
+	_, rdb := runWorker(t, "worker: {concurrency: 1, shutdown_timeout: 2s}\nagents:\n  tool: {}\n",
+		WithAgent("tool", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) { return nil, nil })))
+	c := tasks.NewClient(rdb)
+	ctx := context.Background()
+	_, err := c.Enqueue(ctx, tasks.Task{ID: "later", Agent: "tool"}, tasks.ProcessIn(time.Hour))
+	require.NoError(t, err)
+	_, err = c.EnqueueMany(ctx, []tasks.Task{{ID: "later-many", Agent: "tool"}}, tasks.ProcessIn(time.Hour))
+	require.NoError(t, err)
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	for _, id := range []string{"later", "later-many"} {
+		info, err := insp.GetTaskInfo(tasks.DefaultQueue, id)
+		require.NoError(t, err)
+		require.Equal(t, tasks.RunTimeout, info.Timeout, id)
+	}
+}
