@@ -25,6 +25,11 @@ var ErrNotFound = errors.New("task not found")
 // already been superseded (by a restart or a requeue): it must be dropped.
 var ErrStale = errors.New("stale delivery of a superseded run")
 
+// ErrEnded is returned by Begin when the delivery's run has already ended
+// (succeeded or dead-lettered): a redelivery after the outcome was
+// recorded but before asynq's ack. It must be acked without running.
+var ErrEnded = errors.New("delivery of a run that has already ended")
+
 // Store keeps each task's record (a Redis hash) and its lifecycle history (a
 // Redis list of JSON events). Both keys share a hash tag, expire after the
 // retention period counted from the last event, and are written in one
@@ -155,13 +160,18 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // or lacks its "run" field, i.e. was not written by Create (id, agent, …; a
 // record Create wrote has them all, so the happy path skips those writes),
 // ARGV[6+2n..] the field/value pairs to set (at least "state").
-// Returns the task's total attempt count after the increment, or -1 (and
-// writes nothing) when the record's run is newer than the delivery's
-// (stale: drop it).
+// Returns the task's total attempt count after the increment, or, writing
+// nothing, -1 when the record's run is newer than the delivery's (stale:
+// drop it) and -2 when the delivery's run has already ended (succeeded or
+// dead_lettered: ack it).
 var beginScript = redis.NewScript(`
 local cur = redis.call("HGET", KEYS[1], "run")
 local run = tonumber(cur or "-1")
 if run > tonumber(ARGV[1]) then return -1 end
+if run == tonumber(ARGV[1]) then
+  local st = redis.call("HGET", KEYS[1], "state")
+  if st == "succeeded" or st == "dead_lettered" then return -2 end
+end
 local last = 5 + 2 * tonumber(ARGV[5])
 if not cur then
   for i = 6, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
@@ -216,8 +226,11 @@ func (s *Store) begin(ctx context.Context, env *Envelope, event string, fields [
 	if err != nil {
 		return 0, err
 	}
-	if n < 0 {
+	switch n {
+	case -1:
 		return 0, ErrStale
+	case -2:
+		return 0, ErrEnded
 	}
 	return n, nil
 }
@@ -331,17 +344,40 @@ func (s *Store) stamp(at time.Time) time.Time {
 	return at.UTC()
 }
 
-// NextAttemptAt returns when task id's next attempt is due (zero when no
-// retry is pending).
-func (s *Store) NextAttemptAt(ctx context.Context, id string) (time.Time, error) {
-	ms, err := s.rdb.HGet(ctx, rkeys.Task(id), "next_attempt_at").Int64()
-	if errors.Is(err, redis.Nil) {
-		return time.Time{}, nil
-	}
+// RunState is what a redelivery needs to know of its task's record.
+type RunState struct {
+	// Exists is false when the task has no record (never written, or expired).
+	Exists bool
+	State  State
+	Run    int
+	// NextAttemptAt is when the next attempt is due (zero: no retry pending).
+	NextAttemptAt time.Time
+}
+
+// Ended reports whether run has ended in the record: the record is at run
+// and in a terminal state.
+func (r RunState) Ended(run int) bool { return r.Exists && r.Run == run && r.State.Terminal() }
+
+// RunState reads task id's state, run and next attempt time in one round trip.
+func (s *Store) RunState(ctx context.Context, id string) (RunState, error) {
+	v, err := s.rdb.HMGet(ctx, rkeys.Task(id), "state", "run", "next_attempt_at").Result()
 	if err != nil {
-		return time.Time{}, fmt.Errorf("tasks: next attempt of %s: %w", id, err)
+		return RunState{}, fmt.Errorf("tasks: state of %s: %w", id, err)
 	}
-	return time.UnixMilli(ms), nil
+	str := func(i int) (string, bool) { x, ok := v[i].(string); return x, ok }
+	var r RunState
+	if st, ok := str(0); ok {
+		r.Exists, r.State = true, State(st)
+	}
+	if run, ok := str(1); ok {
+		r.Run, _ = strconv.Atoi(run)
+	}
+	if ms, ok := str(2); ok {
+		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			r.NextAttemptAt = time.UnixMilli(n)
+		}
+	}
+	return r, nil
 }
 
 // View is a task as `inspector task` and the HTTP API show it (stable JSON).

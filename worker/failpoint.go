@@ -20,6 +20,14 @@ import (
 //	                         restart is scheduled and the "restarting"
 //	                         transition is written, before the handler
 //	                         returns (asynq still holds the run's lease)
+//	before_restart_recorded  after the restart is scheduled, before its
+//	                         "restarting" transition is written
+//	after_success_recorded   after a success is written, before asynq's ack
+//	before_dead_letter_recorded
+//	                         after the dead letter is stored, before the
+//	                         task record is marked dead_lettered
+//	after_dead_letter_recorded
+//	                         after both, before asynq's ack
 const FailpointEnv = "AGENTQ_FAILPOINT"
 
 // failpoint kills the process with SIGKILL when AGENTQ_FAILPOINT equals name

@@ -115,7 +115,11 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 			log.Warn("dropping a redelivered run whose restart was already scheduled", "run", env.Run)
 			return nil
 		}
-		if err := p.waitUntilDue(ctx, env.ID); err != nil {
+		rs, ended := p.ended(ctx, log, env)
+		if ended {
+			return nil
+		}
+		if err := waitUntilDue(ctx, rs.NextAttemptAt); err != nil {
 			return &delayed{delay: 0, failure: false, cause: "canceled by worker shutdown"}
 		}
 	}
@@ -150,6 +154,10 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	} else if start, err = p.begin(ctx, env); errors.Is(err, tasks.ErrStale) {
 		p.release(ctx, cur, adm)
 		log.Info("dropping stale delivery of a superseded run", "run", env.Run)
+		return nil
+	} else if errors.Is(err, tasks.ErrEnded) {
+		p.release(ctx, cur, adm)
+		log.Warn("acking a redelivery of a run that has already ended; the agent is not called again", "run", env.Run)
 		return nil
 	} else if err != nil {
 		p.release(ctx, cur, adm)
@@ -203,6 +211,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		} else if err != nil {
 			log.Error("could not record success", "err", err)
 		}
+		failpoint("after_success_recorded") // test hook: crash before asynq acks a success
 		if env.Restarts > 0 {
 			p.metrics.restartResults.WithLabelValues(env.Agent, "succeeded").Inc()
 		}
@@ -489,16 +498,54 @@ func (p *pipeline) superseded(ctx context.Context, env *tasks.Envelope) bool {
 	return true
 }
 
+// ended reports whether a redelivery's run has already ended: its outcome
+// was recorded (succeeded, or dead-lettered: the dead letter is written
+// before the record, so a dead letter of this run counts too) but asynq
+// never got the ack — the worker died in between, or Redis was out longer
+// than asynq's lease. Such a delivery is acked without calling the agent;
+// a dead letter whose record was not yet marked is marked now. It also
+// returns the record's state (zero when unreadable: run the delivery
+// rather than lose it).
+func (p *pipeline) ended(ctx context.Context, log *taskLog, env *tasks.Envelope) (tasks.RunState, bool) {
+	rs, err := p.store.RunState(ctx, env.ID)
+	if err != nil {
+		return tasks.RunState{}, false
+	}
+	if rs.Ended(env.Run) {
+		log.Warn("acking a redelivery of a run that has already ended; the agent is not called again",
+			"run", env.Run, "state", rs.State)
+		return rs, true
+	}
+	if rs.Exists && rs.Run != env.Run {
+		return rs, false // another run: Begin's fence decides
+	}
+	e, err := p.dlq.Get(ctx, env.ID)
+	if err != nil || e.Run != env.Run || e.Agent != env.Agent {
+		return rs, false
+	}
+	ev := tasks.Event{Event: tasks.EventDeadLettered, Restart: env.Restarts, Agent: env.Agent, Worker: p.workerID,
+		ErrorClass: e.ErrorClass, Error: e.Error}
+	bg := context.WithoutCancel(ctx)
+	patch := tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: e.ErrorClass, Error: e.Error}
+	if rs.Exists {
+		_, _ = p.store.TransitionIfRun(bg, env.ID, env.Run, patch, ev)
+	} else {
+		_ = p.store.Transition(bg, env.ID, patch, ev)
+	}
+	log.Warn("acking a redelivery of a run that was dead-lettered; the agent is not called again", "run", env.Run)
+	return rs, true
+}
+
 // maxDueWait bounds the in-handler wait for an early retry: asynq's
 // whole-second rounding plus its forwarder tick.
 const maxDueWait = 2 * time.Second
 
-// waitUntilDue sleeps until the task's next attempt is due, at most
+// waitUntilDue sleeps until due (a retry's next attempt time), at most
 // maxDueWait; it returns ctx's error when the worker shuts down meanwhile.
-func (p *pipeline) waitUntilDue(ctx context.Context, id string) error {
-	due, err := p.store.NextAttemptAt(ctx, id)
-	if err != nil || due.IsZero() {
-		return nil // no record of it: run now rather than not at all
+// A zero due (no record of it) runs now rather than not at all.
+func waitUntilDue(ctx context.Context, due time.Time) error {
+	if due.IsZero() {
+		return nil
 	}
 	wait := time.Until(due)
 	if wait <= 0 {
@@ -575,6 +622,7 @@ func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *task
 	if err := untilRedis(ctx, func() error { _, err := p.dlq.Put(ctx, e); return err }); err != nil {
 		return p.putFailed(env.ID, err)
 	}
+	failpoint("before_dead_letter_recorded") // test hook: crash between the dead letter and its record
 	if err := untilRedis(ctx, func() error {
 		return p.store.Transition(ctx, env.ID, tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: string(class), Error: errText}, *ev)
 	}); err != nil {
@@ -586,6 +634,7 @@ func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *task
 	}
 	p.log.Error("dead-lettered", "event", "dead_letter", "agent", env.Agent, "task_id", env.ID,
 		"class", class, "reason", reason, "attempt", attempt, "restarts", env.Restarts, "error", errText)
+	failpoint("after_dead_letter_recorded") // test hook: crash before asynq acks a dead letter
 	return nil
 }
 
