@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/rkeys"
@@ -152,9 +153,120 @@ func (s *Scheduler) Schedule(ctx context.Context, env *tasks.Envelope, cfg Confi
 	return &next, delay, nil
 }
 
-// Started removes id from the pending index: its restart run has begun.
+// Started removes id from the pending index: its restart run has been
+// delivered. The worker calls it for every delivery of a restart run,
+// whatever happens to it next (it may be dead-lettered before its breaker
+// gate, fail to decode, name an unknown agent), so that every way a
+// restart run ends frees its slot.
 func (s *Scheduler) Started(ctx context.Context, id string) error {
 	return s.rdb.ZRem(ctx, rkeys.RestartPending(), id).Err()
+}
+
+// removeIfScoreScript removes an index entry only if its score (due time)
+// is still the one a repair looked at, so that a restart scheduled again
+// meanwhile keeps its slot.
+//
+// KEYS[1] restart index
+// ARGV[1] task id, ARGV[2] the score seen (unix ms)
+// Returns 1 when removed, 0 otherwise.
+var removeIfScoreScript = redis.NewScript(`
+local s = redis.call("ZSCORE", KEYS[1], ARGV[1])
+if s and tonumber(s) == tonumber(ARGV[2]) then
+  return redis.call("ZREM", KEYS[1], ARGV[1])
+end
+return 0
+`)
+
+// RepairGrace is how long past its due time an entry of the restart index
+// must be before Repair looks at it: longer than the moment between
+// reserving a slot and enqueueing its run.
+const RepairGrace = time.Minute
+
+// TaskLookup reports whether asynq holds the task with asynq ID id on
+// queue (pending, scheduled, retrying or active). An *asynq.Inspector
+// satisfies it through InspectorLookup.
+type TaskLookup func(ctx context.Context, queue, id string) (bool, error)
+
+// InspectorLookup is a TaskLookup on asynq's inspector: a task that waits
+// or runs (pending, scheduled, retry, active) is found; an archived or
+// completed one is not.
+func InspectorLookup(insp *asynq.Inspector) TaskLookup {
+	return func(_ context.Context, queue, id string) (bool, error) {
+		info, err := insp.GetTaskInfo(queue, id)
+		switch {
+		case errors.Is(err, asynq.ErrTaskNotFound), errors.Is(err, asynq.ErrQueueNotFound):
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		switch info.State {
+		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry, asynq.TaskStateActive:
+			return true, nil
+		}
+		return false, nil
+	}
+}
+
+// Repair frees the slots of orphans: entries of the restart index due more
+// than grace ago whose restart run is in no asynq queue any more (it was
+// deleted with asynq's tools, or ended in a way that did not call
+// Started: a worker of an older version). It returns how many it freed.
+// An orphan's task is not touched: only its slot, which would otherwise
+// count against max_pending forever. A run that still waits in its queue
+// (workers busy or down) keeps its slot.
+func (s *Scheduler) Repair(ctx context.Context, lookup TaskLookup, grace time.Duration) (int, error) {
+	cutoff := s.now().Add(-grace).UnixMilli()
+	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, rkeys.RestartPending(), &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(cutoff, 10), Count: 1000,
+	}).Result()
+	if err != nil {
+		return 0, fmt.Errorf("restart: repair: %w", err)
+	}
+	freed := 0
+	for _, z := range zs {
+		id := z.Member.(string)
+		orphan, err := s.orphan(ctx, lookup, id)
+		if err != nil {
+			return freed, fmt.Errorf("restart: repair %s: %w", id, err)
+		}
+		if !orphan {
+			continue
+		}
+		n, err := removeIfScoreScript.Run(ctx, s.rdb, []string{rkeys.RestartPending()}, id, int64(z.Score)).Int()
+		if err != nil {
+			return freed, fmt.Errorf("restart: repair %s: %w", id, err)
+		}
+		freed += n
+	}
+	return freed, nil
+}
+
+// orphan reports whether the restart run of task id is in no asynq queue:
+// neither the record's run nor the one after it (a restart scheduled by a
+// worker that died before recording it) exists.
+func (s *Scheduler) orphan(ctx context.Context, lookup TaskLookup, id string) (bool, error) {
+	v, err := s.rdb.HMGet(ctx, rkeys.Task(id), "run", "queue").Result()
+	if err != nil {
+		return false, err
+	}
+	run, queue := 0, tasks.DefaultQueue
+	if r, ok := v[0].(string); ok {
+		run, _ = strconv.Atoi(r)
+	}
+	if q, ok := v[1].(string); ok && q != "" {
+		queue = q
+	}
+	for _, r := range []int{run, run + 1} {
+		env := tasks.Envelope{ID: id, Run: r}
+		if r == 0 {
+			continue // run 0 is never a restart
+		}
+		found, err := lookup(ctx, queue, env.AsynqID())
+		if err != nil || found {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // Pending is a task waiting for its restart.

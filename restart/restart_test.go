@@ -279,3 +279,49 @@ func TestScheduleRedisDown(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, "", Reason(err))
 }
+
+// TestRepairFreesOrphans (#11 item 4): a slot whose restart run is in no
+// asynq queue (deleted with asynq's tools) is freed once it is overdue by
+// the grace, so it stops counting against max_pending; a slot whose run
+// still waits in its queue, or that is not overdue yet, is kept.
+func TestRepairFreesOrphans(t *testing.T) {
+	t.Parallel()
+	s, rdb, insp := newScheduler(t)
+	ctx := context.Background()
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	cfg := Config{MaxRestarts: 3, Delays: []time.Duration{time.Second}, MaxPending: 2}
+
+	// Two restarts fill the restart queue (max_pending 2).
+	for _, id := range []string{"deleted", "waiting"} {
+		_, err := tasks.NewStore(rdb).Create(ctx, envelope(id, 0), tasks.StatePending, tasks.Event{Event: tasks.EventQueued})
+		require.NoError(t, err)
+		next, _, err := s.Schedule(ctx, envelope(id, 0), cfg)
+		require.NoError(t, err)
+		require.NoError(t, tasks.NewStore(rdb).Transition(ctx, id, tasks.Patch{State: tasks.StateRestarting, Run: &next.Run, Restarts: &next.Restarts},
+			tasks.Event{Event: tasks.EventRestarting}))
+	}
+	_, _, err := s.Schedule(ctx, envelope("third", 0), cfg)
+	require.ErrorIs(t, err, ErrQueueFull)
+
+	// The run of "deleted" is deleted with asynq's tools: its slot leaks.
+	require.NoError(t, insp.DeleteTask(tasks.DefaultQueue, "deleted#1"))
+
+	// Not overdue by the grace yet: nothing is freed.
+	n, err := s.Repair(ctx, InspectorLookup(insp), RepairGrace)
+	require.NoError(t, err)
+	require.Equal(t, 0, n)
+
+	// Later: the orphan is freed, the slot of the run that still waits is kept.
+	now = now.Add(RepairGrace + 2*time.Second)
+	n, err = s.Repair(ctx, InspectorLookup(insp), RepairGrace)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	ids, err := rdb.ZRange(ctx, rkeys.RestartPending(), 0, -1).Result()
+	require.NoError(t, err)
+	require.Equal(t, []string{"waiting"}, ids)
+
+	// The freed slot takes a new restart.
+	_, _, err = s.Schedule(ctx, envelope("third", 0), cfg)
+	require.NoError(t, err)
+}

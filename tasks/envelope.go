@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -121,4 +122,18 @@ func (e *Envelope) AsynqID() string {
 		return e.ID
 	}
 	return fmt.Sprintf("%s#%d", e.ID, e.Run)
+}
+
+// ParseAsynqID splits an asynq task ID made by AsynqID into the task ID
+// and the run; ok is false when id is not one (no "#N" suffix: run 0).
+func ParseAsynqID(id string) (taskID string, run int, ok bool) {
+	i := strings.LastIndexByte(id, '#')
+	if i <= 0 {
+		return id, 0, false
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil || n <= 0 || strconv.Itoa(n) != id[i+1:] {
+		return id, 0, false
+	}
+	return id[:i], n, true
 }

@@ -7,9 +7,12 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -68,4 +71,33 @@ func TestRunTimeout(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tasks.RunTimeout, info.Timeout, id)
 	}
+}
+
+// TestRestartRunFreesItsSlot (#11 item 4): every way a restart run ends
+// frees its slot in the restart index, not only passing the breaker
+// gate: a run for an agent no worker knows, and a run whose payload
+// cannot be decoded, are dead-lettered and leave the index.
+func TestRestartRunFreesItsSlot(t *testing.T) {
+	t.Parallel()
+	_, rdb := runWorker(t, "worker: {concurrency: 2, shutdown_timeout: 2s}\nagents:\n  tool: {}\n",
+		WithAgent("tool", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) { return nil, nil })))
+	ctx := context.Background()
+	c := tasks.NewClient(rdb)
+	for _, id := range []string{"ghost", "garbled"} {
+		require.NoError(t, rdb.ZAdd(ctx, rkeys.RestartPending(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: id}).Err())
+	}
+	// Restart 1 of a task whose agent is unknown here.
+	require.NoError(t, c.EnqueueRun(ctx, &tasks.Envelope{ID: "ghost", Agent: "ghost", Queue: tasks.DefaultQueue, Run: 1, Restarts: 1}, 0))
+	// Restart 1 of a task whose payload is not an envelope.
+	aq := asynq.NewClientFromRedisClient(rdb)
+	_, err := aq.Enqueue(asynq.NewTask(tasks.TypeName, []byte(`{"id":"garbled","agent":`)), asynq.TaskID("garbled#1"), asynq.MaxRetry(1<<30))
+	require.NoError(t, err)
+
+	dlq := deadletter.NewStore(rdb)
+	for _, id := range []string{"ghost", "garbled#1"} {
+		require.Eventually(t, func() bool { _, err := dlq.Get(ctx, id); return err == nil }, 20*time.Second, 10*time.Millisecond, id)
+	}
+	n, err := rdb.ZCard(ctx, rkeys.RestartPending()).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "both restart slots are free")
 }

@@ -100,6 +100,11 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	if derr != nil {
 		return p.deadLetterPayload(ctx, t, env, derr)
 	}
+	if env.Restarts > 0 && env.Run > 0 {
+		// A restart run has come due: free its slot in the restart index
+		// now, whatever becomes of the run (see restart.Scheduler.Started).
+		_ = p.restarts.Started(ctx, env.ID)
+	}
 	sp, ok := p.specs[env.Agent]
 	if !ok {
 		return p.deadLetter(ctx, env, nil, resilience.NotSupported,
@@ -163,9 +168,6 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		p.release(ctx, cur, adm)
 		p.awaitRedis(ctx, env.ID) // so that asynq takes the task back (see untilRedis)
 		return &delayed{delay: time.Second, failure: false, cause: err.Error()}
-	}
-	if attempt == 1 && env.Restarts > 0 {
-		_ = p.restarts.Started(ctx, env.ID)
 	}
 	bg := context.WithoutCancel(ctx)
 
@@ -670,6 +672,11 @@ func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *ta
 	q, _ := asynq.GetQueueName(ctx)
 	if e.Queue == "" {
 		e.Queue = q
+	}
+	if base, run, ok := tasks.ParseAsynqID(id); ok && run > 0 {
+		// A later run (a restart, or a requeue) that cannot run: free its
+		// slot in the restart index, if it has one.
+		_ = p.restarts.Started(context.WithoutCancel(ctx), base)
 	}
 	now := p.store.Now().UTC()
 	msg := "malformed task payload: " + derr.Error()

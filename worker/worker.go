@@ -206,6 +206,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.breakers.Start(bgCtx)
 	wakeDone := make(chan struct{})
 	go func() { defer close(wakeDone); w.wakeDeferred(bgCtx) }()
+	repairDone := make(chan struct{})
+	go func() { defer close(repairDone); w.repairRestarts(bgCtx, repairInterval) }()
 	w.pipe.alerts.start(bgCtx)
 	for _, p := range w.probers {
 		p.Start(bgCtx)
@@ -231,6 +233,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		p.Stop()
 	}
 	<-wakeDone
+	<-repairDone
 	w.breakers.Stop()
 	w.pipe.alerts.wait()
 	if httpSrv != nil {

@@ -76,3 +76,8 @@ func Probe(key string) string { return Prefix + "{breaker:" + key + "}:probe" }
 // next interval probe of the breaker key while it is closed, so that a
 // cluster probes once per interval, not once per worker.
 func ProbeClaim(key string) string { return Prefix + "{breaker:" + key + "}:probe-claim" }
+
+// RestartRepairClaim is the claim (SET NX PX) of the worker that runs the
+// next repair of the restart index, so that a fleet repairs once per
+// interval, not once per worker.
+func RestartRepairClaim() string { return Prefix + "{restart}:repair-claim" }
