@@ -10,9 +10,12 @@ import (
 // RequeueTask puts dead letter id back on its queue as a fresh run: a new
 // attempt and restart budget, the same parameters, and the history kept
 // (the task's history gains a "requeued" event; the dead letter's copy is
-// what the history was when it died). The asynq task ID of the new run is
-// derived from the run number, so a requeue retried after a crash does not
-// queue the task twice.
+// what the history was when it died). The run is enqueued first and the
+// record written after, so a failed enqueue changes nothing (the dead
+// letter stays, the record still says dead_lettered); the record is
+// rebuilt from the dead letter when it has expired. The asynq task ID of
+// the new run is derived from the run number, so a requeue retried after
+// a crash does not queue the task twice.
 func (s *Store) RequeueTask(ctx context.Context, client *tasks.Client, id string) (*Entry, error) {
 	return s.Requeue(ctx, id, func(ctx context.Context, e *Entry) error {
 		env := &tasks.Envelope{
@@ -22,19 +25,17 @@ func (s *Store) RequeueTask(ctx context.Context, client *tasks.Client, id string
 		if env.EnqueuedAt.IsZero() {
 			env.EnqueuedAt = client.Store().Now().UTC()
 		}
+		if env.Queue == "" {
+			env.Queue = tasks.DefaultQueue
+		}
 		if env.Agent == "" {
 			return errors.New("dead letter has no agent (its payload could not be decoded); it cannot be requeued as is")
-		}
-		st := client.Store()
-		// Record first: the new run number fences any stale delivery of the old run.
-		zero := 0
-		if err := st.Transition(ctx, env.ID, tasks.Patch{State: tasks.StatePending, Run: &env.Run, Restarts: &zero, ClearError: true},
-			tasks.Event{Event: tasks.EventRequeued, Agent: env.Agent, ErrorClass: e.ErrorClass, Error: "requeued from the dead letters"}); err != nil {
-			return err
 		}
 		if err := client.EnqueueRun(ctx, env, 0); err != nil && !errors.Is(err, tasks.ErrDuplicate) {
 			return err
 		}
-		return nil
+		// The new run number fences any stale delivery of the old run.
+		return client.Store().Requeued(ctx, env, e.History,
+			tasks.Event{Event: tasks.EventRequeued, Agent: env.Agent, ErrorClass: e.ErrorClass, Error: "requeued from the dead letters"})
 	})
 }

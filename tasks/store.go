@@ -455,3 +455,61 @@ func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
 	}
 	return out, nil
 }
+
+// requeueScript records that a dead letter was put back on its queue as
+// run ARGV[1], after that run was enqueued, rebuilding the record from the
+// dead letter when it has expired.
+//
+// KEYS[1] task record, KEYS[2] history
+// ARGV[1] the new run, ARGV[2] retention seconds, ARGV[3] "requeued" event
+// JSON, ARGV[4] updated_at, ARGV[5] number n of seed pairs,
+// ARGV[6..5+2n] field/value pairs seeded when the record is missing,
+// ARGV[6+2n..] history events (JSON) restored when the history is missing.
+// Returns 1 when the record now shows the run as pending, 2 when the run
+// had begun already (only the event is added), 0 when the record is at a
+// later run (nothing written).
+var requeueScript = redis.NewScript(`
+local cur = redis.call("HGET", KEYS[1], "run")
+local run = tonumber(ARGV[1])
+if cur and tonumber(cur) > run then return 0 end
+if cur and tonumber(cur) == run then
+  redis.call("RPUSH", KEYS[2], ARGV[3])
+  redis.call("EXPIRE", KEYS[2], ARGV[2])
+  return 2
+end
+local last = 5 + 2 * tonumber(ARGV[5])
+for i = 6, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
+if redis.call("EXISTS", KEYS[2]) == 0 then
+  for i = last + 1, #ARGV do redis.call("RPUSH", KEYS[2], ARGV[i]) end
+end
+redis.call("HSET", KEYS[1], "state", "pending", "run", ARGV[1], "restarts", 0,
+  "error_class", "", "error", "", "updated_at", ARGV[4])
+redis.call("HDEL", KEYS[1], "next_attempt_at")
+redis.call("RPUSH", KEYS[2], ARGV[3])
+redis.call("EXPIRE", KEYS[1], ARGV[2])
+redis.call("EXPIRE", KEYS[2], ARGV[2])
+return 1
+`)
+
+// Requeued records that env's run (a requeue of a dead letter, already
+// enqueued) waits on its queue: state pending, a fresh restart budget, the
+// error cleared, and the "requeued" event ev. When the record has expired
+// it is rebuilt from env and the dead letter's history hist. A record at a
+// later run is left alone; one whose run has already begun only gains ev.
+func (s *Store) Requeued(ctx context.Context, env *Envelope, hist []Event, ev Event) error {
+	ev.At = s.stamp(ev.At)
+	b, _ := json.Marshal(ev)
+	seed := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
+		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano), "attempts", 0}
+	args := make([]any, 0, 5+len(seed)+len(hist))
+	args = append(args, env.Run, int64(s.retention/time.Second), string(b), ev.At.Format(time.RFC3339Nano), len(seed)/2)
+	args = append(args, seed...)
+	for _, h := range hist {
+		hb, _ := json.Marshal(h)
+		args = append(args, string(hb))
+	}
+	if err := requeueScript.Run(ctx, s.rdb, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Err(); err != nil {
+		return fmt.Errorf("tasks: record requeue of %s: %w", env.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package deadletter_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/tasks"
+)
+
+// deadTask creates task id's record and dead-letters it (record and entry).
+func deadTask(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store, id string) *deadletter.Entry {
+	t.Helper()
+	ctx := context.Background()
+	st := tasks.NewStore(rdb)
+	env := &tasks.Envelope{ID: id, Agent: "llm", Action: "chat", Queue: tasks.DefaultQueue, CorrelationID: "c-" + id, EnqueuedAt: base}
+	_, err := st.Create(ctx, env, tasks.StatePending, tasks.Event{Event: tasks.EventQueued})
+	require.NoError(t, err)
+	ev := tasks.Event{Event: tasks.EventDeadLettered, Attempt: 1, Agent: "llm", ErrorClass: "invalid_request", Error: "bad"}
+	require.NoError(t, st.Transition(ctx, id, tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: "invalid_request", Error: "bad"}, ev))
+	hist, err := st.History(ctx, id)
+	require.NoError(t, err)
+	e := &deadletter.Entry{ID: id, Agent: "llm", Action: "chat", CorrelationID: "c-" + id, ErrorClass: "invalid_request",
+		Error: "bad", Reason: deadletter.ReasonNotRetryable, Attempts: 1, DeadLetteredAt: time.Now().UTC(),
+		History: hist, Queue: tasks.DefaultQueue, EnqueuedAt: base}
+	_, err = s.Put(ctx, e)
+	require.NoError(t, err)
+	return e
+}
+
+// TestRequeueTaskEnqueuesFirst (#11 item 5): a requeue whose enqueue fails
+// (here for real: a Redis user not allowed asynq's keys) changes nothing:
+// the record still says dead_lettered and the dead letter stays.
+func TestRequeueTaskEnqueuesFirst(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	s := deadletter.NewStore(rdb)
+	deadTask(t, rdb, s, "rq-1")
+
+	require.NoError(t, rdb.Do(ctx, "ACL", "SETUSER", "noasynq", "on", ">pw", "~agentq:*", "&*", "+@all").Err())
+	limited := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: "noasynq", Password: "pw"})
+	t.Cleanup(func() { _ = limited.Close() })
+
+	_, err := deadletter.NewStore(limited).RequeueTask(ctx, tasks.NewClient(limited), "rq-1")
+	require.ErrorContains(t, err, "NOPERM")
+	v, err := tasks.NewStore(rdb).Get(ctx, "rq-1")
+	require.NoError(t, err)
+	require.Equal(t, tasks.StateDeadLettered, v.State, "a failed enqueue leaves the record as it was")
+	require.Equal(t, 0, v.Run)
+	_, err = s.Get(ctx, "rq-1")
+	require.NoError(t, err, "the dead letter stays")
+
+	// With a user that may enqueue, the same requeue works.
+	_, err = s.RequeueTask(ctx, tasks.NewClient(rdb), "rq-1")
+	require.NoError(t, err)
+	v, err = tasks.NewStore(rdb).Get(ctx, "rq-1")
+	require.NoError(t, err)
+	require.Equal(t, tasks.StatePending, v.State)
+	require.Equal(t, 1, v.Run)
+}
+
+// TestRequeueTaskRebuildsExpiredRecord (#11 item 5): requeueing a dead
+// letter whose task record has expired rebuilds the record (agent, id,
+// action, queue, history from the dead letter) instead of leaving a
+// record with only a state.
+func TestRequeueTaskRebuildsExpiredRecord(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	s := deadletter.NewStore(rdb)
+	e := deadTask(t, rdb, s, "rq-2")
+	require.NoError(t, rdb.Del(ctx, rkeys.Task("rq-2"), rkeys.TaskHistory("rq-2")).Err()) // the record expired
+
+	_, err := s.RequeueTask(ctx, tasks.NewClient(rdb), "rq-2")
+	require.NoError(t, err)
+	v, err := tasks.NewStore(rdb).Get(ctx, "rq-2")
+	require.NoError(t, err)
+	require.Equal(t, "rq-2", v.ID)
+	require.Equal(t, "llm", v.Agent)
+	require.Equal(t, "chat", v.Action)
+	require.Equal(t, tasks.DefaultQueue, v.Queue)
+	require.Equal(t, "c-rq-2", v.CorrelationID)
+	require.Equal(t, tasks.StatePending, v.State)
+	require.Equal(t, 1, v.Run)
+	require.Len(t, v.History, len(e.History)+1)
+	require.Equal(t, []string{tasks.EventQueued, tasks.EventDeadLettered, tasks.EventRequeued},
+		[]string{v.History[0].Event, v.History[1].Event, v.History[2].Event})
+	ttl, err := rdb.TTL(ctx, rkeys.Task("rq-2")).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, time.Duration(0), "the rebuilt record expires like any other")
+
+	info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(tasks.DefaultQueue, "rq-2#1")
+	require.NoError(t, err)
+	require.Equal(t, asynq.TaskStatePending, info.State)
+}
