@@ -48,14 +48,6 @@ type ScriptRunner interface {
 	Run(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error)
 }
 
-// Committer is a ScriptRunner that also group-commits plain commands: Exec
-// applies the commands build adds in one MULTI/EXEC shared with concurrent
-// calls, returning once they are applied (see internal/rbatch).
-type Committer interface {
-	ScriptRunner
-	Exec(ctx context.Context, build func(pipe redis.Pipeliner)) error
-}
-
 // WithScriptRunner sends the per-attempt writes (Begin, Transition) through
 // r, e.g. a group-committing batcher shared by many goroutines. Each call
 // still returns only once its write is applied; nil keeps one round trip per
@@ -164,7 +156,7 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // nothing, -1 when the record's run is newer than the delivery's (stale:
 // drop it) and -2 when the delivery's run has already ended (succeeded or
 // dead_lettered: ack it).
-var beginScript = redis.NewScript(`
+var beginScript = redis.NewScript(historyLua + `
 local cur = redis.call("HGET", KEYS[1], "run")
 local run = tonumber(cur or "-1")
 if run > tonumber(ARGV[1]) then return -1 end
@@ -180,7 +172,7 @@ redis.call("HSET", KEYS[1], "run", ARGV[1], "restarts", ARGV[3], unpack(ARGV, la
 local n = redis.call("HINCRBY", KEYS[1], "attempts", 1)
 redis.call("EXPIRE", KEYS[1], ARGV[2])
 if ARGV[4] ~= "" then
-  redis.call("RPUSH", KEYS[2], ARGV[4])
+  hist_append(KEYS[2], ARGV[4], "0")
   redis.call("EXPIRE", KEYS[2], ARGV[2])
 end
 return n
@@ -256,27 +248,37 @@ type Patch struct {
 // MaxStoredResult bounds the result data kept in a task record.
 const MaxStoredResult = 64 << 10
 
+// transitionScript records a lifecycle event and the new state.
+//
+// KEYS[1] task record, KEYS[2] history
+// ARGV[1] TTL seconds, ARGV[2] event JSON, ARGV[3] "1" to merge the event
+// into a deferral it repeats (see historyLua), ARGV[4..] field/value pairs.
+// Returns 1.
+var transitionScript = redis.NewScript(historyLua + `
+redis.call("HSET", KEYS[1], unpack(ARGV, 4))
+hist_append(KEYS[2], ARGV[2], ARGV[3])
+redis.call("EXPIRE", KEYS[1], ARGV[1])
+redis.call("EXPIRE", KEYS[2], ARGV[1])
+return 1
+`)
+
 // Transition records a lifecycle event and the new state in one atomic step
-// (one MULTI/EXEC round trip, shared with concurrent calls when the
-// WithScriptRunner runner is a Committer).
+// (one script, shared with concurrent calls' scripts when the store has a
+// WithScriptRunner runner). A deferral that follows a deferral is merged
+// into it (Event.Count), and a long history is elided in its middle (see
+// HistoryHead). The record lives for the retention after the event, plus
+// the event's delay when it has one (a retry, deferral or restart due
+// later), so that it outlives the wait.
 func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) error {
 	ev.At = s.stamp(ev.At)
 	b, _ := json.Marshal(ev)
-	fields := p.fields(ev.At)
-	ttl := s.retention
-	write := func(pipe redis.Pipeliner) {
-		pipe.HSet(ctx, rkeys.Task(id), fields...)
-		pipe.RPush(ctx, rkeys.TaskHistory(id), b)
-		pipe.Expire(ctx, rkeys.Task(id), ttl)
-		pipe.Expire(ctx, rkeys.TaskHistory(id), ttl)
+	merge := "0"
+	if ev.Event == EventDeferred {
+		merge = "1"
 	}
-	var err error
-	if c, ok := s.runner.(Committer); ok {
-		err = c.Exec(ctx, write)
-	} else {
-		_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error { write(pipe); return nil })
-	}
-	if err != nil {
+	ttl := s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond
+	args := append([]any{int64(ttl / time.Second), string(b), merge}, p.fields(ev.At)...)
+	if err := s.eval(ctx, transitionScript, []string{rkeys.Task(id), rkeys.TaskHistory(id)}, args...).Err(); err != nil {
 		return fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, err)
 	}
 	return nil
@@ -313,11 +315,11 @@ func (p Patch) fields(at time.Time) []any {
 // ARGV[1] the run the record must be at, ARGV[2] retention seconds,
 // ARGV[3] event JSON, ARGV[4..] field/value pairs.
 // Returns 1 when applied, 0 when the record is at another run (or absent).
-var transitionIfRunScript = redis.NewScript(`
+var transitionIfRunScript = redis.NewScript(historyLua + `
 local cur = redis.call("HGET", KEYS[1], "run")
 if cur ~= ARGV[1] then return 0 end
 redis.call("HSET", KEYS[1], unpack(ARGV, 4))
-redis.call("RPUSH", KEYS[2], ARGV[3])
+hist_append(KEYS[2], ARGV[3], "0")
 redis.call("EXPIRE", KEYS[1], ARGV[2])
 redis.call("EXPIRE", KEYS[2], ARGV[2])
 return 1
@@ -468,24 +470,24 @@ func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
 // Returns 1 when the record now shows the run as pending, 2 when the run
 // had begun already (only the event is added), 0 when the record is at a
 // later run (nothing written).
-var requeueScript = redis.NewScript(`
+var requeueScript = redis.NewScript(historyLua + `
 local cur = redis.call("HGET", KEYS[1], "run")
 local run = tonumber(ARGV[1])
 if cur and tonumber(cur) > run then return 0 end
 if cur and tonumber(cur) == run then
-  redis.call("RPUSH", KEYS[2], ARGV[3])
+  hist_append(KEYS[2], ARGV[3], "0")
   redis.call("EXPIRE", KEYS[2], ARGV[2])
   return 2
 end
 local last = 5 + 2 * tonumber(ARGV[5])
 for i = 6, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
 if redis.call("EXISTS", KEYS[2]) == 0 then
-  for i = last + 1, #ARGV do redis.call("RPUSH", KEYS[2], ARGV[i]) end
+  for i = last + 1, #ARGV do hist_append(KEYS[2], ARGV[i], "0") end
 end
 redis.call("HSET", KEYS[1], "state", "pending", "run", ARGV[1], "restarts", 0,
   "error_class", "", "error", "", "updated_at", ARGV[4])
 redis.call("HDEL", KEYS[1], "next_attempt_at")
-redis.call("RPUSH", KEYS[2], ARGV[3])
+hist_append(KEYS[2], ARGV[3], "0")
 redis.call("EXPIRE", KEYS[1], ARGV[2])
 redis.call("EXPIRE", KEYS[2], ARGV[2])
 return 1

@@ -610,6 +610,10 @@ func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, ev *task
 	seen := map[attemptID]bool{}
 	attempts := 0
 	for _, h := range hist {
+		if h.Event == tasks.EventElided {
+			attempts += h.Attempts // attempts in the elided middle of a long history
+			continue
+		}
 		id := attemptID{h.Restart, h.Attempt}
 		if h.Attempt > 0 && h.Event != tasks.EventDeferred && h.Event != tasks.EventCanceled && !seen[id] {
 			seen[id] = true
