@@ -127,10 +127,18 @@ return {1, redis.call("ZCARD", KEYS[1])}
 // Scheduling the same run twice (a redelivered run after a crash) is not an
 // error and enqueues nothing twice.
 func (s *Scheduler) Schedule(ctx context.Context, env *tasks.Envelope, cfg Config) (*tasks.Envelope, time.Duration, error) {
+	return s.ScheduleAfter(ctx, env, cfg, 0)
+}
+
+// ScheduleAfter is Schedule with a delay of at least atLeast: the run ended
+// with a backend asking for a longer wait (Retry-After) than the next
+// restart delay.
+func (s *Scheduler) ScheduleAfter(ctx context.Context, env *tasks.Envelope, cfg Config, atLeast time.Duration) (*tasks.Envelope, time.Duration, error) {
 	delay, err := cfg.Delay(env.Restarts)
 	if err != nil {
 		return nil, 0, err
 	}
+	delay = max(delay, atLeast)
 	due := s.now().Add(delay)
 	res, err := reserveScript.Run(ctx, s.rdb, []string{rkeys.RestartPending()},
 		env.ID, due.UnixMilli(), max(cfg.MaxPending, 0)).Int64Slice()

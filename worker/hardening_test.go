@@ -3,6 +3,9 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -100,4 +103,39 @@ func TestRestartRunFreesItsSlot(t *testing.T) {
 	n, err := rdb.ZCard(ctx, rkeys.RestartPending()).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "both restart slots are free")
+}
+
+// TestRestartHonoursRetryAfter (#11 item 16): a run that ends rate-limited
+// with a Retry-After longer than the next restart delay (here 300s
+// against 1s) is restarted no sooner than the backend asked.
+func TestRestartHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "300")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"error":{"type":"rate_limit_error","message":"Too many requests"}}`))
+	}))
+	t.Cleanup(backend.Close)
+	_, rdb := runWorker(t, fmt.Sprintf(`
+worker: {concurrency: 1, shutdown_timeout: 2s}
+defaults:
+  retry: {max_attempts: 1}
+  restart: {max_restarts: 3, delays: [1s]}
+agents:
+  llm:
+    http: {url: %q}
+`, backend.URL))
+	ctx := context.Background()
+	_, err := tasks.NewClient(rdb).Enqueue(ctx, tasks.Task{ID: "limited", Agent: "llm"})
+	require.NoError(t, err)
+	before := time.Now()
+	v := waitState(t, rdb, "limited", 20*time.Second, func(v *tasks.View) bool { return v.State == tasks.StateRestarting })
+	require.Equal(t, string(resilience.RateLimited), v.ErrorClass)
+	last := v.History[len(v.History)-1]
+	require.Equal(t, tasks.EventRestarting, last.Event)
+	require.GreaterOrEqual(t, last.DelayMS, int64(300_000), "the restart waits for the Retry-After")
+	info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(tasks.DefaultQueue, "limited#1")
+	require.NoError(t, err)
+	require.False(t, info.NextProcessAt.Before(before.Add(299*time.Second)), "restart 1 due at %s", info.NextProcessAt)
 }

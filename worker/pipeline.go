@@ -244,7 +244,9 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		if ok, err := p.ensureStarted(ctx, log, start); !ok {
 			return err
 		}
-		next, delay, err := p.restarts.Schedule(bg, env, sp.restart)
+		// A backend that asked for a longer wait (Retry-After) than the next
+		// restart delay gets it.
+		next, delay, err := p.restarts.ScheduleAfter(bg, env, sp.restart, v.RetryAfter)
 		if err == nil {
 			// ev.Restart stays env.Restarts: the event is the outcome of this
 			// run's attempt; (restart, attempt) identifies every attempt.
