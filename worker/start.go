@@ -83,18 +83,18 @@ func (a *attemptStart) ensure(ctx context.Context) error {
 	return err
 }
 
-// transition records an event of the attempt, with its start when that is
-// not in the record yet. tasks.ErrStale means the run is superseded and
+// apply records a state change of the attempt, with its start when that
+// is not in the record yet. tasks.ErrStale means the run is superseded and
 // nothing was written.
-func (a *attemptStart) transition(ctx context.Context, p tasks.Patch, ev tasks.Event) error {
+func (a *attemptStart) apply(ctx context.Context, c tasks.Change) error {
 	written, err := a.settle()
 	if written {
-		return a.store.Transition(ctx, a.env.ID, p, ev)
+		return a.store.Apply(ctx, a.env.ID, c)
 	}
 	if errors.Is(err, tasks.ErrStale) {
 		return err
 	}
-	_, err = a.store.BeginTransition(ctx, a.env, p, ev)
+	_, err = a.store.BeginTransition(ctx, a.env, c.Patch, c.Event)
 	if err == nil {
 		a.written, a.err = true, nil
 	}

@@ -1,0 +1,197 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
+)
+
+// attemptResult is the outcome of one attempt, ready to settle.
+type attemptResult struct {
+	n      int           // the attempt's number within its run
+	start  *attemptStart // the attempt's start in the record
+	served *spec         // the agent that served the attempt's last call
+	call   callResult
+}
+
+// outcome is the history outcome of the attempt's last call.
+func (a *attemptResult) outcome(p *pipeline, env *tasks.Envelope) tasks.Outcome {
+	return a.call.outcome(env, a.served, a.n, p.workerID)
+}
+
+// attempt makes one attempt of env with the agent g admitted: it records
+// the attempt's start (see attemptStart) and calls the agent; a failure
+// whose class falls back (by the task's agent sp's table) goes at once to
+// the next fallback agent whose breaker admits it, within this attempt,
+// each call its own history event. It returns nil and ProcessTask's answer
+// when the delivery must not run (stale, already ended, Redis away).
+func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, g *admitted) (*attemptResult, error) {
+	n := 1
+	if r, ok := asynq.GetRetryCount(ctx); ok {
+		n = r + 1
+	}
+	start, answer := p.startAttempt(ctx, log, env, g, n)
+	if start == nil {
+		return nil, answer
+	}
+	cur := g
+	for {
+		c := p.call(ctx, log, env, cur.sp, cur.adm, n)
+		a := &attemptResult{n: n, start: start, served: cur.sp, call: c}
+		if c.verdict.Class == "" || cur.next >= len(sp.fallback) || ctx.Err() != nil || !sp.policy.FallsBack(c.verdict.Class) {
+			return a, nil
+		}
+		alt, _ := p.fallBack(ctx, log, sp, cur.next, string(c.verdict.Class))
+		if alt == nil {
+			return a, nil
+		}
+		if err := start.apply(context.WithoutCancel(ctx), tasks.SetCallFailed(a.outcome(p, env))); errors.Is(err, tasks.ErrStale) {
+			p.release(ctx, alt.sp, alt.adm)
+			return nil, ranStale(log, env)
+		}
+		log.Warn("falling back", "event", "fallback", "from", cur.sp.name, "to", alt.sp.name, "class", c.verdict.Class,
+			"attempt", n, "error", c.errText)
+		cur = alt
+	}
+}
+
+// startAttempt records the start of attempt n: lazily for a first
+// delivery (deferBegin), fenced before the call for a redelivery (begin).
+// A nil start means the delivery must not run; the answer is then
+// ProcessTask's (nil: drop it).
+func (p *pipeline) startAttempt(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, n int) (*attemptStart, error) {
+	if n == 1 {
+		return p.deferBegin(ctx, env), nil
+	}
+	start, err := p.begin(ctx, env)
+	if err == nil {
+		return start, nil
+	}
+	p.release(ctx, g.sp, g.adm)
+	switch {
+	case errors.Is(err, tasks.ErrStale):
+		log.Info("dropping stale delivery of a superseded run", "run", env.Run)
+		return nil, nil
+	case errors.Is(err, tasks.ErrEnded):
+		log.Warn("acking a redelivery of a run that has already ended; the agent is not called again", "run", env.Run)
+		return nil, nil
+	}
+	p.awaitRedis(ctx, env.ID) // so that asynq takes the task back (see untilRedis)
+	return nil, handBack(err)
+}
+
+// callResult is the outcome of one call of an agent.
+type callResult struct {
+	data    json.RawMessage
+	verdict resilience.Verdict
+	errText string
+	elapsed time.Duration
+}
+
+// outcome is the history outcome of the call, attempt n of env's run,
+// served by agent served.
+func (c callResult) outcome(env *tasks.Envelope, served *spec, n int, worker string) tasks.Outcome {
+	return tasks.Outcome{Attempt: n, Restart: env.Restarts, Agent: served.name, Worker: worker,
+		ErrorClass: string(c.verdict.Class), Error: c.errText, Duration: c.elapsed}
+}
+
+// call runs one call of agent sp (admitted by adm) under sp's timeout,
+// classifies its outcome and records it in sp's own breaker, the metrics
+// and the alerter. The Request names the agent called (sp), which for a
+// fallback is not the task's agent.
+func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission, attempt int) callResult {
+	timeout := callTimeout(ctx, sp.timeout, time.Now())
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	started := time.Now()
+	data, runErr := sp.runner.Run(runCtx, agent.Request{
+		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
+		CorrelationID: env.CorrelationID, Attempt: attempt, Restart: env.Restarts,
+	})
+	elapsed := time.Since(started)
+	// Only the worker's shutdown cancels ctx (context.Canceled); asynq's
+	// deadline on ctx (DeadlineExceeded) is a timeout like the agent's own.
+	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() != context.Canceled
+	cancel()
+	p.metrics.duration.WithLabelValues(sp.name).Observe(elapsed.Seconds())
+
+	var v resilience.Verdict
+	switch {
+	case runErr == nil:
+	case ctx.Err() == context.Canceled:
+		v.Class = resilience.Canceled
+	case timedOut:
+		v.Class = resilience.Timeout
+		if !strings.Contains(runErr.Error(), "timed out") {
+			runErr = fmt.Errorf("agent timed out after %s: %w", timeout.Round(time.Millisecond), runErr)
+		}
+	default:
+		v = p.classify(runErr)
+		if v.Class == "" {
+			v.Class = resilience.ProviderError
+		}
+	}
+
+	// Breaker bookkeeping, in the breaker of the agent called.
+	out := resilience.OutcomeSuccess
+	switch {
+	case v.Class == resilience.Canceled:
+		out = resilience.OutcomeIgnore
+	case v.Class != "" && sp.policy.Rule(v.Class).CountsForBreaker:
+		out = resilience.OutcomeFailure
+	}
+	if p.noGate {
+		// Gate off (WithoutBreaker): nothing to record.
+	} else if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out); errors.Is(err, resilience.ErrStaleAdmission) {
+		log.Debug("breaker result from an older generation ignored", "err", err)
+	} else if err != nil {
+		log.Warn("breaker record failed", "err", err)
+	} else if st != adm.State {
+		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(st))
+		log.Info("breaker changed state", "breaker_key", sp.breakerKey, "state", st)
+	}
+
+	outcome := "success"
+	if v.Class != "" {
+		outcome = "failure"
+		if v.Class == resilience.Canceled {
+			outcome = "canceled"
+		}
+	}
+	p.metrics.attempts.WithLabelValues(sp.name, string(v.Class), outcome).Inc()
+	if out == resilience.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled) {
+		p.alerts.failure(sp.name)
+	}
+	errText := ""
+	if runErr != nil {
+		errText = truncate(runErr.Error(), 2000)
+	}
+	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed}
+}
+
+// callTimeout is the timeout of one call of an agent whose own timeout is
+// own, at now: own, shortened when the delivery's deadline (asynq's, on ctx)
+// leaves less than that plus tasks.HandoffGrace, so that the call times out
+// as an attempt (class timeout) and the worker still records its outcome
+// before asynq gives up on the delivery. Runs agentq enqueues have a
+// deadline of tasks.RunTimeout, which the config keeps above every chain;
+// only tasks enqueued otherwise (asynq's 30-minute default) are shortened.
+func callTimeout(ctx context.Context, own time.Duration, now time.Time) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return own
+	}
+	left := dl.Sub(now) - tasks.HandoffGrace
+	if left < own {
+		return max(left, 0)
+	}
+	return own
+}

@@ -1,0 +1,110 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
+)
+
+// admitted is an agent whose breaker admitted a call of the task: the
+// task's own agent, or one of its fallback agents.
+type admitted struct {
+	sp   *spec
+	adm  resilience.Admission
+	next int // index in the primary's fallback list of the next agent to fall back to
+}
+
+// gate asks the breaker of the task's agent sp for a call. An open
+// breaker defers the task without using an attempt, unless the breaker of
+// one of its fallback agents admits it. It returns the admitted agent, or
+// nil and ProcessTask's answer (a deferral).
+func (p *pipeline) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec) (*admitted, error) {
+	adm, err := p.admit(ctx, sp)
+	if err != nil {
+		log.Warn("breaker state unavailable; using the last state seen", "err", err)
+	}
+	p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(adm.State))
+	if adm.Allowed {
+		return &admitted{sp: sp, adm: adm}, nil
+	}
+	alt, soonest := p.fallBack(ctx, log, sp, 0, fallbackBreakerOpen)
+	if alt != nil {
+		return alt, nil
+	}
+	if soonest > 0 && soonest < adm.RetryIn {
+		adm.RetryIn = soonest // a fallback may admit before the primary does
+	}
+	return nil, p.deferTask(ctx, log, env, sp, adm)
+}
+
+// fallbackBreakerOpen is the class label of agentq_fallbacks_total when the
+// primary's breaker did not admit the call.
+const fallbackBreakerOpen = "breaker_open"
+
+// admit asks sp's breaker for a call: Allow, or AllowTask for an agent
+// with a health probe (its tasks are never half-open trials).
+func (p *pipeline) admit(ctx context.Context, sp *spec) (resilience.Admission, error) {
+	if p.noGate {
+		return resilience.Admission{Allowed: true, State: resilience.StateClosed}, nil
+	}
+	if sp.probe != nil {
+		return p.breakers.AllowTask(ctx, sp.breakerKey, sp.breaker)
+	}
+	return p.breakers.Allow(ctx, sp.breakerKey, sp.breaker)
+}
+
+// release gives back an admission whose call was never made.
+func (p *pipeline) release(ctx context.Context, sp *spec, adm resilience.Admission) {
+	if !p.noGate {
+		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, resilience.OutcomeIgnore)
+	}
+}
+
+// fallBack returns the first agent of primary's fallback list, from index
+// from on, whose breaker admits a call; why labels agentq_fallbacks_total.
+// It returns nil when none admits, and then the shortest RetryIn the
+// denials gave (0: none).
+func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, from int, why string) (alt *admitted, soonest time.Duration) {
+	for i := from; i < len(primary.fallback); i++ {
+		fs := primary.fallback[i]
+		a, err := p.admit(ctx, fs)
+		if err != nil {
+			log.Warn("fallback breaker state unavailable; using the last state seen", "fallback", fs.name, "err", err)
+		}
+		p.metrics.breakerState.WithLabelValues(fs.breakerKey).Set(stateValue(a.State))
+		if a.Allowed {
+			p.metrics.fallbacks.WithLabelValues(primary.name, fs.name, why).Inc()
+			return &admitted{sp: fs, adm: a, next: i + 1}, 0
+		}
+		p.metrics.rejections.WithLabelValues(fs.breakerKey).Inc()
+		if a.RetryIn > 0 && (soonest == 0 || a.RetryIn < soonest) {
+			soonest = a.RetryIn
+		}
+	}
+	return nil, soonest
+}
+
+// deferTask puts a task back until its breaker may admit a trial. Deferred
+// tasks wake spread out (jitter) so they do not stampede; those not admitted
+// defer again.
+func (p *pipeline) deferTask(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission) error {
+	wait := adm.RetryIn
+	if wait < 50*time.Millisecond {
+		wait = 50 * time.Millisecond
+	}
+	if adm.State == resilience.StateHalfOpen && wait > time.Second {
+		// A trial is in flight: look again soon rather than at its lease expiry.
+		wait = time.Second
+	}
+	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
+	p.metrics.deferrals.WithLabelValues(env.Agent).Inc()
+	p.metrics.rejections.WithLabelValues(sp.breakerKey).Inc()
+	_ = p.store.Apply(context.WithoutCancel(ctx), env.ID, tasks.SetDeferred(p.outcome(env, 0, "", ""),
+		fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait))
+	log.Info("deferred: breaker open", "event", "defer", "breaker_key", sp.breakerKey, "state", adm.State, "delay_ms", wait.Milliseconds())
+	return snooze(wait, deferCause)
+}
