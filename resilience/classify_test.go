@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -834,4 +835,116 @@ func TestClassifyLongText(t *testing.T) {
 	// ... or at the very start (a JSON body).
 	long = `{"error":{"type":"insufficient_quota"}}` + strings.Repeat(" ", 1<<20)
 	require.Equal(t, QuotaExhausted, Classify(status(429, long)).Class)
+}
+
+// corpusEntry is one record of testdata/real_errors.txt.
+type corpusEntry struct {
+	want   Class
+	lang   string
+	source string
+	status int
+	text   string
+	line   int
+}
+
+// loadRealErrors reads testdata/real_errors.txt: records start with a header
+// "--- class=<c> lang=<l> source=<s> [status=<n>]" followed by the verbatim
+// error text up to the next header; "#" lines before the first header are
+// comments.
+func loadRealErrors(t *testing.T) []corpusEntry {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/real_errors.txt")
+	require.NoError(t, err)
+	var (
+		out []corpusEntry
+		cur *corpusEntry
+		buf []string
+	)
+	flush := func() {
+		if cur != nil {
+			cur.text = strings.TrimRight(strings.Join(buf, "\n"), "\n")
+			require.NotEmpty(t, strings.TrimSpace(cur.text), "line %d: empty text", cur.line)
+			out = append(out, *cur)
+		}
+		buf = nil
+	}
+	for i, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "--- ") {
+			if cur == nil {
+				require.True(t, line == "" || strings.HasPrefix(line, "#"), "line %d: text before the first header", i+1)
+				continue
+			}
+			buf = append(buf, line)
+			continue
+		}
+		flush()
+		e := corpusEntry{line: i + 1}
+		for _, field := range strings.Fields(strings.TrimPrefix(line, "--- ")) {
+			k, v, ok := strings.Cut(field, "=")
+			require.True(t, ok, "line %d: field %q is not key=value", i+1, field)
+			switch k {
+			case "class":
+				c, err := ParseClass(v)
+				require.NoError(t, err, "line %d", i+1)
+				e.want = c
+			case "lang":
+				e.lang = v
+			case "source":
+				e.source = v
+			case "status":
+				n, err := strconv.Atoi(v)
+				require.NoError(t, err, "line %d: status", i+1)
+				e.status = n
+			default:
+				t.Fatalf("line %d: unknown field %q", i+1, k)
+			}
+		}
+		require.NotEmpty(t, e.want, "line %d: class missing", i+1)
+		require.NotEmpty(t, e.lang, "line %d: lang missing", i+1)
+		require.NotEmpty(t, e.source, "line %d: source missing", i+1)
+		cur = &e
+	}
+	flush()
+	return out
+}
+
+// corpusExceptions lists corpus records (by source) the classifier is known
+// to get wrong, with the reason. Empty: every record must be exact.
+var corpusExceptions = map[string]string{}
+
+// TestClassifyRealErrorCorpus classifies every record of the real-error
+// corpus, as an agent's text alone (no status) or as a response body with the
+// status the runner knew, and requires the exact class for all of them.
+func TestClassifyRealErrorCorpus(t *testing.T) {
+	t.Parallel()
+	corpus := loadRealErrors(t)
+	require.GreaterOrEqual(t, len(corpus), 120)
+	byClass, byLang := map[Class]int{}, map[string]int{}
+	exact, sameDecision := 0, 0
+	policy := DefaultPolicy()
+	var misses []string
+	for _, e := range corpus {
+		byClass[e.want]++
+		byLang[e.lang]++
+		got := testClassifier.Classify(&Failure{Status: e.status, Text: e.text}).Class
+		if got.Valid() && policy.Rule(got) == policy.Rule(e.want) {
+			sameDecision++
+		}
+		if got == e.want {
+			exact++
+			continue
+		}
+		if _, ok := corpusExceptions[e.source]; ok {
+			continue
+		}
+		misses = append(misses, fmt.Sprintf("line %d %s (%s): want %s, got %s", e.line, e.source, e.lang, e.want, got))
+	}
+	for _, c := range Classes() {
+		require.Positive(t, byClass[c], "no corpus record of class %s", c)
+	}
+	t.Logf("corpus: %d records; by class %v; by language %v", len(corpus), byClass, byLang)
+	pct := func(n int) float64 { return 100 * float64(n) / float64(len(corpus)) }
+	t.Logf("exact class: %d/%d (%.1f%%); same decision: %d/%d (%.1f%%)",
+		exact, len(corpus), pct(exact), sameDecision, len(corpus), pct(sameDecision))
+	require.Empty(t, misses, "misclassified:\n%s", strings.Join(misses, "\n"))
 }
