@@ -66,6 +66,12 @@ const (
 	// ScopeNoStatus applies the rule only when no HTTP status is known at all
 	// (a tool's stderr, a Go error string).
 	ScopeNoStatus
+	// ScopeText applies the rule unless the runner itself saw an HTTP status:
+	// a status merely quoted in a tool's text ("Error code: 500 - …") does
+	// not stop it. For evidence about the tool's own code (a JSON parse
+	// failure, a Python traceback of a programming error), which a tool may
+	// wrap in a provider-looking message.
+	ScopeText
 )
 
 // Classifier maps failures to verdicts. The zero value is ready to use: it
@@ -92,8 +98,11 @@ func Classify(err error) Verdict { return defaultClassifier.Classify(err) }
 //  1. nil → the zero Verdict (Class "": success).
 //  2. context.Canceled anywhere in the chain → canceled.
 //  3. A *Failure whose Class is a valid class → that class.
-//  4. context.DeadlineExceeded, os.ErrDeadlineExceeded or a net.Error whose
-//     Timeout() is true → timeout.
+//  4. A timeout before the connection was made (a dial *net.OpError that
+//     timed out, a DNS lookup timeout, net/http's TLS handshake timeout) →
+//     network_transient; otherwise context.DeadlineExceeded,
+//     os.ErrDeadlineExceeded or a net.Error whose Timeout() is true → timeout
+//     (the request was sent and not answered in time).
 //  5. An HTTP status (Failure.Status; for exec agents the ActionResponse
 //     code): first the text table (so that a 429 saying insufficient_quota is
 //     quota_exhausted and a 400 saying the prompt is too long is
@@ -151,6 +160,10 @@ func (c Classifier) Classify(err error) (v Verdict) {
 		v.Class = f.Class
 		return v
 	}
+	if connectFailed(err) {
+		v.Class = NetworkTransient
+		return v
+	}
 	if isTimeout(err) {
 		v.Class = Timeout
 		return v
@@ -160,7 +173,7 @@ func (c Classifier) Classify(err error) (v Verdict) {
 		rules = defaultRules
 	}
 	if status != 0 {
-		v.Class = classifyWithStatus(rules, ev, status)
+		v.Class = classifyWithStatus(rules, ev, status, false)
 		return v
 	}
 	if cl := classifyChain(err); cl != "" {
@@ -168,10 +181,10 @@ func (c Classifier) Classify(err error) (v Verdict) {
 		return v
 	}
 	if s := ev.status(); s != 0 {
-		v.Class = classifyWithStatus(rules, ev, s)
+		v.Class = classifyWithStatus(rules, ev, s, true)
 		return v
 	}
-	if cl := matchRules(rules, ev, 0); cl != "" {
+	if cl := matchRules(rules, ev, 0, true); cl != "" {
 		v.Class = cl
 		return v
 	}
@@ -179,9 +192,10 @@ func (c Classifier) Classify(err error) (v Verdict) {
 	return v
 }
 
-// classifyWithStatus applies the text table, then the status table.
-func classifyWithStatus(rules []TextRule, ev evidence, status int) Class {
-	if cl := matchRules(rules, ev, status); cl != "" {
+// classifyWithStatus applies the text table, then the status table. quoted
+// reports that the status was only quoted in the text.
+func classifyWithStatus(rules []TextRule, ev evidence, status int, quoted bool) Class {
+	if cl := matchRules(rules, ev, status, quoted); cl != "" {
 		return cl
 	}
 	return statusClass(status, ev)
@@ -228,6 +242,26 @@ func statusClass(status int, ev evidence) Class {
 	}
 }
 
+// connectFailed reports a timeout before the connection was made: a dial
+// (*net.OpError Op "dial") that timed out or hit ETIMEDOUT, a DNS lookup that
+// timed out, or net/http's TLS handshake timeout. The request was never sent,
+// so this is network_transient, not timeout.
+func connectFailed(err error) bool {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsTimeout {
+		return true
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		if opErr.Timeout() || errors.Is(opErr, syscall.ETIMEDOUT) ||
+			errors.Is(opErr, context.DeadlineExceeded) || errors.Is(opErr, os.ErrDeadlineExceeded) {
+			return true
+		}
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() && containsFold(ne.Error(), "tls handshake timeout")
+}
+
 // isTimeout reports a deadline or network timeout anywhere in the chain.
 func isTimeout(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
@@ -254,14 +288,12 @@ func classifyChain(err error) Class {
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
-		switch {
-		case dnsErr.IsNotFound:
+		// A name that does not exist is permanent; a resolver that failed or
+		// timed out (EAI_AGAIN, "server misbehaving") may answer next time.
+		if dnsErr.IsNotFound {
 			return NetworkPermanent
-		case dnsErr.IsTimeout:
-			return Timeout
-		default:
-			return NetworkTransient
 		}
+		return NetworkTransient
 	}
 	if errors.Is(err, syscall.ETIMEDOUT) {
 		return Timeout
@@ -293,11 +325,17 @@ var transientErrnos = []syscall.Errno{
 	syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN, syscall.ENETRESET,
 }
 
-// matchRules returns the class of the first matching rule, or "".
-func matchRules(rules []TextRule, ev evidence, status int) Class {
+// matchRules returns the class of the first matching rule, or "". quoted
+// reports that status (if any) was only quoted in the text, not seen by the
+// runner.
+func matchRules(rules []TextRule, ev evidence, status int, quoted bool) Class {
 	for i := range rules {
 		r := &rules[i]
 		switch r.Scope {
+		case ScopeText:
+			if status != 0 && !quoted {
+				continue
+			}
 		case ScopeTransport:
 			if status != 0 && status < 500 {
 				continue

@@ -11,8 +11,14 @@ package resilience
 // insufficient_quota is quota_exhausted), per-minute quota before quota
 // (Gemini's per-minute RESOURCE_EXHAUSTED is a rate limit), context length
 // before rate limits (OpenAI's "Request too large … tokens per min" cannot
-// succeed by waiting), overload before generic server errors, and transport
-// rules last, so that a body merely mentioning "timeout" is not a timeout.
+// succeed by waiting), the tool's own JSON and programming errors before
+// provider-looking wrappers ("litellm.APIConnectionError: … KeyError"),
+// overload before generic server errors, and transport rules last, so that a
+// body merely mentioning "timeout" is not a timeout. Among the transport
+// rules, transient name resolution comes before unknown names, and
+// connect-phase timeouts (the connection was never made: network_transient)
+// and truncated streams come before the timeouts of a request that was sent
+// and not answered (timeout).
 func DefaultRules() []TextRule {
 	out := make([]TextRule, len(defaultRules))
 	for i, r := range defaultRules {
@@ -48,6 +54,7 @@ var defaultRules = []TextRule{
 		Codes: []string{
 			"insufficient_quota", "billing_hard_limit_reached", "insufficient_credits",
 			"insufficient_balance", "billing_not_active", "billing_disabled", "quota_exceeded",
+			"monthly_request_count",
 		},
 		Any: []string{
 			"insufficient_quota", "exceeded your current quota", "check your plan and billing",
@@ -58,6 +65,11 @@ var defaultRules = []TextRule{
 			"quota exceeded", "quota has been exceeded", "exceeded your monthly",
 			"monthly limit", "reached your specified api usage limits", "billing is not active",
 			"billing_not_active", "billing has not been enabled", "spending limit",
+			// Subscription and gateway budgets: "usage limit for this billing
+			// cycle", "You've hit your monthly spend limit", "budget full".
+			"billing cycle", "billing period", "spend limit", "monthly quota",
+			"monthly usage limit", "monthly_request_count", "budget full",
+			"budget has been exhausted", "budget exceeded", "exceeded your budget",
 		},
 	},
 
@@ -69,12 +81,39 @@ var defaultRules = []TextRule{
 			"context_length_exceeded", "maximum context length", "context length exceeded",
 			"context window", "contextwindowexceeded", "context_window_exceeded",
 			"exceed context limit", "exceeds the context", "prompt is too long",
-			"input is too long", "too many input tokens", "too many tokens",
+			"input is too long", "too many input tokens",
 			"exceeds the maximum number of tokens", "input tokens exceed",
 			"input token count", "too large for model", "length of all messages is too long",
 			"reduce the length of the messages", "request too large for", "prompt too long",
 			"maximum prompt length", "tokens exceeds the model", "exceeds max tokens",
 		},
+	},
+	{
+		// max_tokens above what the model can produce: "max_tokens is too
+		// large: 6000. This model supports at most 4096 completion tokens",
+		// "max_tokens: 128001 > 64000, which is the maximum allowed number of
+		// output tokens", "max_tokens … integer above maximum value".
+		Name: "max_tokens_too_large", Class: ContextLength,
+		Any: []string{"max_tokens", "max_completion_tokens", "max_output_tokens", "maxoutputtokens", "max_tokens_to_sample", "maxtokens"},
+		And: []string{
+			"too large", "maximum allowed", "supports at most", "at most", "above maximum",
+			"exceed", "is not valid", "less than or equal", "> ", "too high",
+		},
+		Not: []string{"credits", "can only afford"},
+	},
+	{
+		// Bedrock's range check on the output-token parameter: "Malformed input
+		// request: 8192 is not less or equal to 8191".
+		Name: "bedrock_output_tokens", Class: ContextLength,
+		Any: []string{"is not less or equal to"},
+		And: []string{"malformed input request"},
+	},
+	{
+		// "too many tokens" is the request's size unless it speaks of a rate
+		// ("Too many tokens, please wait", "Tokens per Minute").
+		Name: "too_many_tokens", Class: ContextLength,
+		Any: []string{"too many tokens"},
+		Not: []string{"per minute", "per min", "rate limit", "please wait", "throttl", "try again"},
 	},
 
 	// --- slow down -------------------------------------------------------
@@ -93,8 +132,44 @@ var defaultRules = []TextRule{
 		},
 		Any: []string{
 			"rate limit", "rate_limit", "ratelimit", "rate-limit", "too many requests",
-			"resource_exhausted", "resource has been exhausted", "throttl",
-			"tokens per min", "requests per min", "slow down",
+			"too_many_requests", "toomanyrequests", "resource_exhausted", "resource has been exhausted",
+			"throttl", "tokens per min", "requests per min", "slow down", "too many tokens",
+		},
+	},
+
+	// --- the tool or agent itself failed (even inside a provider-looking
+	// message; not when the runner saw the status itself) -------------------
+	{
+		// A JSON parse failure in the tool or its SDK: Go "json: cannot
+		// unmarshal", "invalid character … looking for beginning of value",
+		// "unexpected end of JSON input"; Python JSONDecodeError "Expecting
+		// value", "Expecting property name enclosed in double quotes"; V8
+		// "Expected double-quoted property name in JSON", "… is not valid
+		// JSON". Not when the text shows the backend answered with HTML
+		// (a gateway's error page): that is the backend's failure.
+		Name: "json_parse", Class: LogicError, Scope: ScopeText,
+		Any: []string{
+			"cannot unmarshal", "looking for beginning of value", "unexpected end of json input",
+			"jsondecodeerror", "json.decoder", "expecting value: line", "expecting property name enclosed",
+			"expected double-quoted property name", "after property value in json",
+			"is not valid json", "json parse error", "unexpected token in json", "in json at position",
+			"unterminated string starting at", "invalid control character at", "extra data: line",
+			"json.parse:", "could not parse json", "failed to parse json", "jsonparseexception",
+			"jsonmappingexception", "mismatchedinputexception", "jsonexception", "formatexception: unexpected character",
+			"serde_json", "expected value at line",
+		},
+		Not: []string{"'<'", "\"<\"", "token <", "<!doctype", "<html"},
+	},
+	{
+		// A traceback of a programming error in the tool (or in a library it
+		// runs in-process, such as LiteLLM): KeyError, AttributeError,
+		// UnboundLocalError, … even when the wrapper says APIConnectionError.
+		Name: "tool_traceback", Class: LogicError, Scope: ScopeText,
+		Any: []string{
+			"keyerror:", "attributeerror:", "nameerror:", "indexerror:", "unboundlocalerror",
+			"zerodivisionerror", "cannot access local variable", "object has no attribute",
+			"is not subscriptable", "nullpointerexception", "classcastexception",
+			"panic: runtime error", "nil pointer dereference", "object reference not set to an instance",
 		},
 	},
 
@@ -117,16 +192,22 @@ var defaultRules = []TextRule{
 		},
 	},
 	{
-		// A model or endpoint the backend does not have: no retry, no breaker.
+		// A model, endpoint, method or feature the backend does not have: gRPC
+		// UNIMPLEMENTED, "does not support tools", "Function calling is not
+		// enabled for models/…", UnsupportedOperationException. No retry, no
+		// breaker.
 		Name: "not_supported", Class: NotSupported,
 		Codes: []string{"model_not_found", "not_implemented", "unsupported_model", "unsupported_country_region_territory", "unimplemented"},
 		Any: []string{
 			"model_not_found", "model not found", "no such model", "unknown model",
 			"does not exist or you do not have access", "no endpoints found",
 			"is not supported", "not supported", "unsupported model", "unsupported_model",
-			"not implemented", "notfounderror",
+			"not implemented", "notfounderror", "does not support", "doesn't support",
+			"unimplemented", "is unsupported", "unsupported operation", "unsupportedoperation",
+			"unsupportedfeature", "notsupportedexception", "is not enabled for", "method not found",
+			"unknown service",
 		},
-		Not: []string{"modulenotfounderror", "filenotfounderror"},
+		Not: []string{"modulenotfounderror", "filenotfounderror", "please use a valid"},
 	},
 	{
 		Name: "invalid_request", Class: InvalidRequest,
@@ -135,19 +216,33 @@ var defaultRules = []TextRule{
 			"invalid_value", "invalid_request", "unprocessable_entity", "failed_precondition",
 			"badrequesterror", "unprocessableentityerror",
 		},
-		Any: []string{"badrequesterror", "unprocessableentityerror", "validationexception"},
+		Any: []string{
+			"badrequesterror", "unprocessableentityerror", "validationexception",
+			"invalid json payload received", "invalid_argument",
+		},
 	},
 	{
 		Name: "server_error", Class: ProviderError,
 		Codes: []string{"api_error", "server_error", "internal_error", "internal", "internal_server_error", "unavailable", "service_unavailable"},
-		Any:   []string{"internalservererror", "internal server error", "server had an error", "bad gateway", "service unavailable"},
+		Any: []string{
+			"internalservererror", "internal server error", "server had an error", "bad gateway",
+			"service unavailable", "unexpected internal error",
+		},
 	},
 
 	// --- the network (only when no status, or a 5xx) ---------------------
 	{
-		// getaddrinfo EAI_AGAIN: the resolver failed, the name may exist.
+		// The resolver failed; the name may well exist: getaddrinfo EAI_AGAIN
+		// and EBUSY, Windows WSATRY_AGAIN (11002), c-ares "Could not contact
+		// DNS servers", a DNS timeout.
 		Name: "dns_temporary", Class: NetworkTransient, Scope: ScopeTransport,
-		Any: []string{"temporary failure in name resolution", "eai_again", "server misbehaving"},
+		Any: []string{
+			"temporary failure in name resolution", "eai_again", "server misbehaving",
+			"getaddrinfo ebusy", "errno 11002", "gaierror(11002", "(11002)", "wsatry_again",
+			"could not contact dns servers", "temporary error during hostname resolution",
+			"non-authoritative host not found", "lookup address information: try again",
+			"dns server returned servfail", "dns lookup timed out", "dns resolution timed out",
+		},
 	},
 	{
 		Name: "tls_certificate", Class: NetworkPermanent, Scope: ScopeTransport,
@@ -159,41 +254,109 @@ var defaultRules = []TextRule{
 			"certificate has expired", "cert_has_expired", "err_tls_cert_altname_invalid",
 			"certificate is not valid for", "tls: failed to verify certificate",
 			"tls: handshake failure", "wrong version number", "first record does not look like a tls handshake",
+			"certpathvalidatorexception", "unable to find valid certification path",
+			"handshakeexception: handshake error", "certificate_verify_failed",
+			"the remote certificate is invalid",
 		},
 	},
 	{
+		// The name does not exist (NXDOMAIN, Windows WSAHOST_NOT_FOUND 11001,
+		// localised "host unknown"), an address not valid in its context
+		// (WSAEADDRNOTAVAIL 10049), or a URL without a scheme.
 		Name: "dns_not_found", Class: NetworkPermanent, Scope: ScopeTransport,
 		Any: []string{
 			"no such host", "name or service not known", "nodename nor servname provided",
 			"getaddrinfo enotfound", "'enotfound'", "\"enotfound\"", "name does not resolve", "could not resolve host", "nameresolutionerror",
-			"unsupported protocol scheme", "err_invalid_url", "invalid url",
+			"errno 11001", "gaierror(11001", "(11001)", "unknownhostexception", "unable to resolve host",
+			"failed host lookup", "no address associated with hostname", "answer with no data",
+			"nxdomain", "host is unknown", "host unknown", "unbekannt", "hôte inconnu",
+			"host desconocido", "host não é conhecido", "хост неизвестен", "不知道这样的主机", "不明なホスト", "ホストは不明",
+			"not valid in its context", "地址无效", "(10049)",
+			"unsupported protocol scheme", "err_invalid_url", "invalid url", "missingschema",
+			"no scheme supplied", "no schema supplied", "unsupportedprotocol", "unsupported url protocol",
+			"missing an 'http://' or 'https://' protocol", "only absolute urls are supported",
+			"no host specified in uri", "undefined scheme", "expected url scheme",
+			"invalid request uri was provided", "invalidschema", "no connection adapters were found",
 		},
 	},
 	{
+		// A timeout before the connection was made: the request was never
+		// sent. Dial and connect timeouts (Go "dial tcp …: i/o timeout", Node
+		// "connect ETIMEDOUT", undici UND_ERR_CONNECT_TIMEOUT, urllib3
+		// ConnectTimeoutError, Java "connect timed out", .NET 10060, dio
+		// connection timeout), a TLS handshake timeout, "Cannot connect to API".
+		Name: "connect_timeout", Class: NetworkTransient, Scope: ScopeTransport,
+		Any: []string{
+			"tls handshake timeout", "handshake timed out", "connect etimedout", "connect timeout",
+			"connecttimeout", "connect_timeout", "connect timed out", "connection timed out: connect",
+			"err_socket_connection_timeout", "socket connection timeout", "connecting timed out",
+			"[connection timeout]", "request connection took longer", "error trying to connect",
+			"tcp connect error", "failed to establish a new connection", "cannot connect to api",
+			"unable to connect to api", "did not properly respond after a period of time",
+			"remote party did not respond", "winerror 10060", "(10060)", "os error 10060",
+			"tentativa de conexão falhou", "连接尝试失败", "connect call failed", "cannot connect to host",
+		},
+		Not: []string{"read timed out", "read timeout"},
+	},
+	{
+		Name: "dial_timeout", Class: NetworkTransient, Scope: ScopeTransport,
+		Any: []string{"dial tcp", "dial udp", "connectex", "etimedout", "socketexception"},
+		And: []string{"i/o timeout", "timed out", "timeout", "connect"},
+		Not: []string{"read etimedout", "read timed out", "awaiting headers", "while reading body", "receive", "httpclient.timeout"},
+	},
+	{
+		// A truncated response: the connection closed before the body was
+		// complete. Retrying may well succeed.
+		Name: "stream_truncated", Class: NetworkTransient, Scope: ScopeTransport,
+		Any: []string{
+			"unexpected end of stream", "premature close", "prematurely closed", "premature eof",
+			"premature end of", "ended prematurely", "premature_eof", "incomplete chunked read",
+			"response payload is not completed", "end of file before message length reached",
+			"unexpected end of file", "connection closed while receiving data",
+			"connection closed before full header", "connection closed before response",
+			"\\n not found: limit=0", "incompleteread", "chunkedencodingerror", "transferencodingerror",
+			"unexpected eof", "clientpayloaderror",
+		},
+	},
+	{
+		// The request was sent and not answered in time.
 		Name: "transport_timeout", Class: Timeout, Scope: ScopeTransport,
 		Any: []string{
-			"deadline exceeded", "deadline_exceeded", "i/o timeout", "tls handshake timeout",
-			"timeout exceeded", "timed out", "timedout", "etimedout", "und_err_connect_timeout",
-			"und_err_headers_timeout", "und_err_body_timeout", "connecttimeout", "readtimeout",
+			"deadline exceeded", "deadline_exceeded", "i/o timeout",
+			"timeout exceeded", "timed out", "timedout", "etimedout",
+			"und_err_headers_timeout", "und_err_body_timeout", "headers timeout", "body timeout", "readtimeout",
 			"writetimeout", "pooltimeout", "apitimeouterror", "timeouterror", "gateway timeout",
-			"gateway time-out", "err_socket_connection_timeout", "awaiting headers",
+			"gateway time-out", "awaiting headers", "httpclient.timeout", "sockettimeoutexception",
+			"interruptedioexception: timeout", "receive timeout", "receiving data timeout", "receivetimeout",
 		},
 	},
 	{
 		Name: "transport_transient", Class: NetworkTransient, Scope: ScopeTransport,
 		Any: []string{
 			"connection reset", "econnreset", "broken pipe", "epipe", "connection refused",
-			"econnrefused", "connection aborted", "econnaborted", "unexpected eof", ": eof",
+			"econnrefused", "connection aborted", "econnaborted", ": eof",
 			"server sent goaway", "goaway", "fetch failed", "und_err_socket", "other side closed",
 			"socket hang up", "network is unreachable", "enetunreach", "no route to host",
 			"ehostunreach", "host is unreachable", "server disconnected", "remoteprotocolerror",
 			"remote end closed connection", "connection closed", "connection error",
 			"apiconnectionerror", "connecterror", "connectionerror", "clientconnectorerror",
-			"cannot connect to host", "failed to establish a new connection",
-			"max retries exceeded with url", "incomplete chunked read", "peer closed connection",
+			"max retries exceeded with url", "peer closed connection",
 			"stream error", "protocol_error", "internal_error; received from peer",
 			"upstream connect error", "network error", "networkerror", "err_network",
+			"connectexception", "failed to connect to",
 		},
+	},
+	{
+		// The call was canceled or aborted by its caller (AbortController,
+		// asyncio cancellation, a canceled context), not timed out.
+		Name: "canceled", Class: Canceled, Scope: ScopeNoStatus,
+		Any: []string{
+			"request was aborted", "user aborted a request", "operation aborted", "aborterror",
+			"cancellederror", "context canceled", "operation was canceled", "operation was cancelled",
+			"task was canceled", "task was cancelled", "statuscode.cancelled", "code = canceled",
+			"request canceled", "request cancelled", "apiuseraborterror",
+		},
+		Not: []string{"timeout", "timed out", "deadline"},
 	},
 	{
 		// Any other mention of a timeout in a tool's own output.

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -391,6 +392,7 @@ var realWorldCases = []classifyCase{
 	// ---- Node ----------------------------------------------------------
 	{
 		// EvolvingPrograms/openai-streams#39
+		// issue #11: a connect-phase timeout is network_transient (was timeout)
 		name: "node_undici_connect_timeout",
 		err: stderr(`Error: TypeError: fetch failed
     at Object.fetch (node:internal/deps/undici/undici:11457:11)
@@ -400,7 +402,7 @@ var realWorldCases = []classifyCase{
     code: 'UND_ERR_CONNECT_TIMEOUT'
   }
 }`),
-		want: Timeout,
+		want: NetworkTransient,
 	},
 	{
 		// nodejs/undici#3300
@@ -525,7 +527,7 @@ var realWorldCases = []classifyCase{
 		// songquanpeng/one-api#278
 		name: "go_tls_handshake_timeout",
 		err:  stderr(`Post "https://api.openai.com/v1/chat/completions": net/http: TLS handshake timeout`),
-		want: Timeout,
+		want: NetworkTransient, // issue #11: the connection was never made
 	},
 	{
 		// chengchuu/go-gin-gee#24
@@ -550,7 +552,8 @@ var realWorldCases = []classifyCase{
 	{name: "go_x509_unknown_authority", err: stderr(`Post "https://10.0.0.7/v1": tls: failed to verify certificate: x509: certificate signed by unknown authority`), want: NetworkPermanent},
 	{name: "go_unexpected_eof", err: stderr(`Post "https://api.example.com/v1": unexpected EOF`), want: NetworkTransient},
 	{name: "go_bare_eof", err: stderr(`Post "https://api.example.com/v1": EOF`), want: NetworkTransient},
-	{name: "go_i_o_timeout", err: stderr(`dial tcp 10.1.2.3:443: i/o timeout`), want: Timeout},
+	{name: "go_dial_i_o_timeout", err: stderr(`dial tcp 10.1.2.3:443: i/o timeout`), want: NetworkTransient}, // issue #11: dial phase
+	{name: "go_read_i_o_timeout", err: stderr(`Post "https://api.example.com/v1": read tcp 10.0.0.2:51234->10.1.2.3:443: i/o timeout`), want: Timeout},
 	{name: "go_context_deadline_in_tool_output", err: stderr(`rpc error: code = DeadlineExceeded desc = context deadline exceeded`), want: Timeout},
 	{name: "go_panic_is_logic_error", err: stderr("panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a5b6c]"), want: LogicError},
 }
@@ -641,7 +644,11 @@ func TestClassifyGoErrors(t *testing.T) {
 		{name: "net_error_timeout", err: &url.Error{Op: "Post", URL: "http://x", Err: timeoutErr{}}, want: Timeout},
 		{name: "dns_not_found", err: &url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}}}, want: NetworkPermanent},
 		{name: "dns_temporary", err: &net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}, want: NetworkTransient},
-		{name: "dns_timeout", err: &net.DNSError{Err: "i/o timeout", Name: "x", IsTimeout: true}, want: Timeout},
+		{name: "dns_timeout", err: &net.DNSError{Err: "i/o timeout", Name: "x", IsTimeout: true}, want: NetworkTransient}, // issue #11: resolver failed
+		{name: "dial_timeout", err: &url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: timeoutErr{}}}, want: NetworkTransient},
+		{name: "dial_deadline", err: &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}, want: NetworkTransient},
+		{name: "dial_etimedout", err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ETIMEDOUT)}, want: NetworkTransient},
+		{name: "read_timeout", err: &url.Error{Op: "Post", URL: "http://x", Err: &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr{}}}, want: Timeout},
 		{name: "x509_unknown_authority", err: &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, want: NetworkPermanent},
 		{name: "x509_hostname", err: &tls.CertificateVerificationError{Err: x509.HostnameError{Certificate: &x509.Certificate{}, Host: "x"}}, want: NetworkPermanent},
 		{name: "tls_record_header", err: tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, want: NetworkPermanent},
@@ -655,7 +662,11 @@ func TestClassifyGoErrors(t *testing.T) {
 		{name: "unexpected_eof", err: fmt.Errorf("decode: %w", io.ErrUnexpectedEOF), want: NetworkTransient},
 		{name: "eof_on_transport", err: &url.Error{Op: "Post", URL: "http://x", Err: io.EOF}, want: NetworkTransient},
 		{name: "failure_wrapping_transport", err: &Failure{Err: refused}, want: NetworkTransient},
-		{name: "plain_go_error", err: errors.New("invalid character 'x' looking for beginning of value"), want: ProviderError},
+		// issue #11: a JSON parse failure of the tool is logic_error (was provider_error) …
+		{name: "go_json_parse_error", err: errors.New("invalid character 'x' looking for beginning of value"), want: LogicError},
+		// … unless the backend answered with an HTML page.
+		{name: "go_json_parse_of_html", err: errors.New("invalid character '<' looking for beginning of value"), want: ProviderError},
+		{name: "plain_go_error", err: errors.New("the flux capacitor hiccuped"), want: ProviderError},
 		{name: "panicking_error_is_provider_error", err: &panicErr{}, want: ProviderError},
 	}
 	for _, tc := range tests {
@@ -711,6 +722,28 @@ func TestClassifyRealTransport(t *testing.T) {
 		_, err := (&http.Client{Timeout: 50 * time.Millisecond}).Get(srv.URL)
 		require.Error(t, err)
 		require.Equal(t, Timeout, Classify(err).Class, "%v", err)
+	})
+	t.Run("tls_handshake_timeout", func(t *testing.T) {
+		t.Parallel()
+		// A listener that accepts and never speaks TLS: the handshake times
+		// out before any request is sent.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+			}
+		}()
+		client := &http.Client{Transport: &http.Transport{TLSHandshakeTimeout: 50 * time.Millisecond}}
+		_, err = client.Get("https://" + ln.Addr().String() + "/")
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "TLS handshake timeout")
+		require.Equal(t, NetworkTransient, Classify(err).Class, "%v", err)
 	})
 	t.Run("context_canceled", func(t *testing.T) {
 		t.Parallel()
@@ -834,4 +867,119 @@ func TestClassifyLongText(t *testing.T) {
 	// ... or at the very start (a JSON body).
 	long = `{"error":{"type":"insufficient_quota"}}` + strings.Repeat(" ", 1<<20)
 	require.Equal(t, QuotaExhausted, Classify(status(429, long)).Class)
+}
+
+// corpusEntry is one record of testdata/real_errors.txt.
+type corpusEntry struct {
+	want   Class
+	lang   string
+	source string
+	status int
+	text   string
+	line   int
+}
+
+// loadRealErrors reads testdata/real_errors.txt: records start with a header
+// "--- class=<c> lang=<l> source=<s> [status=<n>]" followed by the verbatim
+// error text up to the next header; lines that are "#" or start with "# "
+// are comments.
+func loadRealErrors(t *testing.T) []corpusEntry {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/real_errors.txt")
+	require.NoError(t, err)
+	var (
+		out []corpusEntry
+		cur *corpusEntry
+		buf []string
+	)
+	flush := func() {
+		if cur != nil {
+			cur.text = strings.TrimRight(strings.Join(buf, "\n"), "\n")
+			require.NotEmpty(t, strings.TrimSpace(cur.text), "line %d: empty text", cur.line)
+			out = append(out, *cur)
+		}
+		buf = nil
+	}
+	for i, line := range strings.Split(string(raw), "\n") {
+		if line == "#" || strings.HasPrefix(line, "# ") {
+			continue // a comment ("#0 …" frames of a Dart stack are text)
+		}
+		if !strings.HasPrefix(line, "--- ") {
+			if cur == nil {
+				require.Empty(t, strings.TrimSpace(line), "line %d: text before the first header", i+1)
+				continue
+			}
+			buf = append(buf, line)
+			continue
+		}
+		flush()
+		e := corpusEntry{line: i + 1}
+		for _, field := range strings.Fields(strings.TrimPrefix(line, "--- ")) {
+			k, v, ok := strings.Cut(field, "=")
+			require.True(t, ok, "line %d: field %q is not key=value", i+1, field)
+			switch k {
+			case "class":
+				c, err := ParseClass(v)
+				require.NoError(t, err, "line %d", i+1)
+				e.want = c
+			case "lang":
+				e.lang = v
+			case "source":
+				e.source = v
+			case "status":
+				n, err := strconv.Atoi(v)
+				require.NoError(t, err, "line %d: status", i+1)
+				e.status = n
+			default:
+				t.Fatalf("line %d: unknown field %q", i+1, k)
+			}
+		}
+		require.NotEmpty(t, e.want, "line %d: class missing", i+1)
+		require.NotEmpty(t, e.lang, "line %d: lang missing", i+1)
+		require.NotEmpty(t, e.source, "line %d: source missing", i+1)
+		cur = &e
+	}
+	flush()
+	return out
+}
+
+// corpusExceptions lists corpus records (by source) the classifier is known
+// to get wrong, with the reason. Empty: every record must be exact.
+var corpusExceptions = map[string]string{}
+
+// TestClassifyRealErrorCorpus classifies every record of the real-error
+// corpus, as an agent's text alone (no status) or as a response body with the
+// status the runner knew, and requires the exact class for all of them.
+func TestClassifyRealErrorCorpus(t *testing.T) {
+	t.Parallel()
+	corpus := loadRealErrors(t)
+	require.GreaterOrEqual(t, len(corpus), 120)
+	byClass, byLang := map[Class]int{}, map[string]int{}
+	exact, sameDecision := 0, 0
+	policy := DefaultPolicy()
+	var misses []string
+	for _, e := range corpus {
+		byClass[e.want]++
+		byLang[e.lang]++
+		got := testClassifier.Classify(&Failure{Status: e.status, Text: e.text}).Class
+		if got.Valid() && policy.Rule(got) == policy.Rule(e.want) {
+			sameDecision++
+		}
+		if got == e.want {
+			exact++
+			continue
+		}
+		if _, ok := corpusExceptions[e.source]; ok {
+			continue
+		}
+		misses = append(misses, fmt.Sprintf("line %d %s (%s): want %s, got %s", e.line, e.source, e.lang, e.want, got))
+	}
+	for _, c := range Classes() {
+		require.Positive(t, byClass[c], "no corpus record of class %s", c)
+	}
+	t.Logf("corpus: %d records; by class %v; by language %v", len(corpus), byClass, byLang)
+	pct := func(n int) float64 { return 100 * float64(n) / float64(len(corpus)) }
+	t.Logf("exact class: %d/%d (%.1f%%); same decision: %d/%d (%.1f%%)",
+		exact, len(corpus), pct(exact), sameDecision, len(corpus), pct(sameDecision))
+	require.Empty(t, misses, "misclassified:\n%s", strings.Join(misses, "\n"))
 }
