@@ -113,6 +113,9 @@ enqueued when any line is refused.`
 			opts = append(opts, tasks.ProcessIn(o.in))
 		}
 		res, err := client.Enqueue(cmd.Context(), t, opts...)
+		if errors.Is(err, tasks.ErrInvalidEnvelope) {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
 		if err != nil {
 			return runtimeErr(err)
 		}
