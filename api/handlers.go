@@ -13,6 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/worker"
@@ -85,6 +88,13 @@ type item struct {
 	failFast bool
 }
 
+// newClient is the client the API enqueues with: records kept for the
+// config's history.retention (as the worker keeps them), and only the
+// queues of worker.queues accepted.
+func newClient(rdb redis.UniversalClient, cfg *config.Config) *tasks.Client {
+	return tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithQueues(cfg.ServedQueues()...))
+}
+
 // readBody reads the (size-limited) body.
 func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil {
@@ -155,8 +165,15 @@ func (s *Server) validate(tr TaskRequest, prefix string) (item, error) {
 	if env.ID == "" {
 		env.ID = "x"
 	}
+	err := env.Validate()
+	if err == nil && tr.ID != "" {
+		err = tasks.ValidateID(tr.ID) // no '#': run N of task X is X#N
+	}
+	if err == nil {
+		err = tasks.CheckQueue(tr.Queue, s.cfg.ServedQueues())
+	}
 	var ve *tasks.ValidationError
-	if err := env.Validate(); errors.As(err, &ve) {
+	if errors.As(err, &ve) {
 		return item{}, invalid("%sfield %q %s", prefix, ve.Field, ve.Reason)
 	} else if err != nil {
 		return item{}, invalid("%s%v", prefix, err)
@@ -293,11 +310,35 @@ func (s *Server) enqueue(rw http.ResponseWriter, r *http.Request) error {
 		if v, err := s.store.Get(ctx, res.ID); err == nil {
 			out.Task = v
 			out.State = v.State
+		} else if res.State == tasks.StateDeadLettered {
+			// The record expired; the dead letter is what is left of the task.
+			if e, err := s.dlq.Get(ctx, res.ID); err == nil {
+				out.Task = viewOfDeadLetter(e)
+			}
 		}
 		writeJSON(rw, http.StatusOK, out)
 		return nil
 	}
 	return s.enqueueBatch(rw, r, ctx, items)
+}
+
+// viewOfDeadLetter shows dead letter e as a task (its record has expired).
+func viewOfDeadLetter(e *deadletter.Entry) *tasks.View {
+	v := &tasks.View{
+		ID: e.ID, Agent: e.Agent, Action: e.Action, State: tasks.StateDeadLettered,
+		Attempts: e.Attempts, Restarts: e.Restarts, ErrorClass: e.ErrorClass, Error: e.Error,
+		Queue: e.Queue, CorrelationID: e.CorrelationID, Run: e.Run, History: e.History,
+	}
+	if !e.EnqueuedAt.IsZero() {
+		v.EnqueuedAt = e.EnqueuedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if !e.DeadLetteredAt.IsZero() {
+		v.UpdatedAt = e.DeadLetteredAt.UTC().Format(time.RFC3339Nano)
+	}
+	if v.History == nil {
+		v.History = []tasks.Event{}
+	}
+	return v
 }
 
 func enqueueOpts(it item) []tasks.EnqueueOption {

@@ -80,7 +80,9 @@ type Server struct {
 // New returns the API server on rdb. cfg gives the known agents (a task for
 // an agent cfg does not name is 400 invalid_request; when cfg names no agent
 // at all the check is off, since agents registered only in Go code cannot be
-// known) and their breaker keys. nil cfg means config.Default().
+// known) and their breaker keys, the queues a task may name (worker.queues)
+// and the retention of task records (history.retention). nil cfg means
+// config.Default().
 //
 // rdb should have ContextTimeoutEnabled (cli.OpenRedis sets it), so that a
 // Redis that stops answering is bounded by the request's deadline.
@@ -103,7 +105,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	client := tasks.NewClient(rdb)
+	client := newClient(rdb, cfg)
 	s := &Server{
 		rdb: rdb, cfg: cfg, opts: opts, client: client, store: client.Store(),
 		dlq:      deadletter.NewStore(rdb),

@@ -57,7 +57,10 @@ func NewEnqueuerCmd(app *App) *cobra.Command {
 Enqueue JSON Lines:   enqueuer --file tasks.jsonl   (or --file - for standard input)
 Serve the HTTP API:   enqueuer serve [--http ADDR]   (see enqueuer serve --help)
 Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","fail_if_unavailable":true}
-A task ID given twice is not enqueued twice.
+A task ID given twice is not enqueued twice, nor is the ID of a dead letter.
+A task ID may not contain '#' (run N of task X has the ID X#N), and a task's
+queue must be one of the config's worker.queues (default: "default"): both
+are refused with exit status 2.
 --fail-if-unavailable (or "fail_if_unavailable": true on a line) refuses to
 enqueue while the agent's circuit breaker is open: exit status 3, naming the
 agent and when its breaker may admit a trial again; with --file nothing is
@@ -87,10 +90,14 @@ enqueued when any line is refused.`
 			return err
 		}
 		t := tasks.Task{ID: o.id, Agent: o.agent, Action: o.action, Params: params, Queue: o.queue, CorrelationID: o.correlationID}
-		if err := validateTask(t); err != nil {
+		cfg, err := g.loadConfig(app)
+		if err != nil {
 			return err
 		}
-		cfg, rdb, err := g.connect(cmd.Context(), app)
+		if err := validateTask(t, cfg); err != nil {
+			return err
+		}
+		rdb, err := OpenRedis(cmd.Context(), cfg.Redis.URL)
 		if err != nil {
 			return err
 		}
@@ -100,12 +107,15 @@ enqueued when any line is refused.`
 				return refusal(app, o.json, err)
 			}
 		}
-		client := tasks.NewClient(rdb)
+		client := newClient(cfg, rdb)
 		var opts []tasks.EnqueueOption
 		if o.in > 0 {
 			opts = append(opts, tasks.ProcessIn(o.in))
 		}
 		res, err := client.Enqueue(cmd.Context(), t, opts...)
+		if errors.Is(err, tasks.ErrInvalidEnvelope) {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
 		if err != nil {
 			return runtimeErr(err)
 		}
@@ -138,17 +148,36 @@ func printResult(app *App, asJSON bool, res tasks.Result) {
 		return
 	}
 	fmt.Fprintln(app.Out, res.ID)
-	if res.Duplicate {
+	switch {
+	case res.Duplicate && res.State == tasks.StateDeadLettered:
+		fmt.Fprintf(app.Err, "enqueuer: task %s already exists as a dead letter; not enqueued again (inspector dlq requeue %s runs it again)\n", res.ID, res.ID)
+	case res.Duplicate:
 		fmt.Fprintf(app.Err, "enqueuer: task %s already exists (state %s); not enqueued again\n", res.ID, res.State)
 	}
 }
 
-func validateTask(t tasks.Task) error {
+// newClient is the client enqueuer enqueues with: records kept for the
+// config's history.retention (as the worker keeps them), and only the
+// queues of worker.queues accepted.
+func newClient(cfg *config.Config, rdb redis.UniversalClient) *tasks.Client {
+	return tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithQueues(cfg.ServedQueues()...))
+}
+
+// validateTask checks t as the producers do (a caller ID without '#', a
+// queue the config's workers serve); a bad task is exit 2.
+func validateTask(t tasks.Task, cfg *config.Config) error {
 	env := tasks.Envelope{ID: t.ID, Agent: t.Agent, Params: t.Params}
 	if env.ID == "" {
 		env.ID = "x"
 	}
-	if err := env.Validate(); err != nil {
+	err := env.Validate()
+	if err == nil && t.ID != "" {
+		err = tasks.ValidateID(t.ID)
+	}
+	if err == nil {
+		err = tasks.CheckQueue(t.Queue, cfg.ServedQueues())
+	}
+	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	return nil
@@ -205,6 +234,10 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 		defer f.Close()
 		r = f
 	}
+	cfg, err := g.loadConfig(app)
+	if err != nil {
+		return err
+	}
 	type item struct {
 		t        tasks.Task
 		in       time.Duration
@@ -239,7 +272,7 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 			}
 			in = d
 		}
-		if err := validateTask(t); err != nil {
+		if err := validateTask(t, cfg); err != nil {
 			bad = append(bad, fmt.Sprintf("line %d: %v", line, err))
 			continue
 		}
@@ -254,7 +287,7 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 		}
 		return usageErr("%d bad line(s) in %s; nothing was enqueued", len(bad), o.file)
 	}
-	cfg, rdb, err := g.connect(ctx, app)
+	rdb, err := OpenRedis(ctx, cfg.Redis.URL)
 	if err != nil {
 		return err
 	}
@@ -268,7 +301,7 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 	if err := checkLines(ctx, app, o, cfg, rdb, checks); err != nil {
 		return err
 	}
-	client := tasks.NewClient(rdb)
+	client := newClient(cfg, rdb)
 	results := make([]tasks.Result, len(items))
 	errs := make([]error, len(items))
 	// Lines go in pipelined batches (tasks.Client.EnqueueMany) of lines

@@ -56,7 +56,7 @@ document requires "Authorization: Bearer <token>". Errors are JSON
 			if len(cfg.Agents) == 0 {
 				log.Warn("the config names no agents: tasks for any agent name are accepted")
 			}
-			log.Info("enqueuer serve: HTTP API listening", "addr", "http://"+ln.Addr().String(), "auth", token != "", "agents", cfg.AgentNames())
+			log.Info("enqueuer serve: HTTP API listening", "addr", "http://"+ln.Addr().String(), "auth", token != "", "agents", cfg.AgentNames(), "queues", cfg.ServedQueues())
 			srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: maxBody, Logger: log})
 			if err := srv.Serve(cmd.Context(), ln); err != nil {
 				return runtimeErr(err)

@@ -445,3 +445,13 @@ func (c *Config) AgentNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// ServedQueues returns the queues of worker.queues, sorted: the queues a
+// worker with this config serves ({"default"} when none are set). The HTTP
+// API and enqueuer refuse a task for any other queue.
+func (c *Config) ServedQueues() []string {
+	if len(c.Worker.Queues) == 0 {
+		return []string{DefaultQueue}
+	}
+	return slices.Sorted(maps.Keys(c.Worker.Queues))
+}

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -41,14 +44,19 @@ const MaxAttempt = RunTimeout - HandoffGrace
 // Task is what a producer enqueues.
 type Task struct {
 	// ID is the task ID and idempotency key; zero: a random ID is generated.
-	// A task ID that was already enqueued (and whose record is still retained)
-	// is not enqueued again.
+	// A task ID that was already enqueued (and whose record is still
+	// retained, or that is a dead letter) is not enqueued again. It may not
+	// contain '#' (see ValidateID).
 	ID            string
 	Agent         string
 	Action        string
 	Params        json.RawMessage
 	CorrelationID string
-	// Queue is the asynq queue; zero: "default".
+	// Queue is the asynq queue; zero: "default". Only the queues in a
+	// worker's worker.queues are ever run: a task put on a queue no worker
+	// serves waits there forever. The HTTP API and enqueuer refuse such a
+	// queue (they know the config); a Client does so only when built
+	// WithQueues.
 	Queue string
 }
 
@@ -78,12 +86,77 @@ type Result struct {
 type Client struct {
 	aq    *asynq.Client
 	store *Store
+	// queues, when not nil, are the only queues Enqueue accepts (WithQueues).
+	queues map[string]bool
+}
+
+// ClientOption configures a Client. Every StoreOption is one (it configures
+// the client's Store: WithRetention, …), and so is WithQueues.
+type ClientOption interface{ applyClient(*Client) }
+
+func (o StoreOption) applyClient(c *Client) { o(c.store) }
+
+type clientOption func(*Client)
+
+func (o clientOption) applyClient(c *Client) { o(c) }
+
+// WithQueues makes Enqueue and EnqueueMany refuse a task whose queue is
+// not one of queues (a *ValidationError naming field "queue" and the served
+// queues): pass the worker.queues of the workers, so that a task for a
+// queue nobody serves is refused rather than left waiting forever. No
+// queues (the default): any queue is accepted.
+func WithQueues(queues ...string) ClientOption {
+	return clientOption(func(c *Client) {
+		if len(queues) == 0 {
+			c.queues = nil
+			return
+		}
+		c.queues = make(map[string]bool, len(queues))
+		for _, q := range queues {
+			c.queues[q] = true
+		}
+	})
 }
 
 // NewClient returns a client on rdb. Close releases asynq's side of it (rdb
 // itself stays open: it belongs to the caller).
-func NewClient(rdb redis.UniversalClient, opts ...StoreOption) *Client {
-	return &Client{aq: asynq.NewClientFromRedisClient(rdb), store: NewStore(rdb, opts...)}
+func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
+	c := &Client{aq: asynq.NewClientFromRedisClient(rdb), store: NewStore(rdb)}
+	for _, o := range opts {
+		o.applyClient(c)
+	}
+	return c
+}
+
+// CheckQueue returns a *ValidationError naming field "queue" when queue
+// ("" is DefaultQueue) is not one of served; the message lists served,
+// sorted. The HTTP API and enqueuer check tasks against the config's
+// worker.queues with it.
+func CheckQueue(queue string, served []string) error {
+	if queue == "" {
+		queue = DefaultQueue
+	}
+	if slices.Contains(served, queue) {
+		return nil
+	}
+	names := slices.Sorted(slices.Values(served))
+	return &ValidationError{"queue", fmt.Sprintf("is %q, which no worker serves (served queues: %s); a task there would never run",
+		queue, strings.Join(names, ", "))}
+}
+
+// checkTask is what Enqueue and EnqueueMany check beyond env.Validate: a
+// caller-chosen ID (caller) must pass ValidateID, and the queue must be
+// served when the client was built WithQueues.
+func (c *Client) checkTask(env *Envelope, caller bool) error {
+	if caller {
+		if err := ValidateID(env.ID); err != nil {
+			return err
+		}
+	}
+	if c.queues != nil && !c.queues[env.Queue] {
+		return CheckQueue(env.Queue, slices.Collect(maps.Keys(c.queues)))
+	}
+	return nil
 }
 
 // Store returns the task store the client writes records to.
@@ -100,7 +173,11 @@ func NewID() string {
 }
 
 // Enqueue puts t on its queue. With a caller-chosen ID it is idempotent: a
-// repeat returns Duplicate and the existing task's state.
+// repeat returns Duplicate and the existing task's state, and so does the ID
+// of a dead letter whose record has expired (state dead_lettered: the dead
+// letter is kept; requeue it or delete it first). An invalid task (a
+// caller ID with '#', see ValidateID; a queue the client was told is not
+// served, see WithQueues) is a *ValidationError.
 func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Result, error) {
 	var o enqueueOptions
 	for _, f := range opts {
@@ -117,6 +194,9 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Re
 		env.Queue = DefaultQueue
 	}
 	if err := env.Validate(); err != nil {
+		return Result{}, err
+	}
+	if err := c.checkTask(env, t.ID != ""); err != nil {
 		return Result{}, err
 	}
 	if t.ID != "" {
@@ -147,15 +227,46 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Re
 	return Result{ID: env.ID, State: state}, nil
 }
 
+// existing reports whether task id exists and its state: the state of its
+// record or, when the record has expired but the task is still a dead
+// letter, StateDeadLettered (a new task with that ID would overwrite the
+// dead letter when it dies, and its requeue would clash with the new
+// task's runs).
 func (c *Client) existing(ctx context.Context, id string) (bool, State, error) {
-	v, err := c.store.rdb.HGet(ctx, rkeys.Task(id), "state").Result()
-	if errors.Is(err, redis.Nil) {
-		return false, "", nil
+	var st *redis.StringCmd
+	var dead *redis.BoolCmd
+	_, err := c.store.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		st = p.HGet(ctx, rkeys.Task(id), "state")
+		dead = p.HExists(ctx, rkeys.DLQEntries(), id)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, "", fmt.Errorf("tasks: check %s: %w", id, err)
 	}
+	ok, state, err := existingState(st, dead)
 	if err != nil {
 		return false, "", fmt.Errorf("tasks: check %s: %w", id, err)
 	}
-	return true, State(v), nil
+	return ok, state, nil
+}
+
+// existingState reads the replies of existing's pipelined HGET and HEXISTS.
+func existingState(st *redis.StringCmd, dead *redis.BoolCmd) (bool, State, error) {
+	v, err := st.Result()
+	switch {
+	case err == nil:
+		return true, State(v), nil
+	case !errors.Is(err, redis.Nil):
+		return false, "", err
+	}
+	ok, err := dead.Result()
+	switch {
+	case err != nil:
+		return false, "", err
+	case ok:
+		return true, StateDeadLettered, nil
+	}
+	return false, "", nil
 }
 
 // ErrDuplicate is returned by EnqueueRun when that run of the task is already queued.

@@ -90,10 +90,11 @@ type batchItem struct {
 //
 // Every task is validated first; if one is invalid, nothing is enqueued and
 // the error is a *TaskError naming its index (errors.Is(err,
-// ErrInvalidEnvelope)). Caller-chosen IDs are idempotency keys: a task whose
-// ID already has a record, or that appears earlier in the same batch, is
-// not enqueued again and its result says Duplicate. opts apply to every
-// task.
+// ErrInvalidEnvelope)): an ID with '#' (ValidateID), a queue not served
+// (WithQueues), …. Caller-chosen IDs are idempotency keys: a task whose ID
+// already has a record, is a dead letter (state dead_lettered), or appears
+// earlier in the same batch, is not enqueued again and its result says
+// Duplicate. opts apply to every task.
 //
 // asynq's client enqueues one task per round trip; EnqueueMany writes
 // asynq's task hash and queue entry itself, with asynq's own scripts, on
@@ -130,6 +131,9 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 			env.Queue = DefaultQueue
 		}
 		if err := env.Validate(); err != nil {
+			return nil, &TaskError{Index: i, ID: t.ID, Err: err}
+		}
+		if err := c.checkTask(env, t.ID != ""); err != nil {
 			return nil, &TaskError{Index: i, ID: t.ID, Err: err}
 		}
 		it := batchItem{env: env, caller: t.ID != "", firstOf: -1}
@@ -247,30 +251,32 @@ func batchFailure(items []batchItem, err error) error {
 	return &BatchError{Failed: failed}
 }
 
-// states reads the recorded state of the tasks at idx (pipelined HGETs,
-// batchChunk per round trip); nil where there is no record.
+// states reads the state of the tasks at idx as Enqueue's existing check
+// does (pipelined HGET and HEXISTS, batchChunk tasks per round trip): the
+// recorded state, StateDeadLettered for a dead letter whose record has
+// expired, nil where neither exists.
 func (c *Client) states(ctx context.Context, items []batchItem, idx []int) ([]*State, error) {
 	out := make([]*State, len(idx))
 	for lo := 0; lo < len(idx); lo += batchChunk {
 		hi := min(lo+batchChunk, len(idx))
-		cmds := make([]*redis.StringCmd, 0, hi-lo)
+		sts := make([]*redis.StringCmd, 0, hi-lo)
+		deads := make([]*redis.BoolCmd, 0, hi-lo)
 		_, err := c.store.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range idx[lo:hi] {
-				cmds = append(cmds, p.HGet(ctx, rkeys.Task(items[i].env.ID), "state"))
+				sts = append(sts, p.HGet(ctx, rkeys.Task(items[i].env.ID), "state"))
+				deads = append(deads, p.HExists(ctx, rkeys.DLQEntries(), items[i].env.ID))
 			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("tasks: check existing tasks: %w", err)
 		}
-		for k, cmd := range cmds {
-			v, err := cmd.Result()
+		for k := range sts {
+			ok, st, err := existingState(sts[k], deads[k])
 			switch {
-			case errors.Is(err, redis.Nil):
 			case err != nil:
 				return nil, fmt.Errorf("tasks: check %s: %w", items[idx[lo+k]].env.ID, err)
-			default:
-				st := State(v)
+			case ok:
 				out[lo+k] = &st
 			}
 		}
@@ -290,7 +296,7 @@ func (c *Client) createMany(ctx context.Context, items []batchItem, idx []int, s
 		env := items[i].env
 		calls[k] = scriptCall{createScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, []any{
 			env.ID, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
-			string(state), string(b), int64(s.retention / time.Second), env.CorrelationID,
+			string(state), string(b), s.createTTL(ev), env.CorrelationID,
 		}}
 	}
 	runPipelined(ctx, s.rdb, calls)

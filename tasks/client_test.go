@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // TestClientConformance runs the client and store on miniredis and a real
@@ -128,4 +129,141 @@ func TestClientConformance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestRunIDsCannotCollideWithTaskIDs (issue #11 item 1): while run 1 of task
+// X is queued under the asynq ID "X#1", a new task "X#1" is refused by
+// Enqueue and EnqueueMany (field "id", '#' reserved) and X's run is left
+// as it was.
+func TestRunIDsCannotCollideWithTaskIDs(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb, _ := b.New(t)
+			ctx := context.Background()
+			c := NewClient(rdb)
+			_, err := c.Enqueue(ctx, Task{ID: "X", Agent: "tool"})
+			require.NoError(t, err)
+			run1 := &Envelope{ID: "X", Agent: "tool", Queue: DefaultQueue, Run: 1}
+			require.NoError(t, c.EnqueueRun(ctx, run1, time.Hour), "X's restart: run 1")
+
+			_, err = c.Enqueue(ctx, Task{ID: "X#1", Agent: "other"})
+			var ve *ValidationError
+			require.ErrorAs(t, err, &ve)
+			require.Equal(t, "id", ve.Field)
+			require.Contains(t, err.Error(), "reserved")
+
+			res, err := c.EnqueueMany(ctx, []Task{{ID: "Y", Agent: "tool"}, {ID: "X#1", Agent: "other"}})
+			require.Nil(t, res)
+			var te *TaskError
+			require.ErrorAs(t, err, &te)
+			require.Equal(t, 1, te.Index)
+			require.ErrorAs(t, err, &ve)
+			require.Equal(t, "id", ve.Field)
+			ok, err := c.Store().Exists(ctx, "Y")
+			require.NoError(t, err)
+			require.False(t, ok, "an invalid batch enqueues nothing")
+			ok, err = c.Store().Exists(ctx, "X#1")
+			require.NoError(t, err)
+			require.False(t, ok)
+
+			// Run 1 of X is still X's: same payload, still scheduled.
+			info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(DefaultQueue, "X#1")
+			require.NoError(t, err)
+			env, err := Decode(info.Payload)
+			require.NoError(t, err)
+			require.Equal(t, "X", env.ID)
+			require.Equal(t, 1, env.Run)
+			require.Equal(t, asynq.TaskStateScheduled, info.State)
+			// A generated ID never has '#'.
+			res1, err := c.Enqueue(ctx, Task{Agent: "tool"})
+			require.NoError(t, err)
+			require.NoError(t, ValidateID(res1.ID))
+		})
+	}
+}
+
+// TestCreateKeepsRecordPastTheDelay (issue #11 item 7): a task scheduled
+// further out than the retention keeps its record and history until its
+// first run is due plus the retention, through Enqueue and EnqueueMany; an
+// immediate task's record lives for the retention.
+func TestCreateKeepsRecordPastTheDelay(t *testing.T) {
+	t.Parallel()
+	rdb, _ := redistest.Backends()[1].New(t) // real redis-server
+	ctx := context.Background()
+	const retention = time.Hour
+	const delay = 30 * 24 * time.Hour
+	c := NewClient(rdb, WithRetention(retention))
+	ttls := func(id string) (time.Duration, time.Duration) {
+		rec, err := rdb.TTL(ctx, rkeys.Task(id)).Result()
+		require.NoError(t, err)
+		hist, err := rdb.TTL(ctx, rkeys.TaskHistory(id)).Result()
+		require.NoError(t, err)
+		return rec, hist
+	}
+
+	_, err := c.Enqueue(ctx, Task{ID: "far", Agent: "tool"}, ProcessIn(delay))
+	require.NoError(t, err)
+	_, err = c.EnqueueMany(ctx, []Task{{ID: "far-1", Agent: "tool"}, {ID: "far-2", Agent: "tool"}}, ProcessAt(time.Now().Add(delay)))
+	require.NoError(t, err)
+	for _, id := range []string{"far", "far-1", "far-2"} {
+		rec, hist := ttls(id)
+		require.GreaterOrEqual(t, rec, delay+retention-time.Minute, id)
+		require.LessOrEqual(t, rec, delay+retention+time.Second, id)
+		require.GreaterOrEqual(t, hist, delay+retention-time.Minute, id)
+	}
+
+	_, err = c.Enqueue(ctx, Task{ID: "now", Agent: "tool"})
+	require.NoError(t, err)
+	_, err = c.EnqueueMany(ctx, []Task{{ID: "now-1", Agent: "tool"}})
+	require.NoError(t, err)
+	for _, id := range []string{"now", "now-1"} {
+		rec, hist := ttls(id)
+		require.Greater(t, rec, retention-time.Minute, id)
+		require.LessOrEqual(t, rec, retention, id)
+		require.LessOrEqual(t, hist, retention, id)
+	}
+}
+
+// TestClientWithQueues (issue #11 item 15): a client built WithQueues
+// refuses a queue outside them (field "queue", the served queues named),
+// in Enqueue and EnqueueMany, and accepts a served non-default queue.
+func TestClientWithQueues(t *testing.T) {
+	t.Parallel()
+	rdb, _ := redistest.Backends()[0].New(t)
+	ctx := context.Background()
+	c := NewClient(rdb, WithQueues("high", DefaultQueue), WithRetention(time.Hour))
+	res, err := c.Enqueue(ctx, Task{ID: "h", Agent: "tool", Queue: "high"})
+	require.NoError(t, err)
+	require.False(t, res.Duplicate)
+	_, err = c.Enqueue(ctx, Task{ID: "d", Agent: "tool"})
+	require.NoError(t, err, "the default queue is served")
+
+	for _, enqueue := range []func() error{
+		func() error { _, err := c.Enqueue(ctx, Task{ID: "l", Agent: "tool", Queue: "low"}); return err },
+		func() error {
+			_, err := c.EnqueueMany(ctx, []Task{{ID: "m", Agent: "tool", Queue: "high"}, {ID: "l", Agent: "tool", Queue: "low"}})
+			return err
+		},
+	} {
+		err := enqueue()
+		var ve *ValidationError
+		require.ErrorAs(t, err, &ve)
+		require.Equal(t, "queue", ve.Field)
+		require.Contains(t, err.Error(), `"low"`)
+		require.Contains(t, err.Error(), "served queues: default, high")
+	}
+	for _, id := range []string{"l", "m"} {
+		ok, err := c.Store().Exists(ctx, id)
+		require.NoError(t, err)
+		require.False(t, ok, id)
+	}
+	n, err := rdb.Exists(ctx, "asynq:{low}:pending").Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	// Without WithQueues any queue is accepted (the Go client does not know the config).
+	_, err = NewClient(rdb).Enqueue(ctx, Task{ID: "l", Agent: "tool", Queue: "low"})
+	require.NoError(t, err)
 }

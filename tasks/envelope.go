@@ -20,6 +20,11 @@ const DefaultQueue = "default"
 // MaxIDLen bounds caller-chosen task IDs.
 const MaxIDLen = 200
 
+// RunSeparator joins a task ID and a run number into the asynq ID of a
+// later run ("ID#N", see AsynqID). Producers refuse it in caller-chosen
+// task IDs (ValidateID), so that no task ID is the run ID of another task.
+const RunSeparator = "#"
+
 // Envelope is what travels through the queue: the task and the bookkeeping
 // agentq needs to run it again later (restarts, requeues).
 type Envelope struct {
@@ -54,15 +59,14 @@ func (e *ValidationError) Error() string {
 // Unwrap makes errors.Is(err, ErrInvalidEnvelope) true.
 func (e *ValidationError) Unwrap() error { return ErrInvalidEnvelope }
 
-// Validate checks the fields a producer supplies.
+// Validate checks the fields of an envelope. It accepts an ID with
+// RunSeparator, which ValidateID refuses: a payload queued before producers
+// refused it must still run (Decode uses Validate).
 func (e *Envelope) Validate() error {
+	if err := validID(e.ID); err != nil {
+		return err
+	}
 	switch {
-	case e.ID == "":
-		return &ValidationError{"id", "is empty"}
-	case len(e.ID) > MaxIDLen:
-		return &ValidationError{"id", fmt.Sprintf("is longer than %d bytes", MaxIDLen)}
-	case !utf8.ValidString(e.ID) || strings.ContainsAny(e.ID, "{}\r\n\x00"):
-		return &ValidationError{"id", "contains a character not allowed in an ID ({, }, control characters or invalid UTF-8)"}
 	case e.Agent == "":
 		return &ValidationError{"agent", "is empty"}
 	case !utf8.ValidString(e.Agent) || strings.ContainsAny(e.Agent, "{}\r\n\x00 "):
@@ -74,6 +78,33 @@ func (e *Envelope) Validate() error {
 	}
 	if len(e.Params) > 0 && !json.Valid(e.Params) {
 		return &ValidationError{"params", "is not valid JSON"}
+	}
+	return nil
+}
+
+// validID checks what every task ID, old or new, must satisfy.
+func validID(id string) error {
+	switch {
+	case id == "":
+		return &ValidationError{"id", "is empty"}
+	case len(id) > MaxIDLen:
+		return &ValidationError{"id", fmt.Sprintf("is longer than %d bytes", MaxIDLen)}
+	case !utf8.ValidString(id) || strings.ContainsAny(id, "{}\r\n\x00"):
+		return &ValidationError{"id", "contains a character not allowed in an ID ({, }, control characters or invalid UTF-8)"}
+	}
+	return nil
+}
+
+// ValidateID checks a caller-chosen task ID as every producer (Client,
+// the HTTP API, enqueuer) accepts it: what Validate checks, and no
+// RunSeparator ('#' is reserved: run N of task X has the asynq ID "X#N",
+// so a task named "X#1" would be run 1 of task X).
+func ValidateID(id string) error {
+	if err := validID(id); err != nil {
+		return err
+	}
+	if strings.Contains(id, RunSeparator) {
+		return &ValidationError{"id", fmt.Sprintf("contains %q, which is reserved: run N of task X has the ID X%sN", RunSeparator, RunSeparator)}
 	}
 	return nil
 }
@@ -116,12 +147,14 @@ func decodeError(b []byte) error {
 // AsynqID is the asynq task ID of the envelope's current run: the task ID
 // for the first run, "ID#N" for run N. Distinct IDs per run let a restart be
 // scheduled while the run that schedules it is still active, and make
-// scheduling idempotent (a second attempt conflicts).
+// scheduling idempotent (a second attempt conflicts). Task IDs accepted by
+// ValidateID contain no RunSeparator, so no task ID equals another task's
+// run ID.
 func (e *Envelope) AsynqID() string {
 	if e.Run == 0 {
 		return e.ID
 	}
-	return fmt.Sprintf("%s#%d", e.ID, e.Run)
+	return fmt.Sprintf("%s%s%d", e.ID, RunSeparator, e.Run)
 }
 
 // ParseAsynqID splits an asynq task ID made by AsynqID into the task ID

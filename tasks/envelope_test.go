@@ -71,3 +71,52 @@ func TestEncodeRejectsInvalid(t *testing.T) {
 	_, err := Encode(&Envelope{ID: "a", Agent: "t", Params: json.RawMessage(`{nope`)})
 	require.ErrorIs(t, err, ErrInvalidEnvelope)
 }
+
+// TestValidateID: producers refuse '#' in a caller ID (run N of task X is
+// X#N), while Decode still accepts a payload queued before the rule.
+func TestValidateID(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		id, reason string // reason: "" when valid
+	}{
+		{"job-1", ""},
+		{"a.b:c/d_e", ""},
+		{"X#1", "reserved"},
+		{"#", "reserved"},
+		{"X#", "reserved"},
+		{"", "is empty"},
+		{"a{b}", "not allowed"},
+		{strings.Repeat("x", MaxIDLen+1), "longer"},
+	} {
+		err := ValidateID(tc.id)
+		if tc.reason == "" {
+			require.NoError(t, err, tc.id)
+			continue
+		}
+		var ve *ValidationError
+		require.ErrorAs(t, err, &ve, tc.id)
+		require.Equal(t, "id", ve.Field)
+		require.Contains(t, err.Error(), tc.reason)
+		require.ErrorIs(t, err, ErrInvalidEnvelope)
+	}
+	require.Contains(t, ValidateID("X#1").Error(), `run N of task X has the ID X#N`)
+
+	env, err := Decode([]byte(`{"id":"old#1","agent":"tool","run":2}`))
+	require.NoError(t, err, "a payload queued before the rule still runs")
+	require.Equal(t, "old#1#2", env.AsynqID())
+}
+
+func TestCheckQueue(t *testing.T) {
+	t.Parallel()
+	served := []string{"high", "default", "batch"}
+	require.NoError(t, CheckQueue("high", served))
+	require.NoError(t, CheckQueue("", served), "empty is the default queue")
+	require.NoError(t, CheckQueue("", []string{DefaultQueue}))
+	err := CheckQueue("nope", served)
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "queue", ve.Field)
+	require.Contains(t, err.Error(), `"nope"`)
+	require.Contains(t, err.Error(), "served queues: batch, default, high")
+	require.Error(t, CheckQueue("", []string{"high"}), "the default queue must be served too")
+}

@@ -98,7 +98,7 @@ func (s *Store) Now() time.Time { return s.now() }
 //
 // KEYS[1] task record, KEYS[2] history
 // ARGV[1] id, ARGV[2] agent, ARGV[3] action, ARGV[4] queue, ARGV[5] enqueued_at (RFC3339Nano),
-// ARGV[6] state, ARGV[7] event JSON, ARGV[8] retention seconds, ARGV[9] correlation id
+// ARGV[6] state, ARGV[7] event JSON, ARGV[8] lifetime in seconds (createTTL), ARGV[9] correlation id
 // Returns 1 when the record was created, 0 when it existed (the event is then
 // put at the head of the history: a worker got there first).
 var createScript = redis.NewScript(`
@@ -121,6 +121,13 @@ redis.call("EXPIRE", KEYS[2], ARGV[8])
 return 1 - existed
 `)
 
+// createTTL is the lifetime in seconds Create gives a record whose first
+// event is ev: the retention plus the delay to the first run, rounded up.
+func (s *Store) createTTL(ev Event) int64 {
+	d := s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond
+	return int64((d + time.Second - 1) / time.Second)
+}
+
 // Exists reports whether task id has a record.
 func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 	n, err := s.rdb.Exists(ctx, rkeys.Task(id)).Result()
@@ -128,12 +135,16 @@ func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 }
 
 // Create writes the record of a newly enqueued task and its first event.
+// The record and history live for the retention counted from when the
+// first run is due: ev.DelayMS (the delay of a scheduled task) plus the
+// retention, so that a task scheduled further out than the retention still
+// has its record when it runs.
 func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event) (bool, error) {
 	ev.At = s.stamp(ev.At)
 	b, _ := json.Marshal(ev)
 	n, err := createScript.Run(ctx, s.rdb, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)},
 		env.ID, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
-		string(state), string(b), int64(s.retention/time.Second), env.CorrelationID).Int()
+		string(state), string(b), s.createTTL(ev), env.CorrelationID).Int()
 	if err != nil {
 		return false, fmt.Errorf("tasks: create record of %s: %w", env.ID, err)
 	}
