@@ -211,3 +211,22 @@ func requireTTL(t *testing.T, rdb redis.UniversalClient, want map[string]time.Du
 		}
 	}
 }
+
+// TestInspectorRequeueRetention (#11 items 5, 7): `inspector dlq requeue`
+// writes the requeued task's record with the config's history.retention,
+// rebuilding it when it had expired.
+func TestInspectorRequeueRetention(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	_, err := deadletter.NewStore(rdb).Put(context.Background(), &deadletter.Entry{ID: "back", Agent: "tool", ErrorClass: "logic_error",
+		Error: "boom", Reason: deadletter.ReasonNotRetryable, Attempts: 1, Queue: "default", DeadLetteredAt: time.Unix(1700000000, 0).UTC()})
+	require.NoError(t, err)
+	_, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", rulesConfig(t), "dlq", "requeue", "back")
+	require.Equal(t, ExitOK, code, errOut)
+	v, err := tasks.NewStore(rdb).Get(context.Background(), "back")
+	require.NoError(t, err)
+	require.Equal(t, tasks.StatePending, v.State)
+	require.Equal(t, "tool", v.Agent)
+	requireTTL(t, rdb, map[string]time.Duration{"back": time.Hour})
+}

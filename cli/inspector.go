@@ -46,14 +46,17 @@ func group(cmd *cobra.Command, args []string) error {
 type session struct {
 	rdb redis.UniversalClient
 	dlq *deadletter.Store
+	// retention is the config's history.retention, for records a
+	// requeue writes.
+	retention time.Duration
 }
 
 func (g *global) session(ctx context.Context, app *App) (*session, error) {
-	_, rdb, err := g.connect(ctx, app)
+	cfg, rdb, err := g.connect(ctx, app)
 	if err != nil {
 		return nil, err
 	}
-	return &session{rdb: rdb, dlq: deadletter.NewStore(rdb)}, nil
+	return &session{rdb: rdb, dlq: deadletter.NewStore(rdb), retention: cfg.History.Retention}, nil
 }
 
 func (s *session) close() { _ = s.rdb.Close() }
@@ -235,7 +238,7 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 					return runtimeErr(err)
 				}
 			}
-			client := tasks.NewClient(s.rdb)
+			client := tasks.NewClient(s.rdb, tasks.WithRetention(s.retention))
 			failed := 0
 			for _, id := range ids {
 				if _, err := s.dlq.RequeueTask(cmd.Context(), client, id); err != nil {
