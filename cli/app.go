@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,6 +61,16 @@ type App struct {
 
 // NewApp returns an App on the process's standard streams.
 func NewApp() *App { return &App{Out: os.Stdout, Err: os.Stderr, In: os.Stdin, Getenv: os.Getenv} }
+
+// Exec is a command's main: it runs the command tree newCmd on the
+// process's arguments and standard streams until the command ends, or
+// SIGINT or SIGTERM cancels its context, and returns its exit status for
+// os.Exit.
+func Exec(newCmd func(*App) *cobra.Command) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Main(ctx, NewApp(), newCmd, os.Args[1:])
+}
 
 // Main runs the command tree built by newCmd with args and returns the exit
 // status, printing the error (if any) to app.Err.
