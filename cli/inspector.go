@@ -61,6 +61,26 @@ func (g *global) session(ctx context.Context, app *App) (*session, error) {
 
 func (s *session) close() { _ = s.rdb.Close() }
 
+// withSession is the RunE of an inspector command: it checks the command's
+// options with validate (nil: none) before it connects, so bad usage never
+// waits for Redis, then runs fn with a session it closes after.
+func (g *global) withSession(app *App, validate func(args []string) error,
+	fn func(cmd *cobra.Command, args []string, s *session) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if validate != nil {
+			if err := validate(args); err != nil {
+				return err
+			}
+		}
+		s, err := g.session(cmd.Context(), app)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		return fn(cmd, args, s)
+	}
+}
+
 func printJSON(app *App, v any) {
 	b, _ := json.Marshal(v)
 	fmt.Fprintln(app.Out, string(b))
@@ -115,15 +135,7 @@ func (o *listOptions) filter() deadletter.Filter {
 func dlqList(app *App, g *global) *cobra.Command {
 	o := &listOptions{}
 	cmd := &cobra.Command{Use: "list", Short: "List dead letters, newest first", Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, _ []string, s *session) error {
 			entries, total, err := s.dlq.List(cmd.Context(), o.filter())
 			if err != nil {
 				return runtimeErr(err)
@@ -143,7 +155,7 @@ func dlqList(app *App, g *global) *cobra.Command {
 			_ = w.Flush()
 			fmt.Fprintf(app.Out, "%d of %d dead letters\n", len(entries), total)
 			return nil
-		}}
+		})}
 	cmd.Flags().StringVar(&o.agent, "agent", "", "only this agent's")
 	cmd.Flags().StringVar(&o.class, "class", "", "only this error class")
 	cmd.Flags().IntVar(&o.limit, "limit", 100, "page size")
@@ -155,12 +167,7 @@ func dlqList(app *App, g *global) *cobra.Command {
 func dlqShow(app *App, g *global) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{Use: "show ID", Short: "Show one dead letter with its history", Args: exactArgs(1, "one dead-letter ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
 			e, err := s.dlq.Get(cmd.Context(), args[0])
 			if errors.Is(err, deadletter.ErrNotFound) {
 				return runtimeErr(fmt.Errorf("no dead letter with ID %q", args[0]))
@@ -180,7 +187,7 @@ func dlqShow(app *App, g *global) *cobra.Command {
 			fmt.Fprintln(app.Out, "History:")
 			printHistory(app, e.History)
 			return nil
-		}}
+		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
 	return cmd
 }
@@ -222,17 +229,10 @@ func (o *requeueOptions) Validate(args []string) error {
 func dlqRequeue(app *App, g *global) *cobra.Command {
 	o := &requeueOptions{}
 	cmd := &cobra.Command{Use: "requeue ID...|--all", Short: "Run dead letters again with a fresh budget (history kept)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Validate(args); err != nil {
-				return err
-			}
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, o.Validate, func(cmd *cobra.Command, args []string, s *session) error {
 			ids := args
 			if o.all {
+				var err error
 				ids, err = s.dlq.IDs(cmd.Context(), deadletter.Filter{Agent: o.agent, Class: o.class})
 				if err != nil {
 					return runtimeErr(err)
@@ -252,7 +252,7 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 				return runtimeErr(fmt.Errorf("%d of %d dead letters not requeued", failed, len(ids)))
 			}
 			return nil
-		}}
+		})}
 	cmd.Flags().BoolVar(&o.all, "all", false, "every dead letter (narrow with --agent, --class)")
 	cmd.Flags().StringVar(&o.agent, "agent", "", "with --all: only this agent's")
 	cmd.Flags().StringVar(&o.class, "class", "", "with --all: only this class")
@@ -267,12 +267,7 @@ func dlqDelete(app *App, g *global) *cobra.Command {
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
 			n, err := s.dlq.Delete(cmd.Context(), args...)
 			if err != nil {
 				return runtimeErr(err)
@@ -282,7 +277,7 @@ func dlqDelete(app *App, g *global) *cobra.Command {
 				return runtimeErr(fmt.Errorf("%d of the IDs were not dead letters", len(args)-n))
 			}
 			return nil
-		}}
+		})}
 }
 
 func dlqPurge(app *App, g *global) *cobra.Command {
@@ -311,22 +306,14 @@ func dlqPurge(app *App, g *global) *cobra.Command {
 func dlqExport(app *App, g *global) *cobra.Command {
 	o := &listOptions{}
 	cmd := &cobra.Command{Use: "export", Short: "Write every dead letter as JSON Lines to standard output", Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, _ []string, s *session) error {
 			n, err := s.dlq.Export(cmd.Context(), app.Out, o.filter())
 			if err != nil {
 				return runtimeErr(err)
 			}
 			fmt.Fprintf(app.Err, "exported %d dead letters\n", n)
 			return nil
-		}}
+		})}
 	cmd.Flags().StringVar(&o.agent, "agent", "", "only this agent's")
 	cmd.Flags().StringVar(&o.class, "class", "", "only this error class")
 	return cmd
@@ -335,12 +322,7 @@ func dlqExport(app *App, g *global) *cobra.Command {
 func breakersCmd(app *App, g *global) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{Use: "breakers", Short: "List circuit breakers and agent health", Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, nil, func(cmd *cobra.Command, _ []string, s *session) error {
 			list, err := resilience.NewBreakers(s.rdb).List(cmd.Context())
 			if err != nil {
 				return runtimeErr(err)
@@ -358,25 +340,20 @@ func breakersCmd(app *App, g *global) *cobra.Command {
 					b.FailureCount, b.SuccessCount, tsp(b.OpenUntil), tsp(b.LastFailureAt), tsp(b.LastSuccessAt))
 			}
 			return w.Flush()
-		}}
+		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON Lines")
 	return cmd
 }
 
 func breakerReset(app *App, g *global) *cobra.Command {
 	return &cobra.Command{Use: "reset KEY", Short: "Close a breaker now", Args: exactArgs(1, "one breaker key"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
 			if err := resilience.NewBreakers(s.rdb).Reset(cmd.Context(), args[0]); err != nil {
 				return runtimeErr(err)
 			}
 			fmt.Fprintf(app.Out, "breaker %s reset (closed)\n", args[0])
 			return nil
-		}}
+		})}
 }
 
 func breakerTrip(app *App, g *global) *cobra.Command {
@@ -404,12 +381,7 @@ func breakerTrip(app *App, g *global) *cobra.Command {
 func taskCmd(app *App, g *global) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{Use: "task ID", Short: "Show a task's state and history", Args: exactArgs(1, "one task ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
 			v, err := tasks.NewStore(s.rdb).Get(cmd.Context(), args[0])
 			if errors.Is(err, tasks.ErrNotFound) {
 				return runtimeErr(fmt.Errorf("no task with ID %q (never enqueued, or its history has expired)", args[0]))
@@ -430,7 +402,7 @@ func taskCmd(app *App, g *global) *cobra.Command {
 			fmt.Fprintln(app.Out, "History:")
 			printHistory(app, v.History)
 			return nil
-		}}
+		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
 	return cmd
 }
@@ -438,12 +410,7 @@ func taskCmd(app *App, g *global) *cobra.Command {
 func restartsCmd(app *App, g *global) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{Use: "restarts", Short: "List tasks waiting for a restart", Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, nil, func(cmd *cobra.Command, _ []string, s *session) error {
 			list, err := restart.NewScheduler(s.rdb, nil).List(cmd.Context(), 0)
 			if err != nil {
 				return runtimeErr(err)
@@ -460,7 +427,7 @@ func restartsCmd(app *App, g *global) *cobra.Command {
 				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Agent, p.Restart, ts(p.DueAt), p.Class, short(p.Error, 60))
 			}
 			return w.Flush()
-		}}
+		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON Lines")
 	return cmd
 }
@@ -490,12 +457,7 @@ type QueueStats struct {
 func statsCmd(app *App, g *global) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{Use: "stats", Short: "Queue sizes, dead letters, restarts, breakers", Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer s.close()
+		RunE: g.withSession(app, nil, func(cmd *cobra.Command, _ []string, s *session) error {
 			ctx := cmd.Context()
 			st := Stats{Queues: []QueueStats{}}
 			insp := asynq.NewInspectorFromRedisClient(s.rdb)
@@ -544,7 +506,7 @@ func statsCmd(app *App, g *global) *cobra.Command {
 			fmt.Fprintf(app.Out, "dead letters: %d   restarts pending: %d   breakers: %d (%d open)\n",
 				st.DeadLetters, st.RestartsPending, st.Breakers, st.BreakersOpen)
 			return nil
-		}}
+		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
 	return cmd
 }
