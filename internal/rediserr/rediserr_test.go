@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rediserr"
+	"github.com/agentq/agentq/internal/redistest"
 )
 
 // client is a go-redis client of addr without retries (so that each case
@@ -115,7 +115,7 @@ func replica(t *testing.T) (*redistest.Server, *redis.Client) {
 func TestIsUnavailable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	real := func(setup func(t *testing.T, s *redistest.Server, c *redis.Client) error) func(t *testing.T) error {
+	onServer := func(setup func(t *testing.T, s *redistest.Server, c *redis.Client) error) func(t *testing.T) error {
 		return func(t *testing.T) error {
 			s := redistest.Start(t)
 			return setup(t, s, client(t, s.Addr))
@@ -139,7 +139,7 @@ func TestIsUnavailable(t *testing.T) {
 
 		// Redis cannot be reached.
 		{"connection refused (real dial)", func(t *testing.T) error { return client(t, deadAddr(t)).Ping(ctx).Err() }, true, true},
-		{"server killed under an open connection", real(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
+		{"server killed under an open connection", onServer(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.Ping(ctx).Err())
 			s.Kill()
 			return c.Ping(ctx).Err()
@@ -176,13 +176,13 @@ func TestIsUnavailable(t *testing.T) {
 		{"use of closed network connection", plain(fmt.Errorf("read: %w", net.ErrClosed)), true, true},
 
 		// The caller gave up, or closed its client: not temporary.
-		{"caller's ctx canceled", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"caller's ctx canceled", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			cctx, cancel := context.WithCancel(ctx)
 			cancel()
 			return c.Ping(cctx).Err()
 		}), false, true},
 		{"canceled dial wrapped in net.OpError", plain(&net.OpError{Op: "dial", Net: "tcp", Err: context.Canceled}), false, true},
-		{"closed client", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"closed client", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.Close())
 			return c.Ping(ctx).Err()
 		}), false, true},
@@ -201,11 +201,11 @@ func TestIsUnavailable(t *testing.T) {
 			require.NoError(t, c.ConfigSet(ctx, "replica-serve-stale-data", "no").Err())
 			return c.Get(ctx, "k").Err()
 		}, true, true},
-		{"NOREPLICAS: min-replicas-to-write unmet", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"NOREPLICAS: min-replicas-to-write unmet", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.ConfigSet(ctx, "min-replicas-to-write", "1").Err())
 			return c.Set(ctx, "k", "v", 0).Err()
 		}), true, true},
-		{"BUSY: a script past busy-reply-threshold", real(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
+		{"BUSY: a script past busy-reply-threshold", onServer(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.ConfigSet(ctx, "busy-reply-threshold", "20").Err())
 			runner := client(t, s.Addr, func(o *redis.Options) { o.ReadTimeout = -1 })
 			ran := make(chan error, 1)
@@ -219,7 +219,7 @@ func TestIsUnavailable(t *testing.T) {
 			require.Error(t, <-ran)
 			return err
 		}), true, true},
-		{"UNBLOCKED: blocked client when the server turns replica", real(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
+		{"UNBLOCKED: blocked client when the server turns replica", onServer(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
 			blocked := client(t, s.Addr, func(o *redis.Options) { o.ReadTimeout = -1 })
 			res := make(chan error, 1)
 			go func() { res <- blocked.BLPop(ctx, 0, "list").Err() }()
@@ -233,7 +233,7 @@ func TestIsUnavailable(t *testing.T) {
 		}), true, true},
 		// The server sends the reply and closes the connection: the client
 		// sees the reply or the reset, depending on timing; both count.
-		{"max number of clients reached (reply or reset)", real(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
+		{"max number of clients reached (reply or reset)", onServer(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.ConfigSet(ctx, "maxclients", "1").Err())
 			return client(t, s.Addr).Ping(ctx).Err()
 		}), true, true},
@@ -247,38 +247,38 @@ func TestIsUnavailable(t *testing.T) {
 		{"KVRocks ERR LOADING (fake)", fake("-ERR LOADING kvrocks is restoring the db from backup"), true, true},
 
 		// Answers: real replies that are not temporary.
-		{"WRONGTYPE", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"WRONGTYPE", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
 			return c.LPush(ctx, "k", "x").Err()
 		}), false, false},
-		{"NOSCRIPT", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"NOSCRIPT", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			return c.EvalSha(ctx, strings.Repeat("0", 40), nil).Err()
 		}), false, false},
-		{"ERR syntax", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"ERR syntax", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			return c.Do(ctx, "SET", "k", "v", "BOGUS").Err()
 		}), false, false},
-		{"script error", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"script error", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			return c.Eval(ctx, `return redis.error_reply('agentq bug')`, nil).Err()
 		}), false, false},
-		{"BUSYKEY is not BUSY", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"BUSYKEY is not BUSY", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
 			d, err := c.Dump(ctx, "k").Result()
 			require.NoError(t, err)
 			return c.Restore(ctx, "k", 0, d).Err()
 		}), false, false},
-		{"BUSYGROUP is not BUSY", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"BUSYGROUP is not BUSY", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.XGroupCreateMkStream(ctx, "s", "g", "0").Err())
 			return c.XGroupCreateMkStream(ctx, "s", "g", "0").Err()
 		}), false, false},
-		{"OOM", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"OOM", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.ConfigSet(ctx, "maxmemory", "1").Err())
 			return c.Set(ctx, "k", "v", 0).Err()
 		}), false, false},
-		{"NOAUTH", real(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
+		{"NOAUTH", onServer(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.ConfigSet(ctx, "requirepass", "secret").Err())
 			return client(t, s.Addr).Ping(ctx).Err()
 		}), false, false},
-		{"redis.Nil", real(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
+		{"redis.Nil", onServer(func(t *testing.T, _ *redistest.Server, c *redis.Client) error {
 			return c.Get(ctx, "missing").Err()
 		}), false, false},
 		{"plain text is not a reply", plain(errors.New("LOADING Redis is loading the dataset in memory")), false, true},
