@@ -76,3 +76,8 @@ func Probe(key string) string { return Prefix + "{breaker:" + key + "}:probe" }
 // next interval probe of the breaker key while it is closed, so that a
 // cluster probes once per interval, not once per worker.
 func ProbeClaim(key string) string { return Prefix + "{breaker:" + key + "}:probe-claim" }
+
+// AlertWindow is the hash (start: window start in ms, count: failures) in
+// which the fleet counts the failures of agent in the current alert window,
+// so that an alert is raised once per window for all workers together.
+func AlertWindow(agent string) string { return Prefix + "{alert:" + agent + "}:window" }
