@@ -111,7 +111,7 @@ func (a *alerter) countFleet(agent string) (n int, raise bool, err error) {
 		nowArg = strconv.FormatInt(a.scriptNow().UnixMilli(), 10)
 	}
 	res, err := alertScript.Run(ctx, a.rdb, []string{rkeys.AlertWindow(agent)},
-		a.window.Milliseconds(), a.threshold, nowArg).Int64Slice()
+		max(a.window.Milliseconds(), 1), a.threshold, nowArg).Int64Slice()
 	if err != nil {
 		return 0, false, err
 	}
