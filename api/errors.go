@@ -1,18 +1,16 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/rediserr"
 	"github.com/agentq/agentq/resilience"
 )
 
@@ -86,27 +84,9 @@ func writeError(rw http.ResponseWriter, e *apiError) {
 }
 
 // redisDown reports whether err means Redis cannot answer (refused, reset,
-// timed out, closed client, LOADING, …) rather than a reply it gave.
+// timed out, LOADING, READONLY, …: rediserr.IsUnavailable), or the breaker
+// could not read it, or this process closed its client (shutting down),
+// rather than a reply it gave.
 func redisDown(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, resilience.ErrBreakerUnavailable) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, redis.ErrClosed) || errors.Is(err, redis.ErrPoolTimeout) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	var ne net.Error
-	if errors.As(err, &ne) {
-		return true
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS"} {
-			if redis.HasErrorPrefix(rerr, p) {
-				return true
-			}
-		}
-	}
-	return false
+	return errors.Is(err, resilience.ErrBreakerUnavailable) || errors.Is(err, redis.ErrClosed) || rediserr.IsUnavailable(err)
 }

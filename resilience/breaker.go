@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/rediserr"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -422,7 +423,7 @@ func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Ad
 		b.nowArg(), cfg.HalfOpenMaxCalls, cfg.TrialLease.Milliseconds(), rand.Text(),
 		rkeys.BreakerChannel(), key, "0")
 	if err != nil {
-		if isUnavailable(err) {
+		if rediserr.Unanswered(err) {
 			adm := b.fallback(key)
 			b.log.Warn("breaker: redis unavailable, using last seen state",
 				"key", key, "allowed", adm.Allowed, "state", adm.State, "err", err)
@@ -605,7 +606,7 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 		b.nowArg(), cfg.FailureThreshold, cfg.Cooldown.Milliseconds(), o,
 		adm.Generation, adm.Token, rkeys.BreakerChannel(), key)
 	if err != nil {
-		if isUnavailable(err) {
+		if rediserr.Unanswered(err) {
 			b.mu.Lock()
 			st := b.last[key].state
 			b.mu.Unlock()
@@ -861,29 +862,17 @@ func (b *Breakers) run(ctx context.Context, s *redis.Script, key string, keys []
 	return res, err
 }
 
+// wrap names the breaker and op in err and, when Redis gave no definite
+// answer, wraps ErrBreakerUnavailable too. The test is rediserr.Unanswered,
+// deliberately broader than rediserr.IsUnavailable (a closed client or a
+// canceled context counts): whatever kept the breaker from reading the
+// shared state, it falls back to the last state it saw; only a real reply
+// (a script bug) is an error of its own.
 func (b *Breakers) wrap(key, op string, err error) error {
-	if isUnavailable(err) {
+	if rediserr.Unanswered(err) {
 		return fmt.Errorf("breaker %q: %s: %w: %w", key, op, ErrBreakerUnavailable, err)
 	}
 	return fmt.Errorf("breaker %q: %s: %w", key, op, err)
-}
-
-// isUnavailable tells "Redis cannot answer" (network, timeout, closed client,
-// LOADING/READONLY/… replies) from a real error reply (a script bug).
-func isUnavailable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		for _, p := range []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS"} {
-			if redis.HasErrorPrefix(rerr, p) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
 }
 
 // luaReply reads a script's array reply.

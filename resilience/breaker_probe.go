@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/rediserr"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -63,7 +64,7 @@ func (b *Breakers) AllowTask(ctx context.Context, key string, cfg BreakerConfig)
 	res, err := b.run(ctx, allowTaskScript, key, []string{rkeys.Breaker(key)},
 		b.nowArg(), ProbeRetry.Milliseconds())
 	if err != nil {
-		if isUnavailable(err) {
+		if rediserr.Unanswered(err) {
 			adm := b.fallback(key)
 			return adm, fmt.Errorf("breaker %q: %w: %w", key, ErrBreakerUnavailable, err)
 		}
@@ -96,7 +97,7 @@ func (b *Breakers) AllowProbe(ctx context.Context, key string, cfg BreakerConfig
 	if err != nil {
 		adm := b.fallback(key)
 		adm.Allowed = false
-		if isUnavailable(err) {
+		if rediserr.Unanswered(err) {
 			return adm, fmt.Errorf("breaker %q: allow probe: %w: %w", key, ErrBreakerUnavailable, err)
 		}
 		return adm, fmt.Errorf("breaker %q: allow probe: %w", key, err)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,7 +69,7 @@ func (h *alertLog) count(agent string) int {
 func newTestAlerter(threshold int, window time.Duration, webhook string) (*alerter, *fakeClock, *alertLog) {
 	clk := &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	lh := &alertLog{alerts: map[string]int{}}
-	a := newAlerter(threshold, window, webhook, slog.New(lh), newMetrics())
+	a := newAlerter(nil, threshold, window, webhook, slog.New(lh), newMetrics())
 	a.now = clk.now
 	a.retryWait = 10 * time.Millisecond
 	return a, clk, lh
@@ -313,4 +315,43 @@ func TestAlerterSenderNoLeak(t *testing.T) {
 	require.Eventually(t, func() bool { return calls.Load() >= 2 }, 5*time.Second, 5*time.Millisecond)
 	cancel2()
 	b.wait()
+}
+
+// TestAlerterWebhookLogsHostOnly (issue #11, item 11): a failed webhook
+// POST is logged with the webhook's host only, never its path, query or
+// user info (a Slack webhook's path is its secret).
+func TestAlerterWebhookLogsHostOnly(t *testing.T) {
+	t.Parallel()
+	const secret = "/services/T0SECRET/B0SECRET/XSECRETX?token=QSECRETQ"
+	failing := newWebhook(t, http.StatusInternalServerError)
+	dead := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer l.Close()
+		return l.Addr().String()
+	}()
+	for _, tc := range []struct {
+		name, url, host, want string
+	}{
+		{"connection refused", "http://user:PSECRETP@" + dead + secret, dead, `msg="alert webhook failed" host=` + dead + " try=3"},
+		{"error status", failing.srv.URL + secret, strings.TrimPrefix(failing.srv.URL, "http://"), `msg="alert webhook failed" host=` + strings.TrimPrefix(failing.srv.URL, "http://") + " try=3"},
+		{"unparsable URL", "http://" + dead + "/XSECRETX/%zz?token=QSECRETQ", "", `msg="alert webhook: bad request"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var buf syncBuffer
+			a := newAlerter(nil, 1, time.Minute, tc.url, slog.New(slog.NewTextHandler(&buf, nil)), newMetrics())
+			a.retryWait = time.Millisecond
+			ctx, cancel := context.WithCancel(context.Background())
+			defer func() { cancel(); a.wait() }()
+			a.start(ctx)
+			a.failure("llm")
+			require.Eventually(t, func() bool { return strings.Contains(buf.String(), tc.want) }, 10*time.Second, 5*time.Millisecond, buf.String())
+			out := buf.String()
+			require.NotContains(t, out, "SECRET", "the webhook's path, query or password leaked into the log")
+			if tc.host != "" {
+				require.Contains(t, out, "host="+tc.host)
+			}
+		})
+	}
 }

@@ -61,5 +61,7 @@
 // A worker that sees alerts.threshold failures of one agent within
 // alerts.window logs an ERROR line with alert=true, counts
 // agentq_alerts_total and, when alerts.webhook_url is set, POSTs a JSON
-// summary to it from a background goroutine. Counting is per process.
+// summary to it from a background goroutine. Failures are counted in Redis
+// for the whole fleet, once per window for the fleet (per process while
+// Redis cannot count); a failed POST logs the webhook's host only.
 package worker

@@ -2,14 +2,9 @@ package worker
 
 import (
 	"context"
-	"errors"
-	"io"
-	"net"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/agentq/agentq/internal/rediserr"
 )
 
 // maxRedisWait bounds how long a handler waits for an unreachable Redis
@@ -25,8 +20,9 @@ const (
 	redisRetryMax = time.Second
 )
 
-// untilRedis runs op and, while it fails because Redis cannot be reached,
-// runs it again with backoff until it succeeds, fails for another reason,
+// untilRedis runs op and, while it fails because Redis cannot be reached
+// or cannot serve it yet (rediserr.IsUnavailable: network errors, LOADING,
+// READONLY during a failover, …), runs it again with backoff until it succeeds, fails for another reason,
 // ctx ends or maxRedisWait passes. It returns op's last error.
 //
 // Why: a handler that returns to asynq while Redis is down loses its
@@ -42,7 +38,7 @@ func untilRedis(ctx context.Context, op func() error) error {
 	wait := redisRetryMin
 	for {
 		err := op()
-		if err == nil || !redisUnreachable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+		if err == nil || !rediserr.IsUnavailable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		t := time.NewTimer(wait)
@@ -63,24 +59,4 @@ func (p *pipeline) awaitRedis(ctx context.Context, id string) {
 		_, err := p.store.Exists(context.WithoutCancel(ctx), id)
 		return err
 	})
-}
-
-// redisUnreachable reports whether err says Redis could not be reached or
-// is not serving yet (connection refused or reset, timeouts, EOF, a full
-// pool, an AOF still loading), as opposed to a reply Redis gave.
-func redisUnreachable(err error) bool {
-	if err == nil {
-		return false
-	}
-	var ne net.Error
-	switch {
-	case errors.As(err, &ne),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, redis.ErrPoolTimeout):
-		return true
-	}
-	s := err.Error()
-	return strings.Contains(s, "LOADING ") || strings.Contains(s, "connection refused") ||
-		strings.Contains(s, "connection reset") || strings.Contains(s, "broken pipe")
 }

@@ -123,7 +123,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	w.pipe = &pipeline{
 		log: o.logger, specs: specs, store: client.Store(), dlq: deadletter.NewStore(rdb),
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
-		alerts:   newAlerter(cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
+		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: resilience.Classify, noGate: o.noGate,
 	}
 	if !o.noGate {

@@ -81,3 +81,8 @@ func ProbeClaim(key string) string { return Prefix + "{breaker:" + key + "}:prob
 // next repair of the restart index, so that a fleet repairs once per
 // interval, not once per worker.
 func RestartRepairClaim() string { return Prefix + "{restart}:repair-claim" }
+
+// AlertWindow is the hash (start: window start in ms, count: failures) in
+// which the fleet counts the failures of agent in the current alert window,
+// so that an alert is raised once per window for all workers together.
+func AlertWindow(agent string) string { return Prefix + "{alert:" + agent + "}:window" }
