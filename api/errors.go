@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/rediserr"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/resilience"
 )
 
@@ -84,9 +84,9 @@ func writeError(rw http.ResponseWriter, e *apiError) {
 }
 
 // redisDown reports whether err means Redis cannot answer (refused, reset,
-// timed out, LOADING, READONLY, …: rediserr.IsUnavailable), or the breaker
+// timed out, LOADING, READONLY, …: redisx.IsUnavailable), or the breaker
 // could not read it, or this process closed its client (shutting down),
 // rather than a reply it gave.
 func redisDown(err error) bool {
-	return errors.Is(err, resilience.ErrBreakerUnavailable) || errors.Is(err, redis.ErrClosed) || rediserr.IsUnavailable(err)
+	return errors.Is(err, resilience.ErrBreakerUnavailable) || errors.Is(err, redis.ErrClosed) || redisx.IsUnavailable(err)
 }

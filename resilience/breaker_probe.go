@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/rediserr"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -61,16 +61,24 @@ func (b *Breakers) AllowTask(ctx context.Context, key string, cfg BreakerConfig)
 	epoch := b.view.snapshot()
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	res, err := b.run(ctx, allowTaskScript, key, []string{rkeys.Breaker(key)},
-		b.nowArg(), ProbeRetry.Milliseconds())
+	rep, err := b.allowTask(ctx, key)
 	if err != nil {
-		if rediserr.Unanswered(err) {
+		if redisx.Unanswered(err) {
 			adm := b.fallback(key)
 			return adm, fmt.Errorf("breaker %q: %w: %w", key, ErrBreakerUnavailable, err)
 		}
 		return Admission{}, fmt.Errorf("breaker %q: allow task: %w", key, err)
 	}
-	return b.admitted(key, "allow task", res, epoch)
+	return b.admitted(key, rep, epoch), nil
+}
+
+// allowTask runs allowTaskScript.
+func (b *Breakers) allowTask(ctx context.Context, key string) (admissionReply, error) {
+	res, err := b.run(ctx, allowTaskScript, key, []string{rkeys.Breaker(key)}, b.nowArg(), ProbeRetry.Milliseconds())
+	if err != nil {
+		return admissionReply{}, err
+	}
+	return parseAdmission(res)
 }
 
 // AllowProbe asks for the half-open trial of key on behalf of a health
@@ -91,16 +99,14 @@ func (b *Breakers) AllowProbe(ctx context.Context, key string, cfg BreakerConfig
 	// denied (nothing to try); OPEN past its cooldown turns HALF_OPEN; an
 	// expired lease ends the episode; the probe takes the lease if none is
 	// held, whatever half_open_max_calls says.
-	res, err := b.run(ctx, allowScript, key,
-		[]string{rkeys.Breaker(key), rkeys.BreakerTrials(key)},
-		b.nowArg(), 1, cfg.TrialLease.Milliseconds(), rand.Text(), rkeys.BreakerChannel(), key, "1")
+	rep, err := b.allow(ctx, allowArgs{key: key, halfOpenMax: 1, trialLease: cfg.TrialLease, token: rand.Text(), trialOnly: true})
 	if err != nil {
 		adm := b.fallback(key)
 		adm.Allowed = false
-		if rediserr.Unanswered(err) {
+		if redisx.Unanswered(err) {
 			return adm, fmt.Errorf("breaker %q: allow probe: %w: %w", key, ErrBreakerUnavailable, err)
 		}
 		return adm, fmt.Errorf("breaker %q: allow probe: %w", key, err)
 	}
-	return b.admitted(key, "allow probe", res, epoch)
+	return b.admitted(key, rep, epoch), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -102,21 +103,18 @@ func (b *Breakers) List(ctx context.Context) ([]BreakerSnapshot, error) {
 	if len(keys) == 0 {
 		return []BreakerSnapshot{}, nil
 	}
-	if err := snapshotScript.Load(ctx, b.rdb).Err(); err != nil {
-		return nil, b.wrap("*", "list", err)
-	}
-	pipe := b.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(keys))
+	calls := make([]redisx.Call, len(keys))
 	now := b.nowArg()
 	for i, k := range keys {
-		cmds[i] = snapshotScript.EvalSha(ctx, pipe, []string{rkeys.Breaker(k), rkeys.BreakerTrials(k)}, now)
+		calls[i] = redisx.Call{Script: snapshotScript, Keys: []string{rkeys.Breaker(k), rkeys.BreakerTrials(k)}, Args: []any{now}}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, b.wrap("*", "list", err)
-	}
+	rs := redisx.Pipelined(ctx, b.rdb, calls)
 	out := make([]BreakerSnapshot, 0, len(keys))
 	for i, k := range keys {
-		s, err := parseSnapshot(k, cmds[i].Val())
+		if rs[i].Err != nil {
+			return nil, b.wrap("*", "list", rs[i].Err)
+		}
+		s, err := parseSnapshot(k, rs[i].Val)
 		if err != nil {
 			return nil, err
 		}

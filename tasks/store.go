@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -38,15 +39,13 @@ type Store struct {
 	rdb       redis.UniversalClient
 	retention time.Duration
 	now       func() time.Time
-	runner    ScriptRunner // nil: each script call is its own round trip
+	runner    ScriptRunner // WithScriptRunner's, or redisx.Direct
 }
 
 // ScriptRunner runs a Redis script and returns its reply, like
 // (*redis.Script).Run. A worker passes one that group-commits concurrent
 // calls into shared pipelines (see WithScriptRunner).
-type ScriptRunner interface {
-	Run(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error)
-}
+type ScriptRunner = redisx.Runner
 
 // WithScriptRunner sends the per-attempt writes (Begin, Transition) through
 // r, e.g. a group-committing batcher shared by many goroutines. Each call
@@ -54,11 +53,8 @@ type ScriptRunner interface {
 // call.
 func WithScriptRunner(r ScriptRunner) StoreOption { return func(s *Store) { s.runner = r } }
 
-// eval runs script through the configured runner, or directly.
+// eval runs script through the store's runner.
 func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	if s.runner == nil {
-		return script.Run(ctx, s.rdb, keys, args...)
-	}
 	cmd := redis.NewCmd(ctx)
 	res, err := s.runner.Run(ctx, script, keys, args...)
 	cmd.SetVal(res)
@@ -87,6 +83,9 @@ func NewStore(rdb redis.UniversalClient, opts ...StoreOption) *Store {
 	s := &Store{rdb: rdb, retention: DefaultRetention, now: time.Now}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.runner == nil {
+		s.runner = redisx.Direct(rdb)
 	}
 	return s
 }
@@ -142,7 +141,7 @@ func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event) (bool, error) {
 	ev.At = s.stamp(ev.At)
 	b, _ := json.Marshal(ev)
-	n, err := createScript.Run(ctx, s.rdb, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)},
+	n, err := s.eval(ctx, createScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)},
 		env.ID, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
 		string(state), string(b), s.createTTL(ev), env.CorrelationID).Int()
 	if err != nil {
@@ -521,7 +520,7 @@ func (s *Store) Requeued(ctx context.Context, env *Envelope, hist []Event, ev Ev
 		hb, _ := json.Marshal(h)
 		args = append(args, string(hb))
 	}
-	if err := requeueScript.Run(ctx, s.rdb, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Err(); err != nil {
+	if err := s.eval(ctx, requeueScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Err(); err != nil {
 		return fmt.Errorf("tasks: record requeue of %s: %w", env.ID, err)
 	}
 	return nil

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/agentq/agentq/internal/rediserr"
+	"github.com/agentq/agentq/internal/redisx"
 )
 
 // maxRedisWait bounds how long a handler waits for an unreachable Redis
@@ -21,7 +21,7 @@ const (
 )
 
 // untilRedis runs op and, while it fails because Redis cannot be reached
-// or cannot serve it yet (rediserr.IsUnavailable: network errors, LOADING,
+// or cannot serve it yet (redisx.IsUnavailable: network errors, LOADING,
 // READONLY during a failover, …), runs it again with backoff until it succeeds, fails for another reason,
 // ctx ends or maxRedisWait passes. It returns op's last error.
 //
@@ -38,7 +38,7 @@ func untilRedis(ctx context.Context, op func() error) error {
 	wait := redisRetryMin
 	for {
 		err := op()
-		if err == nil || !rediserr.IsUnavailable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+		if err == nil || !redisx.IsUnavailable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		t := time.NewTimer(wait)

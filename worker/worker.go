@@ -21,7 +21,7 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
-	"github.com/agentq/agentq/internal/rbatch"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
@@ -114,7 +114,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	workerID := fmt.Sprintf("%s:%d", host, os.Getpid())
 	// One group-committing batcher: concurrent tasks' admissions and
 	// bookkeeping writes share pipelined round trips (see internal/rbatch).
-	batch := rbatch.New(rdb, rbatch.Options{})
+	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{})
 	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithScriptRunner(batch))
 	br := resilience.NewBreakers(rdb, resilience.WithLogger(o.logger), resilience.WithScriptRunner(batch))
 	w := &Worker{

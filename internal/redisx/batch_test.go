@@ -1,4 +1,4 @@
-package rbatch_test
+package redisx_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/rbatch"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/redisx"
 )
 
 var incr = redis.NewScript(`return redis.call("INCR", KEYS[1])`)
@@ -37,7 +37,7 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 			rdb, _ := be.New(t)
 			h := &trips{}
 			rdb.AddHook(h)
-			b := rbatch.New(rdb, rbatch.Options{MaxBatch: 16})
+			b := redisx.NewBatcher(rdb, redisx.BatchOptions{MaxBatch: 16})
 			const n = 400
 			got := make([]int64, n)
 			errs := make([]error, n)
@@ -71,7 +71,7 @@ func TestReloadsScriptsAfterFlush(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	ctx := context.Background()
-	b := rbatch.New(rdb, rbatch.Options{})
+	b := redisx.NewBatcher(rdb, redisx.BatchOptions{})
 	_, err := b.Run(ctx, incr, []string{"c"})
 	require.NoError(t, err)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
@@ -96,41 +96,9 @@ func TestCanceledBeforeQueueing(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := rbatch.New(rdb, rbatch.Options{}).Run(ctx, incr, []string{"c"})
+	_, err := redisx.NewBatcher(rdb, redisx.BatchOptions{}).Run(ctx, incr, []string{"c"})
 	require.ErrorIs(t, err, context.Canceled)
 	n, err := rdb.Exists(context.Background(), "c").Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
-}
-
-// TestExecSharesTransactionWithScripts: Exec's commands and script calls
-// ride in the same flushes and each Exec's commands are all applied.
-func TestExecSharesTransactionWithScripts(t *testing.T) {
-	t.Parallel()
-	rdb := redistest.Start(t).Client()
-	ctx := context.Background()
-	b := rbatch.New(rdb, rbatch.Options{})
-	const n = 200
-	errs := make([]error, 2*n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(2)
-		go func() { defer wg.Done(); _, errs[2*i] = b.Run(ctx, incr, []string{"c"}) }()
-		go func() {
-			defer wg.Done()
-			errs[2*i+1] = b.Exec(ctx, func(pipe redis.Pipeliner) {
-				pipe.HSet(ctx, "h", i, 1)
-				pipe.RPush(ctx, "l", i)
-			})
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
-	c, err := rdb.Get(ctx, "c").Int()
-	require.NoError(t, err)
-	require.Equal(t, n, c)
-	require.EqualValues(t, n, rdb.HLen(ctx, "h").Val())
-	require.EqualValues(t, n, rdb.LLen(ctx, "l").Val())
 }

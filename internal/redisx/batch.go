@@ -1,6 +1,16 @@
-// Package rbatch group-commits Redis script calls: concurrent callers'
-// EVALSHAs ride in one pipelined round trip, and each caller still gets its
-// own reply only once its write is applied in Redis.
+package redisx
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Group commit: concurrent callers' script calls ride in one pipelined
+// round trip, and each caller still gets its own reply only once its write
+// is applied in Redis.
 //
 // There is no background goroutine and no timer. The first caller to find
 // no flush in progress leads: it sends every call queued so far in one
@@ -10,25 +20,17 @@
 // (no added latency), and N concurrent callers pay about one round trip
 // between them, which is what lets the worker's per-task bookkeeping keep up
 // with asynq itself.
-package rbatch
 
-import (
-	"context"
-	"errors"
-	"sync"
-	"time"
+// DefaultBatchTimeout bounds one flush when NewBatcher is given none.
+const DefaultBatchTimeout = 3 * time.Second
 
-	"github.com/redis/go-redis/v9"
-)
-
-// DefaultTimeout bounds one flush when New is given none.
-const DefaultTimeout = 3 * time.Second
-
-// DefaultMaxBatch caps the calls sent in one pipeline when New is given none.
+// DefaultMaxBatch caps the calls sent in one pipeline when NewBatcher is
+// given none.
 const DefaultMaxBatch = 512
 
-// Batcher sends script calls in shared pipelines. The zero value is not
-// usable; create one with New. It is safe for concurrent use.
+// Batcher is a Runner that sends script calls in shared pipelines. The
+// zero value is not usable; create one with NewBatcher. It is safe for
+// concurrent use.
 type Batcher struct {
 	rdb     redis.UniversalClient
 	timeout time.Duration
@@ -39,10 +41,11 @@ type Batcher struct {
 	flushing bool
 }
 
-// Options configure a Batcher. Zero values mean the defaults.
-type Options struct {
+// BatchOptions configure a Batcher. Zero values mean the defaults.
+type BatchOptions struct {
 	// Timeout bounds each flush (one pipelined round trip plus, after a
-	// Redis restart, the reloading of scripts); zero means DefaultTimeout.
+	// Redis restart, the reloading of scripts); zero means
+	// DefaultBatchTimeout.
 	// Callers' own contexts do not cut a flush short: a call that is in a
 	// pipeline already may be applied, so its caller waits for the answer.
 	Timeout time.Duration
@@ -50,10 +53,10 @@ type Options struct {
 	MaxBatch int
 }
 
-// New returns a Batcher on rdb.
-func New(rdb redis.UniversalClient, o Options) *Batcher {
+// NewBatcher returns a Batcher on rdb.
+func NewBatcher(rdb redis.UniversalClient, o BatchOptions) *Batcher {
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+		o.Timeout = DefaultBatchTimeout
 	}
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
@@ -65,7 +68,6 @@ type call struct {
 	script *redis.Script
 	keys   []string
 	args   []any
-	build  func(pipe redis.Pipeliner) // Exec's commands (script == nil)
 	res    any
 	err    error
 	done   chan struct{} // closed when res/err are set
@@ -78,16 +80,6 @@ type call struct {
 // (bounded by the Batcher's timeout).
 func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	return b.do(ctx, &call{script: script, keys: keys, args: args})
-}
-
-// Exec queues the commands build adds to a pipeline and returns the first
-// error among them, sharing the round trip with concurrent calls. The whole
-// flush is one MULTI/EXEC transaction (per hash slot on a cluster), so one
-// Exec's commands are applied together or not at all; build must only add
-// commands (it runs on the leader's goroutine).
-func (b *Batcher) Exec(ctx context.Context, build func(pipe redis.Pipeliner)) error {
-	_, err := b.do(ctx, &call{build: build})
-	return err
 }
 
 func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
@@ -142,45 +134,16 @@ func isDone(c *call) bool {
 	}
 }
 
-// flush sends batch as one MULTI/EXEC pipeline: EVALSHAs and Exec's
-// commands. Script calls answered NOSCRIPT (a restarted or flushed Redis)
-// are run again one by one with Script.Run, which loads the script: NOSCRIPT
-// means the call did not run.
+// flush sends batch in one pipelined round trip (see Pipelined).
 func (b *Batcher) flush(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	if len(batch) == 1 && batch[0].script != nil {
-		c := batch[0]
-		c.res, c.err = c.script.Run(ctx, b.rdb, c.keys, c.args...).Result()
-		close(c.done)
-		return
-	}
-	pipe := b.rdb.TxPipeline()
-	ends := make([]int, len(batch)) // batch[i]'s commands are cmds[ends[i-1]:ends[i]]
+	calls := make([]Call, len(batch))
 	for i, c := range batch {
-		if c.script != nil {
-			c.script.EvalSha(ctx, pipe, c.keys, c.args...)
-		} else {
-			c.build(pipe)
-		}
-		ends[i] = pipe.Len()
+		calls[i] = Call{Script: c.script, Keys: c.keys, Args: c.args}
 	}
-	cmds, _ := pipe.Exec(ctx) // errors are per command too
-	start := 0
-	for i, c := range batch {
-		for _, cmd := range cmds[start:ends[i]] {
-			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) {
-				c.err = e
-				break
-			}
-		}
-		if c.script != nil {
-			c.res, c.err = cmds[start].(*redis.Cmd).Result()
-			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
-				c.res, c.err = c.script.Run(ctx, b.rdb, c.keys, c.args...).Result()
-			}
-		}
-		start = ends[i]
-		close(c.done)
+	for i, r := range Pipelined(ctx, b.rdb, calls) {
+		batch[i].res, batch[i].err = r.Val, r.Err
+		close(batch[i].done)
 	}
 }

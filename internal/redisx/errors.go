@@ -1,6 +1,28 @@
-// Package rediserr is agentq's one answer to "is Redis temporarily
-// unavailable?": the worker's wait-for-Redis loop, the circuit breaker's
-// fallback to its last seen state and the API's 503 all ask it here.
+package redisx
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// temporaryReplies are the error-reply codes that mean "not now". Each is
+// matched with a trailing space.
+var temporaryReplies = []string{
+	"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "UNBLOCKED",
+}
+
+// maxClients is the whole reply of a server at maxclients.
+const maxClients = "ERR max number of clients reached"
+
+// IsUnavailable reports whether err says Redis is temporarily unable to
+// answer, so that the same command may succeed later. nil is not
+// unavailable.
 //
 // IsUnavailable is the narrow, temporary answer: retrying the same command
 // later can succeed without anyone changing anything. Unanswered is the
@@ -54,31 +76,6 @@
 // A reply is recognised only as a redis.Error (errors.As), so errors must
 // be wrapped with %w to keep their class; a plain errors.New("LOADING …")
 // is not a reply.
-package rediserr
-
-import (
-	"context"
-	"errors"
-	"io"
-	"net"
-	"strings"
-	"syscall"
-
-	"github.com/redis/go-redis/v9"
-)
-
-// temporaryReplies are the error-reply codes that mean "not now". Each is
-// matched with a trailing space.
-var temporaryReplies = []string{
-	"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "UNBLOCKED",
-}
-
-// maxClients is the whole reply of a server at maxclients.
-const maxClients = "ERR max number of clients reached"
-
-// IsUnavailable reports whether err says Redis is temporarily unable to
-// answer (see the package documentation for each case), so that the same
-// command may succeed later. nil is not unavailable.
 func IsUnavailable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false

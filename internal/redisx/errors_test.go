@@ -1,4 +1,4 @@
-package rediserr_test
+package redisx_test
 
 import (
 	"bufio"
@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/rediserr"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/redisx"
 )
 
 // client is a go-redis client of addr without retries (so that each case
@@ -289,9 +289,9 @@ func TestIsUnavailable(t *testing.T) {
 			if tc.name != "nil" {
 				require.Error(t, err)
 			}
-			require.Equal(t, tc.unavailable, rediserr.IsUnavailable(err), "IsUnavailable(%#v) [%v]", err, err)
-			require.Equal(t, tc.unavailable, rediserr.IsUnavailable(fmt.Errorf("wrapped: %w", err)), "IsUnavailable of the wrapped %v", err)
-			require.Equal(t, tc.unanswered, rediserr.Unanswered(err), "Unanswered(%#v) [%v]", err, err)
+			require.Equal(t, tc.unavailable, redisx.IsUnavailable(err), "IsUnavailable(%#v) [%v]", err, err)
+			require.Equal(t, tc.unavailable, redisx.IsUnavailable(fmt.Errorf("wrapped: %w", err)), "IsUnavailable of the wrapped %v", err)
+			require.Equal(t, tc.unanswered, redisx.Unanswered(err), "Unanswered(%#v) [%v]", err, err)
 		})
 	}
 }

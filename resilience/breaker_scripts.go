@@ -1,0 +1,326 @@
+package resilience
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// luaPrelude is shared by every breaker script.
+//
+//	now_ms(a)  - a's number, or the Redis server TIME in ms when a is "".
+//	announce(channel, key, state, gen, cf, kind) - PUBLISH {key,state,generation,
+//	  consecutive_failures,kind}; cf and kind may be nil. kind "count" marks a
+//	  change of consecutive_failures within CLOSED (no transition).
+const luaPrelude = `
+local function now_ms(a)
+  local n = tonumber(a)
+  if n then return n end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function announce(channel, key, state, gen, cf, kind)
+  redis.call('PUBLISH', channel, cjson.encode({key = key, state = state, generation = gen, consecutive_failures = cf, kind = kind}))
+end
+local function load(k)
+  local h = redis.call('HMGET', k, 'state', 'generation', 'consecutive_failures', 'open_until')
+  return (h[1] or 'closed'), (tonumber(h[2]) or 0), (tonumber(h[3]) or 0), (tonumber(h[4]) or 0)
+end
+`
+
+// allowScript admits a call.
+//
+// KEYS[1] breaker hash, KEYS[2] trial leases (zset token -> expiry ms).
+// ARGV[1] now ms or "" (Redis TIME), ARGV[2] half-open max calls,
+// ARGV[3] trial lease ms, ARGV[4] trial token to use if a trial is admitted,
+// ARGV[5] event channel, ARGV[6] breaker key (for events), ARGV[7] "1" to
+// admit trials only (a health probe: CLOSED is denied, retry_at 0).
+// Returns {allowed 0|1, state, generation, token, retry_at ms (0 if none),
+// consecutive_failures, retry_in ms (retry_at - now by the script's clock, 0 if none)}.
+//
+// A missing hash is CLOSED with generation 0 and is not written: admissions
+// in CLOSED are read-only. OPEN past open_until becomes HALF_OPEN
+// (generation+1); in HALF_OPEN an expired lease ends the episode
+// (generation+1, leases dropped) before slots are counted.
+var allowScript = redis.NewScript(luaPrelude + `
+local now = now_ms(ARGV[1])
+local state, gen, cf, ou = load(KEYS[1])
+if state == 'closed' then
+  if ARGV[7] == '1' then return {0, state, gen, '', 0, cf, 0} end
+  return {1, state, gen, '', 0, cf, 0}
+end
+if state == 'open' then
+  if now < ou then return {0, state, gen, '', ou, cf, ou - now} end
+  state = 'half_open'
+  gen = gen + 1
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'state', state, 'generation', gen)
+  announce(ARGV[5], ARGV[6], state, gen)
+end
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1)
+if #expired > 0 then
+  gen = gen + 1
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'generation', gen)
+  announce(ARGV[5], ARGV[6], state, gen)
+end
+if redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[4])
+  return {1, state, gen, ARGV[4], 0, cf, 0}
+end
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+return {0, state, gen, '', tonumber(first[2]), cf, tonumber(first[2]) - now}
+`)
+
+// allowArgs are allowScript's arguments.
+type allowArgs struct {
+	key         string        // the breaker key (KEYS, and ARGV[6] for events)
+	halfOpenMax int           // ARGV[2]
+	trialLease  time.Duration // ARGV[3]
+	token       string        // ARGV[4]: the trial token if a trial is admitted
+	trialOnly   bool          // ARGV[7]: admit trials only (a health probe)
+}
+
+// admissionReply is the reply of allowScript and allowTaskScript.
+type admissionReply struct {
+	allowed   bool
+	state     BreakerState
+	gen       int64
+	token     string
+	retryAtMS int64 // 0: none
+	cf        int
+	retryInMS int64 // 0: none
+}
+
+func parseAdmission(res any) (admissionReply, error) {
+	r, err := redisx.ParseReply(res, 7)
+	if err != nil {
+		return admissionReply{}, err
+	}
+	return admissionReply{allowed: r.Int(0) == 1, state: BreakerState(r.Str(1)), gen: r.Int(2), token: r.Str(3),
+		retryAtMS: r.Int(4), cf: int(r.Int(5)), retryInMS: r.Int(6)}, nil
+}
+
+// allow runs allowScript.
+func (b *Breakers) allow(ctx context.Context, a allowArgs) (admissionReply, error) {
+	only := "0"
+	if a.trialOnly {
+		only = "1"
+	}
+	res, err := b.run(ctx, allowScript, a.key, []string{rkeys.Breaker(a.key), rkeys.BreakerTrials(a.key)},
+		b.nowArg(), a.halfOpenMax, a.trialLease.Milliseconds(), a.token, rkeys.BreakerChannel(), a.key, only)
+	if err != nil {
+		return admissionReply{}, err
+	}
+	return parseAdmission(res)
+}
+
+// recordScript reports the outcome of an admitted call.
+//
+// KEYS[1] breaker hash, KEYS[2] trial leases.
+// ARGV[1] now ms or "", ARGV[2] failure threshold, ARGV[3] cooldown ms,
+// ARGV[4] outcome "s" success | "f" counted failure | "i" ignore,
+// ARGV[5] admission generation, ARGV[6] admission token ("" if not a trial),
+// ARGV[7] event channel, ARGV[8] breaker key.
+// Returns {state, generation, code, open_until ms (0 if none),
+// consecutive_failures}; code 0 applied, 1 stale generation, 2 trial lease
+// expired or dropped. A stale "s"/"f" still bumps success_count/failure_count
+// and last_success_at/last_failure_at; "i" never counts.
+var recordScript = redis.NewScript(luaPrelude + `
+local now = now_ms(ARGV[1])
+local state, gen, cf, ou = load(KEYS[1])
+local out, agen, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local code = 0
+local function ret()
+  if state ~= 'open' then ou = 0 end
+  return {state, gen, code, ou, cf}
+end
+if agen ~= gen then
+  code = 1
+elseif token ~= '' then
+  local sc = redis.call('ZSCORE', KEYS[2], token)
+  if (not sc) or tonumber(sc) <= now then code = 2 end
+elseif state ~= 'closed' then
+  code = 1
+end
+if out == 'i' then
+  if code == 0 and token ~= '' then
+    gen = gen + 1
+    redis.call('DEL', KEYS[2])
+    redis.call('HSET', KEYS[1], 'generation', gen)
+    announce(ARGV[7], ARGV[8], state, gen)
+  end
+  return ret()
+end
+if out == 'f' then
+  redis.call('HINCRBY', KEYS[1], 'failure_count', 1)
+  redis.call('HSET', KEYS[1], 'last_failure_at', now)
+else
+  redis.call('HINCRBY', KEYS[1], 'success_count', 1)
+  redis.call('HSET', KEYS[1], 'last_success_at', now)
+end
+if code ~= 0 then return ret() end
+if out == 'f' then
+  cf = cf + 1
+  if state == 'half_open' or cf >= tonumber(ARGV[2]) then
+    state = 'open'
+    gen = gen + 1
+    ou = now + tonumber(ARGV[3])
+    redis.call('DEL', KEYS[2])
+    redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', cf, 'open_until', ou)
+    announce(ARGV[7], ARGV[8], state, gen, cf)
+  else
+    redis.call('HSET', KEYS[1], 'consecutive_failures', cf)
+    announce(ARGV[7], ARGV[8], state, gen, cf, 'count')
+  end
+elseif state == 'half_open' then
+  state = 'closed'
+  gen = gen + 1
+  cf = 0
+  redis.call('DEL', KEYS[2])
+  redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', 0)
+  redis.call('HDEL', KEYS[1], 'open_until')
+  announce(ARGV[7], ARGV[8], state, gen, 0)
+elseif cf ~= 0 then
+  cf = 0
+  redis.call('HSET', KEYS[1], 'consecutive_failures', 0)
+  announce(ARGV[7], ARGV[8], state, gen, 0, 'count')
+end
+return ret()
+`)
+
+// recordArgs are recordScript's arguments.
+type recordArgs struct {
+	key       string        // the breaker key (KEYS, and ARGV[8] for events)
+	threshold int           // ARGV[2]: failure threshold
+	cooldown  time.Duration // ARGV[3]
+	outcome   string        // ARGV[4]: "s", "f" or "i"
+	gen       int64         // ARGV[5]: the admission's generation
+	token     string        // ARGV[6]: the admission's trial token, "" if none
+}
+
+// Codes of recordReply.code.
+const (
+	recordApplied   = 0
+	recordStaleGen  = 1
+	recordLeaseGone = 2
+)
+
+// recordReply is recordScript's reply.
+type recordReply struct {
+	state       BreakerState
+	gen         int64
+	code        int64 // recordApplied, recordStaleGen or recordLeaseGone
+	openUntilMS int64 // 0: not open
+	cf          int
+}
+
+// record runs recordScript.
+func (b *Breakers) record(ctx context.Context, a recordArgs) (recordReply, error) {
+	res, err := b.run(ctx, recordScript, a.key, []string{rkeys.Breaker(a.key), rkeys.BreakerTrials(a.key)},
+		b.nowArg(), a.threshold, a.cooldown.Milliseconds(), a.outcome, a.gen, a.token, rkeys.BreakerChannel(), a.key)
+	if err != nil {
+		return recordReply{}, err
+	}
+	r, err := redisx.ParseReply(res, 5)
+	if err != nil {
+		return recordReply{}, err
+	}
+	return recordReply{state: BreakerState(r.Str(0)), gen: r.Int(1), code: r.Int(2), openUntilMS: r.Int(3), cf: int(r.Int(4))}, nil
+}
+
+// tripScript opens the breaker until now+d (manual override).
+//
+// KEYS[1] breaker hash, KEYS[2] trial leases. ARGV[1] now ms or "",
+// ARGV[2] d in ms, ARGV[3] event channel, ARGV[4] breaker key.
+// Returns {generation, open_until ms}.
+var tripScript = redis.NewScript(luaPrelude + `
+local now = now_ms(ARGV[1])
+local state, gen = load(KEYS[1])
+gen = gen + 1
+local ou = now + tonumber(ARGV[2])
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'state', 'open', 'generation', gen, 'open_until', ou)
+announce(ARGV[3], ARGV[4], 'open', gen)
+return {gen, ou}
+`)
+
+// trip runs tripScript: the breaker's new generation and open_until (ms).
+func (b *Breakers) trip(ctx context.Context, key string, d time.Duration) (gen, openUntilMS int64, err error) {
+	res, err := b.run(ctx, tripScript, key, []string{rkeys.Breaker(key), rkeys.BreakerTrials(key)},
+		b.nowArg(), d.Milliseconds(), rkeys.BreakerChannel(), key)
+	if err != nil {
+		return 0, 0, err
+	}
+	r, err := redisx.ParseReply(res, 2)
+	if err != nil {
+		return 0, 0, err
+	}
+	return r.Int(0), r.Int(1), nil
+}
+
+// resetScript closes the breaker.
+//
+// KEYS[1] breaker hash, KEYS[2] trial leases. ARGV[1] event channel,
+// ARGV[2] breaker key. Returns the new generation.
+var resetScript = redis.NewScript(luaPrelude + `
+local state, gen = load(KEYS[1])
+gen = gen + 1
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[1], 'state', 'closed', 'generation', gen, 'consecutive_failures', 0)
+redis.call('HDEL', KEYS[1], 'open_until')
+announce(ARGV[1], ARGV[2], 'closed', gen, 0)
+return gen
+`)
+
+// reset runs resetScript: the breaker's new generation.
+func (b *Breakers) reset(ctx context.Context, key string) (int64, error) {
+	res, err := b.run(ctx, resetScript, key, []string{rkeys.Breaker(key), rkeys.BreakerTrials(key)},
+		rkeys.BreakerChannel(), key)
+	if err != nil {
+		return 0, err
+	}
+	gen, ok := res.(int64)
+	if !ok {
+		return 0, fmt.Errorf("unexpected script reply %T", res)
+	}
+	return gen, nil
+}
+
+// flushScript adds batched successes.
+//
+// KEYS[1] breaker hash. ARGV[1] now ms or "", ARGV[2] number of successes.
+// Returns the new success_count.
+var flushScript = redis.NewScript(luaPrelude + `
+local now = now_ms(ARGV[1])
+redis.call('HSET', KEYS[1], 'last_success_at', now)
+return redis.call('HINCRBY', KEYS[1], 'success_count', tonumber(ARGV[2]))
+`)
+
+// indexCall adds breaker key to the index of breakers (rkeys.Breakers), a
+// plain SADD riding in a pipeline with the breaker's own script.
+func indexCall(key string) redisx.Call {
+	return redisx.Call{Cmd: []any{"sadd", rkeys.Breakers(), key}}
+}
+
+// run executes script for key in one round trip. The first time this
+// process touches key, the breaker index's SADD rides in the same pipeline
+// (outside the script: the index is not in the breaker's hash slot).
+func (b *Breakers) run(ctx context.Context, s *redis.Script, key string, keys []string, args ...any) (any, error) {
+	if _, ok := b.seen.Load(key); ok {
+		return b.runner.Run(ctx, s, keys, args...)
+	}
+	rs := redisx.Pipelined(ctx, b.rdb, []redisx.Call{
+		{Script: s, Keys: keys, Args: args},
+		indexCall(key),
+	})
+	if rs[1].Err == nil {
+		b.seen.Store(key, struct{}{})
+	}
+	return rs[0].Val, rs[0].Err
+}
