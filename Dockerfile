@@ -13,7 +13,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/...
 # environment of their own (interpreters, git, …) added in a derived image.
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
+ && apt-get install -y --no-install-recommends ca-certificates tini \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /home/agentq --create-home agentq
 COPY --from=build /out/ /usr/local/bin/
@@ -25,4 +25,10 @@ WORKDIR /home/agentq
 EXPOSE 9090
 # SIGTERM starts the worker's graceful shutdown (worker.shutdown_timeout).
 STOPSIGNAL SIGTERM
+# tini is PID 1: it forwards SIGTERM/SIGINT to the worker and reaps
+# orphans. An exec agent's grandchildren that outlive their parent (or are
+# killed with its process group) are reparented to PID 1; without an init
+# nobody would wait() for them and they would stay zombies. -s keeps tini
+# reaping when it is not PID 1 (docker run --init, compose init: true).
+ENTRYPOINT ["/usr/bin/tini", "-s", "--"]
 CMD ["worker", "--config", "/etc/agentq/agentq.yaml"]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/resilience"
 )
 
@@ -27,6 +29,35 @@ const DefaultMaxResponse int64 = 4 << 20
 
 // maxErrorBody caps the body kept as the text of a non-2xx failure.
 const maxErrorBody = 8 << 10
+
+// MaxRedirects is the most redirects one call follows; one more fails the
+// call with a *RedirectError (network_permanent).
+const MaxRedirects = 5
+
+// ErrRedirectRefused is matched (errors.Is) by every *RedirectError.
+var ErrRedirectRefused = errors.New("redirect refused")
+
+// RedirectError is the error of a call that ended on a redirect the runner
+// would not follow: one to another host or scheme while the agent has
+// configured headers (they would go to that host too: an API key, or a
+// bearer token in clear after https→http), or one past MaxRedirects. The
+// call fails with class network_permanent: the endpoint is misconfigured
+// for this agent and retrying will not change it.
+type RedirectError struct {
+	// Location is the redirect target, redacted (no userinfo, no query).
+	Location string
+	// From is the URL the call was sent to, redacted likewise.
+	From string
+	// Reason says why the redirect was refused.
+	Reason string
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("redirect to %s refused: %s", e.Location, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrRedirectRefused) true.
+func (e *RedirectError) Is(target error) bool { return target == ErrRedirectRefused }
 
 // HTTPConfig configures an http agent.
 type HTTPConfig struct {
@@ -45,6 +76,8 @@ type HTTPConfig struct {
 	// Client sends the requests. Zero: a shared client whose transport
 	// bounds dialing and TLS handshakes (10 s each) and otherwise relies on
 	// the call's context for its deadline.
+	// Its CheckRedirect is replaced by the runner's redirect rules (a
+	// copy of the client is used; its Transport is shared).
 	Client *http.Client
 	// Getenv expands ${VAR} in Headers; zero: os.Getenv.
 	Getenv func(string) string
@@ -103,6 +136,11 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if cfg.Client == nil {
 		cfg.Client = defaultClient
 	}
+	// A copy of the client that shares its Transport (and so its connection
+	// pool) but follows redirects by this runner's rules.
+	client := *cfg.Client
+	client.CheckRedirect = checkRedirect(len(cfg.Headers) > 0)
+	cfg.Client = &client
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
 	}
@@ -114,6 +152,51 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	return &HTTP{cfg: cfg}, nil
 }
 
+// checkRedirect is the CheckRedirect of an http agent's client. Go copies
+// every header of the first request onto a redirected one and strips only
+// Authorization and Cookie when the host changes, so a custom header such
+// as x-api-key would reach any host the endpoint redirects to, and an
+// https→http redirect on the same host would send Authorization in clear.
+// With configured headers, a redirect must stay on the first request's
+// scheme and host (port included); without, any redirect is followed. At
+// most MaxRedirects redirects are followed either way.
+func checkRedirect(hasHeaders bool) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		first := via[0].URL
+		fail := func(format string, args ...any) error {
+			return &RedirectError{Location: redact.URL(req.URL.String()), From: redact.URL(first.String()), Reason: fmt.Sprintf(format, args...)}
+		}
+		if len(via) > MaxRedirects {
+			return fail("stopped after %d redirects", MaxRedirects)
+		}
+		if !hasHeaders {
+			return nil
+		}
+		if !strings.EqualFold(req.URL.Scheme, first.Scheme) {
+			return fail("it would send the agent's configured headers over %s instead of %s", req.URL.Scheme, first.Scheme)
+		}
+		if hostPort(req.URL) != hostPort(first) {
+			return fail("it would send the agent's configured headers to another host (%s, not %s)", req.URL.Host, first.Host)
+		}
+		return nil
+	}
+}
+
+// hostPort is u's lower-cased host with its port, the scheme's default when
+// u has none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch strings.ToLower(u.Scheme) {
+		case "https":
+			port = "443"
+		default:
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
 // Run POSTs the request and maps the reply. Outcomes, all failures being
 // *resilience.Failure:
 //   - 2xx: success; data is the body when it is JSON, the body as a JSON
@@ -121,7 +204,10 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 //   - other statuses: Status, Header (a copy) and Text (the body, at most
 //     8 KiB); the classifier decides.
 //   - transport errors: Err is the client's error, chain intact
-//     (*url.Error → *net.OpError → syscall errno, x509 errors, …).
+//     (*url.Error → *net.OpError → syscall errno, x509 errors, …), with the
+//     URL in its text redacted (internal/redact: no userinfo, no query).
+//   - a redirect it will not follow (see checkRedirect): a *RedirectError
+//     naming the Location, Class network_permanent.
 //   - ctx deadline: Class timeout; ctx canceled: Class canceled.
 func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	start := time.Now()
@@ -160,6 +246,11 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxFailure(ctx, start, ctx.Err())
+		}
+		// The *url.Error text holds the URL (a query may carry an API key).
+		err = redact.Error(err)
+		if errors.Is(err, ErrRedirectRefused) {
+			return nil, &resilience.Failure{Err: err, Class: resilience.NetworkPermanent}
 		}
 		return nil, &resilience.Failure{Err: err}
 	}

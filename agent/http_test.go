@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -291,4 +292,165 @@ func TestExpandEnv(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, agent.ExpandEnv(tc.in, getenv), "ExpandEnv(%q)", tc.in)
 	}
+}
+
+// hits counts the requests a server received and keeps their headers.
+type hits struct {
+	mu      sync.Mutex
+	n       int
+	headers []http.Header
+}
+
+func (h *hits) record(r *http.Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n++
+	h.headers = append(h.headers, r.Header.Clone())
+}
+
+func (h *hits) get() (int, []http.Header) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n, append([]http.Header(nil), h.headers...)
+}
+
+// countingServer serves h on a loopback listener and counts the requests.
+func countingServer(t *testing.T, tlsOn bool, h func(http.ResponseWriter, *http.Request)) (*httptest.Server, *hits) {
+	t.Helper()
+	c := &hits{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		c.record(r)
+		h(w, r)
+	}))
+	if tlsOn {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv, c
+}
+
+func redirectTo(loc string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, loc, http.StatusTemporaryRedirect) }
+}
+
+// TestHTTPRedirects: two real servers on loopback; 127.0.0.1 and localhost
+// are different hosts to the client.
+func TestHTTPRedirects(t *testing.T) {
+	t.Parallel()
+	secretHeaders := map[string]string{"X-Api-Key": "${KEY}", "Authorization": "Bearer ${KEY}"}
+	getenv := func(string) string { return "sekrit" }
+
+	t.Run("another host with configured headers is refused and never contacted", func(t *testing.T) {
+		t.Parallel()
+		other, otherHits := countingServer(t, false, reply(200, nil, `{"stolen":true}`))
+		port := itoa(other.Listener.Addr().(*net.TCPAddr).Port)
+		loc := "http://localhost:" + port + "/collect?sig=QUERYSECRET"
+		first, _ := countingServer(t, false, redirectTo(loc))
+		h, err := agent.NewHTTP(agent.HTTPConfig{URL: first.URL + "/v1", Headers: secretHeaders, Getenv: getenv})
+		require.NoError(t, err)
+		_, err = h.Run(context.Background(), req("r", `{}`))
+		f := requireFailure(t, err)
+		require.Equal(t, resilience.NetworkPermanent, f.Class)
+		require.Equal(t, resilience.NetworkPermanent, resilience.Classify(err).Class, "the real classifier path")
+		require.ErrorIs(t, err, agent.ErrRedirectRefused)
+		var re *agent.RedirectError
+		require.True(t, errors.As(err, &re))
+		wantLoc := "http://localhost:" + port + "/collect?[redacted]"
+		require.Equal(t, wantLoc, re.Location)
+		require.Contains(t, err.Error(), "redirect to "+wantLoc+" refused")
+		require.Contains(t, err.Error(), "another host")
+		require.NotContains(t, err.Error(), "QUERYSECRET")
+		require.NotContains(t, err.Error(), "sekrit")
+		n, _ := otherHits.get()
+		require.Zero(t, n, "the other host must never receive the request")
+	})
+
+	t.Run("https to http with configured headers is refused", func(t *testing.T) {
+		t.Parallel()
+		plain, plainHits := countingServer(t, false, reply(200, nil, `{}`))
+		first, _ := countingServer(t, true, redirectTo(plain.URL+"/v1"))
+		h, err := agent.NewHTTP(agent.HTTPConfig{URL: first.URL + "/v1", Headers: secretHeaders, Getenv: getenv, Client: first.Client()})
+		require.NoError(t, err)
+		_, err = h.Run(context.Background(), req("r", `{}`))
+		f := requireFailure(t, err)
+		require.Equal(t, resilience.NetworkPermanent, resilience.Classify(err).Class)
+		require.Equal(t, resilience.NetworkPermanent, f.Class)
+		require.Contains(t, err.Error(), "redirect to "+plain.URL+"/v1 refused")
+		require.Contains(t, err.Error(), "over http instead of https")
+		n, _ := plainHits.get()
+		require.Zero(t, n, "no request in clear")
+	})
+
+	t.Run("same host with configured headers is followed", func(t *testing.T) {
+		t.Parallel()
+		srv, c := countingServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/old" {
+				http.Redirect(w, r, "/new", http.StatusPermanentRedirect)
+				return
+			}
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		})
+		h, err := agent.NewHTTP(agent.HTTPConfig{URL: srv.URL + "/old", Headers: secretHeaders, Getenv: getenv})
+		require.NoError(t, err)
+		data, err := h.Run(context.Background(), req("r", `{}`))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"ok":true}`, string(data))
+		n, hdrs := c.get()
+		require.Equal(t, 2, n)
+		require.Equal(t, "sekrit", hdrs[1].Get("X-Api-Key"))
+	})
+
+	t.Run("another host without configured headers is followed", func(t *testing.T) {
+		t.Parallel()
+		other, otherHits := countingServer(t, false, reply(200, nil, `{"there":1}`))
+		port := other.Listener.Addr().(*net.TCPAddr).Port
+		first, _ := countingServer(t, false, redirectTo("http://localhost:"+itoa(port)+"/x"))
+		h, err := agent.NewHTTP(agent.HTTPConfig{URL: first.URL})
+		require.NoError(t, err)
+		data, err := h.Run(context.Background(), req("r", `{}`))
+		require.NoError(t, err)
+		require.JSONEq(t, `{"there":1}`, string(data))
+		n, hdrs := otherHits.get()
+		require.Equal(t, 1, n)
+		require.Empty(t, hdrs[0].Get("X-Api-Key"))
+		require.Empty(t, hdrs[0].Get("Authorization"))
+	})
+
+	t.Run("redirects are capped", func(t *testing.T) {
+		t.Parallel()
+		loop, c := countingServer(t, false, redirectTo("/again"))
+		h, err := agent.NewHTTP(agent.HTTPConfig{URL: loop.URL + "/start"})
+		require.NoError(t, err)
+		_, err = h.Run(context.Background(), req("r", `{}`))
+		f := requireFailure(t, err)
+		require.Equal(t, resilience.NetworkPermanent, f.Class)
+		require.Equal(t, resilience.NetworkPermanent, resilience.Classify(err).Class)
+		require.Contains(t, err.Error(), "stopped after 5 redirects")
+		n, _ := c.get()
+		require.Equal(t, agent.MaxRedirects+1, n)
+	})
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestHTTPTransportErrorRedactsURL: an endpoint URL with userinfo and an API
+// key in its query string never shows them in the failure's text.
+func TestHTTPTransportErrorRedactsURL(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	h, err := agent.NewHTTP(agent.HTTPConfig{URL: "http://user:hunter2@" + addr + "/v1/models:generate?key=APIKEYSECRET"})
+	require.NoError(t, err)
+	_, err = h.Run(context.Background(), req("r", `{}`))
+	f := requireFailure(t, err)
+	require.NotContains(t, err.Error(), "APIKEYSECRET")
+	require.NotContains(t, err.Error(), "hunter2")
+	require.Contains(t, err.Error(), "http://"+addr+"/v1/models:generate?[redacted]")
+	require.ErrorIs(t, f, syscall.ECONNREFUSED, "chain intact")
+	require.Equal(t, resilience.NetworkTransient, resilience.Classify(err).Class)
 }

@@ -20,13 +20,21 @@
 // route but /healthz requires "Authorization: Bearer <token>", compared in
 // constant time; otherwise 401 unauthorized.
 //
+// # Browser protections (guard.go)
+//
+// A write whose Content-Type is not application/json is 415
+// unsupported_media_type (a cross-site text/plain form POST); a request
+// whose Origin is not the API's own is 403 forbidden; on a loopback address
+// (Serve's listener, or Options.Addr for Handler) a Host that is not a
+// loopback name or address is 403 forbidden (DNS rebinding).
+//
 // # Errors
 //
 // Every error is a JSON object {"code": "…", "error": "…"} whose code is one
 // of the stable Code… constants: invalid_request (400), unauthorized (401),
-// not_found (404), method_not_allowed (405), agent_unavailable (409),
-// request_too_large (413), internal (500), unavailable (503: Redis cannot
-// answer). A Redis that is down gives 503 within Options.RedisTimeout; a
+// forbidden (403), not_found (404), method_not_allowed (405),
+// agent_unavailable (409), request_too_large (413), unsupported_media_type
+// (415), internal (500), unavailable (503: Redis cannot answer). A Redis that is down gives 503 within Options.RedisTimeout; a
 // request never hangs on it.
 //
 // # Idempotency

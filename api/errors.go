@@ -16,14 +16,16 @@ import (
 
 // Error codes of the API (stable: clients branch on them).
 const (
-	CodeInvalidRequest   = "invalid_request"    // 400: malformed JSON, a bad field, an unknown agent
-	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
-	CodeNotFound         = "not_found"          // 404: no such task, dead letter or route
-	CodeMethodNotAllowed = "method_not_allowed" // 405: the route exists with other methods
-	CodeAgentUnavailable = "agent_unavailable"  // 409: fail-fast enqueue refused, the agent's breaker is open
-	CodeRequestTooLarge  = "request_too_large"  // 413: the body is over the size limit
-	CodeInternal         = "internal"           // 500: a bug or an unexpected Redis reply
-	CodeUnavailable      = "unavailable"        // 503: Redis cannot answer
+	CodeInvalidRequest       = "invalid_request"        // 400: malformed JSON, a bad field, an unknown agent
+	CodeUnauthorized         = "unauthorized"           // 401: missing or wrong bearer token
+	CodeForbidden            = "forbidden"              // 403: a cross-origin request, or a foreign Host on a loopback address
+	CodeNotFound             = "not_found"              // 404: no such task, dead letter or route
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405: the route exists with other methods
+	CodeAgentUnavailable     = "agent_unavailable"      // 409: fail-fast enqueue refused, the agent's breaker is open
+	CodeRequestTooLarge      = "request_too_large"      // 413: the body is over the size limit
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a write whose Content-Type is not application/json
+	CodeInternal             = "internal"               // 500: a bug or an unexpected Redis reply
+	CodeUnavailable          = "unavailable"            // 503: Redis cannot answer
 )
 
 // ErrorBody is the JSON of every error reply. Agent, BreakerKey, State and

@@ -63,6 +63,12 @@ type Options struct {
 	Now func() time.Time
 	// Logger logs server errors (5xx) and the listener. Zero: slog.Default().
 	Logger *slog.Logger
+	// Addr is the address the Handler is served on, for the DNS-rebinding
+	// check: when its host is loopback (localhost, 127.0.0.0/8, ::1) a
+	// request whose Host header is not a loopback name or address with
+	// Addr's port is refused (403 forbidden). Serve uses its listener's
+	// address instead. Zero: no Host check in Handler.
+	Addr string
 }
 
 // Server is the HTTP API on one Redis and one configuration.
@@ -74,6 +80,7 @@ type Server struct {
 	store    *tasks.Store
 	dlq      *deadletter.Store
 	breakers *resilience.Breakers
+	mux      http.Handler
 	handler  http.Handler
 }
 
@@ -111,18 +118,20 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 		dlq:      deadletter.NewStore(rdb),
 		breakers: resilience.NewBreakers(rdb, resilience.WithCallTimeout(opts.RedisTimeout), resilience.WithLogger(opts.Logger)),
 	}
-	s.handler = s.buildMux()
+	s.mux = s.buildMux()
+	s.handler = s.guard(s.mux, opts.Addr)
 	return s
 }
 
-// Handler returns the API's http.Handler.
+// Handler returns the API's http.Handler: the routes behind the Origin
+// check (and the Host check when Options.Addr is a loopback address).
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves the API on ln until ctx is done, then shuts down gracefully
 // (in-flight requests get up to 10s) and returns nil. It closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           s.guard(s.mux, ln.Addr().String()),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -171,6 +180,10 @@ func (s *Server) serveRoute(rt Route, rw http.ResponseWriter, r *http.Request) {
 			msg = "missing bearer token (send Authorization: Bearer <token>)"
 		}
 		writeError(rw, newErr(http.StatusUnauthorized, CodeUnauthorized, "%s", msg))
+		return
+	}
+	if ae := checkJSONBody(r); ae != nil {
+		writeError(rw, ae)
 		return
 	}
 	if r.Body != nil {
@@ -223,8 +236,11 @@ func (s *Server) healthz(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), min(2*time.Second, s.opts.RedisTimeout))
 	defer cancel()
 	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		// /healthz needs no token: the raw error (Redis address, server
+		// reply) goes to the log only.
+		s.opts.Logger.Warn("healthz: redis ping failed", "err", err)
 		writeJSON(rw, http.StatusServiceUnavailable, map[string]string{
-			"status": "unavailable", "redis": "down", "code": CodeUnavailable, "error": "redis unreachable: " + err.Error(),
+			"status": "unavailable", "redis": "down", "code": CodeUnavailable, "error": "redis unavailable",
 		})
 		return nil
 	}

@@ -15,8 +15,9 @@ import (
 // context is done.
 func newServeCmd(app *App, g *global) *cobra.Command {
 	var (
-		addr    string
-		maxBody int64
+		addr           string
+		maxBody        int64
+		insecureNoAuth bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -32,26 +33,42 @@ func newServeCmd(app *App, g *global) *cobra.Command {
   GET  /healthz                           liveness and Redis reachability (no auth)
 
 When ` + api.EnvToken + ` is set, every route but /healthz and the OpenAPI
-document requires "Authorization: Bearer <token>". Errors are JSON
-{"code":"…","error":"…"}. SIGINT/SIGTERM stop the server gracefully.`,
+document requires "Authorization: Bearer <token>". Without it, serve
+refuses a non-loopback --http (exit 2) unless --insecure-no-auth is given.
+Writes must be Content-Type: application/json (else 415), a request whose
+Origin is not the API's own is 403, and on a loopback address a Host that
+is not localhost, 127.x or [::1] is 403 (CSRF and DNS-rebinding guards).
+Errors are JSON {"code":"…","error":"…"}. SIGINT/SIGTERM stop the server
+gracefully.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if maxBody <= 0 {
 				return usageErr("--max-body must be positive (got %d)", maxBody)
+			}
+			token := app.Getenv(api.EnvToken)
+			if err := checkOpenAPIAuth(addr, token, insecureNoAuth); err != nil {
+				return err // before Redis: a configuration mistake is exit 2 at once
 			}
 			cfg, rdb, err := g.connect(cmd.Context(), app)
 			if err != nil {
 				return err
 			}
 			defer rdb.Close()
-			token := app.Getenv(api.EnvToken)
 			log := slog.New(slog.NewTextHandler(app.Err, nil))
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return runtimeErr(fmt.Errorf("listen on %s: %w", addr, err))
 			}
-			if token == "" {
-				log.Warn("no " + api.EnvToken + " set: the API accepts requests without authentication")
+			// A name may resolve to more than loopback: judge the bound address too.
+			if err := checkOpenAPIAuth(ln.Addr().String(), token, insecureNoAuth); err != nil {
+				_ = ln.Close()
+				return err
+			}
+			switch {
+			case token == "" && insecureNoAuth && !api.IsLoopbackAddr(ln.Addr().String()):
+				log.Warn("--insecure-no-auth: the API accepts requests without authentication on a non-loopback address; anyone who can reach " + ln.Addr().String() + " can enqueue tasks and read dead letters")
+			case token == "":
+				log.Warn("no " + api.EnvToken + " set: the API accepts requests without authentication (loopback only)")
 			}
 			if len(cfg.Agents) == 0 {
 				log.Warn("the config names no agents: tasks for any agent name are accepted")
@@ -67,5 +84,19 @@ document requires "Authorization: Bearer <token>". Errors are JSON
 	}
 	cmd.Flags().StringVar(&addr, "http", api.DefaultAddr, "listen address of the HTTP API")
 	cmd.Flags().Int64Var(&maxBody, "max-body", api.DefaultMaxBody, "request body limit in bytes (larger bodies get 413 request_too_large)")
+	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "serve without "+api.EnvToken+" on a non-loopback address (only behind something that authenticates callers)")
 	return cmd
+}
+
+// checkOpenAPIAuth refuses (exit 2) to serve on a non-loopback address
+// without a token: anyone on the network could then enqueue tasks (exec
+// agents run commands) and read dead letters with their params.
+func checkOpenAPIAuth(addr, token string, insecureNoAuth bool) error {
+	if token != "" || insecureNoAuth || api.IsLoopbackAddr(addr) {
+		return nil
+	}
+	return usageErr("refusing to serve the HTTP API on %s without authentication: set %s to a secret token "+
+		"(clients send Authorization: Bearer <token>), listen on a loopback address (--http %s), "+
+		"or pass --insecure-no-auth if something in front of the API authenticates its callers",
+		addr, api.EnvToken, api.DefaultAddr)
 }

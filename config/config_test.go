@@ -312,6 +312,7 @@ func TestErrors(t *testing.T) {
 		{"breaker key with space", "agents:\n  a: {breaker_key: 'x y'}\n", 2, "agents.a.breaker_key", "invalid breaker key"},
 		{"alerts threshold", "alerts:\n  threshold: 0\n", 2, "alerts.threshold", "at least 1"},
 		{"alerts webhook", "alerts:\n  webhook_url: hooks.example\n", 2, "alerts.webhook_url", "absolute http"},
+		{"schemeless webhook is not echoed", "alerts:\n  webhook_url: hooks.slack.com/services/T0/B0/SECRETPATH\n", 2, "alerts.webhook_url", "got no scheme"},
 		{"agent not mapping", "agents:\n  a: [1]\n", 2, "agents.a", "must be a mapping, got a list"},
 		{"agents not mapping", "agents: [a, b]\n", 1, "agents", "must be a mapping"},
 		{"root not mapping", "- a\n- b\n", 1, "", "must be a mapping"},

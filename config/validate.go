@@ -522,6 +522,14 @@ func (v *validator) httpURL(path, raw string) {
 		return
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		v.fail(path, "must be an absolute http:// or https:// URL, got %q", raw)
+		// The value is not echoed: a webhook's path or a query may be a secret.
+		got := "no host"
+		switch {
+		case u.Scheme == "":
+			got = "no scheme"
+		case u.Scheme != "http" && u.Scheme != "https":
+			got = fmt.Sprintf("scheme %q", u.Scheme)
+		}
+		v.fail(path, "must be an absolute http:// or https:// URL, got %s", got)
 	}
 }

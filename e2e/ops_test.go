@@ -186,7 +186,8 @@ agents:
 		require.True(t, time.Now().Before(deadline), "/readyz still %d with Redis stopped: %s", code, body)
 		time.Sleep(50 * time.Millisecond)
 	}
-	require.Contains(t, body, "redis unreachable")
+	require.Contains(t, body, "redis unavailable")
+	require.NotContains(t, body, srv.Addr, "no raw Redis error on an unauthenticated endpoint")
 	code, _ = get(t, base+"/healthz", "")
 	require.Equal(t, http.StatusOK, code)
 

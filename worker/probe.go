@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/resilience"
 )
 
@@ -62,7 +63,7 @@ func newProbeSpec(h config.HealthProbe, ex *config.Exec) *probeSpec {
 		ps.timeout = config.DefaultProbeTimeout
 	}
 	if h.URL != "" {
-		ps.kind, ps.target = "url", h.URL
+		ps.kind, ps.target = "url", redact.URL(h.URL)
 		ps.check = urlCheck(h.URL, h.ExpectStatus)
 		return ps
 	}
@@ -90,7 +91,7 @@ func urlCheck(url string, expect int) func(ctx context.Context) error {
 		}
 		resp, err := probeClient.Do(req)
 		if err != nil {
-			return err
+			return redact.Error(err) // its text holds the URL, query and all
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxProbeBody))
@@ -99,7 +100,7 @@ func urlCheck(url string, expect int) func(ctx context.Context) error {
 			ok = resp.StatusCode == expect
 		}
 		if !ok {
-			return fmt.Errorf("probe GET %s: status %d: %s", url, resp.StatusCode, strings.TrimSpace(truncate(string(body), 300)))
+			return fmt.Errorf("probe GET %s: status %d: %s", redact.URL(url), resp.StatusCode, strings.TrimSpace(truncate(string(body), 300)))
 		}
 		return nil
 	}

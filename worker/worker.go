@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -165,6 +166,9 @@ func (w *Worker) Handler() asynq.Handler {
 // agents (killing exec process groups).
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.rdb.Ping(ctx).Err(); err != nil {
+		if w.ln != nil {
+			_ = w.ln.Close() // Run owns the listener it was given, on every return
+		}
 		return fmt.Errorf("worker: redis at %s unreachable: %w", redactURL(w.cfg.Redis.URL), err)
 	}
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
@@ -189,19 +193,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		LogLevel:                 asynq.WarnLevel,
 	})
 
-	var httpSrv *http.Server
-	if w.ln != nil || w.cfg.Worker.HTTPAddr != "" {
-		ln := w.ln
-		if ln == nil {
-			var err error
-			ln, err = net.Listen("tcp", w.cfg.Worker.HTTPAddr)
-			if err != nil {
-				return fmt.Errorf("worker: listen on worker.http_addr %s: %w", w.cfg.Worker.HTTPAddr, err)
-			}
-		}
-		w.addr = ln.Addr().String()
-		httpSrv = &http.Server{Handler: w.OpsHandler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = httpSrv.Serve(ln) }()
+	stopOps, err := w.startOps()
+	if err != nil {
+		return err
 	}
 	w.breakers.Start(bgCtx)
 	wakeDone := make(chan struct{})
@@ -212,8 +206,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	for _, p := range w.probers {
 		p.Start(bgCtx)
 	}
+	stopBackground := func() {
+		cancelBg()
+		for _, p := range w.probers {
+			p.Stop()
+		}
+		<-wakeDone
+		<-repairDone
+		w.breakers.Stop()
+		w.pipe.alerts.wait()
+		stopOps()
+	}
 
 	if err := srv.Start(w.Handler()); err != nil {
+		stopBackground() // and the ops server, which closes its listener
 		return fmt.Errorf("worker: start: %w", err)
 	}
 	w.log.Info("worker started", "concurrency", w.cfg.Worker.Concurrency, "agents", w.Agents(), "ops_addr", w.addr)
@@ -228,21 +234,70 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-time.After(10 * time.Second):
 		w.log.Error("agents did not stop within 10s of shutdown")
 	}
-	cancelBg()
-	for _, p := range w.probers {
-		p.Stop()
-	}
-	<-wakeDone
-	<-repairDone
-	w.breakers.Stop()
-	w.pipe.alerts.wait()
-	if httpSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = httpSrv.Shutdown(sctx)
-		cancel()
-	}
+	stopBackground()
 	w.log.Info("worker stopped")
 	return nil
+}
+
+// Timeouts of the ops server: a client that trickles its headers or body,
+// or never reads the reply, cannot hold a connection (and a goroutine)
+// open. WriteTimeout leaves room for /api/v1/agents, whose Redis reads are
+// bounded by the request's context.
+const (
+	opsReadHeaderTimeout = 5 * time.Second
+	opsReadTimeout       = 10 * time.Second
+	opsWriteTimeout      = 30 * time.Second
+	opsIdleTimeout       = 60 * time.Second
+	opsMaxHeaderBytes    = 16 << 10
+)
+
+// newOpsServer is the ops endpoints' http.Server, every timeout set.
+func newOpsServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: opsReadHeaderTimeout,
+		ReadTimeout:       opsReadTimeout,
+		WriteTimeout:      opsWriteTimeout,
+		IdleTimeout:       opsIdleTimeout,
+		MaxHeaderBytes:    opsMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// startOps starts the ops server on the WithListener listener or
+// worker.http_addr (none when neither is set) and returns the function
+// that shuts it down, closing the listener. A Serve that fails (not by
+// that shutdown) is logged at error level with the address: the worker
+// keeps running tasks, but its health endpoints are gone.
+func (w *Worker) startOps() (stop func(), err error) {
+	ln := w.ln
+	if ln == nil {
+		if w.cfg.Worker.HTTPAddr == "" {
+			return func() {}, nil
+		}
+		ln, err = net.Listen("tcp", w.cfg.Worker.HTTPAddr)
+		if err != nil {
+			return nil, fmt.Errorf("worker: listen on worker.http_addr %s: %w", w.cfg.Worker.HTTPAddr, err)
+		}
+	}
+	w.addr = ln.Addr().String()
+	srv := newOpsServer(w.OpsHandler(), w.log)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			w.log.Error("ops server failed: /healthz, /readyz, /metrics and /api/v1/agents are down", "addr", w.addr, "err", err)
+		}
+	}()
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			_ = srv.Close()
+		}
+		_ = ln.Close() // Serve may have failed before Shutdown could close it
+		<-served
+	}, nil
 }
 
 // OpsHandler serves /healthz, /readyz, /metrics and /api/v1/agents.
@@ -255,7 +310,10 @@ func (w *Worker) OpsHandler() http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		if err := w.rdb.Ping(ctx).Err(); err != nil {
-			writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": "redis unreachable: " + err.Error()})
+			// The raw error (addresses, server replies) goes to the log, not
+			// to this unauthenticated endpoint.
+			w.log.Warn("readyz: redis ping failed", "err", err)
+			writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": "redis unavailable"})
 			return
 		}
 		writeJSON(rw, http.StatusOK, map[string]string{"status": "ready"})
@@ -268,7 +326,8 @@ func (w *Worker) OpsHandler() http.Handler {
 		}
 		out, err := w.agentSummaries(r.Context())
 		if err != nil {
-			writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"code": "unavailable", "error": err.Error()})
+			w.log.Warn("/api/v1/agents: reading breakers failed", "err", err)
+			writeJSON(rw, http.StatusServiceUnavailable, map[string]string{"code": "unavailable", "error": "redis unavailable"})
 			return
 		}
 		writeJSON(rw, http.StatusOK, map[string]any{"agents": out})

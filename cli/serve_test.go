@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/redistest"
+)
+
+// TestServeRefusesOpenNonLoopback: without AGENTQ_API_TOKEN, serve on a
+// non-loopback address is bad usage (exit 2, checked before Redis: the
+// Redis URL here is dead), naming the token and --insecure-no-auth.
+func TestServeRefusesOpenNonLoopback(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "api.example.com:8080"} {
+		t.Run(addr, func(t *testing.T) {
+			t.Parallel()
+			_, errOut, code := runCmd(t, NewEnqueuerCmd, "", "--redis", "redis://127.0.0.1:1/0", "serve", "--http", addr)
+			require.Equal(t, ExitUsage, code, errOut)
+			require.Contains(t, errOut, "refusing to serve the HTTP API on "+addr+" without authentication")
+			require.Contains(t, errOut, "AGENTQ_API_TOKEN")
+			require.Contains(t, errOut, "--insecure-no-auth")
+		})
+	}
+}
+
+// TestServeNonLoopbackWithTokenOrOptOut: a token, or --insecure-no-auth,
+// lets serve listen on every interface.
+func TestServeNonLoopbackWithTokenOrOptOut(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		name  string
+		token string
+		flags []string
+		warn  string
+	}{
+		{"token", "s3cret", nil, "auth=true"},
+		{"insecure-no-auth", "", []string{"--insecure-no-auth"}, "--insecure-no-auth: the API accepts requests without authentication"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, port, err := net.SplitHostPort(freeLoopback(t))
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan int, 1)
+			var errb syncBuffer
+			go func() {
+				app := &App{Out: &errb, Err: &errb, In: strings.NewReader(""), Getenv: func(k string) string {
+					if k == "AGENTQ_API_TOKEN" {
+						return tc.token
+					}
+					return ""
+				}}
+				args := append([]string{"--redis", srv.URL(), "serve", "--http", "0.0.0.0:" + port}, tc.flags...)
+				done <- Main(ctx, app, NewEnqueuerCmd, args)
+			}()
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				code, err := httpGet("http://127.0.0.1:" + port + "/healthz")
+				if err == nil && code == 200 {
+					break
+				}
+				select {
+				case c := <-done:
+					t.Fatalf("serve exited with %d: %s", c, errb.String())
+				default:
+				}
+				require.True(t, time.Now().Before(deadline), "serve did not answer: %s", errb.String())
+				time.Sleep(20 * time.Millisecond)
+			}
+			cancel()
+			require.Equal(t, ExitOK, <-done, errb.String())
+			require.Contains(t, errb.String(), tc.warn)
+		})
+	}
+}
