@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/startstop"
 )
 
 // The shared circuit breaker: its types, options and client. Its design
@@ -231,11 +232,7 @@ type Breakers struct {
 	pending map[string]int64    // batched happy-path successes, by key
 	last    map[string]lastSeen // last state seen per key (for the fallback)
 
-	runMu   sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	lifecycle startstop.Loop // Start's flush loop and event subscription
 }
 
 type lastSeen struct {

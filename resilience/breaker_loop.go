@@ -64,17 +64,12 @@ func (b *Breakers) Flush(ctx context.Context) error {
 // subscription to the breaker event channel meanwhile. Calling it again is a
 // no-op.
 func (b *Breakers) Start(ctx context.Context) {
-	b.runMu.Lock()
-	defer b.runMu.Unlock()
-	if b.started || b.stopped {
-		return
-	}
-	b.started = true
-	ctx, b.cancel = context.WithCancel(ctx)
-	b.done = make(chan struct{})
-	watched := make(chan struct{})
-	go func() { defer close(watched); b.watch(ctx) }()
-	go func() { b.loop(ctx); <-watched; close(b.done) }()
+	b.lifecycle.Go(ctx, func(ctx context.Context) {
+		watched := make(chan struct{})
+		go func() { defer close(watched); b.watch(ctx) }()
+		b.loop(ctx)
+		<-watched
+	})
 }
 
 func (b *Breakers) loop(ctx context.Context) {
@@ -98,18 +93,9 @@ func (b *Breakers) loop(ctx context.Context) {
 // Stop ends Start's loop, waits for its final flush and returns; without
 // Start it flushes once. It is idempotent.
 func (b *Breakers) Stop() {
-	b.runMu.Lock()
-	defer b.runMu.Unlock()
-	if b.stopped {
-		return
-	}
-	b.stopped = true
-	if b.started {
-		b.cancel()
-		<-b.done
-		return
-	}
-	if err := b.Flush(context.Background()); err != nil {
-		b.log.Warn("breaker: final flush failed", "err", err)
+	if b.lifecycle.Stop() && !b.lifecycle.Started() {
+		if err := b.Flush(context.Background()); err != nil {
+			b.log.Warn("breaker: final flush failed", "err", err)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/startstop"
 )
 
 // alerter raises one alert per window for an agent with threshold or more
@@ -55,11 +56,11 @@ type alerter struct {
 
 	fleetDown atomic.Bool // falling back to per-process counting
 
-	mu     sync.Mutex
-	fails  map[string][]time.Time
-	raised map[string]time.Time // agent → when this process last raised (or saw the fleet raise) its alert
-	posts  chan alertBody
-	wg     sync.WaitGroup
+	mu        sync.Mutex
+	fails     map[string][]time.Time
+	raised    map[string]time.Time // agent → when this process last raised (or saw the fleet raise) its alert
+	posts     chan alertBody
+	lifecycle startstop.Loop // the webhook sender
 }
 
 // alertRedisTimeout bounds the fleet count of one failure; past it the
@@ -147,27 +148,29 @@ func newAlerter(rdb redis.UniversalClient, threshold int, window time.Duration, 
 	}
 }
 
-// start runs the webhook sender until ctx is done.
-func (a *alerter) start(ctx context.Context) {
-	if a.webhook == "" {
-		return
+// Start runs the webhook sender until ctx is done or Stop is called (no
+// sender without a webhook).
+func (a *alerter) Start(ctx context.Context) {
+	if a.webhook != "" {
+		a.lifecycle.Go(ctx, a.send)
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		defer a.client.CloseIdleConnections()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case b := <-a.posts:
-				a.post(ctx, b)
-			}
-		}
-	}()
 }
 
-func (a *alerter) wait() { a.wg.Wait() }
+// Stop ends the sender and waits for it.
+func (a *alerter) Stop() { a.lifecycle.Stop() }
+
+// send posts the queued alerts until ctx ends.
+func (a *alerter) send(ctx context.Context) {
+	defer a.client.CloseIdleConnections()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-a.posts:
+			a.post(ctx, b)
+		}
+	}
+}
 
 func (a *alerter) post(ctx context.Context, b alertBody) {
 	body, _ := json.Marshal(b)

@@ -52,7 +52,7 @@ func TestAlerterFleetWide(t *testing.T) {
 	var as []*alerter
 	for range workers {
 		a := fleetAlerter(t, srv, clk, lh, threshold, window, wh.srv.URL)
-		a.start(ctx)
+		a.Start(ctx)
 		as = append(as, a)
 	}
 	stopped := false
@@ -61,7 +61,7 @@ func TestAlerterFleetWide(t *testing.T) {
 			stopped = true
 			cancel()
 			for _, a := range as {
-				a.wait()
+				a.Stop()
 			}
 		}
 	}
@@ -236,14 +236,14 @@ func TestAlerterHelperProcess(t *testing.T) {
 	a := newAlerter(rdb, 10, time.Minute, os.Getenv(helperHook), slog.New(slog.NewTextHandler(os.Stderr, nil)), newMetrics())
 	a.scriptNow = func() time.Time { return time.UnixMilli(now) }
 	ctx, cancel := context.WithCancel(context.Background())
-	a.start(ctx)
+	a.Start(ctx)
 	for range n {
 		a.failure("llm")
 	}
 	fmt.Println("counted")
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	cancel()
-	a.wait()
+	a.Stop()
 }
 
 // TestAlerterFleetProcesses (issue #11, item 17, across processes): three

@@ -192,8 +192,8 @@ func TestAlerterWebhook(t *testing.T) {
 			wh := newWebhook(t, tc.statuses...)
 			a, clk, _ := newTestAlerter(2, time.Minute, wh.srv.URL)
 			ctx, cancel := context.WithCancel(context.Background())
-			defer func() { cancel(); a.wait() }()
-			a.start(ctx)
+			defer func() { cancel(); a.Stop() }()
+			a.Start(ctx)
 			a.failure("llm")
 			clk.advance(time.Second)
 			a.failure("llm")
@@ -243,8 +243,8 @@ func TestAlerterHangingWebhookNeverBlocks(t *testing.T) {
 	srv, calls := hangingWebhook(t)
 	a, clk, lh := newTestAlerter(1, time.Millisecond, srv.URL)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); a.wait() }()
-	a.start(ctx)
+	defer func() { cancel(); a.Stop() }()
+	a.Start(ctx)
 	a.failure("llm")
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, 5*time.Millisecond,
 		"the sender is stuck in the hanging webhook")
@@ -291,7 +291,7 @@ func TestAlerterSenderNoLeak(t *testing.T) {
 
 	a, clk, _ := newTestAlerter(1, time.Millisecond, srv.URL)
 	ctx, cancel := context.WithCancel(context.Background())
-	a.start(ctx)
+	a.Start(ctx)
 	a.failure("a")
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
 	clk.advance(time.Second)
@@ -299,7 +299,7 @@ func TestAlerterSenderNoLeak(t *testing.T) {
 
 	waited := make(chan struct{})
 	cancel()
-	go func() { a.wait(); close(waited) }()
+	go func() { a.Stop(); close(waited) }()
 	select {
 	case <-waited:
 	case <-time.After(10 * time.Second):
@@ -309,12 +309,12 @@ func TestAlerterSenderNoLeak(t *testing.T) {
 	// Also with a successful POST: its idle connection is closed on exit.
 	b, clk2, _ := newTestAlerter(1, time.Millisecond, srv.URL)
 	ctx2, cancel2 := context.WithCancel(context.Background())
-	b.start(ctx2)
+	b.Start(ctx2)
 	clk2.advance(time.Second)
 	b.failure("c")
 	require.Eventually(t, func() bool { return calls.Load() >= 2 }, 5*time.Second, 5*time.Millisecond)
 	cancel2()
-	b.wait()
+	b.Stop()
 }
 
 // TestAlerterWebhookLogsHostOnly (issue #11, item 11): a failed webhook
@@ -343,8 +343,8 @@ func TestAlerterWebhookLogsHostOnly(t *testing.T) {
 			a := newAlerter(nil, 1, time.Minute, tc.url, slog.New(slog.NewTextHandler(&buf, nil)), newMetrics())
 			a.retryWait = time.Millisecond
 			ctx, cancel := context.WithCancel(context.Background())
-			defer func() { cancel(); a.wait() }()
-			a.start(ctx)
+			defer func() { cancel(); a.Stop() }()
+			a.Start(ctx)
 			a.failure("llm")
 			require.Eventually(t, func() bool { return strings.Contains(buf.String(), tc.want) }, 10*time.Second, 5*time.Millisecond, buf.String())
 			out := buf.String()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/redact"
+	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/resilience"
 )
 
@@ -176,11 +177,7 @@ type prober struct {
 	m     *metrics
 	log   *slog.Logger
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	lifecycle startstop.Loop
 }
 
 func newProber(sp *spec, br *resilience.Breakers, m *metrics, log *slog.Logger) *prober {
@@ -195,35 +192,13 @@ func newProber(sp *spec, br *resilience.Breakers, m *metrics, log *slog.Logger) 
 
 // Start runs the probe loop until ctx ends or Stop is called. Calling it
 // again, or after Stop, does nothing.
-func (p *prober) Start(ctx context.Context) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.started || p.stopped {
-		return
-	}
-	p.started = true
-	ctx, p.cancel = context.WithCancel(ctx)
-	p.done = make(chan struct{})
-	go p.loop(ctx)
-}
+func (p *prober) Start(ctx context.Context) { p.lifecycle.Go(ctx, p.loop) }
 
 // Stop ends the loop and waits for it (a running probe is canceled). It is
 // idempotent and safe without Start.
-func (p *prober) Stop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopped {
-		return
-	}
-	p.stopped = true
-	if p.started {
-		p.cancel()
-		<-p.done
-	}
-}
+func (p *prober) Stop() { p.lifecycle.Stop() }
 
 func (p *prober) loop(ctx context.Context) {
-	defer close(p.done)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

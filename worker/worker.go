@@ -23,6 +23,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
@@ -163,7 +164,11 @@ func (w *Worker) Handler() asynq.Handler {
 // Run processes tasks until ctx ends, then shuts down gracefully: it stops
 // taking work, lets in-flight tasks finish for up to shutdown_timeout, puts
 // the rest back on their queue without using an attempt, and stops their
-// agents (killing exec process groups).
+// agents (killing exec process groups). Its background components (the ops
+// server, the breakers' flush loop and subscription, the wake-up and
+// restart-repair loops, the alert sender, health probers) share one
+// lifecycle (internal/startstop): started in order before the first task,
+// stopped in reverse after the last.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.rdb.Ping(ctx).Err(); err != nil {
 		if w.ln != nil {
@@ -171,16 +176,52 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("worker: redis at %s unreachable: %w", redactURL(w.cfg.Redis.URL), err)
 	}
+	ops, err := w.listenOps()
+	if err != nil {
+		return err
+	}
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
-	bgCtx, cancelBg := context.WithCancel(context.Background())
-	defer cancelBg()
+	srv := w.asynqServer(baseCtx)
+	services := w.components(ops)
+	startstop.StartAll(context.WithoutCancel(ctx), services...)
+	if err := srv.Start(w.Handler()); err != nil {
+		startstop.StopAll(services...) // and the ops server, which closes its listener
+		return fmt.Errorf("worker: start: %w", err)
+	}
+	w.log.Info("worker started", "concurrency", w.cfg.Worker.Concurrency, "agents", w.Agents(), "ops_addr", w.addr)
+	<-ctx.Done()
+	w.log.Info("worker shutting down", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
+	srv.Shutdown() // stops dequeuing, waits for in-flight tasks, requeues the rest
+	cancelBase()   // stop agents still running (their tasks are already back on the queue)
+	w.awaitAgents()
+	startstop.StopAll(services...)
+	w.log.Info("worker stopped")
+	return nil
+}
 
+// components are the worker's background components, in start order.
+func (w *Worker) components(ops startstop.Service) []startstop.Service {
+	out := []startstop.Service{
+		ops, w.breakers,
+		startstop.Func(w.wakeDeferred),
+		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),
+		w.pipe.alerts,
+	}
+	for _, p := range w.probers {
+		out = append(out, p)
+	}
+	return out
+}
+
+// asynqServer is the asynq server that delivers tasks to the pipeline;
+// baseCtx is the parent of every task's context (cancelled to stop agents).
+func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 	queues := w.cfg.Worker.Queues
 	if len(queues) == 0 {
 		queues = map[string]int{tasks.DefaultQueue: 1}
 	}
-	srv := asynq.NewServerFromRedisClient(w.rdb, asynq.Config{
+	return asynq.NewServerFromRedisClient(w.rdb, asynq.Config{
 		Concurrency:              w.cfg.Worker.Concurrency,
 		Queues:                   queues,
 		BaseContext:              func() context.Context { return baseCtx },
@@ -192,51 +233,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		Logger:                   asynqLogger{w.log},
 		LogLevel:                 asynq.WarnLevel,
 	})
+}
 
-	stopOps, err := w.startOps()
-	if err != nil {
-		return err
-	}
-	w.breakers.Start(bgCtx)
-	wakeDone := make(chan struct{})
-	go func() { defer close(wakeDone); w.wakeDeferred(bgCtx) }()
-	repairDone := make(chan struct{})
-	go func() { defer close(repairDone); w.repairRestarts(bgCtx, repairInterval) }()
-	w.pipe.alerts.start(bgCtx)
-	for _, p := range w.probers {
-		p.Start(bgCtx)
-	}
-	stopBackground := func() {
-		cancelBg()
-		for _, p := range w.probers {
-			p.Stop()
-		}
-		<-wakeDone
-		<-repairDone
-		w.breakers.Stop()
-		w.pipe.alerts.wait()
-		stopOps()
-	}
-
-	if err := srv.Start(w.Handler()); err != nil {
-		stopBackground() // and the ops server, which closes its listener
-		return fmt.Errorf("worker: start: %w", err)
-	}
-	w.log.Info("worker started", "concurrency", w.cfg.Worker.Concurrency, "agents", w.Agents(), "ops_addr", w.addr)
-	<-ctx.Done()
-	w.log.Info("worker shutting down", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
-	srv.Shutdown() // stops dequeuing, waits for in-flight tasks, requeues the rest
-	cancelBase()   // stop agents still running (their tasks are already back on the queue)
+// awaitAgents waits, after shutdown cancelled the agents still running,
+// for their handlers to return: at most shutdown_timeout more (an exec
+// agent's process group is killed within its kill grace; a Go agent that
+// ignores its context is left behind, and said so).
+func (w *Worker) awaitAgents() {
 	done := make(chan struct{})
 	go func() { w.inflight.Wait(); close(done) }()
+	t := time.NewTimer(w.cfg.Worker.ShutdownTimeout)
+	defer t.Stop()
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
-		w.log.Error("agents did not stop within 10s of shutdown")
+	case <-t.C:
+		w.log.Error("agents did not stop within shutdown_timeout of their cancellation", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
 	}
-	stopBackground()
-	w.log.Info("worker stopped")
-	return nil
 }
 
 // Timeouts of the ops server: a client that trickles its headers or body,
@@ -264,40 +276,58 @@ func newOpsServer(h http.Handler, log *slog.Logger) *http.Server {
 	}
 }
 
-// startOps starts the ops server on the WithListener listener or
-// worker.http_addr (none when neither is set) and returns the function
-// that shuts it down, closing the listener. A Serve that fails (not by
-// that shutdown) is logged at error level with the address: the worker
-// keeps running tasks, but its health endpoints are gone.
-func (w *Worker) startOps() (stop func(), err error) {
-	ln := w.ln
-	if ln == nil {
-		if w.cfg.Worker.HTTPAddr == "" {
-			return func() {}, nil
-		}
-		ln, err = net.Listen("tcp", w.cfg.Worker.HTTPAddr)
+// opsService serves the ops endpoints on its listener from Start to Stop.
+// A Serve that fails (not by Stop) is logged at error level with the
+// address: the worker keeps running tasks, but its health endpoints are
+// gone. Stop shuts the server down (within shutdown_timeout, then closes
+// it) and closes the listener.
+type opsService struct {
+	startstop.Loop
+	w   *Worker
+	ln  net.Listener // nil: no ops server
+	srv *http.Server
+}
+
+// listenOps opens the ops server's listener: the WithListener one, or one
+// on worker.http_addr (no server when neither is set).
+func (w *Worker) listenOps() (*opsService, error) {
+	o := &opsService{w: w, ln: w.ln}
+	if o.ln == nil && w.cfg.Worker.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", w.cfg.Worker.HTTPAddr)
 		if err != nil {
 			return nil, fmt.Errorf("worker: listen on worker.http_addr %s: %w", w.cfg.Worker.HTTPAddr, err)
 		}
+		o.ln = ln
 	}
-	w.addr = ln.Addr().String()
-	srv := newOpsServer(w.OpsHandler(), w.log)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			w.log.Error("ops server failed: /healthz, /readyz, /metrics and /api/v1/agents are down", "addr", w.addr, "err", err)
+	if o.ln != nil {
+		w.addr = o.ln.Addr().String()
+		o.srv = newOpsServer(w.OpsHandler(), w.log)
+	}
+	return o, nil
+}
+
+func (o *opsService) Start(ctx context.Context) {
+	if o.ln == nil {
+		return
+	}
+	o.Go(ctx, func(context.Context) {
+		if err := o.srv.Serve(o.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.w.log.Error("ops server failed: /healthz, /readyz, /metrics and /api/v1/agents are down", "addr", o.w.addr, "err", err)
 		}
-	}()
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			_ = srv.Close()
-		}
-		_ = ln.Close() // Serve may have failed before Shutdown could close it
-		<-served
-	}, nil
+	})
+}
+
+func (o *opsService) Stop() {
+	if o.ln == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.w.cfg.Worker.ShutdownTimeout)
+	defer cancel()
+	if err := o.srv.Shutdown(sctx); err != nil {
+		_ = o.srv.Close()
+	}
+	_ = o.ln.Close() // Serve may have failed before Shutdown could close it; or it never started
+	o.Loop.Stop()
 }
 
 // OpsHandler serves /healthz, /readyz, /metrics and /api/v1/agents.

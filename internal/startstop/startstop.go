@@ -1,0 +1,103 @@
+// Package startstop is the one lifecycle of agentq's background components
+// (the breaker client's flush loop and event subscription, the worker's
+// wake-up and repair loops, health probers, the alert sender, the ops
+// server), after river's startstop: Start(ctx) begins the work and returns
+// at once; the work ends when ctx ends or Stop is called; Stop waits for it
+// to end and is idempotent, and a component stopped before it started never
+// starts. The worker starts its components in one list and stops them in
+// reverse order.
+package startstop
+
+import (
+	"context"
+	"sync"
+)
+
+// Service is a background component.
+type Service interface {
+	// Start begins the work; it returns at once. It is a no-op on a
+	// started or stopped service.
+	Start(ctx context.Context)
+	// Stop ends the work and waits for it. It is idempotent and safe on a
+	// service never started.
+	Stop()
+}
+
+// Loop runs one goroutine per lifetime: Go starts it, Stop cancels its
+// context and waits for it. Embed it (or hold one) to implement Service.
+// The zero value is ready to use.
+type Loop struct {
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// Go runs run in a goroutine with a context that ends with ctx or Stop,
+// unless the loop has started or stopped already; it reports whether it
+// started run.
+func (l *Loop) Go(ctx context.Context, run func(ctx context.Context)) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.started || l.stopped {
+		return false
+	}
+	l.started = true
+	ctx, l.cancel = context.WithCancel(ctx)
+	l.done = make(chan struct{})
+	go func() {
+		defer close(l.done)
+		run(ctx)
+	}()
+	return true
+}
+
+// Stop cancels the loop and waits for its goroutine to return. It reports
+// whether this was the first Stop, whether or not the loop had started.
+func (l *Loop) Stop() (first bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return false
+	}
+	l.stopped = true
+	if l.started {
+		l.cancel()
+		<-l.done
+	}
+	return true
+}
+
+// Started reports whether Go started the loop (at any time).
+func (l *Loop) Started() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.started
+}
+
+// Func is a Service that runs run (which must return when its ctx ends).
+func Func(run func(ctx context.Context)) Service { return &funcService{run: run} }
+
+type funcService struct {
+	Loop
+	run func(ctx context.Context)
+}
+
+func (f *funcService) Start(ctx context.Context) { f.Go(ctx, f.run) }
+func (f *funcService) Stop()                     { f.Loop.Stop() }
+
+// StartAll starts services in order.
+func StartAll(ctx context.Context, services ...Service) {
+	for _, s := range services {
+		s.Start(ctx)
+	}
+}
+
+// StopAll stops services in reverse order, each after the ones started
+// after it.
+func StopAll(services ...Service) {
+	for i := len(services) - 1; i >= 0; i-- {
+		services[i].Stop()
+	}
+}

@@ -1,0 +1,60 @@
+package startstop_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/agentq/agentq/internal/startstop"
+)
+
+// TestLoop: Start runs once, Stop cancels and waits, both idempotent; a
+// service stopped before it started never starts; StopAll stops in
+// reverse order; no goroutine outlives Stop.
+func TestLoop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var runs, ended atomic.Int32
+	run := func(ctx context.Context) { runs.Add(1); <-ctx.Done(); ended.Add(1) }
+	s := startstop.Func(run)
+	s.Start(context.Background())
+	s.Start(context.Background())
+	s.Stop()
+	s.Stop()
+	require.EqualValues(t, 1, runs.Load())
+	require.EqualValues(t, 1, ended.Load(), "Stop waited for the loop")
+	s.Start(context.Background())
+	require.EqualValues(t, 1, runs.Load(), "a stopped service does not start again")
+
+	never := startstop.Func(run)
+	never.Stop()
+	never.Start(context.Background())
+	require.EqualValues(t, 1, runs.Load(), "stopped before it started: never starts")
+
+	var order []int
+	mk := func(i int) startstop.Service {
+		return startstop.Func(func(ctx context.Context) { <-ctx.Done() })
+	}
+	a, b := mk(1), mk(2)
+	svcs := []startstop.Service{a, recordStop{b, &order, 2}, recordStop{a, &order, 1}}
+	startstop.StartAll(context.Background(), svcs...)
+	startstop.StopAll(svcs...)
+	require.Equal(t, []int{1, 2}, order)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	c := startstop.Func(run)
+	c.Start(ctx)
+	cancel() // the loop ends with its context, too
+	c.Stop()
+	require.EqualValues(t, 2, ended.Load())
+}
+
+type recordStop struct {
+	startstop.Service
+	order *[]int
+	n     int
+}
+
+func (r recordStop) Stop() { *r.order = append(*r.order, r.n); r.Service.Stop() }
