@@ -166,22 +166,12 @@ type Restart struct {
 	// dead-lettered; 0 dead-letters at once. Zero → 3 when absent.
 	MaxRestarts int
 	// Delays are the waits before restart 1, 2, …; restart k waits
-	// Delays[min(k, len(Delays))-1]. Zero → [1m, 2m, 4m]. A restart block's
-	// delays replace the list.
+	// Delays[min(k, len(Delays))-1] (restart.Config.Delay computes it).
+	// Zero → [1m, 2m, 4m]. A restart block's delays replace the list.
 	Delays []time.Duration
 	// MaxPending is the size at which the restart queue is full.
 	// Zero → 10000.
 	MaxPending int
-}
-
-// Delay returns the wait before restart k (1-based), repeating the last
-// delay past the end of the list; 0 when Delays is empty.
-func (r Restart) Delay(k int) time.Duration {
-	if len(r.Delays) == 0 {
-		return 0
-	}
-	k = min(max(k, 1), len(r.Delays))
-	return r.Delays[k-1]
 }
 
 // ClassRule overrides one row of the decision table. A nil field keeps the
