@@ -43,12 +43,11 @@ func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 	d.errs = append(d.errs, &FieldError{File: d.file, Line: line, Field: path, Reason: fmt.Sprintf(format, args...)})
 }
 
-// field is one key of a block: its name in the file, its place in the
-// struct (an index path, through inline embedded structs) and its type.
+// field is one key of a block: its name in the file and its place in the
+// struct (an index path, through inline embedded structs).
 type field struct {
 	name  string
 	index []int
-	typ   reflect.Type
 }
 
 // block is the schema of a struct type: its fields by name and in the order
@@ -90,7 +89,7 @@ func (b *block) add(t reflect.Type, prefix []int) {
 		case tag == ",inline":
 			b.add(f.Type, index)
 		default:
-			fd := field{name: tag, index: index, typ: f.Type}
+			fd := field{name: tag, index: index}
 			b.fields[tag] = fd
 			b.order = append(b.order, fd)
 			b.names = append(b.names, tag)
@@ -254,23 +253,43 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 
 var durationType = reflect.TypeFor[time.Duration]()
 
+// scalars says, for each kind of Go scalar but strings and durations, what
+// the file must hold: the YAML tags accepted and their description in
+// errors.
+var scalars = map[reflect.Kind]struct {
+	tags []string
+	want string
+}{
+	reflect.Int:     {[]string{"!!int"}, "an integer"},
+	reflect.Int64:   {[]string{"!!int"}, "an integer"},
+	reflect.Float64: {[]string{"!!float", "!!int"}, "a number"},
+	reflect.Bool:    {[]string{"!!bool"}, "true or false"},
+}
+
 // scalarValue decodes a scalar into v and reports whether it did. A null
 // node is not an error: it leaves v alone.
 func (d *decoder) scalarValue(n *yaml.Node, path string, v reflect.Value) bool {
-	if v.Type() == durationType {
+	switch {
+	case v.Type() == durationType:
 		return d.duration(n, path, v)
-	}
-	switch v.Kind() {
-	case reflect.String:
+	case v.Kind() == reflect.String:
 		return d.str(n, path, v)
-	case reflect.Int, reflect.Int64:
-		return d.integer(n, path, v)
-	case reflect.Float64:
-		return d.float(n, path, v)
-	case reflect.Bool:
-		return d.boolean(n, path, v)
 	}
-	panic(fmt.Sprintf("config: %s: no decoder for %s", path, v.Type()))
+	k, ok := scalars[v.Kind()]
+	if !ok {
+		panic(fmt.Sprintf("config: %s: no decoder for %s", path, v.Type()))
+	}
+	s := d.scalar(n, path, k.want)
+	if s == nil {
+		return false
+	}
+	x := reflect.New(v.Type())
+	if !slices.Contains(k.tags, s.Tag) || s.Decode(x.Interface()) != nil {
+		d.fail(s, path, "must be %s, got %s", k.want, describe(s))
+		return false
+	}
+	v.Set(x.Elem())
+	return true
 }
 
 func (d *decoder) str(n *yaml.Node, path string, v reflect.Value) bool {
@@ -283,48 +302,6 @@ func (d *decoder) str(n *yaml.Node, path string, v reflect.Value) bool {
 		return false
 	}
 	v.SetString(s.Value)
-	return true
-}
-
-func (d *decoder) integer(n *yaml.Node, path string, v reflect.Value) bool {
-	s := d.scalar(n, path, "an integer")
-	if s == nil {
-		return false
-	}
-	var x int64
-	if s.Tag != "!!int" || s.Decode(&x) != nil || v.OverflowInt(x) {
-		d.fail(s, path, "must be an integer, got %s", describe(s))
-		return false
-	}
-	v.SetInt(x)
-	return true
-}
-
-func (d *decoder) float(n *yaml.Node, path string, v reflect.Value) bool {
-	s := d.scalar(n, path, "a number")
-	if s == nil {
-		return false
-	}
-	var x float64
-	if (s.Tag != "!!float" && s.Tag != "!!int") || s.Decode(&x) != nil {
-		d.fail(s, path, "must be a number, got %s", describe(s))
-		return false
-	}
-	v.SetFloat(x)
-	return true
-}
-
-func (d *decoder) boolean(n *yaml.Node, path string, v reflect.Value) bool {
-	s := d.scalar(n, path, "true or false")
-	if s == nil {
-		return false
-	}
-	var x bool
-	if s.Tag != "!!bool" || s.Decode(&x) != nil {
-		d.fail(s, path, "must be true or false, got %s", describe(s))
-		return false
-	}
-	v.SetBool(x)
 	return true
 }
 
