@@ -14,35 +14,6 @@ import (
 // EnvRedisURL is the environment variable that overrides redis.url.
 const EnvRedisURL = "AGENTQ_REDIS_URL"
 
-// The seed values: what a field is when the file does not set it.
-const (
-	DefaultRedisURL         = "redis://127.0.0.1:6379/0"
-	DefaultConcurrency      = 20
-	DefaultShutdownTimeout  = 30 * time.Second
-	DefaultQueue            = "default"
-	DefaultPollInterval     = 10 * time.Millisecond
-	DefaultForwardInterval  = 50 * time.Millisecond
-	DefaultTimeout          = 30 * time.Second
-	DefaultMaxAttempts      = 3
-	DefaultInitialBackoff   = 500 * time.Millisecond
-	DefaultMaxBackoff       = 5 * time.Second
-	DefaultJitter           = 0.2
-	DefaultMaxRetryAfter    = 60 * time.Second
-	DefaultFailureThreshold = 3
-	DefaultCooldown         = 60 * time.Second
-	DefaultHalfOpenMaxCalls = 1
-	DefaultMaxRestarts      = 3
-	DefaultMaxPending       = 10000
-	DefaultRetention        = 7 * 24 * time.Hour
-	DefaultAlertThreshold   = 10
-	DefaultAlertWindow      = 5 * time.Minute
-)
-
-// DefaultRestartDelays returns the seed value of restart.delays: 1m, 2m, 4m.
-func DefaultRestartDelays() []time.Duration {
-	return []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute}
-}
-
 // The values of an HTTP agent's body field.
 const (
 	BodyRequest = "request" // POST the whole ActionRequest (the default)
@@ -60,23 +31,29 @@ const (
 // file is taken literally and validated (concurrency: 0 is an error, not
 // "use the default"). Programs that build a Config in Go should start from
 // Default.
+//
+// These structs are the schema: the yaml tag of a field is its key in the
+// file, and the decoder (decode.go) follows the tags, so a new field is its
+// struct field here (with its doc, tag and, when it is not zero, its seed
+// value in defaults.go) and its check in validate.go. Tests require a
+// README row for every field.
 type Config struct {
 	// Redis is where the queues live.
-	Redis Redis
+	Redis Redis `yaml:"redis"`
 	// Worker holds the worker process's settings.
-	Worker Worker
+	Worker Worker `yaml:"worker"`
 	// Defaults are the agent settings every agent starts from, with the seed
 	// values applied for everything the file's defaults block leaves out.
-	Defaults Settings
+	Defaults Settings `yaml:"defaults"`
 	// Agents are the configured agents by name, each with its settings
 	// merged field by field over Defaults.
-	Agents map[string]Agent
+	Agents map[string]Agent `yaml:"agents"`
 	// History is the task-history retention.
-	History History
+	History History `yaml:"history"`
 	// Alerts configures failure alerts.
-	Alerts Alerts
+	Alerts Alerts `yaml:"alerts"`
 	// Path is the file the config was loaded from ("" for Default).
-	Path string
+	Path string `yaml:"-"`
 
 	// lines maps dotted field paths to the line that set them.
 	lines map[string]int
@@ -88,116 +65,106 @@ type Config struct {
 type Redis struct {
 	// URL is a redis://, rediss:// (TLS) or unix:// URL.
 	// Zero → "redis://127.0.0.1:6379/0". AGENTQ_REDIS_URL overrides the file.
-	URL string
+	URL string `yaml:"url"`
 }
 
 // Worker holds the settings of a worker process.
 type Worker struct {
 	// Concurrency is the number of tasks run at once. Zero → 20.
-	Concurrency int
+	Concurrency int `yaml:"concurrency"`
 	// ShutdownTimeout is how long running tasks get to finish on shutdown.
 	// Zero → 30s.
-	ShutdownTimeout time.Duration
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// HTTPAddr is the listen address of /healthz, /readyz, /metrics and
 	// /api/v1/agents. Zero → "" (ops endpoints off).
-	HTTPAddr string
+	HTTPAddr string `yaml:"http_addr"`
 	// Queues maps the queues the worker serves to their priorities.
 	// Zero → {"default": 1}. A queues block in the file replaces the map.
-	Queues map[string]int
+	Queues map[string]int `yaml:"queues"`
 	// PollInterval is how often an idle worker looks for work (YAML
 	// poll_interval). Zero → 10ms.
-	PollInterval time.Duration
+	PollInterval time.Duration `yaml:"poll_interval"`
 	// ForwardInterval is the tick of the scheduled/retry forwarder (YAML
 	// forward_interval). Zero → 50ms.
-	ForwardInterval time.Duration
+	ForwardInterval time.Duration `yaml:"forward_interval"`
 }
 
 // Settings are the per-agent resilience settings. The defaults block holds
 // one; every agent holds one merged over it field by field.
 type Settings struct {
 	// Timeout bounds one attempt. Zero → 30s.
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout"`
 	// Retry governs the attempts within one run.
-	Retry Retry
+	Retry Retry `yaml:"retry"`
 	// CircuitBreaker configures the shared breaker of the agent's breaker key.
-	CircuitBreaker Breaker
+	CircuitBreaker Breaker `yaml:"circuit_breaker"`
 	// Restart governs the delayed restarts after a run has used its attempts.
-	Restart Restart
+	Restart Restart `yaml:"restart"`
 	// Classes override cells of the decision table per error class
 	// (YAML classes: {rate_limited: {retry: true, breaker: true,
 	// exhausted: restart, fallback: true}}). Zero → no overrides. The worker merges them over
 	// resilience's default policy; an agent's rules are merged over the
 	// defaults' rules class by class and field by field.
-	Classes map[resilience.Class]ClassRule
+	Classes map[resilience.Class]ClassRule `yaml:"classes"`
 }
 
 // Retry governs the attempts within one run: up to MaxAttempts attempts,
 // waiting min(MaxBackoff, InitialBackoff·2^(n-1)) ±Jitter between them.
 type Retry struct {
 	// MaxAttempts counts the first call and the retries. Zero → 3.
-	MaxAttempts int
+	MaxAttempts int `yaml:"max_attempts"`
 	// InitialBackoff is the wait before the first retry. Zero → 500ms.
-	InitialBackoff time.Duration
+	InitialBackoff time.Duration `yaml:"initial_backoff"`
 	// MaxBackoff caps the wait. Zero → 5s.
-	MaxBackoff time.Duration
+	MaxBackoff time.Duration `yaml:"max_backoff"`
 	// Jitter is the relative spread, in [0, 1]. Zero → 0.2 when absent from
 	// the file; an explicit 0 disables jitter.
-	Jitter float64
+	Jitter float64 `yaml:"jitter"`
 	// MaxRetryAfter caps a backend's Retry-After (YAML max_retry_after).
 	// Zero → 60s.
-	MaxRetryAfter time.Duration
+	MaxRetryAfter time.Duration `yaml:"max_retry_after"`
 }
 
 // Breaker configures a circuit breaker.
 type Breaker struct {
 	// FailureThreshold is the number of consecutive counted failures that
 	// open the breaker. Zero → 3.
-	FailureThreshold int
+	FailureThreshold int `yaml:"failure_threshold"`
 	// Cooldown is how long the breaker stays open. Zero → 60s.
-	Cooldown time.Duration
+	Cooldown time.Duration `yaml:"cooldown"`
 	// HalfOpenMaxCalls is the number of trial calls admitted cluster-wide
 	// while half-open. Zero → 1.
-	HalfOpenMaxCalls int
+	HalfOpenMaxCalls int `yaml:"half_open_max_calls"`
 }
 
 // Restart governs delayed restarts.
 type Restart struct {
 	// MaxRestarts is how many times a run is restarted before it is
 	// dead-lettered; 0 dead-letters at once. Zero → 3 when absent.
-	MaxRestarts int
+	MaxRestarts int `yaml:"max_restarts"`
 	// Delays are the waits before restart 1, 2, …; restart k waits
-	// Delays[min(k, len(Delays))-1]. Zero → [1m, 2m, 4m]. A restart block's
-	// delays replace the list.
-	Delays []time.Duration
+	// Delays[min(k, len(Delays))-1] (restart.Config.Delay computes it).
+	// Zero → [1m, 2m, 4m]. A restart block's delays replace the list.
+	Delays []time.Duration `yaml:"delays"`
 	// MaxPending is the size at which the restart queue is full.
 	// Zero → 10000.
-	MaxPending int
-}
-
-// Delay returns the wait before restart k (1-based), repeating the last
-// delay past the end of the list; 0 when Delays is empty.
-func (r Restart) Delay(k int) time.Duration {
-	if len(r.Delays) == 0 {
-		return 0
-	}
-	k = min(max(k, 1), len(r.Delays))
-	return r.Delays[k-1]
+	MaxPending int `yaml:"max_pending"`
 }
 
 // ClassRule overrides one row of the decision table. A nil field keeps the
 // value it is merged over.
 type ClassRule struct {
 	// Retry: whether the class is retried within a run.
-	Retry *bool
+	Retry *bool `yaml:"retry"`
 	// Breaker: whether the class counts against the breaker.
-	Breaker *bool
+	Breaker *bool `yaml:"breaker"`
 	// Exhausted: "restart" or "dead_letter", what happens when the run's
 	// attempts are used up.
-	Exhausted *string
+	Exhausted *string `yaml:"exhausted"`
 	// Fallback: whether a failure of this class sends the call at once to
 	// the agent's next fallback agent (YAML fallback). Defaults: true for
 	// provider_error, rate_limited and quota_exhausted, false otherwise.
-	Fallback *bool
+	Fallback *bool `yaml:"fallback"`
 }
 
 // Agent is one configured agent with its resolved settings.
@@ -206,82 +173,76 @@ type ClassRule struct {
 // a Go-function agent registered in code under the same name.
 type Agent struct {
 	// Name is the agent's name (the key under agents).
-	Name string
+	Name string `yaml:"-"`
 	// Exec, when set, runs the agent as a subprocess.
-	Exec *Exec
+	Exec *Exec `yaml:"exec"`
 	// HTTP, when set, calls the agent over HTTP.
-	HTTP *HTTP
+	HTTP *HTTP `yaml:"http"`
 	// BreakerKey names the shared circuit breaker. Zero → the agent's name.
-	BreakerKey string
+	BreakerKey string `yaml:"breaker_key"`
 	// Fallback lists the agents a call goes to, in order, when this agent's
 	// breaker does not admit it or an attempt fails with a class whose rule
 	// has fallback: true (YAML fallback: [backup_llm, …]). Each name must be
 	// a configured agent other than this one, and the fallback relation must
 	// have no cycle. The chain is this list only: a fallback agent's own
 	// fallbacks are not followed. Zero → no fallback.
-	Fallback []string
+	Fallback []string `yaml:"fallback"`
 	// Health, when set, is the agent's health probe (YAML health). While it
 	// is set, real tasks are never the breaker's half-open trials: the probe
 	// is. Zero → no probe.
-	Health *HealthProbe
+	Health *HealthProbe `yaml:"health"`
 	// Settings are merged field by field over Config.Defaults: an agent's
 	// retry: {max_attempts: 5} keeps the default backoffs.
-	Settings
+	Settings `yaml:",inline"`
 }
-
-// Defaults of a health probe.
-const (
-	DefaultProbeInterval = 30 * time.Second
-	DefaultProbeTimeout  = 5 * time.Second
-)
 
 // HealthProbe is an agent's health probe: exactly one of URL and Command.
 type HealthProbe struct {
 	// URL is probed with an HTTP GET; a 2xx answer (or ExpectStatus, when
 	// set) is healthy. Zero → no URL probe.
-	URL string
+	URL string `yaml:"url"`
 	// Command is run with no shell; exit status 0 is healthy. It gets the
 	// environment and directory of the agent's exec block when the agent
 	// has one (the same NAME / NAME=value allowlist), otherwise an empty
 	// environment. Zero → no command probe.
-	Command []string
+	Command []string `yaml:"command"`
 	// Interval is the time between probes while the breaker is closed,
 	// cluster-wide. Zero → 30s.
-	Interval time.Duration
+	Interval time.Duration `yaml:"interval"`
 	// Timeout bounds one probe. Zero → 5s.
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout"`
 	// ExpectStatus is the HTTP status a URL probe must get (YAML
 	// expect_status). Zero → any 2xx.
-	ExpectStatus int
+	ExpectStatus int `yaml:"expect_status"`
 }
 
 // Exec describes a subprocess agent (no shell).
 type Exec struct {
 	// Command is the program and its arguments; it must not be empty.
-	Command []string
+	Command []string `yaml:"command"`
 	// Env lists the environment of the process: "NAME" passes NAME through
 	// from the worker's environment, "NAME=value" sets it. Zero → an empty
 	// environment.
-	Env []string
+	Env []string `yaml:"env"`
 	// Dir is the working directory. Zero → the worker's.
-	Dir string
+	Dir string `yaml:"dir"`
 	// MaxOutputBytes caps stdout. Zero → the runner's default cap.
-	MaxOutputBytes int64
+	MaxOutputBytes int64 `yaml:"max_output_bytes"`
 }
 
 // HTTP describes an HTTP agent.
 type HTTP struct {
 	// URL is the absolute http:// or https:// URL that is POSTed to.
-	URL string
+	URL string `yaml:"url"`
 	// Headers are added to each request. Values may contain ${VAR}, which
 	// the config keeps literally; see ExpandHeaders.
-	Headers map[string]string
+	Headers map[string]string `yaml:"headers"`
 	// Body is "request" (the ActionRequest) or "params" (params alone).
 	// Zero → "request".
-	Body string
+	Body string `yaml:"body"`
 	// MaxResponseBytes caps the response body. Zero → the runner's default
 	// cap.
-	MaxResponseBytes int64
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 }
 
 // ExpandHeaders returns the headers with every ${VAR} replaced by
@@ -321,61 +282,18 @@ func expandBraced(s string, getenv func(string) string) string {
 // History configures task history.
 type History struct {
 	// Retention is how long a task's history is kept. Zero → 168h (7 days).
-	Retention time.Duration
+	Retention time.Duration `yaml:"retention"`
 }
 
 // Alerts configures failure alerts.
 type Alerts struct {
 	// Threshold is the number of failures within Window that raises an
 	// alert. Zero → 10.
-	Threshold int
+	Threshold int `yaml:"threshold"`
 	// Window is the counting window. Zero → 5m.
-	Window time.Duration
+	Window time.Duration `yaml:"window"`
 	// WebhookURL receives alerts as JSON POSTs. Zero → none.
-	WebhookURL string
-}
-
-// DefaultSettings returns the seed agent settings.
-func DefaultSettings() Settings {
-	return Settings{
-		Timeout: DefaultTimeout,
-		Retry: Retry{
-			MaxAttempts:    DefaultMaxAttempts,
-			InitialBackoff: DefaultInitialBackoff,
-			MaxBackoff:     DefaultMaxBackoff,
-			Jitter:         DefaultJitter,
-			MaxRetryAfter:  DefaultMaxRetryAfter,
-		},
-		CircuitBreaker: Breaker{
-			FailureThreshold: DefaultFailureThreshold,
-			Cooldown:         DefaultCooldown,
-			HalfOpenMaxCalls: DefaultHalfOpenMaxCalls,
-		},
-		Restart: Restart{
-			MaxRestarts: DefaultMaxRestarts,
-			Delays:      DefaultRestartDelays(),
-			MaxPending:  DefaultMaxPending,
-		},
-	}
-}
-
-// Default returns the configuration used when there is no file: every field
-// at its seed value and no agents.
-func Default() *Config {
-	return &Config{
-		Redis: Redis{URL: DefaultRedisURL},
-		Worker: Worker{
-			Concurrency:     DefaultConcurrency,
-			ShutdownTimeout: DefaultShutdownTimeout,
-			Queues:          map[string]int{DefaultQueue: 1},
-			PollInterval:    DefaultPollInterval,
-			ForwardInterval: DefaultForwardInterval,
-		},
-		Defaults: DefaultSettings(),
-		Agents:   map[string]Agent{},
-		History:  History{Retention: DefaultRetention},
-		Alerts:   Alerts{Threshold: DefaultAlertThreshold, Window: DefaultAlertWindow},
-	}
+	WebhookURL string `yaml:"webhook_url"`
 }
 
 // Clone returns a deep copy of s (the Delays slice and Classes map are not

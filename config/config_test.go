@@ -428,15 +428,6 @@ func TestNullValuesKeepDefaults(t *testing.T) {
 	require.Nil(t, c.Agents["a"].Exec)
 }
 
-func TestRestartDelay(t *testing.T) {
-	t.Parallel()
-	r := Restart{Delays: []time.Duration{time.Minute, 2 * time.Minute}}
-	for k, want := range map[int]time.Duration{0: time.Minute, 1: time.Minute, 2: 2 * time.Minute, 3: 2 * time.Minute} {
-		require.Equal(t, want, r.Delay(k), "k=%d", k)
-	}
-	require.Zero(t, Restart{}.Delay(1))
-}
-
 func TestExpandHeaders(t *testing.T) {
 	t.Parallel()
 	h := HTTP{Headers: map[string]string{

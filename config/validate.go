@@ -235,87 +235,111 @@ func checkName(s string) error {
 // settings validates s at prefix. When base is non-nil (an agent), values
 // equal to base's are skipped: they are reported under defaults.
 func (v *validator) settings(prefix string, s Settings, base *Settings) {
-	changed := func(get func(Settings) any) bool {
-		return base == nil || !reflect.DeepEqual(get(s), get(*base))
+	sc := settingsCheck{validator: v, prefix: prefix, s: s, base: base}
+	if sc.changed(func(s Settings) any { return s.Timeout }) {
+		v.positive(sc.path("timeout"), s.Timeout)
 	}
-	p := func(field string) string { return prefix + "." + field }
+	sc.retry()
+	sc.breaker()
+	sc.restart()
+	sc.classes()
+}
 
-	if changed(func(s Settings) any { return s.Timeout }) {
-		v.positive(p("timeout"), s.Timeout)
-	}
+// settingsCheck validates one settings block: the defaults (base nil) or an
+// agent's (base the defaults).
+type settingsCheck struct {
+	*validator
+	prefix string
+	s      Settings
+	base   *Settings
+}
 
-	r := s.Retry
-	if changed(func(s Settings) any { return s.Retry.MaxAttempts }) {
-		v.atLeast(p("retry.max_attempts"), r.MaxAttempts, 1)
+// changed reports whether the value get picks differs from base's.
+func (sc settingsCheck) changed(get func(Settings) any) bool {
+	return sc.base == nil || !reflect.DeepEqual(get(sc.s), get(*sc.base))
+}
+
+func (sc settingsCheck) path(field string) string { return sc.prefix + "." + field }
+
+func (sc settingsCheck) retry() {
+	r, p := sc.s.Retry, sc.path
+	if sc.changed(func(s Settings) any { return s.Retry.MaxAttempts }) {
+		sc.atLeast(p("retry.max_attempts"), r.MaxAttempts, 1)
 	}
-	initChanged := changed(func(s Settings) any { return s.Retry.InitialBackoff })
-	maxChanged := changed(func(s Settings) any { return s.Retry.MaxBackoff })
+	initChanged := sc.changed(func(s Settings) any { return s.Retry.InitialBackoff })
+	maxChanged := sc.changed(func(s Settings) any { return s.Retry.MaxBackoff })
 	if initChanged {
-		v.positive(p("retry.initial_backoff"), r.InitialBackoff)
+		sc.positive(p("retry.initial_backoff"), r.InitialBackoff)
 	}
 	if maxChanged {
-		v.positive(p("retry.max_backoff"), r.MaxBackoff)
+		sc.positive(p("retry.max_backoff"), r.MaxBackoff)
 	}
 	if (initChanged || maxChanged) && r.InitialBackoff > 0 && r.MaxBackoff > 0 && r.MaxBackoff < r.InitialBackoff {
 		field := p("retry.max_backoff")
 		if !maxChanged {
 			field = p("retry.initial_backoff")
 		}
-		v.fail(field, "max_backoff (%s) must not be less than initial_backoff (%s)", r.MaxBackoff, r.InitialBackoff)
+		sc.fail(field, "max_backoff (%s) must not be less than initial_backoff (%s)", r.MaxBackoff, r.InitialBackoff)
 	}
-	if changed(func(s Settings) any { return s.Retry.Jitter }) {
+	if sc.changed(func(s Settings) any { return s.Retry.Jitter }) {
 		if math.IsNaN(r.Jitter) || r.Jitter < 0 || r.Jitter > 1 {
-			v.fail(p("retry.jitter"), "must be between 0 and 1, got %v", r.Jitter)
+			sc.fail(p("retry.jitter"), "must be between 0 and 1, got %v", r.Jitter)
 		}
 	}
-	if changed(func(s Settings) any { return s.Retry.MaxRetryAfter }) {
-		v.positive(p("retry.max_retry_after"), r.MaxRetryAfter)
+	if sc.changed(func(s Settings) any { return s.Retry.MaxRetryAfter }) {
+		sc.positive(p("retry.max_retry_after"), r.MaxRetryAfter)
 	}
+}
 
-	b := s.CircuitBreaker
-	if changed(func(s Settings) any { return s.CircuitBreaker.FailureThreshold }) {
-		v.atLeast(p("circuit_breaker.failure_threshold"), b.FailureThreshold, 1)
+func (sc settingsCheck) breaker() {
+	b, p := sc.s.CircuitBreaker, sc.path
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.FailureThreshold }) {
+		sc.atLeast(p("circuit_breaker.failure_threshold"), b.FailureThreshold, 1)
 	}
-	if changed(func(s Settings) any { return s.CircuitBreaker.Cooldown }) {
-		v.positive(p("circuit_breaker.cooldown"), b.Cooldown)
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.Cooldown }) {
+		sc.positive(p("circuit_breaker.cooldown"), b.Cooldown)
 	}
-	if changed(func(s Settings) any { return s.CircuitBreaker.HalfOpenMaxCalls }) {
-		v.atLeast(p("circuit_breaker.half_open_max_calls"), b.HalfOpenMaxCalls, 1)
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.HalfOpenMaxCalls }) {
+		sc.atLeast(p("circuit_breaker.half_open_max_calls"), b.HalfOpenMaxCalls, 1)
 	}
+}
 
-	rs := s.Restart
-	mrChanged := changed(func(s Settings) any { return s.Restart.MaxRestarts })
-	delaysChanged := changed(func(s Settings) any { return s.Restart.Delays })
+func (sc settingsCheck) restart() {
+	rs, p := sc.s.Restart, sc.path
+	mrChanged := sc.changed(func(s Settings) any { return s.Restart.MaxRestarts })
+	delaysChanged := sc.changed(func(s Settings) any { return s.Restart.Delays })
 	if mrChanged {
-		v.atLeast(p("restart.max_restarts"), rs.MaxRestarts, 0)
+		sc.atLeast(p("restart.max_restarts"), rs.MaxRestarts, 0)
 	}
 	if delaysChanged {
 		for i, d := range rs.Delays {
-			v.positive(fmt.Sprintf("%s[%d]", p("restart.delays"), i), d)
+			sc.positive(fmt.Sprintf("%s[%d]", p("restart.delays"), i), d)
 		}
 	}
 	if (mrChanged || delaysChanged) && rs.MaxRestarts > 0 && len(rs.Delays) == 0 {
 		field := p("restart.delays")
-		if _, ok := v.c.lines[field]; !ok && mrChanged {
+		if _, ok := sc.c.lines[field]; !ok && mrChanged {
 			field = p("restart.max_restarts")
 		}
-		v.fail(field, "must list at least one delay when max_restarts is %d", rs.MaxRestarts)
+		sc.fail(field, "must list at least one delay when max_restarts is %d", rs.MaxRestarts)
 	}
-	if changed(func(s Settings) any { return s.Restart.MaxPending }) {
-		v.atLeast(p("restart.max_pending"), rs.MaxPending, 1)
+	if sc.changed(func(s Settings) any { return s.Restart.MaxPending }) {
+		sc.atLeast(p("restart.max_pending"), rs.MaxPending, 1)
 	}
+}
 
-	classes := make([]string, 0, len(s.Classes))
-	for c := range s.Classes {
+func (sc settingsCheck) classes() {
+	classes := make([]string, 0, len(sc.s.Classes))
+	for c := range sc.s.Classes {
 		classes = append(classes, string(c))
 	}
 	sort.Strings(classes)
 	for _, name := range classes {
-		rule := s.Classes[resilience.Class(name)]
-		if base != nil && reflect.DeepEqual(rule, base.Classes[resilience.Class(name)]) {
+		rule := sc.s.Classes[resilience.Class(name)]
+		if sc.base != nil && reflect.DeepEqual(rule, sc.base.Classes[resilience.Class(name)]) {
 			continue
 		}
-		path := p("classes." + name)
+		path := sc.path("classes." + name)
 		class, err := resilience.ParseClass(name)
 		if err != nil {
 			known := make([]string, 0, len(resilience.Classes()))
@@ -323,18 +347,18 @@ func (v *validator) settings(prefix string, s Settings, base *Settings) {
 				known = append(known, string(k))
 			}
 			if s := suggest(name, known); strings.HasPrefix(s, " (did") {
-				v.fail(path, "unknown error class%s", s)
+				sc.fail(path, "unknown error class%s", s)
 			} else {
-				v.fail(path, "unknown error class (want one of %s)", strings.Join(known, ", "))
+				sc.fail(path, "unknown error class (want one of %s)", strings.Join(known, ", "))
 			}
 			continue
 		}
 		if class == resilience.Canceled {
-			v.fail(path, "canceled is never a failure and cannot be configured")
+			sc.fail(path, "canceled is never a failure and cannot be configured")
 			continue
 		}
 		if rule.Exhausted != nil && *rule.Exhausted != ExhaustedRestart && *rule.Exhausted != ExhaustedDeadLetter {
-			v.fail(path+".exhausted", "must be %s or %s, got %q", ExhaustedRestart, ExhaustedDeadLetter, *rule.Exhausted)
+			sc.fail(path+".exhausted", "must be %s or %s, got %q", ExhaustedRestart, ExhaustedDeadLetter, *rule.Exhausted)
 		}
 	}
 }
@@ -354,49 +378,68 @@ func (v *validator) agent(name string, a Agent) {
 	if a.Exec != nil && a.HTTP != nil {
 		v.fail(prefix, "has both exec and http: choose one")
 	}
-	if e := a.Exec; e != nil {
-		switch {
-		case len(e.Command) == 0:
-			v.fail(prefix+".exec.command", "must name the program to run")
-		case e.Command[0] == "":
-			v.fail(prefix+".exec.command[0]", "program must not be empty")
-		}
-		for i, kv := range e.Env {
-			k, _, _ := strings.Cut(kv, "=")
-			if !envNameRE.MatchString(k) {
-				v.fail(fmt.Sprintf("%s.exec.env[%d]", prefix, i), "want NAME or NAME=value, got %q", kv)
-			}
-		}
-		if e.MaxOutputBytes < 0 {
-			v.fail(prefix+".exec.max_output_bytes", "must not be negative, got %d", e.MaxOutputBytes)
+	if a.Exec != nil {
+		v.exec(prefix+".exec", a.Exec)
+	}
+	if a.HTTP != nil {
+		v.http(prefix+".http", a.HTTP)
+	}
+	v.fallback(prefix, name, a.Fallback)
+	if a.Health != nil {
+		v.health(prefix+".health", a.Health)
+	}
+	base := v.c.Defaults
+	v.settings(prefix, a.Settings, &base)
+}
+
+func (v *validator) exec(path string, e *Exec) {
+	switch {
+	case len(e.Command) == 0:
+		v.fail(path+".command", "must name the program to run")
+	case e.Command[0] == "":
+		v.fail(path+".command[0]", "program must not be empty")
+	}
+	for i, kv := range e.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !envNameRE.MatchString(k) {
+			v.fail(fmt.Sprintf("%s.env[%d]", path, i), "want NAME or NAME=value, got %q", kv)
 		}
 	}
-	if h := a.HTTP; h != nil {
-		v.httpURL(prefix+".http.url", h.URL)
-		if h.Body != "" && h.Body != BodyRequest && h.Body != BodyParams {
-			v.fail(prefix+".http.body", "must be %s or %s, got %q", BodyRequest, BodyParams, h.Body)
+	if e.MaxOutputBytes < 0 {
+		v.fail(path+".max_output_bytes", "must not be negative, got %d", e.MaxOutputBytes)
+	}
+}
+
+func (v *validator) http(path string, h *HTTP) {
+	v.httpURL(path+".url", h.URL)
+	if h.Body != "" && h.Body != BodyRequest && h.Body != BodyParams {
+		v.fail(path+".body", "must be %s or %s, got %q", BodyRequest, BodyParams, h.Body)
+	}
+	if h.MaxResponseBytes < 0 {
+		v.fail(path+".max_response_bytes", "must not be negative, got %d", h.MaxResponseBytes)
+	}
+	hdrs := make([]string, 0, len(h.Headers))
+	for k := range h.Headers {
+		hdrs = append(hdrs, k)
+	}
+	sort.Strings(hdrs)
+	for _, k := range hdrs {
+		hp := path + ".headers." + k
+		if k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == ':' }) {
+			v.fail(hp, "invalid header name")
+			continue
 		}
-		if h.MaxResponseBytes < 0 {
-			v.fail(prefix+".http.max_response_bytes", "must not be negative, got %d", h.MaxResponseBytes)
-		}
-		hdrs := make([]string, 0, len(h.Headers))
-		for k := range h.Headers {
-			hdrs = append(hdrs, k)
-		}
-		sort.Strings(hdrs)
-		for _, k := range hdrs {
-			path := prefix + ".http.headers." + k
-			if k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == ':' }) {
-				v.fail(path, "invalid header name")
-				continue
-			}
-			if err := checkPlaceholders(h.Headers[k]); err != nil {
-				v.fail(path, "%v", err)
-			}
+		if err := checkPlaceholders(h.Headers[k]); err != nil {
+			v.fail(hp, "%v", err)
 		}
 	}
+}
+
+// fallback checks the fallback list of the agent name at prefix; cycles are
+// fallbackCycles' business.
+func (v *validator) fallback(prefix, name string, list []string) {
 	seen := map[string]bool{}
-	for i, f := range a.Fallback {
+	for i, f := range list {
 		path := fmt.Sprintf("%s.fallback[%d]", prefix, i)
 		_, known := v.c.Agents[f]
 		switch {
@@ -409,28 +452,26 @@ func (v *validator) agent(name string, a Agent) {
 		}
 		seen[f] = true
 	}
-	if h := a.Health; h != nil {
-		hp := prefix + ".health"
-		switch {
-		case h.URL != "" && len(h.Command) > 0:
-			v.fail(hp, "has both url and command: choose one")
-		case h.URL == "" && len(h.Command) == 0:
-			v.fail(hp, "must set url or command")
-		case h.URL != "":
-			v.httpURL(hp+".url", h.URL)
-		case h.Command[0] == "":
-			v.fail(hp+".command[0]", "program must not be empty")
-		}
-		if h.ExpectStatus != 0 && h.URL == "" {
-			v.fail(hp+".expect_status", "applies to url probes only")
-		} else if h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599) {
-			v.fail(hp+".expect_status", "must be an HTTP status in 100..599, got %d", h.ExpectStatus)
-		}
-		v.positive(hp+".interval", h.Interval)
-		v.positive(hp+".timeout", h.Timeout)
+}
+
+func (v *validator) health(path string, h *HealthProbe) {
+	switch {
+	case h.URL != "" && len(h.Command) > 0:
+		v.fail(path, "has both url and command: choose one")
+	case h.URL == "" && len(h.Command) == 0:
+		v.fail(path, "must set url or command")
+	case h.URL != "":
+		v.httpURL(path+".url", h.URL)
+	case h.Command[0] == "":
+		v.fail(path+".command[0]", "program must not be empty")
 	}
-	base := v.c.Defaults
-	v.settings(prefix, a.Settings, &base)
+	if h.ExpectStatus != 0 && h.URL == "" {
+		v.fail(path+".expect_status", "applies to url probes only")
+	} else if h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599) {
+		v.fail(path+".expect_status", "must be an HTTP status in 100..599, got %d", h.ExpectStatus)
+	}
+	v.positive(path+".interval", h.Interval)
+	v.positive(path+".timeout", h.Timeout)
 }
 
 // attemptLength checks that the longest attempt of agent name — its own
