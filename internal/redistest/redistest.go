@@ -5,14 +5,12 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,15 +178,4 @@ func Backends() []Backend {
 			return s.Client(), s.URL()
 		}},
 	}
-}
-
-// Version returns the redis-server version string (for reports).
-func Version() string {
-	out, err := exec.Command("redis-server", "--version").Output()
-	if err != nil {
-		return "unknown"
-	}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	sc.Scan()
-	return strings.TrimSpace(sc.Text())
 }
