@@ -118,8 +118,8 @@ func WithQueues(queues ...string) ClientOption {
 	})
 }
 
-// NewClient returns a client on rdb. Close releases asynq's side of it (rdb
-// itself stays open: it belongs to the caller).
+// NewClient returns a client on rdb. rdb stays the caller's: the client
+// holds no connection of its own, and the caller closes rdb when done.
 func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	c := &Client{aq: asynq.NewClientFromRedisClient(rdb), store: NewStore(rdb)}
 	for _, o := range opts {
