@@ -114,28 +114,41 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	if len(ts) == 0 {
 		return nil, nil
 	}
-	var o enqueueOptions
-	for _, f := range opts {
-		f(&o)
+	o := newEnqueueOptions(opts)
+	items, err := c.batchItems(ts)
+	if err != nil {
+		return nil, err
 	}
+	results := make([]Result, len(ts))
+	for i := range items {
+		results[i].ID = items[i].env.ID
+	}
+	if err := c.markExisting(ctx, items, results); err != nil {
+		return results, batchFailure(items, err)
+	}
+	delay := o.delay()
+	var todo []int
+	for i := range items {
+		if !items[i].done {
+			todo = append(todo, i)
+		}
+	}
+	c.asynqEnqueueMany(ctx, items, todo, delay)
+	c.recordQueued(ctx, items, todo, results, delay)
+	c.markDuplicateRuns(ctx, items, todo, results)
+	return results, batchOutcome(items, results)
+}
+
+// batchItems builds the envelope of each task (as Enqueue does) and notes
+// the repeats of a caller ID within the batch. The first invalid task
+// fails the batch: a *TaskError naming its index.
+func (c *Client) batchItems(ts []Task) ([]batchItem, error) {
 	now := c.store.Now().UTC()
 	items := make([]batchItem, len(ts))
 	firstByID := make(map[string]int)
 	for i, t := range ts {
-		env := &Envelope{
-			ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params,
-			CorrelationID: t.CorrelationID, Queue: t.Queue, EnqueuedAt: now,
-		}
-		if env.ID == "" {
-			env.ID = NewID()
-		}
-		if env.Queue == "" {
-			env.Queue = DefaultQueue
-		}
-		if err := env.Validate(); err != nil {
-			return nil, &TaskError{Index: i, ID: t.ID, Err: err}
-		}
-		if err := c.checkTask(env, t.ID != ""); err != nil {
+		env, err := c.envelope(t, now)
+		if err != nil {
 			return nil, &TaskError{Index: i, ID: t.ID, Err: err}
 		}
 		it := batchItem{env: env, caller: t.ID != "", firstOf: -1}
@@ -148,14 +161,14 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 		}
 		items[i] = it
 	}
+	return items, nil
+}
 
-	results := make([]Result, len(ts))
-	for i := range items {
-		results[i].ID = items[i].env.ID
-	}
-
-	// 1. Caller IDs that already have a record are duplicates (one
-	// pipelined HGET each, as Enqueue's check).
+// markExisting is step 1 of EnqueueMany: caller IDs that already have a
+// record, or are dead letters, are duplicates (one pipelined HGET and
+// HEXISTS each, as Enqueue's check). It marks them done, their results
+// Duplicate with the existing state.
+func (c *Client) markExisting(ctx context.Context, items []batchItem, results []Result) error {
 	var check []int
 	for i := range items {
 		if items[i].caller && !items[i].done {
@@ -164,7 +177,7 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	}
 	states, err := c.states(ctx, items, check)
 	if err != nil {
-		return results, batchFailure(items, err)
+		return err
 	}
 	for k, i := range check {
 		if states[k] != nil {
@@ -172,28 +185,15 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 			results[i].Duplicate, results[i].State = true, *states[k]
 		}
 	}
+	return nil
+}
 
-	// 2. asynq's enqueue of each task's first run, pipelined (see
-	// asynqEnqueueMany).
-	delay := o.processIn
-	if !o.processAt.IsZero() {
-		delay = time.Until(o.processAt)
-	}
-	state, event := StatePending, EventQueued
-	if delay > 0 {
-		state, event = StateScheduled, EventScheduled
-	}
-	var todo []int
-	for i := range items {
-		if !items[i].done {
-			todo = append(todo, i)
-		}
-	}
-	c.asynqEnqueueMany(ctx, items, todo, delay)
-
-	// 3. The records of the tasks this call queued (pipelined Create). A
-	// failure here is ignored, as in Enqueue: the task is queued and the
-	// worker writes its record.
+// recordQueued is step 3 of EnqueueMany: the records of the tasks at todo
+// that this call queued (pipelined Create), in state pending or, with a
+// delay, scheduled. A failure here is ignored, as in Enqueue: the task is
+// queued and the worker writes its record.
+func (c *Client) recordQueued(ctx context.Context, items []batchItem, todo []int, results []Result, delay time.Duration) {
+	state, event := firstState(delay)
 	var created []int
 	for _, i := range todo {
 		if items[i].queued {
@@ -202,8 +202,12 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 		}
 	}
 	c.createMany(ctx, items, created, state, Event{Event: event, DelayMS: delay.Milliseconds()})
+}
 
-	// 4. Tasks asynq already had: duplicates, with their recorded state.
+// markDuplicateRuns is step 4 of EnqueueMany: the tasks at todo whose run
+// asynq already had are duplicates, with their recorded state when it can
+// be read.
+func (c *Client) markDuplicateRuns(ctx context.Context, items []batchItem, todo []int, results []Result) {
 	var dups []int
 	for _, i := range todo {
 		if items[i].dupRun {
@@ -220,8 +224,12 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	for _, i := range dups {
 		results[i].Duplicate = true
 	}
+}
 
-	// Repeats of a caller ID within the batch follow their first occurrence.
+// batchOutcome settles the repeats of a caller ID within the batch (they
+// follow their first occurrence) and returns a *BatchError listing the
+// tasks that failed, or nil.
+func batchOutcome(items []batchItem, results []Result) error {
 	var failed []*TaskError
 	for i := range items {
 		it := &items[i]
@@ -238,9 +246,9 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 		}
 	}
 	if len(failed) > 0 {
-		return results, &BatchError{Failed: failed}
+		return &BatchError{Failed: failed}
 	}
-	return results, nil
+	return nil
 }
 
 // batchFailure is the error of a batch none of whose tasks were enqueued
