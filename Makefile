@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build test unit demo bench fuzz vet fmt lint clean redis
+.PHONY: all build test unit demo bench fuzz vet fmt clean redis
 
 all: build
 

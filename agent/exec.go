@@ -131,6 +131,24 @@ func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	stdout := &capWriter{max: e.cfg.MaxOutput, onOverflow: func() { stop(errOutputTooLarge) }}
 	stderr := &tailWriter{max: e.cfg.StderrTail}
 
+	cmd := e.command(runCtx, in, stdout, stderr)
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxFailure(ctx, start, ctx.Err())
+		}
+		return nil, startFailure(e.cfg.Command[0], err)
+	}
+	waitErr := cmd.Wait()
+	killGroup(cmd.Process.Pid)
+
+	return e.outcome(ctx, start, waitErr, stdout, stderr)
+}
+
+// command is the agent's process: no shell, the allowlisted environment,
+// req on stdin, in its own process group, which gets SIGTERM when runCtx
+// is done.
+func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, stderr *tailWriter) *exec.Cmd {
 	cmd := exec.CommandContext(runCtx, e.cfg.Command[0], e.cfg.Command[1:]...)
 	cmd.Env = e.env() // never nil: nil would inherit the worker's environment
 	cmd.Dir = e.cfg.Dir
@@ -147,19 +165,16 @@ func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	}
 	// After SIGTERM, Wait gives the agent KillGrace, then SIGKILLs the leader
 	// and closes the pipes (children holding stdout open no longer block us);
-	// killGroup below takes care of the rest of the group.
+	// Run's killGroup takes care of the rest of the group.
 	cmd.WaitDelay = e.cfg.KillGrace
+	return cmd
+}
 
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctxFailure(ctx, start, ctx.Err())
-		}
-		return nil, startFailure(e.cfg.Command[0], err)
-	}
-	waitErr := cmd.Wait()
-	killGroup(cmd.Process.Pid)
-
+// outcome is the call's result (see Run) once the agent has exited and
+// Wait returned waitErr, checked in this order: the output cap, the
+// context, a non-zero exit without a valid response, an invalid response,
+// then the response itself.
+func (e *Exec) outcome(ctx context.Context, start time.Time, waitErr error, stdout *capWriter, stderr *tailWriter) (json.RawMessage, error) {
 	if stdout.overflowed() {
 		return nil, &resilience.Failure{
 			Class: resilience.LogicError,

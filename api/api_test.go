@@ -489,6 +489,9 @@ func TestDeadLetters(t *testing.T) {
 // TestRedisDown: with Redis killed every Redis-backed route answers 503
 // unavailable promptly, and /healthz says so.
 func TestRedisDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts redis-server, waits out timeouts (10s); skipped with -short (make unit)")
+	}
 	t.Parallel()
 	e := setup(t, api.Options{RedisTimeout: 2 * time.Second})
 	r := do(t, "GET", e.url+"/healthz", "", "")

@@ -43,6 +43,7 @@ import (
 // the enqueuer binary (built for the run) with --file on a 10k-line file,
 // whose time includes its start-up, parsing and connecting.
 func BenchmarkEnqueue(b *testing.B) {
+	skipShort(b)
 	srv := redistest.Start(b)
 	payload, err := tasks.Encode(&tasks.Envelope{ID: tasks.NewID(), Agent: noopAgent, Params: json.RawMessage(`{"n":1}`), Queue: tasks.DefaultQueue, EnqueuedAt: time.Now()})
 	if err != nil {
@@ -168,6 +169,7 @@ func BenchmarkEnqueue(b *testing.B) {
 // 2s and no jitter. The delay is taken from the end of attempt 1 (the
 // agent returning) to the start of attempt 2 (the agent being called).
 func BenchmarkRetryTiming(b *testing.B) {
+	skipShort(b)
 	srv := redistest.Start(b)
 	ctx := context.Background()
 	cases := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
@@ -289,6 +291,7 @@ func BenchmarkRetryTiming(b *testing.B) {
 // its defaults (0.5–1.5s poll) and, for reference, asynq tuned to agentq's
 // poll interval.
 func BenchmarkPickupLatency(b *testing.B) {
+	skipShort(b)
 	srv := redistest.Start(b)
 	ctx := context.Background()
 	const rounds = 4
@@ -391,6 +394,7 @@ func pickupBlock(ctx context.Context, srv *redistest.Server, kind string, n int,
 // circuit-breaker gate (one Allow per task; Record is free on the happy
 // path) against the same pipeline built WithoutBreaker, at concurrency 50.
 func BenchmarkBreakerGate(b *testing.B) {
+	skipShort(b)
 	srv := redistest.Start(b)
 	n, rounds, c := envInt("AGENTQ_BENCH_TASKS", 5000), envInt("AGENTQ_BENCH_ROUNDS", 7), 50
 	with := side{"with", func(ctx context.Context) (float64, error) { return runAgentq(ctx, srv, c, n) }}
@@ -416,6 +420,7 @@ func BenchmarkBreakerGate(b *testing.B) {
 // excluded), at concurrency 10 and 50. "asynq" has agentq's poll and
 // forward intervals; "asynq-defaults" has asynq's own.
 func BenchmarkThroughput(b *testing.B) {
+	skipShort(b)
 	srv := redistest.Start(b)
 	n, rounds := envInt("AGENTQ_BENCH_TASKS", 5000), envInt("AGENTQ_BENCH_ROUNDS", 7)
 	var headline float64

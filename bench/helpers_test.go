@@ -78,6 +78,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// skipShort skips a benchmark under -short (make unit): each puts
+// thousands of tasks through real redis-server processes for seconds.
+func skipShort(b *testing.B) {
+	if testing.Short() {
+		b.Skip("benchmark: seconds of load on real redis-server processes; skipped with -short (make unit)")
+	}
+}
+
 // envInt reads a positive integer knob from the environment.
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {

@@ -256,6 +256,7 @@ func runProcs(ctx context.Context, srv *redistest.Server, role string, c, n int)
 // test binary re-executed), on one redis-server, interleaved A/B; total
 // tasks/s from resuming the paused, prefilled queue to the n-th completion.
 func BenchmarkThroughputProcs(b *testing.B) {
+	skipShort(b)
 	srv := redistest.Start(b)
 	n := 2 * envInt("AGENTQ_BENCH_TASKS", 5000)
 	rounds := envInt("AGENTQ_BENCH_PROC_ROUNDS", 5)
@@ -296,6 +297,7 @@ func goBuild(tb testing.TB, dir, pkg string) string {
 // with what one breaker per process would let through: 4 × threshold to
 // open, then 4 × half_open_max_calls per cooldown.
 func BenchmarkBreakerLeakage(b *testing.B) {
+	skipShort(b)
 	srv := redistest.Start(b)
 	ctx := context.Background()
 	dir := b.TempDir()

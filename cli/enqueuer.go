@@ -219,73 +219,31 @@ type lineTask struct {
 	FailIfUnavailable bool `json:"fail_if_unavailable"`
 }
 
+// fileItem is a valid --file line on its way to the queue.
+type fileItem struct {
+	t        tasks.Task
+	in       time.Duration // the line's "in"
+	line     int
+	failFast bool // --fail-if-unavailable or the line's fail_if_unavailable
+}
+
 // runEnqueueFile validates every line first; when any is bad it enqueues
-// nothing and names each bad line (exit 2). Then it enqueues in parallel and
-// prints the IDs in input order.
+// nothing and names each bad line (exit 2). Then it runs the fail-fast
+// checks the lines ask for (exit 3 when any is refused: nothing is
+// enqueued), enqueues in parallel and prints the IDs in input order.
 func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions) error {
-	var r io.Reader
-	if o.file == "-" {
-		r = app.In
-	} else {
-		f, err := os.Open(o.file)
-		if err != nil {
-			return usageErr("--file: %v", err)
-		}
-		defer f.Close()
-		r = f
+	r, closeFile, err := openTaskFile(app, o.file)
+	if err != nil {
+		return err
 	}
+	defer closeFile()
 	cfg, err := g.loadConfig(app)
 	if err != nil {
 		return err
 	}
-	type item struct {
-		t        tasks.Task
-		in       time.Duration
-		line     int
-		failFast bool
-	}
-	var items []item
-	var bad []string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		if text == "" || strings.HasPrefix(text, "#") {
-			continue
-		}
-		var lt lineTask
-		dec := json.NewDecoder(strings.NewReader(text))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&lt); err != nil {
-			bad = append(bad, fmt.Sprintf("line %d: not a task object: %v", line, err))
-			continue
-		}
-		t := tasks.Task{ID: lt.ID, Agent: lt.Agent, Action: lt.Action, Params: lt.Params, CorrelationID: lt.CorrelationID, Queue: lt.Queue}
-		var in time.Duration
-		if lt.In != "" {
-			d, err := time.ParseDuration(lt.In)
-			if err != nil || d < 0 {
-				bad = append(bad, fmt.Sprintf("line %d: field \"in\": not a non-negative duration: %q", line, lt.In))
-				continue
-			}
-			in = d
-		}
-		if err := validateTask(t, cfg); err != nil {
-			bad = append(bad, fmt.Sprintf("line %d: %v", line, err))
-			continue
-		}
-		items = append(items, item{t: t, in: in, line: line, failFast: o.failFast || lt.FailIfUnavailable})
-	}
-	if err := sc.Err(); err != nil {
-		return usageErr("--file: line %d: %v", line+1, err)
-	}
-	if len(bad) > 0 {
-		for _, b := range bad {
-			fmt.Fprintln(app.Err, "enqueuer: "+b)
-		}
-		return usageErr("%d bad line(s) in %s; nothing was enqueued", len(bad), o.file)
+	items, err := readTaskLines(app, r, cfg, o)
+	if err != nil {
+		return err
 	}
 	rdb, err := OpenRedis(ctx, cfg.Redis.URL)
 	if err != nil {
@@ -301,68 +259,7 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 	if err := checkLines(ctx, app, o, cfg, rdb, checks); err != nil {
 		return err
 	}
-	client := newClient(cfg, rdb)
-	results := make([]tasks.Result, len(items))
-	errs := make([]error, len(items))
-	// Lines go in pipelined batches (tasks.Client.EnqueueMany) of lines
-	// with the same delay, in file order, up to --concurrency at a time.
-	type chunk struct {
-		in  time.Duration
-		idx []int
-	}
-	var chunks []chunk
-	open := map[time.Duration]int{} // delay -> index in chunks of its open chunk
-	for i, it := range items {
-		c, ok := open[it.in]
-		if !ok || len(chunks[c].idx) == fileBatch {
-			chunks = append(chunks, chunk{in: it.in})
-			c = len(chunks) - 1
-			open[it.in] = c
-		}
-		chunks[c].idx = append(chunks[c].idx, i)
-	}
-	n := o.concurrency
-	if n < 1 {
-		n = 1
-	}
-	var wg sync.WaitGroup
-	next := make(chan chunk)
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range next {
-				ts := make([]tasks.Task, len(c.idx))
-				for j, i := range c.idx {
-					ts[j] = items[i].t
-				}
-				var opts []tasks.EnqueueOption
-				if c.in > 0 {
-					opts = append(opts, tasks.ProcessIn(c.in))
-				}
-				res, err := client.EnqueueMany(ctx, ts, opts...)
-				var be *tasks.BatchError
-				for j, i := range c.idx {
-					switch {
-					case err == nil || (errors.As(err, &be) && j < len(res)):
-						results[i] = res[j]
-					default:
-						errs[i] = err
-					}
-				}
-				if be != nil {
-					for _, f := range be.Failed {
-						errs[c.idx[f.Index]] = f.Err
-					}
-				}
-			}
-		}()
-	}
-	for _, c := range chunks {
-		next <- c
-	}
-	close(next)
-	wg.Wait()
+	results, errs := enqueueFileItems(ctx, newClient(cfg, rdb), items, o.concurrency)
 	failed := 0
 	for i, res := range results {
 		if errs[i] != nil {
@@ -373,9 +270,155 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 		printResult(app, o.json, res)
 	}
 	if failed > 0 {
-		return runtimeErr(errors.New(fmt.Sprintf("%d of %d tasks could not be enqueued", failed, len(items))))
+		return runtimeErr(fmt.Errorf("%d of %d tasks could not be enqueued", failed, len(items)))
 	}
 	return nil
+}
+
+// openTaskFile opens the --file (standard input for "-"); an error is a
+// usage error.
+func openTaskFile(app *App, name string) (io.Reader, func(), error) {
+	if name == "-" {
+		return app.In, func() {}, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, nil, usageErr("--file: %v", err)
+	}
+	return f, func() { _ = f.Close() }, nil
+}
+
+// readTaskLines reads and validates every line of r (blank lines and
+// #-comments skipped). When any line is bad it names each on stderr and
+// returns a usage error: nothing may be enqueued.
+func readTaskLines(app *App, r io.Reader, cfg *config.Config, o *enqueueOptions) ([]fileItem, error) {
+	var items []fileItem
+	var bad []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 16<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		it, err := parseTaskLine(text, cfg)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("line %d: %v", line, err))
+			continue
+		}
+		it.line, it.failFast = line, o.failFast || it.failFast
+		items = append(items, it)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, usageErr("--file: line %d: %v", line+1, err)
+	}
+	if len(bad) > 0 {
+		for _, b := range bad {
+			fmt.Fprintln(app.Err, "enqueuer: "+b)
+		}
+		return nil, usageErr("%d bad line(s) in %s; nothing was enqueued", len(bad), o.file)
+	}
+	return items, nil
+}
+
+// parseTaskLine decodes one --file line (unknown fields refused) and
+// validates its task as validateTask does; failFast is the line's
+// fail_if_unavailable.
+func parseTaskLine(text string, cfg *config.Config) (fileItem, error) {
+	var lt lineTask
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&lt); err != nil {
+		return fileItem{}, fmt.Errorf("not a task object: %v", err)
+	}
+	t := tasks.Task{ID: lt.ID, Agent: lt.Agent, Action: lt.Action, Params: lt.Params, CorrelationID: lt.CorrelationID, Queue: lt.Queue}
+	var in time.Duration
+	if lt.In != "" {
+		d, err := time.ParseDuration(lt.In)
+		if err != nil || d < 0 {
+			return fileItem{}, fmt.Errorf("field \"in\": not a non-negative duration: %q", lt.In)
+		}
+		in = d
+	}
+	if err := validateTask(t, cfg); err != nil {
+		return fileItem{}, err
+	}
+	return fileItem{t: t, in: in, failFast: lt.FailIfUnavailable}, nil
+}
+
+// fileChunk is one EnqueueMany call of --file: the indexes of its items,
+// which share a delay.
+type fileChunk struct {
+	in  time.Duration
+	idx []int
+}
+
+// enqueueFileItems enqueues items in pipelined batches
+// (tasks.Client.EnqueueMany) of up to fileBatch items with the same delay,
+// in file order, up to concurrency batches at a time. results[i] and
+// errs[i] are the outcome of items[i].
+func enqueueFileItems(ctx context.Context, client *tasks.Client, items []fileItem, concurrency int) ([]tasks.Result, []error) {
+	results := make([]tasks.Result, len(items))
+	errs := make([]error, len(items))
+	var chunks []fileChunk
+	open := map[time.Duration]int{} // delay -> index in chunks of its open chunk
+	for i, it := range items {
+		c, ok := open[it.in]
+		if !ok || len(chunks[c].idx) == fileBatch {
+			chunks = append(chunks, fileChunk{in: it.in})
+			c = len(chunks) - 1
+			open[it.in] = c
+		}
+		chunks[c].idx = append(chunks[c].idx, i)
+	}
+	var wg sync.WaitGroup
+	next := make(chan fileChunk)
+	for w := 0; w < max(concurrency, 1); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range next {
+				enqueueChunk(ctx, client, items, c, results, errs)
+			}
+		}()
+	}
+	for _, c := range chunks {
+		next <- c
+	}
+	close(next)
+	wg.Wait()
+	return results, errs
+}
+
+// enqueueChunk enqueues the items of chunk c with one EnqueueMany call and
+// fills in their results and errors (a partial batch: the error of each
+// task that failed).
+func enqueueChunk(ctx context.Context, client *tasks.Client, items []fileItem, c fileChunk, results []tasks.Result, errs []error) {
+	ts := make([]tasks.Task, len(c.idx))
+	for j, i := range c.idx {
+		ts[j] = items[i].t
+	}
+	var opts []tasks.EnqueueOption
+	if c.in > 0 {
+		opts = append(opts, tasks.ProcessIn(c.in))
+	}
+	res, err := client.EnqueueMany(ctx, ts, opts...)
+	var be *tasks.BatchError
+	for j, i := range c.idx {
+		switch {
+		case err == nil || (errors.As(err, &be) && j < len(res)):
+			results[i] = res[j]
+		default:
+			errs[i] = err
+		}
+	}
+	if be != nil {
+		for _, f := range be.Failed {
+			errs[c.idx[f.Index]] = f.Err
+		}
+	}
 }
 
 // fileBatch is the most --file lines sent in one EnqueueMany call.

@@ -29,8 +29,14 @@ type bins struct {
 	worker, enqueuer, inspector, agent string
 }
 
+// buildBins is where every end-to-end test starts: under -short (make
+// unit) it skips the test, which runs the commands as subprocesses and
+// takes seconds.
 func buildBins(t *testing.T) bins {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: runs the commands as subprocesses; skipped with -short (make unit)")
+	}
 	return bins{
 		worker:    testbin.Build(t, mod+"/cmd/worker"),
 		enqueuer:  testbin.Build(t, mod+"/cmd/enqueuer"),

@@ -203,6 +203,9 @@ func checkRun(t *testing.T, trials []trialLine, events []breakerEvent, maxCalls 
 
 // TestBreakerHalfOpenConcurrency: 4 Breakers × 50 goroutines in one process.
 func TestBreakerHalfOpenConcurrency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hammers a breaker for seconds; skipped with -short (make unit)")
+	}
 	t.Parallel()
 	for _, maxCalls := range []int{1, 3} {
 		t.Run(fmt.Sprintf("max_calls=%d", maxCalls), func(t *testing.T) {
@@ -345,6 +348,9 @@ func (l *lockedBuffer) String() string {
 // connections, hammer one breaker; at most HalfOpenMaxCalls trials per
 // half-open generation across all of them.
 func TestBreakerMultiProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs several processes for seconds; skipped with -short (make unit)")
+	}
 	t.Parallel()
 	srv := redistest.Start(t)
 	admin := srv.Client()
@@ -407,6 +413,9 @@ func TestBreakerMultiProcess(t *testing.T) {
 // before), and the dead process's admission — older generation, lost lease —
 // can neither close nor reopen the breaker.
 func TestBreakerKilledTrialHolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs and kills a process, waits out a lease; skipped with -short (make unit)")
+	}
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()

@@ -68,6 +68,24 @@ type enqueueOptions struct {
 	processAt time.Time
 }
 
+// newEnqueueOptions applies opts.
+func newEnqueueOptions(opts []EnqueueOption) enqueueOptions {
+	var o enqueueOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// delay is how long from now the first run waits: ProcessAt wins over
+// ProcessIn.
+func (o enqueueOptions) delay() time.Duration {
+	if !o.processAt.IsZero() {
+		return time.Until(o.processAt)
+	}
+	return o.processIn
+}
+
 // ProcessIn delays the task's first run by d.
 func ProcessIn(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.processIn = d } }
 
@@ -118,8 +136,8 @@ func WithQueues(queues ...string) ClientOption {
 	})
 }
 
-// NewClient returns a client on rdb. Close releases asynq's side of it (rdb
-// itself stays open: it belongs to the caller).
+// NewClient returns a client on rdb. rdb stays the caller's: the client
+// holds no connection of its own, and the caller closes rdb when done.
 func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	c := &Client{aq: asynq.NewClientFromRedisClient(rdb), store: NewStore(rdb)}
 	for _, o := range opts {
@@ -179,24 +197,9 @@ func NewID() string {
 // caller ID with '#', see ValidateID; a queue the client was told is not
 // served, see WithQueues) is a *ValidationError.
 func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Result, error) {
-	var o enqueueOptions
-	for _, f := range opts {
-		f(&o)
-	}
-	env := &Envelope{
-		ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params,
-		CorrelationID: t.CorrelationID, Queue: t.Queue, EnqueuedAt: c.store.Now().UTC(),
-	}
-	if env.ID == "" {
-		env.ID = NewID()
-	}
-	if env.Queue == "" {
-		env.Queue = DefaultQueue
-	}
-	if err := env.Validate(); err != nil {
-		return Result{}, err
-	}
-	if err := c.checkTask(env, t.ID != ""); err != nil {
+	o := newEnqueueOptions(opts)
+	env, err := c.envelope(t, c.store.Now().UTC())
+	if err != nil {
 		return Result{}, err
 	}
 	if t.ID != "" {
@@ -204,15 +207,9 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Re
 			return Result{ID: env.ID, Duplicate: dup, State: st}, err
 		}
 	}
-	delay := o.processIn
-	if !o.processAt.IsZero() {
-		delay = time.Until(o.processAt)
-	}
-	state, event := StatePending, EventQueued
-	if delay > 0 {
-		state, event = StateScheduled, EventScheduled
-	}
-	err := c.EnqueueRun(ctx, env, delay)
+	delay := o.delay()
+	state, event := firstState(delay)
+	err = c.EnqueueRun(ctx, env, delay)
 	if errors.Is(err, ErrDuplicate) {
 		_, st, _ := c.existing(ctx, env.ID)
 		return Result{ID: env.ID, Duplicate: true, State: st}, nil
@@ -225,6 +222,38 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Re
 		return Result{ID: env.ID, State: state}, nil
 	}
 	return Result{ID: env.ID, State: state}, nil
+}
+
+// envelope is the envelope Enqueue and EnqueueMany put on the queue for t,
+// enqueued at now: a random ID and DefaultQueue where t has none. It is
+// checked (Validate, checkTask); an invalid task is an error.
+func (c *Client) envelope(t Task, now time.Time) (*Envelope, error) {
+	env := &Envelope{
+		ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params,
+		CorrelationID: t.CorrelationID, Queue: t.Queue, EnqueuedAt: now,
+	}
+	if env.ID == "" {
+		env.ID = NewID()
+	}
+	if env.Queue == "" {
+		env.Queue = DefaultQueue
+	}
+	if err := env.Validate(); err != nil {
+		return nil, err
+	}
+	if err := c.checkTask(env, t.ID != ""); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// firstState is the state and history event of a task whose first run is
+// queued after delay: pending (queued), or scheduled when delayed.
+func firstState(delay time.Duration) (State, string) {
+	if delay > 0 {
+		return StateScheduled, EventScheduled
+	}
+	return StatePending, EventQueued
 }
 
 // existing reports whether task id exists and its state: the state of its

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -98,8 +99,9 @@ type batchItem struct {
 //
 // asynq's client enqueues one task per round trip; EnqueueMany writes
 // asynq's task hash and queue entry itself, with asynq's own scripts, on
-// pipelines (asynqEnqueueMany: a test holds it byte for byte to what
-// asynq.Client writes), so a batch costs three pipelined round trips per
+// pipelines (asynqEnqueueMany, with the copy of asynq's internals in
+// internal/asynqcompat: tests hold it byte for byte to what asynq.Client
+// writes), so a batch costs three pipelined round trips per
 // 1000 tasks: the duplicate check, the enqueue and the task records.
 //
 // If Redis fails part-way, the tasks already enqueued stay enqueued, their
@@ -112,28 +114,41 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	if len(ts) == 0 {
 		return nil, nil
 	}
-	var o enqueueOptions
-	for _, f := range opts {
-		f(&o)
+	o := newEnqueueOptions(opts)
+	items, err := c.batchItems(ts)
+	if err != nil {
+		return nil, err
 	}
+	results := make([]Result, len(ts))
+	for i := range items {
+		results[i].ID = items[i].env.ID
+	}
+	if err := c.markExisting(ctx, items, results); err != nil {
+		return results, batchFailure(items, err)
+	}
+	delay := o.delay()
+	var todo []int
+	for i := range items {
+		if !items[i].done {
+			todo = append(todo, i)
+		}
+	}
+	c.asynqEnqueueMany(ctx, items, todo, delay)
+	c.recordQueued(ctx, items, todo, results, delay)
+	c.markDuplicateRuns(ctx, items, todo, results)
+	return results, batchOutcome(items, results)
+}
+
+// batchItems builds the envelope of each task (as Enqueue does) and notes
+// the repeats of a caller ID within the batch. The first invalid task
+// fails the batch: a *TaskError naming its index.
+func (c *Client) batchItems(ts []Task) ([]batchItem, error) {
 	now := c.store.Now().UTC()
 	items := make([]batchItem, len(ts))
 	firstByID := make(map[string]int)
 	for i, t := range ts {
-		env := &Envelope{
-			ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params,
-			CorrelationID: t.CorrelationID, Queue: t.Queue, EnqueuedAt: now,
-		}
-		if env.ID == "" {
-			env.ID = NewID()
-		}
-		if env.Queue == "" {
-			env.Queue = DefaultQueue
-		}
-		if err := env.Validate(); err != nil {
-			return nil, &TaskError{Index: i, ID: t.ID, Err: err}
-		}
-		if err := c.checkTask(env, t.ID != ""); err != nil {
+		env, err := c.envelope(t, now)
+		if err != nil {
 			return nil, &TaskError{Index: i, ID: t.ID, Err: err}
 		}
 		it := batchItem{env: env, caller: t.ID != "", firstOf: -1}
@@ -146,14 +161,14 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 		}
 		items[i] = it
 	}
+	return items, nil
+}
 
-	results := make([]Result, len(ts))
-	for i := range items {
-		results[i].ID = items[i].env.ID
-	}
-
-	// 1. Caller IDs that already have a record are duplicates (one
-	// pipelined HGET each, as Enqueue's check).
+// markExisting is step 1 of EnqueueMany: caller IDs that already have a
+// record, or are dead letters, are duplicates (one pipelined HGET and
+// HEXISTS each, as Enqueue's check). It marks them done, their results
+// Duplicate with the existing state.
+func (c *Client) markExisting(ctx context.Context, items []batchItem, results []Result) error {
 	var check []int
 	for i := range items {
 		if items[i].caller && !items[i].done {
@@ -162,7 +177,7 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	}
 	states, err := c.states(ctx, items, check)
 	if err != nil {
-		return results, batchFailure(items, err)
+		return err
 	}
 	for k, i := range check {
 		if states[k] != nil {
@@ -170,28 +185,15 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 			results[i].Duplicate, results[i].State = true, *states[k]
 		}
 	}
+	return nil
+}
 
-	// 2. asynq's enqueue of each task's first run, pipelined (see
-	// asynqEnqueueMany).
-	delay := o.processIn
-	if !o.processAt.IsZero() {
-		delay = time.Until(o.processAt)
-	}
-	state, event := StatePending, EventQueued
-	if delay > 0 {
-		state, event = StateScheduled, EventScheduled
-	}
-	var todo []int
-	for i := range items {
-		if !items[i].done {
-			todo = append(todo, i)
-		}
-	}
-	c.asynqEnqueueMany(ctx, items, todo, delay)
-
-	// 3. The records of the tasks this call queued (pipelined Create). A
-	// failure here is ignored, as in Enqueue: the task is queued and the
-	// worker writes its record.
+// recordQueued is step 3 of EnqueueMany: the records of the tasks at todo
+// that this call queued (pipelined Create), in state pending or, with a
+// delay, scheduled. A failure here is ignored, as in Enqueue: the task is
+// queued and the worker writes its record.
+func (c *Client) recordQueued(ctx context.Context, items []batchItem, todo []int, results []Result, delay time.Duration) {
+	state, event := firstState(delay)
 	var created []int
 	for _, i := range todo {
 		if items[i].queued {
@@ -200,8 +202,12 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 		}
 	}
 	c.createMany(ctx, items, created, state, Event{Event: event, DelayMS: delay.Milliseconds()})
+}
 
-	// 4. Tasks asynq already had: duplicates, with their recorded state.
+// markDuplicateRuns is step 4 of EnqueueMany: the tasks at todo whose run
+// asynq already had are duplicates, with their recorded state when it can
+// be read.
+func (c *Client) markDuplicateRuns(ctx context.Context, items []batchItem, todo []int, results []Result) {
 	var dups []int
 	for _, i := range todo {
 		if items[i].dupRun {
@@ -218,8 +224,12 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	for _, i := range dups {
 		results[i].Duplicate = true
 	}
+}
 
-	// Repeats of a caller ID within the batch follow their first occurrence.
+// batchOutcome settles the repeats of a caller ID within the batch (they
+// follow their first occurrence) and returns a *BatchError listing the
+// tasks that failed, or nil.
+func batchOutcome(items []batchItem, results []Result) error {
 	var failed []*TaskError
 	for i := range items {
 		it := &items[i]
@@ -236,9 +246,9 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 		}
 	}
 	if len(failed) > 0 {
-		return results, &BatchError{Failed: failed}
+		return &BatchError{Failed: failed}
 	}
-	return results, nil
+	return nil
 }
 
 // batchFailure is the error of a batch none of whose tasks were enqueued
@@ -341,147 +351,66 @@ func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []script
 	return cmds
 }
 
-// asynq v0.26's key layout (its internal/base package) and the two scripts
-// its client runs to enqueue a task (internal/rdb: enqueueCmd, scheduleCmd),
-// copied verbatim so that EnqueueMany can pipeline them.
-// TestAsynqEnqueueManyMatchesAsynq compares what they write with what
-// asynq.Client writes, byte for byte: revisit both when asynq is upgraded.
-const asynqAllQueues = "asynq:queues" // SET of queue names
-
-func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
-func asynqPendingKey(queue string) string  { return "asynq:{" + queue + "}:pending" }
-func asynqScheduledKey(queue string) string {
-	return "asynq:{" + queue + "}:scheduled"
-}
-
-// asynqEnqueueScript is asynq's enqueueCmd: put a task on its queue's
-// pending list unless a task with its ID exists.
-//
-// KEYS[1] asynq task hash, KEYS[2] the queue's pending list
-// ARGV[1] encoded TaskMessage, ARGV[2] task ID, ARGV[3] now (Unix ns)
-// Returns 1 when enqueued, 0 when the task ID exists (asynq's
-// ErrTaskIDConflict).
-var asynqEnqueueScript = redis.NewScript(`
-if redis.call("EXISTS", KEYS[1]) == 1 then
-	return 0
-end
-redis.call("HSET", KEYS[1],
-           "msg", ARGV[1],
-           "state", "pending",
-           "pending_since", ARGV[3])
-redis.call("LPUSH", KEYS[2], ARGV[2])
-return 1
-`)
-
-// asynqScheduleScript is asynq's scheduleCmd: put a task on its queue's
-// scheduled set unless a task with its ID exists.
-//
-// KEYS[1] asynq task hash, KEYS[2] the queue's scheduled set
-// ARGV[1] encoded TaskMessage, ARGV[2] process-at (Unix s, the score),
-// ARGV[3] task ID
-// Returns 1 when scheduled, 0 when the task ID exists.
-var asynqScheduleScript = redis.NewScript(`
-if redis.call("EXISTS", KEYS[1]) == 1 then
-	return 0
-end
-redis.call("HSET", KEYS[1],
-           "msg", ARGV[1],
-           "state", "scheduled")
-redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
-return 1
-`)
-
-// asynqMessage is the protobuf encoding of the asynq TaskMessage that
-// EnqueueRun's asynq.Client call writes for env's first run: type (field
-// 1), payload (2), id (3), queue (4), retry (5: asynqMaxRetry), timeout (8:
-// RunTimeout), in field order; the other fields are zero and proto3
-// leaves them out.
-func asynqMessage(id, queue string, payload []byte) []byte {
-	b := make([]byte, 0, len(payload)+len(id)+len(queue)+len(TypeName)+32)
-	bytesField := func(num int, v []byte) {
-		b = appendVarint(b, uint64(num)<<3|2)
-		b = appendVarint(b, uint64(len(v)))
-		b = append(b, v...)
-	}
-	bytesField(1, []byte(TypeName))
-	if len(payload) > 0 {
-		bytesField(2, payload)
-	}
-	bytesField(3, []byte(id))
-	bytesField(4, []byte(queue))
-	b = appendVarint(b, 5<<3)
-	b = appendVarint(b, uint64(asynqMaxRetry))
-	b = appendVarint(b, 8<<3)
-	b = appendVarint(b, uint64(RunTimeout/time.Second))
-	return b
-}
-
-// appendVarint appends v as a protobuf varint.
-func appendVarint(b []byte, v uint64) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
-
 // asynqEnqueueMany does what EnqueueRun does for the first run of each
-// task at idx, on pipelines: registers the queues (asynq's SADD), then runs
-// asynq's enqueue (or, with a delay, schedule) script for each. It sets each
+// task at idx, on pipelines: registers the queues, then runs asynq's
+// enqueue (or, with a delay, schedule) script for each (asynqcompat). It sets each
 // item's queued, dupRun (asynq has a task with that ID: ErrDuplicate) or err.
 func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []int, delay time.Duration) {
 	if len(idx) == 0 {
 		return
 	}
 	rdb := c.store.rdb
-	queues := map[string]bool{}
-	var names []any
+	seen := map[string]bool{}
+	var queues []string
 	for _, i := range idx {
-		if q := items[i].env.Queue; !queues[q] {
-			queues[q] = true
-			names = append(names, q)
+		if q := items[i].env.Queue; !seen[q] {
+			seen[q] = true
+			queues = append(queues, q)
 		}
 	}
-	if err := rdb.SAdd(ctx, asynqAllQueues, names...).Err(); err != nil {
+	if err := asynqcompat.RegisterQueues(ctx, rdb, queues...); err != nil {
 		for _, i := range idx {
 			items[i].err = fmt.Errorf("tasks: enqueue %s: register queue: %w", items[i].env.ID, err)
 		}
 		return
 	}
 	now := time.Now()
-	processAt := now.Add(delay)
 	calls := make([]scriptCall, 0, len(idx))
 	var keep []int
 	for _, i := range idx {
-		env := items[i].env
-		payload, err := Encode(env)
+		t, err := asynqTask(items[i].env)
 		if err != nil {
 			items[i].err = err
 			continue
 		}
-		id := env.AsynqID()
-		msg := asynqMessage(id, env.Queue, payload)
+		call := asynqcompat.Enqueue(t, now)
 		if delay > 0 {
-			calls = append(calls, scriptCall{asynqScheduleScript,
-				[]string{asynqTaskKey(env.Queue, id), asynqScheduledKey(env.Queue)},
-				[]any{msg, processAt.Unix(), id}})
-		} else {
-			calls = append(calls, scriptCall{asynqEnqueueScript,
-				[]string{asynqTaskKey(env.Queue, id), asynqPendingKey(env.Queue)},
-				[]any{msg, id, now.UnixNano()}})
+			call = asynqcompat.Schedule(t, now.Add(delay))
 		}
+		calls = append(calls, scriptCall{call.Script, call.Keys, call.Args})
 		keep = append(keep, i)
 	}
 	for k, cmd := range runPipelined(ctx, rdb, calls) {
 		it := &items[keep[k]]
-		n, err := cmd.Int()
+		added, err := asynqcompat.Added(cmd)
 		switch {
 		case err != nil:
 			it.err = fmt.Errorf("tasks: enqueue %s: %w", it.env.ID, err)
-		case n == 0:
+		case !added:
 			it.dupRun = true
 		default:
 			it.queued = true
 		}
 	}
+}
+
+// asynqTask is the asynq task EnqueueRun's asynq.Client call writes for
+// env's run: the same type, payload, ID, queue, retry budget and timeout.
+func asynqTask(env *Envelope) (asynqcompat.Task, error) {
+	payload, err := Encode(env)
+	if err != nil {
+		return asynqcompat.Task{}, err
+	}
+	return asynqcompat.Task{Type: TypeName, Payload: payload, ID: env.AsynqID(), Queue: env.Queue,
+		MaxRetry: asynqMaxRetry, Timeout: RunTimeout}, nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -337,37 +336,11 @@ var delayMS = regexp.MustCompile(`delay_ms\\*":\d+`)
 // pending_since and the history's delay_ms, times of enqueueing, left out).
 func dump(t *testing.T, rdb redis.UniversalClient) map[string]string {
 	t.Helper()
-	ctx := context.Background()
-	keys, err := rdb.Keys(ctx, "*").Result()
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, k := range keys {
-		typ, err := rdb.Type(ctx, k).Result()
-		require.NoError(t, err)
-		var v any
-		switch typ {
-		case "hash":
-			h, err := rdb.HGetAll(ctx, k).Result()
-			require.NoError(t, err)
-			delete(h, "pending_since")
-			v = h
-		case "list":
-			v, err = rdb.LRange(ctx, k, 0, -1).Result()
-		case "set":
-			var m []string
-			m, err = rdb.SMembers(ctx, k).Result()
-			sort.Strings(m)
-			v = m
-		case "zset":
-			v, err = rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
-		default:
-			v, err = rdb.Get(ctx, k).Result()
-		}
-		require.NoError(t, err)
+	out := redistest.Dump(t, rdb, "pending_since")
+	for k, v := range out {
 		// A delay is computed from the wall clock (time.Until): not compared.
-		out[k] = delayMS.ReplaceAllString(fmt.Sprintf("%s %q", typ, fmt.Sprint(v)), "delay_ms")
+		out[k] = delayMS.ReplaceAllString(v, "delay_ms")
 	}
-	require.NotEmpty(t, out)
 	return out
 }
 

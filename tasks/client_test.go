@@ -267,3 +267,16 @@ func TestClientWithQueues(t *testing.T) {
 	_, err = NewClient(rdb).Enqueue(ctx, Task{ID: "l", Agent: "tool", Queue: "low"})
 	require.NoError(t, err)
 }
+
+// TestCloseLeavesRedisOpen: Close, as its doc says, returns nil and leaves
+// the caller's rdb open, usable by another client.
+func TestCloseLeavesRedisOpen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client()
+	require.NoError(t, NewClient(rdb).Close())
+	require.NoError(t, rdb.Ping(ctx).Err(), "Close must not close the caller's rdb")
+	res, err := NewClient(rdb).Enqueue(ctx, Task{ID: "after-close", Agent: "tool"})
+	require.NoError(t, err)
+	require.Equal(t, StatePending, res.State)
+}

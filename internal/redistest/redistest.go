@@ -5,14 +5,14 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,13 +182,49 @@ func Backends() []Backend {
 	}
 }
 
-// Version returns the redis-server version string (for reports).
-func Version() string {
-	out, err := exec.Command("redis-server", "--version").Output()
+// Dump renders every key of a server with its type and value, for
+// comparing what two code paths wrote: sets sorted, hashes without the
+// fields named in ignore (times of writing, …). It fails the test on a
+// Redis error or when the server holds no key.
+func Dump(t testing.TB, rdb redis.UniversalClient, ignore ...string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
 	if err != nil {
-		return "unknown"
+		t.Fatalf("redistest: dump: %v", err)
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
-	sc.Scan()
-	return strings.TrimSpace(sc.Text())
+	out := map[string]string{}
+	for _, k := range keys {
+		typ, err := rdb.Type(ctx, k).Result()
+		var v any
+		switch {
+		case err != nil:
+		case typ == "hash":
+			var h map[string]string
+			h, err = rdb.HGetAll(ctx, k).Result()
+			for _, f := range ignore {
+				delete(h, f)
+			}
+			v = h
+		case typ == "list":
+			v, err = rdb.LRange(ctx, k, 0, -1).Result()
+		case typ == "set":
+			var m []string
+			m, err = rdb.SMembers(ctx, k).Result()
+			slices.Sort(m)
+			v = m
+		case typ == "zset":
+			v, err = rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+		default:
+			v, err = rdb.Get(ctx, k).Result()
+		}
+		if err != nil {
+			t.Fatalf("redistest: dump %s: %v", k, err)
+		}
+		out[k] = fmt.Sprintf("%s %q", typ, fmt.Sprint(v))
+	}
+	if len(out) == 0 {
+		t.Fatalf("redistest: dump: the server holds no key")
+	}
+	return out
 }

@@ -44,9 +44,6 @@ func BreakerChannel() string { return Prefix + "breaker-events" }
 // RestartPending is the sorted set of tasks waiting for a restart (id -> due ms).
 func RestartPending() string { return Prefix + "{restart}:pending" }
 
-// Stats is the hash of cluster-wide counters (enqueued, succeeded, dead_lettered, …).
-func Stats() string { return Prefix + "stats" }
-
 // DLQIndexes is the set of every per-agent and per-class dead-letter index
 // key in use (DLQByAgent, DLQByClass), so Purge and CountBy find them
 // without SCAN.

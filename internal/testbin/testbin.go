@@ -84,7 +84,7 @@ func doBuild(pkg string) (string, string, error) {
 		args = append(args, "-race")
 	}
 	args = append(args, pkg)
-	cmd := exec.Command(goTool(), args...)
+	cmd := exec.Command(GoTool(), args...)
 	output, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", string(output), err
@@ -92,9 +92,9 @@ func doBuild(pkg string) (string, string, error) {
 	return out, string(output), nil
 }
 
-// goTool finds the go command: the one in PATH, else the one of the
+// GoTool finds the go command: the one in PATH, else the one of the
 // toolchain that built this test.
-func goTool() string {
+func GoTool() string {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p
 	}

@@ -1,0 +1,189 @@
+// Package asynqcompat writes tasks onto asynq queues the way asynq v0.26's
+// client does, so that agentq can enqueue many tasks in pipelined round
+// trips (asynq's client takes one round trip per task).
+//
+// It is a copy of asynq internals, isolated here: the key layout (asynq's
+// internal/base), the two scripts its client runs to enqueue a task
+// (internal/rdb: enqueueCmd, scheduleCmd) and the protobuf encoding of its
+// TaskMessage (internal/proto). Its tests hold it to asynq.Client byte for
+// byte, check that the scripts are still asynq's, and fail loudly when the
+// asynq version in go.mod is not AsynqVersion: then everything here must be
+// checked against the new asynq before AsynqVersion is changed.
+package asynqcompat
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// AsynqVersion is the asynq release this package copies.
+const AsynqVersion = "v0.26.0"
+
+// AllQueues is asynq's set of queue names (base.AllQueues).
+const AllQueues = "asynq:queues"
+
+// TaskKey is asynq's hash of task id on queue (base.TaskKey).
+func TaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
+
+// PendingKey is asynq's list of the pending task IDs of queue (base.PendingKey).
+func PendingKey(queue string) string { return "asynq:{" + queue + "}:pending" }
+
+// ScheduledKey is asynq's sorted set of the scheduled task IDs of queue
+// (base.ScheduledKey).
+func ScheduledKey(queue string) string { return "asynq:{" + queue + "}:scheduled" }
+
+// DefaultTimeout is the timeout asynq's client gives a task enqueued with
+// neither a timeout nor a deadline (asynq's defaultTimeout).
+const DefaultTimeout = 30 * time.Minute
+
+// Task is what asynq.Client encodes for a task enqueued with
+// asynq.TaskID(ID), asynq.Queue(Queue), asynq.MaxRetry(MaxRetry) and
+// asynq.Timeout(Timeout) (zero: DefaultTimeout, as asynq does), and no
+// other option.
+type Task struct {
+	Type     string
+	Payload  []byte
+	ID       string
+	Queue    string
+	MaxRetry int
+	Timeout  time.Duration
+}
+
+// Message is the protobuf encoding of t's asynq TaskMessage: type (field
+// 1), payload (2), id (3), queue (4), retry (5, an int32), timeout (8, in
+// whole seconds), in field order. The other fields are zero (deadline: none)
+// and proto3 leaves them out, as it leaves out an empty string or payload
+// and a zero number.
+func (t Task) Message() []byte {
+	timeout := t.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	b := make([]byte, 0, len(t.Type)+len(t.Payload)+len(t.ID)+len(t.Queue)+32)
+	b = appendBytes(b, 1, []byte(t.Type))
+	b = appendBytes(b, 2, t.Payload)
+	b = appendBytes(b, 3, []byte(t.ID))
+	b = appendBytes(b, 4, []byte(t.Queue))
+	b = appendInt(b, 5, int64(int32(t.MaxRetry)))
+	b = appendInt(b, 8, int64(timeout.Seconds()))
+	return b
+}
+
+// appendBytes appends a length-delimited field (wire type 2), unless v is
+// empty (proto3's default).
+func appendBytes(b []byte, field uint64, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = appendVarint(b, field<<3|2)
+	b = appendVarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// appendInt appends an int32 or int64 field (wire type 0: a varint, ten
+// bytes when negative), unless v is 0 (proto3's default).
+func appendInt(b []byte, field uint64, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	return appendVarint(appendVarint(b, field<<3), uint64(v))
+}
+
+// appendVarint appends v as a protobuf varint.
+func appendVarint(b []byte, v uint64) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+// RegisterQueues adds queues to AllQueues, as asynq's client does before
+// it first enqueues on a queue (an SADD: asynq's inspector and servers
+// list queues from it). Its error is Redis's.
+func RegisterQueues(ctx context.Context, rdb redis.Cmdable, queues ...string) error {
+	if len(queues) == 0 {
+		return nil
+	}
+	names := make([]any, len(queues))
+	for i, q := range queues {
+		names[i] = q
+	}
+	return rdb.SAdd(ctx, AllQueues, names...).Err()
+}
+
+// Call is one run of one of asynq's scripts: run it with
+// Script.EvalSha(ctx, pipe, Keys, Args...) (Script.Eval when Redis answers
+// NOSCRIPT), and read its reply with Added.
+type Call struct {
+	Script *redis.Script
+	Keys   []string
+	Args   []any
+}
+
+// Enqueue is asynq's enqueue of t (rdb.Enqueue): t goes on its queue's
+// pending list at now (its pending_since), unless a task with its ID
+// exists on the queue.
+func Enqueue(t Task, now time.Time) Call {
+	return Call{enqueueScript, []string{TaskKey(t.Queue, t.ID), PendingKey(t.Queue)},
+		[]any{t.Message(), t.ID, now.UnixNano()}}
+}
+
+// Schedule is asynq's schedule of t (rdb.Schedule): t goes on its queue's
+// scheduled set, due at processAt (whole seconds), unless a task with its
+// ID exists on the queue.
+func Schedule(t Task, processAt time.Time) Call {
+	return Call{scheduleScript, []string{TaskKey(t.Queue, t.ID), ScheduledKey(t.Queue)},
+		[]any{t.Message(), processAt.Unix(), t.ID}}
+}
+
+// Added reads the reply of an Enqueue or Schedule call: true when the task
+// was written, false when a task with its ID exists (asynq's
+// ErrTaskIDConflict); an error when the call failed.
+func Added(cmd *redis.Cmd) (bool, error) {
+	n, err := cmd.Int()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// enqueueScript is asynq's enqueueCmd, verbatim.
+//
+// KEYS[1] task hash, KEYS[2] the queue's pending list
+// ARGV[1] encoded TaskMessage, ARGV[2] task ID, ARGV[3] now (Unix ns)
+// Returns 1 when enqueued, 0 when the task ID exists.
+var enqueueScript = redis.NewScript(enqueueSource)
+
+const enqueueSource = `
+if redis.call("EXISTS", KEYS[1]) == 1 then
+	return 0
+end
+redis.call("HSET", KEYS[1],
+           "msg", ARGV[1],
+           "state", "pending",
+           "pending_since", ARGV[3])
+redis.call("LPUSH", KEYS[2], ARGV[2])
+return 1
+`
+
+// scheduleScript is asynq's scheduleCmd, verbatim.
+//
+// KEYS[1] task hash, KEYS[2] the queue's scheduled set
+// ARGV[1] encoded TaskMessage, ARGV[2] process-at (Unix s, the score),
+// ARGV[3] task ID
+// Returns 1 when scheduled, 0 when the task ID exists.
+var scheduleScript = redis.NewScript(scheduleSource)
+
+const scheduleSource = `
+if redis.call("EXISTS", KEYS[1]) == 1 then
+	return 0
+end
+redis.call("HSET", KEYS[1],
+           "msg", ARGV[1],
+           "state", "scheduled")
+redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
+return 1
+`

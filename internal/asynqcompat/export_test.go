@@ -1,0 +1,7 @@
+package asynqcompat
+
+// The scripts' sources, for TestScriptsAreAsynqs.
+const (
+	EnqueueSource  = enqueueSource
+	ScheduleSource = scheduleSource
+)
