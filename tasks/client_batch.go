@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -301,10 +302,10 @@ func (c *Client) createMany(ctx context.Context, items []batchItem, idx []int, s
 	s := c.store
 	ev.At = s.stamp(ev.At)
 	b, _ := json.Marshal(ev)
-	calls := make([]scriptCall, len(idx))
+	calls := make([]redisx.Call, len(idx))
 	for k, i := range idx {
 		env := items[i].env
-		calls[k] = scriptCall{createScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, []any{
+		calls[k] = redisx.Call{Script: createScript, Keys: []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, Args: []any{
 			env.ID, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
 			string(state), string(b), s.createTTL(ev), env.CorrelationID,
 		}}
@@ -312,43 +313,16 @@ func (c *Client) createMany(ctx context.Context, items []batchItem, idx []int, s
 	runPipelined(ctx, s.rdb, calls)
 }
 
-// scriptCall is one script run queued on a pipeline.
-type scriptCall struct {
-	script *redis.Script
-	keys   []string
-	args   []any
-}
-
-// runPipelined runs calls on pipelines of batchChunk EVALSHAs; the calls
-// that miss the server's script cache (NOSCRIPT) are sent again with EVAL.
-// cmds[k] is the outcome of calls[k]; a failed round trip shows as the
-// error of every command it carried.
-func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []scriptCall) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
+// runPipelined runs calls on pipelines of batchChunk calls each
+// (redisx.Pipelined: EVALSHA, EVAL for the scripts the server did not
+// know). out[k] is the outcome of calls[k]; a failed round trip shows as
+// the error of every call it carried.
+func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []redisx.Call) []redisx.Result {
+	out := make([]redisx.Result, 0, len(calls))
 	for lo := 0; lo < len(calls); lo += batchChunk {
-		hi := min(lo+batchChunk, len(calls))
-		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for k := lo; k < hi; k++ {
-				cmds[k] = calls[k].script.EvalSha(ctx, p, calls[k].keys, calls[k].args...)
-			}
-			return nil
-		})
-		var miss []int
-		for k := lo; k < hi; k++ {
-			if err := cmds[k].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-				miss = append(miss, k)
-			}
-		}
-		if len(miss) > 0 {
-			_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for _, k := range miss {
-					cmds[k] = calls[k].script.Eval(ctx, p, calls[k].keys, calls[k].args...)
-				}
-				return nil
-			})
-		}
+		out = append(out, redisx.Pipelined(ctx, rdb, calls[lo:min(lo+batchChunk, len(calls))])...)
 	}
-	return cmds
+	return out
 }
 
 // asynqEnqueueMany does what EnqueueRun does for the first run of each
@@ -375,7 +349,7 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 		return
 	}
 	now := time.Now()
-	calls := make([]scriptCall, 0, len(idx))
+	calls := make([]redisx.Call, 0, len(idx))
 	var keep []int
 	for _, i := range idx {
 		t, err := asynqTask(items[i].env)
@@ -387,12 +361,12 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 		if delay > 0 {
 			call = asynqcompat.Schedule(t, now.Add(delay))
 		}
-		calls = append(calls, scriptCall{call.Script, call.Keys, call.Args})
+		calls = append(calls, call)
 		keep = append(keep, i)
 	}
-	for k, cmd := range runPipelined(ctx, rdb, calls) {
+	for k, r := range runPipelined(ctx, rdb, calls) {
 		it := &items[keep[k]]
-		added, err := asynqcompat.Added(cmd)
+		added, err := asynqcompat.Added(r)
 		switch {
 		case err != nil:
 			it.err = fmt.Errorf("tasks: enqueue %s: %w", it.env.ID, err)

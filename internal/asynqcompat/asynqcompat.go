@@ -13,9 +13,12 @@ package asynqcompat
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/redisx"
 )
 
 // AsynqVersion is the asynq release this package copies.
@@ -117,35 +120,34 @@ func RegisterQueues(ctx context.Context, rdb redis.Cmdable, queues ...string) er
 // Call is one run of one of asynq's scripts: run it with
 // Script.EvalSha(ctx, pipe, Keys, Args...) (Script.Eval when Redis answers
 // NOSCRIPT), and read its reply with Added.
-type Call struct {
-	Script *redis.Script
-	Keys   []string
-	Args   []any
-}
+type Call = redisx.Call
 
 // Enqueue is asynq's enqueue of t (rdb.Enqueue): t goes on its queue's
 // pending list at now (its pending_since), unless a task with its ID
 // exists on the queue.
 func Enqueue(t Task, now time.Time) Call {
-	return Call{enqueueScript, []string{TaskKey(t.Queue, t.ID), PendingKey(t.Queue)},
-		[]any{t.Message(), t.ID, now.UnixNano()}}
+	return Call{Script: enqueueScript, Keys: []string{TaskKey(t.Queue, t.ID), PendingKey(t.Queue)},
+		Args: []any{t.Message(), t.ID, now.UnixNano()}}
 }
 
 // Schedule is asynq's schedule of t (rdb.Schedule): t goes on its queue's
 // scheduled set, due at processAt (whole seconds), unless a task with its
 // ID exists on the queue.
 func Schedule(t Task, processAt time.Time) Call {
-	return Call{scheduleScript, []string{TaskKey(t.Queue, t.ID), ScheduledKey(t.Queue)},
-		[]any{t.Message(), processAt.Unix(), t.ID}}
+	return Call{Script: scheduleScript, Keys: []string{TaskKey(t.Queue, t.ID), ScheduledKey(t.Queue)},
+		Args: []any{t.Message(), processAt.Unix(), t.ID}}
 }
 
 // Added reads the reply of an Enqueue or Schedule call: true when the task
 // was written, false when a task with its ID exists (asynq's
 // ErrTaskIDConflict); an error when the call failed.
-func Added(cmd *redis.Cmd) (bool, error) {
-	n, err := cmd.Int()
-	if err != nil {
-		return false, err
+func Added(r redisx.Result) (bool, error) {
+	if r.Err != nil {
+		return false, r.Err
+	}
+	n, ok := r.Val.(int64)
+	if !ok {
+		return false, fmt.Errorf("asynq enqueue: unexpected reply %v", r.Val)
 	}
 	return n == 1, nil
 }

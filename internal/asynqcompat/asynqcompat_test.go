@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/testbin"
 )
 
@@ -116,7 +117,7 @@ func TestMatchesAsynqClient(t *testing.T) {
 						call = asynqcompat.Schedule(task, processAt)
 					}
 					for _, want := range []bool{true, false} {
-						added, err := asynqcompat.Added(call.Script.Run(ctx, viaCompat, call.Keys, call.Args...))
+						added, err := asynqcompat.Added(redisx.Pipelined(ctx, viaCompat, []redisx.Call{call})[0])
 						require.NoError(t, err)
 						require.Equal(t, want, added, "task %s", task.ID)
 					}
