@@ -214,6 +214,41 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxFailure(ctx, start, err)
 	}
+	hreq, err := h.request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := h.cfg.Client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctxFailure(ctx, start, ctx.Err())
+		}
+		// The *url.Error text holds the URL (a query may carry an API key).
+		err = redact.Error(err)
+		if errors.Is(err, ErrRedirectRefused) {
+			return nil, &resilience.Failure{Err: err, Class: resilience.NetworkPermanent}
+		}
+		return nil, &resilience.Failure{Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		text, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		if err != nil && ctx.Err() != nil {
+			return nil, ctxFailure(ctx, start, ctx.Err())
+		}
+		// A read error here still leaves a useful status; keep what we have.
+		return nil, &resilience.Failure{
+			Status: resp.StatusCode,
+			Header: resp.Header.Clone(),
+			Text:   sanitizeText(truncate(string(text), maxErrorBody)),
+		}
+	}
+	return h.result(ctx, start, resp.Body)
+}
+
+// request builds the POST of req: its ActionRequest JSON (or its params
+// alone, with body: params) and the configured headers, ${VAR} expanded.
+func (h *HTTP) request(ctx context.Context, req Request) (*http.Request, error) {
 	var body []byte
 	if h.cfg.Body == BodyParams {
 		body = req.Params
@@ -226,7 +261,6 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 			return nil, &resilience.Failure{Err: fmt.Errorf("agent: encode request: %w", err), Class: resilience.InvalidRequest}
 		}
 	}
-
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.URL, bytes.NewReader(body))
 	if err != nil {
 		return nil, &resilience.Failure{Err: fmt.Errorf("agent: build request: %w", err), Class: resilience.InvalidRequest}
@@ -241,35 +275,14 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 		}
 		hreq.Header.Set(k, v)
 	}
+	return hreq, nil
+}
 
-	resp, err := h.cfg.Client.Do(hreq)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctxFailure(ctx, start, ctx.Err())
-		}
-		// The *url.Error text holds the URL (a query may carry an API key).
-		err = redact.Error(err)
-		if errors.Is(err, ErrRedirectRefused) {
-			return nil, &resilience.Failure{Err: err, Class: resilience.NetworkPermanent}
-		}
-		return nil, &resilience.Failure{Err: err}
-	}
-	defer resp.Body.Close()
-
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		text, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		if err != nil && ctx.Err() != nil {
-			return nil, ctxFailure(ctx, start, ctx.Err())
-		}
-		// A read error here still leaves a useful status; keep what we have.
-		return nil, &resilience.Failure{
-			Status: resp.StatusCode,
-			Header: resp.Header.Clone(),
-			Text:   sanitizeText(truncate(string(text), maxErrorBody)),
-		}
-	}
-
-	data, err := io.ReadAll(io.LimitReader(resp.Body, h.cfg.MaxResponse+1))
+// result reads a 2xx reply's body, up to MaxResponse: its JSON as the
+// result data, a body that is not JSON as a JSON string, an empty one as
+// null.
+func (h *HTTP) result(ctx context.Context, start time.Time, body io.Reader) (json.RawMessage, error) {
+	data, err := io.ReadAll(io.LimitReader(body, h.cfg.MaxResponse+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxFailure(ctx, start, ctx.Err())
