@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/resilience"
 )
@@ -28,18 +28,9 @@ const (
 	CodeUnavailable          = "unavailable"            // 503: Redis cannot answer
 )
 
-// ErrorBody is the JSON of every error reply. Agent, BreakerKey, State and
-// OpenUntil are set for agent_unavailable; Index names the offending task of
-// a batch.
-type ErrorBody struct {
-	Code       string     `json:"code"`
-	Error      string     `json:"error"`
-	Index      *int       `json:"index,omitempty"`
-	Agent      string     `json:"agent,omitempty"`
-	BreakerKey string     `json:"breaker_key,omitempty"`
-	State      string     `json:"state,omitempty"`
-	OpenUntil  *time.Time `json:"open_until,omitempty"`
-}
+// ErrorBody is the JSON of every error reply (httpx.ErrorBody, shared with
+// the worker's ops endpoints and `enqueuer --json`).
+type ErrorBody = httpx.ErrorBody
 
 // apiError is an error with its HTTP status and body.
 type apiError struct {
@@ -67,12 +58,7 @@ func unavailableErr(u *UnavailableError, now time.Time) *apiError {
 	return e
 }
 
-func writeJSON(rw http.ResponseWriter, status int, v any) {
-	rw.Header().Set("Content-Type", "application/json")
-	rw.Header().Set("Cache-Control", "no-store")
-	rw.WriteHeader(status)
-	_ = json.NewEncoder(rw).Encode(v)
-}
+func writeJSON(rw http.ResponseWriter, status int, v any) { httpx.WriteJSON(rw, status, v) }
 
 func writeError(rw http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {

@@ -17,27 +17,13 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/worker"
 )
 
-// TaskRequest is one task of POST /api/v1/tasks.
-type TaskRequest struct {
-	// ID is the task ID and idempotency key. Zero: a random ID.
-	ID     string `json:"id,omitempty"`
-	Agent  string `json:"agent"`
-	Action string `json:"action,omitempty"`
-	// Params is passed to the agent as is (any JSON value).
-	Params        json.RawMessage `json:"params,omitempty"`
-	CorrelationID string          `json:"correlation_id,omitempty"`
-	// Queue is the asynq queue. Zero: "default".
-	Queue string `json:"queue,omitempty"`
-	// In delays the first run by a Go duration ("30s", "5m"). Zero: now.
-	In string `json:"in,omitempty"`
-	// FailIfUnavailable refuses the task (409 agent_unavailable) while the
-	// agent's breaker is open.
-	FailIfUnavailable bool `json:"fail_if_unavailable,omitempty"`
-}
+// TaskRequest is one task of POST /api/v1/tasks (tasks.Request, which is
+// also a line of `enqueuer --file`).
+type TaskRequest = tasks.Request
 
 // BatchRequest is a batch of POST /api/v1/tasks.
 type BatchRequest struct {
@@ -161,35 +147,14 @@ func (s *Server) validate(tr TaskRequest, prefix string) (item, error) {
 			return item{}, invalid("%sunknown agent %q (configured agents: %v)", prefix, tr.Agent, s.cfg.AgentNames())
 		}
 	}
-	env := tasks.Envelope{ID: tr.ID, Agent: tr.Agent, Params: tr.Params}
-	if env.ID == "" {
-		env.ID = "x"
-	}
-	err := env.Validate()
-	if err == nil && tr.ID != "" {
-		err = tasks.ValidateID(tr.ID) // no '#': run N of task X is X#N
-	}
-	if err == nil {
-		err = tasks.CheckQueue(tr.Queue, s.cfg.ServedQueues())
-	}
+	t, delay, err := tr.Task(s.cfg.ServedQueues())
 	var ve *tasks.ValidationError
 	if errors.As(err, &ve) {
 		return item{}, invalid("%sfield %q %s", prefix, ve.Field, ve.Reason)
 	} else if err != nil {
 		return item{}, invalid("%s%v", prefix, err)
 	}
-	it := item{
-		task:     tasks.Task{ID: tr.ID, Agent: tr.Agent, Action: tr.Action, Params: tr.Params, CorrelationID: tr.CorrelationID, Queue: tr.Queue},
-		failFast: tr.FailIfUnavailable,
-	}
-	if tr.In != "" {
-		d, err := time.ParseDuration(tr.In)
-		if err != nil || d < 0 {
-			return item{}, invalid("%sfield \"in\" is not a non-negative Go duration such as \"30s\" or \"5m\": %q", prefix, tr.In)
-		}
-		it.delay = d
-	}
-	return it, nil
+	return item{task: t, delay: delay, failFast: tr.FailIfUnavailable}, nil
 }
 
 // parseEnqueue decodes and validates a single task or a batch; batch tells
@@ -455,22 +420,14 @@ func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
 func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	out := []worker.AgentSummary{}
+	refs := make([]resilience.AgentRef, 0, len(s.cfg.Agents))
 	for _, name := range s.cfg.AgentNames() {
 		a, _ := s.cfg.Agent(name)
-		snap, err := s.breakers.Get(ctx, a.BreakerKey)
-		if err != nil {
-			return err
-		}
-		sum := worker.AgentSummary{Agent: name, BreakerSnapshot: snap, Fallback: a.Fallback}
-		if a.Health != nil {
-			st, _, err := s.breakers.ProbeStatus(ctx, a.BreakerKey)
-			if err != nil {
-				return err
-			}
-			sum.Probe = &st
-		}
-		out = append(out, sum)
+		refs = append(refs, resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil})
+	}
+	out, err := s.breakers.Summaries(ctx, refs)
+	if err != nil {
+		return err
 	}
 	writeJSON(rw, http.StatusOK, map[string]any{"agents": out})
 	return nil

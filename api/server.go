@@ -14,9 +14,9 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/worker"
 )
 
 // Defaults of Options.
@@ -174,7 +174,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 // serveRoute runs one route: auth, body limit, a bounded context, and the
 // error reply.
 func (s *Server) serveRoute(rt Route, rw http.ResponseWriter, r *http.Request) {
-	if rt.Auth && !worker.CheckBearer(r, s.opts.Token) {
+	if rt.Auth && !httpx.CheckBearer(r, s.opts.Token) {
 		msg := "missing or wrong bearer token (send Authorization: Bearer <token>)"
 		if r.Header.Get("Authorization") == "" {
 			msg = "missing bearer token (send Authorization: Bearer <token>)"

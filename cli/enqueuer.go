@@ -163,21 +163,10 @@ func newClient(cfg *config.Config, rdb redis.UniversalClient) *tasks.Client {
 	return tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithQueues(cfg.ServedQueues()...))
 }
 
-// validateTask checks t as the producers do (a caller ID without '#', a
-// queue the config's workers serve); a bad task is exit 2.
+// validateTask checks t as the producers do (tasks.Task.Check: a caller ID
+// without '#', a queue the config's workers serve); a bad task is exit 2.
 func validateTask(t tasks.Task, cfg *config.Config) error {
-	env := tasks.Envelope{ID: t.ID, Agent: t.Agent, Params: t.Params}
-	if env.ID == "" {
-		env.ID = "x"
-	}
-	err := env.Validate()
-	if err == nil && t.ID != "" {
-		err = tasks.ValidateID(t.ID)
-	}
-	if err == nil {
-		err = tasks.CheckQueue(t.Queue, cfg.ServedQueues())
-	}
-	if err != nil {
+	if err := t.Check(cfg.ServedQueues()); err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	return nil
@@ -206,20 +195,8 @@ func readParams(s string) (json.RawMessage, error) {
 	return json.RawMessage(b), nil
 }
 
-// lineTask is one line of an --file.
-type lineTask struct {
-	ID            string          `json:"id"`
-	Agent         string          `json:"agent"`
-	Action        string          `json:"action"`
-	Params        json.RawMessage `json:"params"`
-	CorrelationID string          `json:"correlation_id"`
-	Queue         string          `json:"queue"`
-	In            string          `json:"in"`
-	// FailIfUnavailable refuses the line's task while its agent's breaker is open.
-	FailIfUnavailable bool `json:"fail_if_unavailable"`
-}
-
-// fileItem is a valid --file line on its way to the queue.
+// fileItem is a valid --file line (a tasks.Request) on its way to the
+// queue.
 type fileItem struct {
 	t        tasks.Task
 	in       time.Duration // the line's "in"
@@ -327,25 +304,17 @@ func readTaskLines(app *App, r io.Reader, cfg *config.Config, o *enqueueOptions)
 // validates its task as validateTask does; failFast is the line's
 // fail_if_unavailable.
 func parseTaskLine(text string, cfg *config.Config) (fileItem, error) {
-	var lt lineTask
+	var r tasks.Request
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&lt); err != nil {
+	if err := dec.Decode(&r); err != nil {
 		return fileItem{}, fmt.Errorf("not a task object: %v", err)
 	}
-	t := tasks.Task{ID: lt.ID, Agent: lt.Agent, Action: lt.Action, Params: lt.Params, CorrelationID: lt.CorrelationID, Queue: lt.Queue}
-	var in time.Duration
-	if lt.In != "" {
-		d, err := time.ParseDuration(lt.In)
-		if err != nil || d < 0 {
-			return fileItem{}, fmt.Errorf("field \"in\": not a non-negative duration: %q", lt.In)
-		}
-		in = d
+	t, in, err := r.Task(cfg.ServedQueues())
+	if err != nil {
+		return fileItem{}, &ExitError{Code: ExitUsage, Err: err}
 	}
-	if err := validateTask(t, cfg); err != nil {
-		return fileItem{}, err
-	}
-	return fileItem{t: t, in: in, failFast: lt.FailIfUnavailable}, nil
+	return fileItem{t: t, in: in, failFast: r.FailIfUnavailable}, nil
 }
 
 // fileChunk is one EnqueueMany call of --file: the indexes of its items,

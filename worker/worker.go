@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +20,7 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/resilience"
@@ -365,62 +364,23 @@ func (w *Worker) OpsHandler() http.Handler {
 	return mux
 }
 
-// AgentSummary is one agent's health (the /api/v1/agents view). Fields may
-// be added, never renamed.
-type AgentSummary struct {
-	Agent string `json:"agent"`
-	resilience.BreakerSnapshot
-	// Fallback lists the agent's fallback agents, in order (omitted when
-	// none).
-	Fallback []string `json:"fallback,omitempty"`
-	// Probe is the agent's health-probe view, shared by every worker: the
-	// last probe's time, outcome, latency and error, and the success rate
-	// over the recent probes. Omitted for an agent without a probe; null
-	// fields until its first probe.
-	Probe *resilience.ProbeStatus `json:"probe,omitempty"`
-}
+// AgentSummary is one agent's health (the /api/v1/agents view).
+type AgentSummary = resilience.AgentSummary
 
 func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
-	out := []AgentSummary{}
+	refs := make([]resilience.AgentRef, 0, len(w.specs))
 	for _, name := range w.Agents() {
 		sp := w.specs[name]
-		snap, err := w.breakers.Get(ctx, sp.breakerKey)
-		if err != nil {
-			return nil, err
-		}
-		sum := AgentSummary{Agent: name, BreakerSnapshot: snap, Fallback: sp.fallbackNames}
-		if sp.probe != nil {
-			st, _, err := w.breakers.ProbeStatus(ctx, sp.breakerKey)
-			if err != nil {
-				return nil, err
-			}
-			sum.Probe = &st
-		}
-		out = append(out, sum)
+		refs = append(refs, resilience.AgentRef{Name: name, BreakerKey: sp.breakerKey, Fallback: sp.fallbackNames, Probe: sp.probe != nil})
 	}
-	return out, nil
+	return w.breakers.Summaries(ctx, refs)
 }
 
 // CheckBearer reports whether r carries "Authorization: Bearer <token>",
 // compared in constant time. An empty token admits every request.
-func CheckBearer(r *http.Request, token string) bool {
-	if token == "" {
-		return true
-	}
-	h := r.Header.Get("Authorization")
-	const scheme = "bearer " // the scheme is case-insensitive (RFC 9110 §11.1)
-	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return false
-	}
-	got := strings.TrimSpace(h[len(scheme):])
-	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
-}
+func CheckBearer(r *http.Request, token string) bool { return httpx.CheckBearer(r, token) }
 
-func writeJSON(rw http.ResponseWriter, code int, v any) {
-	rw.Header().Set("Content-Type", "application/json")
-	rw.WriteHeader(code)
-	_ = json.NewEncoder(rw).Encode(v)
-}
+func writeJSON(rw http.ResponseWriter, code int, v any) { httpx.WriteJSON(rw, code, v) }
 
 // redactURL hides a password in a Redis URL.
 func redactURL(u string) string {

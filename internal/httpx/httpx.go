@@ -1,0 +1,49 @@
+// Package httpx holds what agentq's two HTTP servers — the enqueue API
+// (package api) and the worker's ops endpoints — share, below both: the
+// JSON error body, JSON replies and the bearer-token check.
+package httpx
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// ErrorBody is the JSON of every error reply (stable: fields may be added,
+// never renamed). Agent, BreakerKey, State and OpenUntil are set for
+// agent_unavailable; Index names the offending task of a batch.
+type ErrorBody struct {
+	Code       string     `json:"code"`
+	Error      string     `json:"error"`
+	Index      *int       `json:"index,omitempty"`
+	Agent      string     `json:"agent,omitempty"`
+	BreakerKey string     `json:"breaker_key,omitempty"`
+	State      string     `json:"state,omitempty"`
+	OpenUntil  *time.Time `json:"open_until,omitempty"`
+}
+
+// WriteJSON writes v as the JSON reply with status; replies are never
+// cached (they describe live state).
+func WriteJSON(rw http.ResponseWriter, status int, v any) {
+	rw.Header().Set("Content-Type", "application/json")
+	rw.Header().Set("Cache-Control", "no-store")
+	rw.WriteHeader(status)
+	_ = json.NewEncoder(rw).Encode(v)
+}
+
+// CheckBearer reports whether r carries "Authorization: Bearer <token>",
+// compared in constant time. An empty token admits every request.
+func CheckBearer(r *http.Request, token string) bool {
+	if token == "" {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	const scheme = "bearer " // the scheme is case-insensitive (RFC 9110 §11.1)
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return false
+	}
+	got := strings.TrimSpace(h[len(scheme):])
+	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}

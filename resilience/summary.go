@@ -1,0 +1,50 @@
+package resilience
+
+import "context"
+
+// AgentSummary is one agent's health: the /api/v1/agents view of both the
+// HTTP API and the worker's ops endpoints. Fields may be added, never
+// renamed.
+type AgentSummary struct {
+	Agent string `json:"agent"`
+	BreakerSnapshot
+	// Fallback lists the agent's fallback agents, in order (omitted when
+	// none).
+	Fallback []string `json:"fallback,omitempty"`
+	// Probe is the agent's health-probe view, shared by every worker: the
+	// last probe's time, outcome, latency and error, and the success rate
+	// over the recent probes. Omitted for an agent without a probe; null
+	// fields until its first probe.
+	Probe *ProbeStatus `json:"probe,omitempty"`
+}
+
+// AgentRef names an agent for Summaries.
+type AgentRef struct {
+	Name       string
+	BreakerKey string
+	Fallback   []string
+	// Probe is true for an agent with a health probe.
+	Probe bool
+}
+
+// Summaries reads the breaker (and, for an agent with a probe, the probe
+// view) of each agent, in order.
+func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSummary, error) {
+	out := make([]AgentSummary, 0, len(agents))
+	for _, a := range agents {
+		snap, err := b.Get(ctx, a.BreakerKey)
+		if err != nil {
+			return nil, err
+		}
+		sum := AgentSummary{Agent: a.Name, BreakerSnapshot: snap, Fallback: a.Fallback}
+		if a.Probe {
+			st, _, err := b.ProbeStatus(ctx, a.BreakerKey)
+			if err != nil {
+				return nil, err
+			}
+			sum.Probe = &st
+		}
+		out = append(out, sum)
+	}
+	return out, nil
+}
