@@ -129,7 +129,7 @@ func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	defer stop(nil)
 
 	stdout := &capWriter{max: e.cfg.MaxOutput, onOverflow: func() { stop(errOutputTooLarge) }}
-	stderr := &tailWriter{max: e.cfg.StderrTail}
+	stderr := NewTailWriter(e.cfg.StderrTail)
 
 	cmd := e.command(runCtx, in, stdout, stderr)
 	start := time.Now()
@@ -148,7 +148,7 @@ func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 // command is the agent's process: no shell, the allowlisted environment,
 // req on stdin, in its own process group, which gets SIGTERM when runCtx
 // is done.
-func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, stderr *tailWriter) *exec.Cmd {
+func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, stderr *TailWriter) *exec.Cmd {
 	cmd := exec.CommandContext(runCtx, e.cfg.Command[0], e.cfg.Command[1:]...)
 	cmd.Env = e.env() // never nil: nil would inherit the worker's environment
 	cmd.Dir = e.cfg.Dir
@@ -174,7 +174,7 @@ func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, std
 // Wait returned waitErr, checked in this order: the output cap, the
 // context, a non-zero exit without a valid response, an invalid response,
 // then the response itself.
-func (e *Exec) outcome(ctx context.Context, start time.Time, waitErr error, stdout *capWriter, stderr *tailWriter) (json.RawMessage, error) {
+func (e *Exec) outcome(ctx context.Context, start time.Time, waitErr error, stdout *capWriter, stderr *TailWriter) (json.RawMessage, error) {
 	if stdout.overflowed() {
 		return nil, &resilience.Failure{
 			Class: resilience.LogicError,
@@ -214,14 +214,21 @@ func (e *Exec) outcome(ctx context.Context, start time.Time, waitErr error, stdo
 }
 
 // env builds the agent's environment from the allowlist.
-func (e *Exec) env() []string {
-	env := make([]string, 0, len(e.cfg.Env))
-	for _, name := range e.cfg.Env {
+func (e *Exec) env() []string { return AllowedEnv(e.cfg.Env, e.cfg.Getenv) }
+
+// AllowedEnv is a subprocess's environment from an allowlist (exec
+// agents, health-probe commands): "NAME" passes NAME through from getenv
+// when set and non-empty, "NAME=value" sets it; nothing else is inherited.
+// The result is never nil, so exec.Cmd does not fall back to the whole
+// environment.
+func AllowedEnv(allow []string, getenv func(string) string) []string {
+	env := make([]string, 0, len(allow))
+	for _, name := range allow {
 		if strings.Contains(name, "=") { // NAME=value sets it (config's documented form)
 			env = append(env, name)
 			continue
 		}
-		if v := e.cfg.Getenv(name); v != "" {
+		if v := getenv(name); v != "" {
 			env = append(env, name+"="+v)
 		}
 	}
@@ -339,15 +346,20 @@ func (w *capWriter) bytes() []byte {
 	return w.buf.Bytes()
 }
 
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
+// TailWriter keeps the last bytes written to it (a tool's stderr tail);
+// it is safe for concurrent writes.
+type TailWriter struct {
 	max int
 
 	mu  sync.Mutex
 	buf []byte
 }
 
-func (w *tailWriter) Write(p []byte) (int, error) {
+// NewTailWriter keeps the last max bytes written to it.
+func NewTailWriter(max int) *TailWriter { return &TailWriter{max: max} }
+
+// Write keeps the tail of p; it never fails.
+func (w *TailWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := len(p)
@@ -362,7 +374,8 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (w *tailWriter) String() string {
+// String is the last bytes written.
+func (w *TailWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return string(w.buf)

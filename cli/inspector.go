@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -86,6 +87,23 @@ func printJSON(app *App, v any) {
 	fmt.Fprintln(app.Out, string(b))
 }
 
+// printList prints items as JSON Lines (asJSON), or as a table: header,
+// then one row per item.
+func printList[T any](app *App, asJSON bool, items []T, header string, row func(w io.Writer, item T)) {
+	if asJSON {
+		for _, it := range items {
+			printJSON(app, it)
+		}
+		return
+	}
+	w := table(app)
+	fmt.Fprintln(w, header)
+	for _, it := range items {
+		row(w, it)
+	}
+	_ = w.Flush()
+}
+
 func table(app *App) *tabwriter.Writer { return tabwriter.NewWriter(app.Out, 0, 4, 2, ' ', 0) }
 
 func ts(t time.Time) string {
@@ -140,20 +158,14 @@ func dlqList(app *App, g *global) *cobra.Command {
 			if err != nil {
 				return runtimeErr(err)
 			}
-			if o.json {
-				for _, e := range entries {
-					printJSON(app, e)
-				}
-				return nil
+			printList(app, o.json, entries, "ID\tAGENT\tACTION\tCLASS\tREASON\tATTEMPTS\tRESTARTS\tDEAD LETTERED\tERROR",
+				func(w io.Writer, e *deadletter.Entry) {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, e.Agent, e.Action, e.ErrorClass, e.Reason,
+						e.Attempts, e.Restarts, ts(e.DeadLetteredAt), short(e.Error, 60))
+				})
+			if !o.json {
+				fmt.Fprintf(app.Out, "%d of %d dead letters\n", len(entries), total)
 			}
-			w := table(app)
-			fmt.Fprintln(w, "ID\tAGENT\tACTION\tCLASS\tREASON\tATTEMPTS\tRESTARTS\tDEAD LETTERED\tERROR")
-			for _, e := range entries {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, e.Agent, e.Action, e.ErrorClass, e.Reason,
-					e.Attempts, e.Restarts, ts(e.DeadLetteredAt), short(e.Error, 60))
-			}
-			_ = w.Flush()
-			fmt.Fprintf(app.Out, "%d of %d dead letters\n", len(entries), total)
 			return nil
 		})}
 	cmd.Flags().StringVar(&o.agent, "agent", "", "only this agent's")
@@ -327,19 +339,12 @@ func breakersCmd(app *App, g *global) *cobra.Command {
 			if err != nil {
 				return runtimeErr(err)
 			}
-			if asJSON {
-				for _, b := range list {
-					printJSON(app, b)
-				}
-				return nil
-			}
-			w := table(app)
-			fmt.Fprintln(w, "KEY\tSTATE\tHEALTH\tCONSEC FAIL\tFAILURES\tSUCCESSES\tOPEN UNTIL\tLAST FAILURE\tLAST SUCCESS")
-			for _, b := range list {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
-					b.FailureCount, b.SuccessCount, tsp(b.OpenUntil), tsp(b.LastFailureAt), tsp(b.LastSuccessAt))
-			}
-			return w.Flush()
+			printList(app, asJSON, list, "KEY\tSTATE\tHEALTH\tCONSEC FAIL\tFAILURES\tSUCCESSES\tOPEN UNTIL\tLAST FAILURE\tLAST SUCCESS",
+				func(w io.Writer, b resilience.BreakerSnapshot) {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
+						b.FailureCount, b.SuccessCount, tsp(b.OpenUntil), tsp(b.LastFailureAt), tsp(b.LastSuccessAt))
+				})
+			return nil
 		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON Lines")
 	return cmd
@@ -415,18 +420,10 @@ func restartsCmd(app *App, g *global) *cobra.Command {
 			if err != nil {
 				return runtimeErr(err)
 			}
-			if asJSON {
-				for _, p := range list {
-					printJSON(app, p)
-				}
-				return nil
-			}
-			w := table(app)
-			fmt.Fprintln(w, "ID\tAGENT\tRESTART\tDUE\tCLASS\tERROR")
-			for _, p := range list {
+			printList(app, asJSON, list, "ID\tAGENT\tRESTART\tDUE\tCLASS\tERROR", func(w io.Writer, p restart.Pending) {
 				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Agent, p.Restart, ts(p.DueAt), p.Class, short(p.Error, 60))
-			}
-			return w.Flush()
+			})
+			return nil
 		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON Lines")
 	return cmd

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/startstop"
 )
 
 // DefaultLimit is the page size List uses when Filter.Limit is zero or
@@ -38,15 +39,7 @@ func casBackoff(ctx context.Context, try int) error {
 	if try < 2 {
 		return ctx.Err()
 	}
-	d := time.Duration(rand.Int64N(int64(min(try, 20)) * int64(100*time.Microsecond)))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return startstop.Sleep(ctx, time.Duration(rand.Int64N(int64(min(try, 20))*int64(100*time.Microsecond))))
 }
 
 // errConflict is returned (wrapped) when a compare-and-set loop ran out of

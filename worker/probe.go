@@ -10,10 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/internal/startstop"
@@ -113,14 +113,7 @@ func urlCheck(url string, expect int) func(ctx context.Context) error {
 // nothing else is inherited. When ctx ends the whole group is killed.
 func commandCheck(argv, env []string, dir string, getenv func(string) string) func(ctx context.Context) error {
 	argv = append([]string(nil), argv...)
-	penv := make([]string, 0, len(env))
-	for _, name := range env {
-		if strings.Contains(name, "=") {
-			penv = append(penv, name)
-		} else if v := getenv(name); v != "" {
-			penv = append(penv, name+"="+v)
-		}
-	}
+	penv := agent.AllowedEnv(env, getenv)
 	return func(ctx context.Context) error {
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = penv // never nil: nil would inherit the worker's environment
@@ -128,8 +121,8 @@ func commandCheck(argv, env []string, dir string, getenv func(string) string) fu
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 		cmd.WaitDelay = time.Second
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &limitWriter{w: &out, n: maxProbeBody}, &limitWriter{w: &out, n: maxProbeBody}
+		out := agent.NewTailWriter(maxProbeBody)
+		cmd.Stdout, cmd.Stderr = out, out
 		err := cmd.Run()
 		if cmd.Process != nil {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever is left of the group
@@ -142,24 +135,6 @@ func commandCheck(argv, env []string, dir string, getenv func(string) string) fu
 		}
 		return nil
 	}
-}
-
-// limitWriter keeps the first n bytes and drops the rest without failing.
-type limitWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-	n  int
-}
-
-func (l *limitWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.n > 0 {
-		k := min(len(p), l.n)
-		_, _ = l.w.Write(p[:k])
-		l.n -= k
-	}
-	return len(p), nil
 }
 
 // maxProbePoll bounds how long a prober sleeps before it looks at its

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -117,12 +118,5 @@ func waitUntilDue(ctx context.Context, due time.Time) error {
 	if wait > maxDueWait {
 		wait = maxDueWait
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return startstop.Sleep(ctx, wait)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/startstop"
 )
 
 // maxRedisWait bounds how long a handler waits for an unreachable Redis
@@ -41,12 +42,8 @@ func untilRedis(ctx context.Context, op func() error) error {
 		if err == nil || !redisx.IsUnavailable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if startstop.Sleep(ctx, wait) != nil {
 			return err
-		case <-t.C:
 		}
 		wait = min(2*wait, redisRetryMax)
 	}

@@ -11,6 +11,7 @@ package startstop
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Service is a background component.
@@ -99,5 +100,17 @@ func StartAll(ctx context.Context, services ...Service) {
 func StopAll(services ...Service) {
 	for i := len(services) - 1; i >= 0; i-- {
 		services[i].Stop()
+	}
+}
+
+// Sleep waits d, or until ctx ends (then it returns ctx's error).
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
