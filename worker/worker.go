@@ -235,18 +235,21 @@ func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 }
 
 // awaitAgents waits, after shutdown cancelled the agents still running,
-// for their handlers to return: at most shutdown_timeout more (an exec
-// agent's process group is killed within its kill grace; a Go agent that
-// ignores its context is left behind, and said so).
+// for their handlers to return: an exec agent's process group gets SIGTERM
+// and, agent.DefaultKillGrace later, SIGKILL, then its handler records the
+// put-back (tasks.HandoffGrace bounds that hand-off, as for any attempt).
+// It returns as soon as they have; a Go agent that ignores its context is
+// left behind after that bound, and said so.
 func (w *Worker) awaitAgents() {
 	done := make(chan struct{})
 	go func() { w.inflight.Wait(); close(done) }()
-	t := time.NewTimer(w.cfg.Worker.ShutdownTimeout)
+	bound := agent.DefaultKillGrace + tasks.HandoffGrace
+	t := time.NewTimer(bound)
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-		w.log.Error("agents did not stop within shutdown_timeout of their cancellation", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
+		w.log.Error("agents did not stop after their cancellation", "waited", bound.String())
 	}
 }
 
