@@ -74,7 +74,9 @@ func writeError(rw http.ResponseWriter, e *apiError) {
 // redisDown reports whether err means Redis cannot answer (refused, reset,
 // timed out, LOADING, READONLY, …: redisx.IsUnavailable), or the breaker
 // could not read it, or this process closed its client (shutting down),
-// rather than a reply it gave.
+// rather than a reply it gave; or a write did not reach the replicas
+// redis.wait_replicas asks for (a refused enqueue, never a silent success).
 func redisDown(err error) bool {
-	return errors.Is(err, resilience.ErrBreakerUnavailable) || errors.Is(err, redis.ErrClosed) || redisx.IsUnavailable(err)
+	return errors.Is(err, resilience.ErrBreakerUnavailable) || errors.Is(err, redis.ErrClosed) || redisx.IsUnavailable(err) ||
+		errors.Is(err, redisx.ErrNotReplicated)
 }

@@ -78,7 +78,8 @@ type item struct {
 // config's history.retention (as the worker keeps them), and only the
 // queues of worker.queues accepted.
 func newClient(rdb redis.UniversalClient, cfg *config.Config) *tasks.Client {
-	return tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithQueues(cfg.ServedQueues()...))
+	return tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithQueues(cfg.ServedQueues()...),
+		tasks.WithWaitReplicas(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout))
 }
 
 // readBody reads the (size-limited) body.
@@ -146,6 +147,9 @@ func (s *Server) validate(tr TaskRequest, prefix string) (item, error) {
 		if _, ok := s.cfg.Agents[tr.Agent]; !ok {
 			return item{}, invalid("%sunknown agent %q (configured agents: %v)", prefix, tr.Agent, s.cfg.AgentNames())
 		}
+	}
+	if tr.Queue == "" {
+		tr.Queue = s.cfg.AgentQueue(tr.Agent)
 	}
 	t, delay, err := tr.Task(s.cfg.ServedQueues())
 	var ve *tasks.ValidationError

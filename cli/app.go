@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -134,7 +133,7 @@ func (g *global) loadConfig(app *App) (*config.Config, error) {
 	}
 	cfg.ApplyEnv(app.Getenv)
 	if g.redisURL != "" {
-		cfg.Redis.URL = g.redisURL
+		cfg.Redis.UseURL(g.redisURL)
 	}
 	return cfg, nil
 }
@@ -145,41 +144,29 @@ func (g *global) connect(ctx context.Context, app *App) (*config.Config, redis.U
 	if err != nil {
 		return nil, nil, err
 	}
-	rdb, err := OpenRedis(ctx, cfg.Redis.URL)
+	rdb, err := OpenRedis(ctx, app, cfg.Redis)
 	if err != nil {
 		return nil, nil, err
 	}
 	return cfg, rdb, nil
 }
 
-// OpenRedis parses a redis://, rediss:// or unix:// URL (a bad URL is exit
-// 2) and pings the server (unreachable is exit 1).
-func OpenRedis(ctx context.Context, url string) (redis.UniversalClient, error) {
-	opt, err := redis.ParseURL(url)
+// OpenRedis opens the Redis that r names — one server, a Sentinel group or
+// a Cluster (a bad location is exit 2) — and pings it (on a Cluster, every
+// master; unreachable is exit 1). Passwords' ${VAR} are read from app's
+// environment.
+func OpenRedis(ctx context.Context, app *App, r config.Redis) (redis.UniversalClient, error) {
+	rdb, err := r.NewClient(app.Getenv)
 	if err != nil {
-		return nil, usageErr("bad Redis URL %q: %v", redact(url), err)
+		return nil, usageErr("bad Redis location %s: %v", r.Where(), err)
 	}
-	opt.DialTimeout = 3 * time.Second
-	// Apply context deadlines to socket reads, so a server that stops
-	// answering holds a call only as long as its context allows.
-	opt.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opt)
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
+	if err := config.Ping(pctx, rdb); err != nil {
 		_ = rdb.Close()
-		return nil, runtimeErr(fmt.Errorf("redis unreachable at %s: %w", redact(url), err))
+		return nil, runtimeErr(fmt.Errorf("redis unreachable at %s: %w", r.Where(), err))
 	}
 	return rdb, nil
-}
-
-func redact(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		if j := strings.LastIndex(u, "@"); j > i {
-			return u[:i+3] + "***@" + u[j+1:]
-		}
-	}
-	return u
 }
 
 // exactArgs is cobra.ExactArgs with a usage exit status.

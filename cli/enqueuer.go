@@ -71,7 +71,7 @@ enqueued when any line is refused.`
 	f.StringVar(&o.action, "action", "", "action name passed to the agent")
 	f.StringVar(&o.params, "params", "", "params as JSON, or @file to read them from a file")
 	f.StringVar(&o.id, "id", "", "task ID (idempotency key); default: random")
-	f.StringVar(&o.queue, "queue", "", "queue (default \"default\")")
+	f.StringVar(&o.queue, "queue", "", "queue (default: the agent's agents.NAME.queue, else \"default\")")
 	f.StringVar(&o.correlationID, "correlation-id", "", "correlation ID passed to the agent")
 	f.DurationVar(&o.in, "in", 0, "run no earlier than this long from now")
 	f.StringVar(&o.file, "file", "", "JSON Lines file of tasks, or - for standard input")
@@ -94,10 +94,13 @@ enqueued when any line is refused.`
 		if err != nil {
 			return err
 		}
+		if t.Queue == "" {
+			t.Queue = cfg.AgentQueue(t.Agent)
+		}
 		if err := validateTask(t, cfg); err != nil {
 			return err
 		}
-		rdb, err := OpenRedis(cmd.Context(), cfg.Redis.URL)
+		rdb, err := OpenRedis(cmd.Context(), app, cfg.Redis)
 		if err != nil {
 			return err
 		}
@@ -160,7 +163,7 @@ func printResult(app *App, asJSON bool, res tasks.Result) {
 // config's history.retention (as the worker keeps them), and only the
 // queues of worker.queues accepted.
 func newClient(cfg *config.Config, rdb redis.UniversalClient) *tasks.Client {
-	return tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithQueues(cfg.ServedQueues()...))
+	return tasks.NewClient(rdb, append(ProducerOptions(cfg), tasks.WithQueues(cfg.ServedQueues()...))...)
 }
 
 // validateTask checks t as the producers do (tasks.Task.Check: a caller ID
@@ -222,7 +225,7 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 	if err != nil {
 		return err
 	}
-	rdb, err := OpenRedis(ctx, cfg.Redis.URL)
+	rdb, err := OpenRedis(ctx, app, cfg.Redis)
 	if err != nil {
 		return err
 	}
@@ -309,6 +312,9 @@ func parseTaskLine(text string, cfg *config.Config) (fileItem, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
 		return fileItem{}, fmt.Errorf("not a task object: %v", err)
+	}
+	if r.Queue == "" {
+		r.Queue = cfg.AgentQueue(r.Agent)
 	}
 	t, in, err := r.Task(cfg.ServedQueues())
 	if err != nil {
@@ -438,4 +444,11 @@ func checkLines(ctx context.Context, app *App, o *enqueueOptions, cfg *config.Co
 		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%d task(s) refused because their agent is unavailable (first: %w); nothing was enqueued", refused, firstRefusal)}
 	}
 	return nil
+}
+
+// ProducerOptions are the tasks.Client options a producer takes from cfg:
+// history.retention, and redis.wait_replicas / wait_timeout.
+func ProducerOptions(cfg *config.Config) []tasks.ClientOption {
+	return []tasks.ClientOption{tasks.WithRetention(cfg.History.Retention),
+		tasks.WithWaitReplicas(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout)}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
@@ -47,9 +48,9 @@ func group(cmd *cobra.Command, args []string) error {
 type session struct {
 	rdb redis.UniversalClient
 	dlq *deadletter.Store
-	// retention is the config's history.retention, for records a
-	// requeue writes.
-	retention time.Duration
+	// cfg is the loaded config (history.retention for the records a
+	// requeue writes, redis.wait_replicas for its enqueue).
+	cfg *config.Config
 }
 
 func (g *global) session(ctx context.Context, app *App) (*session, error) {
@@ -57,7 +58,7 @@ func (g *global) session(ctx context.Context, app *App) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{rdb: rdb, dlq: deadletter.NewStore(rdb), retention: cfg.History.Retention}, nil
+	return &session{rdb: rdb, dlq: deadletter.NewStore(rdb), cfg: cfg}, nil
 }
 
 func (s *session) close() { _ = s.rdb.Close() }
@@ -250,7 +251,7 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 					return runtimeErr(err)
 				}
 			}
-			client := tasks.NewClient(s.rdb, tasks.WithRetention(s.retention))
+			client := tasks.NewClient(s.rdb, ProducerOptions(s.cfg)...)
 			failed := 0
 			for _, id := range ids {
 				if _, err := s.dlq.RequeueTask(cmd.Context(), client, id); err != nil {

@@ -52,7 +52,7 @@ func NewWorkerCmd(app *App) *cobra.Command {
 			cfg.Worker.HTTPAddr = o.http
 		}
 		log := NewLogger(app, o.logLevel)
-		rdb, err := OpenRedis(cmd.Context(), cfg.Redis.URL)
+		rdb, err := OpenRedis(cmd.Context(), app, cfg.Redis)
 		if err != nil {
 			return err
 		}

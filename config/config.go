@@ -61,11 +61,54 @@ type Config struct {
 	redisFromEnv bool
 }
 
-// Redis locates the Redis server.
+// Redis locates the Redis deployment: exactly one of URL, Sentinel and
+// Cluster. See redis.go for the URL forms and how a client is opened.
 type Redis struct {
-	// URL is a redis://, rediss:// (TLS) or unix:// URL.
-	// Zero → "redis://127.0.0.1:6379/0". AGENTQ_REDIS_URL overrides the file.
+	// URL is a redis://, rediss:// (TLS) or unix:// URL, or a
+	// redis+sentinel:// or redis+cluster:// URL (see ParseRedisURL). Zero →
+	// "redis://127.0.0.1:6379/0" when neither sentinel nor cluster is set.
+	// AGENTQ_REDIS_URL (and --redis) replace the file's whole topology.
 	URL string `yaml:"url"`
+	// Sentinel, when set, finds the master through Redis Sentinel.
+	// Zero → not used.
+	Sentinel *Sentinel `yaml:"sentinel"`
+	// Cluster, when set, talks to a Redis Cluster. Zero → not used.
+	Cluster *Cluster `yaml:"cluster"`
+	// WaitReplicas, when > 0, makes every acknowledged write that a task
+	// depends on (an enqueue, a worker's record of an outcome, a dead
+	// letter, a restart) wait until this many replicas have it (WAIT).
+	// Zero → 0 (no waiting; a failover may lose the last writes).
+	WaitReplicas int `yaml:"wait_replicas"`
+	// WaitTimeout bounds that wait; a write not on enough replicas by then
+	// fails loudly (enqueuer exit 1, HTTP 503). Zero → 1s.
+	WaitTimeout time.Duration `yaml:"wait_timeout"`
+}
+
+// Sentinel locates a master through Redis Sentinel.
+type Sentinel struct {
+	// MasterName is the name the sentinels monitor the master under
+	// (YAML master_name). Required.
+	MasterName string `yaml:"master_name"`
+	// Addrs are the sentinels' host:port addresses. Required, at least one.
+	Addrs []string `yaml:"addrs"`
+	// Password authenticates to the data nodes; ${VAR} is read from the
+	// environment when connecting. Zero → no password.
+	Password string `yaml:"password"`
+	// SentinelPassword authenticates to the sentinels (YAML
+	// sentinel_password); ${VAR} as for Password. Zero → none.
+	SentinelPassword string `yaml:"sentinel_password"`
+	// DB is the database number. Zero → 0.
+	DB int `yaml:"db"`
+}
+
+// Cluster locates a Redis Cluster.
+type Cluster struct {
+	// Addrs are seed nodes' host:port addresses (the client discovers the
+	// rest). Required, at least one.
+	Addrs []string `yaml:"addrs"`
+	// Password authenticates to every node; ${VAR} is read from the
+	// environment when connecting. Zero → no password.
+	Password string `yaml:"password"`
 }
 
 // Worker holds the settings of a worker process.
@@ -180,6 +223,10 @@ type Agent struct {
 	HTTP *HTTP `yaml:"http"`
 	// BreakerKey names the shared circuit breaker. Zero → the agent's name.
 	BreakerKey string `yaml:"breaker_key"`
+	// Queue is the queue this agent's tasks go to when a producer names
+	// none (enqueuer, enqueuer --file, the HTTP API); it must be one of
+	// worker.queues. Zero → "default".
+	Queue string `yaml:"queue"`
 	// Fallback lists the agents a call goes to, in order, when this agent's
 	// breaker does not admit it or an attempt fails with a class whose rule
 	// has fallback: true (YAML fallback: [backup_llm, …]). Each name must be
@@ -331,9 +378,16 @@ func (c *Config) ApplyEnv(getenv func(string) string) {
 		getenv = os.Getenv
 	}
 	if u := getenv(EnvRedisURL); u != "" {
-		c.Redis.URL = u
+		c.Redis.UseURL(u)
 		c.redisFromEnv = true
 	}
+}
+
+// UseURL makes u the whole Redis location, as AGENTQ_REDIS_URL and --redis
+// do: the file's sentinel or cluster block no longer applies (u may name a
+// Sentinel group or a Cluster itself).
+func (r *Redis) UseURL(u string) {
+	r.URL, r.Sentinel, r.Cluster = u, nil, nil
 }
 
 // Agent returns the resolved settings of the agent called name and whether
@@ -355,6 +409,15 @@ func (c *Config) Agent(name string) (Agent, bool) {
 		return a, true
 	}
 	return Agent{Name: name, BreakerKey: name, Settings: c.Defaults.Clone()}, false
+}
+
+// AgentQueue is the queue a task for agent goes to when its producer
+// names none: the agent's queue, else DefaultQueue.
+func (c *Config) AgentQueue(agent string) string {
+	if a, ok := c.Agents[agent]; ok && a.Queue != "" {
+		return a.Queue
+	}
+	return DefaultQueue
 }
 
 // AgentNames returns the names of the configured agents, sorted.

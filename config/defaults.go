@@ -14,6 +14,7 @@ import (
 // and tasks, never the other way round.
 const (
 	DefaultRedisURL         = "redis://127.0.0.1:6379/0"
+	DefaultWaitTimeout      = time.Second
 	DefaultConcurrency      = 20
 	DefaultShutdownTimeout  = 30 * time.Second
 	DefaultQueue            = tasks.DefaultQueue
@@ -74,7 +75,7 @@ func DefaultSettings() Settings {
 // at its seed value and no agents.
 func Default() *Config {
 	return &Config{
-		Redis: Redis{URL: DefaultRedisURL},
+		Redis: Redis{URL: DefaultRedisURL, WaitTimeout: DefaultWaitTimeout},
 		Worker: Worker{
 			Concurrency:     DefaultConcurrency,
 			ShutdownTimeout: DefaultShutdownTimeout,

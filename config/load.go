@@ -97,6 +97,9 @@ func parse(data []byte, name string) (c *Config, err error) {
 		root = root.Content[0]
 	}
 	d.config(root, c)
+	if (c.Redis.Sentinel != nil || c.Redis.Cluster != nil) && !hasLine(c.lines, "redis.url") {
+		c.Redis.URL = "" // the seed URL gives way to the file's topology
+	}
 	if len(d.errs) > 0 {
 		return nil, joinFieldErrors(d.errs)
 	}
@@ -114,3 +117,5 @@ func yamlError(file string, err error) error {
 	}
 	return &FieldError{File: file, Reason: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
+
+func hasLine(lines map[string]int, path string) bool { _, ok := lines[path]; return ok }

@@ -149,15 +149,56 @@ func (v *validator) atLeast(path string, n, least int) {
 }
 
 func (v *validator) redis() {
-	raw := v.c.Redis.URL
+	r := v.c.Redis
 	fail := v.fail
 	if v.c.redisFromEnv {
 		fail = func(path, format string, args ...any) {
 			v.errs = append(v.errs, &FieldError{File: EnvRedisURL, Field: path, Reason: fmt.Sprintf(format, args...)})
 		}
 	}
-	if raw == "" {
-		fail("redis.url", "must not be empty")
+	set := 0
+	for _, on := range []bool{r.URL != "", r.Sentinel != nil, r.Cluster != nil} {
+		if on {
+			set++
+		}
+	}
+	switch {
+	case set == 0:
+		fail("redis", "names no Redis: set one of url, sentinel and cluster")
+	case set > 1:
+		fail("redis", "sets more than one of url, sentinel and cluster: choose one topology")
+	}
+	if r.URL != "" {
+		v.redisURL(fail, r.URL)
+	}
+	if s := r.Sentinel; s != nil {
+		if s.MasterName == "" {
+			v.fail("redis.sentinel.master_name", "must name the master the sentinels monitor")
+		}
+		v.addrs("redis.sentinel.addrs", s.Addrs)
+		v.secret("redis.sentinel.password", s.Password)
+		v.secret("redis.sentinel.sentinel_password", s.SentinelPassword)
+		if s.DB < 0 {
+			v.fail("redis.sentinel.db", "must be ≥ 0, got %d", s.DB)
+		}
+	}
+	if c := r.Cluster; c != nil {
+		v.addrs("redis.cluster.addrs", c.Addrs)
+		v.secret("redis.cluster.password", c.Password)
+	}
+	if r.WaitReplicas < 0 {
+		v.fail("redis.wait_replicas", "must be ≥ 0, got %d", r.WaitReplicas)
+	}
+	v.positive("redis.wait_timeout", r.WaitTimeout)
+}
+
+// redisURL checks redis.url (or AGENTQ_REDIS_URL, through fail).
+func (v *validator) redisURL(fail func(path, format string, args ...any), raw string) {
+	scheme, _, _ := strings.Cut(raw, "://")
+	if scheme == SchemeSentinel || scheme == SchemeCluster {
+		if _, _, err := ParseRedisURL(raw); err != nil {
+			fail("redis.url", "bad %s URL: %v", scheme, err)
+		}
 		return
 	}
 	u, err := url.Parse(raw)
@@ -175,7 +216,26 @@ func (v *validator) redis() {
 			fail("redis.url", "unix URL has no socket path")
 		}
 	default:
-		fail("redis.url", "scheme %q not supported: use redis://, rediss:// (TLS) or unix://", u.Scheme)
+		fail("redis.url", "scheme %q not supported: use redis://, rediss:// (TLS), unix://, %s:// or %s://",
+			u.Scheme, SchemeSentinel, SchemeCluster)
+	}
+}
+
+func (v *validator) addrs(path string, addrs []string) {
+	if len(addrs) == 0 {
+		v.fail(path, "must list at least one host:port")
+	}
+	for i, a := range addrs {
+		if err := checkAddr(a); err != nil {
+			v.fail(fmt.Sprintf("%s[%d]", path, i), "%v", err)
+		}
+	}
+}
+
+// secret checks the ${VAR} references of a password.
+func (v *validator) secret(path, s string) {
+	if err := checkPlaceholders(s); err != nil {
+		v.fail(path, "%v", err)
 	}
 }
 
@@ -373,6 +433,14 @@ func (v *validator) agent(name string, a Agent) {
 	if a.BreakerKey != "" {
 		if err := checkName(a.BreakerKey); err != nil {
 			v.fail(prefix+".breaker_key", "invalid breaker key: %v", err)
+		}
+	}
+	if a.Queue != "" {
+		if err := checkName(a.Queue); err != nil {
+			v.fail(prefix+".queue", "invalid queue name: %v", err)
+		} else if len(v.c.Worker.Queues) > 0 && v.c.Worker.Queues[a.Queue] == 0 {
+			v.fail(prefix+".queue", "is %q, which worker.queues does not list (served queues: %s); its tasks would never run",
+				a.Queue, strings.Join(v.c.ServedQueues(), ", "))
 		}
 	}
 	if a.Exec != nil && a.HTTP != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
 )
@@ -49,8 +50,9 @@ var errConflict = errors.New("dead letter changed concurrently too many times")
 // Store is the Redis dead-letter store. It is safe for concurrent use; many
 // processes may share one store.
 type Store struct {
-	rdb redis.UniversalClient
-	now func() time.Time
+	rdb    redis.UniversalClient
+	now    func() time.Time
+	writes redisx.Runner // runs Put's script: redisx.Direct, or WithScriptRunner's
 }
 
 // Option configures a Store.
@@ -66,11 +68,19 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithScriptRunner runs Put's writes through r (the worker passes one that
+// waits for replicas, redis.wait_replicas). Nil (the default) means one
+// plain round trip per call.
+func WithScriptRunner(r redisx.Runner) Option { return func(s *Store) { s.writes = r } }
+
 // NewStore returns a store on rdb.
 func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{rdb: rdb, now: time.Now}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.writes == nil {
+		s.writes = redisx.Direct(rdb)
 	}
 	return s
 }
@@ -261,7 +271,7 @@ func (s *Store) put(ctx context.Context, e *Entry, body []byte, old *indexRef) (
 			return false, fmt.Errorf("deadletter: put %s: %w", e.ID, err)
 		}
 		keys, args := putArgs(e, body, old)
-		v, err := putScript.Run(ctx, s.rdb, keys, args...).Result()
+		v, err := s.writes.Run(ctx, putScript, keys, args...)
 		if err != nil {
 			return false, fmt.Errorf("deadletter: put %s: %w", e.ID, err)
 		}

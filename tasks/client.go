@@ -10,11 +10,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -106,6 +109,12 @@ type Client struct {
 	store *Store
 	// queues, when not nil, are the only queues Enqueue accepts (WithQueues).
 	queues map[string]bool
+	// rep, when On, makes every write of an enqueue wait for replicas
+	// (WithWaitReplicas).
+	rep redisx.Replication
+	// registered are the queues already added to asynq's set of queues on
+	// the replicated path (asynq's client keeps the same cache).
+	registered sync.Map
 }
 
 // ClientOption configures a Client. Every StoreOption is one (it configures
@@ -135,6 +144,41 @@ func WithQueues(queues ...string) ClientOption {
 		}
 	})
 }
+
+// WithWaitReplicas makes every enqueue wait until n replicas have its
+// writes (Redis WAIT, on each master written, for at most timeout; zero →
+// 1s): the task's queue entry and its record. An enqueue they do not reach
+// in time fails with an error wrapping ErrNotReplicated (the enqueuer exits
+// 1, the HTTP API answers 503); the task may still be on the master, so
+// retry with the same caller ID. n ≤ 0: no waiting (the default). This is
+// redis.wait_replicas and redis.wait_timeout of the config.
+func WithWaitReplicas(n int, timeout time.Duration) ClientOption {
+	return clientOption(func(c *Client) {
+		c.rep = redisx.Replication{Replicas: n, Timeout: timeout}
+		if c.rep.On() && c.store.direct {
+			c.store.runner = redisx.Replicated(c.store.rdb, c.rep)
+		}
+	})
+}
+
+// WithShortReplication makes WithWaitReplicas best-effort: a write that
+// reached fewer replicas than asked in time is reported to f (an error
+// wrapping ErrNotReplicated) and counts as done. The worker uses it for
+// the runs it schedules (a restart, a requeue), whose write is on the
+// master, rather than stall while a replica is down. Give it after
+// WithWaitReplicas.
+func WithShortReplication(f func(error)) ClientOption {
+	return clientOption(func(c *Client) {
+		c.rep.OnShort = f
+		if c.rep.On() && c.store.direct {
+			c.store.runner = redisx.Replicated(c.store.rdb, c.rep)
+		}
+	})
+}
+
+// ErrNotReplicated is wrapped by the error of an enqueue whose writes did
+// not reach the replicas WithWaitReplicas asks for in time.
+var ErrNotReplicated = redisx.ErrNotReplicated
 
 // NewClient returns a client on rdb. rdb stays the caller's: the client
 // holds no connection of its own, and the caller closes rdb when done.
@@ -313,6 +357,9 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 	if env.Queue == "" {
 		env.Queue = DefaultQueue
 	}
+	if c.rep.On() {
+		return c.enqueueReplicated(ctx, env, delay)
+	}
 	opts := []asynq.Option{
 		asynq.TaskID(env.AsynqID()), asynq.Queue(env.Queue), asynq.MaxRetry(asynqMaxRetry),
 		asynq.Timeout(RunTimeout),
@@ -326,6 +373,36 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 	}
 	if err != nil {
 		return fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)
+	}
+	return nil
+}
+
+// enqueueReplicated is EnqueueRun's write when the client waits for
+// replicas: asynq's own enqueue (or schedule) script, from the copy in
+// internal/asynqcompat that EnqueueMany uses, sent with a WAIT on the
+// queue's master (asynq's client cannot add one).
+func (c *Client) enqueueReplicated(ctx context.Context, env *Envelope, delay time.Duration) error {
+	t, err := asynqTask(env)
+	if err != nil {
+		return err
+	}
+	if _, ok := c.registered.Load(env.Queue); !ok {
+		if err := asynqcompat.RegisterQueues(ctx, c.store.rdb, env.Queue); err != nil {
+			return fmt.Errorf("tasks: enqueue %s: register queue: %w", env.ID, err)
+		}
+		c.registered.Store(env.Queue, true)
+	}
+	now := time.Now()
+	call := asynqcompat.Enqueue(t, now)
+	if delay > 0 {
+		call = asynqcompat.Schedule(t, now.Add(delay))
+	}
+	added, err := asynqcompat.Added(redisx.PipelinedReplicated(ctx, c.store.rdb, []redisx.Call{call}, c.rep)[0])
+	switch {
+	case err != nil:
+		return fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)
+	case !added:
+		return fmt.Errorf("%w: %s", ErrDuplicate, env.AsynqID())
 	}
 	return nil
 }

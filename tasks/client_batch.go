@@ -310,17 +310,17 @@ func (c *Client) createMany(ctx context.Context, items []batchItem, idx []int, s
 			string(state), string(b), s.createTTL(ev), env.CorrelationID,
 		}}
 	}
-	runPipelined(ctx, s.rdb, calls)
+	runPipelined(ctx, s.rdb, calls, c.rep)
 }
 
 // runPipelined runs calls on pipelines of batchChunk calls each
 // (redisx.Pipelined: EVALSHA, EVAL for the scripts the server did not
-// know). out[k] is the outcome of calls[k]; a failed round trip shows as
+// know), each with a WAIT per master when rep asks for replicas. out[k] is the outcome of calls[k]; a failed round trip shows as
 // the error of every call it carried.
-func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []redisx.Call) []redisx.Result {
+func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []redisx.Call, rep redisx.Replication) []redisx.Result {
 	out := make([]redisx.Result, 0, len(calls))
 	for lo := 0; lo < len(calls); lo += batchChunk {
-		out = append(out, redisx.Pipelined(ctx, rdb, calls[lo:min(lo+batchChunk, len(calls))])...)
+		out = append(out, redisx.PipelinedReplicated(ctx, rdb, calls[lo:min(lo+batchChunk, len(calls))], rep)...)
 	}
 	return out
 }
@@ -364,7 +364,7 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 		calls = append(calls, call)
 		keep = append(keep, i)
 	}
-	for k, r := range runPipelined(ctx, rdb, calls) {
+	for k, r := range runPipelined(ctx, rdb, calls, c.rep) {
 		it := &items[keep[k]]
 		added, err := asynqcompat.Added(r)
 		switch {

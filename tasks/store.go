@@ -40,6 +40,7 @@ type Store struct {
 	retention time.Duration
 	now       func() time.Time
 	runner    ScriptRunner // WithScriptRunner's, or redisx.Direct
+	direct    bool         // runner is the default redisx.Direct
 }
 
 // ScriptRunner runs a Redis script and returns its reply, like
@@ -51,7 +52,9 @@ type ScriptRunner = redisx.Runner
 // r, e.g. a group-committing batcher shared by many goroutines. Each call
 // still returns only once its write is applied; nil keeps one round trip per
 // call.
-func WithScriptRunner(r ScriptRunner) StoreOption { return func(s *Store) { s.runner = r } }
+func WithScriptRunner(r ScriptRunner) StoreOption {
+	return func(s *Store) { s.runner, s.direct = r, false }
+}
 
 // eval runs script through the store's runner.
 func (s *Store) eval(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
@@ -85,7 +88,7 @@ func NewStore(rdb redis.UniversalClient, opts ...StoreOption) *Store {
 		o(s)
 	}
 	if s.runner == nil {
-		s.runner = redisx.Direct(rdb)
+		s.runner, s.direct = redisx.Direct(rdb), true
 	}
 	return s
 }

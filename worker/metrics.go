@@ -22,6 +22,9 @@ type metrics struct {
 	fallbacks      *prometheus.CounterVec
 	probes         *prometheus.CounterVec
 	probeDuration  *prometheus.HistogramVec
+	// shortReplication counts writes that reached fewer replicas than
+	// redis.wait_replicas within redis.wait_timeout.
+	shortReplication prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -69,8 +72,12 @@ func newMetrics() *metrics {
 			Name: "agentq_probe_duration_seconds", Help: "Duration of health probes.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"agent"}),
+		shortReplication: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentq_replication_short_total",
+			Help: "Writes of this worker that reached fewer replicas than redis.wait_replicas within redis.wait_timeout.",
+		}),
 	}
-	m.reg.MustRegister(m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
+	m.reg.MustRegister(m.shortReplication, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
 		m.restarts, m.restartResults, m.breakerState, m.rejections, m.alerts,
 		m.fallbacks, m.probes, m.probeDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

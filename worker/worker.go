@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -115,14 +114,22 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	workerID := fmt.Sprintf("%s:%d", host, os.Getpid())
 	// One group-committing batcher: concurrent tasks' admissions and
 	// bookkeeping writes share pipelined round trips (see internal/rbatch).
-	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{})
-	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithScriptRunner(batch))
+	// With redis.wait_replicas, every write a task's outcome depends on
+	// (its record, its dead letter, a restart's enqueue) waits for the
+	// replicas, best-effort: a replica that does not answer in time is
+	// logged, and the outcome, which is on the master, stands.
+	rep := redisx.Replication{Replicas: cfg.Redis.WaitReplicas, Timeout: cfg.Redis.WaitTimeout,
+		OnShort: func(err error) { m.shortReplication.Inc(); o.logger.Warn("write not on enough replicas", "err", err) }}
+	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{Replication: rep})
+	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithScriptRunner(batch),
+		tasks.WithWaitReplicas(rep.Replicas, rep.Timeout), tasks.WithShortReplication(rep.OnShort))
 	br := resilience.NewBreakers(rdb, resilience.WithLogger(o.logger), resilience.WithScriptRunner(batch))
 	w := &Worker{
 		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener, specs: specs,
 	}
 	w.pipe = &pipeline{
-		log: o.logger, specs: specs, store: client.Store(), dlq: deadletter.NewStore(rdb),
+		log: o.logger, specs: specs, store: client.Store(),
+		dlq:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
 		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: resilience.Classify, noGate: o.noGate,
@@ -173,7 +180,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if w.ln != nil {
 			_ = w.ln.Close() // Run owns the listener it was given, on every return
 		}
-		return fmt.Errorf("worker: redis at %s unreachable: %w", redactURL(w.cfg.Redis.URL), err)
+		return fmt.Errorf("worker: redis at %s unreachable: %w", w.cfg.Redis.Where(), err)
 	}
 	ops, err := w.listenOps()
 	if err != nil {
@@ -384,16 +391,6 @@ func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
 func CheckBearer(r *http.Request, token string) bool { return httpx.CheckBearer(r, token) }
 
 func writeJSON(rw http.ResponseWriter, code int, v any) { httpx.WriteJSON(rw, code, v) }
-
-// redactURL hides a password in a Redis URL.
-func redactURL(u string) string {
-	if i := strings.Index(u, "://"); i >= 0 {
-		if j := strings.LastIndex(u, "@"); j > i {
-			return u[:i+3] + "***@" + u[j+1:]
-		}
-	}
-	return u
-}
 
 // asynqLogger routes asynq's logs through slog.
 type asynqLogger struct{ l *slog.Logger }

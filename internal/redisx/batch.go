@@ -35,6 +35,7 @@ type Batcher struct {
 	rdb     redis.UniversalClient
 	timeout time.Duration
 	max     int
+	rep     Replication
 
 	mu       sync.Mutex
 	pending  []*call
@@ -51,6 +52,9 @@ type BatchOptions struct {
 	Timeout time.Duration
 	// MaxBatch caps the calls in one pipeline; zero means DefaultMaxBatch.
 	MaxBatch int
+	// Replication, when On, makes each flush WAIT for replicas on every
+	// master it wrote to (PipelinedReplicated). Zero → no WAIT.
+	Replication Replication
 }
 
 // NewBatcher returns a Batcher on rdb.
@@ -61,7 +65,10 @@ func NewBatcher(rdb redis.UniversalClient, o BatchOptions) *Batcher {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
 	}
-	return &Batcher{rdb: rdb, timeout: o.Timeout, max: o.MaxBatch}
+	if o.Replication.On() {
+		o.Timeout += o.Replication.timeout()
+	}
+	return &Batcher{rdb: rdb, timeout: o.Timeout, max: o.MaxBatch, rep: o.Replication}
 }
 
 type call struct {
@@ -134,7 +141,8 @@ func isDone(c *call) bool {
 	}
 }
 
-// flush sends batch in one pipelined round trip (see Pipelined).
+// flush sends batch in one pipelined round trip (see Pipelined), with a
+// WAIT per master when the Batcher asks for replication.
 func (b *Batcher) flush(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
@@ -142,7 +150,7 @@ func (b *Batcher) flush(batch []*call) {
 	for i, c := range batch {
 		calls[i] = Call{Script: c.script, Keys: c.keys, Args: c.args}
 	}
-	for i, r := range Pipelined(ctx, b.rdb, calls) {
+	for i, r := range PipelinedReplicated(ctx, b.rdb, calls, b.rep) {
 		batch[i].res, batch[i].err = r.Val, r.Err
 		close(batch[i].done)
 	}
