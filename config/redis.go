@@ -165,9 +165,11 @@ func checkAddr(a string) error {
 	return nil
 }
 
-// Client timeouts every agentq process uses.
+// Client settings every agentq process uses.
 const (
-	dialTimeout = 3 * time.Second
+	dialTimeout        = 3 * time.Second
+	defaultReadTimeout = 3 * time.Second
+	clusterReload      = time.Second
 )
 
 // NewClient opens a client for r (after Resolved): a *redis.Client for a
@@ -184,6 +186,9 @@ func (r Redis) NewClient(getenv func(string) string) (redis.UniversalClient, err
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
+	// A WAIT holds its connection for up to wait_timeout: reads must
+	// outlast it.
+	readTimeout := max(defaultReadTimeout, r.WaitTimeout+time.Second)
 	switch {
 	case r.Sentinel != nil:
 		s := r.Sentinel
@@ -191,12 +196,16 @@ func (r Redis) NewClient(getenv func(string) string) (redis.UniversalClient, err
 			MasterName: s.MasterName, SentinelAddrs: s.Addrs, DB: s.DB,
 			Password:         expandBraced(s.Password, getenv),
 			SentinelPassword: expandBraced(s.SentinelPassword, getenv),
-			DialTimeout:      dialTimeout, ContextTimeoutEnabled: true,
+			DialTimeout:      dialTimeout, ReadTimeout: readTimeout, ContextTimeoutEnabled: true,
 		}), nil
 	case r.Cluster != nil:
 		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs: r.Cluster.Addrs, Password: expandBraced(r.Cluster.Password, getenv),
-			DialTimeout: dialTimeout, ContextTimeoutEnabled: true,
+			DialTimeout: dialTimeout, ReadTimeout: readTimeout, ContextTimeoutEnabled: true,
+			// A killed master never answers with a redirect: without a
+			// periodic reload the client would dial it for a minute
+			// (go-redis' default) before it learns of the promotion.
+			ClusterStateReloadInterval: clusterReload,
 		}), nil
 	}
 	opt, err := redis.ParseURL(r.URL)
@@ -204,6 +213,7 @@ func (r Redis) NewClient(getenv func(string) string) (redis.UniversalClient, err
 		return nil, err
 	}
 	opt.DialTimeout = dialTimeout
+	opt.ReadTimeout = max(opt.ReadTimeout, readTimeout)
 	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
 }

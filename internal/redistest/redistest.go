@@ -28,6 +28,12 @@ type Server struct {
 	Dir  string // data directory (AOF and RDB live here)
 	AOF  bool
 
+	// conf is a config file passed first (a Sentinel group's data node:
+	// the sentinels rewrite its replicaof line); extra are arguments after
+	// the defaults, which they override (topologies). See topology.go.
+	conf  string
+	extra []string
+
 	mu  sync.Mutex
 	cmd *exec.Cmd
 }
@@ -83,6 +89,10 @@ func (s *Server) Restart() {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		args = append(args, "--appendonly", "no")
+	}
+	args = append(args, s.extra...)
+	if s.conf != "" {
+		args = append([]string{s.conf}, args...)
 	}
 	cmd := exec.Command("redis-server", args...)
 	cmd.Stdout = nil
