@@ -1,0 +1,423 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/tasks"
+)
+
+// The topology suite: agentq on a Sentinel group (master, replica, three
+// sentinels) and on a 6-node Cluster (3 masters, 3 replicas), all real
+// redis-server processes on loopback. `make test` runs it with -v (its
+// own step) so that the counts it logs are printed.
+
+// topologyConfig is a worker/API config on the Redis block redisBlock with
+// agents llm (queue llm) and tool (queue tools) calling url, and
+// wait_replicas 1.
+func topologyConfig(t *testing.T, redisBlock, url string) string {
+	return writeConfig(t, fmt.Sprintf(`
+redis:
+%s
+  wait_replicas: 1
+  wait_timeout: 2s
+worker: {concurrency: 20, shutdown_timeout: 3s, queues: {llm: 2, tools: 1}}
+defaults:
+  timeout: 10s
+  retry: {max_attempts: 4, initial_backoff: 50ms, max_backoff: 200ms, jitter: 0.1}
+  circuit_breaker: {failure_threshold: 1000000, cooldown: 1s}
+  restart: {max_restarts: 3, delays: [200ms]}
+agents:
+  llm:  {http: {url: %q}, queue: llm}
+  tool: {http: {url: %q}, queue: tools}
+`, redisBlock, url, url))
+}
+
+// stream produces tasks until stop is closed: one goroutine POSTs single
+// tasks to the HTTP API, another runs `enqueuer --file -` with chunks of
+// ten. acked are the IDs whose enqueue was acknowledged (HTTP 200/202, or
+// printed by enqueuer); refused counts the tasks whose enqueue failed.
+type stream struct {
+	mu      sync.Mutex
+	acked   []string
+	refused atomic.Int64
+	wg      sync.WaitGroup
+}
+
+func (s *stream) ack(ids ...string) {
+	s.mu.Lock()
+	s.acked = append(s.acked, ids...)
+	s.mu.Unlock()
+}
+
+func (s *stream) ackedIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.acked...)
+}
+
+func startStream(b bins, cfg, api string, stop <-chan struct{}) *stream {
+	s := &stream{}
+	agent := func(n int) string {
+		if n%2 == 0 {
+			return "llm"
+		}
+		return "tool"
+	}
+	s.wg.Add(2)
+	go func() { // the HTTP API, one task a request
+		defer s.wg.Done()
+		client := &http.Client{Timeout: 5 * time.Second}
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := fmt.Sprintf("api-%d", n)
+			body := fmt.Sprintf(`{"id":%q,"agent":%q,"params":{"kind":"ok"}}`, id, agent(n))
+			resp, err := client.Post(api+"/api/v1/tasks", "application/json", strings.NewReader(body))
+			if err != nil {
+				s.refused.Add(1)
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusOK {
+				s.ack(id)
+			} else {
+				s.refused.Add(1)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	go func() { // enqueuer --file, ten tasks a run
+		defer s.wg.Done()
+		for chunk := 0; ; chunk++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var lines []string
+			for i := range 10 {
+				n := chunk*10 + i
+				lines = append(lines, fmt.Sprintf(`{"id":"file-%d","agent":%q,"params":{"kind":"ok"}}`, n, agent(n)))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			cmd := exec.CommandContext(ctx, b.enqueuer, "--config", cfg, "--file", "-")
+			cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")
+			var out bytes.Buffer
+			cmd.Stdout = &out
+			_ = cmd.Run()
+			cancel()
+			ids := strings.Fields(out.String())
+			s.ack(ids...)
+			s.refused.Add(int64(len(lines) - len(ids)))
+		}
+	}()
+	return s
+}
+
+// failover is one topology's run: the servers, and how to kill the master
+// that matters and wait for its replacement.
+type failover struct {
+	name       string
+	redisBlock string
+	kill       func(t *testing.T) (old string)
+	promoted   func(t *testing.T, old string) string
+}
+
+func TestTopologyFailover(t *testing.T) {
+	b := buildBins(t)
+	t.Run("sentinel", func(t *testing.T) {
+		sg := redistest.StartSentinel(t)
+		testFailover(t, b, failover{
+			name: "sentinel",
+			redisBlock: fmt.Sprintf("  sentinel: {master_name: %s, addrs: [%s]}", sg.MasterName,
+				strings.Join(sg.Sentinels, ", ")),
+			kill: func(t *testing.T) string { old := sg.Master(t); sg.KillMaster(t); return old },
+			promoted: func(t *testing.T, old string) string {
+				return sg.WaitFailover(t, old, 30*time.Second)
+			},
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t)
+		key := "asynq:{llm}:pending" // the master of queue llm
+		testFailover(t, b, failover{
+			name:       "cluster",
+			redisBlock: fmt.Sprintf("  cluster: {addrs: [%s]}", strings.Join(cl.Addrs()[:3], ", ")),
+			kill: func(t *testing.T) string {
+				old := cl.MasterOf(t, key)
+				cl.Kill(t, old)
+				return old
+			},
+			promoted: func(t *testing.T, old string) string {
+				return cl.WaitPromoted(t, key, old, 30*time.Second)
+			},
+		})
+	})
+}
+
+// testFailover streams tasks through the API and enqueuer --file into two
+// workers, SIGKILLs the master mid-stream, and requires every acknowledged
+// task to succeed afterwards.
+func testFailover(t *testing.T, b bins, f failover) {
+	backend := newChaosBackend(t)
+	cfg := topologyConfig(t, f.redisBlock, backend.srv.URL)
+	parsed, err := config.Load(cfg)
+	require.NoError(t, err)
+	rdb, err := parsed.Redis.NewClient(nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	addr := freeAddr(t)
+	api := "http://" + addr
+	start(t, "serve", b.enqueuer, "--config", cfg, "serve", "--http", addr)
+	for i := range 2 {
+		start(t, fmt.Sprintf("worker-%d", i), b.worker, "--config", cfg)
+	}
+	waitHTTP(t, api+"/healthz", 30*time.Second)
+
+	stop := make(chan struct{})
+	s := startStream(b, cfg, api, stop)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		s.wg.Wait()
+	}()
+	// Let the stream run until tasks are flowing through the workers.
+	deadline := time.Now().Add(30 * time.Second)
+	for backend.finals.Load() < 50 {
+		require.True(t, time.Now().Before(deadline), "no tasks finished within 30s before the kill (%d)", backend.finals.Load())
+		time.Sleep(20 * time.Millisecond)
+	}
+	beforeKill := len(s.ackedIDs())
+	finalsAtKill := backend.finals.Load()
+	killedAt := time.Now()
+	old := f.kill(t)
+	// The first task to finish after the kill: a success the backend
+	// answers and, to be sure it is not a reply already in flight, one
+	// answered after the promotion.
+	newMaster := f.promoted(t, old)
+	promotedAfter := time.Since(killedAt)
+	var firstDone time.Duration
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		if backend.finals.Load() > finalsAtKill {
+			if ids, err := terminalSince(rdb, s.ackedIDs()[beforeKill:]); err == nil && ids > 0 {
+				firstDone = time.Since(killedAt)
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "no task enqueued after the kill finished within 60s")
+		time.Sleep(25 * time.Millisecond)
+	}
+	// Keep streaming a little on the new master, then stop.
+	time.Sleep(2 * time.Second)
+	close(stop)
+	s.wg.Wait()
+
+	acked := s.ackedIDs()
+	require.Greater(t, len(acked), beforeKill, "enqueues acknowledged after the failover")
+	states := chaosWaitTerminal(t, rdb, acked, 150*time.Second)
+	lost := 0
+	for _, id := range acked {
+		if states[id] != tasks.StateSucceeded {
+			lost++
+			t.Errorf("acknowledged task %s ended %q, want succeeded", id, states[id])
+		}
+	}
+	dups := backend.duplicates()
+	t.Logf("topology %s: acknowledged %d, refused during the failover %d, lost %d, duplicate runs %d; "+
+		"master %s killed, %s promoted after %.1fs, first task finished %.1fs after the kill",
+		f.name, len(acked), s.refused.Load(), lost, len(dups), old, newMaster,
+		promotedAfter.Seconds(), firstDone.Seconds())
+	require.Zero(t, lost)
+}
+
+// terminalSince counts the tasks of ids whose record is terminal.
+func terminalSince(rdb redis.UniversalClient, ids []string) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	states, err := chaosStates(ctx, rdb, ids)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, st := range states {
+		if st.Terminal() {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// inspectJSON runs an inspector command with --json and decodes its
+// output (one object, or JSON Lines into a slice).
+func inspectJSON(t *testing.T, b bins, cfg string, args ...string) []map[string]any {
+	t.Helper()
+	out, errOut, code := run(t, "", b.inspector, append([]string{"--config", cfg}, args...)...)
+	require.Equal(t, 0, code, "inspector %v: %s", args, errOut)
+	var list []map[string]any
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var m map[string]any
+		require.NoError(t, dec.Decode(&m), out)
+		list = append(list, m)
+	}
+	return list
+}
+
+// TestTopologyClusterCommands: every command on a 6-node Cluster, with the
+// agents' queues on two different masters: tasks succeed, dead-letter,
+// restart and are requeued; the inspector lists dead letters, restarts,
+// breakers, stats and histories across shards; agentq's own keys are
+// spread over the masters.
+func TestTopologyClusterCommands(t *testing.T) {
+	b := buildBins(t)
+	cl := redistest.StartCluster(t)
+	// Two queues whose keys live on different masters.
+	var qa, qb string
+	for i := 0; qb == ""; i++ {
+		require.Less(t, i, 50, "no two queues on different masters")
+		q := fmt.Sprintf("q%d", i)
+		switch {
+		case qa == "":
+			qa = q
+		case cl.MasterOf(t, "asynq:{"+q+"}:pending") != cl.MasterOf(t, "asynq:{"+qa+"}:pending"):
+			qb = q
+		}
+	}
+	backend := newChaosBackend(t)
+	cfg := writeConfig(t, fmt.Sprintf(`
+redis:
+  cluster: {addrs: [%s]}
+worker: {concurrency: 8, shutdown_timeout: 3s, queues: {%s: 1, %s: 1}}
+defaults:
+  timeout: 10s
+  retry: {max_attempts: 1}
+agents:
+  good:  {http: {url: %q}, queue: %s}
+  bad:   {http: {url: %q}, queue: %s}
+  flaky: {http: {url: %q}, queue: %s, restart: {max_restarts: 1, delays: [6s]}}
+`, strings.Join(cl.Addrs()[:3], ", "), qa, qb, backend.srv.URL, qa, backend.srv.URL, qb, backend.srv.URL, qa))
+	start(t, "worker", b.worker, "--config", cfg)
+
+	enqueue := func(agent, id, params string) {
+		_, errOut, code := run(t, "", b.enqueuer, "--config", cfg, "--agent", agent, "--id", id, "--params", params)
+		require.Equal(t, 0, code, errOut)
+	}
+	enqueue("flaky", "f1", `{"kind":"flaky","fail":2}`)
+	enqueue("good", "g1", `{"kind":"ok"}`)
+	enqueue("bad", "b1", `{"kind":"bad"}`)
+	// The --redis URL form replaces the file's cluster block.
+	_, errOut, code := run(t, "", b.enqueuer, "--config", cfg, "--redis", cl.URL(), "--agent", "good", "--id", "g2")
+	require.Equal(t, 0, code, errOut)
+
+	rdb := cl.Client(t)
+	// f1's first run fails: it waits for its restart, listed by the inspector.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rs := inspectJSON(t, b, cfg, "restarts", "--json")
+		if len(rs) == 1 && rs[0]["id"] == "f1" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "f1 never listed as restarting: %v", rs)
+		time.Sleep(50 * time.Millisecond)
+	}
+	states := waitStates(t, rdb, []string{"g1", "g2", "b1", "f1"}, 60*time.Second)
+	require.Equal(t, tasks.StateSucceeded, states["g1"].State)
+	require.Equal(t, tasks.StateSucceeded, states["g2"].State)
+	require.Equal(t, tasks.StateDeadLettered, states["b1"].State)
+	require.Equal(t, tasks.StateDeadLettered, states["f1"].State, "f1 failed its run and its one restart")
+
+	task := inspectJSON(t, b, cfg, "task", "f1", "--json")
+	require.Len(t, task, 1)
+	events := []string{}
+	for _, e := range task[0]["history"].([]any) {
+		events = append(events, e.(map[string]any)["event"].(string))
+	}
+	require.Contains(t, events, "restarting", "f1's history: %v", events)
+	require.Contains(t, events, "dead_lettered", "f1's history: %v", events)
+
+	dl := inspectJSON(t, b, cfg, "dlq", "list", "--json")
+	require.Len(t, dl, 2)
+	ids := []string{dl[0]["id"].(string), dl[1]["id"].(string)}
+	require.ElementsMatch(t, []string{"b1", "f1"}, ids)
+	dl = inspectJSON(t, b, cfg, "--redis", cl.URL(), "dlq", "list", "--agent", "bad", "--json")
+	require.Len(t, dl, 1)
+	require.Equal(t, "invalid_request", dl[0]["error_class"])
+	show := inspectJSON(t, b, cfg, "dlq", "show", "f1", "--json")
+	require.Equal(t, "f1", show[0]["id"])
+
+	stats := inspectJSON(t, b, cfg, "stats", "--json")
+	require.EqualValues(t, 2, stats[0]["dead_letters"])
+	queues := map[string]bool{}
+	for _, q := range stats[0]["queues"].([]any) {
+		queues[q.(map[string]any)["queue"].(string)] = true
+	}
+	require.True(t, queues[qa] && queues[qb], "stats lists both queues: %v", stats[0]["queues"])
+
+	// Requeue f1: its third call succeeds.
+	_, errOut, code = run(t, "", b.inspector, "--config", cfg, "dlq", "requeue", "f1")
+	require.Equal(t, 0, code, errOut)
+	states = waitStates(t, rdb, []string{"f1"}, 30*time.Second)
+	require.Equal(t, tasks.StateSucceeded, states["f1"].State)
+	require.Len(t, inspectJSON(t, b, cfg, "dlq", "list", "--json"), 1)
+
+	// Breakers: listed across shards, tripped and reset.
+	br := inspectJSON(t, b, cfg, "breakers", "--json")
+	keys := map[string]string{}
+	for _, x := range br {
+		keys[x["key"].(string)] = x["state"].(string)
+	}
+	require.Equal(t, map[string]string{"good": "closed", "bad": "closed", "flaky": "closed"}, keys)
+	_, errOut, code = run(t, "", b.inspector, "--config", cfg, "breaker", "trip", "good", "--for", "1m")
+	require.Equal(t, 0, code, errOut)
+	for _, x := range inspectJSON(t, b, cfg, "breakers", "--json") {
+		if x["key"] == "good" {
+			require.Equal(t, "open", x["state"])
+		}
+	}
+	_, errOut, code = run(t, "", b.inspector, "--config", cfg, "breaker", "reset", "good")
+	require.Equal(t, 0, code, errOut)
+	_, errOut, code = run(t, "", b.inspector, "--config", cfg, "dlq", "purge", "--yes")
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, inspectJSON(t, b, cfg, "dlq", "list", "--json"))
+
+	// agentq's own keys are spread over the masters, not piled on one.
+	holders := 0
+	for _, m := range cl.Masters(t) {
+		c := redis.NewClient(&redis.Options{Addr: m})
+		n := 0
+		iter := c.Scan(context.Background(), 0, "agentq:*", 1000).Iterator()
+		for iter.Next(context.Background()) {
+			n++
+		}
+		require.NoError(t, iter.Err())
+		_ = c.Close()
+		if n > 0 {
+			holders++
+		}
+	}
+	require.GreaterOrEqual(t, holders, 2, "agentq keys on at least two masters")
+}
