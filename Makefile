@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build test unit demo bench fuzz vet fmt clean redis
+.PHONY: all build test test-topology unit demo bench fuzz vet fmt clean redis
 
 all: build
 
@@ -15,10 +15,19 @@ build:
 redis:
 	@./scripts/ensure-redis.sh
 
-## test: unit + integration tests (with -race) against real redis-server processes the tests start themselves
+## test: unit + integration tests (with -race) against real redis-server processes the tests start themselves,
+## then the topology suite (Sentinel failover, Cluster) with its counts printed
 test: redis
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestTopology' $(PKGS)
+	@$(MAKE) --no-print-directory test-topology
+
+## test-topology: agentq on a real Sentinel group and a real 6-node Cluster (masters SIGKILLed under load)
+test-topology: redis
+	@{ $(GO) test -race -count=1 -timeout 10m -v -run '^TestTopology' ./e2e/ > .topology.out 2>&1; echo $$? > .topology.rc; }; \
+	rc=$$(cat .topology.rc); rm -f .topology.rc; \
+	if [ "$$rc" -eq 0 ]; then grep -E '^(=== RUN|--- |    --- |PASS|FAIL|ok)|topology_test.go:[0-9]+: topology ' .topology.out; else cat .topology.out; fi; \
+	rm -f .topology.out; exit $$rc
 
 ## unit: the fast tests only (no multi-process or end-to-end suites)
 unit:
@@ -45,4 +54,4 @@ fmt:
 	gofmt -l -w .
 
 clean:
-	rm -rf bin .bench.out
+	rm -rf bin .bench.out .topology.out

@@ -48,8 +48,8 @@ agents:
 }
 
 // stream produces tasks until stop is closed: one goroutine POSTs single
-// tasks to the HTTP API, another runs `enqueuer --file -` with chunks of
-// ten. acked are the IDs whose enqueue was acknowledged (HTTP 200/202, or
+// tasks to the HTTP API (apiProducers of them), another runs `enqueuer
+// --file -` with fileChunk tasks a run. acked are the IDs whose enqueue was acknowledged (HTTP 200/202, or
 // printed by enqueuer); refused counts the tasks whose enqueue failed.
 type stream struct {
 	mu      sync.Mutex
@@ -70,6 +70,13 @@ func (s *stream) ackedIDs() []string {
 	return append([]string(nil), s.acked...)
 }
 
+// The stream's producers: HTTP clients sending one task at a time, and
+// the size of each enqueuer --file run.
+const (
+	apiProducers = 4
+	fileChunk    = 50
+)
+
 func startStream(b bins, cfg, api string, stop <-chan struct{}) *stream {
 	s := &stream{}
 	agent := func(n int) string {
@@ -78,34 +85,35 @@ func startStream(b bins, cfg, api string, stop <-chan struct{}) *stream {
 		}
 		return "tool"
 	}
-	s.wg.Add(2)
-	go func() { // the HTTP API, one task a request
-		defer s.wg.Done()
-		client := &http.Client{Timeout: 5 * time.Second}
-		for n := 0; ; n++ {
-			select {
-			case <-stop:
-				return
-			default:
+	s.wg.Add(apiProducers + 1)
+	for g := range apiProducers {
+		go func() { // the HTTP API, one task a request
+			defer s.wg.Done()
+			client := &http.Client{Timeout: 5 * time.Second}
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("api-%d-%d", g, n)
+				body := fmt.Sprintf(`{"id":%q,"agent":%q,"params":{"kind":"ok"}}`, id, agent(n))
+				resp, err := client.Post(api+"/api/v1/tasks", "application/json", strings.NewReader(body))
+				if err != nil {
+					s.refused.Add(1)
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusOK {
+					s.ack(id)
+				} else {
+					s.refused.Add(1)
+				}
 			}
-			id := fmt.Sprintf("api-%d", n)
-			body := fmt.Sprintf(`{"id":%q,"agent":%q,"params":{"kind":"ok"}}`, id, agent(n))
-			resp, err := client.Post(api+"/api/v1/tasks", "application/json", strings.NewReader(body))
-			if err != nil {
-				s.refused.Add(1)
-				time.Sleep(20 * time.Millisecond)
-				continue
-			}
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusAccepted || resp.StatusCode == http.StatusOK {
-				s.ack(id)
-			} else {
-				s.refused.Add(1)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
-	go func() { // enqueuer --file, ten tasks a run
+		}()
+	}
+	go func() { // enqueuer --file, fileChunk tasks a run
 		defer s.wg.Done()
 		for chunk := 0; ; chunk++ {
 			select {
@@ -114,8 +122,8 @@ func startStream(b bins, cfg, api string, stop <-chan struct{}) *stream {
 			default:
 			}
 			var lines []string
-			for i := range 10 {
-				n := chunk*10 + i
+			for i := range fileChunk {
+				n := chunk*fileChunk + i
 				lines = append(lines, fmt.Sprintf(`{"id":"file-%d","agent":%q,"params":{"kind":"ok"}}`, n, agent(n)))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -206,11 +214,12 @@ func testFailover(t *testing.T, b bins, f failover) {
 	}()
 	// Let the stream run until tasks are flowing through the workers.
 	deadline := time.Now().Add(30 * time.Second)
-	for backend.finals.Load() < 50 {
-		require.True(t, time.Now().Before(deadline), "no tasks finished within 30s before the kill (%d)", backend.finals.Load())
+	for backend.finals.Load() < 400 {
+		require.True(t, time.Now().Before(deadline), "fewer than 400 tasks finished within 30s before the kill (%d)", backend.finals.Load())
 		time.Sleep(20 * time.Millisecond)
 	}
 	beforeKill := len(s.ackedIDs())
+	t.Logf("topology %s: %d acknowledged, %d refused, %d finished before the kill", f.name, beforeKill, s.refused.Load(), backend.finals.Load())
 	finalsAtKill := backend.finals.Load()
 	killedAt := time.Now()
 	old := f.kill(t)
