@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agentq/agentq/config"
 )
 
 // dockerfileInstructions returns the Dockerfile's instructions of the final
@@ -106,4 +108,56 @@ func TestComposeInitAndToken(t *testing.T) {
 	tok := api.Environment["AGENTQ_API_TOKEN"]
 	require.True(t, strings.HasPrefix(tok, "${AGENTQ_API_TOKEN:?"), "the api service requires AGENTQ_API_TOKEN (compose fails without it): %q", tok)
 	require.NotContains(t, strings.Join(api.Command, " "), "--insecure-no-auth")
+}
+
+// TestComposeProfiles: the sentinel and cluster profiles each run a worker
+// pool and an API (under an init, the API with a required token) on their
+// own Redis, whose AGENTQ_REDIS_URL is a valid redis+sentinel:// or
+// redis+cluster:// URL naming services of the same profile, with a config
+// that validates and asks for a replica per write.
+func TestComposeProfiles(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("..", "docker-compose.yml"))
+	require.NoError(t, err)
+	var c struct {
+		Services map[string]struct {
+			Profiles    []string          `yaml:"profiles"`
+			Image       string            `yaml:"image"`
+			Command     []string          `yaml:"command"`
+			Init        bool              `yaml:"init"`
+			Environment map[string]string `yaml:"environment"`
+			Volumes     []string          `yaml:"volumes"`
+		} `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &c))
+	for _, tc := range []struct{ profile, scheme string }{{"sentinel", config.SchemeSentinel}, {"cluster", config.SchemeCluster}} {
+		for _, role := range []string{"worker", "api"} {
+			name := role + "-" + tc.profile
+			s, ok := c.Services[name]
+			require.True(t, ok, "service %s", name)
+			require.Equal(t, []string{tc.profile}, s.Profiles, name)
+			require.True(t, s.Init, "%s: init: true", name)
+			require.True(t, strings.HasPrefix(s.Environment["AGENTQ_API_TOKEN"], "${AGENTQ_API_TOKEN:?"), name)
+			url := s.Environment["AGENTQ_REDIS_URL"]
+			require.True(t, strings.HasPrefix(url, tc.scheme+"://"), "%s: %q", name, url)
+			sg, cl, err := config.ParseRedisURL(url)
+			require.NoError(t, err, name)
+			var addrs []string
+			if sg != nil {
+				addrs = sg.Addrs
+			} else {
+				addrs = cl.Addrs
+			}
+			for _, a := range addrs {
+				host, _, _ := strings.Cut(a, ":")
+				dep, ok := c.Services[host]
+				require.True(t, ok, "%s: %s names no service", name, a)
+				require.Equal(t, []string{tc.profile}, dep.Profiles, "%s: %s is in the same profile", name, host)
+			}
+			require.Contains(t, s.Volumes, "./deploy/agentq-ha.yaml:/etc/agentq/agentq.yaml:ro", name)
+		}
+	}
+	cfg, err := config.Load(filepath.Join("..", "deploy", "agentq-ha.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, 1, cfg.Redis.WaitReplicas)
 }
