@@ -430,3 +430,50 @@ agents:
 	}
 	require.GreaterOrEqual(t, holders, 2, "agentq keys on at least two masters")
 }
+
+// TestWaitReplicasRefusesEnqueue: with redis.wait_replicas 1 and a Redis
+// that has no replica, an enqueue is never acknowledged: enqueuer exits 1
+// (single and --file) and the API answers 503 unavailable, naming the
+// replicas; with a replica attached the same enqueue succeeds.
+func TestWaitReplicasRefusesEnqueue(t *testing.T) {
+	t.Parallel()
+	b := buildBins(t)
+	srv := redistest.Start(t)
+	cfg := writeConfig(t, fmt.Sprintf(`
+redis: {url: %q, wait_replicas: 1, wait_timeout: 100ms}
+agents:
+  tool: {exec: {command: [%q]}}
+`, srv.URL(), b.agent))
+	_, errOut, code := run(t, "", b.enqueuer, "--config", cfg, "--agent", "tool", "--id", "w1")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "reached 0 of the 1 replicas")
+	_, errOut, code = run(t, `{"id":"w2","agent":"tool"}`+"\n", b.enqueuer, "--config", cfg, "--file", "-")
+	require.Equal(t, 1, code, errOut)
+
+	addr := freeAddr(t)
+	start(t, "serve", b.enqueuer, "--config", cfg, "serve", "--http", addr)
+	waitHTTP(t, "http://"+addr+"/healthz", 20*time.Second)
+	resp, err := http.Post("http://"+addr+"/api/v1/tasks", "application/json", strings.NewReader(`{"id":"w3","agent":"tool"}`))
+	require.NoError(t, err)
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%v", body)
+	require.Equal(t, "unavailable", body["code"])
+	require.Contains(t, body["error"], "replicas")
+
+	// Attach a replica: the same enqueue is acknowledged.
+	replica := redistest.Start(t)
+	host, port, _ := strings.Cut(srv.Addr, ":")
+	require.NoError(t, replica.Client().ReplicaOf(context.Background(), host, port).Err())
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _, code := run(t, "", b.enqueuer, "--config", cfg, "--agent", "tool", "--id", "w4")
+		if code == 0 {
+			require.Equal(t, "w4", strings.TrimSpace(out))
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "enqueue still refused with a replica attached")
+		time.Sleep(100 * time.Millisecond)
+	}
+}
