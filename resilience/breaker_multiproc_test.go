@@ -109,7 +109,7 @@ type breakerEvent struct {
 
 // collectEvents subscribes to the transition channel; stop returns every
 // event of key received so far, once the channel has drained.
-func collectEvents(t *testing.T, rdb *redis.Client, key string) (stop func() []breakerEvent) {
+func collectEvents(t *testing.T, rdb redis.UniversalClient, key string) (stop func() []breakerEvent) {
 	t.Helper()
 	ctx := context.Background()
 	sub := rdb.Subscribe(ctx, rkeys.BreakerChannel())

@@ -1,0 +1,84 @@
+package resilience
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/redistest"
+)
+
+// TestBreakerHalfOpenOnTopologies: the half-open invariants (at most
+// half_open_max_calls trials per episode, every transition one step, no
+// trial outside a half-open generation) hold on a Sentinel master and on a
+// Cluster as on one node: 4 clients × 20 goroutines, each client its own
+// connection pool as separate workers would have.
+func TestBreakerHalfOpenOnTopologies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Sentinel group and a 6-node Cluster; skipped with -short (make unit)")
+	}
+	t.Parallel()
+	// Each topology gives a factory: every call is a new client with its
+	// own pool, as a separate worker process has.
+	topologies := []struct {
+		name    string
+		clients func(t *testing.T) func() redis.UniversalClient
+	}{
+		{"sentinel", func(t *testing.T) func() redis.UniversalClient {
+			sg := redistest.StartSentinel(t)
+			return func() redis.UniversalClient {
+				return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: sg.MasterName, SentinelAddrs: sg.Sentinels, PoolSize: 20})
+			}
+		}},
+		{"cluster", func(t *testing.T) func() redis.UniversalClient {
+			cl := redistest.StartCluster(t)
+			return func() redis.UniversalClient {
+				return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), PoolSize: 20})
+			}
+		}},
+	}
+	for _, tp := range topologies {
+		t.Run(tp.name, func(t *testing.T) {
+			t.Parallel()
+			newClient := tp.clients(t)
+			client := func() redis.UniversalClient {
+				c := newClient()
+				t.Cleanup(func() { _ = c.Close() })
+				return c
+			}
+			admin := client()
+			const key = "contended"
+			const maxCalls = 2
+			cfg := hammerCfg(maxCalls)
+			require.NoError(t, NewBreakers(admin).Trip(context.Background(), key, time.Millisecond))
+			stop := collectEvents(t, admin, key)
+			var (
+				mu     sync.Mutex
+				trials []trialLine
+				gens   = map[int64]bool{}
+			)
+			ctx, cancel := context.WithTimeout(context.Background(), maxHammer)
+			defer cancel()
+			report := func(l trialLine) {
+				mu.Lock()
+				defer mu.Unlock()
+				trials = append(trials, l)
+				if gens[l.Generation] = true; len(gens) >= wantEpisodes {
+					cancel()
+				}
+			}
+			var wg sync.WaitGroup
+			for range 4 {
+				b := NewBreakers(client())
+				wg.Add(1)
+				go func() { defer wg.Done(); hammer(ctx, b, key, cfg, 20, report) }()
+			}
+			wg.Wait()
+			checkRun(t, trials, stop(), maxCalls, 1)
+		})
+	}
+}
