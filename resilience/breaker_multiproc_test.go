@@ -107,6 +107,10 @@ type breakerEvent struct {
 	Generation int64        `json:"generation"`
 }
 
+// markerScript publishes ARGV[2] on channel ARGV[1] from the node of
+// KEYS[1] (the breaker's key, which it does not touch).
+var markerScript = redis.NewScript(`redis.call('PUBLISH', ARGV[1], ARGV[2]) return 1`)
+
 // collectEvents subscribes to the transition channel; stop returns every
 // event of key received so far, once the channel has drained.
 func collectEvents(t *testing.T, rdb redis.UniversalClient, key string) (stop func() []breakerEvent) {
@@ -132,8 +136,11 @@ func collectEvents(t *testing.T, rdb redis.UniversalClient, key string) (stop fu
 		}
 	}()
 	return func() []breakerEvent {
-		// A marker published after all work arrives after all its events.
-		require.NoError(t, rdb.Publish(ctx, rkeys.BreakerChannel(), `{"key":"`+key+`","state":"marker"}`).Err())
+		// A marker published after all work arrives after all its events:
+		// published from the breaker's own node (a script on its key), as on
+		// a Cluster messages from different nodes are not ordered.
+		require.NoError(t, markerScript.Run(ctx, rdb, []string{rkeys.Breaker(key)},
+			rkeys.BreakerChannel(), `{"key":"`+key+`","state":"marker"}`).Err())
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			mu.Lock()
@@ -211,39 +218,48 @@ func TestBreakerHalfOpenConcurrency(t *testing.T) {
 		t.Run(fmt.Sprintf("max_calls=%d", maxCalls), func(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
-			admin := srv.Client()
-			const key = "contended"
-			cfg := hammerCfg(maxCalls)
-			require.NoError(t, NewBreakers(admin).Trip(context.Background(), key, time.Millisecond))
-			stop := collectEvents(t, admin, key)
-
-			var (
-				mu     sync.Mutex
-				trials []trialLine
-				gens   = map[int64]bool{}
-			)
-			ctx, cancel := context.WithTimeout(context.Background(), maxHammer)
-			defer cancel()
-			report := func(l trialLine) {
-				mu.Lock()
-				defer mu.Unlock()
-				trials = append(trials, l)
-				if gens[l.Generation] = true; len(gens) >= wantEpisodes {
-					cancel()
-				}
-			}
-			var wg sync.WaitGroup
-			for i := 0; i < 4; i++ {
+			hammerRun(t, srv.Client(), func() redis.UniversalClient {
 				c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 50})
 				t.Cleanup(func() { _ = c.Close() })
-				b := NewBreakers(c)
-				wg.Add(1)
-				go func() { defer wg.Done(); hammer(ctx, b, key, cfg, 50, report) }()
-			}
-			wg.Wait()
-			checkRun(t, trials, stop(), maxCalls, 1)
+				return c
+			}, maxCalls, 4, 50)
 		})
 	}
+}
+
+// hammerRun trips a breaker through admin, then hammers it from clients
+// Breakers (each on its own client from newClient) × goroutines until
+// wantEpisodes half-open episodes had trials, and checks the invariants
+// (checkRun).
+func hammerRun(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient, maxCalls, clients, goroutines int) {
+	t.Helper()
+	const key = "contended"
+	cfg := hammerCfg(maxCalls)
+	require.NoError(t, NewBreakers(admin).Trip(context.Background(), key, time.Millisecond))
+	stop := collectEvents(t, admin, key)
+	var (
+		mu     sync.Mutex
+		trials []trialLine
+		gens   = map[int64]bool{}
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), maxHammer)
+	defer cancel()
+	report := func(l trialLine) {
+		mu.Lock()
+		defer mu.Unlock()
+		trials = append(trials, l)
+		if gens[l.Generation] = true; len(gens) >= wantEpisodes {
+			cancel()
+		}
+	}
+	var wg sync.WaitGroup
+	for range clients {
+		b := NewBreakers(newClient())
+		wg.Add(1)
+		go func() { defer wg.Done(); hammer(ctx, b, key, cfg, goroutines, report) }()
+	}
+	wg.Wait()
+	checkRun(t, trials, stop(), maxCalls, 1)
 }
 
 // Environment of the helper process.

@@ -1,13 +1,9 @@
 package resilience
 
 import (
-	"context"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
 )
@@ -50,35 +46,7 @@ func TestBreakerHalfOpenOnTopologies(t *testing.T) {
 				t.Cleanup(func() { _ = c.Close() })
 				return c
 			}
-			admin := client()
-			const key = "contended"
-			const maxCalls = 2
-			cfg := hammerCfg(maxCalls)
-			require.NoError(t, NewBreakers(admin).Trip(context.Background(), key, time.Millisecond))
-			stop := collectEvents(t, admin, key)
-			var (
-				mu     sync.Mutex
-				trials []trialLine
-				gens   = map[int64]bool{}
-			)
-			ctx, cancel := context.WithTimeout(context.Background(), maxHammer)
-			defer cancel()
-			report := func(l trialLine) {
-				mu.Lock()
-				defer mu.Unlock()
-				trials = append(trials, l)
-				if gens[l.Generation] = true; len(gens) >= wantEpisodes {
-					cancel()
-				}
-			}
-			var wg sync.WaitGroup
-			for range 4 {
-				b := NewBreakers(client())
-				wg.Add(1)
-				go func() { defer wg.Done(); hammer(ctx, b, key, cfg, 20, report) }()
-			}
-			wg.Wait()
-			checkRun(t, trials, stop(), maxCalls, 1)
+			hammerRun(t, client(), client, 2, 4, 20)
 		})
 	}
 }
