@@ -39,7 +39,7 @@ demo:
 
 ## bench: benchmarks with ratios against plain asynq measured in the same run
 bench: redis
-	@{ $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... 2>&1; echo $$? > .bench.rc; } | tee .bench.out; rc=$$(cat .bench.rc); rm -f .bench.rc; grep -h '^pipeline/asynq throughput ratio:' .bench.out | tail -n 1; exit $$rc
+	@{ $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... 2>&1; echo $$? > .bench.rc; } | tee .bench.out; rc=$$(cat .bench.rc); rm -f .bench.rc; grep -h '^cluster pipeline/asynq throughput ratio:' .bench.out | tail -n 1; grep -h '^pipeline/asynq throughput ratio:' .bench.out | tail -n 1; exit $$rc
 
 ## fuzz: a short run of each fuzz target (20s each)
 fuzz:
