@@ -261,6 +261,12 @@ func testFailover(t *testing.T, b bins, f failover) {
 		f.name, len(acked), s.refused.Load(), lost, len(dups), old, newMaster,
 		promotedAfter.Seconds(), firstDone.Seconds())
 	require.Zero(t, lost)
+	// The inspector, a new process after the failover, finds the new master.
+	last := acked[len(acked)-1]
+	task := inspectJSON(t, b, cfg, "task", last, "--json")
+	require.Equal(t, "succeeded", task[0]["state"])
+	stats := inspectJSON(t, b, cfg, "stats", "--json")
+	require.NotEmpty(t, stats[0]["queues"])
 }
 
 // terminalSince counts the tasks of ids whose record is terminal.
