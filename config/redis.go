@@ -218,13 +218,11 @@ func (r Redis) NewClient(getenv func(string) string) (redis.UniversalClient, err
 	return redis.NewClient(opt), nil
 }
 
-// Ping checks that rdb answers: on a Cluster, every master must.
+// Ping checks that rdb answers: one server, the Sentinel master, or a
+// node of the Cluster (not every master: a process started while one
+// master fails over must not exit for it, and the client follows the
+// promotion).
 func Ping(ctx context.Context, rdb redis.UniversalClient) error {
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return c.Ping(ctx).Err()
-		})
-	}
 	return rdb.Ping(ctx).Err()
 }
 
