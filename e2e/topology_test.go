@@ -196,9 +196,9 @@ func testFailover(t *testing.T, b bins, f failover) {
 
 	addr := freeAddr(t)
 	api := "http://" + addr
-	start(t, "serve", b.enqueuer, "--config", cfg, "serve", "--http", addr)
+	procs := []*proc{start(t, "serve", b.enqueuer, "--config", cfg, "serve", "--http", addr)}
 	for i := range 2 {
-		start(t, fmt.Sprintf("worker-%d", i), b.worker, "--config", cfg)
+		procs = append(procs, start(t, fmt.Sprintf("worker-%d", i), b.worker, "--config", cfg))
 	}
 	waitHTTP(t, api+"/healthz", 30*time.Second)
 
@@ -261,6 +261,9 @@ func testFailover(t *testing.T, b bins, f failover) {
 		f.name, len(acked), s.refused.Load(), lost, len(dups), old, newMaster,
 		promotedAfter.Seconds(), firstDone.Seconds())
 	require.Zero(t, lost)
+	for _, p := range procs {
+		require.True(t, chaosAlive(p), "%s exited during the failover (no restart, no crash loop)", p.log)
+	}
 	// The inspector, a new process after the failover, finds the new master.
 	last := acked[len(acked)-1]
 	task := inspectJSON(t, b, cfg, "task", last, "--json")
