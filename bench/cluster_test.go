@@ -321,7 +321,7 @@ func processedOf(q string) string { return "asynq:{" + q + "}:processed" }
 func failedOf(q string) string    { return "asynq:{" + q + "}:failed" }
 
 // waitQueuesProcessed is waitProcessed over several queues: it polls the
-// sum of their processed counters (every 2ms) until it reaches n.
+// sum of their processed counters (every 1ms) until it reaches n.
 func waitQueuesProcessed(ctx context.Context, rdb redis.UniversalClient, queues []string, n int64, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	for {
@@ -335,7 +335,7 @@ func waitQueuesProcessed(ctx context.Context, rdb redis.UniversalClient, queues 
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("only %d of %d tasks processed within %s", got, n, timeout)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 

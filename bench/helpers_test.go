@@ -31,7 +31,6 @@ import (
 // internal/base package owns): processed counts every finished handler
 // call, failed the ones that returned an error.
 const (
-	processedKey = "asynq:{" + tasks.DefaultQueue + "}:processed"
 	failedKey    = "asynq:{" + tasks.DefaultQueue + "}:failed"
 )
 
@@ -177,20 +176,7 @@ func counter(ctx context.Context, rdb redis.UniversalClient, key string) (int64,
 // waitProcessed polls asynq's processed counter until it reaches n and
 // returns when it saw it; 1ms polling, bounded by timeout.
 func waitProcessed(ctx context.Context, rdb redis.UniversalClient, n int64, timeout time.Duration) (time.Time, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		got, err := counter(ctx, rdb, processedKey)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if got >= n {
-			return time.Now(), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("only %d of %d tasks processed within %s", got, n, timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	return waitQueuesProcessed(ctx, rdb, []string{tasks.DefaultQueue}, n, timeout)
 }
 
 // checkNoFailures makes sure a throughput run measured successes only.
