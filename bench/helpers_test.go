@@ -27,12 +27,10 @@ import (
 	"github.com/agentq/agentq/worker"
 )
 
-// asynq's own counters of the default queue (asynq's key layout, which its
-// internal/base package owns): processed counts every finished handler
-// call, failed the ones that returned an error.
-const (
-	failedKey    = "asynq:{" + tasks.DefaultQueue + "}:failed"
-)
+// failedKey is asynq's counter of the default queue's handler calls that
+// returned an error (asynq's key layout, which its internal/base package
+// owns; processedOf and failedOf name any queue's).
+const failedKey = "asynq:{" + tasks.DefaultQueue + "}:failed"
 
 // noopAgent is the name the no-op agent is registered under.
 const noopAgent = "noop"
