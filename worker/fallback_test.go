@@ -58,9 +58,19 @@ func fixedAgent(c *calls, err error) agent.Runner {
 // a fresh real redis-server and stops it at the end of the test.
 func runWorker(t *testing.T, yaml string, opts ...Option) (*Worker, redis.UniversalClient) {
 	t.Helper()
+	return runWorkerRedis(t, "", yaml, opts...)
+}
+
+// runWorkerRedis is runWorker with more fields of the redis block
+// (redisExtra, e.g. "wait_replicas: 1").
+func runWorkerRedis(t *testing.T, redisExtra, yaml string, opts ...Option) (*Worker, redis.UniversalClient) {
+	t.Helper()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	cfg, err := config.Parse([]byte(fmt.Sprintf("redis: {url: %q}\n%s", srv.URL(), yaml)), "test.yaml")
+	if redisExtra != "" {
+		redisExtra = ", " + redisExtra
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf("redis: {url: %q%s}\n%s", srv.URL(), redisExtra, yaml)), "test.yaml")
 	require.NoError(t, err)
 	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
 	w, err := New(cfg, rdb, opts...)

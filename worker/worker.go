@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -119,7 +120,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	// replicas, best-effort: a replica that does not answer in time is
 	// logged, and the outcome, which is on the master, stands.
 	rep := redisx.Replication{Replicas: cfg.Redis.WaitReplicas, Timeout: cfg.Redis.WaitTimeout,
-		OnShort: func(err error) { m.shortReplication.Inc(); o.logger.Warn("write not on enough replicas", "err", err) }}
+		OnShort: shortReplication(m, o.logger)}
 	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{Replication: rep})
 	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithScriptRunner(batch),
 		tasks.WithWaitReplicas(rep.Replicas, rep.Timeout), tasks.WithShortReplication(rep.OnShort))
@@ -143,6 +144,24 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	}
 	return w, nil
 }
+
+// shortReplication reports a write that reached fewer replicas than
+// redis.wait_replicas: counted every time, logged at most every
+// shortLogEvery (a dead replica makes every write short).
+func shortReplication(m *metrics, log *slog.Logger) func(error) {
+	var last atomic.Int64
+	return func(err error) {
+		m.shortReplication.Inc()
+		now := time.Now().UnixNano()
+		if prev := last.Load(); now-prev >= int64(shortLogEvery) && last.CompareAndSwap(prev, now) {
+			log.Warn("write not on enough replicas (redis.wait_replicas); the outcome stands on the master",
+				"err", err, "next_log_in", shortLogEvery.String())
+		}
+	}
+}
+
+// shortLogEvery bounds how often a short replication is logged.
+const shortLogEvery = 10 * time.Second
 
 // Agents lists the agents this worker runs.
 func (w *Worker) Agents() []string {
