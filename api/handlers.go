@@ -78,8 +78,7 @@ type item struct {
 // config's history.retention (as the worker keeps them), and only the
 // queues of worker.queues accepted.
 func newClient(rdb redis.UniversalClient, cfg *config.Config) *tasks.Client {
-	return tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithQueues(cfg.ServedQueues()...),
-		tasks.WithWaitReplicas(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout))
+	return tasks.NewClient(rdb, cfg.ClientOptions()...)
 }
 
 // readBody reads the (size-limited) body.

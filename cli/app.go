@@ -152,9 +152,10 @@ func (g *global) connect(ctx context.Context, app *App) (*config.Config, redis.U
 }
 
 // OpenRedis opens the Redis that r names — one server, a Sentinel group or
-// a Cluster (a bad location is exit 2) — and pings it (on a Cluster, every
-// master; unreachable is exit 1). Passwords' ${VAR} are read from app's
-// environment.
+// a Cluster (a bad location is exit 2) — and pings it (the master; on a
+// Cluster one node, so that a process started while a master fails over
+// does not exit for it; unreachable is exit 1). Passwords' ${VAR} are read
+// from app's environment.
 func OpenRedis(ctx context.Context, app *App, r config.Redis) (redis.UniversalClient, error) {
 	rdb, err := r.NewClient(app.Getenv)
 	if err != nil {
@@ -162,7 +163,7 @@ func OpenRedis(ctx context.Context, app *App, r config.Redis) (redis.UniversalCl
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := config.Ping(pctx, rdb); err != nil {
+	if err := rdb.Ping(pctx).Err(); err != nil {
 		_ = rdb.Close()
 		return nil, runtimeErr(fmt.Errorf("redis unreachable at %s: %w", r.Where(), err))
 	}

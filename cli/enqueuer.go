@@ -163,7 +163,7 @@ func printResult(app *App, asJSON bool, res tasks.Result) {
 // config's history.retention (as the worker keeps them), and only the
 // queues of worker.queues accepted.
 func newClient(cfg *config.Config, rdb redis.UniversalClient) *tasks.Client {
-	return tasks.NewClient(rdb, append(ProducerOptions(cfg), tasks.WithQueues(cfg.ServedQueues()...))...)
+	return tasks.NewClient(rdb, cfg.ClientOptions()...)
 }
 
 // validateTask checks t as the producers do (tasks.Task.Check: a caller ID
@@ -444,11 +444,4 @@ func checkLines(ctx context.Context, app *App, o *enqueueOptions, cfg *config.Co
 		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%d task(s) refused because their agent is unavailable (first: %w); nothing was enqueued", refused, firstRefusal)}
 	}
 	return nil
-}
-
-// ProducerOptions are the tasks.Client options a producer takes from cfg:
-// history.retention, and redis.wait_replicas / wait_timeout.
-func ProducerOptions(cfg *config.Config) []tasks.ClientOption {
-	return []tasks.ClientOption{tasks.WithRetention(cfg.History.Retention),
-		tasks.WithWaitReplicas(cfg.Redis.WaitReplicas, cfg.Redis.WaitTimeout)}
 }

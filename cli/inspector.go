@@ -251,7 +251,7 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 					return runtimeErr(err)
 				}
 			}
-			client := tasks.NewClient(s.rdb, ProducerOptions(s.cfg)...)
+			client := tasks.NewClient(s.rdb, s.cfg.ClientOptions()...)
 			failed := 0
 			for _, id := range ids {
 				if _, err := s.dlq.RequeueTask(cmd.Context(), client, id); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
 )
 
 // EnvRedisURL is the environment variable that overrides redis.url.
@@ -409,6 +410,14 @@ func (c *Config) Agent(name string) (Agent, bool) {
 		return a, true
 	}
 	return Agent{Name: name, BreakerKey: name, Settings: c.Defaults.Clone()}, false
+}
+
+// ClientOptions are the tasks.Client options every producer (enqueuer,
+// the HTTP API, a requeue) takes from c: history.retention, the served
+// queues (worker.queues), and redis.wait_replicas / wait_timeout.
+func (c *Config) ClientOptions() []tasks.ClientOption {
+	return []tasks.ClientOption{tasks.WithRetention(c.History.Retention), tasks.WithQueues(c.ServedQueues()...),
+		tasks.WithWaitReplicas(c.Redis.WaitReplicas, c.Redis.WaitTimeout)}
 }
 
 // AgentQueue is the queue a task for agent goes to when its producer

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -27,16 +26,6 @@ const (
 	SchemeCluster  = "redis+cluster"
 )
 
-// Topology is the kind of Redis deployment a Redis block names.
-type Topology string
-
-// The topologies.
-const (
-	Standalone   Topology = "standalone"
-	SentinelMode Topology = "sentinel"
-	ClusterMode  Topology = "cluster"
-)
-
 // Resolved returns r with a redis+sentinel:// or redis+cluster:// URL
 // turned into its Sentinel or Cluster block (URL then empty); any other r
 // is returned as it is. A malformed URL is an error naming what is wrong
@@ -54,17 +43,6 @@ func (r Redis) Resolved() (Redis, error) {
 	}
 	r.URL, r.Sentinel, r.Cluster = "", s, c
 	return r, nil
-}
-
-// Topology is the kind of deployment r names (after Resolved).
-func (r Redis) Topology() Topology {
-	switch {
-	case r.Sentinel != nil:
-		return SentinelMode
-	case r.Cluster != nil:
-		return ClusterMode
-	}
-	return Standalone
 }
 
 // ParseRedisURL parses a redis+sentinel:// URL into a Sentinel block or a
@@ -177,7 +155,7 @@ const (
 // ${VAR} are read with getenv (nil: none are expanded). Socket reads
 // follow context deadlines, so a server that stops answering holds a call
 // only as long as its context allows. It does not check that Redis
-// answers; see Ping.
+// answers.
 func (r Redis) NewClient(getenv func(string) string) (redis.UniversalClient, error) {
 	r, err := r.Resolved()
 	if err != nil {
@@ -216,14 +194,6 @@ func (r Redis) NewClient(getenv func(string) string) (redis.UniversalClient, err
 	opt.ReadTimeout = max(opt.ReadTimeout, readTimeout)
 	opt.ContextTimeoutEnabled = true
 	return redis.NewClient(opt), nil
-}
-
-// Ping checks that rdb answers: one server, the Sentinel master, or a
-// node of the Cluster (not every master: a process started while one
-// master fails over must not exit for it, and the client follows the
-// promotion).
-func Ping(ctx context.Context, rdb redis.UniversalClient) error {
-	return rdb.Ping(ctx).Err()
 }
 
 // Where describes r for messages and logs: the URL with its password

@@ -73,7 +73,6 @@ agents:
 	require.Empty(t, c.Redis.URL, "a sentinel block replaces the seed URL")
 	require.Equal(t, &Sentinel{MasterName: "mymaster", Addrs: []string{"s1:26379", "s2:26379", "s3:26379"},
 		Password: "${REDIS_PASSWORD}", SentinelPassword: "${SENTINEL_PASSWORD}", DB: 2}, c.Redis.Sentinel)
-	require.Equal(t, SentinelMode, c.Redis.Topology())
 	require.Equal(t, 1, c.Redis.WaitReplicas)
 	require.Equal(t, "2s", c.Redis.WaitTimeout.String())
 	require.Equal(t, "llm", c.AgentQueue("llm"))
@@ -92,7 +91,7 @@ agents:
 	require.Nil(t, c.Redis.Sentinel)
 	r, err := c.Redis.Resolved()
 	require.NoError(t, err)
-	require.Equal(t, ClusterMode, r.Topology())
+	require.Nil(t, r.Sentinel)
 	require.Equal(t, &Cluster{Addrs: []string{"h1:7000", "h2:7000"}, Password: "secret"}, r.Cluster)
 	require.Equal(t, "redis+cluster://***@h1:7000,h2:7000", c.Redis.Where())
 }
