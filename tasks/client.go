@@ -154,10 +154,7 @@ func WithQueues(queues ...string) ClientOption {
 // redis.wait_replicas and redis.wait_timeout of the config.
 func WithWaitReplicas(n int, timeout time.Duration) ClientOption {
 	return clientOption(func(c *Client) {
-		c.rep = redisx.Replication{Replicas: n, Timeout: timeout}
-		if c.rep.On() && c.store.direct {
-			c.store.runner = redisx.Replicated(c.store.rdb, c.rep)
-		}
+		c.replicate(redisx.Replication{Replicas: n, Timeout: timeout, OnShort: c.rep.OnShort})
 	})
 }
 
@@ -169,11 +166,22 @@ func WithWaitReplicas(n int, timeout time.Duration) ClientOption {
 // WithWaitReplicas.
 func WithShortReplication(f func(error)) ClientOption {
 	return clientOption(func(c *Client) {
-		c.rep.OnShort = f
-		if c.rep.On() && c.store.direct {
-			c.store.runner = redisx.Replicated(c.store.rdb, c.rep)
-		}
+		rep := c.rep
+		rep.OnShort = f
+		c.replicate(rep)
 	})
+}
+
+// replicate makes rep the client's replication, and its store's unless the
+// store was given its own runner (a worker's batcher, which waits itself).
+func (c *Client) replicate(rep redisx.Replication) {
+	c.rep = rep
+	if c.store.direct {
+		c.store.runner = redisx.Direct(c.store.rdb)
+		if rep.On() {
+			c.store.runner = redisx.Replicated(c.store.rdb, rep)
+		}
+	}
 }
 
 // ErrNotReplicated is wrapped by the error of an enqueue whose writes did
@@ -392,11 +400,7 @@ func (c *Client) enqueueReplicated(ctx context.Context, env *Envelope, delay tim
 		}
 		c.registered.Store(env.Queue, true)
 	}
-	now := time.Now()
-	call := asynqcompat.Enqueue(t, now)
-	if delay > 0 {
-		call = asynqcompat.Schedule(t, now.Add(delay))
-	}
+	call := asynqCall(t, time.Now(), delay)
 	added, err := asynqcompat.Added(redisx.PipelinedReplicated(ctx, c.store.rdb, []redisx.Call{call}, c.rep)[0])
 	switch {
 	case err != nil:

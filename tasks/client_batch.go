@@ -357,11 +357,7 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 			items[i].err = err
 			continue
 		}
-		call := asynqcompat.Enqueue(t, now)
-		if delay > 0 {
-			call = asynqcompat.Schedule(t, now.Add(delay))
-		}
-		calls = append(calls, call)
+		calls = append(calls, asynqCall(t, now, delay))
 		keep = append(keep, i)
 	}
 	for k, r := range runPipelined(ctx, rdb, calls, c.rep) {
@@ -376,6 +372,15 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 			it.queued = true
 		}
 	}
+}
+
+// asynqCall is asynq's write of t at now: its enqueue, or with a delay its
+// schedule (asynqcompat).
+func asynqCall(t asynqcompat.Task, now time.Time, delay time.Duration) redisx.Call {
+	if delay > 0 {
+		return asynqcompat.Schedule(t, now.Add(delay))
+	}
+	return asynqcompat.Enqueue(t, now)
 }
 
 // asynqTask is the asynq task EnqueueRun's asynq.Client call writes for
