@@ -240,8 +240,14 @@ func testFailover(t *testing.T, b bins, f failover) {
 		require.True(t, time.Now().Before(deadline), "no task enqueued after the kill finished within 60s")
 		time.Sleep(25 * time.Millisecond)
 	}
-	// Keep streaming a little on the new master, then stop.
-	time.Sleep(2 * time.Second)
+	// Keep streaming on the new master until it has acknowledged more
+	// tasks, then stop.
+	afterPromotion := len(s.ackedIDs())
+	deadline = time.Now().Add(30 * time.Second)
+	for len(s.ackedIDs()) < afterPromotion+100 {
+		require.True(t, time.Now().Before(deadline), "fewer than 100 enqueues acknowledged within 30s after the promotion")
+		time.Sleep(20 * time.Millisecond)
+	}
 	close(stop)
 	s.wg.Wait()
 

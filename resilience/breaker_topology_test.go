@@ -14,9 +14,6 @@ import (
 // Cluster as on one node: 4 clients × 20 goroutines, each client its own
 // connection pool as separate workers would have.
 func TestBreakerHalfOpenOnTopologies(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a Sentinel group and a 6-node Cluster; skipped with -short (make unit)")
-	}
 	t.Parallel()
 	// Each topology gives a factory: every call is a new client with its
 	// own pool, as a separate worker process has.

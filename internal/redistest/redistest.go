@@ -106,20 +106,8 @@ func (s *Server) Restart() {
 	}
 	s.cmd = cmd
 	go func() { _ = cmd.Wait(); _ = logf.Close() }()
-	deadline := time.Now().Add(10 * time.Second)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-	defer c.Close()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("redistest: redis-server on %s did not answer within 10s: %v\n%s", s.Addr, err, s.log())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := waitPing(s.Addr, 10*time.Second); err != nil {
+		s.t.Fatalf("redistest: redis-server on %s did not answer within 10s: %v\n%s", s.Addr, err, s.log())
 	}
 }
 

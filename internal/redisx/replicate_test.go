@@ -111,9 +111,6 @@ func TestPipelinedReplicatedWaitsOnTheWritingConnection(t *testing.T) {
 // with replication does the same.
 func TestPipelinedReplicatedOnCluster(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("starts a 6-node cluster")
-	}
 	ctx := context.Background()
 	cl := redistest.StartCluster(t)
 	cc := cl.Client(t)
