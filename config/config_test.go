@@ -24,7 +24,7 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, 30*time.Second, c.Worker.ShutdownTimeout)
 	require.Equal(t, "", c.Worker.HTTPAddr)
 	require.Equal(t, map[string]int{"default": 1}, c.Worker.Queues)
-	require.Equal(t, 10*time.Millisecond, c.Worker.PollInterval)
+	require.Equal(t, time.Second, c.Worker.PollInterval)
 	require.Equal(t, 50*time.Millisecond, c.Worker.ForwardInterval)
 	require.Equal(t, Settings{
 		Timeout:        30 * time.Second,

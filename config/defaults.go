@@ -18,7 +18,7 @@ const (
 	DefaultConcurrency      = 20
 	DefaultShutdownTimeout  = 30 * time.Second
 	DefaultQueue            = tasks.DefaultQueue
-	DefaultPollInterval     = 10 * time.Millisecond
+	DefaultPollInterval     = time.Second
 	DefaultForwardInterval  = 50 * time.Millisecond
 	DefaultTimeout          = 30 * time.Second
 	DefaultMaxAttempts      = 3

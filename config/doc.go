@@ -10,7 +10,7 @@
 //	  shutdown_timeout: 30s
 //	  http_addr: 127.0.0.1:9090
 //	  queues: {default: 1}
-//	  poll_interval: 10ms
+//	  poll_interval: 1s
 //	  forward_interval: 50ms
 //	defaults:
 //	  timeout: 30s

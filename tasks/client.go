@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
@@ -105,15 +104,18 @@ type Result struct {
 
 // Client enqueues tasks. It is what other Go services import.
 type Client struct {
-	aq    *asynq.Client
 	store *Store
+	// runner runs the client's enqueue scripts: a group-committing
+	// batcher (concurrent Enqueue calls share round trips) that waits for
+	// replicas when rep asks.
+	runner *redisx.Batcher
 	// queues, when not nil, are the only queues Enqueue accepts (WithQueues).
 	queues map[string]bool
 	// rep, when On, makes every write of an enqueue wait for replicas
 	// (WithWaitReplicas).
 	rep redisx.Replication
-	// registered are the queues already added to asynq's set of queues on
-	// the replicated path (asynq's client keeps the same cache).
+	// registered are the queues already added to asynq's set of queues
+	// (asynq's client keeps the same cache).
 	registered sync.Map
 }
 
@@ -176,6 +178,7 @@ func WithShortReplication(f func(error)) ClientOption {
 // store was given its own runner (a worker's batcher, which waits itself).
 func (c *Client) replicate(rep redisx.Replication) {
 	c.rep = rep
+	c.runner = redisx.NewBatcher(c.store.rdb, redisx.BatchOptions{Replication: rep})
 	if c.store.direct {
 		c.store.runner = redisx.Direct(c.store.rdb)
 		if rep.On() {
@@ -191,7 +194,7 @@ var ErrNotReplicated = redisx.ErrNotReplicated
 // NewClient returns a client on rdb. rdb stays the caller's: the client
 // holds no connection of its own, and the caller closes rdb when done.
 func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{aq: asynq.NewClientFromRedisClient(rdb), store: NewStore(rdb)}
+	c := &Client{store: NewStore(rdb), runner: redisx.NewBatcher(rdb, redisx.BatchOptions{})}
 	for _, o := range opts {
 		o.applyClient(c)
 	}
@@ -254,6 +257,11 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Re
 	if err != nil {
 		return Result{}, err
 	}
+	if !isCluster(c.store.rdb) {
+		return c.enqueueOne(ctx, env, t.ID != "", o.delay())
+	}
+	// On a Cluster the record and the queue are on different slots: check,
+	// queue, record, in three round trips.
 	if t.ID != "" {
 		if dup, st, err := c.existing(ctx, env.ID); err != nil || dup {
 			return Result{ID: env.ID, Duplicate: dup, State: st}, err
@@ -358,50 +366,19 @@ var ErrDuplicate = errors.New("task run already enqueued")
 // returns ErrDuplicate and queues nothing: restarts and requeues use it to
 // stay idempotent across crashes.
 func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Duration) error {
-	payload, err := Encode(env)
-	if err != nil {
-		return err
-	}
 	if env.Queue == "" {
 		env.Queue = DefaultQueue
 	}
-	if c.rep.On() {
-		return c.enqueueReplicated(ctx, env, delay)
-	}
-	opts := []asynq.Option{
-		asynq.TaskID(env.AsynqID()), asynq.Queue(env.Queue), asynq.MaxRetry(asynqMaxRetry),
-		asynq.Timeout(RunTimeout),
-	}
-	if delay > 0 {
-		opts = append(opts, asynq.ProcessIn(delay))
-	}
-	_, err = c.aq.EnqueueContext(ctx, asynq.NewTask(TypeName, payload), opts...)
-	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		return fmt.Errorf("%w: %s", ErrDuplicate, env.AsynqID())
-	}
-	if err != nil {
-		return fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)
-	}
-	return nil
-}
-
-// enqueueReplicated is EnqueueRun's write when the client waits for
-// replicas: asynq's own enqueue (or schedule) script, from the copy in
-// internal/asynqcompat that EnqueueMany uses, sent with a WAIT on the
-// queue's master (asynq's client cannot add one).
-func (c *Client) enqueueReplicated(ctx context.Context, env *Envelope, delay time.Duration) error {
 	t, err := asynqTask(env)
 	if err != nil {
 		return err
 	}
-	if _, ok := c.registered.Load(env.Queue); !ok {
-		if err := asynqcompat.RegisterQueues(ctx, c.store.rdb, env.Queue); err != nil {
-			return fmt.Errorf("tasks: enqueue %s: register queue: %w", env.ID, err)
-		}
-		c.registered.Store(env.Queue, true)
+	if err := c.register(ctx, env.Queue); err != nil {
+		return fmt.Errorf("tasks: enqueue %s: register queue: %w", env.ID, err)
 	}
-	call := asynqCall(t, time.Now(), delay)
-	added, err := asynqcompat.Added(redisx.PipelinedReplicated(ctx, c.store.rdb, []redisx.Call{call}, c.rep)[0])
+	call := runCall(t, time.Now(), delay, true)
+	res, err := c.runner.Run(ctx, call.Script, call.Keys, call.Args...)
+	added, err := asynqcompat.Added(redisx.Result{Val: res, Err: err})
 	switch {
 	case err != nil:
 		return fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)

@@ -326,8 +326,8 @@ func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []redisx
 }
 
 // asynqEnqueueMany does what EnqueueRun does for the first run of each
-// task at idx, on pipelines: registers the queues, then runs asynq's
-// enqueue (or, with a delay, schedule) script for each (asynqcompat). It sets each
+// task at idx, on pipelines: registers the queues, then runs runScript
+// (asynq's enqueue or, with a delay, schedule, and the wake-up) for each. It sets each
 // item's queued, dupRun (asynq has a task with that ID: ErrDuplicate) or err.
 func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []int, delay time.Duration) {
 	if len(idx) == 0 {
@@ -351,13 +351,15 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 	now := time.Now()
 	calls := make([]redisx.Call, 0, len(idx))
 	var keep []int
+	announced := map[string]bool{} // the tasks of a queue are due together: announce the first
 	for _, i := range idx {
 		t, err := asynqTask(items[i].env)
 		if err != nil {
 			items[i].err = err
 			continue
 		}
-		calls = append(calls, asynqCall(t, now, delay))
+		calls = append(calls, runCall(t, now, delay, !announced[t.Queue]))
+		announced[t.Queue] = true
 		keep = append(keep, i)
 	}
 	for k, r := range runPipelined(ctx, rdb, calls, c.rep) {
@@ -372,15 +374,6 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 			it.queued = true
 		}
 	}
-}
-
-// asynqCall is asynq's write of t at now: its enqueue, or with a delay its
-// schedule (asynqcompat).
-func asynqCall(t asynqcompat.Task, now time.Time, delay time.Duration) redisx.Call {
-	if delay > 0 {
-		return asynqcompat.Schedule(t, now.Add(delay))
-	}
-	return asynqcompat.Enqueue(t, now)
 }
 
 // asynqTask is the asynq task EnqueueRun's asynq.Client call writes for

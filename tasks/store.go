@@ -103,25 +103,37 @@ func (s *Store) Now() time.Time { return s.now() }
 // ARGV[6] state, ARGV[7] event JSON, ARGV[8] lifetime in seconds (createTTL), ARGV[9] correlation id
 // Returns 1 when the record was created, 0 when it existed (the event is then
 // put at the head of the history: a worker got there first).
-var createScript = redis.NewScript(`
-local existed = redis.call("EXISTS", KEYS[1])
-redis.call("HSETNX", KEYS[1], "id", ARGV[1])
-redis.call("HSETNX", KEYS[1], "agent", ARGV[2])
-redis.call("HSETNX", KEYS[1], "action", ARGV[3])
-redis.call("HSETNX", KEYS[1], "queue", ARGV[4])
-redis.call("HSETNX", KEYS[1], "enqueued_at", ARGV[5])
-redis.call("HSETNX", KEYS[1], "correlation_id", ARGV[9])
-redis.call("HSETNX", KEYS[1], "state", ARGV[6])
-redis.call("HSETNX", KEYS[1], "run", "0")
-if existed == 1 then
-  redis.call("LPUSH", KEYS[2], ARGV[7])
-else
-  redis.call("RPUSH", KEYS[2], ARGV[7])
-end
-redis.call("EXPIRE", KEYS[1], ARGV[8])
-redis.call("EXPIRE", KEYS[2], ARGV[8])
-return 1 - existed
+var createScript = redis.NewScript(createLua + `
+return agentq_create(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9])
 `)
+
+// createLua defines agentq_create(rec, hist, id, agent, action, queue,
+// enqueued_at, state, event, ttl, correlation_id), the body of createScript
+// that enqueueTaskScript shares: one HSET for a new record, field by field
+// (HSETNX) under what a worker already wrote.
+const createLua = `
+local function agentq_create(rec, hist, id, agent, action, queue, enq, state, ev, ttl, corr)
+  local existed = redis.call("EXISTS", rec)
+  if existed == 0 then
+    redis.call("HSET", rec, "id", id, "agent", agent, "action", action, "queue", queue,
+      "enqueued_at", enq, "correlation_id", corr, "state", state, "run", "0")
+    redis.call("RPUSH", hist, ev)
+  else
+    redis.call("HSETNX", rec, "id", id)
+    redis.call("HSETNX", rec, "agent", agent)
+    redis.call("HSETNX", rec, "action", action)
+    redis.call("HSETNX", rec, "queue", queue)
+    redis.call("HSETNX", rec, "enqueued_at", enq)
+    redis.call("HSETNX", rec, "correlation_id", corr)
+    redis.call("HSETNX", rec, "state", state)
+    redis.call("HSETNX", rec, "run", "0")
+    redis.call("LPUSH", hist, ev)
+  end
+  redis.call("EXPIRE", rec, ttl)
+  redis.call("EXPIRE", hist, ttl)
+  return 1 - existed
+end
+`
 
 // createTTL is the lifetime in seconds Create gives a record whose first
 // event is ev: the retention plus the delay to the first run, rounded up.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/wakeup"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -24,16 +27,23 @@ const (
 	wakeMaxPages = 200 // 100,000 tasks
 )
 
-// wakeDeferred listens to breaker transitions (rkeys.BreakerChannel) until
-// ctx ends. When a breaker this worker gates on closes — an operator's
-// `inspector breaker reset`, or a half-open trial that succeeded — the
-// tasks deferred on it are moved from asynq's retry set back to pending,
-// so they run at once rather than when their deferral would have ended
-// (a trip or a cooldown may be minutes long). Every worker listens; the
-// first to claim the close (per breaker generation) does the scan. A missed message (Redis
-// unreachable at that moment) only means the tasks wake at their deferral
-// time, as without this loop.
-func (w *Worker) wakeDeferred(ctx context.Context) {
+// listen follows the worker's two pub/sub channels, on one subscription,
+// until ctx ends:
+//
+//   - breaker transitions (rkeys.BreakerChannel): when a breaker this
+//     worker gates on closes — an operator's `inspector breaker reset`, or a
+//     half-open trial that succeeded — the tasks deferred on it are moved
+//     from asynq's retry set back to pending, so they run at once rather
+//     than when their deferral would have ended (a trip or a cooldown may be
+//     minutes long). Every worker listens; the first to claim the close (per
+//     breaker generation) does the scan.
+//   - due announcements (rkeys.DueChannel): a producer scheduled a task of
+//     one of this worker's queues; the forwarder moves it when it is due.
+//
+// A missed message (Redis unreachable at that moment) only means deferred
+// tasks wake at their deferral time, and a scheduled task is forwarded at
+// the next periodic check (worker.poll_interval), as without this loop.
+func (w *Worker) listen(ctx context.Context) {
 	keys := map[string][]string{} // breaker key -> agents gated by it
 	for name, sp := range w.specs {
 		keys[sp.breakerKey] = append(keys[sp.breakerKey], name)
@@ -43,7 +53,7 @@ func (w *Worker) wakeDeferred(ctx context.Context) {
 			keys[f.breakerKey] = append(keys[f.breakerKey], name)
 		}
 	}
-	ps := w.rdb.Subscribe(ctx, rkeys.BreakerChannel())
+	ps := w.rdb.Subscribe(ctx, rkeys.BreakerChannel(), rkeys.DueChannel())
 	defer ps.Close()
 	ch := ps.Channel()
 	insp := asynq.NewInspectorFromRedisClient(w.rdb)
@@ -55,47 +65,64 @@ func (w *Worker) wakeDeferred(ctx context.Context) {
 			if !ok {
 				return
 			}
-			var ev struct {
-				Key        string `json:"key"`
-				State      string `json:"state"`
-				Generation int64  `json:"generation"`
-				Kind       string `json:"kind"` // "count": a failure count changed, no transition
-			}
-			if json.Unmarshal([]byte(m.Payload), &ev) != nil || ev.State != string(resilience.StateClosed) || ev.Kind != "" {
+			if m.Channel == rkeys.DueChannel() {
+				if q, at, ok := wakeup.ParseDue(m.Payload); ok && w.serves(q) {
+					w.dues.Lower(asynqcompat.ScheduledKey(q), at)
+				}
 				continue
 			}
-			if agents, ok := keys[ev.Key]; ok {
-				// One worker scans per close: the first to claim this generation.
-				won, err := w.rdb.SetNX(ctx, rkeys.BreakerWake(ev.Key, ev.Generation), 1, time.Hour).Result()
-				if err != nil || !won {
-					continue
-				}
-				n := w.wake(insp, agents)
-				if n > 0 {
-					w.log.Info("breaker closed: deferred tasks woken", "breaker_key", ev.Key, "tasks", n)
-				}
-			}
+			w.breakerEvent(ctx, insp, keys, m.Payload)
 		}
 	}
 }
 
+// breakerEvent handles one message of rkeys.BreakerChannel: a close of a
+// breaker in keys wakes the tasks deferred on it.
+func (w *Worker) breakerEvent(ctx context.Context, insp *asynq.Inspector, keys map[string][]string, payload string) {
+	var ev struct {
+		Key        string `json:"key"`
+		State      string `json:"state"`
+		Generation int64  `json:"generation"`
+		Kind       string `json:"kind"` // "count": a failure count changed, no transition
+	}
+	if json.Unmarshal([]byte(payload), &ev) != nil || ev.State != string(resilience.StateClosed) || ev.Kind != "" {
+		return
+	}
+	agents, ok := keys[ev.Key]
+	if !ok {
+		return
+	}
+	// One worker scans per close: the first to claim this generation.
+	won, err := w.rdb.SetNX(ctx, rkeys.BreakerWake(ev.Key, ev.Generation), 1, time.Hour).Result()
+	if err != nil || !won {
+		return
+	}
+	if n := w.wake(ctx, insp, agents); n > 0 {
+		w.log.Info("breaker closed: deferred tasks woken", "breaker_key", ev.Key, "tasks", n)
+	}
+}
+
+// serves reports whether the worker serves queue q.
+func (w *Worker) serves(q string) bool { return slices.Contains(w.queues(), q) }
+
+// queues are the queues the worker serves, sorted.
+func (w *Worker) queues() []string {
+	if len(w.cfg.Worker.Queues) == 0 {
+		return []string{tasks.DefaultQueue}
+	}
+	return slices.Sorted(maps.Keys(w.cfg.Worker.Queues))
+}
+
 // wake moves the deferred tasks of agents from the retry sets of this
-// worker's queues to pending and returns how many it moved.
-func (w *Worker) wake(insp *asynq.Inspector, agents []string) int {
+// worker's queues to pending, wakes idle workers for them, and returns how
+// many it moved.
+func (w *Worker) wake(ctx context.Context, insp *asynq.Inspector, agents []string) int {
 	want := map[string]bool{}
 	for _, a := range agents {
 		want[a] = true
 	}
-	queues := make([]string, 0, len(w.cfg.Worker.Queues))
-	for q := range w.cfg.Worker.Queues {
-		queues = append(queues, q)
-	}
-	if len(queues) == 0 {
-		queues = []string{tasks.DefaultQueue}
-	}
-	sort.Strings(queues)
 	moved := 0
-	for _, q := range queues {
+	for _, q := range w.queues() {
 		var ids []string
 		for page := 1; page <= wakeMaxPages; page++ {
 			infos, err := insp.ListRetryTasks(q, asynq.PageSize(wakePageSize), asynq.Page(page))
@@ -117,11 +144,16 @@ func (w *Worker) wake(insp *asynq.Inspector, agents []string) int {
 				break
 			}
 		}
+		n := 0
 		for _, id := range ids {
 			if err := insp.RunTask(q, id); err == nil {
-				moved++
+				n++
 			}
 		}
+		if err := wakeup.Push(ctx, w.rdb, q, n); err != nil {
+			w.log.Warn("waking deferred tasks: cannot wake idle workers; they find the tasks within worker.poll_interval", "queue", q, "err", err)
+		}
+		moved += n
 	}
 	return moved
 }

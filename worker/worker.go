@@ -23,6 +23,7 @@ import (
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/startstop"
+	"github.com/agentq/agentq/internal/wakeup"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
@@ -74,6 +75,10 @@ type Worker struct {
 	specs    map[string]*spec
 	probers  []*prober
 	inflight sync.WaitGroup
+	// waiter and dues let the asynq server wait for work instead of
+	// polling for it (internal/wakeup).
+	waiter *wakeup.Waiter
+	dues   *wakeup.Dues
 }
 
 // New builds a worker on rdb (which stays the caller's to close). It
@@ -127,6 +132,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	br := resilience.NewBreakers(rdb, resilience.WithLogger(o.logger), resilience.WithScriptRunner(batch))
 	w := &Worker{
 		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener, specs: specs,
+		dues: wakeup.NewDues(cfg.Worker.PollInterval, nil),
 	}
 	w.pipe = &pipeline{
 		log: o.logger, specs: specs, store: client.Store(),
@@ -207,6 +213,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelBase()
+	w.waiter = wakeup.NewWaiter(w.rdb, w.queues(), w.cfg.Worker.PollInterval, w.pipe.workerID+":"+tasks.NewID())
 	srv := w.asynqServer(baseCtx)
 	services := w.components(ops)
 	startstop.StartAll(context.WithoutCancel(ctx), services...)
@@ -217,6 +224,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker started", "concurrency", w.cfg.Worker.Concurrency, "agents", w.Agents(), "ops_addr", w.addr)
 	<-ctx.Done()
 	w.log.Info("worker shutting down", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
+	w.waiter.Stop(context.WithoutCancel(ctx)) // end an idle wait at once
 	srv.Shutdown() // stops dequeuing, waits for in-flight tasks, requeues the rest
 	cancelBase()   // stop agents still running (their tasks are already back on the queue)
 	w.awaitAgents()
@@ -229,7 +237,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
 		ops, w.breakers,
-		startstop.Func(w.wakeDeferred),
+		startstop.Func(w.listen),
 		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),
 		w.pipe.alerts,
 	}
@@ -241,24 +249,35 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 
 // asynqServer is the asynq server that delivers tasks to the pipeline;
 // baseCtx is the parent of every task's context (cancelled to stop agents).
+// It runs on a wakeup.AsynqClient: after a round of empty queues its
+// processor waits on the worker's Waiter (which is why asynq's own sleep
+// after an empty round, TaskCheckInterval, is a millisecond), and its
+// forwarder asks Redis only when a delayed task may be due.
 func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 	queues := w.cfg.Worker.Queues
 	if len(queues) == 0 {
 		queues = map[string]int{tasks.DefaultQueue: 1}
 	}
-	return asynq.NewServerFromRedisClient(w.rdb, asynq.Config{
+	rdb := wakeup.NewAsynqClient(w.rdb, w.waiter, w.dues, len(queues), func(err error) {
+		w.log.Warn("cannot wake idle workers for requeued tasks; they find them within worker.poll_interval", "err", err)
+	})
+	return asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              w.cfg.Worker.Concurrency,
 		Queues:                   queues,
 		BaseContext:              func() context.Context { return baseCtx },
 		RetryDelayFunc:           retryDelay,
 		IsFailure:                isFailure,
 		ShutdownTimeout:          w.cfg.Worker.ShutdownTimeout,
-		TaskCheckInterval:        w.cfg.Worker.PollInterval,
+		TaskCheckInterval:        asynqEmptySleep,
 		DelayedTaskCheckInterval: w.cfg.Worker.ForwardInterval,
 		Logger:                   asynqLogger{w.log},
 		LogLevel:                 asynq.WarnLevel,
 	})
 }
+
+// asynqEmptySleep is asynq's sleep after an empty dequeue round, which
+// follows the Waiter's wait (asynq sleeps from half of it to 1.5×).
+const asynqEmptySleep = time.Millisecond
 
 // awaitAgents waits, after shutdown cancelled the agents still running,
 // for their handlers to return: an exec agent's process group gets SIGTERM

@@ -59,7 +59,8 @@ func goModAsynq(t *testing.T) (version, replaced string) {
 	return version, replaced
 }
 
-// TestScriptsAreAsynqs finds the enqueue and schedule scripts, verbatim, in
+// TestScriptsAreAsynqs finds the enqueue and schedule scripts, and the
+// server scripts the worker recognises, verbatim, in
 // the source of the asynq module agentq builds with.
 func TestScriptsAreAsynqs(t *testing.T) {
 	t.Parallel()
@@ -70,6 +71,10 @@ func TestScriptsAreAsynqs(t *testing.T) {
 	for name, script := range map[string]string{
 		"enqueueCmd":  asynqcompat.EnqueueSource,
 		"scheduleCmd": asynqcompat.ScheduleSource,
+		"dequeueCmd":  asynqcompat.DequeueSource,
+		"forwardCmd":  asynqcompat.ForwardSource,
+		"retryCmd":    asynqcompat.RetrySource,
+		"requeueCmd":  asynqcompat.RequeueSource,
 	} {
 		want := "var " + name + " = redis.NewScript(`" + script + "`)"
 		require.True(t, strings.Contains(string(src), want),

@@ -5,3 +5,4 @@ const (
 	EnqueueSource  = enqueueSource
 	ScheduleSource = scheduleSource
 )
+

@@ -83,3 +83,19 @@ func RestartRepairClaim() string { return Prefix + "{restart}:repair-claim" }
 // which the fleet counts the failures of agent in the current alert window,
 // so that an alert is raised once per window for all workers together.
 func AlertWindow(agent string) string { return Prefix + "{alert:" + agent + "}:window" }
+
+// Wake is the list of wake-up tokens of queue: every write that makes a task
+// of queue pending pushes one (up to a cap), and an idle worker waits on it
+// with BLPOP instead of polling. It shares the queue's hash tag with asynq's
+// keys of the queue ("asynq:{queue}:…"), so the scripts that enqueue and
+// forward a task push its token in the same step, on Redis Cluster too.
+func Wake(queue string) string { return Prefix + "{" + queue + "}:wake" }
+
+// WakeStop is the private list, in queue's slot, on which one idle worker
+// (waiter id) also blocks, so that its shutdown can end the wait at once.
+func WakeStop(queue, id string) string { return Prefix + "{" + queue + "}:wake-stop:" + id }
+
+// DueChannel is the pub/sub channel on which producers announce a task
+// scheduled for later ("<due Unix s> <queue>"), so that a worker forwards it
+// when it is due rather than when it next polls.
+func DueChannel() string { return Prefix + "due" }

@@ -1,0 +1,224 @@
+package wakeup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// AsynqClient is the redis.UniversalClient the worker's asynq server runs
+// on. asynq takes its Redis client from the caller and makes every call
+// through it, so AsynqClient passes every call to the real client and
+// changes what four of asynq's scripts (recognised by their SHA-1, held to
+// asynq's source by asynqcompat's tests) do around the call:
+//
+//   - dequeue: when every queue came back empty (one full round of asynq's
+//     processor), it waits on the Waiter (a BLPOP on the wake lists, at most
+//     the poll interval) before answering asynq, whose own sleep after an
+//     empty round is then set to a millisecond. So an idle worker sends one
+//     blocking command per poll interval instead of polling, and wakes as
+//     soon as a token is pushed.
+//   - forward (scheduled and retry sets to pending): it asks Redis only
+//     when Dues says a task may be due, or the poll interval has passed,
+//     and runs forwardScript instead, which also pushes a wake token per
+//     task moved and replies the next due time.
+//   - retry: it tells Dues when the retry is due.
+//   - requeue (a shutting-down server's unfinished tasks): it pushes a
+//     wake token, so that another worker takes them at once.
+//
+// Why no task is stranded: a token is written in the same script as the
+// pending entry it announces (or right after, for requeue), and a waiter
+// pops it even if it arrived between the empty dequeue round and the
+// BLPOP, since the list keeps it. A token that is lost (a failover that
+// loses the write, a producer that is not agentq's, a token taken by a
+// worker that then found the task gone) delays a task by at most the poll
+// interval: every idle worker looks at its queues at least that often, and
+// its forwarder checks each delayed set at least that often.
+type AsynqClient struct {
+	redis.UniversalClient
+	waiter  *Waiter
+	dues    *Dues
+	queues  int64 // how many queues one dequeue round asks
+	empties atomic.Int64
+	onErr   func(error)
+}
+
+// NewAsynqClient wraps rdb for an asynq server that serves nqueues queues.
+// onErr (may be nil) hears of failed token pushes.
+func NewAsynqClient(rdb redis.UniversalClient, waiter *Waiter, dues *Dues, nqueues int, onErr func(error)) *AsynqClient {
+	if onErr == nil {
+		onErr = func(error) {}
+	}
+	return &AsynqClient{UniversalClient: rdb, waiter: waiter, dues: dues, queues: int64(max(nqueues, 1)), onErr: onErr}
+}
+
+var (
+	dequeueSHA = asynqcompat.DequeueScript.Hash()
+	forwardSHA = asynqcompat.ForwardScript.Hash()
+	retrySHA   = asynqcompat.RetryScript.Hash()
+	requeueSHA = asynqcompat.RequeueScript.Hash()
+)
+
+// EvalSha runs asynq's scripts (Script.Run sends EVALSHA first).
+func (c *AsynqClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return c.around(ctx, sha, keys, args, func() *redis.Cmd {
+		return c.UniversalClient.EvalSha(ctx, sha, keys, args...)
+	})
+}
+
+// Eval runs a script Redis did not know (after a NOSCRIPT reply).
+func (c *AsynqClient) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	run := func() *redis.Cmd { return c.UniversalClient.Eval(ctx, script, keys, args...) }
+	for sha, src := range sources {
+		if script == src {
+			return c.around(ctx, sha, keys, args, run)
+		}
+	}
+	return run()
+}
+
+func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, args []any, run func() *redis.Cmd) *redis.Cmd {
+	switch {
+	case sha == dequeueSHA:
+		return c.dequeued(ctx, run())
+	case sha == forwardSHA && len(keys) == 2 && len(args) == 4:
+		return c.forward(ctx, keys, args)
+	case sha == retrySHA && len(keys) >= 4 && len(args) >= 3:
+		cmd := run()
+		if cmd.Err() == nil {
+			if at, ok := toInt64(args[2]); ok {
+				c.dues.Lower(keys[3], at)
+			}
+		}
+		return cmd
+	case sha == requeueSHA && len(keys) >= 3:
+		cmd := run()
+		if cmd.Err() == nil {
+			if q := queueOf(keys[2]); q != "" {
+				if err := Push(ctx, c.UniversalClient, q, 1); err != nil {
+					c.onErr(err)
+				}
+			}
+		}
+		return cmd
+	}
+	return run()
+}
+
+// dequeued follows one queue's dequeue: after a whole round of empty
+// queues it waits for a wake-up; after an error it pauses briefly (asynq
+// would otherwise retry at once, in a loop, while Redis is down).
+func (c *AsynqClient) dequeued(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+	switch err := cmd.Err(); {
+	case err == nil:
+		c.empties.Store(0)
+	case errors.Is(err, redis.Nil):
+		if c.empties.Add(1) >= c.queues {
+			c.empties.Store(0)
+			c.waiter.Wait(ctx)
+		}
+	default:
+		c.empties.Store(0)
+		c.waiter.Pause(ctx, min(c.waiter.Bound(), errorPause))
+	}
+	return cmd
+}
+
+// errorPause is the pause after a failed dequeue.
+const errorPause = 100 * time.Millisecond
+
+// forwardScript is asynq's forwardCmd (asynqcompat.ForwardSource,
+// verbatim but for its reply), which also wakes a worker per task moved
+// and replies when the next task of the set is due.
+//
+// KEYS[1] the scheduled or retry set, KEYS[2] pending, KEYS[3] the queue's
+// wake list (rkeys.Wake; same slot)
+// ARGV[1..4] asynq's (now Unix s, task key prefix, now Unix ns, group key
+// prefix), ARGV[5] the wake list's cap
+// Returns {moved, earliest score left or -1}.
+var forwardScript = redis.NewScript(PushLua + forwardBody())
+
+func forwardBody() string {
+	const asynqReply = "return table.getn(ids)"
+	if strings.Count(asynqcompat.ForwardSource, asynqReply) != 1 {
+		panic("wakeup: asynq's forward script no longer ends with " + asynqReply)
+	}
+	return strings.Replace(asynqcompat.ForwardSource, asynqReply, `local n = table.getn(ids)
+if n > 0 then agentq_wake(KEYS[3], n, tonumber(ARGV[5])) end
+local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+return {n, first[2] or "-1"}`, 1)
+}
+
+// forward is asynq's forward of one delayed set, asked of Redis only when
+// a task may be due.
+func (c *AsynqClient) forward(ctx context.Context, keys []string, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	now, ok := toInt64(args[0])
+	q := queueOf(keys[1])
+	if !ok || q == "" {
+		cmd.SetErr(fmt.Errorf("agentq: unexpected arguments of asynq's forward: %v %v", keys, args))
+		return cmd
+	}
+	if !c.dues.Begin(keys[0], now) {
+		cmd.SetVal(int64(0))
+		return cmd
+	}
+	res, err := forwardScript.Run(ctx, c.UniversalClient, []string{keys[0], keys[1], rkeys.Wake(q)},
+		args[0], args[1], args[2], args[3], Cap).Slice()
+	var moved, next int64
+	if err == nil {
+		moved, next, err = forwardReply(res)
+	}
+	c.dues.Done(keys[0], next, err == nil)
+	if err != nil {
+		cmd.SetErr(err)
+		return cmd
+	}
+	cmd.SetVal(moved)
+	return cmd
+}
+
+func forwardReply(res []any) (moved, next int64, err error) {
+	if len(res) == 2 {
+		m, ok1 := toInt64(res[0])
+		n, ok2 := toInt64(res[1])
+		if ok1 && ok2 {
+			return m, n, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("agentq: unexpected reply of the forward script: %v", res)
+}
+
+func toInt64(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case int:
+		return int64(x), true
+	case string:
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			f, ferr := strconv.ParseFloat(x, 64)
+			return int64(f), ferr == nil
+		}
+		return n, true
+	}
+	return 0, false
+}
+
+// sources maps the SHA-1 of each watched script to its source.
+var sources = map[string]string{
+	dequeueSHA: asynqcompat.DequeueSource,
+	forwardSHA: asynqcompat.ForwardSource,
+	retrySHA:   asynqcompat.RetrySource,
+	requeueSHA: asynqcompat.RequeueSource,
+}

@@ -1,0 +1,83 @@
+package wakeup
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// Cap is the most tokens a queue's wake list holds. Tokens pile up while
+// every worker is busy (nobody waits); each one left when the fleet goes
+// idle costs one idle worker one empty look at its queues, so Cap bounds
+// that waste, and it is far above the number of idle workers a burst needs
+// to wake at once (each woken worker keeps taking tasks while it has free
+// slots).
+const Cap = 256
+
+// PushLua defines agentq_wake(key, n, cap): push up to n tokens onto the
+// wake list key, never beyond cap, and return how many were pushed. The
+// scripts that make tasks pending (tasks' enqueue scripts, the worker's
+// forward) include it, so the token travels with the write.
+const PushLua = `
+local function agentq_wake(key, n, cap)
+  local room = cap - redis.call("LLEN", key)
+  if n > room then n = room end
+  if n <= 0 then return 0 end
+  local t = {}
+  for i = 1, n do t[i] = "1" end
+  return redis.call("LPUSH", key, unpack(t))
+end
+`
+
+// pushScript pushes wake-up tokens for tasks made pending by a write that
+// could not carry them (asynq's requeue at shutdown, the inspector's run of
+// a deferred task).
+//
+// KEYS[1] the queue's wake list (rkeys.Wake)
+// ARGV[1] tokens wanted, ARGV[2] cap
+// Returns the number of tokens pushed.
+var pushScript = redis.NewScript(PushLua + `return agentq_wake(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))`)
+
+// Push wakes up to n idle workers of queue: it pushes n tokens (within Cap)
+// onto the queue's wake list.
+func Push(ctx context.Context, rdb redis.Scripter, queue string, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	return pushScript.Run(ctx, rdb, []string{rkeys.Wake(queue)}, n, Cap).Err()
+}
+
+// DueMessage is the announcement, on rkeys.DueChannel, of a task of queue
+// scheduled for at: "<Unix s> <queue>".
+func DueMessage(queue string, at time.Time) string {
+	return strconv.FormatInt(at.Unix(), 10) + " " + queue
+}
+
+// ParseDue reads a DueMessage; ok is false for anything else.
+func ParseDue(msg string) (queue string, at int64, ok bool) {
+	sec, q, found := strings.Cut(msg, " ")
+	if !found || q == "" {
+		return "", 0, false
+	}
+	at, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return q, at, true
+}
+
+// queueOf is the queue of one of asynq's keys of a queue
+// ("asynq:{queue}:pending" → "queue"); "" when key is not one.
+func queueOf(key string) string {
+	i := strings.IndexByte(key, '{')
+	j := strings.LastIndex(key, "}:")
+	if i < 0 || j <= i {
+		return ""
+	}
+	return key[i+1 : j]
+}
