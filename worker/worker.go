@@ -225,8 +225,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-ctx.Done()
 	w.log.Info("worker shutting down", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
 	w.waiter.Stop(context.WithoutCancel(ctx)) // end an idle wait at once
-	srv.Shutdown() // stops dequeuing, waits for in-flight tasks, requeues the rest
-	cancelBase()   // stop agents still running (their tasks are already back on the queue)
+	srv.Shutdown()                            // stops dequeuing, waits for in-flight tasks, requeues the rest
+	cancelBase()                              // stop agents still running (their tasks are already back on the queue)
 	w.awaitAgents()
 	startstop.StopAll(services...)
 	w.log.Info("worker stopped")

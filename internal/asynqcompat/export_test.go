@@ -5,4 +5,3 @@ const (
 	EnqueueSource  = enqueueSource
 	ScheduleSource = scheduleSource
 )
-
