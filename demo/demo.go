@@ -105,7 +105,10 @@ func Run(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("demo: find own binary for the exec agent: %w", err)
 	}
 	start := time.Now()
-	outageUntil := start.Add(2500 * time.Millisecond)
+	// The outage lasts 2.5s from the outage agent's first call, however
+	// late a loaded machine makes that call.
+	var outageOnce sync.Once
+	var outageUntil time.Time
 	yaml := fmt.Sprintf(`
 worker:
   concurrency: 10
@@ -138,6 +141,7 @@ agents:
 		// A provider outage that outlasts a run's retries: the task is
 		// restarted later (1s here) and recovers.
 		worker.WithAgent("outage", agent.Func(func(ctx context.Context, r agent.Request) (json.RawMessage, error) {
+			outageOnce.Do(func() { outageUntil = time.Now().Add(2500 * time.Millisecond) })
 			if time.Now().Before(outageUntil) {
 				return nil, &resilience.Failure{Err: errors.New("dial tcp 10.0.0.7:443: connect: connection refused")}
 			}

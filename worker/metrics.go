@@ -25,6 +25,9 @@ type metrics struct {
 	// shortReplication counts writes that reached fewer replicas than
 	// redis.wait_replicas within redis.wait_timeout.
 	shortReplication prometheus.Counter
+	// idleWaits counts the idle waits of the worker's dequeue by how they
+	// ended (internal/wakeup.Cause: token, bound, stopped, error).
+	idleWaits *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -76,8 +79,12 @@ func newMetrics() *metrics {
 			Name: "agentq_replication_short_total",
 			Help: "Writes of this worker that reached fewer replicas than redis.wait_replicas within redis.wait_timeout.",
 		}),
+		idleWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_idle_waits_total",
+			Help: "Waits of an idle worker for work, by how they ended: token (woken by an enqueue, forward or restart), bound (worker.poll_interval passed), stopped, error.",
+		}, []string{"end"}),
 	}
-	m.reg.MustRegister(m.shortReplication, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
+	m.reg.MustRegister(m.shortReplication, m.idleWaits, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
 		m.restarts, m.restartResults, m.breakerState, m.rejections, m.alerts,
 		m.fallbacks, m.probes, m.probeDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

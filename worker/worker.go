@@ -261,6 +261,7 @@ func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 	rdb := wakeup.NewAsynqClient(w.rdb, w.waiter, w.dues, len(queues), func(err error) {
 		w.log.Warn("cannot wake idle workers for requeued tasks; they find them within worker.poll_interval", "err", err)
 	})
+	rdb.OnWait = func(c wakeup.Cause) { w.metrics.idleWaits.WithLabelValues(string(c)).Inc() }
 	return asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              w.cfg.Worker.Concurrency,
 		Queues:                   queues,

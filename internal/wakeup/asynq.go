@@ -50,6 +50,9 @@ type AsynqClient struct {
 	queues  int64 // how many queues one dequeue round asks
 	empties atomic.Int64
 	onErr   func(error)
+	// OnWait, when set before the server starts, hears why each idle wait
+	// ended (the worker's agentq_idle_waits_total).
+	OnWait func(Cause)
 }
 
 // NewAsynqClient wraps rdb for an asynq server that serves nqueues queues.
@@ -124,7 +127,10 @@ func (c *AsynqClient) dequeued(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 	case errors.Is(err, redis.Nil):
 		if c.empties.Add(1) >= c.queues {
 			c.empties.Store(0)
-			c.waiter.Wait(ctx)
+			cause := c.waiter.Wait(ctx)
+			if c.OnWait != nil {
+				c.OnWait(cause)
+			}
 		}
 	default:
 		c.empties.Store(0)

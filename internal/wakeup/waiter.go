@@ -37,6 +37,17 @@ type Waiter struct {
 	wg       sync.WaitGroup
 }
 
+// Cause is why a Wait ended.
+type Cause string
+
+// The causes of a Wait's end.
+const (
+	Woken   Cause = "token"   // a token was popped: a task may be pending
+	Timeout Cause = "bound"   // the bound passed with no token
+	Stopped Cause = "stopped" // Stop, or the context ended
+	Failed  Cause = "error"   // Redis failed; the bound was waited out
+)
+
 // NewWaiter returns a waiter on the wake lists of queues, waiting at most
 // bound. id names this waiter's stop lists (unique per worker process).
 func NewWaiter(rdb redis.UniversalClient, queues []string, bound time.Duration, id string) *Waiter {
@@ -60,22 +71,30 @@ func NewWaiter(rdb redis.UniversalClient, queues []string, bound time.Duration, 
 func (w *Waiter) Bound() time.Duration { return w.bound }
 
 // Wait blocks until a wake-up token is popped, the bound has passed, Stop
-// is called or ctx ends. After Stop it returns at once. When Redis fails
-// it still waits out the bound (no spinning on a dead server).
-func (w *Waiter) Wait(ctx context.Context) {
+// is called or ctx ends, and says which. After Stop it returns at once.
+// When Redis fails it still waits out the bound (no spinning on a dead
+// server).
+func (w *Waiter) Wait(ctx context.Context) Cause {
 	select {
 	case <-w.stop:
-		return
+		return Stopped
 	case <-w.woke: // popped by a group goroutine after the last Wait returned
-		return
+		return Woken
 	default:
 	}
 	if len(w.groups) == 1 {
 		start := time.Now()
-		if _, err := w.blpop(ctx, w.groups[0]); err != nil && !errors.Is(err, redis.Nil) {
-			w.Pause(ctx, w.bound-time.Since(start))
+		popped, err := w.blpop(ctx, w.groups[0])
+		switch {
+		case popped:
+			return Woken
+		case err == nil: // the stop token
+			return Stopped
+		case errors.Is(err, redis.Nil):
+			return Timeout
 		}
-		return
+		w.Pause(ctx, w.bound-time.Since(start))
+		return Failed
 	}
 	for i := range w.groups {
 		if w.inflight[i].CompareAndSwap(false, true) {
@@ -87,9 +106,13 @@ func (w *Waiter) Wait(ctx context.Context) {
 	defer t.Stop()
 	select {
 	case <-w.woke:
+		return Woken
 	case <-t.C:
+		return Timeout
 	case <-w.stop:
+		return Stopped
 	case <-ctx.Done():
+		return Stopped
 	}
 }
 
