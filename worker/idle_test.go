@@ -42,9 +42,9 @@ type idleBundle struct {
 	// boundAtCall receives, at each call of the agent, how many idle waits
 	// had ended at their bound.
 	boundAtCall chan float64
-	rdb  *redis.Client
-	ctx  context.Context
-	stop func() error // stops the worker, returns Run's error
+	rdb         *redis.Client
+	ctx         context.Context
+	stop        func() error // stops the worker, returns Run's error
 }
 
 // idleSetup runs a worker (agent "tool", failing with a refused connection
