@@ -81,9 +81,9 @@ func newEnqueueOptions(opts []EnqueueOption) enqueueOptions {
 
 // delay is how long from now the first run waits: ProcessAt wins over
 // ProcessIn.
-func (o enqueueOptions) delay() time.Duration {
+func (o enqueueOptions) delay(now time.Time) time.Duration {
 	if !o.processAt.IsZero() {
-		return time.Until(o.processAt)
+		return o.processAt.Sub(now)
 	}
 	return o.processIn
 }
@@ -258,7 +258,8 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Re
 		return Result{}, err
 	}
 	if !isCluster(c.store.rdb) {
-		return c.enqueueOne(ctx, env, t.ID != "", o.delay())
+		now := time.Now()
+		return c.enqueueOne(ctx, env, t.ID != "", now, o.delay(now))
 	}
 	// On a Cluster the record and the queue are on different slots: check,
 	// queue, record, in three round trips.
@@ -267,7 +268,7 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Re
 			return Result{ID: env.ID, Duplicate: dup, State: st}, err
 		}
 	}
-	delay := o.delay()
+	delay := o.delay(time.Now())
 	state, event := firstState(delay)
 	err = c.EnqueueRun(ctx, env, delay)
 	if errors.Is(err, ErrDuplicate) {
@@ -369,14 +370,15 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 	if env.Queue == "" {
 		env.Queue = DefaultQueue
 	}
-	t, err := asynqTask(env)
+	now := time.Now()
+	t, err := asynqTask(env, now, delay)
 	if err != nil {
 		return err
 	}
 	if err := c.register(ctx, env.Queue); err != nil {
 		return fmt.Errorf("tasks: enqueue %s: register queue: %w", env.ID, err)
 	}
-	call := runCall(t, time.Now(), delay, true)
+	call := runCall(t, now, delay, true)
 	res, err := c.runner.Run(ctx, call.Script, call.Keys, call.Args...)
 	added, err := asynqcompat.Added(redisx.Result{Val: res, Err: err})
 	switch {

@@ -127,14 +127,15 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	if err := c.markExisting(ctx, items, results); err != nil {
 		return results, batchFailure(items, err)
 	}
-	delay := o.delay()
+	now := time.Now()
+	delay := o.delay(now)
 	var todo []int
 	for i := range items {
 		if !items[i].done {
 			todo = append(todo, i)
 		}
 	}
-	c.asynqEnqueueMany(ctx, items, todo, delay)
+	c.asynqEnqueueMany(ctx, items, todo, now, delay)
 	c.recordQueued(ctx, items, todo, results, delay)
 	c.markDuplicateRuns(ctx, items, todo, results)
 	return results, batchOutcome(items, results)
@@ -329,7 +330,7 @@ func runPipelined(ctx context.Context, rdb redis.UniversalClient, calls []redisx
 // task at idx, on pipelines: registers the queues, then runs runScript
 // (asynq's enqueue or, with a delay, schedule, and the wake-up) for each. It sets each
 // item's queued, dupRun (asynq has a task with that ID: ErrDuplicate) or err.
-func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []int, delay time.Duration) {
+func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []int, now time.Time, delay time.Duration) {
 	if len(idx) == 0 {
 		return
 	}
@@ -348,12 +349,11 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 		}
 		return
 	}
-	now := time.Now()
 	calls := make([]redisx.Call, 0, len(idx))
 	var keep []int
 	announced := map[string]bool{} // the tasks of a queue are due together: announce the first
 	for _, i := range idx {
-		t, err := asynqTask(items[i].env)
+		t, err := asynqTask(items[i].env, now, delay)
 		if err != nil {
 			items[i].err = err
 			continue
@@ -376,9 +376,15 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 	}
 }
 
-// asynqTask is the asynq task EnqueueRun's asynq.Client call writes for
-// env's run: the same type, payload, ID, queue, retry budget and timeout.
-func asynqTask(env *Envelope) (asynqcompat.Task, error) {
+// asynqTask is the asynq task that puts env's run on its queue at now,
+// after delay (whose end it sets as env's NotBefore): agentq's type, the
+// envelope as payload, the run's ID, its queue, asynqMaxRetry and
+// RunTimeout.
+func asynqTask(env *Envelope, now time.Time, delay time.Duration) (asynqcompat.Task, error) {
+	env.NotBefore = 0
+	if delay > 0 {
+		env.NotBefore = now.Add(delay).UnixMilli()
+	}
 	payload, err := Encode(env)
 	if err != nil {
 		return asynqcompat.Task{}, err

@@ -109,8 +109,8 @@ return {0, ARGV[14]}
 // enqueueOne is Enqueue in one round trip (enqueueTaskScript), through the
 // client's runner (a group-committing batcher, so that concurrent Enqueue
 // calls share round trips).
-func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, delay time.Duration) (Result, error) {
-	t, err := asynqTask(env)
+func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now time.Time, delay time.Duration) (Result, error) {
+	t, err := asynqTask(env, now, delay)
 	if err != nil {
 		return Result{}, err
 	}
@@ -126,7 +126,7 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, del
 		check = "1"
 	}
 	keys := append([]string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID), rkeys.DLQEntries()}, runKeys(env.Queue, t.ID, delay)...)
-	args := append([]any{check, env.ID}, runArgs(t, time.Now(), delay, true)...)
+	args := append([]any{check, env.ID}, runArgs(t, now, delay, true)...)
 	args = append(args, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
 		string(state), string(b), c.store.createTTL(ev), env.CorrelationID)
 	res, err := c.runner.Run(ctx, enqueueTaskScript, keys, args...)

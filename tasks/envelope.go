@@ -41,6 +41,10 @@ type Envelope struct {
 	// record's is stale and is dropped.
 	Run        int       `json:"run"`
 	EnqueuedAt time.Time `json:"enqueued_at"`
+	// NotBefore is when a delayed run is due (Unix ms; 0: at once). asynq
+	// keeps a delayed task's due time in whole seconds and may deliver it
+	// up to a second early; the worker waits for the rest.
+	NotBefore int64 `json:"not_before_ms,omitempty"`
 }
 
 // ErrInvalidEnvelope is the sentinel for envelopes that cannot be run.

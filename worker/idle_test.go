@@ -138,7 +138,8 @@ func TestIdleWorkerForwardsWhenDue(t *testing.T) {
 	t.Parallel()
 	b := idleSetup(t, "1h")
 	c := tasks.NewClient(b.rdb)
-	_, err := c.Enqueue(b.ctx, tasks.Task{ID: "later", Agent: "tool"}, tasks.ProcessIn(time.Second))
+	due := time.Now().Add(time.Second)
+	_, err := c.Enqueue(b.ctx, tasks.Task{ID: "later", Agent: "tool"}, tasks.ProcessAt(due))
 	require.NoError(t, err)
 	_, err = c.Enqueue(b.ctx, tasks.Task{ID: "flaky", Agent: "tool", Action: "flaky"})
 	require.NoError(t, err)
@@ -149,6 +150,11 @@ func TestIdleWorkerForwardsWhenDue(t *testing.T) {
 	v, err := c.Store().Get(b.ctx, "flaky")
 	require.NoError(t, err)
 	require.Equal(t, 2, v.Attempts, "the retry ran")
+	v, err = c.Store().Get(b.ctx, "later")
+	require.NoError(t, err)
+	last := v.History[len(v.History)-1]
+	require.Equal(t, tasks.EventSucceeded, last.Event)
+	require.False(t, last.At.Before(due), "asynq keeps whole seconds, but the task did not run before it was due")
 	require.Zero(t, b.waits(t, "bound"), "no wait ran out its hour")
 }
 

@@ -19,9 +19,17 @@ import (
 //   - a run whose restart is already in asynq is superseded: dropped;
 //   - a run that has already ended is acked without calling the agent;
 //   - a retry, which asynq schedules in whole seconds and so may deliver
-//     up to a second early, waits for the rest of its computed delay.
+//     up to a second early, waits for the rest of its computed delay; so
+//     does the first delivery of a delayed run (Envelope.NotBefore).
 func (p *pipeline) redelivered(ctx context.Context, log *taskLog, env *tasks.Envelope) (answer error, done bool) {
 	if n, ok := asynq.GetRetryCount(ctx); !ok || n == 0 {
+		// A first delivery of a delayed run (a scheduled task, a
+		// restart) may likewise come up to a second early.
+		if env.NotBefore > 0 {
+			if err := waitUntilDue(ctx, time.UnixMilli(env.NotBefore)); err != nil {
+				return putBack(), true
+			}
+		}
 		return nil, false
 	}
 	if p.superseded(ctx, env) {
