@@ -285,11 +285,13 @@ func BenchmarkRetryTiming(b *testing.B) {
 	}
 }
 
-// BenchmarkPickupLatency measures enqueue → agent start on an idle worker:
-// one task at a time, a random pause between tasks so the enqueue lands at
-// a random point of the poll cycle. agentq (poll 10ms) against asynq with
-// its defaults (0.5–1.5s poll) and, for reference, asynq tuned to agentq's
-// poll interval.
+// BenchmarkPickupLatency measures enqueue → agent start on idle workers:
+// one task at a time (tasks.Client.Enqueue), a random pause between tasks
+// so the enqueue lands at a random point of any poll cycle. agentq with 1,
+// 10, 50 and 100 idle workers (AGENTQ_BENCH_PICKUP_WORKERS), each with its
+// own go-redis client and the default configuration, against one asynq
+// server with its defaults (0.5–1.5s poll) and, for reference, one polling
+// every 10ms.
 func BenchmarkPickupLatency(b *testing.B) {
 	skipShort(b)
 	srv := redistest.Start(b)
@@ -297,15 +299,24 @@ func BenchmarkPickupLatency(b *testing.B) {
 	const rounds = 4
 	fast := envInt("AGENTQ_BENCH_LATENCY_SAMPLES", 200)
 	slow := envInt("AGENTQ_BENCH_DEFAULT_SAMPLES", 60)
-	kinds := []struct {
+	type kind struct {
 		name    string
+		fleet   string
+		workers int
 		samples int
 		gap     time.Duration
-	}{
-		{"agentq", fast, 2 * asynqTunedPoll},
-		{"asynq-defaults", slow, 1500 * time.Millisecond},
-		{"asynq-tuned", fast, 2 * asynqTunedPoll},
 	}
+	var kinds []kind
+	for _, k := range envInts("AGENTQ_BENCH_PICKUP_WORKERS", []int{1, 10, 50, 100}) {
+		name := kindAgentq
+		if k > 1 {
+			name = fmt.Sprintf("%s×%d", kindAgentq, k)
+		}
+		kinds = append(kinds, kind{name, kindAgentq, k, fast, 20 * time.Millisecond})
+	}
+	kinds = append(kinds,
+		kind{kindAsynqDefaults, kindAsynqDefaults, 1, slow, 1500 * time.Millisecond},
+		kind{"asynq-tuned", kindAsynq10ms, 1, fast, 2 * asynqTunedPoll})
 	lat := map[string][]time.Duration{}
 	for r := range rounds {
 		for _, k := range kinds {
@@ -314,7 +325,7 @@ func BenchmarkPickupLatency(b *testing.B) {
 			if r < k.samples%rounds {
 				n++
 			}
-			got, err := pickupBlock(ctx, srv, k.name, n, k.gap)
+			got, err := pickupBlock(ctx, srv, k.fleet, k.workers, n, k.gap)
 			if err != nil {
 				b.Fatalf("round %d %s: %v", r+1, k.name, err)
 			}
@@ -323,49 +334,29 @@ func BenchmarkPickupLatency(b *testing.B) {
 	}
 	for _, k := range kinds {
 		ds := lat[k.name]
-		report("pickup latency %-14s p50 %8s  p95 %8s  (n=%d)", k.name, ms(percentile(ds, 50)), ms(percentile(ds, 95)), len(ds))
+		report("pickup latency %-14s p50 %8s  p95 %8s  (n=%d, %d idle worker(s))", k.name, ms(percentile(ds, 50)), ms(percentile(ds, 95)), len(ds), k.workers)
 	}
 	report("pickup latency p50 ratio (agentq/asynq-defaults): %.3f",
-		float64(percentile(lat["agentq"], 50))/float64(percentile(lat["asynq-defaults"], 50)))
+		float64(percentile(lat[kinds[0].name], 50))/float64(percentile(lat[kindAsynqDefaults], 50)))
 }
 
-// pickupBlock starts one idle worker of the given kind, measures n pickups
-// (after one discarded warm-up) and stops it.
-func pickupBlock(ctx context.Context, srv *redistest.Server, kind string, n int, gap time.Duration) ([]time.Duration, error) {
+// pickupBlock starts k idle servers of the fleet kind, measures n pickups
+// (after one discarded warm-up) and stops them.
+func pickupBlock(ctx context.Context, srv *redistest.Server, kind string, k, n int, gap time.Duration) ([]time.Duration, error) {
 	rdb := newClient(srv)
 	defer rdb.Close()
 	started := make(chan time.Time, 1)
-	mark := func() {
+	f, err := startFleet(ctx, srv, kind, k, func() {
 		select {
 		case started <- time.Now():
 		default:
 		}
-	}
-	var stop func() error
-	switch kind {
-	case "agentq":
-		w, err := worker.New(agentqConfig(srv, config.DefaultConcurrency), rdb, worker.WithLogger(discardLogger()),
-			worker.WithAgent(noopAgent, agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
-				mark()
-				return nil, nil
-			})))
-		if err != nil {
-			return nil, err
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- w.Run(rctx) }()
-		stop = func() error { cancel(); return <-done }
-	default:
-		s := asynq.NewServerFromRedisClient(rdb, asynqConfig(config.DefaultConcurrency, kind == "asynq-tuned"))
-		if err := s.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { mark(); return nil })); err != nil {
-			return nil, err
-		}
-		stop = func() error { s.Shutdown(); return nil }
+	})
+	if err != nil {
+		return nil, err
 	}
 	cl := tasks.NewClient(rdb)
 	var out []time.Duration
-	var err error
 	for i := 0; i <= n && err == nil; i++ {
 		time.Sleep(time.Duration(rand.N(int64(gap))))
 		t0 := time.Now()
@@ -384,7 +375,7 @@ func pickupBlock(ctx context.Context, srv *redistest.Server, kind string, n int,
 			_, err = waitProcessed(ctx, rdb, int64(i+1), 10*time.Second)
 		}
 	}
-	if serr := stop(); err == nil {
+	if serr := f.stop(); err == nil {
 		err = serr
 	}
 	return out, err
