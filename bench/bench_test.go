@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,12 +37,14 @@ import (
 //	                              each costs about a second of asynq's 0.5–1.5s poll)
 
 // BenchmarkEnqueue measures enqueue throughput against a bare
-// asynq.Client enqueue of the same payload (one round trip per task, 16
-// goroutines): tasks.Client.Enqueue in a loop (1 goroutine) and from 16
-// goroutines (asynq's enqueue plus the task record: two round trips per
-// task), tasks.Client.EnqueueMany (batches of 1000 from one goroutine) and
-// the enqueuer binary (built for the run) with --file on a 10k-line file,
-// whose time includes its start-up, parsing and connecting.
+// asynq.Client enqueue of the same payload (one round trip per task):
+// tasks.Client.Enqueue, one task per call, from 1 goroutine (1000 tasks)
+// and from 16 (4000 tasks), with a generated ID (the default use) and with
+// a caller-chosen one, each against asynq.Client at the same concurrency;
+// tasks.Client.EnqueueMany (batches of 1000 from one goroutine) and the
+// enqueuer binary (built for the run) with --file on a 10k-line file, whose
+// time includes its start-up, parsing and connecting, against asynq.Client
+// from 16 goroutines.
 func BenchmarkEnqueue(b *testing.B) {
 	skipShort(b)
 	srv := redistest.Start(b)
@@ -98,6 +101,15 @@ func BenchmarkEnqueue(b *testing.B) {
 			return err
 		}
 	}
+	var ids atomic.Int64 // caller-chosen IDs, unique across rounds
+	viaClientID := func(ctx context.Context, rdb redis.UniversalClient) func() error {
+		cl := tasks.NewClient(rdb)
+		return func() error {
+			id := "bench-" + strconv.FormatInt(ids.Add(1), 10)
+			_, err := cl.Enqueue(ctx, tasks.Task{ID: id, Agent: noopAgent, Params: json.RawMessage(`{"n":1}`)})
+			return err
+		}
+	}
 	viaAsynq := func(ctx context.Context, rdb redis.UniversalClient) func() error {
 		cl := asynq.NewClientFromRedisClient(rdb)
 		return func() error {
@@ -144,23 +156,41 @@ func BenchmarkEnqueue(b *testing.B) {
 		return fileTasks / el.Seconds(), nil
 	}
 	sides := []side{
-		{"asynq.Client g=16", loop(16, 4000, viaAsynq)},
+		{"asynq.Client g=1", loop(1, 1000, viaAsynq)},
 		{"Enqueue g=1", loop(1, 1000, viaClient)},
+		{"Enqueue+ID g=1", loop(1, 1000, viaClientID)},
+		{"asynq.Client g=16", loop(16, 4000, viaAsynq)},
 		{"Enqueue g=16", loop(16, 4000, viaClient)},
+		{"Enqueue+ID g=16", loop(16, 4000, viaClientID)},
 		{"EnqueueMany", batched(10000, 1000)},
 		{"enqueuer --file", binary},
 	}
 	warm := []side{
 		{"warm-asynq", loop(16, 500, viaAsynq)}, {"warm-client", loop(16, 500, viaClient)},
+		{"warm-client-id", loop(16, 500, viaClientID)},
 		{"warm-many", batched(1000, 1000)}, {"warm-binary", binary},
 	}
-	res := interleave(b, srv, envInt("AGENTQ_BENCH_ENQUEUE_ROUNDS", 3), warm, sides)
-	base := median(res[sides[0].name])
+	res := interleave(b, srv, envInt("AGENTQ_BENCH_ENQUEUE_ROUNDS", 5), warm, sides)
+	base := median(res["asynq.Client g=16"])
 	for _, s := range sides {
 		m := median(res[s.name])
 		report("enqueue %-22s %6.0f tasks/s  (%.2f× asynq.Client g=16)", s.name, m, m/base)
 		detail("rounds %s: %s", s.name, fmtRates(res[s.name]))
 	}
+	// Single enqueue, one task per call, against asynq.Client at the same
+	// concurrency. The headline is the default use (a generated ID), the
+	// lower of the two concurrencies.
+	single := 0.0
+	for i, g := range []int{1, 16} {
+		a := median(res[fmt.Sprintf("asynq.Client g=%d", g)])
+		gen, id := median(res[fmt.Sprintf("Enqueue g=%d", g)]), median(res[fmt.Sprintf("Enqueue+ID g=%d", g)])
+		report("single enqueue g=%-2d asynq.Client %6.0f tasks/s  Enqueue %6.0f tasks/s (ratio %.2f)  Enqueue with a caller-chosen ID %6.0f tasks/s (ratio %.2f)",
+			g, a, gen, gen/a, id, id/a)
+		if i == 0 || gen/a < single {
+			single = gen / a
+		}
+	}
+	headline(hlEnqueue, "%.2f", single)
 }
 
 // BenchmarkRetryTiming measures how close a retry fires to its computed
