@@ -35,6 +35,10 @@ import (
 //	AGENTQ_BENCH_LATENCY_SAMPLES  pickup samples of agentq and tuned asynq (200)
 //	AGENTQ_BENCH_DEFAULT_SAMPLES  pickup samples of asynq with its defaults (60;
 //	                              each costs about a second of asynq's 0.5–1.5s poll)
+//	AGENTQ_BENCH_PICKUP_WORKERS   idle agentq worker counts of the pickup benchmark ("1,10,50,100")
+//	AGENTQ_BENCH_ENQUEUE_ROUNDS   A/B rounds of the enqueue benchmark (5)
+//
+// and the idle-cost ones listed in idle_test.go.
 
 // BenchmarkEnqueue measures enqueue throughput against a bare
 // asynq.Client enqueue of the same payload (one round trip per task):
