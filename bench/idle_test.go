@@ -317,7 +317,8 @@ func BenchmarkIdleCost(b *testing.B) {
 		}
 		res["baseline"] = append(res["baseline"], w)
 		for _, k := range counts {
-			for _, kind := range kinds {
+			for i := range kinds {
+				kind := kinds[(i+r)%len(kinds)] // each kind leads in turn
 				w, err := idleWindow(ctx, srv, kind, k, settle, window)
 				if err != nil {
 					b.Fatalf("round %d %s: %v", r+1, key(kind, k), err)
@@ -326,13 +327,7 @@ func BenchmarkIdleCost(b *testing.B) {
 			}
 		}
 	}
-	med := func(rs []idleRound, f func(idleRound) float64) float64 {
-		xs := make([]float64, len(rs))
-		for i, r := range rs {
-			xs[i] = f(r)
-		}
-		return median(xs)
-	}
+	med := func(rs []idleRound, f func(idleRound) float64) float64 { return median(field2(rs, f)) }
 	cpu := func(r idleRound) float64 { return r.cpuMS }
 	cmds := func(r idleRound) float64 { return r.cmds }
 	rts := func(r idleRound) float64 { return r.rts }
