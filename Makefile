@@ -37,9 +37,15 @@ unit:
 demo:
 	$(GO) run ./cmd/demo
 
-## bench: benchmarks with ratios against plain asynq measured in the same run
+## bench: benchmarks with ratios against plain asynq measured in the same run; ends with the headline
+## lines, in this order. BENCH=<regexp> runs a subset, e.g. the Redis-cost ones:
+## make bench BENCH='IdleCost|PickupLatency|Enqueue|Throughput' (Throughput matches ThroughputProcs too)
 bench: redis
-	@{ $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./bench/... 2>&1; echo $$? > .bench.rc; } | tee .bench.out; rc=$$(cat .bench.rc); rm -f .bench.rc; grep -h '^cluster pipeline/asynq throughput ratio:' .bench.out | tail -n 1; grep -h '^pipeline/asynq throughput ratio:' .bench.out | tail -n 1; exit $$rc
+	@{ $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -benchtime 1x -timeout 30m ./bench/... 2>&1; echo $$? > .bench.rc; } | tee .bench.out; rc=$$(cat .bench.rc); rm -f .bench.rc; \
+	for h in 'cluster pipeline/asynq throughput ratio' 'idle Redis CPU per worker' 'single enqueue/asynq ratio' \
+		'pipeline/asynq 4-process throughput ratio' 'pipeline/asynq Redis CPU per task ratio' 'pipeline/asynq throughput ratio'; do \
+		grep -h "^$$h: " .bench.out | tail -n 1; \
+	done; exit $$rc
 
 ## fuzz: a short run of each fuzz target (20s each)
 fuzz:

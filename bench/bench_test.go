@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,14 +35,20 @@ import (
 //	AGENTQ_BENCH_LATENCY_SAMPLES  pickup samples of agentq and tuned asynq (200)
 //	AGENTQ_BENCH_DEFAULT_SAMPLES  pickup samples of asynq with its defaults (60;
 //	                              each costs about a second of asynq's 0.5–1.5s poll)
+//	AGENTQ_BENCH_PICKUP_WORKERS   idle agentq worker counts of the pickup benchmark ("1,10,50,100")
+//	AGENTQ_BENCH_ENQUEUE_ROUNDS   A/B rounds of the enqueue benchmark (5)
+//
+// and the idle-cost ones listed in idle_test.go.
 
 // BenchmarkEnqueue measures enqueue throughput against a bare
-// asynq.Client enqueue of the same payload (one round trip per task, 16
-// goroutines): tasks.Client.Enqueue in a loop (1 goroutine) and from 16
-// goroutines (asynq's enqueue plus the task record: two round trips per
-// task), tasks.Client.EnqueueMany (batches of 1000 from one goroutine) and
-// the enqueuer binary (built for the run) with --file on a 10k-line file,
-// whose time includes its start-up, parsing and connecting.
+// asynq.Client enqueue of the same payload (one round trip per task):
+// tasks.Client.Enqueue, one task per call, from 1 goroutine (1000 tasks)
+// and from 16 (4000 tasks), with a generated ID (the default use) and with
+// a caller-chosen one, each against asynq.Client at the same concurrency;
+// tasks.Client.EnqueueMany (batches of 1000 from one goroutine) and the
+// enqueuer binary (built for the run) with --file on a 10k-line file, whose
+// time includes its start-up, parsing and connecting, against asynq.Client
+// from 16 goroutines.
 func BenchmarkEnqueue(b *testing.B) {
 	skipShort(b)
 	srv := redistest.Start(b)
@@ -98,6 +105,15 @@ func BenchmarkEnqueue(b *testing.B) {
 			return err
 		}
 	}
+	var ids atomic.Int64 // caller-chosen IDs, unique across rounds
+	viaClientID := func(ctx context.Context, rdb redis.UniversalClient) func() error {
+		cl := tasks.NewClient(rdb)
+		return func() error {
+			id := "bench-" + strconv.FormatInt(ids.Add(1), 10)
+			_, err := cl.Enqueue(ctx, tasks.Task{ID: id, Agent: noopAgent, Params: json.RawMessage(`{"n":1}`)})
+			return err
+		}
+	}
 	viaAsynq := func(ctx context.Context, rdb redis.UniversalClient) func() error {
 		cl := asynq.NewClientFromRedisClient(rdb)
 		return func() error {
@@ -144,23 +160,41 @@ func BenchmarkEnqueue(b *testing.B) {
 		return fileTasks / el.Seconds(), nil
 	}
 	sides := []side{
-		{"asynq.Client g=16", loop(16, 4000, viaAsynq)},
+		{"asynq.Client g=1", loop(1, 1000, viaAsynq)},
 		{"Enqueue g=1", loop(1, 1000, viaClient)},
+		{"Enqueue+ID g=1", loop(1, 1000, viaClientID)},
+		{"asynq.Client g=16", loop(16, 4000, viaAsynq)},
 		{"Enqueue g=16", loop(16, 4000, viaClient)},
+		{"Enqueue+ID g=16", loop(16, 4000, viaClientID)},
 		{"EnqueueMany", batched(10000, 1000)},
 		{"enqueuer --file", binary},
 	}
 	warm := []side{
 		{"warm-asynq", loop(16, 500, viaAsynq)}, {"warm-client", loop(16, 500, viaClient)},
+		{"warm-client-id", loop(16, 500, viaClientID)},
 		{"warm-many", batched(1000, 1000)}, {"warm-binary", binary},
 	}
-	res := interleave(b, srv, envInt("AGENTQ_BENCH_ENQUEUE_ROUNDS", 3), warm, sides)
-	base := median(res[sides[0].name])
+	res := interleave(b, srv, envInt("AGENTQ_BENCH_ENQUEUE_ROUNDS", 5), warm, sides)
+	base := median(res["asynq.Client g=16"])
 	for _, s := range sides {
 		m := median(res[s.name])
 		report("enqueue %-22s %6.0f tasks/s  (%.2f× asynq.Client g=16)", s.name, m, m/base)
 		detail("rounds %s: %s", s.name, fmtRates(res[s.name]))
 	}
+	// Single enqueue, one task per call, against asynq.Client at the same
+	// concurrency. The headline is the default use (a generated ID), the
+	// lower of the two concurrencies.
+	single := 0.0
+	for i, g := range []int{1, 16} {
+		a := median(res[fmt.Sprintf("asynq.Client g=%d", g)])
+		gen, id := median(res[fmt.Sprintf("Enqueue g=%d", g)]), median(res[fmt.Sprintf("Enqueue+ID g=%d", g)])
+		report("single enqueue g=%-2d asynq.Client %6.0f tasks/s  Enqueue %6.0f tasks/s (ratio %.2f)  Enqueue with a caller-chosen ID %6.0f tasks/s (ratio %.2f)",
+			g, a, gen, gen/a, id, id/a)
+		if i == 0 || gen/a < single {
+			single = gen / a
+		}
+	}
+	headline(hlEnqueue, "%.2f", single)
 }
 
 // BenchmarkRetryTiming measures how close a retry fires to its computed
@@ -285,11 +319,13 @@ func BenchmarkRetryTiming(b *testing.B) {
 	}
 }
 
-// BenchmarkPickupLatency measures enqueue → agent start on an idle worker:
-// one task at a time, a random pause between tasks so the enqueue lands at
-// a random point of the poll cycle. agentq (poll 10ms) against asynq with
-// its defaults (0.5–1.5s poll) and, for reference, asynq tuned to agentq's
-// poll interval.
+// BenchmarkPickupLatency measures enqueue → agent start on idle workers:
+// one task at a time (tasks.Client.Enqueue), a random pause between tasks
+// so the enqueue lands at a random point of any poll cycle. agentq with 1,
+// 10, 50 and 100 idle workers (AGENTQ_BENCH_PICKUP_WORKERS), each with its
+// own go-redis client and the default configuration, against one asynq
+// server with its defaults (0.5–1.5s poll) and, for reference, one polling
+// every 10ms.
 func BenchmarkPickupLatency(b *testing.B) {
 	skipShort(b)
 	srv := redistest.Start(b)
@@ -297,15 +333,24 @@ func BenchmarkPickupLatency(b *testing.B) {
 	const rounds = 4
 	fast := envInt("AGENTQ_BENCH_LATENCY_SAMPLES", 200)
 	slow := envInt("AGENTQ_BENCH_DEFAULT_SAMPLES", 60)
-	kinds := []struct {
+	type kind struct {
 		name    string
+		fleet   string
+		workers int
 		samples int
 		gap     time.Duration
-	}{
-		{"agentq", fast, 2 * config.DefaultPollInterval},
-		{"asynq-defaults", slow, 1500 * time.Millisecond},
-		{"asynq-tuned", fast, 2 * config.DefaultPollInterval},
 	}
+	var kinds []kind
+	for _, k := range envInts("AGENTQ_BENCH_PICKUP_WORKERS", []int{1, 10, 50, 100}) {
+		name := kindAgentq
+		if k > 1 {
+			name = fmt.Sprintf("%s×%d", kindAgentq, k)
+		}
+		kinds = append(kinds, kind{name, kindAgentq, k, fast, 20 * time.Millisecond})
+	}
+	kinds = append(kinds,
+		kind{kindAsynqDefaults, kindAsynqDefaults, 1, slow, 1500 * time.Millisecond},
+		kind{"asynq-tuned", kindAsynq10ms, 1, fast, 2 * asynqTunedPoll})
 	lat := map[string][]time.Duration{}
 	for r := range rounds {
 		for _, k := range kinds {
@@ -314,7 +359,7 @@ func BenchmarkPickupLatency(b *testing.B) {
 			if r < k.samples%rounds {
 				n++
 			}
-			got, err := pickupBlock(ctx, srv, k.name, n, k.gap)
+			got, err := pickupBlock(ctx, srv, k.fleet, k.workers, n, k.gap)
 			if err != nil {
 				b.Fatalf("round %d %s: %v", r+1, k.name, err)
 			}
@@ -323,49 +368,29 @@ func BenchmarkPickupLatency(b *testing.B) {
 	}
 	for _, k := range kinds {
 		ds := lat[k.name]
-		report("pickup latency %-14s p50 %8s  p95 %8s  (n=%d)", k.name, ms(percentile(ds, 50)), ms(percentile(ds, 95)), len(ds))
+		report("pickup latency %-14s p50 %8s  p95 %8s  (n=%d, %d idle worker(s))", k.name, ms(percentile(ds, 50)), ms(percentile(ds, 95)), len(ds), k.workers)
 	}
 	report("pickup latency p50 ratio (agentq/asynq-defaults): %.3f",
-		float64(percentile(lat["agentq"], 50))/float64(percentile(lat["asynq-defaults"], 50)))
+		float64(percentile(lat[kinds[0].name], 50))/float64(percentile(lat[kindAsynqDefaults], 50)))
 }
 
-// pickupBlock starts one idle worker of the given kind, measures n pickups
-// (after one discarded warm-up) and stops it.
-func pickupBlock(ctx context.Context, srv *redistest.Server, kind string, n int, gap time.Duration) ([]time.Duration, error) {
+// pickupBlock starts k idle servers of the fleet kind, measures n pickups
+// (after one discarded warm-up) and stops them.
+func pickupBlock(ctx context.Context, srv *redistest.Server, kind string, k, n int, gap time.Duration) ([]time.Duration, error) {
 	rdb := newClient(srv)
 	defer rdb.Close()
 	started := make(chan time.Time, 1)
-	mark := func() {
+	f, err := startFleet(ctx, srv, kind, k, func() {
 		select {
 		case started <- time.Now():
 		default:
 		}
-	}
-	var stop func() error
-	switch kind {
-	case "agentq":
-		w, err := worker.New(agentqConfig(srv, config.DefaultConcurrency), rdb, worker.WithLogger(discardLogger()),
-			worker.WithAgent(noopAgent, agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
-				mark()
-				return nil, nil
-			})))
-		if err != nil {
-			return nil, err
-		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- w.Run(rctx) }()
-		stop = func() error { cancel(); return <-done }
-	default:
-		s := asynq.NewServerFromRedisClient(rdb, asynqConfig(config.DefaultConcurrency, kind == "asynq-tuned"))
-		if err := s.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { mark(); return nil })); err != nil {
-			return nil, err
-		}
-		stop = func() error { s.Shutdown(); return nil }
+	})
+	if err != nil {
+		return nil, err
 	}
 	cl := tasks.NewClient(rdb)
 	var out []time.Duration
-	var err error
 	for i := 0; i <= n && err == nil; i++ {
 		time.Sleep(time.Duration(rand.N(int64(gap))))
 		t0 := time.Now()
@@ -384,7 +409,7 @@ func pickupBlock(ctx context.Context, srv *redistest.Server, kind string, n int,
 			_, err = waitProcessed(ctx, rdb, int64(i+1), 10*time.Second)
 		}
 	}
-	if serr := stop(); err == nil {
+	if serr := f.stop(); err == nil {
 		err = serr
 	}
 	return out, err
@@ -423,7 +448,7 @@ func BenchmarkThroughput(b *testing.B) {
 	skipShort(b)
 	srv := redistest.Start(b)
 	n, rounds := envInt("AGENTQ_BENCH_TASKS", 5000), envInt("AGENTQ_BENCH_ROUNDS", 7)
-	var headline float64
+	var ratio, cpuRatio float64
 	for _, c := range []int{10, 50} {
 		aq := side{"asynq", func(ctx context.Context) (float64, error) { return runAsynq(ctx, srv, c, n, true) }}
 		ag := side{"agentq", func(ctx context.Context) (float64, error) { return runAgentq(ctx, srv, c, n) }}
@@ -455,14 +480,14 @@ func BenchmarkThroughput(b *testing.B) {
 		ra, rg := median(res["asynq"+redisSuffix]), median(res["agentq"+redisSuffix])
 		report("c=%d Redis CPU per task: asynq %.1fµs  agentq %.1fµs (+%.1fµs)", c, ra, rg, rg-ra)
 		if c == 50 {
-			headline = mg / ma
+			ratio, cpuRatio = mg/ma, rg/ra
 			ms, m2 := median(res["asynq+store"]), median(res["asynq+store2"])
 			report("c=%d decomposition (ratio to asynq): +one write per task %.2f  +two writes (before) %.2f  full pipeline %.2f", c, ms/ma, m2/ma, mg/ma)
 		}
 	}
-	line := fmt.Sprintf("pipeline/asynq throughput ratio: %.2f", headline)
-	fmt.Println(line)
-	summary.mu.Lock()
-	summary.last = line
-	summary.mu.Unlock()
+	// Both headlines are the c=50 comparison against asynq with the same
+	// intervals: the throughput ratio, and agentq's Redis CPU per task
+	// over asynq's (medians of the rounds; lower is better).
+	headline(hlCPUPerTask, "%.2f", cpuRatio)
+	headline(hlThroughput, "%.2f", ratio)
 }

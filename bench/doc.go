@@ -3,8 +3,17 @@
 // redis-server (in one process, and as 4 worker processes against 4 asynq
 // server processes), the cost of the circuit-breaker gate, how many calls
 // reach a dead backend from 4 worker processes sharing one breaker, idle
-// pickup latency, retry timing and enqueue throughput (single, concurrent,
-// batched with EnqueueMany, and the enqueuer binary's --file).
+// pickup latency (1 to 100 idle workers), retry timing, enqueue throughput
+// (single, concurrent, batched with EnqueueMany, and the enqueuer binary's
+// --file), and what agentq costs its Redis: Redis CPU per task, and Redis
+// CPU, round trips and commands per idle worker (1, 10 and 50 idle workers
+// against asynq with its defaults and with a 10ms poll).
+//
+// Each benchmark prints its own headline line ("idle Redis CPU per worker:",
+// "single enqueue/asynq ratio:", "pipeline/asynq 4-process throughput
+// ratio:", "pipeline/asynq Redis CPU per task ratio:", "pipeline/asynq
+// throughput ratio:"); the summary printed after the run, and `make bench`,
+// end with them in that order.
 //
 // Every figure is measured in one run, A/B interleaved (A, B, A, B, …), on
 // one real redis-server started on a free port and flushed between rounds;

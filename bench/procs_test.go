@@ -234,6 +234,10 @@ func runProcs(ctx context.Context, srv *redistest.Server, role string, c, n int)
 		if err := waitServers(ctx, rdb, procs, cs); err != nil {
 			return err
 		}
+		cpu0, err := redisCPU(ctx, rdb)
+		if err != nil {
+			return err
+		}
 		start := time.Now()
 		if err := insp.UnpauseQueue(tasks.DefaultQueue); err != nil {
 			return err
@@ -242,7 +246,12 @@ func runProcs(ctx context.Context, srv *redistest.Server, role string, c, n int)
 		if err != nil {
 			return err
 		}
+		cpu1, err := redisCPU(ctx, rdb)
+		if err != nil {
+			return err
+		}
 		rate = float64(n) / end.Sub(start).Seconds()
+		redisUS = (cpu1 - cpu0) / float64(n) * 1e6
 		return checkNoFailures(ctx, rdb)
 	}()
 	if serr := stopAll(cs, false); err == nil {
@@ -271,6 +280,9 @@ func BenchmarkThroughputProcs(b *testing.B) {
 	ma, mg := median(res["asynq"]), median(res["agentq"])
 	report("%d processes × c=%d: asynq %.0f tasks/s  agentq %.0f tasks/s  ratio %.2f", procs, c, ma, mg, mg/ma)
 	detail("rounds (n=%d) asynq: %s | agentq: %s", n, fmtRates(res["asynq"]), fmtRates(res["agentq"]))
+	ra, rg := median(res["asynq"+redisSuffix]), median(res["agentq"+redisSuffix])
+	report("%d processes × c=%d Redis CPU per task: asynq %.1fµs  agentq %.1fµs (ratio %.2f)", procs, c, ra, rg, rg/ra)
+	headline(hlProcs, "%.2f", mg/ma)
 }
 
 // goBuild builds a main package of this module into dir and returns the
