@@ -83,7 +83,10 @@ func TestEnqueueOneRoundTrip(t *testing.T) {
 	rt := &roundTrips{}
 	rdb.AddHook(rt)
 	c := NewClient(rdb)
-	_, err := c.Enqueue(ctx, Task{Agent: "tool"}) // registers the queue, loads the script
+	// The first enqueues register the queue and load the script.
+	_, err := c.Enqueue(ctx, Task{Agent: "tool"})
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, Task{ID: "warm-up", Agent: "tool"})
 	require.NoError(t, err)
 	cases := []struct {
 		name string
@@ -166,4 +169,38 @@ func TestEnqueueSignals(t *testing.T) {
 	n, err = rdb.LLen(ctx, rkeys.Wake("later")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "a scheduled task wakes nobody until it is due")
+}
+
+// TestEnqueueFreshWritesAsScript: a generated ID's enqueue (plain commands
+// in MULTI/EXEC) writes exactly what enqueueTaskScript writes, pending and
+// scheduled, token and all.
+func TestEnqueueFreshWritesAsScript(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	viaScript, viaFresh := redistest.Start(t).Client(), redistest.Start(t).Client()
+	now := time.Now()
+	for i, delay := range []time.Duration{0, 90 * time.Minute} {
+		env := &Envelope{ID: NewID(), Agent: "tool", Action: "run", Params: json.RawMessage(`{"n":1}`),
+			CorrelationID: "c-1", Queue: []string{"default", "other"}[i], EnqueuedAt: now.UTC()}
+		state, event := firstState(delay)
+		ev := Event{Event: event, DelayMS: delay.Milliseconds(), At: now}
+		b, _ := json.Marshal(ev)
+		sc := NewClient(viaScript)
+		tk, err := asynqTask(env, now, delay)
+		require.NoError(t, err)
+		keys := append([]string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID), rkeys.DLQEntries()}, runKeys(env.Queue, tk.ID, delay)...)
+		args := append([]any{"0", env.ID}, runArgs(tk, now, delay, true)...)
+		args = append(args, env.Agent, env.Action, env.Queue, env.EnqueuedAt.Format(time.RFC3339Nano),
+			string(state), string(b), sc.store.createTTL(ev), env.CorrelationID)
+		_, err = enqueueTaskScript.Run(ctx, viaScript, keys, args...).Result()
+		require.NoError(t, err)
+		fc := NewClient(viaFresh)
+		require.NoError(t, fc.enqueueFresh(ctx, env, tk, now, delay, state, string(b), fc.store.createTTL(ev)))
+	}
+	require.Equal(t, redistest.Dump(t, viaScript), redistest.Dump(t, viaFresh))
+	for _, rdb := range []*redis.Client{viaScript, viaFresh} {
+		ttl, err := rdb.TTL(ctx, rkeys.Wake("default")).Result()
+		require.NoError(t, err)
+		require.Equal(t, time.Duration(-1), ttl, "the wake list does not expire")
+	}
 }
