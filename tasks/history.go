@@ -39,8 +39,9 @@ local function hist_append(key, ev, merge)
       end
     end
   end
-  redis.call("RPUSH", key, ev)
+  local len = redis.call("RPUSH", key, ev)
   local head, tail = %d, %d
+  if len <= head + 1 + tail then return end
   while redis.call("LLEN", key) > head + 1 + tail do
     local m = redis.call("LINDEX", key, head)
     local ok, mk = pcall(cjson.decode, m)

@@ -162,27 +162,31 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // restart number (kept even when the restart's own transition was never
 // recorded), ARGV[4] event JSON ("" for none), ARGV[5] number n of seed
 // pairs, ARGV[6..5+2n] field/value pairs seeded when the record is missing
-// or lacks its "run" field, i.e. was not written by Create (id, agent, …; a
-// record Create wrote has them all, so the happy path skips those writes),
+// or lacks its "run" field, i.e. was not written by Create (id, agent, …),
 // ARGV[6+2n..] the field/value pairs to set (at least "state").
 // Returns the task's total attempt count after the increment, or, writing
 // nothing, -1 when the record's run is newer than the delivery's (stale:
-// drop it) and -2 when the delivery's run has already ended (succeeded or
-// dead_lettered: ack it).
+// drop it), -2 when the delivery's run has already ended (succeeded or
+// dead_lettered: ack it) and -3 when the record needs seeding but n is 0
+// (the caller sends the call again with the seed pairs).
+//
+// The happy path (a record Create wrote) is one HMGET, one HSET, one
+// RPUSH and the two EXPIREs: the seed pairs are not even sent (begin sends
+// them only after a -3), and the attempt count is read with run and state
+// and written back in the HSET.
 var beginScript = redis.NewScript(historyLua + `
-local cur = redis.call("HGET", KEYS[1], "run")
-local run = tonumber(cur or "-1")
-if run > tonumber(ARGV[1]) then return -1 end
-if run == tonumber(ARGV[1]) then
-  local st = redis.call("HGET", KEYS[1], "state")
-  if st == "succeeded" or st == "dead_lettered" then return -2 end
-end
+local cur = redis.call("HMGET", KEYS[1], "run", "state", "attempts")
+local run = tonumber(cur[1] or "-1")
+local d = tonumber(ARGV[1])
+if run > d then return -1 end
+if run == d and (cur[2] == "succeeded" or cur[2] == "dead_lettered") then return -2 end
 local last = 5 + 2 * tonumber(ARGV[5])
-if not cur then
+if not cur[1] then
+  if last == 5 then return -3 end
   for i = 6, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
 end
-redis.call("HSET", KEYS[1], "run", ARGV[1], "restarts", ARGV[3], unpack(ARGV, last + 1))
-local n = redis.call("HINCRBY", KEYS[1], "attempts", 1)
+local n = (tonumber(cur[3]) or 0) + 1
+redis.call("HSET", KEYS[1], "run", ARGV[1], "restarts", ARGV[3], "attempts", n, unpack(ARGV, last + 1))
 redis.call("EXPIRE", KEYS[1], ARGV[2])
 if ARGV[4] ~= "" then
   hist_append(KEYS[2], ARGV[4], "0")
@@ -220,14 +224,21 @@ func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev 
 }
 
 // begin runs beginScript: env's start, the record fields to set and,
-// unless event is "", a history event.
+// unless event is "", a history event. The record's seed fields go only
+// with a second call, when the first finds no record written by Create.
 func (s *Store) begin(ctx context.Context, env *Envelope, event string, fields []any) (int, error) {
-	seed := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
-		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
-	args := make([]any, 0, 5+len(seed)+len(fields))
-	args = append(args, env.Run, int64(s.retention/time.Second), env.Restarts, event, len(seed)/2)
-	args = append(append(args, seed...), fields...)
-	n, err := s.eval(ctx, beginScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Int()
+	keys := []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}
+	head := []any{env.Run, int64(s.retention / time.Second), env.Restarts, event}
+	args := make([]any, 0, len(head)+1+len(fields))
+	args = append(append(append(args, head...), 0), fields...)
+	n, err := s.eval(ctx, beginScript, keys, args...).Int()
+	if err == nil && n == -3 {
+		seed := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
+			"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
+		args = make([]any, 0, len(head)+1+len(seed)+len(fields))
+		args = append(append(append(append(args, head...), len(seed)/2), seed...), fields...)
+		n, err = s.eval(ctx, beginScript, keys, args...).Int()
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -236,6 +247,8 @@ func (s *Store) begin(ctx context.Context, env *Envelope, event string, fields [
 		return 0, ErrStale
 	case -2:
 		return 0, ErrEnded
+	case -3:
+		return 0, errors.New("begin script asked for seeding twice")
 	}
 	return n, nil
 }
