@@ -12,14 +12,23 @@ import (
 // round trip, and each caller still gets its own reply only once its write
 // is applied in Redis.
 //
-// There is no background goroutine and no timer. The first caller to find
-// no flush in progress leads: it sends every call queued so far in one
-// pipeline. Calls arriving meanwhile queue up; when the leader's round trip
-// returns it hands the lead to the oldest queued caller, which sends the
-// whole queue, and so on. A lone caller therefore pays one plain round trip
-// (no added latency), and N concurrent callers pay about one round trip
-// between them, which is what lets the worker's per-task bookkeeping keep up
-// with asynq itself.
+// There is no background goroutine. The first caller to find no flush in
+// progress leads: it sends every call queued so far in one pipeline. Calls
+// arriving meanwhile queue up; when the leader's round trip returns it
+// hands the lead to the oldest queued caller, which sends the whole queue,
+// and so on. A lone caller therefore pays one plain round trip (no added
+// latency), and N concurrent callers pay about one round trip between
+// them, which is what lets the worker's per-task bookkeeping keep up with
+// asynq itself.
+//
+// Calls that do not overlap would still go one per round trip: a worker's
+// quick tasks end one after another, each a little after the last, and a
+// round trip (a write and a read on both sides, Redis's event loop) costs
+// both Redis and the worker more CPU than the script it carries. So a
+// leader that sees calls arriving faster than Linger apart waits briefly
+// for the next few before it sends (about LingerCalls of them, never
+// longer than Linger). The gap between calls is a moving average of the
+// arrivals: a lone or occasional caller never waits.
 
 // DefaultBatchTimeout bounds one flush when NewBatcher is given none.
 const DefaultBatchTimeout = 3 * time.Second
@@ -27,6 +36,13 @@ const DefaultBatchTimeout = 3 * time.Second
 // DefaultMaxBatch caps the calls sent in one pipeline when NewBatcher is
 // given none.
 const DefaultMaxBatch = 512
+
+// DefaultLinger bounds a leader's wait for more calls when NewBatcher is
+// given none, and DefaultLingerCalls is how many calls it waits for.
+const (
+	DefaultLinger      = time.Millisecond
+	DefaultLingerCalls = 4
+)
 
 // Batcher is a Runner that sends script calls in shared pipelines. The
 // zero value is not usable; create one with NewBatcher. It is safe for
@@ -37,9 +53,14 @@ type Batcher struct {
 	max     int
 	rep     Replication
 
+	linger      time.Duration // 0: never wait
+	lingerCalls int
+
 	mu       sync.Mutex
 	pending  []*call
 	flushing bool
+	last     time.Time     // the latest call's arrival
+	gap      time.Duration // moving average of the gaps between arrivals
 }
 
 // BatchOptions configure a Batcher. Zero values mean the defaults.
@@ -55,6 +76,14 @@ type BatchOptions struct {
 	// Replication, when On, makes each flush WAIT for replicas on every
 	// master it wrote to (PipelinedReplicated). Zero → no WAIT.
 	Replication Replication
+	// Linger bounds how long a leader waits for more calls when calls
+	// arrive less than Linger apart on average; zero means DefaultLinger,
+	// negative never waits (one round trip per call that finds no flush
+	// in progress).
+	Linger time.Duration
+	// LingerCalls is how many calls a lingering leader waits for (their
+	// expected arrival at the average gap); zero means DefaultLingerCalls.
+	LingerCalls int
 }
 
 // NewBatcher returns a Batcher on rdb.
@@ -68,7 +97,14 @@ func NewBatcher(rdb redis.UniversalClient, o BatchOptions) *Batcher {
 	if o.Replication.On() {
 		o.Timeout += o.Replication.timeout()
 	}
-	return &Batcher{rdb: rdb, timeout: o.Timeout, max: o.MaxBatch, rep: o.Replication}
+	if o.Linger == 0 {
+		o.Linger = DefaultLinger
+	}
+	if o.LingerCalls <= 0 {
+		o.LingerCalls = DefaultLingerCalls
+	}
+	return &Batcher{rdb: rdb, timeout: o.Timeout, max: o.MaxBatch, rep: o.Replication,
+		linger: max(o.Linger, 0), lingerCalls: o.LingerCalls}
 }
 
 type call struct {
@@ -96,6 +132,7 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 	c.done, c.lead = make(chan struct{}), make(chan struct{})
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
+	b.arrived(time.Now())
 	if b.flushing {
 		b.mu.Unlock()
 		select {
@@ -107,6 +144,11 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 		b.mu.Lock()
 	}
 	b.flushing = true
+	if d := b.lingerFor(len(b.pending)); d > 0 {
+		b.mu.Unlock()
+		time.Sleep(d)
+		b.mu.Lock()
+	}
 	for {
 		n := len(b.pending)
 		if n > b.max {
@@ -130,6 +172,34 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 	}
 	b.mu.Unlock()
 	return c.res, c.err
+}
+
+// arrived folds a call's arrival at now into the average gap (b.mu held).
+// A gap is counted at most as 2×linger, so one long pause does not keep a
+// busy Batcher from lingering for long.
+func (b *Batcher) arrived(now time.Time) {
+	if b.linger == 0 {
+		return
+	}
+	if b.last.IsZero() {
+		b.last, b.gap = now, 2*b.linger
+		return
+	}
+	g := min(now.Sub(b.last), 2*b.linger)
+	b.last = now
+	b.gap += (g - b.gap) / 8
+}
+
+// lingerFor is how long a leader with queued calls waits for more before
+// it flushes (b.mu held): the expected arrival of the lingerCalls-th call
+// at the average gap, at most linger; 0 when calls come further apart
+// than linger, or enough are queued already.
+func (b *Batcher) lingerFor(queued int) time.Duration {
+	want := b.lingerCalls - queued
+	if b.linger == 0 || want <= 0 || b.gap >= b.linger {
+		return 0
+	}
+	return min(time.Duration(want)*b.gap, b.linger)
 }
 
 func isDone(c *call) bool {
