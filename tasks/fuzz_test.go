@@ -1,7 +1,9 @@
 package tasks
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -30,6 +32,36 @@ func FuzzDecode(f *testing.F) {
 		}
 		if _, err := Decode(enc); err != nil {
 			t.Fatalf("round trip failed: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeFast: Decode's fast path takes only payloads encoding/json
+// decodes, and decodes them to the same envelope.
+func FuzzDecodeFast(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"0e4f784b5bd72d15d21f5c46","agent":"noop","params":{"n":1},"queue":"default","restarts":0,"run":0,"enqueued_at":"2026-11-23T19:27:13.701717467Z"}`,
+		`{"id":"a","agent":"tool","action":"x","correlation_id":"c","restarts":2,"run":3}`,
+		` { "id" : "a" , "agent":"t", "params" : [1, "}", {"a":[]}] } `,
+		`{"id":"a","agent":"t","params":"s\"}"}`, `{"id":"a","agent":"t","params":null}`,
+		`{"id":"a","ID":"b","agent":"t"}`, `{"id":"a\u0041","agent":"t"}`, `{"id":"é","agent":"t"}`,
+		`{"id":"a","agent":"t","run":1.0}`, `{"id":"a","agent":"t","run":01}`, `{"id":"a","agent":"t","run":-0}`,
+		`{"id":"a","agent":"t","enqueued_at":"nope"}`, `{"id":"a","agent":"t"}x`, `{}`, `{"id":"a","id":"b","agent":"t"}`,
+		`{"id":"a","agent":"t","params":{"a":1}}`, `{"id":"a","agent":"t","params":{]}`, `{"id":"a","agent":"t","params":tru}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast Envelope
+		if !decodeFast(b, &fast) {
+			return
+		}
+		var slow Envelope
+		if err := json.Unmarshal(b, &slow); err != nil {
+			t.Fatalf("fast path took %q, encoding/json refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("fast path decoded %q as %+v, encoding/json as %+v", b, fast, slow)
 		}
 	})
 }
