@@ -143,7 +143,7 @@ func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 // has its record when it runs.
 func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event) (bool, error) {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	n, err := s.eval(ctx, createScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)},
 		env.ID, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
 		string(state), string(b), s.createTTL(ev), env.CorrelationID).Int()
@@ -215,7 +215,7 @@ func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
 // run has been superseded.
 func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev Event) (int, error) {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	n, err := s.begin(ctx, env, string(b), p.fields(ev.At))
 	if err != nil {
 		return 0, fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, env.ID, err)
@@ -297,7 +297,7 @@ return 1
 // later), so that it outlives the wait.
 func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) error {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	merge := "0"
 	if ev.Event == EventDeferred {
 		merge = "1"
@@ -356,7 +356,7 @@ return 1
 // worker left unrecorded without overwriting a newer run's state.
 func (s *Store) TransitionIfRun(ctx context.Context, id string, run int, p Patch, ev Event) (bool, error) {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	args := append([]any{strconv.Itoa(run), int64(s.retention / time.Second), string(b)}, p.fields(ev.At)...)
 	n, err := s.eval(ctx, transitionIfRunScript, []string{rkeys.Task(id), rkeys.TaskHistory(id)}, args...).Int()
 	if err != nil {
@@ -526,14 +526,14 @@ return 1
 // later run is left alone; one whose run has already begun only gains ev.
 func (s *Store) Requeued(ctx context.Context, env *Envelope, hist []Event, ev Event) error {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	seed := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
 		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano), "attempts", 0}
 	args := make([]any, 0, 5+len(seed)+len(hist))
 	args = append(args, env.Run, int64(s.retention/time.Second), string(b), ev.At.Format(time.RFC3339Nano), len(seed)/2)
 	args = append(args, seed...)
 	for _, h := range hist {
-		hb, _ := json.Marshal(h)
+		hb := h.marshal()
 		args = append(args, string(hb))
 	}
 	if err := s.eval(ctx, requeueScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Err(); err != nil {
