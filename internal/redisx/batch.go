@@ -25,10 +25,15 @@ import (
 // quick tasks end one after another, each a little after the last, and a
 // round trip (a write and a read on both sides, Redis's event loop) costs
 // both Redis and the worker more CPU than the script it carries. So a
-// leader that sees calls arriving faster than Linger apart waits briefly
-// for the next few before it sends (about LingerCalls of them, never
-// longer than Linger). The gap between calls is a moving average of the
-// arrivals: a lone or occasional caller never waits.
+// leader that sees calls arriving less than Linger apart waits briefly for
+// the next few before it sends: until LingerCalls are queued, or their
+// expected arrival at the average gap has passed, never longer than Linger.
+// The wait is about LingerCalls-1 gaps, so at any rate it keeps only about
+// that many more callers waiting. The gap is a moving average of the
+// arrivals, so a lone or occasional caller never waits; and a wait that
+// gathered nobody (the callers take turns, e.g. one task at a time) makes
+// the next leaders skip waiting, for twice as many leads each time it
+// happens again (at most 64), until a wait gathers company.
 
 // DefaultBatchTimeout bounds one flush when NewBatcher is given none.
 const DefaultBatchTimeout = 3 * time.Second
@@ -40,9 +45,13 @@ const DefaultMaxBatch = 512
 // DefaultLinger bounds a leader's wait for more calls when NewBatcher is
 // given none, and DefaultLingerCalls is how many calls it waits for.
 const (
-	DefaultLinger      = time.Millisecond
+	DefaultLinger      = 2 * time.Millisecond
 	DefaultLingerCalls = 4
 )
+
+// maxLingerSkip bounds how many leads skip waiting after waits that
+// gathered nobody.
+const maxLingerSkip = 64
 
 // Batcher is a Runner that sends script calls in shared pipelines. The
 // zero value is not usable; create one with NewBatcher. It is safe for
@@ -56,11 +65,15 @@ type Batcher struct {
 	linger      time.Duration // 0: never wait
 	lingerCalls int
 
-	mu       sync.Mutex
-	pending  []*call
-	flushing bool
-	last     time.Time     // the latest call's arrival
-	gap      time.Duration // moving average of the gaps between arrivals
+	mu        sync.Mutex
+	pending   []*call
+	flushing  bool
+	last      time.Time     // the latest call's arrival
+	gap       time.Duration // moving average of the gaps between arrivals
+	lingering bool          // a leader waits for company; full wakes it
+	full      chan struct{} // (buffered 1) LingerCalls are queued
+	skip      int           // leads left that do not wait (waits gathered nobody)
+	backoff   int           // the next skip after a wait that gathers nobody
 }
 
 // BatchOptions configure a Batcher. Zero values mean the defaults.
@@ -104,7 +117,7 @@ func NewBatcher(rdb redis.UniversalClient, o BatchOptions) *Batcher {
 		o.LingerCalls = DefaultLingerCalls
 	}
 	return &Batcher{rdb: rdb, timeout: o.Timeout, max: o.MaxBatch, rep: o.Replication,
-		linger: max(o.Linger, 0), lingerCalls: o.LingerCalls}
+		linger: max(o.Linger, 0), lingerCalls: o.LingerCalls, full: make(chan struct{}, 1), backoff: 1}
 }
 
 type call struct {
@@ -133,6 +146,12 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
 	b.arrived(time.Now())
+	if b.lingering && len(b.pending) >= b.lingerCalls {
+		select {
+		case b.full <- struct{}{}:
+		default:
+		}
+	}
 	if b.flushing {
 		b.mu.Unlock()
 		select {
@@ -145,9 +164,7 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 	}
 	b.flushing = true
 	if d := b.lingerFor(len(b.pending)); d > 0 {
-		b.mu.Unlock()
-		time.Sleep(d)
-		b.mu.Lock()
+		b.lingerUpTo(d)
 	}
 	for {
 		n := len(b.pending)
@@ -190,6 +207,37 @@ func (b *Batcher) arrived(now time.Time) {
 	b.gap += (g - b.gap) / 8
 }
 
+// lingerUpTo waits (b.mu held, released meanwhile) until d has passed or
+// LingerCalls are queued, and learns whether the wait gathered anyone.
+func (b *Batcher) lingerUpTo(d time.Duration) {
+	queued := len(b.pending)
+	b.lingering = true
+	b.mu.Unlock()
+	t := time.NewTimer(d)
+	select {
+	case <-b.full:
+	case <-t.C:
+	}
+	t.Stop()
+	b.mu.Lock()
+	b.lingering = false
+	select {
+	case <-b.full: // a signal sent after the timer fired
+	default:
+	}
+	b.learn(len(b.pending) > queued)
+}
+
+// learn adjusts lingering to whether the last wait gathered company.
+func (b *Batcher) learn(company bool) {
+	if company {
+		b.backoff = 1
+		return
+	}
+	b.skip = b.backoff
+	b.backoff = min(2*b.backoff, maxLingerSkip)
+}
+
 // lingerFor is how long a leader with queued calls waits for more before
 // it flushes (b.mu held): the expected arrival of the lingerCalls-th call
 // at the average gap, at most linger; 0 when calls come further apart
@@ -197,6 +245,10 @@ func (b *Batcher) arrived(now time.Time) {
 func (b *Batcher) lingerFor(queued int) time.Duration {
 	want := b.lingerCalls - queued
 	if b.linger == 0 || want <= 0 || b.gap >= b.linger {
+		return 0
+	}
+	if b.skip > 0 {
+		b.skip--
 		return 0
 	}
 	return min(time.Duration(want)*b.gap, b.linger)

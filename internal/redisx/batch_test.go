@@ -139,3 +139,22 @@ func TestCallsInARowShareRoundTrips(t *testing.T) {
 	require.Less(t, h.n.Load(), int64(n/2), "calls in a row did not share round trips")
 	t.Logf("%d calls in %d round trips", n, h.n.Load())
 }
+
+// TestOneCallerAtATimeRarelyWaits: a caller that waits for its reply
+// before the next call (one task at a time) gets no company; the waits
+// back off, so nearly every call goes at once, and each is applied once.
+func TestOneCallerAtATimeRarelyWaits(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	require.NoError(t, incr.Load(context.Background(), rdb).Err())
+	h := &trips{}
+	rdb.AddHook(h)
+	b := redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: 50 * time.Millisecond, LingerCalls: 4})
+	const n = 300
+	for i := range n {
+		res, err := b.Run(context.Background(), incr, []string{"c"})
+		require.NoError(t, err)
+		require.Equal(t, int64(i+1), res)
+	}
+	require.Equal(t, int64(n), h.n.Load(), "one round trip per call")
+}

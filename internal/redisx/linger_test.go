@@ -39,6 +39,29 @@ func TestLingerFollowsTheArrivals(t *testing.T) {
 	}
 	require.Zero(t, b.lingerFor(1), "occasional callers never wait")
 
+	// A wait that gathered nobody: the next lead goes at once, then one
+	// waits again; nobody again: the next two go at once; company resets.
+	for range 40 {
+		at = at.Add(100 * time.Microsecond)
+		b.arrived(at)
+	}
+	require.NotZero(t, b.lingerFor(1))
+	b.learn(false)
+	require.Zero(t, b.lingerFor(1))
+	require.NotZero(t, b.lingerFor(1))
+	b.learn(false)
+	require.Zero(t, b.lingerFor(1))
+	require.Zero(t, b.lingerFor(1))
+	require.NotZero(t, b.lingerFor(1))
+	b.learn(true)
+	b.learn(false)
+	require.Zero(t, b.lingerFor(1))
+	require.NotZero(t, b.lingerFor(1), "company reset the backoff")
+	for range 20 {
+		b.learn(false)
+	}
+	require.Equal(t, maxLingerSkip, b.skip, "bounded")
+
 	// Never longer than Linger, however many are wanted.
 	c := NewBatcher(nil, BatchOptions{Linger: time.Millisecond, LingerCalls: 100})
 	at = t0
