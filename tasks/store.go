@@ -158,48 +158,62 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // attempt that ran before its start was recorded).
 //
 // KEYS[1] task record, KEYS[2] history
-// ARGV[1] run of the delivery, ARGV[2] retention seconds, ARGV[3] the run's
-// restart number (kept even when the restart's own transition was never
-// recorded), ARGV[4] event JSON ("" for none), ARGV[5] number n of seed
-// pairs, ARGV[6..5+2n] field/value pairs seeded when the record is missing
-// or lacks its "run" field, i.e. was not written by Create (id, agent, …),
-// ARGV[6+2n..] the field/value pairs to set (at least "state").
+// ARGV[1] run of the delivery, ARGV[2] lifetime in seconds (the retention,
+// plus the event's delay), ARGV[3] the run's restart number (kept even when
+// the restart's own transition was never recorded), ARGV[4] event JSON (""
+// for none), ARGV[5] the least remaining lifetime in seconds that needs no
+// refresh (see refreshSlack), ARGV[6] number n of seed pairs,
+// ARGV[7..6+2n] field/value pairs seeded when the record is missing or
+// lacks its "run" field, i.e. was not written by Create (id, agent, …),
+// ARGV[7+2n..] the field/value pairs to set (at least "state").
 // Returns the task's total attempt count after the increment, or, writing
 // nothing, -1 when the record's run is newer than the delivery's (stale:
 // drop it), -2 when the delivery's run has already ended (succeeded or
 // dead_lettered: ack it) and -3 when the record needs seeding but n is 0
 // (the caller sends the call again with the seed pairs).
 //
-// The happy path (a record Create wrote) is one HMGET, one HSET, one
-// RPUSH and the two EXPIREs: the seed pairs are not even sent (begin sends
-// them only after a -3), and the attempt count is read with run and state
-// and written back in the HSET.
+// The happy path (a record Create wrote moments ago) is one HMGET, one
+// HSET, one TTL and one RPUSH: the seed pairs are not even sent (begin
+// sends them only after a -3), the attempt count is read with run and
+// state and written back in the HSET, and the two keys' lifetimes are
+// left alone while the record's is within refreshSlack of ARGV[2] (every
+// script that sets the record's lifetime sets the history's to at least
+// as much, so the history's is too; a history this call creates gets it).
 var beginScript = redis.NewScript(historyLua + `
 local cur = redis.call("HMGET", KEYS[1], "run", "state", "attempts")
 local run = tonumber(cur[1] or "-1")
 local d = tonumber(ARGV[1])
 if run > d then return -1 end
 if run == d and (cur[2] == "succeeded" or cur[2] == "dead_lettered") then return -2 end
-local last = 5 + 2 * tonumber(ARGV[5])
+local last = 6 + 2 * tonumber(ARGV[6])
 if not cur[1] then
-  if last == 5 then return -3 end
-  for i = 6, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
+  if last == 6 then return -3 end
+  for i = 7, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
 end
 local n = (tonumber(cur[3]) or 0) + 1
 redis.call("HSET", KEYS[1], "run", ARGV[1], "restarts", ARGV[3], "attempts", n, unpack(ARGV, last + 1))
-redis.call("EXPIRE", KEYS[1], ARGV[2])
-if ARGV[4] ~= "" then
-  hist_append(KEYS[2], ARGV[4], "0")
-  redis.call("EXPIRE", KEYS[2], ARGV[2])
-end
+local fresh = redis.call("TTL", KEYS[1]) >= tonumber(ARGV[5])
+if not fresh then redis.call("EXPIRE", KEYS[1], ARGV[2]) end
+local len = 0
+if ARGV[4] ~= "" then len = hist_append(KEYS[2], ARGV[4], "0") end
+if not fresh or len == 1 then redis.call("EXPIRE", KEYS[2], ARGV[2]) end
 return n
 `)
+
+// refreshSlack is how much of a record's lifetime may be missing before
+// a Begin or BeginTransition refreshes it: 1% of the lifetime, at most a
+// minute. A quick first delivery then finds the lifetime Create gave the
+// record moments before still whole and spares Redis the two EXPIREs;
+// its record lives at least 99% of the retention after its last event.
+func refreshSlack(lifetime time.Duration) time.Duration {
+	return min(lifetime/100, time.Minute)
+}
 
 // Begin records that an attempt of env's current run starts and returns the
 // task's total number of attempts so far. It returns ErrStale when env's run
 // has been superseded.
 func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
-	n, err := s.begin(ctx, env, "", []any{"state", string(StateActive), "updated_at", s.now().UTC().Format(time.RFC3339Nano)})
+	n, err := s.begin(ctx, env, "", s.retention, []any{"state", string(StateActive), "updated_at", s.now().UTC().Format(time.RFC3339Nano)})
 	if err != nil {
 		return 0, fmt.Errorf("tasks: begin attempt of %s: %w", env.ID, err)
 	}
@@ -212,11 +226,12 @@ func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
 // for a first delivery whose agent answers quickly, saving a round trip.
 // Fields p sets (Run, Restarts) override the delivery's. It returns the
 // task's total number of attempts, or ErrStale, writing nothing, when env's
-// run has been superseded.
+// run has been superseded. Like Transition, the record lives for the
+// retention plus the event's delay.
 func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev Event) (int, error) {
 	ev.At = s.stamp(ev.At)
 	b := ev.marshal()
-	n, err := s.begin(ctx, env, string(b), p.fields(ev.At))
+	n, err := s.begin(ctx, env, string(b), s.retention+time.Duration(max(ev.DelayMS, 0))*time.Millisecond, p.fields(ev.At))
 	if err != nil {
 		return 0, fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, env.ID, err)
 	}
@@ -224,11 +239,13 @@ func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev 
 }
 
 // begin runs beginScript: env's start, the record fields to set and,
-// unless event is "", a history event. The record's seed fields go only
-// with a second call, when the first finds no record written by Create.
-func (s *Store) begin(ctx context.Context, env *Envelope, event string, fields []any) (int, error) {
+// unless event is "", a history event; the keys live for lifetime. The
+// record's seed fields go only with a second call, when the first finds no
+// record written by Create.
+func (s *Store) begin(ctx context.Context, env *Envelope, event string, lifetime time.Duration, fields []any) (int, error) {
 	keys := []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}
-	head := []any{env.Run, int64(s.retention / time.Second), env.Restarts, event}
+	secs := int64((lifetime + time.Second - 1) / time.Second)
+	head := []any{env.Run, secs, env.Restarts, event, secs - int64(refreshSlack(lifetime)/time.Second)}
 	args := make([]any, 0, len(head)+1+len(fields))
 	args = append(append(append(args, head...), 0), fields...)
 	n, err := s.eval(ctx, beginScript, keys, args...).Int()
