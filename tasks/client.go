@@ -106,8 +106,8 @@ type Result struct {
 type Client struct {
 	store *Store
 	// runner runs the client's enqueue scripts: a group-committing
-	// batcher (concurrent Enqueue calls share round trips) that waits for
-	// replicas when rep asks.
+	// batcher (concurrent Enqueue calls share round trips; a lone call is
+	// never held back: no linger) that waits for replicas when rep asks.
 	runner *redisx.Batcher
 	// queues, when not nil, are the only queues Enqueue accepts (WithQueues).
 	queues map[string]bool
@@ -178,7 +178,7 @@ func WithShortReplication(f func(error)) ClientOption {
 // store was given its own runner (a worker's batcher, which waits itself).
 func (c *Client) replicate(rep redisx.Replication) {
 	c.rep = rep
-	c.runner = redisx.NewBatcher(c.store.rdb, redisx.BatchOptions{Replication: rep})
+	c.runner = redisx.NewBatcher(c.store.rdb, redisx.BatchOptions{Replication: rep, Linger: -1})
 	if c.store.direct {
 		c.store.runner = redisx.Direct(c.store.rdb)
 		if rep.On() {
@@ -194,7 +194,7 @@ var ErrNotReplicated = redisx.ErrNotReplicated
 // NewClient returns a client on rdb. rdb stays the caller's: the client
 // holds no connection of its own, and the caller closes rdb when done.
 func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{store: NewStore(rdb), runner: redisx.NewBatcher(rdb, redisx.BatchOptions{})}
+	c := &Client{store: NewStore(rdb), runner: redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: -1})}
 	for _, o := range opts {
 		o.applyClient(c)
 	}

@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -302,7 +301,7 @@ func (c *Client) states(ctx context.Context, items []batchItem, idx []int) ([]*S
 func (c *Client) createMany(ctx context.Context, items []batchItem, idx []int, state State, ev Event) {
 	s := c.store
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	calls := make([]redisx.Call, len(idx))
 	for k, i := range idx {
 		env := items[i].env

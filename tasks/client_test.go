@@ -280,3 +280,67 @@ func TestCloseLeavesRedisOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StatePending, res.State)
 }
+
+// TestBeginRefreshesOnlyAWornLifetime: a Begin or BeginTransition leaves
+// the record's and history's lifetimes alone while the record's is within
+// refreshSlack of what it would set (a quick first delivery: one write of
+// two keys, no EXPIRE), refreshes both otherwise, and gives a history it
+// creates a lifetime.
+func TestBeginRefreshesOnlyAWornLifetime(t *testing.T) {
+	t.Parallel()
+	rdb, _ := redistest.Backends()[1].New(t) // real redis-server
+	ctx := context.Background()
+	const retention = time.Hour // slack: 36s
+	c := NewClient(rdb, WithRetention(retention))
+	st := c.Store()
+	ttls := func(id string) (time.Duration, time.Duration) {
+		rec, err := rdb.TTL(ctx, rkeys.Task(id)).Result()
+		require.NoError(t, err)
+		hist, err := rdb.TTL(ctx, rkeys.TaskHistory(id)).Result()
+		require.NoError(t, err)
+		return rec, hist
+	}
+	setTTL := func(id string, d time.Duration) {
+		require.NoError(t, rdb.Expire(ctx, rkeys.Task(id), d).Err())
+		require.NoError(t, rdb.Expire(ctx, rkeys.TaskHistory(id), d).Err())
+	}
+	succeed := func(id string, delay time.Duration) {
+		_, err := st.BeginTransition(ctx, &Envelope{ID: id, Agent: "tool"}, Patch{State: StateSucceeded, ClearError: true},
+			Event{Event: EventSucceeded, Attempt: 1, DelayMS: delay.Milliseconds()})
+		require.NoError(t, err)
+	}
+
+	for _, id := range []string{"fresh", "worn", "delayed"} {
+		_, err := c.Enqueue(ctx, Task{ID: id, Agent: "tool"})
+		require.NoError(t, err)
+	}
+	setTTL("fresh", retention-30*time.Second)
+	succeed("fresh", 0)
+	rec, hist := ttls("fresh")
+	require.LessOrEqual(t, rec, retention-30*time.Second, "within the slack: not refreshed")
+	require.LessOrEqual(t, hist, retention-30*time.Second)
+	v, err := st.Get(ctx, "fresh")
+	require.NoError(t, err)
+	require.Equal(t, StateSucceeded, v.State)
+	require.Len(t, v.History, 2)
+
+	setTTL("worn", retention-time.Minute)
+	succeed("worn", 0)
+	rec, hist = ttls("worn")
+	require.Greater(t, rec, retention-time.Minute+10*time.Second, "past the slack: refreshed")
+	require.Greater(t, hist, retention-time.Minute+10*time.Second)
+
+	succeed("delayed", 2*time.Hour)
+	rec, hist = ttls("delayed")
+	require.Greater(t, rec, 3*time.Hour-time.Minute, "the event's delay counts")
+	require.Greater(t, hist, 3*time.Hour-time.Minute)
+
+	// A record a plain Begin seeded has no history; the event that creates
+	// it gives it the record's lifetime.
+	_, err = st.Begin(ctx, &Envelope{ID: "bare", Agent: "tool"})
+	require.NoError(t, err)
+	succeed("bare", 0)
+	rec, hist = ttls("bare")
+	require.Greater(t, rec, retention-time.Minute)
+	require.Greater(t, hist, retention-time.Minute, "the new history expires too")
+}

@@ -126,8 +126,11 @@ func Encode(e *Envelope) ([]byte, error) {
 // error wrapping ErrInvalidEnvelope.
 func Decode(b []byte) (*Envelope, error) {
 	var e Envelope
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, decodeError(b)
+	if !decodeFast(b, &e) {
+		e = Envelope{}
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, decodeError(b)
+		}
 	}
 	if err := e.Validate(); err != nil {
 		return &e, err

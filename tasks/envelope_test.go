@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -119,4 +120,24 @@ func TestCheckQueue(t *testing.T) {
 	require.Contains(t, err.Error(), `"nope"`)
 	require.Contains(t, err.Error(), "served queues: batch, default, high")
 	require.Error(t, CheckQueue("", []string{"high"}), "the default queue must be served too")
+}
+
+// TestDecodeFastTakesEncodedPayloads: what Encode writes (and what the
+// producers enqueue) takes Decode's fast path.
+func TestDecodeFastTakesEncodedPayloads(t *testing.T) {
+	t.Parallel()
+	for _, in := range []*Envelope{
+		{ID: NewID(), Agent: "noop", Params: json.RawMessage(`{"n":1}`), Queue: DefaultQueue, EnqueuedAt: time.Now()},
+		{ID: "t1", Agent: "llm", Action: "chat", Params: json.RawMessage(`{"q":"hi \"there\"","xs":[1,2.5,null,{}]}`),
+			CorrelationID: "c", Queue: "q", Restarts: 2, Run: 3, EnqueuedAt: time.Now().UTC()},
+		{ID: "t2", Agent: "tool"},
+	} {
+		b, err := Encode(in)
+		require.NoError(t, err)
+		var fast Envelope
+		require.True(t, decodeFast(b, &fast), "%s", b)
+		var slow Envelope
+		require.NoError(t, json.Unmarshal(b, &slow))
+		require.Equal(t, slow, fast)
+	}
 }

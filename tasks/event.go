@@ -1,6 +1,10 @@
 package tasks
 
-import "time"
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
 
 // State is a task's lifecycle state (stable names, DESIGN.md §3).
 type State string
@@ -79,4 +83,79 @@ func (ev Event) AttemptOutcome() bool {
 		return ev.Attempt > 0
 	}
 	return false
+}
+
+// marshal is json.Marshal(ev) (the history's stable JSON shape), written
+// directly for the events the worker writes on every task: UTC times in
+// years 0–9999 and strings of printable ASCII that JSON does not escape.
+// Any other event goes through encoding/json (FuzzEventMarshal holds the
+// two to the same bytes).
+func (ev Event) marshal() []byte {
+	if !ev.plain() {
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	b := make([]byte, 0, 160+len(ev.Agent)+len(ev.ErrorClass)+len(ev.Error)+len(ev.Worker))
+	b = append(b, `{"at":"`...)
+	b = ev.At.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","event":"`...)
+	b = append(b, ev.Event...)
+	b = append(b, `","attempt":`...)
+	b = strconv.AppendInt(b, int64(ev.Attempt), 10)
+	b = append(b, `,"restart":`...)
+	b = strconv.AppendInt(b, int64(ev.Restart), 10)
+	if ev.Agent != "" {
+		b = append(b, `,"agent":"`...)
+		b = append(b, ev.Agent...)
+		b = append(b, '"')
+	}
+	b = append(b, `,"error_class":"`...)
+	b = append(b, ev.ErrorClass...)
+	b = append(b, `","error":"`...)
+	b = append(b, ev.Error...)
+	b = append(b, `","delay_ms":`...)
+	b = strconv.AppendInt(b, ev.DelayMS, 10)
+	if ev.DurationMS != 0 {
+		b = append(b, `,"duration_ms":`...)
+		b = strconv.AppendInt(b, ev.DurationMS, 10)
+	}
+	if ev.Worker != "" {
+		b = append(b, `,"worker":"`...)
+		b = append(b, ev.Worker...)
+		b = append(b, '"')
+	}
+	if ev.Count != 0 {
+		b = append(b, `,"count":`...)
+		b = strconv.AppendInt(b, int64(ev.Count), 10)
+	}
+	if !ev.Since.IsZero() {
+		b = append(b, `,"since":"`...)
+		b = ev.Since.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	if ev.Attempts != 0 {
+		b = append(b, `,"attempts":`...)
+		b = strconv.AppendInt(b, int64(ev.Attempts), 10)
+	}
+	return append(b, '}')
+}
+
+// plain reports whether marshal may write ev itself.
+func (ev Event) plain() bool {
+	return plainTime(ev.At) && (ev.Since.IsZero() || plainTime(ev.Since)) &&
+		plainText(ev.Event) && plainText(ev.Agent) && plainText(ev.ErrorClass) && plainText(ev.Error) && plainText(ev.Worker)
+}
+
+func plainTime(t time.Time) bool {
+	return t.Location() == time.UTC && t.Year() >= 0 && t.Year() <= 9999
+}
+
+// plainText: JSON writes s as it is (no escape, no HTML escape).
+func plainText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }

@@ -1,8 +1,11 @@
 package tasks
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
+	"time"
 )
 
 // FuzzDecode: the decoder never panics; it either returns a valid envelope
@@ -30,6 +33,59 @@ func FuzzDecode(f *testing.F) {
 		}
 		if _, err := Decode(enc); err != nil {
 			t.Fatalf("round trip failed: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeFast: Decode's fast path takes only payloads encoding/json
+// decodes, and decodes them to the same envelope.
+func FuzzDecodeFast(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"0e4f784b5bd72d15d21f5c46","agent":"noop","params":{"n":1},"queue":"default","restarts":0,"run":0,"enqueued_at":"2026-11-23T19:27:13.701717467Z"}`,
+		`{"id":"a","agent":"tool","action":"x","correlation_id":"c","restarts":2,"run":3}`,
+		`{"id":"a","agent":"t","queue":"q","restarts":0,"run":1,"enqueued_at":"2026-11-23T19:27:13Z","not_before_ms":1795465955500}`,
+		` { "id" : "a" , "agent":"t", "params" : [1, "}", {"a":[]}] } `,
+		`{"id":"a","agent":"t","params":"s\"}"}`, `{"id":"a","agent":"t","params":null}`,
+		`{"id":"a","ID":"b","agent":"t"}`, `{"id":"a\u0041","agent":"t"}`, `{"id":"é","agent":"t"}`,
+		`{"id":"a","agent":"t","run":1.0}`, `{"id":"a","agent":"t","run":01}`, `{"id":"a","agent":"t","run":-0}`,
+		`{"id":"a","agent":"t","enqueued_at":"nope"}`, `{"id":"a","agent":"t"}x`, `{}`, `{"id":"a","id":"b","agent":"t"}`,
+		`{"id":"a","agent":"t","params":{"a":1}}`, `{"id":"a","agent":"t","params":{]}`, `{"id":"a","agent":"t","params":tru}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var fast Envelope
+		if !decodeFast(b, &fast) {
+			return
+		}
+		var slow Envelope
+		if err := json.Unmarshal(b, &slow); err != nil {
+			t.Fatalf("fast path took %q, encoding/json refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("fast path decoded %q as %+v, encoding/json as %+v", b, fast, slow)
+		}
+	})
+}
+
+// FuzzEventMarshal: Event.marshal writes the bytes json.Marshal writes.
+func FuzzEventMarshal(f *testing.F) {
+	f.Add(int64(1700000000123456789), "succeeded", 1, 0, "noop", "", "", int64(0), int64(3), "host:12", 0, int64(0), 0, true)
+	f.Add(int64(0), "deferred", 0, 2, "", "c", `breaker "x" is open`, int64(500), int64(0), "", 3, int64(1700000000000000000), 0, false)
+	f.Add(int64(-62167219200000000), "history_elided", 0, 0, "a<b", "x&y", "é\u2028", int64(-1), int64(-2), "w", 0, int64(5), 7, true)
+	f.Fuzz(func(t *testing.T, at int64, event string, attempt, restart int, agent, class, errText string, delay, dur int64,
+		worker string, count int, since int64, attempts int, utc bool) {
+		ev := Event{At: time.Unix(0, at), Event: event, Attempt: attempt, Restart: restart, Agent: agent, ErrorClass: class,
+			Error: errText, DelayMS: delay, DurationMS: dur, Worker: worker, Count: count, Attempts: attempts}
+		if since != 0 {
+			ev.Since = time.Unix(0, since)
+		}
+		if utc {
+			ev.At, ev.Since = ev.At.UTC(), ev.Since.UTC()
+		}
+		want, _ := json.Marshal(ev)
+		if got := ev.marshal(); string(got) != string(want) {
+			t.Fatalf("marshal wrote %s, json.Marshal %s", got, want)
 		}
 	})
 }

@@ -4,7 +4,8 @@ import "fmt"
 
 // historyLua defines hist_append(key, ev, merge), which every script that
 // adds to a task's history calls instead of RPUSH, so that a history stays
-// bounded however long its task lives:
+// bounded however long its task lives. It returns the history's length
+// after the RPUSH (1: this call created it), or 0 when ev was merged:
 //
 //   - merge "1" (a deferral): when the last event is a deferral too, it is
 //     replaced by ev counted one more (Event.Count), keeping the first
@@ -35,12 +36,13 @@ local function hist_append(key, ev, merge)
         e.count = (tonumber(l.count) or 1) + 1
         e.since = l.since or l.at
         redis.call("LSET", key, -1, cjson.encode(e))
-        return
+        return 0
       end
     end
   end
-  redis.call("RPUSH", key, ev)
+  local len = redis.call("RPUSH", key, ev)
   local head, tail = %d, %d
+  if len <= head + 1 + tail then return len end
   while redis.call("LLEN", key) > head + 1 + tail do
     local m = redis.call("LINDEX", key, head)
     local ok, mk = pcall(cjson.decode, m)
@@ -58,5 +60,6 @@ local function hist_append(key, ev, merge)
     end
     redis.call("LSET", key, head, cjson.encode(mk))
   end
+  return len
 end
 `, HistoryHead, HistoryTail)

@@ -155,7 +155,7 @@ func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 // has its record when it runs.
 func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event) (bool, error) {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	n, err := s.eval(ctx, createScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)},
 		env.ID, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
 		string(state), string(b), s.createTTL(ev), env.CorrelationID).Int()
@@ -170,44 +170,62 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // attempt that ran before its start was recorded).
 //
 // KEYS[1] task record, KEYS[2] history
-// ARGV[1] run of the delivery, ARGV[2] retention seconds, ARGV[3] the run's
-// restart number (kept even when the restart's own transition was never
-// recorded), ARGV[4] event JSON ("" for none), ARGV[5] number n of seed
-// pairs, ARGV[6..5+2n] field/value pairs seeded when the record is missing
-// or lacks its "run" field, i.e. was not written by Create (id, agent, …; a
-// record Create wrote has them all, so the happy path skips those writes),
-// ARGV[6+2n..] the field/value pairs to set (at least "state").
+// ARGV[1] run of the delivery, ARGV[2] lifetime in seconds (the retention,
+// plus the event's delay), ARGV[3] the run's restart number (kept even when
+// the restart's own transition was never recorded), ARGV[4] event JSON (""
+// for none), ARGV[5] the least remaining lifetime in seconds that needs no
+// refresh (see refreshSlack), ARGV[6] number n of seed pairs,
+// ARGV[7..6+2n] field/value pairs seeded when the record is missing or
+// lacks its "run" field, i.e. was not written by Create (id, agent, …),
+// ARGV[7+2n..] the field/value pairs to set (at least "state").
 // Returns the task's total attempt count after the increment, or, writing
 // nothing, -1 when the record's run is newer than the delivery's (stale:
-// drop it) and -2 when the delivery's run has already ended (succeeded or
-// dead_lettered: ack it).
+// drop it), -2 when the delivery's run has already ended (succeeded or
+// dead_lettered: ack it) and -3 when the record needs seeding but n is 0
+// (the caller sends the call again with the seed pairs).
+//
+// The happy path (a record Create wrote moments ago) is one HMGET, one
+// HSET, one TTL and one RPUSH: the seed pairs are not even sent (begin
+// sends them only after a -3), the attempt count is read with run and
+// state and written back in the HSET, and the two keys' lifetimes are
+// left alone while the record's is within refreshSlack of ARGV[2] (every
+// script that sets the record's lifetime sets the history's to at least
+// as much, so the history's is too; a history this call creates gets it).
 var beginScript = redis.NewScript(historyLua + `
-local cur = redis.call("HGET", KEYS[1], "run")
-local run = tonumber(cur or "-1")
-if run > tonumber(ARGV[1]) then return -1 end
-if run == tonumber(ARGV[1]) then
-  local st = redis.call("HGET", KEYS[1], "state")
-  if st == "succeeded" or st == "dead_lettered" then return -2 end
+local cur = redis.call("HMGET", KEYS[1], "run", "state", "attempts")
+local run = tonumber(cur[1] or "-1")
+local d = tonumber(ARGV[1])
+if run > d then return -1 end
+if run == d and (cur[2] == "succeeded" or cur[2] == "dead_lettered") then return -2 end
+local last = 6 + 2 * tonumber(ARGV[6])
+if not cur[1] then
+  if last == 6 then return -3 end
+  for i = 7, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
 end
-local last = 5 + 2 * tonumber(ARGV[5])
-if not cur then
-  for i = 6, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
-end
-redis.call("HSET", KEYS[1], "run", ARGV[1], "restarts", ARGV[3], unpack(ARGV, last + 1))
-local n = redis.call("HINCRBY", KEYS[1], "attempts", 1)
-redis.call("EXPIRE", KEYS[1], ARGV[2])
-if ARGV[4] ~= "" then
-  hist_append(KEYS[2], ARGV[4], "0")
-  redis.call("EXPIRE", KEYS[2], ARGV[2])
-end
+local n = (tonumber(cur[3]) or 0) + 1
+redis.call("HSET", KEYS[1], "run", ARGV[1], "restarts", ARGV[3], "attempts", n, unpack(ARGV, last + 1))
+local fresh = redis.call("TTL", KEYS[1]) >= tonumber(ARGV[5])
+if not fresh then redis.call("EXPIRE", KEYS[1], ARGV[2]) end
+local len = 0
+if ARGV[4] ~= "" then len = hist_append(KEYS[2], ARGV[4], "0") end
+if not fresh or len == 1 then redis.call("EXPIRE", KEYS[2], ARGV[2]) end
 return n
 `)
+
+// refreshSlack is how much of a record's lifetime may be missing before
+// a Begin or BeginTransition refreshes it: 1% of the lifetime, at most a
+// minute. A quick first delivery then finds the lifetime Create gave the
+// record moments before still whole and spares Redis the two EXPIREs;
+// its record lives at least 99% of the retention after its last event.
+func refreshSlack(lifetime time.Duration) time.Duration {
+	return min(lifetime/100, time.Minute)
+}
 
 // Begin records that an attempt of env's current run starts and returns the
 // task's total number of attempts so far. It returns ErrStale when env's run
 // has been superseded.
 func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
-	n, err := s.begin(ctx, env, "", []any{"state", string(StateActive), "updated_at", s.now().UTC().Format(time.RFC3339Nano)})
+	n, err := s.begin(ctx, env, "", s.retention, []any{"state", string(StateActive), "updated_at", s.now().UTC().Format(time.RFC3339Nano)})
 	if err != nil {
 		return 0, fmt.Errorf("tasks: begin attempt of %s: %w", env.ID, err)
 	}
@@ -220,11 +238,12 @@ func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
 // for a first delivery whose agent answers quickly, saving a round trip.
 // Fields p sets (Run, Restarts) override the delivery's. It returns the
 // task's total number of attempts, or ErrStale, writing nothing, when env's
-// run has been superseded.
+// run has been superseded. Like Transition, the record lives for the
+// retention plus the event's delay.
 func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev Event) (int, error) {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
-	n, err := s.begin(ctx, env, string(b), p.fields(ev.At))
+	b := ev.marshal()
+	n, err := s.begin(ctx, env, string(b), s.retention+time.Duration(max(ev.DelayMS, 0))*time.Millisecond, p.fields(ev.At))
 	if err != nil {
 		return 0, fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, env.ID, err)
 	}
@@ -232,14 +251,23 @@ func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev 
 }
 
 // begin runs beginScript: env's start, the record fields to set and,
-// unless event is "", a history event.
-func (s *Store) begin(ctx context.Context, env *Envelope, event string, fields []any) (int, error) {
-	seed := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
-		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
-	args := make([]any, 0, 5+len(seed)+len(fields))
-	args = append(args, env.Run, int64(s.retention/time.Second), env.Restarts, event, len(seed)/2)
-	args = append(append(args, seed...), fields...)
-	n, err := s.eval(ctx, beginScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Int()
+// unless event is "", a history event; the keys live for lifetime. The
+// record's seed fields go only with a second call, when the first finds no
+// record written by Create.
+func (s *Store) begin(ctx context.Context, env *Envelope, event string, lifetime time.Duration, fields []any) (int, error) {
+	keys := []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}
+	secs := int64((lifetime + time.Second - 1) / time.Second)
+	head := []any{env.Run, secs, env.Restarts, event, secs - int64(refreshSlack(lifetime)/time.Second)}
+	args := make([]any, 0, len(head)+1+len(fields))
+	args = append(append(append(args, head...), 0), fields...)
+	n, err := s.eval(ctx, beginScript, keys, args...).Int()
+	if err == nil && n == -3 {
+		seed := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
+			"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
+		args = make([]any, 0, len(head)+1+len(seed)+len(fields))
+		args = append(append(append(append(args, head...), len(seed)/2), seed...), fields...)
+		n, err = s.eval(ctx, beginScript, keys, args...).Int()
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -248,6 +276,8 @@ func (s *Store) begin(ctx context.Context, env *Envelope, event string, fields [
 		return 0, ErrStale
 	case -2:
 		return 0, ErrEnded
+	case -3:
+		return 0, errors.New("begin script asked for seeding twice")
 	}
 	return n, nil
 }
@@ -296,7 +326,7 @@ return 1
 // later), so that it outlives the wait.
 func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) error {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	merge := "0"
 	if ev.Event == EventDeferred {
 		merge = "1"
@@ -355,7 +385,7 @@ return 1
 // worker left unrecorded without overwriting a newer run's state.
 func (s *Store) TransitionIfRun(ctx context.Context, id string, run int, p Patch, ev Event) (bool, error) {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	args := append([]any{strconv.Itoa(run), int64(s.retention / time.Second), string(b)}, p.fields(ev.At)...)
 	n, err := s.eval(ctx, transitionIfRunScript, []string{rkeys.Task(id), rkeys.TaskHistory(id)}, args...).Int()
 	if err != nil {
@@ -525,14 +555,14 @@ return 1
 // later run is left alone; one whose run has already begun only gains ev.
 func (s *Store) Requeued(ctx context.Context, env *Envelope, hist []Event, ev Event) error {
 	ev.At = s.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	seed := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
 		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano), "attempts", 0}
 	args := make([]any, 0, 5+len(seed)+len(hist))
 	args = append(args, env.Run, int64(s.retention/time.Second), string(b), ev.At.Format(time.RFC3339Nano), len(seed)/2)
 	args = append(args, seed...)
 	for _, h := range hist {
-		hb, _ := json.Marshal(h)
+		hb := h.marshal()
 		args = append(args, string(hb))
 	}
 	if err := s.eval(ctx, requeueScript, []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, args...).Err(); err != nil {

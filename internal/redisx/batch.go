@@ -12,14 +12,28 @@ import (
 // round trip, and each caller still gets its own reply only once its write
 // is applied in Redis.
 //
-// There is no background goroutine and no timer. The first caller to find
-// no flush in progress leads: it sends every call queued so far in one
-// pipeline. Calls arriving meanwhile queue up; when the leader's round trip
-// returns it hands the lead to the oldest queued caller, which sends the
-// whole queue, and so on. A lone caller therefore pays one plain round trip
-// (no added latency), and N concurrent callers pay about one round trip
-// between them, which is what lets the worker's per-task bookkeeping keep up
-// with asynq itself.
+// There is no background goroutine. The first caller to find no flush in
+// progress leads: it sends every call queued so far in one pipeline. Calls
+// arriving meanwhile queue up; when the leader's round trip returns it
+// hands the lead to the oldest queued caller, which sends the whole queue,
+// and so on. A lone caller therefore pays one plain round trip (no added
+// latency), and N concurrent callers pay about one round trip between
+// them, which is what lets the worker's per-task bookkeeping keep up with
+// asynq itself.
+//
+// Calls that do not overlap would still go one per round trip: a worker's
+// quick tasks end one after another, each a little after the last, and a
+// round trip (a write and a read on both sides, Redis's event loop) costs
+// both Redis and the worker more CPU than the script it carries. So a
+// leader that sees calls arriving less than Linger apart waits briefly for
+// the next few before it sends: until LingerCalls are queued, or their
+// expected arrival at the average gap has passed, never longer than Linger.
+// The wait is about LingerCalls-1 gaps, so at any rate it keeps only about
+// that many more callers waiting. The gap is a moving average of the
+// arrivals, so a lone or occasional caller never waits; and a wait that
+// gathered nobody (the callers take turns, e.g. one task at a time) makes
+// the next leaders skip waiting, for twice as many leads each time it
+// happens again (at most 64), until a wait gathers company.
 
 // DefaultBatchTimeout bounds one flush when NewBatcher is given none.
 const DefaultBatchTimeout = 3 * time.Second
@@ -27,6 +41,17 @@ const DefaultBatchTimeout = 3 * time.Second
 // DefaultMaxBatch caps the calls sent in one pipeline when NewBatcher is
 // given none.
 const DefaultMaxBatch = 512
+
+// DefaultLinger bounds a leader's wait for more calls when NewBatcher is
+// given none, and DefaultLingerCalls is how many calls it waits for.
+const (
+	DefaultLinger      = 2 * time.Millisecond
+	DefaultLingerCalls = 4
+)
+
+// maxLingerSkip bounds how many leads skip waiting after waits that
+// gathered nobody.
+const maxLingerSkip = 64
 
 // Batcher is a Runner that sends script calls in shared pipelines. The
 // zero value is not usable; create one with NewBatcher. It is safe for
@@ -37,9 +62,18 @@ type Batcher struct {
 	max     int
 	rep     Replication
 
-	mu       sync.Mutex
-	pending  []*call
-	flushing bool
+	linger      time.Duration // 0: never wait
+	lingerCalls int
+
+	mu        sync.Mutex
+	pending   []*call
+	flushing  bool
+	last      time.Time     // the latest call's arrival
+	gap       time.Duration // moving average of the gaps between arrivals
+	lingering bool          // a leader waits for company; full wakes it
+	full      chan struct{} // (buffered 1) LingerCalls are queued
+	skip      int           // leads left that do not wait (waits gathered nobody)
+	backoff   int           // the next skip after a wait that gathers nobody
 }
 
 // BatchOptions configure a Batcher. Zero values mean the defaults.
@@ -55,6 +89,14 @@ type BatchOptions struct {
 	// Replication, when On, makes each flush WAIT for replicas on every
 	// master it wrote to (PipelinedReplicated). Zero → no WAIT.
 	Replication Replication
+	// Linger bounds how long a leader waits for more calls when calls
+	// arrive less than Linger apart on average; zero means DefaultLinger,
+	// negative never waits (one round trip per call that finds no flush
+	// in progress).
+	Linger time.Duration
+	// LingerCalls is how many calls a lingering leader waits for (their
+	// expected arrival at the average gap); zero means DefaultLingerCalls.
+	LingerCalls int
 }
 
 // NewBatcher returns a Batcher on rdb.
@@ -68,7 +110,14 @@ func NewBatcher(rdb redis.UniversalClient, o BatchOptions) *Batcher {
 	if o.Replication.On() {
 		o.Timeout += o.Replication.timeout()
 	}
-	return &Batcher{rdb: rdb, timeout: o.Timeout, max: o.MaxBatch, rep: o.Replication}
+	if o.Linger == 0 {
+		o.Linger = DefaultLinger
+	}
+	if o.LingerCalls <= 0 {
+		o.LingerCalls = DefaultLingerCalls
+	}
+	return &Batcher{rdb: rdb, timeout: o.Timeout, max: o.MaxBatch, rep: o.Replication,
+		linger: max(o.Linger, 0), lingerCalls: o.LingerCalls, full: make(chan struct{}, 1), backoff: 1}
 }
 
 type call struct {
@@ -96,6 +145,13 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 	c.done, c.lead = make(chan struct{}), make(chan struct{})
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
+	b.arrived(time.Now())
+	if b.lingering && len(b.pending) >= b.lingerCalls {
+		select {
+		case b.full <- struct{}{}:
+		default:
+		}
+	}
 	if b.flushing {
 		b.mu.Unlock()
 		select {
@@ -107,6 +163,9 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 		b.mu.Lock()
 	}
 	b.flushing = true
+	if d := b.lingerFor(len(b.pending)); d > 0 {
+		b.lingerUpTo(d)
+	}
 	for {
 		n := len(b.pending)
 		if n > b.max {
@@ -130,6 +189,69 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 	}
 	b.mu.Unlock()
 	return c.res, c.err
+}
+
+// arrived folds a call's arrival at now into the average gap (b.mu held).
+// A gap is counted at most as 2×linger, so one long pause does not keep a
+// busy Batcher from lingering for long.
+func (b *Batcher) arrived(now time.Time) {
+	if b.linger == 0 {
+		return
+	}
+	if b.last.IsZero() {
+		b.last, b.gap = now, 2*b.linger
+		return
+	}
+	g := min(now.Sub(b.last), 2*b.linger)
+	b.last = now
+	b.gap += (g - b.gap) / 8
+}
+
+// lingerUpTo waits (b.mu held, released meanwhile) until d has passed or
+// LingerCalls are queued, and learns whether the wait gathered anyone.
+func (b *Batcher) lingerUpTo(d time.Duration) {
+	queued := len(b.pending)
+	b.lingering = true
+	b.mu.Unlock()
+	t := time.NewTimer(d)
+	select {
+	case <-b.full:
+	case <-t.C:
+	}
+	t.Stop()
+	b.mu.Lock()
+	b.lingering = false
+	select {
+	case <-b.full: // a signal sent after the timer fired
+	default:
+	}
+	b.learn(len(b.pending) > queued)
+}
+
+// learn adjusts lingering to whether the last wait gathered company.
+func (b *Batcher) learn(company bool) {
+	if company {
+		b.backoff = 1
+		return
+	}
+	b.skip = b.backoff
+	b.backoff = min(2*b.backoff, maxLingerSkip)
+}
+
+// lingerFor is how long a leader with queued calls waits for more before
+// it flushes (b.mu held): the expected arrival of the lingerCalls-th call
+// at the average gap, at most linger; 0 when calls come further apart
+// than linger, or enough are queued already.
+func (b *Batcher) lingerFor(queued int) time.Duration {
+	want := b.lingerCalls - queued
+	if b.linger == 0 || want <= 0 || b.gap >= b.linger {
+		return 0
+	}
+	if b.skip > 0 {
+		b.skip--
+		return 0
+	}
+	return min(time.Duration(want)*b.gap, b.linger)
 }
 
 func isDone(c *call) bool {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -101,4 +102,59 @@ func TestCanceledBeforeQueueing(t *testing.T) {
 	n, err := rdb.Exists(context.Background(), "c").Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// TestCallsInARowShareRoundTrips: callers that do not overlap but come
+// close after one another (a worker's quick tasks ending one by one) still
+// share round trips: the leader lingers for the next few. Each call is
+// applied once, with its own reply.
+func TestCallsInARowShareRoundTrips(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	h := &trips{}
+	rdb.AddHook(h)
+	b := redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: 20 * time.Millisecond, LingerCalls: 4})
+	const n = 200
+	got := make([]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var res any
+			res, errs[i] = b.Run(context.Background(), incr, []string{"c"})
+			got[i], _ = res.(int64)
+		}()
+		time.Sleep(200 * time.Microsecond) // one after another, not all at once
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	for i, v := range got {
+		require.Equal(t, int64(i+1), v, "each call applied once with its own reply")
+	}
+	require.Less(t, h.n.Load(), int64(n/2), "calls in a row did not share round trips")
+	t.Logf("%d calls in %d round trips", n, h.n.Load())
+}
+
+// TestOneCallerAtATimeRarelyWaits: a caller that waits for its reply
+// before the next call (one task at a time) gets no company; the waits
+// back off, so nearly every call goes at once, and each is applied once.
+func TestOneCallerAtATimeRarelyWaits(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	require.NoError(t, incr.Load(context.Background(), rdb).Err())
+	h := &trips{}
+	rdb.AddHook(h)
+	b := redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: 50 * time.Millisecond, LingerCalls: 4})
+	const n = 300
+	for i := range n {
+		res, err := b.Run(context.Background(), incr, []string{"c"})
+		require.NoError(t, err)
+		require.Equal(t, int64(i+1), res)
+	}
+	require.Equal(t, int64(n), h.n.Load(), "one round trip per call")
 }

@@ -1,0 +1,195 @@
+package tasks
+
+import (
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+)
+
+// decodeFast parses payload b when it is the plain JSON object Encode
+// writes: the Envelope's own keys (any order, any whitespace), strings
+// without escapes, integer run and restarts, params any valid JSON value.
+// It reports false for anything else — an unknown or differently cased
+// key, an escape, a null, a number that is not a plain integer, invalid
+// JSON — and Decode then leaves the payload to encoding/json, which
+// accepts and refuses exactly what it did before. On the payloads it
+// takes, it gives what encoding/json gives (FuzzDecodeFast), at a tenth
+// of the cost: every task's delivery starts here.
+func decodeFast(b []byte, e *Envelope) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for {
+		key, j, ok := plainString(b, i)
+		if !ok {
+			return false
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = skipSpace(b, i+1)
+		switch key {
+		case "id", "agent", "action", "correlation_id", "queue":
+			var s string
+			if s, j, ok = plainString(b, i); !ok {
+				return false
+			}
+			switch key {
+			case "id":
+				e.ID = s
+			case "agent":
+				e.Agent = s
+			case "action":
+				e.Action = s
+			case "correlation_id":
+				e.CorrelationID = s
+			default:
+				e.Queue = s
+			}
+		case "restarts", "run", "not_before_ms":
+			var n int
+			if n, j, ok = plainInt(b, i); !ok {
+				return false
+			}
+			switch key {
+			case "run":
+				e.Run = n
+			case "restarts":
+				e.Restarts = n
+			default:
+				e.NotBefore = int64(n)
+			}
+		case "enqueued_at":
+			if _, j, ok = plainString(b, i); !ok || e.EnqueuedAt.UnmarshalJSON(b[i:j]) != nil {
+				return false
+			}
+		case "params":
+			if j, ok = skipValue(b, i); !ok || b[i] == 'n' || !json.Valid(b[i:j]) {
+				return false
+			}
+			e.Params = append(json.RawMessage(nil), b[i:j]...)
+		default:
+			return false
+		}
+		i = skipSpace(b, j)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return skipSpace(b, i+1) == len(b)
+		default:
+			return false
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reads the JSON string at b[i] when it has no escape and no
+// control character and is valid UTF-8; j is just past its closing quote.
+func plainString(b []byte, i int) (s string, j int, ok bool) {
+	if i >= len(b) || b[i] != '"' {
+		return "", 0, false
+	}
+	ascii := true
+	for j = i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			raw := b[i+1 : j]
+			if !ascii && !utf8.Valid(raw) {
+				return "", 0, false
+			}
+			return string(raw), j + 1, true
+		case c == '\\' || c < 0x20:
+			return "", 0, false
+		case c >= 0x80:
+			ascii = false
+		}
+	}
+	return "", 0, false
+}
+
+// plainInt reads the JSON integer at b[i] (no fraction, no exponent, at
+// most 18 digits); j is just past it.
+func plainInt(b []byte, i int) (n int, j int, ok bool) {
+	j = i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	start := j
+	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		j++
+	}
+	digits := j - start
+	if digits == 0 || digits > 18 || (digits > 1 && b[start] == '0') {
+		return 0, 0, false
+	}
+	if j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E') {
+		return 0, 0, false
+	}
+	n, err := strconv.Atoi(string(b[i:j]))
+	return n, j, err == nil
+}
+
+// skipValue finds the end of the JSON value at b[i] by its structure
+// (strings, nesting); the caller checks the value with json.Valid.
+func skipValue(b []byte, i int) (int, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, ok := skipString(b, j)
+				if !ok {
+					return 0, false
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1, true
+				}
+			}
+		}
+		return 0, false
+	}
+	j := i // a scalar runs to the next delimiter
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j, j > i
+}
+
+// skipString returns the index just past the JSON string at b[i].
+func skipString(b []byte, i int) (int, bool) {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, true
+		}
+	}
+	return 0, false
+}
