@@ -48,7 +48,10 @@ import (
 // tasks.Client.EnqueueMany (batches of 1000 from one goroutine) and the
 // enqueuer binary (built for the run) with --file on a 10k-line file, whose
 // time includes its start-up, parsing and connecting, against asynq.Client
-// from 16 goroutines.
+// from 16 goroutines. Each round builds one client (tasks.Client or
+// asynq.Client) and its goroutines share it, as a service shares one
+// client among its goroutines (the HTTP API does); tasks.Client
+// group-commits the concurrent calls of one client.
 func BenchmarkEnqueue(b *testing.B) {
 	skipShort(b)
 	srv := redistest.Start(b)
@@ -75,12 +78,12 @@ func BenchmarkEnqueue(b *testing.B) {
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			errs := make(chan error, goroutines)
+			do := one(ctx, rdb) // one client per round, shared by the goroutines
 			start := time.Now()
 			for range goroutines {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					do := one(ctx, rdb)
 					for next.Add(1) <= int64(n) {
 						if err := do(); err != nil {
 							errs <- err

@@ -3,7 +3,9 @@
 // redis-server (in one process, and as 4 worker processes against 4 asynq
 // server processes), the cost of the circuit-breaker gate, how many calls
 // reach a dead backend from 4 worker processes sharing one breaker, idle
-// pickup latency (1 to 100 idle workers), retry timing, enqueue throughput
+// pickup latency (1 to 100 idle workers), retry timing, an I/O-bound HTTP
+// agent (200 ms calls, concurrency 400) against asynq making the same
+// calls, enqueue throughput
 // (single, concurrent, batched with EnqueueMany, and the enqueuer binary's
 // --file), and what agentq costs its Redis: Redis CPU per task, and Redis
 // CPU, round trips and commands per idle worker (1, 10 and 50 idle workers
