@@ -111,7 +111,8 @@ return {0, ARGV[14]}
 // runs enqueueTaskScript, through the client's group-committing batcher; a
 // generated ID (random, 96 bits: no duplicate to look for) takes
 // enqueueFresh, plain commands in MULTI/EXEC, which cost Redis about half
-// as much as the script.
+// as much as the script. Both go through the client's group-committing
+// batcher, so concurrent Enqueue calls share round trips.
 func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now time.Time, delay time.Duration) (Result, error) {
 	t, err := asynqTask(env, now, delay)
 	if err != nil {
@@ -147,7 +148,8 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 
 // enqueueFresh writes what enqueueTaskScript writes for a task with a
 // generated ID, as plain commands in one MULTI/EXEC (atomic: a connection
-// lost before EXEC writes nothing), in one round trip, with the WAIT of
+// lost before EXEC writes nothing), in one round trip shared with
+// concurrent enqueues (the client's batcher), with the WAIT of
 // redis.wait_replicas when asked: asynq's task hash and queue entry (as
 // agentq_run, without its EXISTS: the ID is new), the record and its first
 // event (as agentq_create for a missing record), and the wake-up token
@@ -176,7 +178,10 @@ func (c *Client) enqueueFresh(ctx context.Context, env *Envelope, t asynqcompat.
 	cmd("expire", rec, ttl)
 	cmd("expire", hist, ttl)
 	cmd("exec")
-	res := redisx.PipelinedReplicated(ctx, c.store.rdb, calls, c.rep)
+	res, err := c.runner.RunCalls(ctx, calls)
+	if err != nil {
+		return err
+	}
 	for _, r := range res {
 		if r.Err != nil {
 			return r.Err

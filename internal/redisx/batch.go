@@ -126,6 +126,10 @@ type call struct {
 	args   []any
 	res    any
 	err    error
+	// group, when not nil, is a RunCalls unit (script is then nil): its
+	// calls go together, in order, in one pipeline; results are theirs.
+	group   []Call
+	results []Result
 	done   chan struct{} // closed when res/err are set
 	lead   chan struct{} // closed when this call is handed the lead
 }
@@ -136,6 +140,17 @@ type call struct {
 // (bounded by the Batcher's timeout).
 func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	return b.do(ctx, &call{script: script, keys: keys, args: args})
+}
+
+// RunCalls runs calls together, in order, in one pipeline shared with
+// concurrent callers (a MULTI … EXEC unit, say), and returns each call's
+// result; err is set only when ctx ended before the calls were queued.
+func (b *Batcher) RunCalls(ctx context.Context, calls []Call) ([]Result, error) {
+	c := &call{group: calls}
+	if _, err := b.do(ctx, c); err != nil {
+		return nil, err
+	}
+	return c.results, nil
 }
 
 func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
@@ -268,12 +283,22 @@ func isDone(c *call) bool {
 func (b *Batcher) flush(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	calls := make([]Call, len(batch))
-	for i, c := range batch {
-		calls[i] = Call{Script: c.script, Keys: c.keys, Args: c.args}
+	calls := make([]Call, 0, len(batch))
+	for _, c := range batch {
+		if c.group != nil {
+			calls = append(calls, c.group...)
+		} else {
+			calls = append(calls, Call{Script: c.script, Keys: c.keys, Args: c.args})
+		}
 	}
-	for i, r := range PipelinedReplicated(ctx, b.rdb, calls, b.rep) {
-		batch[i].res, batch[i].err = r.Val, r.Err
-		close(batch[i].done)
+	res := PipelinedReplicated(ctx, b.rdb, calls, b.rep)
+	for _, c := range batch {
+		if c.group != nil {
+			c.results, res = res[:len(c.group):len(c.group)], res[len(c.group):]
+		} else {
+			c.res, c.err = res[0].Val, res[0].Err
+			res = res[1:]
+		}
+		close(c.done)
 	}
 }

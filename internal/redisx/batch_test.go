@@ -158,3 +158,50 @@ func TestOneCallerAtATimeRarelyWaits(t *testing.T) {
 	}
 	require.Equal(t, int64(n), h.n.Load(), "one round trip per call")
 }
+
+// TestRunCallsUnits: concurrent RunCalls units (MULTI, two INCRs, EXEC) and
+// script calls share round trips; each unit's calls stay together and in
+// order (its EXEC answers two consecutive counts), each gets its own results.
+func TestRunCallsUnits(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	h := &trips{}
+	rdb.AddHook(h)
+	b := redisx.NewBatcher(rdb, redisx.BatchOptions{MaxBatch: 16, Linger: -1})
+	const n = 200
+	execs := make([][]redisx.Result, n)
+	scripts := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			execs[i], _ = b.RunCalls(context.Background(), []redisx.Call{
+				{Cmd: []any{"multi"}}, {Cmd: []any{"incr", "u"}}, {Cmd: []any{"incr", "u"}}, {Cmd: []any{"exec"}},
+			})
+		}()
+		go func() {
+			defer wg.Done()
+			_, scripts[i] = b.Run(context.Background(), incr, []string{"s"})
+		}()
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for i, res := range execs {
+		require.Len(t, res, 4, "unit %d", i)
+		for _, r := range res {
+			require.NoError(t, r.Err)
+		}
+		replies, ok := res[3].Val.([]any)
+		require.True(t, ok, "EXEC's reply: %v", res[3].Val)
+		require.Len(t, replies, 2)
+		first, second := replies[0].(int64), replies[1].(int64)
+		require.Equal(t, first+1, second, "a unit's calls run together")
+		require.False(t, seen[first])
+		seen[first] = true
+		require.NoError(t, scripts[i])
+	}
+	require.Equal(t, "400", rdb.Get(context.Background(), "u").Val())
+	require.Equal(t, "200", rdb.Get(context.Background(), "s").Val())
+	require.Less(t, h.n.Load(), int64(2*n), "units did not share round trips")
+}
