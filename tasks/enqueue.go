@@ -2,7 +2,6 @@ package tasks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -124,7 +123,7 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 	state, event := firstState(delay)
 	ev := Event{Event: event, DelayMS: delay.Milliseconds()}
 	ev.At = c.store.stamp(ev.At)
-	b, _ := json.Marshal(ev)
+	b := ev.marshal()
 	if !caller {
 		if err := c.enqueueFresh(ctx, env, t, now, delay, state, string(b), c.store.createTTL(ev)); err != nil {
 			return Result{}, fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,21 +56,6 @@ func TestRunScriptWritesAsynqs(t *testing.T) {
 	require.Equal(t, redistest.Dump(t, want, "pending_since"), redistest.Dump(t, got, "pending_since"))
 }
 
-// roundTrips counts the round trips a client makes: each command sent on
-// its own, and each pipeline.
-type roundTrips struct{ n atomic.Int64 }
-
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { r.n.Add(1); return next(ctx, cmd) }
-}
-
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { r.n.Add(1); return next(ctx, cmds) }
-}
-
-var _ redis.Hook = (*roundTrips)(nil)
-
 // TestEnqueueOneRoundTrip: Enqueue — the duplicate check of a caller's ID,
 // the run on its queue, the record and the wake-up — is one round trip,
 // once the client has registered the queue.
@@ -80,7 +64,7 @@ func TestEnqueueOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	rt := &roundTrips{}
+	rt := &redistest.RoundTrips{}
 	rdb.AddHook(rt)
 	c := NewClient(rdb)
 	// The first enqueues register the queue and load the script.
@@ -100,11 +84,11 @@ func TestEnqueueOneRoundTrip(t *testing.T) {
 		{"scheduled", Task{ID: "job-2", Agent: "tool"}, []EnqueueOption{ProcessIn(time.Hour)}, false},
 	}
 	for _, tc := range cases {
-		before := rt.n.Load()
+		before := rt.N.Load()
 		res, err := c.Enqueue(ctx, tc.task, tc.opts...)
 		require.NoError(t, err, tc.name)
 		require.Equal(t, tc.dup, res.Duplicate, tc.name)
-		require.EqualValues(t, 1, rt.n.Load()-before, "%s: round trips", tc.name)
+		require.EqualValues(t, 1, rt.N.Load()-before, "%s: round trips", tc.name)
 	}
 	v, err := c.Store().Get(ctx, "job-1")
 	require.NoError(t, err)

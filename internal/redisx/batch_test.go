@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,17 +16,6 @@ import (
 
 var incr = redis.NewScript(`return redis.call("INCR", KEYS[1])`)
 
-// trips counts round trips (single commands and pipelines).
-type trips struct{ n atomic.Int64 }
-
-func (h *trips) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
-}
-func (h *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
-}
-
 // TestConcurrentCallsShareRoundTrips: every caller gets its own reply, each
 // applied exactly once, in fewer round trips than calls.
 func TestConcurrentCallsShareRoundTrips(t *testing.T) {
@@ -36,7 +24,7 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			t.Parallel()
 			rdb, _ := be.New(t)
-			h := &trips{}
+			h := &redistest.RoundTrips{}
 			rdb.AddHook(h)
 			b := redisx.NewBatcher(rdb, redisx.BatchOptions{MaxBatch: 16})
 			const n = 400
@@ -60,8 +48,8 @@ func TestConcurrentCallsShareRoundTrips(t *testing.T) {
 			for i, v := range got {
 				require.Equal(t, int64(i+1), v, "each call applied once with its own reply")
 			}
-			require.Less(t, h.n.Load(), int64(n), "calls did not share round trips")
-			t.Logf("%d calls in %d round trips", n, h.n.Load())
+			require.Less(t, h.N.Load(), int64(n), "calls did not share round trips")
+			t.Logf("%d calls in %d round trips", n, h.N.Load())
 		})
 	}
 }
@@ -111,7 +99,7 @@ func TestCanceledBeforeQueueing(t *testing.T) {
 func TestCallsInARowShareRoundTrips(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	h := &trips{}
+	h := &redistest.RoundTrips{}
 	rdb.AddHook(h)
 	b := redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: 20 * time.Millisecond, LingerCalls: 4})
 	const n = 200
@@ -136,8 +124,8 @@ func TestCallsInARowShareRoundTrips(t *testing.T) {
 	for i, v := range got {
 		require.Equal(t, int64(i+1), v, "each call applied once with its own reply")
 	}
-	require.Less(t, h.n.Load(), int64(n/2), "calls in a row did not share round trips")
-	t.Logf("%d calls in %d round trips", n, h.n.Load())
+	require.Less(t, h.N.Load(), int64(n/2), "calls in a row did not share round trips")
+	t.Logf("%d calls in %d round trips", n, h.N.Load())
 }
 
 // TestOneCallerAtATimeRarelyWaits: a caller that waits for its reply
@@ -147,7 +135,7 @@ func TestOneCallerAtATimeRarelyWaits(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	require.NoError(t, incr.Load(context.Background(), rdb).Err())
-	h := &trips{}
+	h := &redistest.RoundTrips{}
 	rdb.AddHook(h)
 	b := redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: 50 * time.Millisecond, LingerCalls: 4})
 	const n = 300
@@ -156,7 +144,7 @@ func TestOneCallerAtATimeRarelyWaits(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(i+1), res)
 	}
-	require.Equal(t, int64(n), h.n.Load(), "one round trip per call")
+	require.Equal(t, int64(n), h.N.Load(), "one round trip per call")
 }
 
 // TestRunCallsUnits: concurrent RunCalls units (MULTI, two INCRs, EXEC) and
@@ -165,7 +153,7 @@ func TestOneCallerAtATimeRarelyWaits(t *testing.T) {
 func TestRunCallsUnits(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
-	h := &trips{}
+	h := &redistest.RoundTrips{}
 	rdb.AddHook(h)
 	b := redisx.NewBatcher(rdb, redisx.BatchOptions{MaxBatch: 16, Linger: -1})
 	const n = 200
@@ -203,5 +191,5 @@ func TestRunCallsUnits(t *testing.T) {
 	}
 	require.Equal(t, "400", rdb.Get(context.Background(), "u").Val())
 	require.Equal(t, "200", rdb.Get(context.Background(), "s").Val())
-	require.Less(t, h.n.Load(), int64(2*n), "units did not share round trips")
+	require.Less(t, h.N.Load(), int64(2*n), "units did not share round trips")
 }
