@@ -130,8 +130,8 @@ type call struct {
 	// calls go together, in order, in one pipeline; results are theirs.
 	group   []Call
 	results []Result
-	done   chan struct{} // closed when res/err are set
-	lead   chan struct{} // closed when this call is handed the lead
+	done    chan struct{} // closed when res/err are set
+	lead    chan struct{} // closed when this call is handed the lead
 }
 
 // Run runs script with keys and args like (*redis.Script).Run and returns its
