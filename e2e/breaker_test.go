@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -364,12 +365,15 @@ agents:
 		}
 		return out
 	}
+	// waitDeferred waits until every task has been deferred at least once.
+	// It reads the history, not the current state: on a loaded machine a
+	// short trip may end, and the task run, before the poll sees "deferred".
 	waitDeferred := func(ids []string) {
 		deadline := time.Now().Add(15 * time.Second)
 		for _, id := range ids {
 			for {
 				v, err := st.Get(t.Context(), id)
-				if err == nil && v.State == tasks.StateDeferred {
+				if err == nil && slices.ContainsFunc(v.History, func(ev tasks.Event) bool { return ev.Event == tasks.EventDeferred }) {
 					break
 				}
 				require.True(t, time.Now().Before(deadline), "%s not deferred: %+v", id, v)
