@@ -15,6 +15,13 @@ type Request struct {
 	CorrelationID string          `json:"correlation_id"`
 	Attempt       int             `json:"attempt"`
 	Restart       int             `json:"restart"`
+	// Traceparent and Tracestate are the W3C trace context of the attempt
+	// (the worker's attempt span; when the worker does not trace, the
+	// producer's context the task carries), so that the agent's own spans
+	// join the task's trace; empty when the task is not traced. HTTP
+	// agents also get them as the traceparent and tracestate headers.
+	Traceparent string `json:"traceparent,omitempty"`
+	Tracestate  string `json:"tracestate,omitempty"`
 }
 
 // Response is the ActionResponse an exec agent prints on stdout.

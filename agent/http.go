@@ -252,7 +252,8 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 }
 
 // request builds the POST of req: its ActionRequest JSON (or its params
-// alone, with body: params) and the configured headers, ${VAR} expanded.
+// alone, with body: params), the configured headers, ${VAR} expanded, and
+// the W3C traceparent and tracestate headers when req has them.
 func (h *HTTP) request(ctx context.Context, req Request) (*http.Request, error) {
 	var body []byte
 	if h.cfg.Body == BodyParams {
@@ -279,6 +280,13 @@ func (h *HTTP) request(ctx context.Context, req Request) (*http.Request, error) 
 			continue
 		}
 		hreq.Header.Set(k, v)
+	}
+	if req.Traceparent != "" {
+		// W3C trace context: the agent's spans join the task's trace.
+		hreq.Header.Set("traceparent", req.Traceparent)
+		if req.Tracestate != "" {
+			hreq.Header.Set("tracestate", req.Tracestate)
+		}
 	}
 	return hreq, nil
 }

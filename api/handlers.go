@@ -19,6 +19,7 @@ import (
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/tracing"
 )
 
 // TaskRequest is one task of POST /api/v1/tasks (tasks.Request, which is
@@ -219,6 +220,11 @@ func (s *Server) parseEnqueue(data []byte) (items []item, batch bool, err error)
 
 // enqueue serves POST /api/v1/tasks.
 func (s *Server) enqueue(rw http.ResponseWriter, r *http.Request) error {
+	if r.Header.Get("traceparent") != "" {
+		// W3C trace context: the caller's span is the parent of each task's
+		// enqueue span (or, untraced, what the task carries to the agent).
+		r = r.WithContext(tracing.Extract(r.Context(), r.Header))
+	}
 	data, err := readBody(r, s.opts.MaxBody)
 	if err != nil {
 		return err

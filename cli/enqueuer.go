@@ -19,6 +19,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/tracing"
 )
 
 // enqueueOptions are the flags of `enqueuer`.
@@ -82,8 +83,11 @@ enqueued when any line is refused.`
 		if err := o.Validate(); err != nil {
 			return err
 		}
+		defer startTracing(cmd.Context(), app, "agentq-enqueuer")()
+		// TRACEPARENT (W3C) makes the enqueue spans children of the caller's.
+		ctx := tracing.ExtractEnv(cmd.Context(), app.Getenv)
 		if o.file != "" {
-			return runEnqueueFile(cmd.Context(), app, &g, o)
+			return runEnqueueFile(ctx, app, &g, o)
 		}
 		params, err := readParams(o.params)
 		if err != nil {
@@ -115,7 +119,7 @@ enqueued when any line is refused.`
 		if o.in > 0 {
 			opts = append(opts, tasks.ProcessIn(o.in))
 		}
-		res, err := client.Enqueue(cmd.Context(), t, opts...)
+		res, err := client.Enqueue(ctx, t, opts...)
 		if errors.Is(err, tasks.ErrInvalidEnvelope) {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}

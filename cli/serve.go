@@ -54,6 +54,7 @@ gracefully.`,
 				return err
 			}
 			defer rdb.Close()
+			defer startTracing(cmd.Context(), app, "agentq-api")()
 			log := slog.New(slog.NewTextHandler(app.Err, nil))
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {

@@ -57,6 +57,7 @@ func NewWorkerCmd(app *App) *cobra.Command {
 			return err
 		}
 		defer rdb.Close()
+		defer startTracing(cmd.Context(), app, "agentq-worker")()
 		w, err := worker.New(cfg, rdb, worker.WithLogger(log))
 		if err != nil {
 			return usageErr("%v", err)

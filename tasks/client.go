@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/redisx"
@@ -117,6 +118,8 @@ type Client struct {
 	// registered are the queues already added to asynq's set of queues
 	// (asynq's client keeps the same cache).
 	registered sync.Map
+	// tracer starts the enqueue spans (WithTracerProvider).
+	tracer trace.Tracer
 }
 
 // ClientOption configures a Client. Every StoreOption is one (it configures
@@ -194,7 +197,7 @@ var ErrNotReplicated = redisx.ErrNotReplicated
 // NewClient returns a client on rdb. rdb stays the caller's: the client
 // holds no connection of its own, and the caller closes rdb when done.
 func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{store: NewStore(rdb), runner: redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: -1})}
+	c := &Client{store: NewStore(rdb), runner: redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: -1}), tracer: defaultTracer()}
 	for _, o := range opts {
 		o.applyClient(c)
 	}
@@ -250,13 +253,16 @@ func NewID() string {
 // of a dead letter whose record has expired (state dead_lettered: the dead
 // letter is kept; requeue it or delete it first). An invalid task (a
 // caller ID with '#', see ValidateID; a queue the client was told is not
-// served, see WithQueues) is a *ValidationError.
-func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (Result, error) {
+// served, see WithQueues) is a *ValidationError. The enqueue is traced
+// (see WithTracerProvider).
+func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (res Result, err error) {
 	o := newEnqueueOptions(opts)
 	env, err := c.envelope(t, c.store.Now().UTC())
 	if err != nil {
 		return Result{}, err
 	}
+	ctx, span := c.startEnqueueSpan(ctx, env)
+	defer func() { endEnqueueSpan(span, res, err) }()
 	if !isCluster(c.store.rdb) {
 		now := time.Now()
 		return c.enqueueOne(ctx, env, t.ID != "", now, o.delay(now))

@@ -110,7 +110,7 @@ type batchItem struct {
 // still returned, with the IDs of every task. As with Enqueue, a task whose
 // queue entry was written but whose record could not be is still reported
 // as enqueued: the worker writes the record when it runs it.
-func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOption) ([]Result, error) {
+func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOption) (results []Result, err error) {
 	if len(ts) == 0 {
 		return nil, nil
 	}
@@ -119,7 +119,9 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	if err != nil {
 		return nil, err
 	}
-	results := make([]Result, len(ts))
+	spans := c.startBatchSpans(ctx, items)
+	defer func() { endBatchSpans(spans, results, err) }()
+	results = make([]Result, len(ts))
 	for i := range items {
 		results[i].ID = items[i].env.ID
 	}

@@ -35,7 +35,7 @@ func decodeFast(b []byte, e *Envelope) bool {
 		}
 		i = skipSpace(b, i+1)
 		switch key {
-		case "id", "agent", "action", "correlation_id", "queue":
+		case "id", "agent", "action", "correlation_id", "queue", "traceparent", "tracestate":
 			var s string
 			if s, j, ok = plainString(b, i); !ok {
 				return false
@@ -49,6 +49,10 @@ func decodeFast(b []byte, e *Envelope) bool {
 				e.Action = s
 			case "correlation_id":
 				e.CorrelationID = s
+			case "traceparent":
+				e.Traceparent = s
+			case "tracestate":
+				e.Tracestate = s
 			default:
 				e.Queue = s
 			}

@@ -45,6 +45,13 @@ type Envelope struct {
 	// keeps a delayed task's due time in whole seconds and may deliver it
 	// up to a second early; the worker waits for the rest.
 	NotBefore int64 `json:"not_before_ms,omitempty"`
+	// Traceparent and Tracestate are the W3C trace context of the
+	// enqueue (the producer's span: see package tracing); empty when the
+	// producer was not traced. Every run of the task (restarts copy the
+	// envelope) is traced as a child of it, and the worker passes it on
+	// to the agent.
+	Traceparent string `json:"traceparent,omitempty"`
+	Tracestate  string `json:"tracestate,omitempty"`
 }
 
 // ErrInvalidEnvelope is the sentinel for envelopes that cannot be run.

@@ -14,6 +14,7 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"a","agent":"tool","params":{"x":1}}`,
 		`{"id":"a","agent":"tool","restarts":1,"run":2,"queue":"q"}`,
+		`{"id":"a","agent":"tool","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"k=v"}`,
 		`{"id":"","agent":""}`, `[]`, `null`, `"str"`, `{"id":"a","agent":"t","params":"\xff"}`,
 		`{"id":"a","agent":"t","params":[[[[[[[[[[[]]]]]]]]]]]}`,
 	} {
@@ -49,7 +50,9 @@ func FuzzDecodeFast(f *testing.F) {
 		`{"id":"a","ID":"b","agent":"t"}`, `{"id":"a\u0041","agent":"t"}`, `{"id":"é","agent":"t"}`,
 		`{"id":"a","agent":"t","run":1.0}`, `{"id":"a","agent":"t","run":01}`, `{"id":"a","agent":"t","run":-0}`,
 		`{"id":"a","agent":"t","enqueued_at":"nope"}`, `{"id":"a","agent":"t"}x`, `{}`, `{"id":"a","id":"b","agent":"t"}`,
-		`{"id":"a","agent":"t","params":{"a":1}}`, `{"id":"a","agent":"t","params":{]}`, `{"id":"a","agent":"t","params":tru}`,
+		`{"id":"a","agent":"t","params":{"a":1}}`,
+		`{"id":"a","agent":"t","run":0,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"}`,
+		`{"id":"a","agent":"t","traceparent":null}`, `{"id":"a","agent":"t","tracestate":"a\u003db"}`, `{"id":"a","agent":"t","Traceparent":"x"}`, `{"id":"a","agent":"t","params":{]}`, `{"id":"a","agent":"t","params":tru}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -112,9 +112,11 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	timeout := callTimeout(ctx, sp.timeout, time.Now())
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	started := time.Now()
+	traceparent, tracestate := agentTrace(ctx, env)
 	data, runErr := sp.runner.Run(runCtx, agent.Request{
 		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
 		CorrelationID: env.CorrelationID, Attempt: attempt, Restart: env.Restarts,
+		Traceparent: traceparent, Tracestate: tracestate,
 	})
 	elapsed := time.Since(started)
 	// Only the worker's shutdown cancels ctx (context.Canceled); asynq's

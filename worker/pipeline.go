@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/resilience"
@@ -41,7 +42,8 @@ type pipeline struct {
 	workerID string
 	insp     *asynq.Inspector // nil: no superseded-run check (tests)
 	classify func(error) resilience.Verdict
-	noGate   bool // WithoutBreaker: skip Allow and Record
+	noGate   bool         // WithoutBreaker: skip Allow and Record
+	tracer   trace.Tracer // attempt and run spans (see trace.go)
 }
 
 // ProcessTask implements asynq.Handler. It never panics on a task and
@@ -56,6 +58,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	p.freeRestartSlot(ctx, env)
 	sp, ok := p.specs[env.Agent]
 	if !ok {
+		p.endRunSpan(env, nil, runDeadLettered, string(resilience.NotSupported))
 		return p.deadLetter(ctx, env, p.outcome(env, 0, resilience.NotSupported,
 			fmt.Sprintf("unknown agent %q: no runner is configured or registered for it", env.Agent)), ReasonUnknownAgent)
 	}
@@ -67,7 +70,9 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	if g == nil {
 		return answer
 	}
-	a, answer := p.attempt(ctx, log, env, sp, g)
+	actx, span := p.startAttemptSpan(ctx, env, sp, g)
+	a, answer := p.attempt(actx, log, env, sp, g)
+	p.endAttemptSpan(span, sp, a)
 	if a == nil {
 		return answer
 	}

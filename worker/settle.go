@@ -22,6 +22,7 @@ func (p *pipeline) settle(ctx context.Context, log *taskLog, env *tasks.Envelope
 		Verdict: a.call.verdict, Attempt: a.n, MaxAttempts: sp.maxAttempts,
 		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
 	})
+	defer p.endRunSpan(env, a, runOutcome(d.Action), string(a.call.verdict.Class))
 	switch d.Action {
 	case resilience.ActionSucceed:
 		return p.succeed(ctx, log, env, a)

@@ -16,6 +16,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
@@ -27,6 +29,7 @@ import (
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/tracing"
 )
 
 // Option configures a Worker.
@@ -38,6 +41,7 @@ type options struct {
 	token    string
 	listener net.Listener
 	noGate   bool
+	tp       trace.TracerProvider
 }
 
 // WithAgent registers a Go runner (for example an agent.Func) under name.
@@ -60,6 +64,13 @@ func WithListener(l net.Listener) Option { return func(o *options) { o.listener 
 // attempt, no Record after it. For benchmarks that measure the gate's cost;
 // a production worker keeps the gate.
 func WithoutBreaker() Option { return func(o *options) { o.noGate = true } }
+
+// WithTracerProvider traces the worker's runs and attempts with tp (build
+// it with tracing.NewTracerProvider, whose ID generator makes each run's
+// span the parent of its attempts' spans); zero: the global provider
+// (otel.GetTracerProvider: a no-op unless tracing.Setup, or the program,
+// installed one).
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
 
 // Worker runs tasks from Redis until its context ends.
 type Worker struct {
@@ -93,6 +104,9 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	}
 	if o.token == "" {
 		o.token = os.Getenv("AGENTQ_API_TOKEN")
+	}
+	if o.tp == nil {
+		o.tp = otel.GetTracerProvider()
 	}
 	specs := map[string]*spec{}
 	for name := range cfg.Agents {
@@ -140,6 +154,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
 		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: resilience.Classify, noGate: o.noGate,
+		tracer: o.tp.Tracer(tracing.TracerName),
 	}
 	if !o.noGate {
 		for _, name := range w.Agents() {

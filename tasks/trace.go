@@ -1,0 +1,120 @@
+package tasks
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentq/agentq/tracing"
+)
+
+// WithTracerProvider makes the client trace its enqueues with tp; zero:
+// the global provider (otel.GetTracerProvider: a no-op unless
+// tracing.Setup, or the program, installed one). Each task enqueued gets a
+// span (tracing.SpanEnqueue, kind Producer, a child of the span of the
+// caller's context), whose W3C context the task's envelope carries to the
+// worker. Without a provider the caller's own span context, if any, is
+// carried instead.
+func WithTracerProvider(tp trace.TracerProvider) ClientOption {
+	return clientOption(func(c *Client) {
+		if tp != nil {
+			c.tracer = tp.Tracer(tracing.TracerName)
+		}
+	})
+}
+
+// defaultTracer is the global provider's tracer, which follows a provider
+// installed later.
+func defaultTracer() trace.Tracer { return otel.Tracer(tracing.TracerName) }
+
+// startEnqueueSpan starts the producer span of env's enqueue and writes its
+// context (or, when it is not recording, the caller's: a no-op span carries
+// its parent's) into env.
+func (c *Client) startEnqueueSpan(ctx context.Context, env *Envelope) (context.Context, trace.Span) {
+	ctx, span := c.tracer.Start(ctx, tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	traceEnvelope(span, env)
+	return ctx, span
+}
+
+// traceEnvelope writes span's context into env and, when span records,
+// env's identity into span.
+func traceEnvelope(span trace.Span, env *Envelope) {
+	if sc := span.SpanContext(); sc.IsValid() {
+		env.Traceparent, env.Tracestate = tracing.Format(sc)
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrTaskID, env.ID), attribute.String(tracing.AttrAgent, env.Agent),
+			attribute.String(tracing.AttrAction, env.Action), attribute.String(tracing.AttrQueue, env.Queue))
+	}
+}
+
+// endEnqueueSpan ends an enqueue's span with its result.
+func endEnqueueSpan(span trace.Span, res Result, err error) {
+	if span.IsRecording() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		} else {
+			span.SetAttributes(attribute.Bool(tracing.AttrDuplicate, res.Duplicate))
+		}
+	}
+	span.End()
+}
+
+// startBatchSpans starts one enqueue span per task of a batch and writes
+// each one's context into its envelope. When the tracer does not record,
+// no span is kept (nil) and every envelope carries the caller's context.
+func (c *Client) startBatchSpans(ctx context.Context, items []batchItem) []trace.Span {
+	if len(items) == 0 {
+		return nil
+	}
+	_, first := c.tracer.Start(ctx, tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+	if !first.IsRecording() {
+		first.End()
+		if sc := first.SpanContext(); sc.IsValid() {
+			tp, ts := tracing.Format(sc)
+			for i := range items {
+				items[i].env.Traceparent, items[i].env.Tracestate = tp, ts
+			}
+		}
+		return nil
+	}
+	spans := make([]trace.Span, len(items))
+	spans[0] = first
+	traceEnvelope(first, items[0].env)
+	for i := 1; i < len(items); i++ {
+		_, spans[i] = c.tracer.Start(ctx, tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
+		traceEnvelope(spans[i], items[i].env)
+	}
+	return spans
+}
+
+// endBatchSpans ends the spans of startBatchSpans with each task's result:
+// an error for the tasks err names (a *BatchError), or for all.
+func endBatchSpans(spans []trace.Span, results []Result, err error) {
+	if spans == nil {
+		return
+	}
+	failed := map[int]error{}
+	var be *BatchError
+	if errors.As(err, &be) {
+		for _, f := range be.Failed {
+			failed[f.Index] = f
+		}
+	} else if err != nil {
+		for i := range spans {
+			failed[i] = err
+		}
+	}
+	for i, span := range spans {
+		var res Result
+		if i < len(results) {
+			res = results[i]
+		}
+		endEnqueueSpan(span, res, failed[i])
+	}
+}
