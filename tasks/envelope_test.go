@@ -131,6 +131,7 @@ func TestDecodeFastTakesEncodedPayloads(t *testing.T) {
 		{ID: "t1", Agent: "llm", Action: "chat", Params: json.RawMessage(`{"q":"hi \"there\"","xs":[1,2.5,null,{}]}`),
 			CorrelationID: "c", Queue: "q", Restarts: 2, Run: 3, EnqueuedAt: time.Now().UTC()},
 		{ID: "t2", Agent: "tool"},
+		{ID: "t3", Agent: "tool", Traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Tracestate: "congo=t61rcWkgMzE,rojo=1"},
 	} {
 		b, err := Encode(in)
 		require.NoError(t, err)

@@ -26,6 +26,7 @@
 //	                                 succeeds; "ignore_term": true ignores SIGTERM
 //	{"mode": "env"}                  success, data = {"env": {NAME: value…},
 //	                                 "cwd": working directory}
+//	{"mode": "request"}              success, data = the ActionRequest as read
 //
 // In every mode, params "effects": F appends one line
 // "<task_id> <attempt> <restart> <pid> <mode>" to the file F (O_APPEND, one
@@ -96,6 +97,8 @@ func main() {
 	switch mode := p.str("mode", "echo"); mode {
 	case "echo":
 		succeed(req.Params)
+	case "request":
+		succeed(json.RawMessage(in))
 	case "fail_then_succeed":
 		failThenSucceed(req, p)
 	case "error":
