@@ -118,8 +118,10 @@ type Client struct {
 	// registered are the queues already added to asynq's set of queues
 	// (asynq's client keeps the same cache).
 	registered sync.Map
-	// tracer starts the enqueue spans (WithTracerProvider).
+	// tracer starts the enqueue spans (WithTracerProvider) when traced
+	// (its provider is tracing.Active).
 	tracer trace.Tracer
+	traced bool
 }
 
 // ClientOption configures a Client. Every StoreOption is one (it configures
@@ -197,7 +199,8 @@ var ErrNotReplicated = redisx.ErrNotReplicated
 // NewClient returns a client on rdb. rdb stays the caller's: the client
 // holds no connection of its own, and the caller closes rdb when done.
 func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{store: NewStore(rdb), runner: redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: -1}), tracer: defaultTracer()}
+	c := &Client{store: NewStore(rdb), runner: redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: -1})}
+	c.traceDefault()
 	for _, o := range opts {
 		o.applyClient(c)
 	}

@@ -17,27 +17,43 @@ import (
 // tracing.Setup, or the program, installed one). Each task enqueued gets a
 // span (tracing.SpanEnqueue, kind Producer, a child of the span of the
 // caller's context), whose W3C context the task's envelope carries to the
-// worker. Without a provider the caller's own span context, if any, is
-// carried instead.
+// worker. The provider is asked once whether it is tracing.Active; one
+// that is not (no-op) starts no span, and the caller's own span context,
+// if any, is carried instead.
 func WithTracerProvider(tp trace.TracerProvider) ClientOption {
 	return clientOption(func(c *Client) {
 		if tp != nil {
-			c.tracer = tp.Tracer(tracing.TracerName)
+			c.tracer, c.traced = tp.Tracer(tracing.TracerName), tracing.Active(tp)
 		}
 	})
 }
 
-// defaultTracer is the global provider's tracer, which follows a provider
-// installed later.
-func defaultTracer() trace.Tracer { return otel.Tracer(tracing.TracerName) }
+// traceDefault sets c's tracer to the global provider's, as it is now
+// (tracing.Setup runs before the commands build their clients).
+func (c *Client) traceDefault() {
+	tp := otel.GetTracerProvider()
+	c.tracer, c.traced = tp.Tracer(tracing.TracerName), tracing.Active(tp)
+}
 
 // startEnqueueSpan starts the producer span of env's enqueue and writes its
 // context (or, when it is not recording, the caller's: a no-op span carries
 // its parent's) into env.
 func (c *Client) startEnqueueSpan(ctx context.Context, env *Envelope) (context.Context, trace.Span) {
+	if !c.traced {
+		carryCaller(ctx, env)
+		return ctx, nil
+	}
 	ctx, span := c.tracer.Start(ctx, tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))
 	traceEnvelope(span, env)
 	return ctx, span
+}
+
+// carryCaller writes the caller's span context (ctx's), if any, into env:
+// what a task carries when the client does not trace.
+func carryCaller(ctx context.Context, env *Envelope) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		env.Traceparent, env.Tracestate = tracing.Format(sc)
+	}
 }
 
 // traceEnvelope writes span's context into env and, when span records,
@@ -54,6 +70,9 @@ func traceEnvelope(span trace.Span, env *Envelope) {
 
 // endEnqueueSpan ends an enqueue's span with its result.
 func endEnqueueSpan(span trace.Span, res Result, err error) {
+	if span == nil {
+		return
+	}
 	if span.IsRecording() {
 		if err != nil {
 			span.RecordError(err)
@@ -70,6 +89,12 @@ func endEnqueueSpan(span trace.Span, res Result, err error) {
 // no span is kept (nil) and every envelope carries the caller's context.
 func (c *Client) startBatchSpans(ctx context.Context, items []batchItem) []trace.Span {
 	if len(items) == 0 {
+		return nil
+	}
+	if !c.traced {
+		for i := range items {
+			carryCaller(ctx, items[i].env)
+		}
 		return nil
 	}
 	_, first := c.tracer.Start(ctx, tracing.SpanEnqueue, trace.WithSpanKind(trace.SpanKindProducer))

@@ -338,3 +338,17 @@ func ExtractEnv(ctx context.Context, getenv func(string) string) context.Context
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, sc)
 }
+
+// Active reports whether tp makes real spans: a root span it starts has a
+// valid span context (an SDK provider, whether it samples or not), where
+// the no-op provider, and the global one before a provider is installed,
+// give an invalid one. The worker and the client ask once, when built,
+// and build no span at all for an inactive provider. The probe span is
+// never ended, so never exported.
+func Active(tp trace.TracerProvider) bool {
+	if tp == nil {
+		return false
+	}
+	_, probe := tp.Tracer(TracerName).Start(context.Background(), "agentq probe", trace.WithNewRoot())
+	return probe.SpanContext().IsValid()
+}

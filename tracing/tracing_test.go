@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentq/agentq/tracing"
 )
@@ -128,4 +130,17 @@ func TestExtract(t *testing.T) {
 	sc = trace.SpanContextFromContext(tracing.ExtractEnv(ctx, env(map[string]string{"TRACEPARENT": tp1})))
 	require.Equal(t, "00f067aa0ba902b7", sc.SpanID().String())
 	require.False(t, trace.SpanContextFromContext(tracing.ExtractEnv(ctx, env(nil))).IsValid())
+}
+
+func TestActive(t *testing.T) {
+	t.Parallel()
+	require.False(t, tracing.Active(nil))
+	require.False(t, tracing.Active(noop.NewTracerProvider()))
+	require.False(t, tracing.Active(otel.GetTracerProvider()), "the global provider before Setup installs one")
+	exp := tracetest.NewInMemoryExporter()
+	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
+	require.True(t, tracing.Active(tp))
+	never := tracing.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(sdktrace.NeverSample()))
+	require.True(t, tracing.Active(never), "a provider that samples nothing still propagates")
+	require.Empty(t, exp.GetSpans(), "the probe is never exported")
 }

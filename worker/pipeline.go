@@ -44,6 +44,7 @@ type pipeline struct {
 	classify func(error) resilience.Verdict
 	noGate   bool         // WithoutBreaker: skip Allow and Record
 	tracer   trace.Tracer // attempt and run spans (see trace.go)
+	traced   bool         // tracer's provider is tracing.Active
 }
 
 // ProcessTask implements asynq.Handler. It never panics on a task and

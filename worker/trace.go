@@ -25,12 +25,17 @@ import (
 // child of the same enqueue span, in the same trace. With the no-op
 // tracer (tracing off) spans cost a no-op Start and no attribute is
 // built; the agent then gets the producer's traceparent as it came.
+// A worker whose provider is not Active (tracing off) skips all of it:
+// no span, no allocation; the agent gets the envelope's context as is.
 
 // startAttemptSpan starts the span of the attempt about to be made of env
 // by the admitted agent g (the task's agent sp, or a fallback) as a child
 // of the run's span; the returned context carries it to call (which passes
 // its context to the agent).
 func (p *pipeline) startAttemptSpan(ctx context.Context, env *tasks.Envelope, sp *spec, g *admitted) (context.Context, trace.Span) {
+	if !p.traced {
+		return ctx, nil
+	}
 	parent := tracing.Parse(env.Traceparent, env.Tracestate)
 	run := tracing.RunSpanContext(parent, env.ID, env.EnqueuedAt, env.Run)
 	ctx, span := p.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, run), tracing.SpanAttempt)
@@ -51,8 +56,11 @@ func (p *pipeline) startAttemptSpan(ctx context.Context, env *tasks.Envelope, sp
 }
 
 // endAttemptSpan ends an attempt's span with its outcome (a nil: the
-// delivery did not run, see attempt).
+// delivery did not run, see attempt); a nil span (not traced) is none.
 func (p *pipeline) endAttemptSpan(span trace.Span, sp *spec, a *attemptResult) {
+	if span == nil {
+		return
+	}
 	if span.IsRecording() {
 		switch {
 		case a == nil:
@@ -108,7 +116,7 @@ func runOutcome(action resilience.Action) string {
 // start (restarts, delayed tasks), else the enqueue for a first run; a
 // requeued run (neither) starts with its last attempt.
 func (p *pipeline) endRunSpan(env *tasks.Envelope, a *attemptResult, outcome, class string) {
-	if outcome == "" {
+	if outcome == "" || !p.traced {
 		return
 	}
 	parent := tracing.Parse(env.Traceparent, env.Tracestate)

@@ -69,7 +69,8 @@ func WithoutBreaker() Option { return func(o *options) { o.noGate = true } }
 // it with tracing.NewTracerProvider, whose ID generator makes each run's
 // span the parent of its attempts' spans); zero: the global provider
 // (otel.GetTracerProvider: a no-op unless tracing.Setup, or the program,
-// installed one).
+// installed one), as it is when New runs: a provider that is not
+// tracing.Active (no-op) costs nothing.
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
 
 // Worker runs tasks from Redis until its context ends.
@@ -154,7 +155,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
 		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: resilience.Classify, noGate: o.noGate,
-		tracer: o.tp.Tracer(tracing.TracerName),
+		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
 	}
 	if !o.noGate {
 		for _, name := range w.Agents() {
