@@ -210,3 +210,57 @@ func TestTraceOffPassesProducerContext(t *testing.T) {
 		require.Equal(t, want, r.Traceparent, "the producer's context, as it came")
 	}
 }
+
+// TestTraceRestartRuns: a run that ends restarting and its restart are two
+// run spans, each with its own attempts, both children of the one enqueue
+// span (restarts carry the producer's context).
+func TestTraceRestartRuns(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	_, rdb := runWorker(t, `
+worker: {concurrency: 2, shutdown_timeout: 2s}
+defaults:
+  retry: {max_attempts: 1}
+  restart: {max_restarts: 1, delays: [50ms]}
+agents:
+  llm: {}
+`, WithAgent("llm", &flakyTraced{}), WithTracerProvider(tp))
+	res, err := tasks.NewClient(rdb, tasks.WithTracerProvider(tp)).Enqueue(context.Background(), tasks.Task{ID: "restarted-1", Agent: "llm"})
+	require.NoError(t, err)
+	waitState(t, rdb, res.ID, 20*time.Second, func(v *tasks.View) bool { return v.State == tasks.StateSucceeded })
+
+	deadline := time.Now().Add(10 * time.Second)
+	var enq tracetest.SpanStub
+	runs := map[int64]tracetest.SpanStub{}
+	var attempts []tracetest.SpanStub
+	for len(runs) < 2 || len(attempts) < 2 {
+		require.True(t, time.Now().Before(deadline), "spans: %d runs, %d attempts", len(runs), len(attempts))
+		time.Sleep(10 * time.Millisecond)
+		runs, attempts = map[int64]tracetest.SpanStub{}, nil
+		for _, s := range exp.GetSpans() {
+			switch s.Name {
+			case tracing.SpanEnqueue:
+				enq = s
+			case tracing.SpanRun:
+				runs[attrs(s)[tracing.AttrRun].AsInt64()] = s
+			case tracing.SpanAttempt:
+				attempts = append(attempts, s)
+			}
+		}
+	}
+	require.Equal(t, "restarting", attrs(runs[0])[tracing.AttrOutcome].AsString())
+	require.Equal(t, codes.Error, runs[0].Status.Code)
+	require.Equal(t, "succeeded", attrs(runs[1])[tracing.AttrOutcome].AsString())
+	require.Equal(t, int64(1), attrs(runs[1])[tracing.AttrRestart].AsInt64())
+	for _, r := range runs {
+		require.Equal(t, enq.SpanContext.SpanID(), r.Parent.SpanID(), "every run is a child of the enqueue")
+		require.Equal(t, enq.SpanContext.TraceID(), r.SpanContext.TraceID())
+	}
+	require.NotEqual(t, runs[0].SpanContext.SpanID(), runs[1].SpanContext.SpanID())
+	for _, a := range attempts {
+		run := runs[attrs(a)[tracing.AttrRun].AsInt64()]
+		require.Equal(t, run.SpanContext.SpanID(), a.Parent.SpanID(), "an attempt is a child of its own run")
+	}
+}
