@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -423,12 +423,7 @@ func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
 func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	refs := make([]resilience.AgentRef, 0, len(s.cfg.Agents))
-	for _, name := range s.cfg.AgentNames() {
-		a, _ := s.cfg.Agent(name)
-		refs = append(refs, resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil})
-	}
-	out, err := s.breakers.Summaries(ctx, refs)
+	out, err := s.breakers.Summaries(ctx, inspect.AgentRefs(s.cfg))
 	if err != nil {
 		return err
 	}
