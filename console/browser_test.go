@@ -72,7 +72,7 @@ func TestBrowser(t *testing.T) {
 	defer cancelBrowser()
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
 	defer cancel()
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("about:blank")))
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1366, 768), chromedp.Navigate("about:blank")))
 
 	// Every error the pages log (console.error, uncaught exceptions, CSP
 	// violations and failed loads from the browser log).
@@ -94,9 +94,14 @@ func TestBrowser(t *testing.T) {
 		}
 	}()
 
+	// shot saves the whole page (PNG); phone shots keep to the screen.
 	shot := func(name string) {
 		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+		capture := chromedp.FullScreenshot(100)
+		if strings.HasSuffix(name, "-phone") {
+			capture = chromedp.CaptureScreenshot()
+		}
+		png, err := chromedp.Run(ctx, capture)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644))
 	}

@@ -44,8 +44,9 @@ type bar struct {
 }
 
 type tick struct {
-	Pos  int
-	Text string
+	Pos    int
+	Text   string
+	Anchor string // text-anchor of an x label
 }
 
 type legend struct {
@@ -56,7 +57,7 @@ type legend struct {
 // charts are the Overview's two charts.
 type charts struct {
 	Queues, Outcomes chart
-	Window           time.Duration
+	Window, Every    time.Duration
 	Samples          int
 }
 
@@ -68,15 +69,22 @@ func newChart(title string, maxV int, start time.Time, window time.Duration) cha
 	}
 	for i := 0; i <= 4; i++ {
 		at := start.Add(window * time.Duration(i) / 4)
-		c.XTicks = append(c.XTicks, tick{Pos: c.Left + (c.Right-c.Left)*i/4, Text: at.UTC().Format("15:04")})
+		anchor := "middle"
+		switch i {
+		case 0:
+			anchor = "start"
+		case 4:
+			anchor = "end"
+		}
+		c.XTicks = append(c.XTicks, tick{Pos: c.Left + (c.Right-c.Left)*i/4, Text: at.UTC().Format("15:04"), Anchor: anchor})
 	}
 	return c
 }
 
 // niceMax rounds v up to 1, 2 or 5 times a power of ten (at least 1).
 func niceMax(v int) int {
-	if v <= 1 {
-		return 1
+	if v <= 2 {
+		return 2
 	}
 	p := 1
 	for {
@@ -100,16 +108,16 @@ func (c chart) x(at, start time.Time, window time.Duration) float64 {
 
 func ff(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 
-func buildCharts(samples []Sample, now time.Time, window time.Duration) charts {
+func buildCharts(samples []Sample, now time.Time, window, every time.Duration) charts {
 	start := now.Add(-window)
-	out := charts{Window: window, Samples: len(samples)}
+	out := charts{Window: window, Every: every, Samples: len(samples)}
 	maxQ, maxO := 0, 0
 	for _, s := range samples {
 		maxQ = max(maxQ, s.Pending, s.Active, s.Scheduled, s.Retry)
 		maxO = max(maxO, s.Succeeded+s.Failed)
 	}
 	q := newChart("Queue sizes", maxQ, start, window)
-	o := newChart("Runs finished (per sample)", maxO, start, window)
+	o := newChart("Runs finished (succeeded, failed)", maxO, start, window)
 	q.Empty, o.Empty = len(samples) == 0, len(samples) == 0
 	series := []struct {
 		class, name string
@@ -132,10 +140,6 @@ func buildCharts(samples []Sample, now time.Time, window time.Duration) charts {
 		}
 		q.Lines = append(q.Lines, line{Class: se.class, Points: strings.Join(pts, " ")})
 		q.Legend = append(q.Legend, legend{Class: se.class, Name: se.name, Last: last})
-	}
-	var every time.Duration
-	if len(samples) > 1 {
-		every = samples[len(samples)-1].At.Sub(samples[0].At) / time.Duration(len(samples)-1)
 	}
 	if every <= 0 {
 		every = DefaultSampleEvery

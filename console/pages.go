@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,9 +118,19 @@ func (c *Console) overview(rw http.ResponseWriter, r *http.Request, s session) e
 	if err != nil {
 		return err
 	}
+	// Every breaker Redis knows and every configured agent's (a breaker
+	// never used is closed and not in Redis yet).
+	bl, _, err = c.breakerRows(ctx, bl)
+	if err != nil {
+		return err
+	}
 	byState := map[string]int64{}
+	open := 0
 	for _, b := range bl {
 		byState[string(b.State)]++
+		if b.State == resilience.StateOpen {
+			open++
+		}
 	}
 	var total inspect.QueueStats
 	for _, q := range st.Queues {
@@ -131,13 +142,13 @@ func (c *Console) overview(rw http.ResponseWriter, r *http.Request, s session) e
 		total.Failed += q.Failed
 	}
 	data := map[string]any{
-		"Stats": st, "Total": total,
+		"Stats": st, "Total": total, "Breakers": len(bl), "BreakersOpen": open,
 		"ByAgent": sortedCounts(st.DeadLetterAgent), "ByClass": sortedCounts(st.DeadLetterClass),
 		"BreakerStates": []count{{"closed", byState["closed"]}, {"half_open", byState["half_open"]}, {"open", byState["open"]}},
 		"Agents":        agents,
 	}
 	if c.opts.Sampler != nil {
-		data["Charts"] = buildCharts(c.opts.Sampler.Samples(), c.opts.Now(), c.opts.Sampler.Window())
+		data["Charts"] = buildCharts(c.opts.Sampler.Samples(), c.opts.Now(), c.opts.Sampler.Window(), c.opts.Sampler.Every())
 	}
 	c.render(rw, r, s, http.StatusOK, "overview.html", "overview", "Overview", data)
 	return nil
@@ -464,12 +475,13 @@ func (c *Console) cancel(rw http.ResponseWriter, r *http.Request, _ session) err
 }
 
 // breakerRows lists every breaker Redis knows and every configured agent's.
-func (c *Console) breakerRows(r *http.Request) ([]resilience.BreakerSnapshot, map[string][]string, error) {
-	ctx, cancel := c.bounded(r, 1)
-	defer cancel()
-	list, err := c.breakers.List(ctx)
-	if err != nil {
-		return nil, nil, err
+// list is what breakers.List read (nil: read it now).
+func (c *Console) breakerRows(ctx context.Context, list []resilience.BreakerSnapshot) ([]resilience.BreakerSnapshot, map[string][]string, error) {
+	if list == nil {
+		var err error
+		if list, err = c.breakers.List(ctx); err != nil {
+			return nil, nil, err
+		}
 	}
 	seen := map[string]bool{}
 	for _, b := range list {
@@ -494,7 +506,9 @@ func (c *Console) breakerRows(r *http.Request) ([]resilience.BreakerSnapshot, ma
 
 // breakerList serves GET /ui/breakers.
 func (c *Console) breakerList(rw http.ResponseWriter, r *http.Request, s session) error {
-	list, users, err := c.breakerRows(r)
+	ctx, cancel := c.bounded(r, 1)
+	defer cancel()
+	list, users, err := c.breakerRows(ctx, nil)
 	if err != nil {
 		return err
 	}

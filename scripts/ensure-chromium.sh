@@ -15,4 +15,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 command -v chromium >/dev/null
-chromium --version
+echo "chromium installed: $(command -v chromium)"
