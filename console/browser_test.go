@@ -57,10 +57,9 @@ func TestBrowser(t *testing.T) {
 	f := newFixture(t, testToken)
 	f.seedDeadLetters(t, 120)
 	f.seedTask(t, "task-42")
-	// A chart with something in it: the sampler's real readings of the
-	// seeded queue, plus an hour of synthetic history before them.
+	// A chart with something in it: an hour of synthetic samples (the
+	// sampler's real readings are TestSamplerLifecycle's).
 	f.sampler.addSynthetic(time.Now(), time.Hour)
-	f.sampler.SampleNow(context.Background())
 
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
