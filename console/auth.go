@@ -170,18 +170,22 @@ func (c *Console) authenticate(rw http.ResponseWriter, r *http.Request) (session
 	return session{}, false
 }
 
-// sameOrigin reports whether a state-changing request comes from a page of
-// this server: its Origin (or, when absent, its Referer) names r's Host.
-// Browsers send Origin with every form POST; a request with neither header
-// is not from a browser form and is refused too, unless it carries the
-// bearer header.
+// sameOrigin reports whether a state-changing request may come from a
+// page of this server: its Origin (or, when absent, its Referer) must name
+// r's Host. Browsers send Origin with every form POST, so a cross-site
+// form is refused here, and "Origin: null" (a sandboxed or privacy-hiding
+// context) is refused too. A request with neither header comes from no
+// browser (a script): it is let through, and still needs the CSRF token.
 func sameOrigin(r *http.Request) bool {
 	src := r.Header.Get("Origin")
-	if src == "" || src == "null" {
+	if src == "null" {
+		return false
+	}
+	if src == "" {
 		src = r.Header.Get("Referer")
 	}
 	if src == "" {
-		return false
+		return true
 	}
 	u, err := url.Parse(src)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {

@@ -94,8 +94,12 @@ func TestLoginAndSessionCookie(t *testing.T) {
 	r = call(t, "POST", f.url+"/ui/login", url.Values{"token": {testToken}}, "Origin: http://evil.example")
 	require.Equal(t, http.StatusForbidden, r.status)
 	require.Empty(t, r.header.Get("Set-Cookie"))
-	r = call(t, "POST", f.url+"/ui/login", url.Values{"token": {testToken}})
+	r = call(t, "POST", f.url+"/ui/login", url.Values{"token": {testToken}}, "Origin: null")
 	require.Equal(t, http.StatusForbidden, r.status)
+	r = call(t, "POST", f.url+"/ui/login", url.Values{"token": {testToken}}, "Referer: http://evil.example/x")
+	require.Equal(t, http.StatusForbidden, r.status)
+	r = call(t, "POST", f.url+"/ui/login", url.Values{"token": {testToken}})
+	require.Equal(t, http.StatusSeeOther, r.status, "a script (no Origin, no Referer) may log in")
 
 	r = call(t, "POST", f.url+"/ui/login", url.Values{"token": {testToken}, "next": {"//evil.example/x"}}, "Origin: "+f.url)
 	require.Equal(t, http.StatusSeeOther, r.status)
@@ -205,7 +209,8 @@ func TestCSRF(t *testing.T) {
 	}
 	require.Equal(t, http.StatusForbidden, trip("", origin), "no CSRF token")
 	require.Equal(t, http.StatusForbidden, trip(token[:len(token)-2]+"xx", origin), "wrong CSRF token")
-	require.Equal(t, http.StatusForbidden, trip(token), "no Origin or Referer")
+	require.Equal(t, http.StatusForbidden, trip(token, "Origin: null"), "Origin null")
+	require.Equal(t, http.StatusForbidden, trip(token, "Referer: http://evil.example/"), "cross-site Referer")
 	require.Equal(t, http.StatusForbidden, trip(token, "Origin: http://evil.example"), "cross-site")
 	// Another session's token does not fit this session.
 	other := login(t, f)
@@ -221,6 +226,7 @@ func TestCSRF(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, resilience.StateOpen, snap.State)
 	require.Equal(t, http.StatusSeeOther, trip(token, "Referer: "+f.url+"/ui/breakers"), "Referer when no Origin")
+	require.Equal(t, http.StatusSeeOther, trip(token), "a script: neither header, the CSRF token is enough")
 
 	r := call(t, "POST", f.url+"/ui/breakers/trip", url.Values{"csrf": {token}, "key": {"llm.example"}, "for": {"soon"}}, cookie, origin)
 	require.Equal(t, http.StatusBadRequest, r.status)
