@@ -76,8 +76,8 @@ type Options struct {
 	// Breakers reads, resets and trips breakers. Zero:
 	// resilience.NewBreakers(rdb) with RedisTimeout as its call timeout.
 	Breakers *resilience.Breakers
-	// RedisTimeout bounds the Redis work of one page (bulk requeue, delete
-	// and export get 20 times as long). Zero: DefaultRedisTimeout.
+	// RedisTimeout bounds the Redis work of one page (an export gets 20
+	// times as long; a bulk requeue or delete 25 s). Zero: DefaultRedisTimeout.
 	RedisTimeout time.Duration
 	// SessionTTL is how long a login lasts. Zero: DefaultSessionTTL.
 	SessionTTL time.Duration
@@ -292,7 +292,7 @@ func (c *Console) render(rw http.ResponseWriter, r *http.Request, s session, sta
 		Logout: c.opts.Token != "" && !s.bearer && s.id != nil,
 		Flash:  flash(r.URL.Query()), Now: c.opts.Now().UTC(), Data: data,
 	}
-	if nav != "" && status == http.StatusOK && c.opts.Refresh > 0 {
+	if nav != "" && name != "bulk.html" && status == http.StatusOK && c.opts.Refresh > 0 {
 		p.Refresh = int(c.opts.Refresh / time.Second)
 	}
 	var b strings.Builder
@@ -316,12 +316,13 @@ func flash(q url.Values) string {
 	case "deleted":
 		return fmt.Sprintf("Deleted dead letter %s.", id)
 	case "requeued-n":
+		msg := fmt.Sprintf("Requeued %s dead letters.", n)
 		if failed != "" && failed != "0" {
-			return fmt.Sprintf("Requeued %s dead letters; %s could not be requeued.", n, failed)
+			msg = fmt.Sprintf("Requeued %s dead letters; %s could not be requeued.", n, failed)
 		}
-		return fmt.Sprintf("Requeued %s dead letters.", n)
+		return msg + more(q)
 	case "deleted-n":
-		return fmt.Sprintf("Deleted %s dead letters.", n)
+		return fmt.Sprintf("Deleted %s dead letters.", n) + more(q)
 	case "reset":
 		return fmt.Sprintf("Breaker %s reset (closed).", key)
 	case "tripped":
@@ -330,6 +331,13 @@ func flash(q url.Values) string {
 		return fmt.Sprintf("Canceled task %s.", id)
 	}
 	return ""
+}
+
+func more(q url.Values) string {
+	if q.Get("more") == "" {
+		return ""
+	}
+	return " Time ran out before the end: the rest are still dead letters; run it again."
 }
 
 // redirect answers a POST with 303 to path and the flash parameters.

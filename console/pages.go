@@ -326,7 +326,7 @@ func stripFlash(p string) string {
 		return p
 	}
 	q := u.Query()
-	for _, k := range []string{"done", "id", "n", "failed", "key", "for"} {
+	for _, k := range []string{"done", "id", "n", "failed", "key", "for", "more"} {
 		q.Del(k)
 	}
 	u.RawQuery = q.Encode()
@@ -358,6 +358,9 @@ func (c *Console) bulkConfirm(rw http.ResponseWriter, r *http.Request, s session
 	return nil
 }
 
+// bulkTimeout bounds a bulk requeue or delete.
+const bulkTimeout = 25 * time.Second
+
 // bulk serves POST /ui/deadletters/bulk: requeue or delete every dead
 // letter of the filter (the form's agent and class).
 func (c *Console) bulk(rw http.ResponseWriter, r *http.Request, _ session) error {
@@ -365,7 +368,9 @@ func (c *Console) bulk(rw http.ResponseWriter, r *http.Request, _ session) error
 	if err != nil {
 		return err
 	}
-	ctx, cancel := c.bounded(r, 20)
+	// Within the server's write timeout (30 s): what is left when time runs
+	// out stays in the store, and the flash says to run it again.
+	ctx, cancel := context.WithTimeout(r.Context(), bulkTimeout)
 	defer cancel()
 	back := c.pageLink(f, 0)
 	switch r.PostForm.Get("action") {
@@ -374,13 +379,21 @@ func (c *Console) bulk(rw http.ResponseWriter, r *http.Request, _ session) error
 		if err != nil && n == 0 {
 			return err
 		}
-		c.redirect(rw, r, back, url.Values{"done": {"requeued-n"}, "n": {strconv.Itoa(n)}, "failed": {strconv.Itoa(failed)}})
+		q := url.Values{"done": {"requeued-n"}, "n": {strconv.Itoa(n)}, "failed": {strconv.Itoa(failed)}}
+		if err != nil {
+			q.Set("more", "1")
+		}
+		c.redirect(rw, r, back, q)
 	case "delete":
 		n, err := c.dlq.DeleteMatching(ctx, f)
 		if err != nil && n == 0 {
 			return err
 		}
-		c.redirect(rw, r, back, url.Values{"done": {"deleted-n"}, "n": {strconv.Itoa(n)}})
+		q := url.Values{"done": {"deleted-n"}, "n": {strconv.Itoa(n)}}
+		if err != nil {
+			q.Set("more", "1")
+		}
+		c.redirect(rw, r, back, q)
 	default:
 		return httpError(http.StatusBadRequest, "action must be requeue or delete.")
 	}

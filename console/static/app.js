@@ -15,7 +15,7 @@
   try {
     var u = new URL(window.location.href);
     if (u.searchParams.has("done")) {
-      ["done", "id", "n", "failed", "key", "for"].forEach(function (k) { u.searchParams.delete(k); });
+      ["done", "id", "n", "failed", "key", "for", "more"].forEach(function (k) { u.searchParams.delete(k); });
       window.history.replaceState(null, "", u.pathname + (u.search || "") + u.hash);
     }
   } catch (err) { /* old browser: keep the address */ }
