@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentq/agentq/internal/httpx"
@@ -212,4 +213,61 @@ func securityHeaders(h http.Header) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
+}
+
+// Failed logins are limited per client address: after maxLoginFailures
+// within loginWindow the form answers 429 until the window has passed, so
+// the token cannot be guessed at the speed of the network.
+const (
+	maxLoginFailures = 10
+	loginWindow      = time.Minute
+)
+
+// loginLimiter counts recent failed logins per client address.
+type loginLimiter struct {
+	mu    sync.Mutex
+	fails map[string][]time.Time
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// blocked reports whether addr has failed too often lately.
+func (l *loginLimiter) blocked(addr string, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.recent(addr, now)) >= maxLoginFailures
+}
+
+// failed records a failed login of addr.
+func (l *loginLimiter) failed(addr string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fails == nil {
+		l.fails = map[string][]time.Time{}
+	}
+	if len(l.fails) > 10000 { // bounded memory: forget everyone
+		l.fails = map[string][]time.Time{}
+	}
+	l.fails[addr] = append(l.recent(addr, now), now)
+}
+
+func (l *loginLimiter) recent(addr string, now time.Time) []time.Time {
+	ts := l.fails[addr]
+	i := 0
+	for i < len(ts) && now.Sub(ts[i]) >= loginWindow {
+		i++
+	}
+	ts = ts[i:]
+	if len(ts) == 0 {
+		delete(l.fails, addr)
+		return nil
+	}
+	l.fails[addr] = ts
+	return ts
 }

@@ -105,6 +105,7 @@ type Console struct {
 	breakers *resilience.Breakers
 	pages    map[string]*template.Template
 	handler  http.Handler
+	logins   loginLimiter
 }
 
 // New returns the console on rdb; cfg (nil: config.Default()) names the
@@ -382,7 +383,14 @@ func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := c.safeNext(r.PostForm.Get("next"))
+	addr, now := clientAddr(r), c.opts.Now()
+	if c.logins.blocked(addr, now) {
+		c.render(rw, r, session{}, http.StatusTooManyRequests, "login.html", "", "Log in",
+			map[string]any{"Next": next, "Error": "Too many failed logins from your address: wait a minute."})
+		return
+	}
 	if !c.checkToken(r.PostForm.Get("token")) {
+		c.logins.failed(addr, now)
 		c.render(rw, r, session{}, http.StatusUnauthorized, "login.html", "", "Log in",
 			map[string]any{"Next": next, "Error": "Wrong token."})
 		return

@@ -136,6 +136,27 @@ func TestLoginAndSessionCookie(t *testing.T) {
 	require.Contains(t, r.header.Get("Set-Cookie"), "Max-Age=0")
 }
 
+func TestLoginLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	for i := 0; i < maxLoginFailures; i++ {
+		r := call(t, "POST", f.url+"/ui/login", url.Values{"token": {"guess"}}, "Origin: "+f.url)
+		require.Equal(t, http.StatusUnauthorized, r.status)
+	}
+	r := call(t, "POST", f.url+"/ui/login", url.Values{"token": {testToken}}, "Origin: "+f.url)
+	require.Equal(t, http.StatusTooManyRequests, r.status, "even the right token, once blocked")
+	require.Empty(t, r.header.Get("Set-Cookie"))
+
+	var l loginLimiter
+	now := time.Now()
+	for i := 0; i < maxLoginFailures; i++ {
+		l.failed("1.2.3.4", now)
+	}
+	require.True(t, l.blocked("1.2.3.4", now))
+	require.False(t, l.blocked("5.6.7.8", now))
+	require.False(t, l.blocked("1.2.3.4", now.Add(loginWindow)), "the window passed")
+}
+
 func TestSessionExpires(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
