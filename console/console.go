@@ -158,6 +158,10 @@ func (c *Console) routes() http.Handler {
 	static, _ := fs.Sub(staticFS, "static")
 	fileServer := http.StripPrefix(c.base+"static/", http.FileServerFS(static))
 	mux.Handle("GET "+c.base+"static/", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // no directory listings
+			http.NotFound(rw, r)
+			return
+		}
 		rw.Header().Set("Cache-Control", "public, max-age=300")
 		fileServer.ServeHTTP(rw, r)
 	}))

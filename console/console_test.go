@@ -206,6 +206,8 @@ func TestBearerAndHeaders(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status)
 	require.Contains(t, r.header.Get("Content-Type"), "text/css")
 
+	r = call(t, "GET", f.url+"/ui/static/", nil)
+	require.Equal(t, http.StatusNotFound, r.status, "no listing")
 	r = call(t, "GET", f.url+"/ui/nothing-here", nil, "Authorization: Bearer "+testToken)
 	require.Equal(t, http.StatusNotFound, r.status)
 	r = call(t, "GET", f.url+"/ui/tasks/no-such-task", nil, "Authorization: Bearer "+testToken)
