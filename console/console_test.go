@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
 )
 
 // noRedirect is a client that shows redirects instead of following them.
@@ -340,6 +342,17 @@ func TestTaskPageAndCancel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Cancel was not called")
 	}
+
+	// A succeeded task shows its result and cannot be canceled.
+	f.seedTask(t, "done-1")
+	require.NoError(t, f.store.Apply(context.Background(), "done-1",
+		tasks.SetSucceeded(tasks.Outcome{Attempt: 2, Agent: "llm"}, json.RawMessage(`{"answer":42}`))))
+	r = call(t, "GET", f.url+"/ui/tasks/done-1", nil, cookie)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, r.body, "<h2>Result</h2>")
+	require.Contains(t, r.body, "answer&#34;: 42")
+	require.Contains(t, r.body, `st-succeeded`)
+	require.NotContains(t, r.body, "Cancel task")
 }
 
 func TestSampler(t *testing.T) {
