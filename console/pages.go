@@ -590,18 +590,18 @@ func (c *Console) agents(rw http.ResponseWriter, r *http.Request, s session) err
 	}
 	rows := make([]row, 0, len(list))
 	for _, a := range list {
-		rw := row{AgentSummary: a, DeadLetters: byAgent[a.Agent], Queue: c.cfg.AgentQueue(a.Agent)}
+		ar := row{AgentSummary: a, DeadLetters: byAgent[a.Agent], Queue: c.cfg.AgentQueue(a.Agent)}
 		if ag, ok := c.cfg.Agent(a.Agent); ok {
 			switch {
 			case ag.Exec != nil:
-				rw.Kind = "exec"
+				ar.Kind = "exec"
 			case ag.HTTP != nil:
-				rw.Kind = "http"
+				ar.Kind = "http"
 			default:
-				rw.Kind = "go"
+				ar.Kind = "go"
 			}
 		}
-		rows = append(rows, rw)
+		rows = append(rows, ar)
 	}
 	c.render(rw, r, s, http.StatusOK, "agents.html", "agents", "Agents", map[string]any{"Agents": rows})
 	return nil
