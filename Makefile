@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build test test-topology unit demo bench fuzz vet fmt clean redis
+.PHONY: all build test test-topology unit demo bench fuzz vet fmt clean redis chromium
 
 all: build
 
@@ -15,9 +15,13 @@ build:
 redis:
 	@./scripts/ensure-redis.sh
 
+## chromium: headless Chromium for the console's browser test (console/browser_test.go)
+chromium:
+	@./scripts/ensure-chromium.sh
+
 ## test: unit + integration tests (with -race) against real redis-server processes the tests start themselves,
 ## then the topology suite (Sentinel failover, Cluster) with its counts printed
-test: redis
+test: redis chromium
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestTopology' $(PKGS)
 	@$(MAKE) --no-print-directory test-topology

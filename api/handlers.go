@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/tracing"
 )
@@ -287,32 +287,13 @@ func (s *Server) enqueue(rw http.ResponseWriter, r *http.Request) error {
 		} else if res.State == tasks.StateDeadLettered {
 			// The record expired; the dead letter is what is left of the task.
 			if e, err := s.dlq.Get(ctx, res.ID); err == nil {
-				out.Task = viewOfDeadLetter(e)
+				out.Task = e.TaskView()
 			}
 		}
 		writeJSON(rw, http.StatusOK, out)
 		return nil
 	}
 	return s.enqueueBatch(rw, r, ctx, items)
-}
-
-// viewOfDeadLetter shows dead letter e as a task (its record has expired).
-func viewOfDeadLetter(e *deadletter.Entry) *tasks.View {
-	v := &tasks.View{
-		ID: e.ID, Agent: e.Agent, Action: e.Action, State: tasks.StateDeadLettered,
-		Attempts: e.Attempts, Restarts: e.Restarts, ErrorClass: e.ErrorClass, Error: e.Error,
-		Queue: e.Queue, CorrelationID: e.CorrelationID, Run: e.Run, History: e.History,
-	}
-	if !e.EnqueuedAt.IsZero() {
-		v.EnqueuedAt = e.EnqueuedAt.UTC().Format(time.RFC3339Nano)
-	}
-	if !e.DeadLetteredAt.IsZero() {
-		v.UpdatedAt = e.DeadLetteredAt.UTC().Format(time.RFC3339Nano)
-	}
-	if v.History == nil {
-		v.History = []tasks.Event{}
-	}
-	return v
 }
 
 func enqueueOpts(it item) []tasks.EnqueueOption {
@@ -429,12 +410,7 @@ func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
 func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	refs := make([]resilience.AgentRef, 0, len(s.cfg.Agents))
-	for _, name := range s.cfg.AgentNames() {
-		a, _ := s.cfg.Agent(name)
-		refs = append(refs, resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil})
-	}
-	out, err := s.breakers.Summaries(ctx, refs)
+	out, err := s.breakers.Summaries(ctx, inspect.AgentRefs(s.cfg))
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,10 @@ func (s *Server) buildMux() *http.ServeMux {
 				"method %s is not allowed on %s (allowed: %s)", req.Method, p, strings.Join(allow, ", ")))
 		})
 	}
+	if s.opts.UI != nil {
+		mux.Handle("/ui/", s.opts.UI)
+		mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	}
 	mux.HandleFunc("/", func(rw http.ResponseWriter, req *http.Request) {
 		writeError(rw, newErr(http.StatusNotFound, CodeNotFound, "no route %s %s (see GET /api/v1/openapi.yaml)", req.Method, req.URL.Path))
 	})

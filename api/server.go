@@ -69,6 +69,10 @@ type Options struct {
 	// Addr's port is refused (403 forbidden). Serve uses its listener's
 	// address instead. Zero: no Host check in Handler.
 	Addr string
+	// UI is served at /ui/ (and /ui redirects there), behind the same Host
+	// and Origin checks as the API: the web console (console.Console's
+	// Handler), which does its own authentication. Zero: no /ui/.
+	UI http.Handler
 }
 
 // Server is the HTTP API on one Redis and one configuration.

@@ -6,17 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
@@ -252,14 +251,15 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 				}
 			}
 			client := tasks.NewClient(s.rdb, s.cfg.ClientOptions()...)
-			failed := 0
-			for _, id := range ids {
-				if _, err := s.dlq.RequeueTask(cmd.Context(), client, id); err != nil {
-					failed++
+			_, failed, err := s.dlq.RequeueIDs(cmd.Context(), client, ids, func(id string, err error) {
+				if err != nil {
 					fmt.Fprintf(app.Err, "inspector: requeue %s: %v\n", id, err)
-					continue
+					return
 				}
 				fmt.Fprintln(app.Out, id)
+			})
+			if err != nil {
+				return runtimeErr(err)
 			}
 			if failed > 0 {
 				return runtimeErr(fmt.Errorf("%d of %d dead letters not requeued", failed, len(ids)))
@@ -430,66 +430,19 @@ func restartsCmd(app *App, g *global) *cobra.Command {
 	return cmd
 }
 
-// Stats is `inspector stats --json`.
-type Stats struct {
-	Queues          []QueueStats     `json:"queues"`
-	DeadLetters     int64            `json:"dead_letters"`
-	DeadLetterAgent map[string]int64 `json:"dead_letters_by_agent"`
-	DeadLetterClass map[string]int64 `json:"dead_letters_by_class"`
-	RestartsPending int64            `json:"restarts_pending"`
-	BreakersOpen    int              `json:"breakers_open"`
-	Breakers        int              `json:"breakers"`
-}
+// Stats is `inspector stats --json` (inspect.Stats).
+type Stats = inspect.Stats
 
-// QueueStats is one asynq queue's size.
-type QueueStats struct {
-	Queue     string `json:"queue"`
-	Pending   int    `json:"pending"`
-	Active    int    `json:"active"`
-	Scheduled int    `json:"scheduled"`
-	Retry     int    `json:"retry"`
-	Processed int    `json:"processed_today"`
-	Failed    int    `json:"failed_today"`
-}
+// QueueStats is one asynq queue's size (inspect.QueueStats).
+type QueueStats = inspect.QueueStats
 
 func statsCmd(app *App, g *global) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{Use: "stats", Short: "Queue sizes, dead letters, restarts, breakers", Args: noArgs,
 		RunE: g.withSession(app, nil, func(cmd *cobra.Command, _ []string, s *session) error {
-			ctx := cmd.Context()
-			st := Stats{Queues: []QueueStats{}}
-			insp := asynq.NewInspectorFromRedisClient(s.rdb)
-			qs, err := insp.Queues()
+			st, _, err := inspect.Collect(cmd.Context(), s.rdb, nil)
 			if err != nil {
 				return runtimeErr(err)
-			}
-			sort.Strings(qs)
-			for _, q := range qs {
-				info, err := insp.GetQueueInfo(q)
-				if err != nil {
-					return runtimeErr(err)
-				}
-				st.Queues = append(st.Queues, QueueStats{Queue: q, Pending: info.Pending, Active: info.Active,
-					Scheduled: info.Scheduled, Retry: info.Retry, Processed: info.Processed, Failed: info.Failed})
-			}
-			if st.DeadLetters, err = s.dlq.Count(ctx); err != nil {
-				return runtimeErr(err)
-			}
-			if st.DeadLetterAgent, st.DeadLetterClass, err = s.dlq.CountBy(ctx); err != nil {
-				return runtimeErr(err)
-			}
-			if st.RestartsPending, err = restart.NewScheduler(s.rdb, nil).Count(ctx); err != nil {
-				return runtimeErr(err)
-			}
-			bl, err := resilience.NewBreakers(s.rdb).List(ctx)
-			if err != nil {
-				return runtimeErr(err)
-			}
-			st.Breakers = len(bl)
-			for _, b := range bl {
-				if b.State == resilience.StateOpen {
-					st.BreakersOpen++
-				}
 			}
 			if asJSON {
 				printJSON(app, st)

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/api"
+	"github.com/agentq/agentq/console"
+	"github.com/agentq/agentq/tasks"
 )
 
 // newServeCmd builds `enqueuer serve`: the HTTP API of package api. The
@@ -18,6 +21,7 @@ func newServeCmd(app *App, g *global) *cobra.Command {
 		addr           string
 		maxBody        int64
 		insecureNoAuth bool
+		noConsole      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -31,6 +35,7 @@ func newServeCmd(app *App, g *global) *cobra.Command {
   POST /api/v1/deadletters/{id}/requeue   requeue a dead letter
   GET  /api/v1/openapi.yaml               the OpenAPI 3 document
   GET  /healthz                           liveness and Redis reachability (no auth)
+  GET  /ui/                               the web console (pages; log in at /ui/login)
 
 When ` + api.EnvToken + ` is set, every route but /healthz and the OpenAPI
 document requires "Authorization: Bearer <token>". Without it, serve
@@ -39,7 +44,11 @@ Writes must be Content-Type: application/json (else 415), a request whose
 Origin is not the API's own is 403, and on a loopback address a Host that
 is not localhost, 127.x or [::1] is 403 (CSRF and DNS-rebinding guards).
 Errors are JSON {"code":"…","error":"…"}. SIGINT/SIGTERM stop the server
-gracefully.`,
+gracefully.
+
+The web console at /ui/ (Overview, Dead letters, Breakers, Restarts,
+Agents, and a task search) takes the same token: the Authorization header,
+or the login form at /ui/login (a session cookie). --no-console turns it off.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if maxBody <= 0 {
@@ -75,7 +84,21 @@ gracefully.`,
 				log.Warn("the config names no agents: tasks for any agent name are accepted")
 			}
 			log.Info("enqueuer serve: HTTP API listening", "addr", "http://"+ln.Addr().String(), "auth", token != "", "agents", cfg.AgentNames(), "queues", cfg.ServedQueues())
-			srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: maxBody, Logger: log})
+			var ui http.Handler
+			if !noConsole {
+				sampler := console.NewSampler(rdb, console.SamplerOptions{Logger: log})
+				sampler.Start(cmd.Context())
+				defer sampler.Stop()
+				client := tasks.NewClient(rdb, cfg.ClientOptions()...)
+				copts := console.Options{Token: token, Sampler: sampler, Client: client, Logger: log}
+				// Task cancel (Client.Cancel) shows a Cancel button once the client has it.
+				if c, ok := any(client).(console.Canceler); ok {
+					copts.Canceler = c
+				}
+				ui = console.New(rdb, cfg, copts).Handler()
+				log.Info("enqueuer serve: web console", "url", "http://"+ln.Addr().String()+console.Base)
+			}
+			srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: maxBody, Logger: log, UI: ui})
 			if err := srv.Serve(cmd.Context(), ln); err != nil {
 				return runtimeErr(err)
 			}
@@ -85,6 +108,7 @@ gracefully.`,
 	}
 	cmd.Flags().StringVar(&addr, "http", api.DefaultAddr, "listen address of the HTTP API")
 	cmd.Flags().Int64Var(&maxBody, "max-body", api.DefaultMaxBody, "request body limit in bytes (larger bodies get 413 request_too_large)")
+	cmd.Flags().BoolVar(&noConsole, "no-console", false, "do not serve the web console at "+console.Base)
 	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "serve without "+api.EnvToken+" on a non-loopback address (only behind something that authenticates callers)")
 	return cmd
 }

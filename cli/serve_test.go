@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,75 @@ func TestServeNonLoopbackWithTokenOrOptOut(t *testing.T) {
 			cancel()
 			require.Equal(t, ExitOK, <-done, errb.String())
 			require.Contains(t, errb.String(), tc.warn)
+		})
+	}
+}
+
+// TestServeConsole: serve mounts the web console at /ui/ behind the token
+// (a browser is sent to the login form, a bearer script gets the page);
+// --no-console leaves /ui/ to the API's JSON 404.
+func TestServeConsole(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{{"on", nil}, {"off", []string{"--no-console"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			addr := freeLoopback(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan int, 1)
+			var errb syncBuffer
+			go func() {
+				app := &App{Out: &errb, Err: &errb, In: strings.NewReader(""), Getenv: func(k string) string {
+					if k == "AGENTQ_API_TOKEN" {
+						return "s3cret"
+					}
+					return ""
+				}}
+				done <- Main(ctx, app, NewEnqueuerCmd, append([]string{"--redis", srv.URL(), "serve", "--http", addr}, tc.flags...))
+			}()
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				code, err := httpGet("http://" + addr + "/healthz")
+				if err == nil && code == 200 {
+					break
+				}
+				select {
+				case c := <-done:
+					t.Fatalf("serve exited with %d: %s", c, errb.String())
+				default:
+				}
+				require.True(t, time.Now().Before(deadline), "serve did not answer: %s", errb.String())
+				time.Sleep(20 * time.Millisecond)
+			}
+			client := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			get := func(auth string) *http.Response {
+				req, err := http.NewRequest("GET", "http://"+addr+"/ui/", nil)
+				require.NoError(t, err)
+				if auth != "" {
+					req.Header.Set("Authorization", "Bearer "+auth)
+				}
+				res, err := client.Do(req)
+				require.NoError(t, err)
+				_ = res.Body.Close()
+				return res
+			}
+			if tc.name == "on" {
+				require.Equal(t, http.StatusSeeOther, get("").StatusCode)
+				require.Equal(t, "/ui/login?next=%2Fui%2F", get("").Header.Get("Location"))
+				res := get("s3cret")
+				require.Equal(t, http.StatusOK, res.StatusCode)
+				require.Contains(t, res.Header.Get("Content-Type"), "text/html")
+				require.Equal(t, "DENY", res.Header.Get("X-Frame-Options"))
+			} else {
+				res := get("s3cret")
+				require.Equal(t, http.StatusNotFound, res.StatusCode)
+				require.Contains(t, res.Header.Get("Content-Type"), "application/json")
+			}
+			cancel()
+			require.Equal(t, ExitOK, <-done, errb.String())
 		})
 	}
 }

@@ -71,3 +71,23 @@ func (e *Entry) Validate() error {
 	}
 	return nil
 }
+
+// TaskView shows the dead letter as a task (tasks.View), for when the
+// task's record has expired and the dead letter is what is left of it.
+func (e *Entry) TaskView() *tasks.View {
+	v := &tasks.View{
+		ID: e.ID, Agent: e.Agent, Action: e.Action, State: tasks.StateDeadLettered,
+		Attempts: e.Attempts, Restarts: e.Restarts, ErrorClass: e.ErrorClass, Error: e.Error,
+		Queue: e.Queue, CorrelationID: e.CorrelationID, Run: e.Run, History: e.History,
+	}
+	if !e.EnqueuedAt.IsZero() {
+		v.EnqueuedAt = e.EnqueuedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if !e.DeadLetteredAt.IsZero() {
+		v.UpdatedAt = e.DeadLetteredAt.UTC().Format(time.RFC3339Nano)
+	}
+	if v.History == nil {
+		v.History = []tasks.Event{}
+	}
+	return v
+}

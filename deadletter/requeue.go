@@ -39,3 +39,47 @@ func (s *Store) RequeueTask(ctx context.Context, client *tasks.Client, id string
 			tasks.Event{Event: tasks.EventRequeued, Agent: env.Agent, ErrorClass: e.ErrorClass, Error: "requeued from the dead letters"})
 	})
 }
+
+// RequeueMatching requeues (RequeueTask) every dead letter f selects
+// (ignoring f.Offset and f.Limit), newest first. done, when not nil, is
+// called after each ID with its error (nil: requeued). It returns how many
+// were requeued and how many failed; err is set only when the IDs could not
+// be read (then nothing was requeued). A failed ID does not stop the
+// others: the inspector's `dlq requeue --all` and the console's "Requeue
+// all" both run through it.
+func (s *Store) RequeueMatching(ctx context.Context, client *tasks.Client, f Filter, done func(id string, err error)) (requeued, failed int, err error) {
+	ids, err := s.IDs(ctx, f)
+	if err != nil {
+		return 0, 0, err
+	}
+	return s.RequeueIDs(ctx, client, ids, done)
+}
+
+// RequeueIDs requeues the given dead letters, like RequeueMatching.
+func (s *Store) RequeueIDs(ctx context.Context, client *tasks.Client, ids []string, done func(id string, err error)) (requeued, failed int, err error) {
+	for _, id := range ids {
+		_, rerr := s.RequeueTask(ctx, client, id)
+		if rerr != nil {
+			failed++
+		} else {
+			requeued++
+		}
+		if done != nil {
+			done(id, rerr)
+		}
+		if ctx.Err() != nil {
+			return requeued, failed, ctx.Err()
+		}
+	}
+	return requeued, failed, nil
+}
+
+// DeleteMatching deletes every dead letter f selects (ignoring f.Offset
+// and f.Limit) and returns how many it deleted.
+func (s *Store) DeleteMatching(ctx context.Context, f Filter) (int, error) {
+	ids, err := s.IDs(ctx, f)
+	if err != nil {
+		return 0, err
+	}
+	return s.Delete(ctx, ids...)
+}

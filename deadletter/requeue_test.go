@@ -102,3 +102,48 @@ func TestRequeueTaskRebuildsExpiredRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, asynq.TaskStatePending, info.State)
 }
+
+// TestRequeueMatchingAndDeleteMatching: the filtered-set operations of the
+// inspector's `dlq requeue --all` and the console act on exactly the entries
+// the filter selects; an entry that cannot be requeued (no agent) is
+// counted as failed and stays, and the others go on.
+func TestRequeueMatchingAndDeleteMatching(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	s := deadletter.NewStore(rdb)
+	for _, id := range []string{"a1", "a2", "a3"} {
+		deadTask(t, rdb, s, id)
+	}
+	for _, e := range []*deadletter.Entry{
+		{ID: "b1", Agent: "tool", ErrorClass: "timeout", Queue: tasks.DefaultQueue},
+		{ID: "b2", Agent: "tool", ErrorClass: "timeout", Queue: tasks.DefaultQueue},
+		{ID: "x", ErrorClass: "invalid_request", Reason: deadletter.ReasonInvalidPayload, Payload: []byte("garbage")},
+	} {
+		_, err := s.Put(ctx, e)
+		require.NoError(t, err)
+	}
+	client := tasks.NewClient(rdb)
+
+	var seen []string
+	n, failed, err := s.RequeueMatching(ctx, client, deadletter.Filter{Class: "invalid_request"}, func(id string, err error) {
+		seen = append(seen, id)
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "a1, a2, a3")
+	require.Equal(t, 1, failed, "x has no agent")
+	require.ElementsMatch(t, []string{"a1", "a2", "a3", "x"}, seen)
+	_, err = s.Get(ctx, "x")
+	require.NoError(t, err, "a failed requeue keeps its dead letter")
+	v, err := tasks.NewStore(rdb).Get(ctx, "a2")
+	require.NoError(t, err)
+	require.Equal(t, tasks.StatePending, v.State)
+
+	deleted, err := s.DeleteMatching(ctx, deadletter.Filter{Agent: "tool"})
+	require.NoError(t, err)
+	require.Equal(t, 2, deleted)
+	left, err := s.IDs(ctx, deadletter.Filter{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x"}, left)
+}

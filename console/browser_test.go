@@ -1,0 +1,251 @@
+package console
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/resilience"
+)
+
+// chromiumPath finds headless Chromium: $AGENTQ_CHROMIUM, or chromium,
+// chromium-browser, google-chrome on PATH (scripts/ensure-chromium.sh,
+// which `make test` runs, installs Debian's chromium).
+func chromiumPath(t *testing.T) string {
+	if p := os.Getenv("AGENTQ_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no Chromium found: run scripts/ensure-chromium.sh (make test does) or set AGENTQ_CHROMIUM")
+	return ""
+}
+
+// screenshotDir is where the browser test saves its screenshots:
+// $AGENTQ_SCREENSHOTS, or console/.screenshots (git-ignored).
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv("AGENTQ_SCREENSHOTS")
+	if dir == "" {
+		dir = ".screenshots"
+	}
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return dir
+}
+
+// TestBrowser drives headless Chromium through the console: log in, list
+// dead letters and requeue one, search a task and read its history, trip
+// and reset a breaker, every page at 1366×768 and the Overview at phone
+// width, with no JavaScript error in the console log.
+func TestBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no browser")
+	}
+	t.Parallel()
+	exe := chromiumPath(t)
+	shots := screenshotDir(t)
+	f := newFixture(t, testToken)
+	f.seedDeadLetters(t, 120)
+	f.seedTask(t, "task-42")
+	// A chart with something in it: an hour of synthetic samples (the
+	// sampler's real readings are TestSamplerLifecycle's).
+	f.sampler.addSynthetic(time.Now(), time.Hour)
+
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.WindowSize(1366, 768),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.Flag("disable-extensions", true),
+		chromedp.UserDataDir(t.TempDir()))
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1366, 768), chromedp.Navigate("about:blank")))
+
+	// Every error the pages log (console.error, uncaught exceptions, CSP
+	// violations and failed loads from the browser log).
+	var mu sync.Mutex
+	var jsErrors []string
+	msgs := chromedp.Console(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.Type == chromedp.ConsoleError || m.IsException() {
+				mu.Lock()
+				jsErrors = append(jsErrors, m.String()+" at "+m.URL)
+				mu.Unlock()
+			}
+		}
+	}()
+
+	// shot saves the whole page (PNG); phone shots keep to the screen.
+	shot := func(name string) {
+		t.Helper()
+		capture := chromedp.FullScreenshot(100)
+		if strings.HasSuffix(name, "-phone") {
+			capture = chromedp.CaptureScreenshot()
+		}
+		png, err := chromedp.Run(ctx, capture)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644))
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		require.NoError(t, err, sel)
+		return s
+	}
+	eval := func(js string) bool {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		require.NoError(t, err, js)
+		return v
+	}
+
+	// clickAndLoad clicks a form's button and waits for the page the POST
+	// redirects to (the old document is marked, so its flash does not count).
+	clickAndLoad := func(sel string) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx,
+			chromedp.SetAttributeValue(chromedp.CSS("body"), "data-old", "1"),
+			chromedp.Click(chromedp.CSS(sel)),
+			chromedp.WaitNotPresent(chromedp.CSS("body[data-old]")),
+			chromedp.WaitVisible(chromedp.CSS(".flash")),
+		), sel)
+	}
+
+	// Log in: the console sends us to the form, and back after it.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+	))
+	shot("login")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
+		chromedp.Submit(chromedp.CSS("form.login")),
+		chromedp.WaitVisible(chromedp.CSS("section.cards")),
+	))
+	require.Equal(t, "Overview", text("main h1"))
+	for _, name := range []string{"Overview", "Dead letters", "Breakers", "Restarts", "Agents"} {
+		require.Contains(t, text("header nav"), name)
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(".chart polyline.s-pending"))))
+	shot("overview")
+
+	// Dead letters: the list pages through 120; requeue dl-120 and see it leave.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/deadletters"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="dl-120"]`)),
+	))
+	require.Equal(t, "120", text("#dl-total"))
+	shot("deadletters")
+	clickAndLoad(`tr[data-id="dl-120"] button.requeue`)
+	require.True(t, eval(`document.querySelector('tr[data-id="dl-120"]') === null`))
+	require.Contains(t, text(".flash"), "Requeued dl-120")
+	require.Equal(t, "119", text("#dl-total"))
+	_, err := f.dlq.Get(context.Background(), "dl-120")
+	require.Error(t, err, "dl-120 is no longer a dead letter")
+	v, err := f.store.Get(context.Background(), "dl-120")
+	require.NoError(t, err)
+	require.Equal(t, "pending", string(v.State))
+
+	// Filter by agent, page on, open one.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/deadletters?agent=tool&offset=50"),
+		chromedp.WaitVisible(chromedp.CSS(`nav.pager`)),
+	))
+	require.Equal(t, "59", text("#dl-total"), "dl-120 (tool) was requeued")
+	require.True(t, eval(`document.querySelectorAll('#deadletters tbody tr[data-id]').length === 9`))
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/deadletter/dl-7"),
+		chromedp.WaitVisible(chromedp.CSS(".timeline")),
+	))
+	require.Contains(t, text("pre.json"), `"report.pdf"`)
+	shot("deadletter")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/deadletters/bulk?action=requeue&class=invalid_request"),
+		chromedp.WaitVisible(chromedp.CSS("p.confirm")),
+	))
+	require.Contains(t, text("main h1"), "Requeue 59 dead letters?")
+	shot("bulk-confirm")
+
+	// Task search from the header's box: state and history.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`header input[type=search]`), "task-42"),
+		chromedp.Submit(chromedp.CSS(`header form.search`)),
+		chromedp.WaitVisible(chromedp.CSS("#history .timeline")),
+	))
+	require.Equal(t, "task-42", text("#task-id"))
+	require.Equal(t, "retrying", text("#task-state"))
+	hist := text("#history")
+	require.Contains(t, hist, "queued")
+	require.Contains(t, hist, "retrying")
+	require.Contains(t, hist, "context deadline exceeded after 30s")
+	require.True(t, eval(`!!document.querySelector('form[action$="/cancel"] button')`), "a retrying task can be canceled")
+	shot("task")
+
+	// Breakers: trip llm.example for 5m, then reset it.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/breakers"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-key="llm.example"]`)),
+	))
+	require.Equal(t, "closed", text(`tr[data-key="llm.example"] td.state`))
+	clickAndLoad(`tr[data-key="llm.example"] button.trip`)
+	require.Equal(t, "open", text(`tr[data-key="llm.example"] td.state`))
+	snap, err := resilience.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	require.NoError(t, err)
+	require.Equal(t, resilience.StateOpen, snap.State)
+	shot("breakers")
+	clickAndLoad(`tr[data-key="llm.example"] button.reset`)
+	require.Contains(t, text(".flash"), "reset")
+	require.Equal(t, "closed", text(`tr[data-key="llm.example"] td.state`))
+
+	// Agents and Restarts.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/agents"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#agents`)),
+	))
+	require.Contains(t, text("#agents"), "llm.example")
+	shot("agents")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/restarts"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#restarts`)),
+	))
+	shot("restarts")
+
+	// Phone width: the Overview still fits (nothing wider than the screen).
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Navigate(f.url+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS("section.cards")),
+	))
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Overview scrolls sideways at phone width")
+	shot("overview-phone")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/deadletters"),
+		chromedp.WaitVisible(chromedp.CSS("#deadletters")),
+	))
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the dead letters scroll sideways at phone width")
+	shot("deadletters-phone")
+
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	require.Empty(t, strings.Join(jsErrors, "\n"), "JavaScript errors in the console log")
+}

@@ -1,0 +1,169 @@
+package console
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The Overview's charts: inline SVG drawn on the server from the sampler's
+// samples (no script, no image requests).
+
+const (
+	chartW, chartH       = 640, 170
+	chartLeft, chartBase = 44, 150 // plot area: x from chartLeft to chartW-8, y from 8 to chartBase
+	chartTop, chartRight = 8, 8
+)
+
+// chart is one SVG chart.
+type chart struct {
+	Title  string
+	W, H   int
+	Left   int
+	Right  int // x of the plot's right edge
+	Top    int
+	Base   int // y of the plot's baseline
+	Max    int
+	Lines  []line
+	Bars   []bar
+	XTicks []tick
+	YTicks []tick
+	Legend []legend
+	Empty  bool
+}
+
+type line struct {
+	Class  string
+	Points string
+}
+
+type bar struct {
+	Class      string
+	X, Y, W, H string
+	Title      string
+}
+
+type tick struct {
+	Pos    int
+	Text   string
+	Anchor string // text-anchor of an x label
+}
+
+type legend struct {
+	Class, Name string
+	Last        int
+}
+
+// charts are the Overview's two charts.
+type charts struct {
+	Queues, Outcomes chart
+	Window, Every    time.Duration
+	Samples          int
+}
+
+func newChart(title string, maxV int, start time.Time, window time.Duration) chart {
+	c := chart{Title: title, W: chartW, H: chartH, Left: chartLeft, Right: chartW - chartRight, Top: chartTop, Base: chartBase, Max: niceMax(maxV)}
+	for i := 0; i <= 2; i++ {
+		v := c.Max * i / 2
+		c.YTicks = append(c.YTicks, tick{Pos: c.y(v), Text: strconv.Itoa(v)})
+	}
+	for i := 0; i <= 4; i++ {
+		at := start.Add(window * time.Duration(i) / 4)
+		anchor := "middle"
+		switch i {
+		case 0:
+			anchor = "start"
+		case 4:
+			anchor = "end"
+		}
+		c.XTicks = append(c.XTicks, tick{Pos: c.Left + (c.Right-c.Left)*i/4, Text: at.UTC().Format("15:04"), Anchor: anchor})
+	}
+	return c
+}
+
+// niceMax rounds v up to 1, 2 or 5 times a power of ten (at least 1).
+func niceMax(v int) int {
+	if v <= 2 {
+		return 2
+	}
+	p := 1
+	for {
+		for _, m := range []int{1, 2, 5} {
+			if m*p >= v {
+				return m * p
+			}
+		}
+		p *= 10
+	}
+}
+
+func (c chart) y(v int) int {
+	return c.Base - (c.Base-c.Top)*v/max(c.Max, 1)
+}
+
+func (c chart) x(at, start time.Time, window time.Duration) float64 {
+	f := float64(at.Sub(start)) / float64(window)
+	return float64(c.Left) + f*float64(c.Right-c.Left)
+}
+
+func ff(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
+
+func buildCharts(samples []Sample, now time.Time, window, every time.Duration) charts {
+	start := now.Add(-window)
+	out := charts{Window: window, Every: every, Samples: len(samples)}
+	maxQ, maxO := 0, 0
+	for _, s := range samples {
+		maxQ = max(maxQ, s.Pending, s.Active, s.Scheduled, s.Retry)
+		maxO = max(maxO, s.Succeeded+s.Failed)
+	}
+	q := newChart("Queue sizes", maxQ, start, window)
+	o := newChart("Runs finished (succeeded, failed)", maxO, start, window)
+	q.Empty, o.Empty = len(samples) == 0, len(samples) == 0
+	series := []struct {
+		class, name string
+		get         func(Sample) int
+	}{
+		{"s-pending", "pending", func(s Sample) int { return s.Pending }},
+		{"s-active", "active", func(s Sample) int { return s.Active }},
+		{"s-scheduled", "scheduled", func(s Sample) int { return s.Scheduled }},
+		{"s-retry", "retry", func(s Sample) int { return s.Retry }},
+	}
+	for _, se := range series {
+		var pts []string
+		last := 0
+		for _, s := range samples {
+			last = se.get(s)
+			pts = append(pts, ff(q.x(s.At, start, window))+","+strconv.Itoa(q.y(last)))
+		}
+		if len(pts) == 1 { // one sample: a short flat line
+			pts = append(pts, strconv.Itoa(q.Right)+","+strconv.Itoa(q.y(last)))
+		}
+		q.Lines = append(q.Lines, line{Class: se.class, Points: strings.Join(pts, " ")})
+		q.Legend = append(q.Legend, legend{Class: se.class, Name: se.name, Last: last})
+	}
+	if every <= 0 {
+		every = DefaultSampleEvery
+	}
+	bw := max(1.0, float64(o.Right-o.Left)*float64(every)/float64(window)*0.8)
+	okSum, failSum := 0, 0
+	for _, s := range samples {
+		if s.Succeeded+s.Failed == 0 {
+			continue
+		}
+		okSum += s.Succeeded
+		failSum += s.Failed
+		x := o.x(s.At, start, window) - bw
+		yOK := o.y(s.Succeeded)
+		yAll := o.y(s.Succeeded + s.Failed)
+		label := s.At.UTC().Format("15:04:05") + ": " + strconv.Itoa(s.Succeeded) + " succeeded, " + strconv.Itoa(s.Failed) + " failed"
+		if s.Succeeded > 0 {
+			o.Bars = append(o.Bars, bar{Class: "s-ok", X: ff(x), W: ff(bw), Y: strconv.Itoa(yOK), H: strconv.Itoa(o.Base - yOK), Title: label})
+		}
+		if s.Failed > 0 {
+			o.Bars = append(o.Bars, bar{Class: "s-fail", X: ff(x), W: ff(bw), Y: strconv.Itoa(yAll), H: strconv.Itoa(yOK - yAll), Title: label})
+		}
+	}
+	o.Legend = []legend{{Class: "s-ok", Name: "succeeded", Last: okSum}, {Class: "s-fail", Name: "failed", Last: failSum}}
+	out.Queues, out.Outcomes = q, o
+	return out
+}

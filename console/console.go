@@ -1,0 +1,415 @@
+// Package console is agentq's web console, served by `enqueuer serve` at
+// /ui/: Overview (queues, dead letters, restarts, breakers, agent health
+// and a chart of the last hour), Dead letters (filter, page, open, requeue,
+// delete, export), Task (search by ID: state and history; cancel), Breakers
+// (reset, trip), Agents and Restarts.
+//
+// Pages are rendered on the server with html/template; the CSS and the
+// little JavaScript (auto-refresh, confirmations) are embedded in the
+// binary, so the console loads nothing from elsewhere and reads fine
+// without JavaScript. It authenticates with the API's token: the
+// "Authorization: Bearer" header, or the login form at /ui/login, which
+// sets a signed session cookie (see auth.go). Every state-changing form is
+// a POST carrying a CSRF token, and must come from the console's own
+// origin.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Base is the path the console is served under.
+const Base = "/ui/"
+
+// Defaults of Options.
+const (
+	DefaultSessionTTL   = 12 * time.Hour
+	DefaultPageSize     = 50
+	DefaultRedisTimeout = 3 * time.Second
+	// DefaultRefresh is how often a page refreshes itself (with JavaScript).
+	DefaultRefresh = 10 * time.Second
+)
+
+// Canceler cancels a task (tasks.Client's Cancel). The console shows a
+// Cancel button on a task's page only when Options.Canceler is set.
+type Canceler interface {
+	Cancel(ctx context.Context, id, reason string) error
+}
+
+// Options configure a Console. The zero value is usable: no token (open:
+// only for loopback), no cancel, no chart.
+type Options struct {
+	// Token is the API token (AGENTQ_API_TOKEN): a bearer header or a login
+	// with it opens the console. Zero: no authentication.
+	Token string
+	// Canceler cancels tasks from the Task page. Zero: no Cancel button.
+	Canceler Canceler
+	// Sampler feeds the Overview's chart. Zero: no chart.
+	Sampler *Sampler
+	// Client requeues dead letters. Zero: tasks.NewClient(rdb,
+	// cfg.ClientOptions()...).
+	Client *tasks.Client
+	// Breakers reads, resets and trips breakers. Zero:
+	// resilience.NewBreakers(rdb) with RedisTimeout as its call timeout.
+	Breakers *resilience.Breakers
+	// RedisTimeout bounds the Redis work of one page (an export gets 20
+	// times as long; a bulk requeue or delete 25 s). Zero: DefaultRedisTimeout.
+	RedisTimeout time.Duration
+	// SessionTTL is how long a login lasts. Zero: DefaultSessionTTL.
+	SessionTTL time.Duration
+	// PageSize is the dead letters per page. Zero: DefaultPageSize.
+	PageSize int
+	// Refresh is how often pages refresh themselves. Zero: DefaultRefresh;
+	// negative: never.
+	Refresh time.Duration
+	// Now is the clock of sessions. Zero: time.Now.
+	Now func() time.Time
+	// Logger logs server errors. Zero: slog.Default().
+	Logger *slog.Logger
+}
+
+// Console is the web console on one Redis and one configuration.
+type Console struct {
+	rdb      redis.UniversalClient
+	cfg      *config.Config
+	opts     Options
+	key      []byte
+	base     string
+	dlq      *deadletter.Store
+	store    *tasks.Store
+	client   *tasks.Client
+	breakers *resilience.Breakers
+	pages    map[string]*template.Template
+	handler  http.Handler
+	logins   loginLimiter
+}
+
+// New returns the console on rdb; cfg (nil: config.Default()) names the
+// agents and their breakers.
+func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	if opts.RedisTimeout <= 0 {
+		opts.RedisTimeout = DefaultRedisTimeout
+	}
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = DefaultSessionTTL
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if opts.Refresh == 0 {
+		opts.Refresh = DefaultRefresh
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Client == nil {
+		opts.Client = tasks.NewClient(rdb, cfg.ClientOptions()...)
+	}
+	if opts.Breakers == nil {
+		opts.Breakers = resilience.NewBreakers(rdb, resilience.WithCallTimeout(opts.RedisTimeout), resilience.WithLogger(opts.Logger))
+	}
+	c := &Console{
+		rdb: rdb, cfg: cfg, opts: opts, key: keyFor(opts.Token), base: Base,
+		dlq: deadletter.NewStore(rdb), client: opts.Client, store: opts.Client.Store(), breakers: opts.Breakers,
+	}
+	c.pages = parsePages()
+	c.handler = c.routes()
+	return c
+}
+
+// Handler serves the console under /ui/.
+func (c *Console) Handler() http.Handler { return c.handler }
+
+// handlerFunc serves one page; a returned error is rendered as the error page.
+type handlerFunc func(c *Console, rw http.ResponseWriter, r *http.Request, s session) error
+
+func (c *Console) routes() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	fileServer := http.StripPrefix(c.base+"static/", http.FileServerFS(static))
+	mux.Handle("GET "+c.base+"static/", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // no directory listings
+			http.NotFound(rw, r)
+			return
+		}
+		rw.Header().Set("Cache-Control", "public, max-age=300")
+		fileServer.ServeHTTP(rw, r)
+	}))
+	mux.HandleFunc("GET "+c.base+"login", c.loginPage)
+	mux.HandleFunc("POST "+c.base+"login", c.login)
+	for _, rt := range []struct {
+		pattern string
+		h       handlerFunc
+	}{
+		{"GET " + c.base + "{$}", (*Console).overview},
+		{"POST " + c.base + "logout", (*Console).logout},
+		{"GET " + c.base + "deadletters", (*Console).deadLetters},
+		{"GET " + c.base + "deadletters/export", (*Console).exportDeadLetters},
+		{"GET " + c.base + "deadletters/bulk", (*Console).bulkConfirm},
+		{"POST " + c.base + "deadletters/bulk", (*Console).bulk},
+		{"GET " + c.base + "deadletter/{id}", (*Console).deadLetter},
+		{"POST " + c.base + "deadletter/{id}/requeue", (*Console).requeue},
+		{"POST " + c.base + "deadletter/{id}/delete", (*Console).deleteDeadLetter},
+		{"GET " + c.base + "tasks", (*Console).taskSearch},
+		{"GET " + c.base + "tasks/{id}", (*Console).task},
+		{"POST " + c.base + "tasks/{id}/cancel", (*Console).cancel},
+		{"GET " + c.base + "breakers", (*Console).breakerList},
+		{"POST " + c.base + "breakers/reset", (*Console).breakerReset},
+		{"POST " + c.base + "breakers/trip", (*Console).breakerTrip},
+		{"GET " + c.base + "agents", (*Console).agents},
+		{"GET " + c.base + "restarts", (*Console).restarts},
+	} {
+		mux.HandleFunc(rt.pattern, c.serve(rt.h))
+	}
+	mux.HandleFunc(c.base, c.serve(func(c *Console, rw http.ResponseWriter, r *http.Request, s session) error {
+		return httpError(http.StatusNotFound, "There is no page %s.", r.URL.Path)
+	}))
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		securityHeaders(rw.Header())
+		mux.ServeHTTP(rw, r)
+	})
+}
+
+// serve wraps a page: authentication, the same-origin and CSRF checks of a
+// POST, and the error page.
+func (c *Console) serve(h handlerFunc) http.HandlerFunc {
+	return func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Cache-Control", "no-store")
+		s, ok := c.authenticate(rw, r)
+		if !ok {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				if r.Header.Get("Authorization") == "" {
+					http.Redirect(rw, r, c.base+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+					return
+				}
+			}
+			c.renderError(rw, r, session{}, httpError(http.StatusUnauthorized, "Log in first (or send Authorization: Bearer with the API token)."))
+			return
+		}
+		if r.Method == http.MethodPost {
+			r.Body = http.MaxBytesReader(rw, r.Body, 64<<10)
+			if err := r.ParseForm(); err != nil {
+				c.renderError(rw, r, s, httpError(http.StatusBadRequest, "Unreadable form: %v", err))
+				return
+			}
+			if !s.bearer {
+				if !sameOrigin(r) {
+					c.renderError(rw, r, s, httpError(http.StatusForbidden, "Cross-origin form refused: this form did not come from the console's own pages."))
+					return
+				}
+				if !c.checkCSRF(s, r.PostForm.Get(csrfField)) {
+					c.renderError(rw, r, s, httpError(http.StatusForbidden, "The form's CSRF token is missing or stale: reload the page and try again."))
+					return
+				}
+			}
+		}
+		if err := h(c, rw, r, s); err != nil {
+			c.renderError(rw, r, s, err)
+		}
+	}
+}
+
+// bounded is r's context bounded by the Redis timeout times n.
+func (c *Console) bounded(r *http.Request, n int) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), time.Duration(n)*c.opts.RedisTimeout)
+}
+
+// statusError is an error page with its status.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func httpError(status int, format string, args ...any) error {
+	return &statusError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+func (c *Console) renderError(rw http.ResponseWriter, r *http.Request, s session, err error) {
+	var se *statusError
+	switch {
+	case errors.As(err, &se):
+	case errors.Is(err, tasks.ErrNotFound), errors.Is(err, deadletter.ErrNotFound):
+		se = &statusError{status: http.StatusNotFound, msg: err.Error()}
+	case redisx.IsUnavailable(err), errors.Is(err, context.DeadlineExceeded):
+		se = &statusError{status: http.StatusServiceUnavailable, msg: "Redis is unavailable: " + err.Error()}
+	default:
+		se = &statusError{status: http.StatusInternalServerError, msg: err.Error()}
+	}
+	if se.status >= 500 {
+		c.opts.Logger.Warn("console request failed", "method", r.Method, "path", r.URL.Path, "status", se.status, "err", err)
+	}
+	c.render(rw, r, s, se.status, "error.html", "", http.StatusText(se.status), se)
+}
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Nav     string // the active nav link
+	Base    string
+	CSRF    string
+	Logout  bool // a logout button (session cookie with a token)
+	Flash   string
+	Refresh int // seconds; 0: none
+	Now     time.Time
+	Data    any
+}
+
+func (c *Console) render(rw http.ResponseWriter, r *http.Request, s session, status int, name, nav, title string, data any) {
+	t, ok := c.pages[name]
+	if !ok {
+		http.Error(rw, "console: no template "+name, http.StatusInternalServerError)
+		return
+	}
+	p := page{
+		Title: title, Nav: nav, Base: c.base, CSRF: c.csrfToken(s),
+		Logout: c.opts.Token != "" && !s.bearer && s.id != nil,
+		Flash:  flash(r.URL.Query()), Now: c.opts.Now().UTC(), Data: data,
+	}
+	if nav != "" && name != "bulk.html" && status == http.StatusOK && c.opts.Refresh > 0 {
+		p.Refresh = int(c.opts.Refresh / time.Second)
+	}
+	var b strings.Builder
+	if err := t.ExecuteTemplate(&b, "layout", p); err != nil {
+		c.opts.Logger.Warn("console: rendering failed", "template", name, "err", err)
+		http.Error(rw, "console: rendering failed", http.StatusInternalServerError)
+		return
+	}
+	rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+	rw.WriteHeader(status)
+	_, _ = rw.Write([]byte(b.String()))
+}
+
+// flash is the message a redirect after a POST asks for (?done=…): fixed
+// sentences with values, never text taken from the URL as is.
+func flash(q url.Values) string {
+	id, n, failed, key := q.Get("id"), q.Get("n"), q.Get("failed"), q.Get("key")
+	switch q.Get("done") {
+	case "requeued":
+		return fmt.Sprintf("Requeued %s: it is pending again.", id)
+	case "deleted":
+		return fmt.Sprintf("Deleted dead letter %s.", id)
+	case "requeued-n":
+		msg := fmt.Sprintf("Requeued %s dead letters.", n)
+		if failed != "" && failed != "0" {
+			msg = fmt.Sprintf("Requeued %s dead letters; %s could not be requeued.", n, failed)
+		}
+		return msg + more(q)
+	case "deleted-n":
+		return fmt.Sprintf("Deleted %s dead letters.", n) + more(q)
+	case "reset":
+		return fmt.Sprintf("Breaker %s reset (closed).", key)
+	case "tripped":
+		return fmt.Sprintf("Breaker %s tripped (open) for %s.", key, q.Get("for"))
+	case "canceled":
+		return fmt.Sprintf("Canceled task %s.", id)
+	}
+	return ""
+}
+
+func more(q url.Values) string {
+	if q.Get("more") == "" {
+		return ""
+	}
+	return " Time ran out before the end: the rest are still dead letters; run it again."
+}
+
+// redirect answers a POST with 303 to path and the flash parameters.
+func (c *Console) redirect(rw http.ResponseWriter, r *http.Request, path string, q url.Values) {
+	if len(q) > 0 {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + q.Encode()
+	}
+	http.Redirect(rw, r, path, http.StatusSeeOther)
+}
+
+// safeNext keeps a post-login destination inside the console.
+func (c *Console) safeNext(next string) string {
+	if !strings.HasPrefix(next, c.base) || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return c.base
+	}
+	return next
+}
+
+func (c *Console) loginPage(rw http.ResponseWriter, r *http.Request) {
+	rw.Header().Set("Cache-Control", "no-store")
+	if c.opts.Token == "" {
+		http.Redirect(rw, r, c.base, http.StatusSeeOther)
+		return
+	}
+	next := c.safeNext(r.URL.Query().Get("next"))
+	c.render(rw, r, session{}, http.StatusOK, "login.html", "", "Log in", map[string]any{"Next": next})
+}
+
+func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
+	rw.Header().Set("Cache-Control", "no-store")
+	r.Body = http.MaxBytesReader(rw, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		c.renderError(rw, r, session{}, httpError(http.StatusBadRequest, "Unreadable form: %v", err))
+		return
+	}
+	if !sameOrigin(r) {
+		c.renderError(rw, r, session{}, httpError(http.StatusForbidden, "Cross-origin login refused."))
+		return
+	}
+	next := c.safeNext(r.PostForm.Get("next"))
+	addr, now := clientAddr(r), c.opts.Now()
+	if c.logins.blocked(addr, now) {
+		c.render(rw, r, session{}, http.StatusTooManyRequests, "login.html", "", "Log in",
+			map[string]any{"Next": next, "Error": "Too many failed logins from your address: wait a minute."})
+		return
+	}
+	if !c.checkToken(r.PostForm.Get("token")) {
+		c.logins.failed(addr, now)
+		c.render(rw, r, session{}, http.StatusUnauthorized, "login.html", "", "Log in",
+			map[string]any{"Next": next, "Error": "Wrong token."})
+		return
+	}
+	s, v := c.newSession()
+	c.setSessionCookie(rw, r, v, s.expires)
+	http.Redirect(rw, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(rw http.ResponseWriter, r *http.Request, _ session) error {
+	c.setSessionCookie(rw, r, "", time.Time{})
+	if c.opts.Token == "" {
+		http.Redirect(rw, r, c.base, http.StatusSeeOther)
+		return nil
+	}
+	http.Redirect(rw, r, c.base+"login", http.StatusSeeOther)
+	return nil
+}

@@ -1,0 +1,104 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/api"
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/tasks"
+)
+
+const testToken = "console-s3cret"
+
+// testConfig names two agents: llm (breaker key llm.example) and tool.
+func testConfig() *config.Config {
+	cfg := config.Default()
+	cfg.Agents = map[string]config.Agent{
+		"tool": {Name: "tool", Settings: cfg.Defaults.Clone()},
+		"llm":  {Name: "llm", BreakerKey: "llm.example", Fallback: []string{"tool"}, Settings: cfg.Defaults.Clone()},
+	}
+	return cfg
+}
+
+// fixture is a console behind the API server on a real redis-server.
+type fixture struct {
+	url     string
+	rdb     *redis.Client
+	dlq     *deadletter.Store
+	store   *tasks.Store
+	client  *tasks.Client
+	sampler *Sampler
+	cancels *fakeCanceler
+}
+
+type fakeCanceler struct{ ids chan string }
+
+func (f *fakeCanceler) Cancel(_ context.Context, id, _ string) error {
+	f.ids <- id
+	return nil
+}
+
+func newFixture(t *testing.T, token string) *fixture {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = rdb.Close() })
+	cfg := testConfig()
+	log := slog.New(slog.DiscardHandler)
+	client := tasks.NewClient(rdb, cfg.ClientOptions()...)
+	f := &fixture{rdb: rdb, dlq: deadletter.NewStore(rdb), store: client.Store(), client: client,
+		sampler: NewSampler(rdb, SamplerOptions{Logger: log}), cancels: &fakeCanceler{ids: make(chan string, 4)}}
+	c := New(rdb, cfg, Options{Token: token, Sampler: f.sampler, Client: client, Canceler: f.cancels, Logger: log})
+	hs := httptest.NewServer(api.New(rdb, cfg, api.Options{Token: token, Logger: log, UI: c.Handler()}).Handler())
+	t.Cleanup(hs.Close)
+	f.url = hs.URL
+	return f
+}
+
+// seedDeadLetters stores n dead letters dl-1 … dl-n (dl-n newest), agents
+// alternating llm and tool.
+func (f *fixture) seedDeadLetters(t *testing.T, n int) {
+	t.Helper()
+	base := time.Now().Add(-time.Hour).UTC()
+	entries := make([]*deadletter.Entry, n)
+	for i := range n {
+		agent, class := "llm", "rate_limited"
+		if i%2 == 1 {
+			agent, class = "tool", "invalid_request"
+		}
+		at := base.Add(time.Duration(i) * time.Second)
+		entries[i] = &deadletter.Entry{
+			ID: fmt.Sprintf("dl-%d", i+1), Agent: agent, Action: "summarize", Params: json.RawMessage(`{"doc":"report.pdf","pages":[1,2]}`),
+			ErrorClass: class, Error: "HTTP 429: slow down", Reason: deadletter.ReasonAttemptsExhausted,
+			Attempts: 3, Restarts: 0, DeadLetteredAt: at, EnqueuedAt: at.Add(-time.Minute), Queue: "default", Run: 1,
+			History: []tasks.Event{
+				{At: at.Add(-time.Minute), Event: tasks.EventQueued},
+				{At: at.Add(-50 * time.Second), Event: tasks.EventRetrying, Attempt: 1, ErrorClass: class, Error: "HTTP 429: slow down", DelayMS: 2000},
+				{At: at, Event: tasks.EventDeadLettered, Attempt: 3, ErrorClass: class, Error: "HTTP 429: slow down"},
+			},
+		}
+	}
+	_, err := f.dlq.PutMany(context.Background(), entries)
+	require.NoError(t, err)
+}
+
+// seedTask enqueues task id for agent llm with one failed attempt in its history.
+func (f *fixture) seedTask(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := f.client.Enqueue(ctx, tasks.Task{ID: id, Agent: "llm", Action: "summarize", Params: json.RawMessage(`{"doc":"a.pdf"}`)})
+	require.NoError(t, err)
+	require.NoError(t, f.store.Apply(ctx, id, tasks.SetRetrying(tasks.Outcome{Attempt: 1, Agent: "llm", ErrorClass: "timeout",
+		Error: "context deadline exceeded after 30s", Duration: 30 * time.Second}, 2*time.Second, time.Now().Add(2*time.Second))))
+}

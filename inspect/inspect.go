@@ -1,0 +1,108 @@
+// Package inspect gathers the operator's views that more than one front end
+// shows: queue, dead-letter, restart and breaker counts (`inspector stats`,
+// the console's Overview and its sampler) and the configured agents'
+// breaker references (`GET /api/v1/agents`, the console's Agents page).
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/restart"
+)
+
+// Stats is `inspector stats --json` (fields may be added, never renamed).
+type Stats struct {
+	Queues          []QueueStats     `json:"queues"`
+	DeadLetters     int64            `json:"dead_letters"`
+	DeadLetterAgent map[string]int64 `json:"dead_letters_by_agent"`
+	DeadLetterClass map[string]int64 `json:"dead_letters_by_class"`
+	RestartsPending int64            `json:"restarts_pending"`
+	BreakersOpen    int              `json:"breakers_open"`
+	Breakers        int              `json:"breakers"`
+}
+
+// QueueStats is one asynq queue's size, from asynq's Inspector.
+type QueueStats struct {
+	Queue     string `json:"queue"`
+	Pending   int    `json:"pending"`
+	Active    int    `json:"active"`
+	Scheduled int    `json:"scheduled"`
+	Retry     int    `json:"retry"`
+	Processed int    `json:"processed_today"`
+	Failed    int    `json:"failed_today"`
+}
+
+// Queues reads every asynq queue's sizes and today's counts, sorted by
+// name. A queue asynq has never seen is not listed.
+func Queues(rdb redis.UniversalClient) ([]QueueStats, error) {
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	qs, err := insp.Queues()
+	if err != nil {
+		return nil, fmt.Errorf("inspect: queues: %w", err)
+	}
+	sort.Strings(qs)
+	out := make([]QueueStats, 0, len(qs))
+	for _, q := range qs {
+		info, err := insp.GetQueueInfo(q)
+		if err != nil {
+			return nil, fmt.Errorf("inspect: queue %s: %w", q, err)
+		}
+		out = append(out, QueueStats{Queue: q, Pending: info.Pending, Active: info.Active,
+			Scheduled: info.Scheduled, Retry: info.Retry, Processed: info.Processed, Failed: info.Failed})
+	}
+	return out, nil
+}
+
+// Collect reads the whole of Stats. breakers lists the breakers (nil: a
+// plain resilience.NewBreakers(rdb)); list, when not nil, receives the
+// breaker snapshots it read, for callers that show them too.
+func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *resilience.Breakers) (Stats, []resilience.BreakerSnapshot, error) {
+	st := Stats{Queues: []QueueStats{}}
+	var err error
+	if st.Queues, err = Queues(rdb); err != nil {
+		return st, nil, err
+	}
+	dlq := deadletter.NewStore(rdb)
+	if st.DeadLetters, err = dlq.Count(ctx); err != nil {
+		return st, nil, err
+	}
+	if st.DeadLetterAgent, st.DeadLetterClass, err = dlq.CountBy(ctx); err != nil {
+		return st, nil, err
+	}
+	if st.RestartsPending, err = restart.NewScheduler(rdb, nil).Count(ctx); err != nil {
+		return st, nil, err
+	}
+	if breakers == nil {
+		breakers = resilience.NewBreakers(rdb)
+	}
+	bl, err := breakers.List(ctx)
+	if err != nil {
+		return st, nil, err
+	}
+	st.Breakers = len(bl)
+	for _, b := range bl {
+		if b.State == resilience.StateOpen {
+			st.BreakersOpen++
+		}
+	}
+	return st, bl, nil
+}
+
+// AgentRefs names cfg's agents (sorted) with their breaker keys, fallbacks
+// and whether they have a health probe, for resilience.Breakers.Summaries.
+func AgentRefs(cfg *config.Config) []resilience.AgentRef {
+	refs := make([]resilience.AgentRef, 0, len(cfg.Agents))
+	for _, name := range cfg.AgentNames() {
+		a, _ := cfg.Agent(name)
+		refs = append(refs, resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil})
+	}
+	return refs
+}
