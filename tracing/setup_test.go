@@ -41,6 +41,13 @@ func TestNewExporter(t *testing.T) {
 	})
 	require.ErrorContains(t, err, EnvProtocol)
 	require.ErrorContains(t, err, "http/json")
+	_, err = newExporter(ctx, func(k string) string {
+		if k == EnvTracesProtocol {
+			return "http/json"
+		}
+		return ""
+	})
+	require.ErrorContains(t, err, EnvTracesProtocol)
 }
 
 // TestNewResource: the command's service name unless the environment

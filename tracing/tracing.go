@@ -137,9 +137,9 @@ func Setup(ctx context.Context, opts ...Option) (shutdown func(context.Context) 
 }
 
 func newExporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExporter, error) {
-	proto := getenv(EnvTracesProtocol)
+	name, proto := EnvTracesProtocol, getenv(EnvTracesProtocol)
 	if proto == "" {
-		proto = getenv(EnvProtocol)
+		name, proto = EnvProtocol, getenv(EnvProtocol)
 	}
 	switch strings.ToLower(strings.TrimSpace(proto)) {
 	case "", "http/protobuf":
@@ -155,7 +155,7 @@ func newExporter(ctx context.Context, getenv func(string) string) (sdktrace.Span
 		}
 		return exp, nil
 	default:
-		return nil, fmt.Errorf("tracing: %s %q is not supported: want \"http/protobuf\" or \"grpc\"", EnvProtocol, proto)
+		return nil, fmt.Errorf("tracing: %s %q is not supported: want \"http/protobuf\" or \"grpc\"", name, proto)
 	}
 }
 
