@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
@@ -117,6 +118,9 @@ type Client struct {
 	// registered are the queues already added to asynq's set of queues
 	// (asynq's client keeps the same cache).
 	registered sync.Map
+	// insp is Cancel's asynq inspector, made on first use.
+	insp     *asynq.Inspector
+	inspOnce sync.Once
 }
 
 // ClientOption configures a Client. Every StoreOption is one (it configures
