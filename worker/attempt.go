@@ -121,7 +121,7 @@ func (c callResult) outcome(env *tasks.Envelope, served *spec, n int, worker str
 // fallback is not the task's agent.
 func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission, attempt int) callResult {
 	timeout := callTimeout(ctx, sp.timeout, time.Now())
-	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	runCtx, cancel := context.WithTimeout(agent.WithQuickStop(ctx, p.quickStop), timeout)
 	started := time.Now()
 	data, runErr := sp.runner.Run(runCtx, agent.Request{
 		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
