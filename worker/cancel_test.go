@@ -196,3 +196,51 @@ agents:
 	require.NoError(t, err)
 	require.Equal(t, tasks.StateCanceled, v.State)
 }
+
+// TestCancelDeferredTask: a task deferred by its open breaker is removed
+// from asynq's retry set by its cancel and never calls its agent, not even
+// once the breaker closes and wakes the deferred tasks.
+func TestCancelDeferredTask(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	w, rdb := runWorker(t, `
+worker: {concurrency: 2, shutdown_timeout: 2s}
+agents:
+  llm: {}
+`, WithAgent("llm", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
+		calls.Add(1)
+		return json.RawMessage(`{}`), nil
+	})))
+	ctx := context.Background()
+	require.NoError(t, w.breakers.Trip(ctx, "llm", time.Hour))
+	c := tasks.NewClient(rdb)
+	for _, id := range []string{"deferred", "control"} {
+		_, err := c.Enqueue(ctx, tasks.Task{ID: id, Agent: "llm"})
+		require.NoError(t, err)
+	}
+	waitState(t, rdb, "deferred", 10*time.Second, func(v *tasks.View) bool { return v.State == tasks.StateDeferred })
+	// The deferral is recorded before asynq files the task in its retry
+	// set: wait for it there.
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := insp.GetTaskInfo(tasks.DefaultQueue, "deferred")
+		if err == nil && info.State == asynq.TaskStateRetry {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the deferred task is not in the retry set")
+		time.Sleep(10 * time.Millisecond)
+	}
+	res, err := c.Cancel(ctx, "deferred", "not worth the wait")
+	require.NoError(t, err)
+	require.Equal(t, tasks.StateDeferred, res.PreviousState)
+	require.True(t, res.Removed)
+	asynqGone(t, rdb, "deferred", time.Second)
+
+	require.NoError(t, w.breakers.Reset(ctx, "llm"))
+	waitTerminal(t, rdb, []string{"control"}, 30*time.Second)
+	require.Equal(t, int32(1), calls.Load(), "only the task that was not canceled ran")
+	v, err := c.Store().Get(ctx, "deferred")
+	require.NoError(t, err)
+	require.Equal(t, tasks.StateCanceled, v.State)
+}
