@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -103,8 +104,9 @@ func (s *Store) cancel(ctx context.Context, id, reason string) (canceled, error)
 	if len(res) == 4 {
 		st, _ := res[1].(string)
 		run, _ := res[2].(string)
-		c.prev, c.queue = State(st), res[3].(string)
-		_, _ = fmt.Sscan(run, &c.run)
+		c.prev = State(st)
+		c.run, _ = strconv.Atoi(run)
+		c.queue, _ = res[3].(string)
 	}
 	if c.queue == "" {
 		c.queue = DefaultQueue

@@ -4,6 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,6 +245,48 @@ agents:
 	waitTerminal(t, rdb, []string{"control"}, 30*time.Second)
 	require.Equal(t, int32(1), calls.Load(), "only the task that was not canceled ran")
 	v, err := c.Store().Get(ctx, "deferred")
+	require.NoError(t, err)
+	require.Equal(t, tasks.StateCanceled, v.State)
+}
+
+// TestCancelAbortsHTTPCall: the cancel of a task whose HTTP agent is
+// waiting for its backend aborts the request (the backend sees it go).
+func TestCancelAbortsHTTPCall(t *testing.T) {
+	t.Parallel()
+	arrived, aborted := make(chan struct{}, 1), make(chan struct{}, 1)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so that the server notices the client going
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			aborted <- struct{}{}
+		case <-time.After(time.Minute):
+		}
+	}))
+	defer be.Close()
+	_, rdb := runWorker(t, fmt.Sprintf(`
+worker: {concurrency: 2, shutdown_timeout: 2s}
+defaults: {timeout: 5m}
+agents:
+  web:
+    http: {url: %q}
+`, be.URL))
+	c := tasks.NewClient(rdb)
+	ctx := context.Background()
+	_, err := c.Enqueue(ctx, tasks.Task{ID: "call", Agent: "web"})
+	require.NoError(t, err)
+	<-arrived
+	waitState(t, rdb, "call", 10*time.Second, func(v *tasks.View) bool { return v.State == tasks.StateActive })
+	res, err := c.Cancel(ctx, "call", "")
+	require.NoError(t, err)
+	require.True(t, res.Stopping)
+	select {
+	case <-aborted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the HTTP call was not aborted")
+	}
+	asynqGone(t, rdb, "call", 10*time.Second)
+	v, err := c.Store().Get(ctx, "call")
 	require.NoError(t, err)
 	require.Equal(t, tasks.StateCanceled, v.State)
 }
