@@ -116,16 +116,27 @@ agents:
 		return true
 	})
 
-	out, errOut, code = run(t, "", b.inspector, "--redis", srv.URL(), "task", "cancel", "runaway", "--reason", "runaway agent")
+	// Watch the PIDs from the moment the cancel starts: the inspector's own
+	// exit (a second longer under -race) is not the agent's.
+	goneAt := make(chan time.Time, 1)
+	go func() {
+		for !pidGone(pids[0]) || !pidGone(pids[1]) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		goneAt <- time.Now()
+	}()
 	canceledAt := time.Now()
+	out, errOut, code = run(t, "", b.inspector, "--redis", srv.URL(), "task", "cancel", "runaway", "--reason", "runaway agent")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "runaway")
 	require.Contains(t, out, "canceled")
-	for !pidGone(pids[0]) || !pidGone(pids[1]) {
-		if time.Since(canceledAt) > 2*time.Second {
-			t.Fatalf("agent %d / child %d still alive 2s after the cancel (gone: %v, %v)", pids[0], pids[1], pidGone(pids[0]), pidGone(pids[1]))
-		}
-		time.Sleep(10 * time.Millisecond)
+	select {
+	case at := <-goneAt:
+		took := at.Sub(canceledAt)
+		t.Logf("agent and child gone %s after the cancel started", took.Round(time.Millisecond))
+		require.Less(t, took, 2*time.Second, "agent %d / child %d outlived the cancel by 2s", pids[0], pids[1])
+	case <-time.After(10 * time.Second):
+		t.Fatalf("agent %d / child %d still alive 10s after the cancel (gone: %v, %v)", pids[0], pids[1], pidGone(pids[0]), pidGone(pids[1]))
 	}
 	requireCanceled(t, b, srv.URL(), "runaway", "runaway agent")
 
