@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode"
@@ -131,7 +132,8 @@ func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	stdout := &capWriter{max: e.cfg.MaxOutput, onOverflow: func() { stop(errOutputTooLarge) }}
 	stderr := NewTailWriter(e.cfg.StderrTail)
 
-	cmd := e.command(runCtx, in, stdout, stderr)
+	var hurry atomic.Pointer[time.Timer] // a quick stop's SIGKILL (see WithQuickStop)
+	cmd := e.command(runCtx, in, stdout, stderr, &hurry)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		if ctx.Err() != nil {
@@ -140,6 +142,9 @@ func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 		return nil, startFailure(e.cfg.Command[0], err)
 	}
 	waitErr := cmd.Wait()
+	if t := hurry.Load(); t != nil {
+		t.Stop()
+	}
 	killGroup(cmd.Process.Pid)
 
 	return e.outcome(ctx, start, waitErr, stdout, stderr)
@@ -147,8 +152,9 @@ func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 
 // command is the agent's process: no shell, the allowlisted environment,
 // req on stdin, in its own process group, which gets SIGTERM when runCtx
-// is done.
-func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, stderr *TailWriter) *exec.Cmd {
+// is done (and SIGKILL QuickStopGrace later when runCtx asks for a quick
+// stop: the timer is put in hurry, for Run to stop once the agent is gone).
+func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, stderr *TailWriter, hurry *atomic.Pointer[time.Timer]) *exec.Cmd {
 	cmd := exec.CommandContext(runCtx, e.cfg.Command[0], e.cfg.Command[1:]...)
 	cmd.Env = e.env() // never nil: nil would inherit the worker's environment
 	cmd.Dir = e.cfg.Dir
@@ -157,9 +163,13 @@ func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, std
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
-		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		pid := cmd.Process.Pid
+		err := syscall.Kill(-pid, syscall.SIGTERM)
 		if errors.Is(err, syscall.ESRCH) {
 			return os.ErrProcessDone
+		}
+		if quickStop(runCtx) {
+			hurry.Store(time.AfterFunc(QuickStopGrace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) }))
 		}
 		return err
 	}

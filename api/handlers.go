@@ -486,3 +486,47 @@ func (s *Server) requeue(rw http.ResponseWriter, r *http.Request) error {
 	writeJSON(rw, http.StatusOK, RequeueResponse{ID: id, State: tasks.StatePending, DeadLetter: e})
 	return nil
 }
+
+// CancelRequest is the optional body of POST /api/v1/tasks/{id}/cancel.
+type CancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+// CancelResponse is the reply of POST /api/v1/tasks/{id}/cancel: the task
+// is canceled (tasks.CancelResult).
+type CancelResponse = tasks.CancelResult
+
+// cancelTask serves POST /api/v1/tasks/{id}/cancel: 200 with the
+// CancelResponse; 404 not_found for an unknown task; 409 task_ended (with
+// state) for a task that has already ended; 400 for a bad body.
+func (s *Server) cancelTask(rw http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := s.bounded(r, 2)
+	defer cancel()
+	id := r.PathValue("id")
+	var req CancelRequest
+	if r.Body != nil && r.Body != http.NoBody {
+		data, err := readBody(r, s.opts.MaxBody)
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(data)) > 0 {
+			if err := strictDecode(data, &req); err != nil {
+				return jsonError("cancel request", data, err)
+			}
+		}
+	}
+	res, err := s.client.Cancel(ctx, id, req.Reason)
+	var ended *tasks.EndedError
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return newErr(http.StatusNotFound, CodeNotFound, "no task %q (never enqueued, or its record expired)", id)
+	case errors.As(err, &ended):
+		e := newErr(http.StatusConflict, CodeTaskEnded, "%v", err)
+		e.body.State = string(ended.State)
+		return e
+	case err != nil:
+		return err
+	}
+	writeJSON(rw, http.StatusOK, res)
+	return nil
+}

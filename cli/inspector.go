@@ -386,7 +386,7 @@ func breakerTrip(app *App, g *global) *cobra.Command {
 
 func taskCmd(app *App, g *global) *cobra.Command {
 	var asJSON bool
-	cmd := &cobra.Command{Use: "task ID", Short: "Show a task's state and history", Args: exactArgs(1, "one task ID"),
+	cmd := &cobra.Command{Use: "task ID | task cancel ID...", Short: "Show a task's state and history; cancel tasks", Args: exactArgs(1, "one task ID"),
 		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
 			v, err := tasks.NewStore(s.rdb).Get(cmd.Context(), args[0])
 			if errors.Is(err, tasks.ErrNotFound) {
@@ -404,13 +404,114 @@ func taskCmd(app *App, g *global) *cobra.Command {
 			if v.ErrorClass != "" {
 				fmt.Fprintf(w, "Class:\t%s\nError:\t%s\n", v.ErrorClass, v.Error)
 			}
+			if v.State == tasks.StateCanceled {
+				fmt.Fprintf(w, "Canceled:\t%s\nReason:\t%s\n", v.CanceledAt, v.CancelReason)
+			}
 			_ = w.Flush()
 			fmt.Fprintln(app.Out, "History:")
 			printHistory(app, v.History)
 			return nil
 		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
+	cmd.AddCommand(taskCancelCmd(app, g))
 	return cmd
+}
+
+// cancelOptions are `inspector task cancel`'s.
+type cancelOptions struct {
+	reason string
+	json   bool
+}
+
+// Validate checks the IDs and the reason before anything connects.
+func (o *cancelOptions) Validate(args []string) error {
+	if len(args) == 0 {
+		return usageErr("give at least one task ID")
+	}
+	for _, id := range args {
+		if id == "" {
+			return usageErr("a task ID is empty")
+		}
+	}
+	if len(o.reason) > tasks.MaxCancelReason {
+		return usageErr("--reason is %d bytes; at most %d", len(o.reason), tasks.MaxCancelReason)
+	}
+	return nil
+}
+
+// CancelFailure is `inspector task cancel --json`'s line for a task it
+// could not cancel: code not_found, task_ended (with the state the task
+// ended in) or error.
+type CancelFailure struct {
+	ID    string      `json:"id"`
+	Code  string      `json:"code"`
+	Error string      `json:"error"`
+	State tasks.State `json:"state,omitempty"`
+}
+
+func taskCancelCmd(app *App, g *global) *cobra.Command {
+	o := &cancelOptions{}
+	cmd := &cobra.Command{Use: "cancel ID...", Short: "Cancel tasks, wherever they are (state canceled, for good)",
+		Long: `Cancel each task: a waiting run (pending, scheduled, retrying, deferred,
+restarting) is removed from its queue; a running attempt is stopped on its
+worker (an exec agent's process group gets SIGTERM, then SIGKILL; an HTTP
+call is aborted). The task ends in state canceled with a task_canceled
+history event carrying --reason; it is not retried, restarted or
+dead-lettered. A task that has already ended (succeeded, dead_lettered,
+canceled) or is unknown is reported and makes the exit status 1.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: g.withSession(app, o.Validate, func(cmd *cobra.Command, args []string, s *session) error {
+			client := tasks.NewClient(s.rdb, s.cfg.ClientOptions()...)
+			var w *tabwriter.Writer
+			if !o.json {
+				w = table(app)
+				fmt.Fprintln(w, "ID\tSTATE\tWAS\tRUN")
+			}
+			failed := 0
+			for _, id := range args {
+				res, err := client.Cancel(cmd.Context(), id, o.reason)
+				if err != nil {
+					failed++
+					f := cancelFailure(id, err)
+					if o.json {
+						printJSON(app, f)
+					}
+					fmt.Fprintf(app.Err, "inspector: cancel %s: %s\n", id, f.Error)
+					continue
+				}
+				if o.json {
+					printJSON(app, res)
+					continue
+				}
+				run := "removed from its queue"
+				if !res.Removed {
+					run = "stopping on its worker"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", res.ID, res.State, res.PreviousState, run)
+			}
+			if w != nil {
+				_ = w.Flush()
+			}
+			if failed > 0 {
+				return runtimeErr(fmt.Errorf("%d of %d tasks not canceled", failed, len(args)))
+			}
+			return nil
+		})}
+	cmd.Flags().StringVar(&o.reason, "reason", "", "why (kept in the task's history)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "JSON Lines: one result (or failure) per task")
+	return cmd
+}
+
+// cancelFailure describes a failed cancel of task id.
+func cancelFailure(id string, err error) CancelFailure {
+	var ended *tasks.EndedError
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return CancelFailure{ID: id, Code: "not_found", Error: fmt.Sprintf("no task with ID %q (never enqueued, or its history has expired)", id)}
+	case errors.As(err, &ended):
+		return CancelFailure{ID: id, Code: "task_ended", Error: err.Error(), State: ended.State}
+	}
+	return CancelFailure{ID: id, Code: "error", Error: err.Error()}
 }
 
 func restartsCmd(app *App, g *global) *cobra.Command {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -91,10 +92,10 @@ or the login form at /ui/login (a session cookie). --no-console turns it off.`,
 				defer sampler.Stop()
 				client := tasks.NewClient(rdb, cfg.ClientOptions()...)
 				copts := console.Options{Token: token, Sampler: sampler, Client: client, Logger: log}
-				// Task cancel (Client.Cancel) shows a Cancel button once the client has it.
-				if c, ok := any(client).(console.Canceler); ok {
-					copts.Canceler = c
-				}
+				copts.Canceler = console.CancelFunc(func(ctx context.Context, id, reason string) error {
+					_, err := client.Cancel(ctx, id, reason)
+					return err
+				})
 				ui = console.New(rdb, cfg, copts).Handler()
 				log.Info("enqueuer serve: web console", "url", "http://"+ln.Addr().String()+console.Base)
 			}

@@ -60,6 +60,17 @@ type Canceler interface {
 	Cancel(ctx context.Context, id, reason string) error
 }
 
+// CancelFunc adapts a function to a Canceler, e.g. tasks.Client's Cancel:
+//
+//	console.CancelFunc(func(ctx context.Context, id, reason string) error {
+//		_, err := client.Cancel(ctx, id, reason)
+//		return err
+//	})
+type CancelFunc func(ctx context.Context, id, reason string) error
+
+// Cancel calls f.
+func (f CancelFunc) Cancel(ctx context.Context, id, reason string) error { return f(ctx, id, reason) }
+
 // Options configure a Console. The zero value is usable: no token (open:
 // only for loopback), no cancel, no chart.
 type Options struct {

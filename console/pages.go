@@ -478,8 +478,12 @@ func (c *Console) cancel(rw http.ResponseWriter, r *http.Request, _ session) err
 		reason = "canceled from the console"
 	}
 	if err := c.opts.Canceler.Cancel(ctx, id, reason); err != nil {
-		if errors.Is(err, tasks.ErrNotFound) {
+		var verr *tasks.ValidationError
+		switch {
+		case errors.Is(err, tasks.ErrNotFound):
 			return httpError(http.StatusNotFound, "No task %q.", id)
+		case errors.As(err, &verr):
+			return httpError(http.StatusBadRequest, "Task %s could not be canceled: %v", id, err)
 		}
 		return httpError(http.StatusConflict, "Task %s could not be canceled: %v", id, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
@@ -122,6 +123,9 @@ type Client struct {
 	// (its provider is tracing.Active).
 	tracer trace.Tracer
 	traced bool
+	// insp is Cancel's asynq inspector, made on first use.
+	insp     *asynq.Inspector
+	inspOnce sync.Once
 }
 
 // ClientOption configures a Client. Every StoreOption is one (it configures

@@ -39,7 +39,9 @@
 // The Store keeps, per task, a Redis hash (state, attempts, restarts, last
 // error class and error) and a list of Event values (queued, started,
 // retrying, deferred, restarting, succeeded, dead_lettered, requeued,
-// canceled, …), written together in one round trip per transition. Both
+// canceled, task_canceled, …), written together in one round trip per
+// transition. Client.Cancel ends a task in state canceled for good: every
+// later write of a worker is refused (ErrCanceled). Both
 // expire after the retention period (7 days by default, config
 // history.retention) counted from the task's last event; dead letters keep
 // their own copy of the history and never expire. Store.Get returns the

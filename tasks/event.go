@@ -19,10 +19,20 @@ const (
 	StateRestarting   State = "restarting"
 	StateSucceeded    State = "succeeded"
 	StateDeadLettered State = "dead_lettered"
+	// StateCanceled: the task was canceled (Client.Cancel, `inspector task
+	// cancel`, POST /api/v1/tasks/{id}/cancel). It is final: no run of the
+	// task runs, retries, restarts or is dead-lettered after it.
+	StateCanceled State = "canceled"
 )
 
+// States lists every task state, in lifecycle order (stable names).
+var States = []State{StatePending, StateScheduled, StateActive, StateRetrying, StateDeferred,
+	StateRestarting, StateSucceeded, StateDeadLettered, StateCanceled}
+
 // Terminal reports whether s is an end state.
-func (s State) Terminal() bool { return s == StateSucceeded || s == StateDeadLettered }
+func (s State) Terminal() bool {
+	return s == StateSucceeded || s == StateDeadLettered || s == StateCanceled
+}
 
 // Event kinds recorded in a task's history.
 const (
@@ -38,6 +48,11 @@ const (
 	EventDeadLettered = "dead_lettered"
 	EventRequeued     = "requeued"
 	EventCanceled     = "canceled" // put back on shutdown; no attempt used
+	// EventTaskCanceled: the task was canceled on request (Client.Cancel):
+	// state canceled, for good. Reason holds the caller's reason ("" when
+	// none was given) and Error says "canceled: <reason>". Not to be
+	// confused with EventCanceled, a worker's shutdown putting the task back.
+	EventTaskCanceled = "task_canceled"
 	// EventElided stands, in a long history, for the events between the
 	// first HistoryHead and the last HistoryTail: Count says how many,
 	// Attempts how many attempt outcomes were among them.
@@ -73,6 +88,8 @@ type Event struct {
 	Since time.Time `json:"since,omitzero"`
 	// Attempts is, for EventElided, how many attempt outcomes it replaces.
 	Attempts int `json:"attempts,omitempty"`
+	// Reason is, for EventTaskCanceled, the reason the cancel gave.
+	Reason string `json:"reason,omitempty"`
 }
 
 // AttemptOutcome reports whether ev ends an attempt (and so counts one):
@@ -137,13 +154,18 @@ func (ev Event) marshal() []byte {
 		b = append(b, `,"attempts":`...)
 		b = strconv.AppendInt(b, int64(ev.Attempts), 10)
 	}
+	if ev.Reason != "" {
+		b = append(b, `,"reason":"`...)
+		b = append(b, ev.Reason...)
+		b = append(b, '"')
+	}
 	return append(b, '}')
 }
 
 // plain reports whether marshal may write ev itself.
 func (ev Event) plain() bool {
 	return plainTime(ev.At) && (ev.Since.IsZero() || plainTime(ev.Since)) &&
-		plainText(ev.Event) && plainText(ev.Agent) && plainText(ev.ErrorClass) && plainText(ev.Error) && plainText(ev.Worker)
+		plainText(ev.Event) && plainText(ev.Agent) && plainText(ev.ErrorClass) && plainText(ev.Error) && plainText(ev.Worker) && plainText(ev.Reason)
 }
 
 func plainTime(t time.Time) bool {

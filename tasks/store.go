@@ -31,6 +31,13 @@ var ErrStale = errors.New("stale delivery of a superseded run")
 // recorded but before asynq's ack. It must be acked without running.
 var ErrEnded = errors.New("delivery of a run that has already ended")
 
+// ErrCanceled is returned, writing nothing, by the worker's writes to a
+// task record (Begin, BeginTransition, Transition, TransitionIfRun and
+// the Apply* helpers) when the task has been canceled (state canceled,
+// see Client.Cancel): the delivery must stop, its outcome is not
+// recorded, and it is acked (never retried, restarted or dead-lettered).
+var ErrCanceled = errors.New("task has been canceled")
+
 // Store keeps each task's record (a Redis hash) and its lifecycle history (a
 // Redis list of JSON events). Both keys share a hash tag, expire after the
 // retention period counted from the last event, and are written in one
@@ -181,8 +188,9 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // Returns the task's total attempt count after the increment, or, writing
 // nothing, -1 when the record's run is newer than the delivery's (stale:
 // drop it), -2 when the delivery's run has already ended (succeeded or
-// dead_lettered: ack it) and -3 when the record needs seeding but n is 0
-// (the caller sends the call again with the seed pairs).
+// dead_lettered: ack it), -3 when the record needs seeding but n is 0
+// (the caller sends the call again with the seed pairs) and -4 when the
+// task has been canceled (any run: ack it, ErrCanceled).
 //
 // The happy path (a record Create wrote moments ago) is one HMGET, one
 // HSET, one TTL and one RPUSH: the seed pairs are not even sent (begin
@@ -193,6 +201,7 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // as much, so the history's is too; a history this call creates gets it).
 var beginScript = redis.NewScript(historyLua + `
 local cur = redis.call("HMGET", KEYS[1], "run", "state", "attempts")
+if cur[2] == "canceled" then return -4 end
 local run = tonumber(cur[1] or "-1")
 local d = tonumber(ARGV[1])
 if run > d then return -1 end
@@ -278,6 +287,8 @@ func (s *Store) begin(ctx context.Context, env *Envelope, event string, lifetime
 		return 0, ErrEnded
 	case -3:
 		return 0, errors.New("begin script asked for seeding twice")
+	case -4:
+		return 0, ErrCanceled
 	}
 	return n, nil
 }
@@ -308,8 +319,10 @@ const MaxStoredResult = 64 << 10
 // KEYS[1] task record, KEYS[2] history
 // ARGV[1] TTL seconds, ARGV[2] event JSON, ARGV[3] "1" to merge the event
 // into a deferral it repeats (see historyLua), ARGV[4..] field/value pairs.
-// Returns 1.
+// Returns 1, or 0 writing nothing when the task has been canceled
+// (ErrCanceled).
 var transitionScript = redis.NewScript(historyLua + `
+if redis.call("HGET", KEYS[1], "state") == "canceled" then return 0 end
 redis.call("HSET", KEYS[1], unpack(ARGV, 4))
 hist_append(KEYS[2], ARGV[2], ARGV[3])
 redis.call("EXPIRE", KEYS[1], ARGV[1])
@@ -323,7 +336,8 @@ return 1
 // into it (Event.Count), and a long history is elided in its middle (see
 // HistoryHead). The record lives for the retention after the event, plus
 // the event's delay when it has one (a retry, deferral or restart due
-// later), so that it outlives the wait.
+// later), so that it outlives the wait. A canceled task's record is final:
+// Transition then writes nothing and returns ErrCanceled.
 func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) error {
 	ev.At = s.stamp(ev.At)
 	b := ev.marshal()
@@ -333,8 +347,12 @@ func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) er
 	}
 	ttl := s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond
 	args := append([]any{int64(ttl / time.Second), string(b), merge}, p.fields(ev.At)...)
-	if err := s.eval(ctx, transitionScript, []string{rkeys.Task(id), rkeys.TaskHistory(id)}, args...).Err(); err != nil {
+	n, err := s.eval(ctx, transitionScript, []string{rkeys.Task(id), rkeys.TaskHistory(id)}, args...).Int()
+	if err != nil {
 		return fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, ErrCanceled)
 	}
 	return nil
 }
@@ -369,9 +387,13 @@ func (p Patch) fields(at time.Time) []any {
 // KEYS[1] task record, KEYS[2] history
 // ARGV[1] the run the record must be at, ARGV[2] retention seconds,
 // ARGV[3] event JSON, ARGV[4..] field/value pairs.
-// Returns 1 when applied, 0 when the record is at another run (or absent).
+// Returns 1 when applied, 0 when the record is at another run (or absent),
+// -1 when the task has been canceled (ErrCanceled); nothing is written
+// unless it returns 1.
 var transitionIfRunScript = redis.NewScript(historyLua + `
-local cur = redis.call("HGET", KEYS[1], "run")
+local st = redis.call("HMGET", KEYS[1], "run", "state")
+if st[2] == "canceled" then return -1 end
+local cur = st[1]
 if cur ~= ARGV[1] then return 0 end
 redis.call("HSET", KEYS[1], unpack(ARGV, 4))
 hist_append(KEYS[2], ARGV[3], "0")
@@ -382,7 +404,8 @@ return 1
 
 // TransitionIfRun is Transition applied only while the record is still at
 // run; it reports whether it was applied. It completes a transition a dead
-// worker left unrecorded without overwriting a newer run's state.
+// worker left unrecorded without overwriting a newer run's state. A
+// canceled task's record is final: ErrCanceled.
 func (s *Store) TransitionIfRun(ctx context.Context, id string, run int, p Patch, ev Event) (bool, error) {
 	ev.At = s.stamp(ev.At)
 	b := ev.marshal()
@@ -390,6 +413,9 @@ func (s *Store) TransitionIfRun(ctx context.Context, id string, run int, p Patch
 	n, err := s.eval(ctx, transitionIfRunScript, []string{rkeys.Task(id), rkeys.TaskHistory(id)}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, err)
+	}
+	if n == -1 {
+		return false, fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, ErrCanceled)
 	}
 	return n == 1, nil
 }
@@ -412,8 +438,11 @@ type RunState struct {
 }
 
 // Ended reports whether run has ended in the record: the record is at run
-// and in a terminal state.
-func (r RunState) Ended(run int) bool { return r.Exists && r.Run == run && r.State.Terminal() }
+// and in a terminal state, or the task has been canceled (which ends every
+// run of it).
+func (r RunState) Ended(run int) bool {
+	return r.Exists && (r.State == StateCanceled || (r.Run == run && r.State.Terminal()))
+}
 
 // RunState reads task id's state, run and next attempt time in one round trip.
 func (s *Store) RunState(ctx context.Context, id string) (RunState, error) {
@@ -453,8 +482,12 @@ type View struct {
 	EnqueuedAt    string `json:"enqueued_at,omitempty"`
 	UpdatedAt     string `json:"updated_at,omitempty"`
 	// Result is the agent's result data once the task succeeded.
-	Result  json.RawMessage `json:"result,omitempty"`
-	History []Event         `json:"history"`
+	Result json.RawMessage `json:"result,omitempty"`
+	// CanceledAt and CancelReason are set once the task is canceled
+	// (state canceled; see Client.Cancel).
+	CanceledAt   string  `json:"canceled_at,omitempty"`
+	CancelReason string  `json:"cancel_reason,omitempty"`
+	History      []Event `json:"history"`
 }
 
 // Get returns task id's record and history.
@@ -477,7 +510,7 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 		ID: m["id"], Agent: m["agent"], Action: m["action"], State: State(m["state"]),
 		ErrorClass: m["error_class"], Error: m["error"], Queue: m["queue"],
 		CorrelationID: m["correlation_id"], EnqueuedAt: m["enqueued_at"], UpdatedAt: m["updated_at"],
-		History: []Event{},
+		CanceledAt: m["canceled_at"], CancelReason: m["cancel_reason"], History: []Event{},
 	}
 	v.Attempts, _ = strconv.Atoi(m["attempts"])
 	v.Restarts, _ = strconv.Atoi(m["restarts"])
@@ -524,8 +557,9 @@ func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
 // ARGV[6+2n..] history events (JSON) restored when the history is missing.
 // Returns 1 when the record now shows the run as pending, 2 when the run
 // had begun already (only the event is added), 0 when the record is at a
-// later run (nothing written).
+// later run or canceled (nothing written).
 var requeueScript = redis.NewScript(historyLua + `
+if redis.call("HGET", KEYS[1], "state") == "canceled" then return 0 end
 local cur = redis.call("HGET", KEYS[1], "run")
 local run = tonumber(ARGV[1])
 if cur and tonumber(cur) > run then return 0 end

@@ -39,7 +39,11 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 	if r, ok := asynq.GetRetryCount(ctx); ok {
 		n = r + 1
 	}
-	start, answer := p.startAttempt(ctx, log, env, g, n)
+	// The attempt's own context, which a deferred start that finds the
+	// task canceled ends (see deferBegin).
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	start, answer := p.startAttempt(ctx, log, env, g, n, stop)
 	if start == nil {
 		return nil, answer
 	}
@@ -54,8 +58,11 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 		if alt == nil {
 			return a, nil
 		}
-		if err := start.apply(context.WithoutCancel(ctx), tasks.SetCallFailed(a.outcome(p, env))); errors.Is(err, tasks.ErrStale) {
+		if err := start.apply(context.WithoutCancel(ctx), tasks.SetCallFailed(a.outcome(p, env))); dropped(err) {
 			p.release(ctx, alt.sp, alt.adm)
+			if isCanceled(err) {
+				return nil, p.canceled(ctx, log, env)
+			}
 			return nil, ranStale(log, env)
 		}
 		log.Warn("falling back", "event", "fallback", "from", cur.sp.name, "to", alt.sp.name, "class", c.verdict.Class,
@@ -65,12 +72,14 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 }
 
 // startAttempt records the start of attempt n: lazily for a first
-// delivery (deferBegin), fenced before the call for a redelivery (begin).
-// A nil start means the delivery must not run; the answer is then
-// ProcessTask's (nil: drop it).
-func (p *pipeline) startAttempt(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, n int) (*attemptStart, error) {
-	if n == 1 {
-		return p.deferBegin(ctx, env), nil
+// delivery of a task's first run (deferBegin; stop ends the attempt if
+// the task turns out canceled), fenced before the call for a redelivery
+// or a later run (begin: a restart or requeue, whose task may have been
+// canceled while it waited). A nil start means the delivery must not run;
+// the answer is then ProcessTask's (nil: drop it).
+func (p *pipeline) startAttempt(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, n int, stop func()) (*attemptStart, error) {
+	if n == 1 && env.Run == 0 {
+		return p.deferBegin(ctx, env, stop), nil
 	}
 	start, err := p.begin(ctx, env)
 	if err == nil {
@@ -84,6 +93,8 @@ func (p *pipeline) startAttempt(ctx context.Context, log *taskLog, env *tasks.En
 	case errors.Is(err, tasks.ErrEnded):
 		log.Warn("acking a redelivery of a run that has already ended; the agent is not called again", "run", env.Run)
 		return nil, nil
+	case isCanceled(err):
+		return nil, p.canceled(ctx, log, env)
 	}
 	p.awaitRedis(ctx, env.ID) // so that asynq takes the task back (see untilRedis)
 	return nil, handBack(err)
@@ -110,7 +121,7 @@ func (c callResult) outcome(env *tasks.Envelope, served *spec, n int, worker str
 // fallback is not the task's agent.
 func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission, attempt int) callResult {
 	timeout := callTimeout(ctx, sp.timeout, time.Now())
-	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	runCtx, cancel := context.WithTimeout(agent.WithQuickStop(ctx, p.quickStop), timeout)
 	started := time.Now()
 	traceparent, tracestate := agentTrace(ctx, env)
 	data, runErr := sp.runner.Run(runCtx, agent.Request{

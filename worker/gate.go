@@ -103,8 +103,10 @@ func (p *pipeline) deferTask(ctx context.Context, log *taskLog, env *tasks.Envel
 	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
 	p.metrics.deferrals.WithLabelValues(env.Agent).Inc()
 	p.metrics.rejections.WithLabelValues(sp.breakerKey).Inc()
-	_ = p.store.Apply(context.WithoutCancel(ctx), env.ID, tasks.SetDeferred(p.outcome(env, 0, "", ""),
-		fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait))
+	if err := p.store.Apply(context.WithoutCancel(ctx), env.ID, tasks.SetDeferred(p.outcome(env, 0, "", ""),
+		fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait)); isCanceled(err) {
+		return p.canceled(ctx, log, env)
+	}
 	log.Info("deferred: breaker open", "event", "defer", "breaker_key", sp.breakerKey, "state", adm.State, "delay_ms", wait.Milliseconds())
 	return snooze(wait, deferCause)
 }

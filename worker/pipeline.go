@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -45,7 +46,16 @@ type pipeline struct {
 	noGate   bool         // WithoutBreaker: skip Allow and Record
 	tracer   trace.Tracer // attempt and run spans (see trace.go)
 	traced   bool         // tracer's provider is tracing.Active
+	// stopping is set when the worker starts shutting down: from then on a
+	// call's canceled context is the shutdown's, not a task's cancel.
+	stopping atomic.Bool
 }
+
+// quickStop reports whether a call whose context was canceled was stopped
+// because its task was canceled (asynq's CancelProcessing) rather than by
+// the worker's shutdown: its exec agent then gets SIGKILL sooner
+// (agent.WithQuickStop).
+func (p *pipeline) quickStop() bool { return !p.stopping.Load() }
 
 // ProcessTask implements asynq.Handler. It never panics on a task and
 // returns an error only to ask asynq for a (possibly free) retry: see the

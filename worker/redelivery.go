@@ -66,8 +66,11 @@ func (p *pipeline) superseded(ctx context.Context, env *tasks.Envelope) bool {
 	// Record the restart the dead worker did not, unless the next run has
 	// moved the record on already.
 	if n, err := tasks.Decode(info.Payload); err == nil {
-		_, _ = p.store.ApplyIfRun(context.WithoutCancel(ctx), env.ID, env.Run,
+		_, err = p.store.ApplyIfRun(context.WithoutCancel(ctx), env.ID, env.Run,
 			tasks.SetRestartRecovered(p.outcome(env, 0, "", ""), n))
+		if isCanceled(err) {
+			p.dropRun(ctx, n) // the task was canceled before the restart was recorded
+		}
 	}
 	return true
 }

@@ -48,6 +48,8 @@ func (p *pipeline) succeed(ctx context.Context, log *taskLog, env *tasks.Envelop
 	})
 	if errors.Is(err, tasks.ErrStale) {
 		return ranStale(log, env)
+	} else if isCanceled(err) {
+		return p.canceled(ctx, log, env)
 	} else if err != nil {
 		log.Error("could not record success", "err", err)
 	}
@@ -67,6 +69,8 @@ func (p *pipeline) retry(ctx context.Context, log *taskLog, env *tasks.Envelope,
 	})
 	if errors.Is(err, tasks.ErrStale) {
 		return ranStale(log, env)
+	} else if isCanceled(err) {
+		return p.canceled(ctx, log, env)
 	}
 	p.metrics.retries.WithLabelValues(env.Agent, o.ErrorClass).Inc()
 	log.Warn("retrying", "event", "retry", "class", o.ErrorClass, "attempt", a.n,
@@ -75,10 +79,13 @@ func (p *pipeline) retry(ctx context.Context, log *taskLog, env *tasks.Envelope,
 }
 
 // requeue puts back an attempt the worker's shutdown cut, without using
-// an attempt.
+// an attempt. An attempt cut because its task was canceled (the record
+// refuses the put-back) is acked instead.
 func (p *pipeline) requeue(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
 	if err := a.start.apply(context.WithoutCancel(ctx), tasks.SetCanceled(a.outcome(p, env))); errors.Is(err, tasks.ErrStale) {
 		return ranStale(log, env)
+	} else if isCanceled(err) {
+		return p.canceled(ctx, log, env)
 	}
 	log.Info("attempt canceled by shutdown; task put back without using an attempt", "attempt", a.n)
 	return putBack()
@@ -105,7 +112,11 @@ func (p *pipeline) restart(ctx context.Context, log *taskLog, env *tasks.Envelop
 		return p.deadLetter(bg, env, o, reason)
 	}
 	failpoint("before_restart_recorded") // test hook: crash between scheduling and recording
-	_ = untilRedis(ctx, func() error { return p.store.Apply(bg, env.ID, tasks.SetRestarting(o, next, delay)) })
+	if err := untilRedis(ctx, func() error { return p.store.Apply(bg, env.ID, tasks.SetRestarting(o, next, delay)) }); isCanceled(err) {
+		// Canceled between the schedule and its record: the restart must not run.
+		p.dropRun(ctx, next)
+		return p.canceled(ctx, log, env)
+	}
 	p.metrics.restarts.WithLabelValues(env.Agent, o.ErrorClass).Inc()
 	if env.Restarts > 0 {
 		p.metrics.restartResults.WithLabelValues(env.Agent, "restarted").Inc()
@@ -128,6 +139,8 @@ func (p *pipeline) ensureStarted(ctx context.Context, log *taskLog, start *attem
 		return true, nil
 	case errors.Is(err, tasks.ErrStale):
 		return false, ranStale(log, start.env)
+	case isCanceled(err):
+		return false, p.canceled(ctx, log, start.env)
 	default:
 		return false, handBack(err)
 	}
@@ -157,7 +170,12 @@ func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, o tasks.
 		return p.putFailed(env.ID, err)
 	}
 	failpoint("before_dead_letter_recorded") // test hook: crash between the dead letter and its record
-	if err := untilRedis(ctx, func() error { return p.store.Apply(ctx, env.ID, c) }); err != nil {
+	if err := untilRedis(ctx, func() error { return p.store.Apply(ctx, env.ID, c) }); isCanceled(err) {
+		// Canceled while its dead letter was written: a canceled task is
+		// not dead-lettered.
+		_, _ = p.dlq.Delete(ctx, env.ID)
+		return p.canceled(ctx, &taskLog{base: p.log, env: env}, env)
+	} else if err != nil {
 		p.log.Error("could not record dead letter in task history", "task_id", env.ID, "err", err)
 	}
 	p.metrics.deadLetters.WithLabelValues(env.Agent, o.ErrorClass, reason).Inc()

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/agentq/agentq/tasks"
@@ -32,7 +31,7 @@ type attemptStart struct {
 
 	timer   *time.Timer   // the deferred Begin; nil once settled or when begun synchronously
 	fired   chan struct{} // closed when the deferred Begin has returned
-	err     error         // the Begin's error (tasks.ErrStale: the run is superseded)
+	err     error         // the Begin's error (tasks.ErrStale: the run is superseded; tasks.ErrCanceled: the task is)
 	written bool          // the start is in the record
 }
 
@@ -47,12 +46,18 @@ func (p *pipeline) begin(ctx context.Context, env *tasks.Envelope) (*attemptStar
 
 // deferBegin schedules the start's write beginGrace from now (a first
 // delivery); Transition writes it with the outcome if that comes first.
-func (p *pipeline) deferBegin(ctx context.Context, env *tasks.Envelope) *attemptStart {
+// When the deferred Begin finds the task canceled (a cancel that came as
+// the delivery was dequeued, whose stop message the worker missed), it
+// calls stop, which ends the attempt's context: the agent is stopped.
+func (p *pipeline) deferBegin(ctx context.Context, env *tasks.Envelope, stop func()) *attemptStart {
 	a := &attemptStart{store: p.store, env: env, fired: make(chan struct{})}
 	bg := context.WithoutCancel(ctx)
 	a.timer = time.AfterFunc(beginGrace, func() {
 		defer close(a.fired)
 		_, a.err = a.store.Begin(bg, env)
+		if isCanceled(a.err) && stop != nil {
+			stop()
+		}
 	})
 	return a
 }
@@ -73,9 +78,9 @@ func (a *attemptStart) settle() (bool, error) {
 
 // ensure makes sure the start is in the record before a step that must
 // not follow a superseded run (scheduling a restart, dead-lettering):
-// tasks.ErrStale means drop the delivery.
+// tasks.ErrStale or tasks.ErrCanceled means drop the delivery.
 func (a *attemptStart) ensure(ctx context.Context) error {
-	if written, err := a.settle(); written || errors.Is(err, tasks.ErrStale) {
+	if written, err := a.settle(); written || dropped(err) {
 		return err
 	}
 	_, err := a.store.Begin(ctx, a.env)
@@ -84,14 +89,14 @@ func (a *attemptStart) ensure(ctx context.Context) error {
 }
 
 // apply records a state change of the attempt, with its start when that
-// is not in the record yet. tasks.ErrStale means the run is superseded and
-// nothing was written.
+// is not in the record yet. tasks.ErrStale means the run is superseded,
+// tasks.ErrCanceled that the task is canceled; nothing was written.
 func (a *attemptStart) apply(ctx context.Context, c tasks.Change) error {
 	written, err := a.settle()
 	if written {
 		return a.store.Apply(ctx, a.env.ID, c)
 	}
-	if errors.Is(err, tasks.ErrStale) {
+	if dropped(err) {
 		return err
 	}
 	_, err = a.store.BeginTransition(ctx, a.env, c.Patch, c.Event)

@@ -240,6 +240,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker started", "concurrency", w.cfg.Worker.Concurrency, "agents", w.Agents(), "ops_addr", w.addr)
 	<-ctx.Done()
 	w.log.Info("worker shutting down", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
+	w.pipe.stopping.Store(true)               // canceled calls are the shutdown's from now on
 	w.waiter.Stop(context.WithoutCancel(ctx)) // end an idle wait at once
 	srv.Shutdown()                            // stops dequeuing, waits for in-flight tasks, requeues the rest
 	cancelBase()                              // stop agents still running (their tasks are already back on the queue)
