@@ -36,6 +36,8 @@ type pipeline struct {
 	dlq      *deadletter.Store
 	restarts *restart.Scheduler
 	breakers *resilience.Breakers
+	limiter  *resilience.Limiter // provider limits (limits.go)
+	lines    limitLines          // this process's waiting lines, per limits key
 	metrics  *metrics
 	alerts   *alerter
 	workerID string
