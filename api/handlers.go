@@ -419,14 +419,20 @@ func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// agents serves GET /api/v1/agents: every configured agent with its breaker.
+// agents serves GET /api/v1/agents: every configured agent with its
+// breaker (and its limits, for an agent with limits).
 func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
 	refs := make([]resilience.AgentRef, 0, len(s.cfg.Agents))
 	for _, name := range s.cfg.AgentNames() {
 		a, _ := s.cfg.Agent(name)
-		refs = append(refs, resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil})
+		ref := resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil}
+		if l := a.Limits; l != nil {
+			ref.LimitKey = l.Key
+			ref.Limits = resilience.LimitConfig{Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency}
+		}
+		refs = append(refs, ref)
 	}
 	out, err := s.breakers.Summaries(ctx, refs)
 	if err != nil {
