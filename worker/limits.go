@@ -36,9 +36,10 @@ import (
 
 // limitWaitMax bounds how long a task waits in its worker for capacity
 // before it is deferred instead: short enough not to hold a worker slot
-// for long, long enough that a request limit's next slots are taken from
-// within the worker (a deferral comes back on asynq's whole-second clock).
-const limitWaitMax = 2 * time.Second
+// for long, long enough that a request limit's next windows are served
+// from within the workers (a deferral comes back on asynq's whole-second
+// clock, which would leave capacity unused at the end of a burst).
+const limitWaitMax = 5 * time.Second
 
 // limitPoll is how soon a line's head asks again when the concurrency
 // limit refused it and no call of its key ended in this process: a slot
@@ -139,6 +140,9 @@ func (p *pipeline) waitLimit(ctx context.Context, log *taskLog, sp *spec, last r
 	select {
 	case line.turn <- struct{}{}:
 	case <-timer.C:
+		// The line was busy all along: capacity is being used; come back
+		// soon (deferLimit spreads the returns).
+		last.RetryIn = 0
 		return last, nil
 	case <-ctx.Done():
 		return last, ctx.Err()
@@ -181,18 +185,21 @@ func sleepOrFreed(ctx context.Context, d time.Duration, freed <-chan struct{}) e
 }
 
 // deferLimit puts a task back until about when sp's limits may admit it:
-// the limiter's RetryIn (at least 50ms) plus jitter of up to a second or
-// the wait itself, so that the deferred tasks of a key come back spread
-// out. It uses no attempt; the history event names the limit.
+// the limiter's RetryIn (at least 100ms) plus jitter of up to a fifth of
+// it (at least 500ms, at most a second), so that the deferred tasks of a
+// key come back spread out. It uses no attempt; the history event names
+// the limit. asynq may deliver it up to a second early (whole seconds):
+// it then waits for the rest in its worker's line, which is what lets a
+// key's deferred tasks take capacity as soon as it frees.
 func (p *pipeline) deferLimit(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a resilience.LimitAdmission) error {
-	wait := max(a.RetryIn, 50*time.Millisecond)
-	wait += time.Duration(rand.Int64N(int64(min(max(wait, 200*time.Millisecond), time.Second)) + 1))
+	wait := max(a.RetryIn, 100*time.Millisecond)
+	wait += time.Duration(rand.Int64N(int64(min(max(wait/5, 500*time.Millisecond), time.Second)) + 1))
 	why := sp.limits.describe(a)
 	p.metrics.limitDeferrals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
 	p.metrics.deferrals.WithLabelValues(env.Agent).Inc()
 	_ = p.store.Apply(context.WithoutCancel(ctx), env.ID, tasks.SetDeferred(p.outcome(env, 0, "", ""), why, wait))
 	log.Info("deferred: over a limit", "event", "defer", "limit_key", sp.limits.key, "limit", a.Limit, "delay_ms", wait.Milliseconds())
-	return snooze(wait, limitDeferCause)
+	return snoozeEarly(wait, limitDeferCause)
 }
 
 // limitDeferCause is the error text a limit's deferral hands asynq (its
