@@ -227,10 +227,12 @@ end
 // Returns {allowed 0|1, limit ("" when allowed), retry_in ms (0: unknown),
 // paused_until ms (0: none)}.
 //
-// Checks, in order: the pause, concurrency (expired leases dropped first),
-// requests (the sliding log: a call may start when fewer than `requests`
-// starts lie within the window; else retry when the requests-th most recent
-// one leaves it), tokens (the window's debits ≥ tokens refuses; retry when
+// Checks, in order: the pause, concurrency (expired leases are dropped
+// when the count reaches the limit), requests (the sliding log: a call may
+// start when fewer than `requests` starts lie within the window; else retry
+// when the requests-th most recent one leaves it; starts that left the
+// window are dropped when the count reaches the limit, so the log holds at
+// most `requests` entries plus those of the last window), tokens (the window's debits ≥ tokens refuses; retry when
 // enough old debits leave it). An admitted call is logged (a start, a lease)
 // in the same step, so no two admissions can see the same free slot.
 var admitScript = redis.NewScript(limitPrelude + `
@@ -243,16 +245,20 @@ if paused > now then
   redis.call('HINCRBY', KEYS[1], 'deferrals:paused', 1)
   return {0, 'paused', paused - now, paused}
 end
-if conc > 0 then
+if conc > 0 and redis.call('ZCARD', KEYS[3]) >= conc then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   if redis.call('ZCARD', KEYS[3]) >= conc then
     redis.call('HINCRBY', KEYS[1], 'deferrals:concurrency', 1)
     return {0, 'concurrency', 0, 0}
   end
 end
+local n = 0
 if req > 0 and win > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - win)
-  local n = redis.call('ZCARD', KEYS[2])
+  n = redis.call('ZCARD', KEYS[2])
+  if n >= req then
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - win)
+    n = redis.call('ZCARD', KEYS[2])
+  end
   if n >= req then
     local e = redis.call('ZRANGE', KEYS[2], n - req, n - req, 'WITHSCORES')
     redis.call('HINCRBY', KEYS[1], 'deferrals:requests', 1)
