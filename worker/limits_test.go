@@ -114,3 +114,25 @@ agents:
 	require.True(t, strings.HasPrefix(ev.Error, `limit "llm" paused by the provider until`), ev.Error)
 	require.EqualValues(t, 1, calls.Load())
 }
+
+// TestLimitFallback: a primary over its limit (here paused) sends the call
+// at once to a fallback agent whose breaker and limits admit it.
+func TestLimitFallback(t *testing.T) {
+	t.Parallel()
+	var primary, backup calls
+	w, rdb := runWorker(t, `
+agents:
+  llm:
+    fallback: [backup]
+    limits: {key: prov, requests: 100, per: 1m}
+  backup: {}
+`, WithAgent("llm", fixedAgent(&primary, nil)), WithAgent("backup", fixedAgent(&backup, nil)))
+	_, _, err := resilience.NewLimiter(rdb).Pause(context.Background(), "prov", time.Minute, "test")
+	require.NoError(t, err)
+	id := enqueueOne(t, tasks.NewClient(rdb), "fb-0", "llm")
+	v := waitTerminal(t, rdb, []string{id}, 10*time.Second)[id]
+	require.Equal(t, tasks.StateSucceeded, v.State)
+	require.Empty(t, primary.all(), "the primary over its limit was not called")
+	require.Len(t, backup.all(), 1)
+	require.EqualValues(t, 1, counterValue(t, w, "agentq_fallbacks_total", map[string]string{"agent": "llm", "fallback": "backup", "class": "over_limit"}))
+}
