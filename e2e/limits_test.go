@@ -141,6 +141,12 @@ agents:
 	}
 
 	arrivals, _, maxIn := be.snapshot()
+	sort.Slice(arrivals, func(i, j int) bool { return arrivals[i].Before(arrivals[j]) })
+	var timeline []string
+	for i, a := range arrivals {
+		timeline = append(timeline, fmt.Sprintf("%d:%d", i, a.Sub(arrivals[0]).Milliseconds()))
+	}
+	t.Logf("arrivals (index:ms): %s", strings.Join(timeline, " "))
 	require.Len(t, arrivals, nTasks, "one call per task")
 	worst, at := maxInWindow(arrivals, per)
 	require.LessOrEqual(t, worst, requests, "calls started within the 1s window from %s", at.Format(time.RFC3339Nano))
@@ -156,12 +162,6 @@ agents:
 	// 50ms guard per window (95% at most) and the in-worker lines take
 	// freed slots within milliseconds; the 90% floor leaves the rest as
 	// margin for a loaded machine.
-	sort.Slice(arrivals, func(i, j int) bool { return arrivals[i].Before(arrivals[j]) })
-	var timeline []string
-	for i, a := range arrivals {
-		timeline = append(timeline, fmt.Sprintf("%d:%d", i, a.Sub(arrivals[0]).Milliseconds()))
-	}
-	t.Logf("arrivals (index:ms): %s", strings.Join(timeline, " "))
 	n := len(arrivals) - requests
 	rate := float64(n) / arrivals[n].Sub(arrivals[0]).Seconds()
 	t.Logf("limits: %d calls, max %d in any 1s window, max %d in flight, %.2f calls/s (%.0f%% of %d/s); all %d calls in %s",

@@ -86,6 +86,10 @@ type LimitAdmission struct {
 	// Lease is the concurrency lease to give back with Release ("" when
 	// the key has no concurrency limit).
 	Lease string
+	// Start is the call's entry in the request log ("" when the key has no
+	// request limit), for Restamp; At is when Admit returned (local clock).
+	Start string
+	At    time.Time
 }
 
 // LimitStatus is the state of one limits key: the view of inspector
@@ -225,7 +229,7 @@ end
 // request window ms (per + guard), ARGV[4] tokens (0: none), ARGV[5] per
 // ms, ARGV[6] concurrency (0: none), ARGV[7] lease ms, ARGV[8] lease token.
 // Returns {allowed 0|1, limit ("" when allowed), retry_in ms (0: unknown),
-// paused_until ms (0: none)}.
+// paused_until ms (0: none), start log member ("" when none)}.
 //
 // Checks, in order: the pause, concurrency (expired leases are dropped
 // when the count reaches the limit), requests (the sliding log: a call may
@@ -243,13 +247,13 @@ local conc, lease = tonumber(ARGV[6]), tonumber(ARGV[7])
 local paused = tonumber(redis.call('HGET', KEYS[1], 'paused_until')) or 0
 if paused > now then
   redis.call('HINCRBY', KEYS[1], 'deferrals:paused', 1)
-  return {0, 'paused', paused - now, paused}
+  return {0, 'paused', paused - now, paused, ''}
 end
 if conc > 0 and redis.call('ZCARD', KEYS[3]) >= conc then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   if redis.call('ZCARD', KEYS[3]) >= conc then
     redis.call('HINCRBY', KEYS[1], 'deferrals:concurrency', 1)
-    return {0, 'concurrency', 0, 0}
+    return {0, 'concurrency', 0, 0, ''}
   end
 end
 local n = 0
@@ -262,7 +266,7 @@ if req > 0 and win > 0 then
   if n >= req then
     local e = redis.call('ZRANGE', KEYS[2], n - req, n - req, 'WITHSCORES')
     redis.call('HINCRBY', KEYS[1], 'deferrals:requests', 1)
-    return {0, 'requests', math.max(1, tonumber(e[2]) + win - now), 0}
+    return {0, 'requests', math.max(1, tonumber(e[2]) + win - now), 0, ''}
   end
 end
 if tok > 0 and per > 0 then
@@ -277,12 +281,13 @@ if tok > 0 and per > 0 then
       if left < tok then break end
     end
     redis.call('HINCRBY', KEYS[1], 'deferrals:tokens', 1)
-    return {0, 'tokens', math.max(1, retry), 0}
+    return {0, 'tokens', math.max(1, retry), 0, ''}
   end
 end
+local start = ''
 if req > 0 and win > 0 then
-  local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-  redis.call('ZADD', KEYS[2], now, seq)
+  start = tostring(redis.call('HINCRBY', KEYS[1], 'seq', 1))
+  redis.call('ZADD', KEYS[2], now, start)
   redis.call('PEXPIRE', KEYS[2], win)
 end
 if conc > 0 then
@@ -290,7 +295,7 @@ if conc > 0 then
   local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
   redis.call('PEXPIREAT', KEYS[3], tonumber(last[2]))
 end
-return {1, '', 0, 0}
+return {1, '', 0, 0, start}
 `)
 
 // newLeaseToken returns a random concurrency lease token.
@@ -324,18 +329,51 @@ func (l *Limiter) Admit(ctx context.Context, key string, cfg LimitConfig) (Limit
 	if err != nil {
 		return LimitAdmission{Allowed: true}, l.wrap(key, "admit", err)
 	}
-	r, err := redisx.ParseReply(res, 4)
+	r, err := redisx.ParseReply(res, 5)
 	if err != nil {
 		return LimitAdmission{Allowed: true}, l.wrap(key, "admit", err)
 	}
 	if r.Int(0) == 1 {
-		return LimitAdmission{Allowed: true, Lease: token}, nil
+		return LimitAdmission{Allowed: true, Lease: token, Start: r.Str(4), At: time.Now()}, nil
 	}
 	a := LimitAdmission{Limit: Limit(r.Str(1)), RetryIn: time.Duration(r.Int(2)) * time.Millisecond}
 	if p := r.Int(3); p > 0 {
 		a.PausedUntil = time.UnixMilli(p).UTC()
 	}
 	return a, nil
+}
+
+// restampScript moves a call's start in the request log to now.
+//
+// KEYS[2] starts log. ARGV[1] now ms or "", ARGV[2] the start member,
+// ARGV[3] request window ms. Returns 1 when moved, 0 when the entry is
+// gone or already out of its window (then it no longer counts, and moving
+// it would add a start no admission allowed).
+// Moving a start later is always safe: its admission counted it in every
+// window that holds the admission time, and every window that holds now
+// counts it already (a later admission saw it within its window).
+var restampScript = redis.NewScript(limitPrelude + `
+local now = now_ms(ARGV[1])
+local at = redis.call('ZSCORE', KEYS[2], ARGV[2])
+if not at or tonumber(at) >= now or now - tonumber(at) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[2], now, ARGV[2])
+redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]))
+return 1
+`)
+
+// Restamp moves an admitted call's start in the request log to now: the
+// caller saw its call actually leave later than its admission (a stalled
+// process), and the provider counts when it arrives. Later admissions then
+// keep their distance from the real start. No-op without a request limit.
+func (l *Limiter) Restamp(ctx context.Context, key string, cfg LimitConfig, a LimitAdmission) error {
+	if a.Start == "" || cfg.Per <= 0 {
+		return nil
+	}
+	win := (cfg.Per + RequestGuard(cfg.Per)).Milliseconds()
+	if _, err := l.run.Run(ctx, restampScript, limitKeys(key), l.nowArg(), a.Start, win); err != nil {
+		return l.wrap(key, "restamp", err)
+	}
+	return nil
 }
 
 // Release gives back an admission's concurrency lease when its call ends

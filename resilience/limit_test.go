@@ -18,7 +18,7 @@ import (
 // then do op and check its answer.
 type limitStep struct {
 	advance time.Duration
-	op      string // admit | release (the n-th admission's lease) | debit | pause
+	op      string // admit | release (the n-th admission's lease) | restamp (the n-th admission's start) | debit | pause
 	n       int64  // debit: tokens; pause: ms; release: index of the admission
 	allowed bool
 	limit   Limit
@@ -75,6 +75,18 @@ func TestLimiterTable(t *testing.T) {
 			{advance: 1500 * time.Millisecond, op: "admit", limit: LimitPaused, retryIn: 500 * time.Millisecond},
 			{advance: 500 * time.Millisecond, op: "admit", allowed: true},
 		}},
+		{"restamp: a start moved to when the call really left", LimitConfig{Requests: 2, Per: per}, []limitStep{
+			{op: "admit", allowed: true},
+			{advance: 100 * time.Millisecond, op: "admit", allowed: true},
+			{advance: 400 * time.Millisecond, op: "restamp", n: 0}, // admission 0 left at 500ms
+			{advance: 500 * time.Millisecond, op: "admit", limit: LimitRequests, retryIn: 100*time.Millisecond + win - time.Second},
+			{advance: 150 * time.Millisecond, op: "admit", allowed: true}, // the start at 100ms left the window; 500ms has not
+			{op: "admit", limit: LimitRequests, retryIn: 500*time.Millisecond + win - 1150*time.Millisecond},
+			// A start already out of its window is not brought back.
+			{advance: 2 * time.Second, op: "restamp", n: 1},
+			{op: "admit", allowed: true},
+			{op: "admit", allowed: true},
+		}},
 		{"requests and concurrency together", LimitConfig{Requests: 2, Per: per, Concurrency: 1}, []limitStep{
 			{op: "admit", allowed: true},
 			{op: "admit", limit: LimitConcurrency},
@@ -108,6 +120,8 @@ func TestLimiterTable(t *testing.T) {
 						}
 					case "release":
 						require.NoError(t, l.Release(ctx, "k", adms[s.n]))
+					case "restamp":
+						require.NoError(t, l.Restamp(ctx, "k", tc.cfg, adms[s.n]))
 					case "debit":
 						_, err := l.Debit(ctx, "k", tc.cfg, s.n)
 						require.NoError(t, err)

@@ -112,7 +112,9 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	sp, adm := g.sp, g.adm
 	timeout := callTimeout(ctx, sp.timeout, time.Now())
 	obsCtx, reply := observeReply(ctx, sp)
-	runCtx, cancel := context.WithTimeout(obsCtx, timeout)
+	stamp := p.newStamper(ctx, sp, g.lim)
+	stamp.late() // the call leaves now: restamp its start if the worker stalled since its admission
+	runCtx, cancel := context.WithTimeout(stamp.trace(obsCtx), timeout)
 	started := time.Now()
 	data, runErr := sp.runner.Run(runCtx, agent.Request{
 		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,

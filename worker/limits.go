@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptrace"
 	"sync"
 	"time"
 
@@ -223,6 +224,60 @@ func (p *pipeline) releaseLimit(ctx context.Context, sp *spec, a resilience.Limi
 	case p.lines.get(sp.limits.key).freed <- struct{}{}:
 	default:
 	}
+}
+
+// restampAfter is how late a limited call may leave after its admission
+// before its start is moved to when it really left (resilience.Limiter.
+// Restamp): a worker process that stalls (CPU starvation, a long GC)
+// between admitting a call and sending it would otherwise let it reach the
+// provider in a later window than the limiter counted it in.
+const restampAfter = 10 * time.Millisecond
+
+// stamper restamps a limited call's start when it leaves late; its late
+// method may run on the HTTP transport's goroutine (httptrace).
+type stamper struct {
+	p    *pipeline
+	ctx  context.Context
+	sp   *spec
+	adm  resilience.LimitAdmission
+	mu   sync.Mutex
+	last time.Time
+}
+
+// newStamper returns the stamper of a call admitted by a (nil when the
+// call's start is not logged: no request limit).
+func (p *pipeline) newStamper(ctx context.Context, sp *spec, a resilience.LimitAdmission) *stamper {
+	if sp.limits == nil || p.limiter == nil || a.Start == "" {
+		return nil
+	}
+	return &stamper{p: p, ctx: context.WithoutCancel(ctx), sp: sp, adm: a, last: a.At}
+}
+
+// late restamps the start if the call leaves more than restampAfter after
+// its admission (or its last restamp).
+func (s *stamper) late() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if now.Sub(s.last) <= restampAfter {
+		return
+	}
+	s.last = now
+	ctx, cancel := context.WithTimeout(s.ctx, time.Second)
+	defer cancel()
+	_ = s.p.limiter.Restamp(ctx, s.sp.limits.key, s.sp.limits.cfg, s.adm)
+}
+
+// trace returns ctx with an HTTP client trace that restamps the call's
+// start when its request is written late (nil stamper: ctx).
+func (s *stamper) trace(ctx context.Context) context.Context {
+	if s == nil {
+		return ctx
+	}
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { s.late() }})
 }
 
 // observeReply returns ctx with an observer of the call's reply when sp
