@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -57,6 +59,13 @@ func newLimitBackend(t *testing.T, delay time.Duration) *limitBackend {
 	}))
 	t.Cleanup(b.srv.Close)
 	return b
+}
+
+// reset forgets the calls recorded so far.
+func (b *limitBackend) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.arrivals, b.replies, b.maxIn = nil, nil, 0
 }
 
 func (b *limitBackend) snapshot() (arrivals, replies []time.Time, maxIn int) {
@@ -132,6 +141,26 @@ agents:
 	for _, o := range ops {
 		waitHTTP(t, "http://"+o+"/readyz", 20*time.Second)
 	}
+
+	// Warm up: a window's worth of calls opens the workers' connections to
+	// the backend, so that the measured run does not time the backend's
+	// accepting new connections on a loaded machine (a call held there
+	// would be recorded late, in the next window). Then wait for the
+	// window to empty.
+	warm := enqueueN(t, b, srv.URL(), "warm", requests)
+	waitStates(t, rdb, warm, 60*time.Second)
+	lim := resilience.NewLimiter(rdb)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := lim.Status(context.Background(), "loopback-llm")
+		require.NoError(t, err)
+		if st.RequestsInWindow == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the warm-up's window did not empty: %+v", st)
+		time.Sleep(20 * time.Millisecond)
+	}
+	be.reset()
 
 	ids := enqueueN(t, b, srv.URL(), "lim", nTasks)
 	views := waitStates(t, rdb, ids, 90*time.Second)
