@@ -111,7 +111,7 @@ func (c callResult) outcome(env *tasks.Envelope, served *spec, n int, worker str
 func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, attempt int) callResult {
 	sp, adm := g.sp, g.adm
 	timeout := callTimeout(ctx, sp.timeout, time.Now())
-	obsCtx, reply := observeReply(ctx, sp)
+	obsCtx, reply := p.observeReply(ctx, log, sp)
 	stamp := p.newStamper(ctx, sp, g.lim)
 	stamp.late() // the call leaves now: restamp its start if the worker stalled since its admission
 	runCtx, cancel := context.WithTimeout(stamp.trace(obsCtx), timeout)

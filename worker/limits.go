@@ -281,18 +281,41 @@ func (s *stamper) trace(ctx context.Context) context.Context {
 }
 
 // observeReply returns ctx with an observer of the call's reply when sp
-// has limits (nil reply pointer otherwise).
-func observeReply(ctx context.Context, sp *spec) (context.Context, *agent.Reply) {
-	if sp.limits == nil {
+// has limits (nil reply pointer otherwise). A reply saying the key is
+// exhausted pauses it at once, as soon as its headers are in (before its
+// body is read), so that the fleet stops calling as early as it can.
+func (p *pipeline) observeReply(ctx context.Context, log *taskLog, sp *spec) (context.Context, *agent.Reply) {
+	if sp.limits == nil || p.limiter == nil {
 		return ctx, nil
 	}
 	r := &agent.Reply{}
-	return agent.WithReplyObserver(ctx, func(got agent.Reply) { *r = got }), r
+	return agent.WithReplyObserver(ctx, func(got agent.Reply) {
+		*r = got
+		p.pauseIfExhausted(ctx, log, sp, got)
+	}), r
+}
+
+// pauseIfExhausted pauses sp's limits key fleet-wide when the reply says
+// the key is exhausted (resilience.ExhaustedFor).
+func (p *pipeline) pauseIfExhausted(ctx context.Context, log *taskLog, sp *spec, r agent.Reply) {
+	d, why, ok := resilience.ExhaustedFor(r.Status, r.Header, time.Now())
+	if !ok {
+		return
+	}
+	until, extended, err := p.limiter.Pause(context.WithoutCancel(ctx), sp.limits.key, d, why)
+	switch {
+	case err != nil:
+		log.Warn("could not pause the limits key", "limit_key", sp.limits.key, "err", err)
+	case extended:
+		p.metrics.limitPauses.WithLabelValues(sp.limits.key).Inc()
+		log.Info("provider says the key is exhausted: paused fleet-wide", "limit_key", sp.limits.key,
+			"paused_until", until.Format(time.RFC3339Nano), "reason", why)
+	}
 }
 
 // afterLimitedCall does a limited call's bookkeeping once it has ended:
-// releases its lease, debits the tokens its reply used, and pauses the key
-// fleet-wide when the reply says the key is exhausted.
+// releases its lease and debits the tokens its reply used (a pause was
+// written when the reply came in: observeReply).
 func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec, a resilience.LimitAdmission, data []byte, reply *agent.Reply) {
 	if sp.limits == nil || p.limiter == nil {
 		return
@@ -305,17 +328,6 @@ func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec,
 	if n := agent.UsageTokens(data, reply.Usage); n > 0 {
 		if _, err := p.limiter.Debit(bg, sp.limits.key, sp.limits.cfg, n); err != nil {
 			log.Warn("could not debit tokens", "limit_key", sp.limits.key, "tokens", n, "err", err)
-		}
-	}
-	if d, why, ok := resilience.ExhaustedFor(reply.Status, reply.Header, time.Now()); ok {
-		until, extended, err := p.limiter.Pause(bg, sp.limits.key, d, why)
-		switch {
-		case err != nil:
-			log.Warn("could not pause the limits key", "limit_key", sp.limits.key, "err", err)
-		case extended:
-			p.metrics.limitPauses.WithLabelValues(sp.limits.key).Inc()
-			log.Info("provider says the key is exhausted: paused fleet-wide", "limit_key", sp.limits.key,
-				"paused_until", until.Format(time.RFC3339Nano), "reason", why)
 		}
 	}
 }
