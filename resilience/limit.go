@@ -456,11 +456,8 @@ func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration, reason
 // the agents API) and adds key to the index of limits keys. Workers call it
 // at start; it changes no usage.
 func (l *Limiter) Register(ctx context.Context, key string, cfg LimitConfig) error {
-	_, err := l.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, rkeys.LimitState(key), "requests", cfg.Requests, "tokens", cfg.Tokens,
-			"per_ms", cfg.Per.Milliseconds(), "concurrency", cfg.Concurrency)
-		return nil
-	})
+	err := l.rdb.HSet(ctx, rkeys.LimitState(key), "requests", cfg.Requests, "tokens", cfg.Tokens,
+		"per_ms", cfg.Per.Milliseconds(), "concurrency", cfg.Concurrency).Err()
 	if err == nil {
 		err = l.rdb.SAdd(ctx, rkeys.Limits(), key).Err()
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -293,5 +294,19 @@ func TestExhaustedFor(t *testing.T) {
 				require.NotEmpty(t, why)
 			}
 		})
+	}
+}
+
+// TestLimitKeysShareOneSlot: a limits key's Redis keys share one hash tag,
+// so its scripts run on Redis Cluster.
+func TestLimitKeysShareOneSlot(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"openai-prod", "a:b", "llm.example"} {
+		keys := limitKeys(key)
+		require.Len(t, keys, 4)
+		for _, k := range keys {
+			require.Contains(t, k, "{limit:"+key+"}")
+			require.Equal(t, 1, strings.Count(k, "{"), k)
+		}
 	}
 }
