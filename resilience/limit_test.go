@@ -310,3 +310,30 @@ func TestLimitKeysShareOneSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestLimiterLeaseExpires: on a real redis-server's clock, a concurrency
+// slot held by a caller that never releases it (a killed worker) frees
+// itself when its lease ends, not before.
+func TestLimiterLeaseExpires(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l := NewLimiter(srv.Client())
+	ctx := context.Background()
+	cfg := LimitConfig{Concurrency: 1, Lease: 300 * time.Millisecond}
+	a, err := l.Admit(ctx, "k", cfg)
+	require.NoError(t, err)
+	require.True(t, a.Allowed)
+	held := time.Now()
+	deadline := held.Add(5 * time.Second)
+	for {
+		b, err := l.Admit(ctx, "k", cfg)
+		require.NoError(t, err)
+		if b.Allowed {
+			break
+		}
+		require.Equal(t, LimitConcurrency, b.Limit)
+		require.True(t, time.Now().Before(deadline), "the lease never expired")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, time.Since(held), 250*time.Millisecond, "the slot stayed taken for its lease")
+}
