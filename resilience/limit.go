@@ -68,7 +68,13 @@ const (
 	LimitTokens      Limit = "tokens"
 	LimitConcurrency Limit = "concurrency"
 	LimitPaused      Limit = "paused"
+	// LimitUnavailable: Redis could not answer, so the limits could not be
+	// checked; the call waits rather than risk going over them.
+	LimitUnavailable Limit = "unavailable"
 )
+
+// UnavailableRetry is the RetryIn of a LimitUnavailable refusal.
+const UnavailableRetry = time.Second
 
 // LimitAdmission is Admit's answer.
 type LimitAdmission struct {
@@ -136,9 +142,9 @@ func (s LimitStatus) Config() LimitConfig {
 	return LimitConfig{Requests: s.Requests, Tokens: s.Tokens, Per: s.Per, Concurrency: s.Concurrency}
 }
 
-// ErrLimiterUnavailable: Redis could not be reached. Admit then admits
-// (the limits cannot be enforced without Redis, and the call's own
-// failure handling still applies); the error says so to the caller.
+// ErrLimiterUnavailable: Redis could not be reached (or the call was
+// canceled). Admit then refuses with LimitUnavailable: limits cannot be
+// checked without Redis, and a call made anyway could go over them.
 var ErrLimiterUnavailable = errors.New("limiter unavailable")
 
 // Limiter is the client of every limits key. Safe for concurrent use.
@@ -306,10 +312,9 @@ func newLeaseToken() string {
 }
 
 // Admit asks key's limits for a call. A refusal says which limit and how
-// long until it may admit. When Redis cannot answer, Admit admits (the
-// error wraps ErrLimiterUnavailable): a limit stricter than the traffic
-// must cost throughput, not stop the fleet, and the provider's own
-// refusals are still classified and retried.
+// long until it may admit. When Redis cannot answer, Admit refuses with
+// LimitUnavailable and RetryIn UnavailableRetry, and returns the error
+// (wrapping ErrLimiterUnavailable when Redis gave no answer).
 func (l *Limiter) Admit(ctx context.Context, key string, cfg LimitConfig) (LimitAdmission, error) {
 	lease := cfg.Lease
 	if lease <= 0 {
@@ -327,11 +332,11 @@ func (l *Limiter) Admit(ctx context.Context, key string, cfg LimitConfig) (Limit
 	res, err := l.run.Run(ctx, admitScript, limitKeys(key),
 		l.nowArg(), req, win, tok, per, cfg.Concurrency, lease.Milliseconds(), token)
 	if err != nil {
-		return LimitAdmission{Allowed: true}, l.wrap(key, "admit", err)
+		return LimitAdmission{Limit: LimitUnavailable, RetryIn: UnavailableRetry}, l.wrap(key, "admit", err)
 	}
 	r, err := redisx.ParseReply(res, 5)
 	if err != nil {
-		return LimitAdmission{Allowed: true}, l.wrap(key, "admit", err)
+		return LimitAdmission{Limit: LimitUnavailable, RetryIn: UnavailableRetry}, l.wrap(key, "admit", err)
 	}
 	if r.Int(0) == 1 {
 		return LimitAdmission{Allowed: true, Lease: token, Start: r.Str(4), At: time.Now()}, nil

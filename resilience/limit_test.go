@@ -337,3 +337,18 @@ func TestLimiterLeaseExpires(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, time.Since(held), 250*time.Millisecond, "the slot stayed taken for its lease")
 }
+
+// TestLimiterUnavailableRefuses: without Redis the limits cannot be
+// checked, so Admit refuses (limit unavailable) rather than admit over
+// them, and says why.
+func TestLimiterUnavailableRefuses(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	srv.Kill()
+	a, err := NewLimiter(rdb).Admit(context.Background(), "k", LimitConfig{Concurrency: 1})
+	require.ErrorIs(t, err, ErrLimiterUnavailable)
+	require.False(t, a.Allowed)
+	require.Equal(t, LimitUnavailable, a.Limit)
+	require.Equal(t, UnavailableRetry, a.RetryIn)
+}

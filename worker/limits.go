@@ -80,6 +80,8 @@ func (l *limitSpec) describe(a resilience.LimitAdmission) string {
 		return fmt.Sprintf("limit %q concurrency %d", l.key, l.cfg.Concurrency)
 	case resilience.LimitPaused:
 		return fmt.Sprintf("limit %q paused by the provider until %s", l.key, a.PausedUntil.Format(time.RFC3339Nano))
+	case resilience.LimitUnavailable:
+		return fmt.Sprintf("limit %q unavailable: Redis did not answer", l.key)
 	}
 	return fmt.Sprintf("limit %q", l.key)
 }
@@ -112,14 +114,16 @@ func (ls *limitLines) get(key string) *limitLine {
 }
 
 // admitLimit asks sp's limits for a call once, without waiting. An agent
-// without limits, or a limiter Redis cannot reach, admits.
+// without limits admits; a limiter Redis cannot reach refuses
+// (resilience.LimitUnavailable): the task waits, and is deferred, as for
+// any limit.
 func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) resilience.LimitAdmission {
 	if sp.limits == nil || p.limiter == nil {
 		return resilience.LimitAdmission{Allowed: true}
 	}
 	a, err := p.limiter.Admit(ctx, sp.limits.key, sp.limits.cfg)
-	if err != nil {
-		log.Warn("limits unavailable; the call is made without them", "limit_key", sp.limits.key, "err", err)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("limits unavailable; the call waits for Redis", "limit_key", sp.limits.key, "err", err)
 	}
 	if !a.Allowed {
 		p.metrics.limitRefusals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
