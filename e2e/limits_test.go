@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -362,4 +363,72 @@ agents:
 		require.False(t, a.Before(exhausted.Add(reset)),
 			"a call arrived %s after the reply that said the key was exhausted for %s", a.Sub(exhausted), reset)
 	}
+}
+
+// TestLimitsKilledWorkerLease: a worker killed (SIGKILL) while its call
+// holds the key's only concurrency slot gives the slot back when its lease
+// ends (the agent's timeout + 5s): another worker's task waits until then,
+// not longer, and never runs alongside it.
+func TestLimitsKilledWorkerLease(t *testing.T) {
+	t.Parallel()
+	const lease = 2*time.Second + 5*time.Second // timeout + 5s
+	b := buildBins(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	var mu sync.Mutex
+	var arrivals []time.Time
+	arrived := make(chan struct{}, 4)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		first := len(arrivals) == 1
+		mu.Unlock()
+		arrived <- struct{}{}
+		if first { // hold the slot until the worker is killed
+			select {
+			case <-r.Context().Done():
+			case <-time.After(30 * time.Second):
+			}
+			return
+		}
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(be.Close)
+	cfg := writeConfig(t, fmt.Sprintf(`
+worker: {concurrency: 4, shutdown_timeout: 5s}
+defaults:
+  timeout: 2s
+agents:
+  llm:
+    http: {url: %q}
+    limits: {key: one-at-a-time, concurrency: 1}
+`, be.URL))
+	opsA := freeAddr(t)
+	a := start(t, "worker-a", b.worker, "--config", cfg, "--redis", srv.URL(), "--http", opsA)
+	waitHTTP(t, "http://"+opsA+"/readyz", 20*time.Second)
+	enqueueN(t, b, srv.URL(), "held", 1)
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first call never arrived")
+	}
+	a.signal(syscall.SIGKILL)
+	<-a.done
+
+	opsB := freeAddr(t)
+	start(t, "worker-b", b.worker, "--config", cfg, "--redis", srv.URL(), "--http", opsB)
+	waitHTTP(t, "http://"+opsB+"/readyz", 20*time.Second)
+	ids := enqueueN(t, b, srv.URL(), "next", 1)
+	views := waitStates(t, rdb, ids, 30*time.Second)
+	require.Equal(t, tasks.StateSucceeded, views[ids[0]].State)
+	require.Zero(t, views[ids[0]].Attempts-1, "waiting for the slot used no attempt")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(arrivals), 2)
+	gap := arrivals[1].Sub(arrivals[0])
+	t.Logf("the killed worker's slot was taken again %s after its call arrived (lease %s)", gap.Round(time.Millisecond), lease)
+	require.GreaterOrEqual(t, gap, lease-time.Second, "the slot was taken before its lease ended")
+	require.LessOrEqual(t, gap, lease+4*time.Second, "the slot came back long after its lease")
 }
