@@ -214,7 +214,11 @@ agents:
 	for i, a := range arrivals {
 		timeline = append(timeline, fmt.Sprintf("%d:%d", i, a.Sub(arrivals[0]).Milliseconds()))
 	}
-	t.Logf("arrivals (index:ms): %s", strings.Join(timeline, " "))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("arrivals (index:ms): %s", strings.Join(timeline, " "))
+		}
+	})
 	require.Len(t, arrivals, nTasks, "one call per task")
 	worst, at := maxInWindow(arrivals, per)
 	if worst > requests && lag() > resilience.RequestGuard(per) {
