@@ -30,6 +30,10 @@ type Response struct {
 	Code   int             `json:"code"`
 	Data   json.RawMessage `json:"data,omitempty"`
 	Error  string          `json:"error"`
+	// Usage is what the call used, for token limits: a number of tokens or
+	// an object with total_tokens (or input_tokens and output_tokens).
+	// Optional.
+	Usage json.RawMessage `json:"usage,omitempty"`
 }
 
 // Runner runs one attempt of a task. It returns the result data on success.

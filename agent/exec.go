@@ -210,6 +210,7 @@ func (e *Exec) outcome(ctx context.Context, start time.Time, waitErr error, stdo
 			Text:  "agent output is not an ActionResponse: " + preview(out, 200),
 		}
 	}
+	ObserveReply(ctx, Reply{Status: resp.Code, Usage: resp.Usage})
 	// waitErr may still be set here (exec.ErrWaitDelay: a child kept stdout
 	// open after the agent exited); the response is complete, so it wins.
 	switch resp.Status {

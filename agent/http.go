@@ -236,6 +236,7 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 		return nil, &resilience.Failure{Err: err}
 	}
 	defer resp.Body.Close()
+	ObserveReply(ctx, Reply{Status: resp.StatusCode, Header: resp.Header})
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		text, err := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		if err != nil && ctx.Err() != nil {

@@ -36,7 +36,8 @@ func testConfig() *config.Config {
 	cfg := config.Default()
 	cfg.Agents = map[string]config.Agent{
 		"tool": {Name: "tool", Settings: cfg.Defaults.Clone()},
-		"llm":  {Name: "llm", BreakerKey: "llm.example", Settings: cfg.Defaults.Clone()},
+		"llm": {Name: "llm", BreakerKey: "llm.example", Settings: cfg.Defaults.Clone(),
+			Limits: &config.Limits{Key: "openai-prod", Requests: 500, Per: time.Minute, Concurrency: 20}},
 	}
 	return cfg
 }
@@ -400,6 +401,15 @@ func TestAgents(t *testing.T) {
 	require.Equal(t, "open", llm["state"])
 	require.Equal(t, "unhealthy", llm["health"])
 	require.NotNil(t, llm["open_until"])
+	lim, ok := llm["limits"].(map[string]any)
+	require.True(t, ok, "an agent with limits shows them: %v", llm)
+	require.Equal(t, "openai-prod", lim["key"])
+	require.EqualValues(t, 500, lim["requests"])
+	require.Equal(t, "1m0s", lim["per"])
+	require.EqualValues(t, 20, lim["concurrency"])
+	require.EqualValues(t, 0, lim["in_flight"])
+	require.Contains(t, lim, "paused_until")
+	require.NotContains(t, tool, "limits")
 	require.Equal(t, "tool", tool["agent"])
 	require.Equal(t, "closed", tool["state"])
 	require.Equal(t, "healthy", tool["health"])

@@ -406,7 +406,8 @@ func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// agents serves GET /api/v1/agents: every configured agent with its breaker.
+// agents serves GET /api/v1/agents: every configured agent with its
+// breaker (and its limits, for an agent with limits).
 func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()

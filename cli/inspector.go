@@ -31,7 +31,7 @@ func NewInspectorCmd(app *App) *cobra.Command {
 	dlq.AddCommand(dlqList(app, g), dlqShow(app, g), dlqRequeue(app, g), dlqDelete(app, g), dlqPurge(app, g), dlqExport(app, g))
 	breaker := &cobra.Command{Use: "breaker", Short: "Change a breaker: reset KEY | trip KEY --for DUR", Args: cobra.ArbitraryArgs, RunE: group}
 	breaker.AddCommand(breakerReset(app, g), breakerTrip(app, g))
-	root.AddCommand(dlq, breaker, breakersCmd(app, g), taskCmd(app, g), restartsCmd(app, g), statsCmd(app, g))
+	root.AddCommand(dlq, breaker, breakersCmd(app, g), limitsCmd(app, g), taskCmd(app, g), restartsCmd(app, g), statsCmd(app, g))
 	return root
 }
 
@@ -531,18 +531,28 @@ func restartsCmd(app *App, g *global) *cobra.Command {
 	return cmd
 }
 
-// Stats is `inspector stats --json` (inspect.Stats).
-type Stats = inspect.Stats
+// Stats is `inspector stats --json`: inspect.Stats (its fields at the top
+// level) and the provider limits.
+type Stats struct {
+	inspect.Stats
+	// Limits are the provider limits keys (as `inspector limits` shows
+	// them); empty when none is in use.
+	Limits []LimitRow `json:"limits"`
+}
 
 // QueueStats is one asynq queue's size (inspect.QueueStats).
 type QueueStats = inspect.QueueStats
 
 func statsCmd(app *App, g *global) *cobra.Command {
 	var asJSON bool
-	cmd := &cobra.Command{Use: "stats", Short: "Queue sizes, dead letters, restarts, breakers", Args: noArgs,
+	cmd := &cobra.Command{Use: "stats", Short: "Queue sizes, dead letters, restarts, breakers, limits", Args: noArgs,
 		RunE: g.withSession(app, nil, func(cmd *cobra.Command, _ []string, s *session) error {
-			st, _, err := inspect.Collect(cmd.Context(), s.rdb, nil)
+			collected, _, err := inspect.Collect(cmd.Context(), s.rdb, nil)
 			if err != nil {
+				return runtimeErr(err)
+			}
+			st := Stats{Stats: collected}
+			if st.Limits, err = listLimits(cmd.Context(), s.rdb, s.cfg); err != nil {
 				return runtimeErr(err)
 			}
 			if asJSON {
@@ -557,6 +567,14 @@ func statsCmd(app *App, g *global) *cobra.Command {
 			_ = w.Flush()
 			fmt.Fprintf(app.Out, "dead letters: %d   restarts pending: %d   breakers: %d (%d open)\n",
 				st.DeadLetters, st.RestartsPending, st.Breakers, st.BreakersOpen)
+			for _, l := range st.Limits {
+				paused := ""
+				if l.PausedUntil != nil {
+					paused = "   paused until " + ts(*l.PausedUntil)
+				}
+				fmt.Fprintf(app.Out, "limits %s: requests %s   tokens %s   in flight %s%s\n", l.Key,
+					usage(l.RequestsInWindow, int64(l.Requests)), usage(l.TokensInWindow, l.Tokens), usage(l.InFlight, int64(l.Concurrency)), paused)
+			}
 			return nil
 		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object")

@@ -245,9 +245,37 @@ type Agent struct {
 	// is set, real tasks are never the breaker's half-open trials: the probe
 	// is. Zero → no probe.
 	Health *HealthProbe `yaml:"health"`
+	// Limits, when set, are the agent's provider limits (YAML limits),
+	// enforced before each call across every worker; agents with the same
+	// limits key share them. Zero → no limits.
+	Limits *Limits `yaml:"limits"`
 	// Settings are merged field by field over Config.Defaults: an agent's
 	// retry: {max_attempts: 5} keeps the default backoffs.
 	Settings `yaml:",inline"`
+}
+
+// Limits are the provider limits of one limits key, enforced in Redis for
+// every worker together (see resilience.Limiter). A call over a limit is not
+// made: its task is deferred until capacity frees. Agents sharing a key must
+// configure the same numbers.
+type Limits struct {
+	// Key names the limits; agents with the same key share them.
+	// Zero → the agent's breaker key.
+	Key string `yaml:"key"`
+	// Requests is the number of calls that may start within any window of
+	// length Per. Zero → no request limit.
+	Requests int `yaml:"requests"`
+	// Tokens is the number of tokens the calls of any window of length Per
+	// may use, debited after each call from its reply's usage
+	// (usage.total_tokens, or the ActionResponse's usage field). Zero → no
+	// token limit.
+	Tokens int64 `yaml:"tokens"`
+	// Per is the window of Requests and Tokens; required when either is
+	// set. Zero → none.
+	Per time.Duration `yaml:"per"`
+	// Concurrency is the number of calls in flight at once, all workers
+	// together. Zero → no concurrency limit.
+	Concurrency int `yaml:"concurrency"`
 }
 
 // HealthProbe is an agent's health probe: exactly one of URL and Command.
@@ -412,6 +440,13 @@ func (c *Config) Agent(name string) (Agent, bool) {
 			h := *a.Health
 			h.Command = slices.Clone(h.Command)
 			a.Health = &h
+		}
+		if a.Limits != nil {
+			l := *a.Limits
+			if l.Key == "" {
+				l.Key = a.BreakerKey
+			}
+			a.Limits = &l
 		}
 		return a, true
 	}

@@ -121,6 +121,7 @@ func (c *Config) Validate() error {
 		v.agent(name, c.Agents[name])
 	}
 	v.fallbackCycles()
+	v.sharedLimits()
 	for _, name := range c.AgentNames() {
 		v.attemptLength(name)
 	}
@@ -456,6 +457,9 @@ func (v *validator) agent(name string, a Agent) {
 	if a.Health != nil {
 		v.health(prefix+".health", a.Health)
 	}
+	if a.Limits != nil {
+		v.limits(prefix+".limits", a.Limits)
+	}
 	base := v.c.Defaults
 	v.settings(prefix, a.Settings, &base)
 }
@@ -540,6 +544,68 @@ func (v *validator) health(path string, h *HealthProbe) {
 	}
 	v.positive(path+".interval", h.Interval)
 	v.positive(path+".timeout", h.Timeout)
+}
+
+func (v *validator) limits(path string, l *Limits) {
+	if l.Key != "" {
+		if err := checkName(l.Key); err != nil {
+			v.fail(path+".key", "invalid limits key: %v", err)
+		}
+	}
+	if l.Requests < 0 {
+		v.fail(path+".requests", "must not be negative, got %d", l.Requests)
+	}
+	if l.Tokens < 0 {
+		v.fail(path+".tokens", "must not be negative, got %d", l.Tokens)
+	}
+	if l.Concurrency < 0 {
+		v.fail(path+".concurrency", "must not be negative, got %d", l.Concurrency)
+	}
+	switch {
+	case l.Per < 0:
+		v.fail(path+".per", "must be positive, got %s", l.Per)
+	case l.Per == 0 && (l.Requests > 0 || l.Tokens > 0):
+		v.fail(path+".per", "is required with requests or tokens (the window they count in, e.g. 1m)")
+	case l.Per > 0 && l.Per < time.Millisecond:
+		v.fail(path+".per", "must be at least 1ms, got %s", l.Per)
+	}
+	if l.Requests == 0 && l.Tokens == 0 && l.Concurrency == 0 {
+		v.fail(path, "sets no limit: set requests, tokens or concurrency")
+	}
+}
+
+// sharedLimits checks that agents sharing a limits key configure the same
+// numbers: the key's limits are one set, whichever agent's task asks. The
+// later agent (by name) is the one reported.
+func (v *validator) sharedLimits() {
+	first := map[string]string{} // limits key -> first agent with it
+	for _, name := range v.c.AgentNames() {
+		a, _ := v.c.Agent(name)
+		if a.Limits == nil {
+			continue
+		}
+		l := *a.Limits
+		other, ok := first[l.Key]
+		if !ok {
+			first[l.Key] = name
+			continue
+		}
+		o, _ := v.c.Agent(other)
+		ol := *o.Limits
+		path := "agents." + name + ".limits"
+		for _, d := range []struct {
+			field     string
+			mine, its any
+		}{
+			{"requests", l.Requests, ol.Requests}, {"tokens", l.Tokens, ol.Tokens},
+			{"per", l.Per, ol.Per}, {"concurrency", l.Concurrency, ol.Concurrency},
+		} {
+			if d.mine != d.its {
+				v.fail(path+"."+d.field, "is %v, but agent %q shares limits key %q with %v: agents sharing a key must configure the same limits",
+					d.mine, other, l.Key, d.its)
+			}
+		}
+	}
 }
 
 // attemptLength checks that the longest attempt of agent name — its own

@@ -102,7 +102,12 @@ func AgentRefs(cfg *config.Config) []resilience.AgentRef {
 	refs := make([]resilience.AgentRef, 0, len(cfg.Agents))
 	for _, name := range cfg.AgentNames() {
 		a, _ := cfg.Agent(name)
-		refs = append(refs, resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil})
+		ref := resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil}
+		if l := a.Limits; l != nil {
+			ref.LimitKey = l.Key
+			ref.Limits = resilience.LimitConfig{Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency}
+		}
+		refs = append(refs, ref)
 	}
 	return refs
 }

@@ -16,6 +16,10 @@ type AgentSummary struct {
 	// over the recent probes. Omitted for an agent without a probe; null
 	// fields until its first probe.
 	Probe *ProbeStatus `json:"probe,omitempty"`
+	// Limits is the agent's provider limits: the configuration and the
+	// fleet-wide usage of its limits key (see LimitStatus). Omitted for an
+	// agent without limits.
+	Limits *LimitStatus `json:"limits,omitempty"`
 }
 
 // AgentRef names an agent for Summaries.
@@ -25,10 +29,15 @@ type AgentRef struct {
 	Fallback   []string
 	// Probe is true for an agent with a health probe.
 	Probe bool
+	// LimitKey is the agent's limits key ("": no limits), Limits its
+	// configured limits (shown instead of those registered in Redis).
+	LimitKey string
+	Limits   LimitConfig
 }
 
 // Summaries reads the breaker (and, for an agent with a probe, the probe
-// view) of each agent, in order.
+// view, and for an agent with limits its limits' status) of each agent,
+// in order.
 func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSummary, error) {
 	out := make([]AgentSummary, 0, len(agents))
 	for _, a := range agents {
@@ -43,6 +52,14 @@ func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSum
 				return nil, err
 			}
 			sum.Probe = &st
+		}
+		if a.LimitKey != "" {
+			st, err := NewLimiter(b.rdb).Status(ctx, a.LimitKey)
+			if err != nil {
+				return nil, err
+			}
+			st.SetConfig(a.Limits)
+			sum.Limits = &st
 		}
 		out = append(out, sum)
 	}

@@ -49,7 +49,7 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 	}
 	cur := g
 	for {
-		c := p.call(ctx, log, env, cur.sp, cur.adm, n)
+		c := p.call(ctx, log, env, cur, n)
 		a := &attemptResult{n: n, start: start, served: cur.sp, call: c}
 		if c.verdict.Class == "" || cur.next >= len(sp.fallback) || ctx.Err() != nil || !sp.policy.FallsBack(c.verdict.Class) {
 			return a, nil
@@ -59,7 +59,7 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 			return a, nil
 		}
 		if err := start.apply(context.WithoutCancel(ctx), tasks.SetCallFailed(a.outcome(p, env))); dropped(err) {
-			p.release(ctx, alt.sp, alt.adm)
+			p.releaseAdmitted(ctx, alt)
 			if isCanceled(err) {
 				return nil, p.canceled(ctx, log, env)
 			}
@@ -85,7 +85,7 @@ func (p *pipeline) startAttempt(ctx context.Context, log *taskLog, env *tasks.En
 	if err == nil {
 		return start, nil
 	}
-	p.release(ctx, g.sp, g.adm)
+	p.releaseAdmitted(ctx, g)
 	switch {
 	case errors.Is(err, tasks.ErrStale):
 		log.Info("dropping stale delivery of a superseded run", "run", env.Run)
@@ -115,13 +115,17 @@ func (c callResult) outcome(env *tasks.Envelope, served *spec, n int, worker str
 		ErrorClass: string(c.verdict.Class), Error: c.errText, Duration: c.elapsed}
 }
 
-// call runs one call of agent sp (admitted by adm) under sp's timeout,
-// classifies its outcome and records it in sp's own breaker, the metrics
-// and the alerter. The Request names the agent called (sp), which for a
+// call runs one call of agent g.sp (admitted by g) under its timeout,
+// classifies its outcome and records it in its own breaker, its limits,
+// the metrics and the alerter. The Request names the agent called (sp), which for a
 // fallback is not the task's agent.
-func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission, attempt int) callResult {
+func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, attempt int) callResult {
+	sp, adm := g.sp, g.adm
 	timeout := callTimeout(ctx, sp.timeout, time.Now())
-	runCtx, cancel := context.WithTimeout(agent.WithQuickStop(ctx, p.quickStop), timeout)
+	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quickStop), log, sp)
+	stamp := p.newStamper(ctx, sp, g.lim)
+	stamp.late() // the call leaves now: restamp its start if the worker stalled since its admission
+	runCtx, cancel := context.WithTimeout(stamp.trace(obsCtx), timeout)
 	started := time.Now()
 	traceparent, tracestate := agentTrace(ctx, env)
 	data, runErr := sp.runner.Run(runCtx, agent.Request{
@@ -134,6 +138,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	// deadline on ctx (DeadlineExceeded) is a timeout like the agent's own.
 	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() != context.Canceled
 	cancel()
+	p.afterLimitedCall(ctx, log, sp, g.lim, data, reply)
 	p.metrics.duration.WithLabelValues(sp.name).Observe(elapsed.Seconds())
 
 	var v resilience.Verdict

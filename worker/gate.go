@@ -15,7 +15,8 @@ import (
 type admitted struct {
 	sp   *spec
 	adm  resilience.Admission
-	next int // index in the primary's fallback list of the next agent to fall back to
+	lim  resilience.LimitAdmission // the admission of sp's limits (zero: none)
+	next int                       // index in the primary's fallback list of the next agent to fall back to
 }
 
 // gate asks the breaker of the task's agent sp for a call. An open
@@ -29,7 +30,7 @@ func (p *pipeline) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	}
 	p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(adm.State))
 	if adm.Allowed {
-		return &admitted{sp: sp, adm: adm}, nil
+		return p.gateLimits(ctx, log, env, sp, adm)
 	}
 	alt, soonest := p.fallBack(ctx, log, sp, 0, fallbackBreakerOpen)
 	if alt != nil {
@@ -40,6 +41,33 @@ func (p *pipeline) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	}
 	return nil, p.deferTask(ctx, log, env, sp, adm)
 }
+
+// gateLimits asks the limits of sp, whose breaker admitted the call (adm).
+// Over a limit, a fallback agent that admits the call serves it; else the
+// task waits in its worker for capacity (waitLimit), or is deferred.
+func (p *pipeline) gateLimits(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission) (*admitted, error) {
+	la := p.admitLimit(ctx, log, sp)
+	if la.Allowed {
+		return &admitted{sp: sp, adm: adm, lim: la}, nil
+	}
+	if alt, _ := p.fallBack(ctx, log, sp, 0, fallbackOverLimit); alt != nil {
+		p.release(ctx, sp, adm)
+		return alt, nil
+	}
+	la, err := p.waitLimit(ctx, log, sp, la)
+	if la.Allowed {
+		return &admitted{sp: sp, adm: adm, lim: la}, nil
+	}
+	p.release(ctx, sp, adm)
+	if err != nil {
+		return nil, putBack() // the worker is shutting down
+	}
+	return nil, p.deferLimit(ctx, log, env, sp, la)
+}
+
+// fallbackOverLimit is the class label of agentq_fallbacks_total when the
+// primary's limits did not admit the call.
+const fallbackOverLimit = "over_limit"
 
 // fallbackBreakerOpen is the class label of agentq_fallbacks_total when the
 // primary's breaker did not admit the call.
@@ -65,7 +93,7 @@ func (p *pipeline) release(ctx context.Context, sp *spec, adm resilience.Admissi
 }
 
 // fallBack returns the first agent of primary's fallback list, from index
-// from on, whose breaker admits a call; why labels agentq_fallbacks_total.
+// from on, whose breaker and limits admit a call; why labels agentq_fallbacks_total.
 // It returns nil when none admits, and then the shortest RetryIn the
 // denials gave (0: none).
 func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, from int, why string) (alt *admitted, soonest time.Duration) {
@@ -77,8 +105,16 @@ func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, fr
 		}
 		p.metrics.breakerState.WithLabelValues(fs.breakerKey).Set(stateValue(a.State))
 		if a.Allowed {
+			la := p.admitLimit(ctx, log, fs)
+			if !la.Allowed {
+				p.release(ctx, fs, a)
+				if la.RetryIn > 0 && (soonest == 0 || la.RetryIn < soonest) {
+					soonest = la.RetryIn
+				}
+				continue
+			}
 			p.metrics.fallbacks.WithLabelValues(primary.name, fs.name, why).Inc()
-			return &admitted{sp: fs, adm: a, next: i + 1}, 0
+			return &admitted{sp: fs, adm: a, lim: la, next: i + 1}, 0
 		}
 		p.metrics.rejections.WithLabelValues(fs.breakerKey).Inc()
 		if a.RetryIn > 0 && (soonest == 0 || a.RetryIn < soonest) {

@@ -25,6 +25,11 @@ type metrics struct {
 	// shortReplication counts writes that reached fewer replicas than
 	// redis.wait_replicas within redis.wait_timeout.
 	shortReplication prometheus.Counter
+	// limitRefusals, limitDeferrals and limitPauses are the provider
+	// limits' series, by limits key (and limit).
+	limitRefusals  *prometheus.CounterVec
+	limitDeferrals *prometheus.CounterVec
+	limitPauses    *prometheus.CounterVec
 	// idleWaits counts the idle waits of the worker's dequeue by how they
 	// ended (internal/wakeup.Cause: token, bound, stopped, error).
 	idleWaits *prometheus.CounterVec
@@ -47,7 +52,7 @@ func newMetrics() *metrics {
 			Name: "agentq_dead_letters_total", Help: "Tasks dead-lettered.",
 		}, []string{"agent", "class", "reason"}),
 		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_deferrals_total", Help: "Tasks deferred because their breaker was open.",
+			Name: "agentq_deferrals_total", Help: "Tasks deferred because their breaker was open or a provider limit did not admit their call.",
 		}, []string{"agent"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentq_restarts_total", Help: "Restarts scheduled.",
@@ -84,7 +89,19 @@ func newMetrics() *metrics {
 			Help: "Waits of an idle worker for work, by how they ended: token (woken by an enqueue, forward or restart), bound (worker.poll_interval passed), stopped, error.",
 		}, []string{"end"}),
 	}
-	m.reg.MustRegister(m.shortReplication, m.idleWaits, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
+	m.limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_limit_refusals_total",
+		Help: "Admissions refused by a provider limit in this worker, by limits key and limit (requests, tokens, concurrency, paused); a task waiting in its worker may be refused several times.",
+	}, []string{"key", "limit"})
+	m.limitDeferrals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_limit_deferrals_total",
+		Help: "Tasks deferred because a provider limit did not admit their call, by limits key and limit (requests, tokens, concurrency, paused).",
+	}, []string{"key", "limit"})
+	m.limitPauses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_limit_pauses_total",
+		Help: "Fleet-wide pauses of a limits key this worker wrote (or extended) because a provider's reply said the key was exhausted.",
+	}, []string{"key"})
+	m.reg.MustRegister(m.limitRefusals, m.limitDeferrals, m.limitPauses, m.shortReplication, m.idleWaits, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
 		m.restarts, m.restartResults, m.breakerState, m.rejections, m.alerts,
 		m.fallbacks, m.probes, m.probeDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

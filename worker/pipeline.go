@@ -38,6 +38,8 @@ type pipeline struct {
 	dlq      *deadletter.Store
 	restarts *restart.Scheduler
 	breakers *resilience.Breakers
+	limiter  *resilience.Limiter // provider limits (limits.go)
+	lines    limitLines          // this process's waiting lines, per limits key
 	metrics  *metrics
 	alerts   *alerter
 	workerID string
@@ -124,6 +126,10 @@ type delayed struct {
 	delay   time.Duration
 	failure bool
 	cause   string
+	// early: the task may come back up to a second early (asynq keeps due
+	// times in whole seconds) rather than up to a second late; a limit's
+	// deferral then waits for the rest in its worker's line.
+	early bool
 }
 
 func (d *delayed) Error() string { return d.cause }
@@ -138,6 +144,12 @@ func snooze(d time.Duration, cause string) error {
 	return &delayed{delay: d, failure: false, cause: cause}
 }
 
+// snoozeEarly is snooze for a task that may come back up to a second
+// early (a limit's deferral: it waits for the rest in its worker).
+func snoozeEarly(d time.Duration, cause string) error {
+	return &delayed{delay: d, failure: false, cause: cause, early: true}
+}
+
 // putBack: back to the queue at once without using an attempt (the
 // worker is shutting down).
 func putBack() error { return snooze(0, "canceled by worker shutdown") }
@@ -150,7 +162,7 @@ func handBack(err error) error { return snooze(time.Second, err.Error()) }
 func retryDelay(_ int, err error, _ *asynq.Task) time.Duration {
 	var d *delayed
 	if errors.As(err, &d) {
-		if !d.failure && d.delay > 0 {
+		if !d.failure && d.delay > 0 && !d.early {
 			return ceilToSecond(time.Now(), d.delay)
 		}
 		return d.delay

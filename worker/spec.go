@@ -31,6 +31,8 @@ type spec struct {
 	// probe is the agent's health probe; nil: none, and its tasks may be
 	// half-open trials as usual.
 	probe *probeSpec
+	// limits are the agent's provider limits; nil: none (limits.go).
+	limits *limitSpec
 }
 
 // buildSpec resolves the settings of agent name: its config block when it
@@ -88,6 +90,7 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 	return &spec{
 		fallbackNames: a.Fallback,
 		probe:         probe,
+		limits:        newLimitSpec(a.Limits, key, s.Timeout),
 		name:          name,
 		runner:        run,
 		timeout:       s.Timeout,

@@ -153,6 +153,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		log: o.logger, specs: specs, store: client.Store(),
 		dlq:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
+		limiter:  resilience.NewLimiter(rdb, resilience.WithLimiterRunner(batch)),
 		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: resilience.Classify, noGate: o.noGate,
 		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
@@ -255,6 +256,7 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
 		ops, w.breakers,
 		startstop.Func(w.listen),
+		startstop.Func(w.registerLimits),
 		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),
 		w.pipe.alerts,
 	}
@@ -437,7 +439,11 @@ func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
 	refs := make([]resilience.AgentRef, 0, len(w.specs))
 	for _, name := range w.Agents() {
 		sp := w.specs[name]
-		refs = append(refs, resilience.AgentRef{Name: name, BreakerKey: sp.breakerKey, Fallback: sp.fallbackNames, Probe: sp.probe != nil})
+		ref := resilience.AgentRef{Name: name, BreakerKey: sp.breakerKey, Fallback: sp.fallbackNames, Probe: sp.probe != nil}
+		if sp.limits != nil {
+			ref.LimitKey, ref.Limits = sp.limits.key, sp.limits.cfg
+		}
+		refs = append(refs, ref)
 	}
 	return w.breakers.Summaries(ctx, refs)
 }

@@ -99,3 +99,27 @@ func WakeStop(queue, id string) string { return Prefix + "{" + queue + "}:wake-s
 // scheduled for later ("<due Unix s> <queue>"), so that a worker forwards it
 // when it is due rather than when it next polls.
 func DueChannel() string { return Prefix + "due" }
+
+// Limit keys share the {limit:KEY} tag: one script admits a call against
+// every limit of the key at once.
+
+// LimitState is the hash of limits key key: the configured limits the
+// workers last wrote (requests, tokens, per_ms, concurrency), the running
+// token total of the window (tokens_used), the fleet-wide pause
+// (paused_until ms, paused_reason) and a sequence for log members (seq).
+func LimitState(key string) string { return Prefix + "{limit:" + key + "}" }
+
+// LimitStarts is the sorted set of the starts of the calls of limits key
+// key (member -> start ms), the sliding log of its request limit.
+func LimitStarts(key string) string { return Prefix + "{limit:" + key + "}:starts" }
+
+// LimitLeases is the sorted set of the concurrency leases of limits key
+// key (lease token -> expiry ms): the calls in flight.
+func LimitLeases(key string) string { return Prefix + "{limit:" + key + "}:leases" }
+
+// LimitTokens is the sorted set of the token debits of limits key key
+// ("<seq>:<tokens>" -> ms), the sliding log of its token limit.
+func LimitTokens(key string) string { return Prefix + "{limit:" + key + "}:tokens" }
+
+// Limits is the set of every limits key in use (for listing).
+func Limits() string { return Prefix + "limits" }

@@ -1,0 +1,90 @@
+package resilience
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxLimitPause caps a pause learnt from a provider's headers, so that a
+// wrong or hostile header cannot stop a key for a day.
+const MaxLimitPause = RetryAfterCap
+
+// ExhaustedFor reads a provider's reply (its HTTP status and headers) for
+// a statement that its key is exhausted, and returns how long the key
+// should pause and why (for history and logs). ok is false when the reply
+// says nothing of the kind. It knows:
+//
+//   - OpenAI: x-ratelimit-remaining-requests: 0 with
+//     x-ratelimit-reset-requests (a Go-like duration: 1s, 6m0s, 20ms);
+//     the same for -tokens.
+//   - Anthropic: anthropic-ratelimit-{requests,tokens,input-tokens,
+//     output-tokens}-remaining: 0 with the matching -reset (RFC 3339).
+//   - a 429 with Retry-After (seconds or an HTTP date) or retry-after-ms.
+//
+// Several exhausted limits pause for the longest of their resets. The
+// pause is capped at MaxLimitPause.
+func ExhaustedFor(status int, h http.Header, now time.Time) (d time.Duration, reason string, ok bool) {
+	if h == nil && status != http.StatusTooManyRequests {
+		return 0, "", false
+	}
+	take := func(w time.Duration, why string) {
+		if w <= 0 {
+			return
+		}
+		if w > MaxLimitPause {
+			w = MaxLimitPause
+		}
+		if w > d {
+			d, reason, ok = w, why, true
+		}
+	}
+	for _, l := range []string{"requests", "tokens"} {
+		if remainingZero(h.Get("X-Ratelimit-Remaining-" + l)) {
+			if w, good := parseResetDuration(h.Get("X-Ratelimit-Reset-" + l)); good {
+				take(w, fmt.Sprintf("provider: x-ratelimit-remaining-%s 0, reset %s", l, w))
+			}
+		}
+	}
+	for _, l := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
+		if remainingZero(h.Get("Anthropic-Ratelimit-" + l + "-Remaining")) {
+			v := strings.TrimSpace(h.Get("Anthropic-Ratelimit-" + l + "-Reset"))
+			if t, err := time.Parse(time.RFC3339, v); err == nil {
+				take(t.Sub(now), fmt.Sprintf("provider: anthropic-ratelimit-%s-remaining 0, reset %s", l, v))
+			}
+		}
+	}
+	if status == http.StatusTooManyRequests {
+		if w, good := ParseRetryAfter(h, now); good {
+			take(w, fmt.Sprintf("provider: 429 with retry-after %s", w))
+		}
+	}
+	return d, reason, ok
+}
+
+func remainingZero(v string) bool {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return false
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	return err == nil && n <= 0
+}
+
+// parseResetDuration reads OpenAI's reset header: a Go-like duration
+// ("1s", "6m0s", "20ms", "1h2m3.5s"), or plain seconds ("2", "0.5").
+func parseResetDuration(v string) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return d, d > 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 && s < 1e9 {
+		return time.Duration(s * float64(time.Second)), true
+	}
+	return 0, false
+}

@@ -1,0 +1,354 @@
+package resilience
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/redistest"
+)
+
+// limitStep is one step of a table test of the limiter: advance the clock,
+// then do op and check its answer.
+type limitStep struct {
+	advance time.Duration
+	op      string // admit | release (the n-th admission's lease) | restamp (the n-th admission's start) | debit | pause
+	n       int64  // debit: tokens; pause: ms; release: index of the admission
+	allowed bool
+	limit   Limit
+	retryIn time.Duration // checked when allowed is false and retryIn >= 0
+}
+
+func TestLimiterTable(t *testing.T) {
+	t.Parallel()
+	per := time.Second
+	win := per + RequestGuard(per) // 1050ms
+	cases := []struct {
+		name  string
+		cfg   LimitConfig
+		steps []limitStep
+	}{
+		{"requests: a sliding log, not a fixed window", LimitConfig{Requests: 3, Per: per}, []limitStep{
+			{op: "admit", allowed: true},
+			{advance: 100 * time.Millisecond, op: "admit", allowed: true},
+			{advance: 100 * time.Millisecond, op: "admit", allowed: true},
+			{advance: 100 * time.Millisecond, op: "admit", limit: LimitRequests, retryIn: win - 300*time.Millisecond},
+			// Just before the first start leaves the window: still full.
+			{advance: win - 300*time.Millisecond - time.Millisecond, op: "admit", limit: LimitRequests, retryIn: time.Millisecond},
+			{advance: time.Millisecond, op: "admit", allowed: true},
+			// The window now holds 100ms, 200ms and 1050ms: full until 100+1050.
+			{op: "admit", limit: LimitRequests, retryIn: 100 * time.Millisecond},
+			{advance: 100 * time.Millisecond, op: "admit", allowed: true},
+		}},
+		{"concurrency: leases released or expired", LimitConfig{Concurrency: 2, Lease: 5 * time.Second}, []limitStep{
+			{op: "admit", allowed: true},
+			{op: "admit", allowed: true},
+			{op: "admit", limit: LimitConcurrency, retryIn: 0},
+			{op: "release", n: 0},
+			{op: "admit", allowed: true},
+			{op: "admit", limit: LimitConcurrency, retryIn: 0},
+			// A killed worker's lease (admission 1, never released) expires.
+			{advance: 5 * time.Second, op: "admit", allowed: true},
+		}},
+		{"tokens: debited after the call, refused at the limit", LimitConfig{Tokens: 100, Per: per}, []limitStep{
+			{op: "admit", allowed: true},
+			{op: "debit", n: 60},
+			{advance: 200 * time.Millisecond, op: "admit", allowed: true},
+			{op: "debit", n: 50},
+			{advance: 100 * time.Millisecond, op: "admit", limit: LimitTokens, retryIn: 700 * time.Millisecond},
+			{advance: 700 * time.Millisecond, op: "admit", allowed: true}, // 60 left the window: 50 used
+			{op: "debit", n: 49},
+			{op: "admit", allowed: true}, // 99 < 100
+			{op: "debit", n: 1},
+			{op: "admit", limit: LimitTokens, retryIn: 200 * time.Millisecond},
+		}},
+		{"pause: refuses everything, only ever extended", LimitConfig{Requests: 100, Per: per, Concurrency: 10}, []limitStep{
+			{op: "pause", n: 2000},
+			{op: "admit", limit: LimitPaused, retryIn: 2 * time.Second},
+			{op: "pause", n: 500}, // shorter: ignored
+			{advance: 1500 * time.Millisecond, op: "admit", limit: LimitPaused, retryIn: 500 * time.Millisecond},
+			{advance: 500 * time.Millisecond, op: "admit", allowed: true},
+		}},
+		{"restamp: a start moved to when the call really left", LimitConfig{Requests: 2, Per: per}, []limitStep{
+			{op: "admit", allowed: true},
+			{advance: 100 * time.Millisecond, op: "admit", allowed: true},
+			{advance: 400 * time.Millisecond, op: "restamp", n: 0}, // admission 0 left at 500ms
+			{advance: 500 * time.Millisecond, op: "admit", limit: LimitRequests, retryIn: 100*time.Millisecond + win - time.Second},
+			{advance: 150 * time.Millisecond, op: "admit", allowed: true}, // the start at 100ms left the window; 500ms has not
+			{op: "admit", limit: LimitRequests, retryIn: 500*time.Millisecond + win - 1150*time.Millisecond},
+			// A start already out of its window is not brought back.
+			{advance: 2 * time.Second, op: "restamp", n: 1},
+			{op: "admit", allowed: true},
+			{op: "admit", allowed: true},
+		}},
+		{"requests and concurrency together", LimitConfig{Requests: 2, Per: per, Concurrency: 1}, []limitStep{
+			{op: "admit", allowed: true},
+			{op: "admit", limit: LimitConcurrency},
+			{op: "release", n: 0},
+			{op: "admit", allowed: true},
+			{op: "release", n: 1},
+			{op: "admit", limit: LimitRequests, retryIn: win},
+		}},
+	}
+	for _, b := range redistest.Backends() {
+		for _, tc := range cases {
+			t.Run(b.Name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				rdb, _ := b.New(t)
+				clk := newFakeClock()
+				l := NewLimiter(rdb, WithLimiterClock(clk.Now))
+				ctx := context.Background()
+				var adms []LimitAdmission
+				for i, s := range tc.steps {
+					clk.Add(s.advance)
+					switch s.op {
+					case "admit":
+						a, err := l.Admit(ctx, "k", tc.cfg)
+						require.NoError(t, err, "step %d", i)
+						require.Equal(t, s.allowed, a.Allowed, "step %d: %+v", i, a)
+						if !s.allowed {
+							require.Equal(t, s.limit, a.Limit, "step %d", i)
+							require.Equal(t, s.retryIn, a.RetryIn, "step %d", i)
+						} else {
+							adms = append(adms, a)
+						}
+					case "release":
+						require.NoError(t, l.Release(ctx, "k", adms[s.n]))
+					case "restamp":
+						require.NoError(t, l.Restamp(ctx, "k", tc.cfg, adms[s.n]))
+					case "debit":
+						_, err := l.Debit(ctx, "k", tc.cfg, s.n)
+						require.NoError(t, err)
+					case "pause":
+						_, _, err := l.Pause(ctx, "k", time.Duration(s.n)*time.Millisecond, "test")
+						require.NoError(t, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestLimiterStatus(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb, _ := b.New(t)
+			clk := newFakeClock()
+			l := NewLimiter(rdb, WithLimiterClock(clk.Now))
+			ctx := context.Background()
+			cfg := LimitConfig{Requests: 5, Tokens: 1000, Per: time.Minute, Concurrency: 3}
+			require.NoError(t, l.Register(ctx, "openai-prod", cfg))
+			for range 3 {
+				a, err := l.Admit(ctx, "openai-prod", cfg)
+				require.NoError(t, err)
+				require.True(t, a.Allowed)
+			}
+			a, err := l.Admit(ctx, "openai-prod", cfg)
+			require.NoError(t, err)
+			require.Equal(t, LimitConcurrency, a.Limit)
+			_, err = l.Debit(ctx, "openai-prod", cfg, 120)
+			require.NoError(t, err)
+			until, extended, err := l.Pause(ctx, "openai-prod", 2*time.Second, "provider: x")
+			require.NoError(t, err)
+			require.True(t, extended)
+
+			st, err := l.Status(ctx, "openai-prod")
+			require.NoError(t, err)
+			require.Equal(t, cfg, LimitConfig{Requests: st.Requests, Tokens: st.Tokens, Per: st.Per, Concurrency: st.Concurrency})
+			require.Equal(t, "1m0s", st.PerText)
+			require.EqualValues(t, 3, st.RequestsInWindow)
+			require.EqualValues(t, 120, st.TokensInWindow)
+			require.EqualValues(t, 3, st.InFlight)
+			require.NotNil(t, st.PausedUntil)
+			require.Equal(t, until, *st.PausedUntil)
+			require.Equal(t, "provider: x", st.PauseReason)
+			require.EqualValues(t, 1, st.Refusals[LimitConcurrency])
+
+			keys, err := l.Keys(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"openai-prod"}, keys)
+
+			clk.Add(time.Minute + time.Second)
+			st, err = l.Status(ctx, "openai-prod")
+			require.NoError(t, err)
+			require.Zero(t, st.RequestsInWindow)
+			require.Zero(t, st.TokensInWindow)
+			require.Zero(t, st.InFlight, "leases of 60s expired")
+			require.Nil(t, st.PausedUntil)
+		})
+	}
+}
+
+// TestLimiterConcurrentClients: many goroutines with their own clients
+// admit against one key on a real redis-server with its own clock; the
+// starts they were admitted at never exceed the limit in any window, and
+// the in-flight count never exceeds the concurrency.
+func TestLimiterConcurrentClients(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	cfg := LimitConfig{Requests: 10, Per: 200 * time.Millisecond, Concurrency: 3, Lease: 10 * time.Second}
+	var (
+		mu       sync.Mutex
+		starts   []time.Time
+		inFlight int
+		maxSeen  int
+	)
+	deadline := time.Now().Add(time.Second)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := NewLimiter(srv.Client())
+			ctx := context.Background()
+			for time.Now().Before(deadline) {
+				a, err := l.Admit(ctx, "shared", cfg)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !a.Allowed {
+					time.Sleep(max(a.RetryIn, 2*time.Millisecond))
+					continue
+				}
+				mu.Lock()
+				starts = append(starts, time.Now())
+				inFlight++
+				maxSeen = max(maxSeen, inFlight)
+				mu.Unlock()
+				time.Sleep(time.Duration(rand.IntN(5)) * time.Millisecond)
+				mu.Lock()
+				inFlight--
+				mu.Unlock()
+				if err := l.Release(ctx, "shared", a); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, maxSeen, cfg.Concurrency)
+	require.Greater(t, len(starts), 20, "the limiter admitted calls")
+	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+	// The starts recorded here follow their admissions by a little: compare
+	// windows of Per (the guard absorbs the difference).
+	for i := range starts {
+		j := i
+		for j < len(starts) && starts[j].Sub(starts[i]) < cfg.Per {
+			j++
+		}
+		require.LessOrEqual(t, j-i, cfg.Requests, "window from start %d", i)
+	}
+}
+
+func TestExhaustedFor(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := func(kv ...string) http.Header {
+		out := http.Header{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out.Set(kv[i], kv[i+1])
+		}
+		return out
+	}
+	cases := []struct {
+		name   string
+		status int
+		h      http.Header
+		want   time.Duration
+	}{
+		{"openai requests", 200, h("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "2s"), 2 * time.Second},
+		{"openai requests left", 200, h("x-ratelimit-remaining-requests", "3", "x-ratelimit-reset-requests", "2s"), 0},
+		{"openai tokens 6m0s", 200, h("x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "6m0s"), 6 * time.Minute},
+		{"openai ms", 200, h("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "20ms"), 20 * time.Millisecond},
+		{"longest of two", 200, h("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "1s",
+			"x-ratelimit-remaining-tokens", "0", "x-ratelimit-reset-tokens", "3s"), 3 * time.Second},
+		{"anthropic", 200, h("anthropic-ratelimit-requests-remaining", "0",
+			"anthropic-ratelimit-requests-reset", now.Add(5*time.Second).Format(time.RFC3339)), 5 * time.Second},
+		{"anthropic input tokens", 200, h("anthropic-ratelimit-input-tokens-remaining", "0",
+			"anthropic-ratelimit-input-tokens-reset", now.Add(7*time.Second).Format(time.RFC3339)), 7 * time.Second},
+		{"anthropic reset in the past", 200, h("anthropic-ratelimit-requests-remaining", "0",
+			"anthropic-ratelimit-requests-reset", now.Add(-time.Second).Format(time.RFC3339)), 0},
+		{"429 retry-after seconds", 429, h("Retry-After", "4"), 4 * time.Second},
+		{"429 retry-after-ms", 429, h("retry-after-ms", "1500"), 1500 * time.Millisecond},
+		{"503 retry-after is not a limit", 503, h("Retry-After", "4"), 0},
+		{"429 without header", 429, nil, 0},
+		{"capped", 200, h("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "100h"), MaxLimitPause},
+		{"garbage reset", 200, h("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "soon"), 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, why, ok := ExhaustedFor(tc.status, tc.h, now)
+			require.Equal(t, tc.want, d)
+			require.Equal(t, tc.want > 0, ok)
+			if ok {
+				require.NotEmpty(t, why)
+			}
+		})
+	}
+}
+
+// TestLimitKeysShareOneSlot: a limits key's Redis keys share one hash tag,
+// so its scripts run on Redis Cluster.
+func TestLimitKeysShareOneSlot(t *testing.T) {
+	t.Parallel()
+	for _, key := range []string{"openai-prod", "a:b", "llm.example"} {
+		keys := limitKeys(key)
+		require.Len(t, keys, 4)
+		for _, k := range keys {
+			require.Contains(t, k, "{limit:"+key+"}")
+			require.Equal(t, 1, strings.Count(k, "{"), k)
+		}
+	}
+}
+
+// TestLimiterLeaseExpires: on a real redis-server's clock, a concurrency
+// slot held by a caller that never releases it (a killed worker) frees
+// itself when its lease ends, not before.
+func TestLimiterLeaseExpires(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l := NewLimiter(srv.Client())
+	ctx := context.Background()
+	cfg := LimitConfig{Concurrency: 1, Lease: 300 * time.Millisecond}
+	a, err := l.Admit(ctx, "k", cfg)
+	require.NoError(t, err)
+	require.True(t, a.Allowed)
+	held := time.Now()
+	deadline := held.Add(5 * time.Second)
+	for {
+		b, err := l.Admit(ctx, "k", cfg)
+		require.NoError(t, err)
+		if b.Allowed {
+			break
+		}
+		require.Equal(t, LimitConcurrency, b.Limit)
+		require.True(t, time.Now().Before(deadline), "the lease never expired")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.GreaterOrEqual(t, time.Since(held), 250*time.Millisecond, "the slot stayed taken for its lease")
+}
+
+// TestLimiterUnavailableRefuses: without Redis the limits cannot be
+// checked, so Admit refuses (limit unavailable) rather than admit over
+// them, and says why.
+func TestLimiterUnavailableRefuses(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	srv.Kill()
+	a, err := NewLimiter(rdb).Admit(context.Background(), "k", LimitConfig{Concurrency: 1})
+	require.ErrorIs(t, err, ErrLimiterUnavailable)
+	require.False(t, a.Allowed)
+	require.Equal(t, LimitUnavailable, a.Limit)
+	require.Equal(t, UnavailableRetry, a.RetryIn)
+}
