@@ -46,9 +46,13 @@ func TestCancelTask(t *testing.T) {
 	require.Equal(t, tasks.EventTaskCanceled, last["event"])
 	require.Equal(t, "user left", last["reason"])
 
-	// No body at all is fine.
+	// No body at all is fine; the reply still has every documented field.
 	r = do(t, "POST", e.url+"/api/v1/tasks/c2/cancel", token, "")
 	require.Equal(t, http.StatusOK, r.status, r.body)
+	for _, k := range []string{"id", "state", "previous_state", "removed", "stopping", "reason"} {
+		require.Contains(t, r.json, k)
+	}
+	require.Equal(t, "", r.json["reason"])
 
 	r = do(t, "POST", e.url+"/api/v1/tasks/c1/cancel", token, `{}`)
 	requireError(t, r, http.StatusConflict, api.CodeTaskEnded, "canceled")
