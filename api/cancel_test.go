@@ -71,6 +71,8 @@ func TestCancelTask(t *testing.T) {
 	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest, "why")
 	r = do(t, "POST", e.url+"/api/v1/tasks/nope/cancel", token, `{"reason":`)
 	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest)
+	r = do(t, "POST", e.url+"/api/v1/tasks/nope/cancel", token, `{"reason":"x"} {"reason":"y"}`)
+	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest, "after the JSON value")
 
 	r = do(t, "GET", e.url+"/api/v1/tasks/c1/cancel", token, "")
 	requireError(t, r, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed)
