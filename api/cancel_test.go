@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -71,6 +72,8 @@ func TestCancelTask(t *testing.T) {
 	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest, "why")
 	r = do(t, "POST", e.url+"/api/v1/tasks/nope/cancel", token, `{"reason":`)
 	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest)
+	r = do(t, "POST", e.url+"/api/v1/tasks/nope/cancel", token, `{"reason":"`+strings.Repeat("r", tasks.MaxCancelReason+1)+`"}`)
+	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest, `cancel request: field "reason" is 1001 bytes`)
 	r = do(t, "POST", e.url+"/api/v1/tasks/nope/cancel", token, `{"reason":"x"} {"reason":"y"}`)
 	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest, "after the JSON value")
 
