@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -46,9 +47,13 @@ func TestCancelTask(t *testing.T) {
 	require.Equal(t, tasks.EventTaskCanceled, last["event"])
 	require.Equal(t, "user left", last["reason"])
 
-	// No body at all is fine.
+	// No body at all is fine; the reply still has every documented field.
 	r = do(t, "POST", e.url+"/api/v1/tasks/c2/cancel", token, "")
 	require.Equal(t, http.StatusOK, r.status, r.body)
+	for _, k := range []string{"id", "state", "previous_state", "removed", "stopping", "reason"} {
+		require.Contains(t, r.json, k)
+	}
+	require.Equal(t, "", r.json["reason"])
 
 	r = do(t, "POST", e.url+"/api/v1/tasks/c1/cancel", token, `{}`)
 	requireError(t, r, http.StatusConflict, api.CodeTaskEnded, "canceled")
@@ -67,6 +72,10 @@ func TestCancelTask(t *testing.T) {
 	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest, "why")
 	r = do(t, "POST", e.url+"/api/v1/tasks/nope/cancel", token, `{"reason":`)
 	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest)
+	r = do(t, "POST", e.url+"/api/v1/tasks/nope/cancel", token, `{"reason":"`+strings.Repeat("r", tasks.MaxCancelReason+1)+`"}`)
+	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest, `cancel request: field "reason" is 1001 bytes`)
+	r = do(t, "POST", e.url+"/api/v1/tasks/nope/cancel", token, `{"reason":"x"} {"reason":"y"}`)
+	requireError(t, r, http.StatusBadRequest, api.CodeInvalidRequest, "after the JSON value")
 
 	r = do(t, "GET", e.url+"/api/v1/tasks/c1/cancel", token, "")
 	requireError(t, r, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed)

@@ -134,7 +134,13 @@ func position(data []byte, off int64) (line, col int) {
 func strictDecode(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("unexpected data after the JSON value at byte offset %d", dec.InputOffset())
+	}
+	return nil
 }
 
 // validate checks one task and resolves its fields; prefix names it in
@@ -515,6 +521,9 @@ func (s *Server) cancelTask(rw http.ResponseWriter, r *http.Request) error {
 				return jsonError("cancel request", data, err)
 			}
 		}
+	}
+	if len(req.Reason) > tasks.MaxCancelReason {
+		return invalid("cancel request: field \"reason\" is %d bytes; at most %d", len(req.Reason), tasks.MaxCancelReason)
 	}
 	res, err := s.client.Cancel(ctx, id, req.Reason)
 	var ended *tasks.EndedError

@@ -19,7 +19,7 @@ func TestInspectorTaskCancel(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	for _, id := range []string{"k1", "k2", "k3"} {
+	for _, id := range []string{"k1", "k2", "k3", "k4"} {
 		_, err := b.client.Enqueue(ctx, tasks.Task{ID: id, Agent: "tool"}, tasks.ProcessIn(time.Hour))
 		require.NoError(t, err)
 	}
@@ -63,9 +63,15 @@ func TestInspectorTaskCancel(t *testing.T) {
 	require.Contains(t, errOut, "state canceled")
 	require.Contains(t, errOut, "ghost")
 
-	_, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "task", "cancel", "k2")
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "task", "cancel", "k2")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "already ended (state canceled)")
+	require.Empty(t, out, "no table when nothing was canceled")
+
+	// An ID given twice is canceled once (not refused as ended the second time).
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "task", "cancel", "k4", "k4", "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Len(t, strings.Split(strings.TrimSpace(out), "\n"), 1, out)
 
 	// Bad usage: exit 2, before any connection.
 	_, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", "redis://127.0.0.1:1/0", "task", "cancel")

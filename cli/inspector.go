@@ -463,12 +463,12 @@ canceled) or is unknown is reported and makes the exit status 1.`,
 		RunE: g.withSession(app, o.Validate, func(cmd *cobra.Command, args []string, s *session) error {
 			client := tasks.NewClient(s.rdb, s.cfg.ClientOptions()...)
 			var w *tabwriter.Writer
-			if !o.json {
-				w = table(app)
-				fmt.Fprintln(w, "ID\tSTATE\tWAS\tRUN")
-			}
-			failed := 0
+			failed, seen := 0, map[string]bool{}
 			for _, id := range args {
+				if seen[id] { // an ID given twice is canceled once
+					continue
+				}
+				seen[id] = true
 				res, err := client.Cancel(cmd.Context(), id, o.reason)
 				if err != nil {
 					failed++
@@ -483,6 +483,10 @@ canceled) or is unknown is reported and makes the exit status 1.`,
 					printJSON(app, res)
 					continue
 				}
+				if w == nil { // the table's header, once something was canceled
+					w = table(app)
+					fmt.Fprintln(w, "ID\tSTATE\tWAS\tRUN")
+				}
 				run := "removed from its queue"
 				if !res.Removed {
 					run = "stopping on its worker"
@@ -493,7 +497,7 @@ canceled) or is unknown is reported and makes the exit status 1.`,
 				_ = w.Flush()
 			}
 			if failed > 0 {
-				return runtimeErr(fmt.Errorf("%d of %d tasks not canceled", failed, len(args)))
+				return runtimeErr(fmt.Errorf("%d of %d tasks not canceled", failed, len(seen)))
 			}
 			return nil
 		})}

@@ -57,7 +57,7 @@ agents:
 	require.EqualValues(t, 20, rows[0]["concurrency"])
 	require.Nil(t, rows[0]["paused_until"])
 	require.Equal(t, []any{"llm"}, rows[0]["agents"])
-	for _, k := range []string{"requests_in_window", "tokens_in_window", "in_flight", "refusals"} {
+	for _, k := range []string{"requests_in_window", "tokens_in_window", "in_flight", "paused_until", "pause_reason", "refusals"} {
 		require.Contains(t, rows[0], k)
 	}
 	require.Equal(t, "tool-runs", rows[1]["key"])

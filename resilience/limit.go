@@ -119,7 +119,7 @@ type LimitStatus struct {
 	// PausedUntil is the end of a fleet-wide pause in force (nil: none),
 	// PauseReason what the provider said.
 	PausedUntil *time.Time `json:"paused_until"`
-	PauseReason string     `json:"pause_reason,omitempty"`
+	PauseReason string     `json:"pause_reason"`
 	// Refusals counts the admissions refused, by limit, fleet-wide, since
 	// the key was first used (a task may be refused several times while it
 	// waits in its worker before it is deferred).

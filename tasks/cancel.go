@@ -46,7 +46,7 @@ type CancelResult struct {
 	// stop it (asynq's cancel channel). Either way its outcome is not
 	// recorded: the record is canceled first.
 	Stopping bool   `json:"stopping"`
-	Reason   string `json:"reason,omitempty"`
+	Reason   string `json:"reason"`
 }
 
 // cancelScript cancels a task: unless it has ended, its record goes to
