@@ -396,3 +396,23 @@ func TestSamplerLifecycle(t *testing.T) {
 	s.Stop()
 	require.Equal(t, n, len(s.Samples()))
 }
+
+// TestDeadLettersPastTheEnd: an offset past the last dead letter (a shared
+// link after the list shrank, or the page left after its last row was
+// requeued) shows the last page, not an empty one numbered past the end.
+func TestDeadLettersPastTheEnd(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	f.seedDeadLetters(t, 120) // 3 pages of 50: the last holds dl-1 … dl-20
+	bearer := "Authorization: Bearer " + testToken
+	for _, off := range []string{"120", "150", "100000"} {
+		r := call(t, "GET", f.url+"/ui/deadletters?offset="+off, nil, bearer)
+		require.Equal(t, http.StatusOK, r.status)
+		require.Contains(t, r.body, "101–120 of", "offset %s", off)
+		require.Contains(t, r.body, "page 3 of 3", "offset %s", off)
+		require.Contains(t, r.body, `data-id="dl-1"`, "offset %s", off)
+	}
+	r := call(t, "GET", f.url+"/ui/deadletters?agent=nobody&offset=50", nil, bearer)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, r.body, "No dead letters match this filter.")
+}

@@ -213,6 +213,18 @@ func (c *Console) deadLetters(rw http.ResponseWriter, r *http.Request, s session
 	if err != nil {
 		return err
 	}
+	if offset > 0 && int64(offset) >= total {
+		// Past the end (the list shrank under a shared link, or the last
+		// row of the last page was requeued or deleted): the last page.
+		offset = 0
+		if total > 0 {
+			offset = int((total - 1) / int64(c.opts.PageSize) * int64(c.opts.PageSize))
+		}
+		f.Offset = offset
+		if entries, total, err = c.dlq.List(ctx, f); err != nil {
+			return err
+		}
+	}
 	byAgent, _, err := c.dlq.CountBy(ctx)
 	if err != nil {
 		return err
