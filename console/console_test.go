@@ -396,3 +396,58 @@ func TestSamplerLifecycle(t *testing.T) {
 	s.Stop()
 	require.Equal(t, n, len(s.Samples()))
 }
+
+// TestDeadLettersPastTheEnd: an offset past the last dead letter (a shared
+// link after the list shrank, or the page left after its last row was
+// requeued) shows the last page, not an empty one numbered past the end.
+func TestDeadLettersPastTheEnd(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	f.seedDeadLetters(t, 120) // 3 pages of 50: the last holds dl-1 … dl-20
+	bearer := "Authorization: Bearer " + testToken
+	for _, off := range []string{"120", "150", "100000"} {
+		r := call(t, "GET", f.url+"/ui/deadletters?offset="+off, nil, bearer)
+		require.Equal(t, http.StatusOK, r.status)
+		require.Contains(t, r.body, "101–120 of", "offset %s", off)
+		require.Contains(t, r.body, "page 3 of 3", "offset %s", off)
+		require.Contains(t, r.body, `data-id="dl-1"`, "offset %s", off)
+	}
+	r := call(t, "GET", f.url+"/ui/deadletters?agent=nobody&offset=50", nil, bearer)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, r.body, "No dead letters match this filter.")
+}
+
+// TestBulkActsOnTheConfirmedSet: a bulk action confirmed for N dead
+// letters acts on those N, not on dead letters that arrived after the
+// confirmation page was shown.
+func TestBulkActsOnTheConfirmedSet(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	f.seedDeadLetters(t, 6) // llm: dl-1,3,5; tool: dl-2,4,6
+	cookie := login(t, f)
+	r := call(t, "GET", f.url+"/ui/deadletters/bulk?action=delete&agent=tool", nil, cookie)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, r.body, "Delete 3 dead letters?")
+	through := regexp.MustCompile(`name="through" value="(\d+)"`).FindStringSubmatch(r.body)
+	require.NotNil(t, through, "the confirmation names the newest it counted")
+
+	// A new dead letter of the same agent arrives meanwhile.
+	now := time.Now().UTC()
+	_, err := f.dlq.Put(context.Background(), &deadletter.Entry{ID: "late", Agent: "tool", ErrorClass: "invalid_request",
+		Error: "bad", Reason: deadletter.ReasonAttemptsExhausted, Attempts: 1, DeadLetteredAt: now, EnqueuedAt: now, Queue: "default",
+		History: []tasks.Event{{At: now, Event: tasks.EventDeadLettered, Attempt: 1}}})
+	require.NoError(t, err)
+
+	r = call(t, "POST", f.url+"/ui/deadletters/bulk", url.Values{"csrf": {csrfOf(t, r.body)}, "action": {"delete"},
+		"agent": {"tool"}, "class": {""}, "through": {through[1]}}, cookie, "Origin: "+f.url)
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	require.Contains(t, r.header.Get("Location"), "n=3")
+	_, err = f.dlq.Get(context.Background(), "late")
+	require.NoError(t, err, "the dead letter that came after the confirmation is kept")
+	_, total, err := f.dlq.List(context.Background(), deadletter.Filter{Agent: "tool"})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), total)
+
+	r = call(t, "POST", f.url+"/ui/deadletters/bulk", url.Values{"action": {"delete"}, "through": {"yesterday"}}, "Authorization: Bearer "+testToken)
+	require.Equal(t, http.StatusBadRequest, r.status)
+}

@@ -213,6 +213,18 @@ func (c *Console) deadLetters(rw http.ResponseWriter, r *http.Request, s session
 	if err != nil {
 		return err
 	}
+	if offset > 0 && int64(offset) >= total {
+		// Past the end (the list shrank under a shared link, or the last
+		// row of the last page was requeued or deleted): the last page.
+		offset = 0
+		if total > 0 {
+			offset = int((total - 1) / int64(c.opts.PageSize) * int64(c.opts.PageSize))
+		}
+		f.Offset = offset
+		if entries, total, err = c.dlq.List(ctx, f); err != nil {
+			return err
+		}
+	}
 	byAgent, _, err := c.dlq.CountBy(ctx)
 	if err != nil {
 		return err
@@ -348,11 +360,15 @@ func (c *Console) bulkConfirm(rw http.ResponseWriter, r *http.Request, s session
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	f.Limit = 1
-	_, total, err := c.dlq.List(ctx, f)
+	newest, total, err := c.dlq.List(ctx, f)
 	if err != nil {
 		return err
 	}
-	data := map[string]any{"Action": action, "Filter": f, "Total": total,
+	through := ""
+	if len(newest) > 0 {
+		through = strconv.FormatInt(newest[0].DeadLetteredAt.UnixMilli(), 10)
+	}
+	data := map[string]any{"Action": action, "Filter": f, "Total": total, "Through": through,
 		"Cancel": c.pageLink(deadletter.Filter{Agent: f.Agent, Class: f.Class}, 0)}
 	c.render(rw, r, s, http.StatusOK, "bulk.html", "deadletters", "Confirm", data)
 	return nil
@@ -362,11 +378,20 @@ func (c *Console) bulkConfirm(rw http.ResponseWriter, r *http.Request, s session
 const bulkTimeout = 25 * time.Second
 
 // bulk serves POST /ui/deadletters/bulk: requeue or delete every dead
-// letter of the filter (the form's agent and class).
+// letter of the filter (the form's agent and class) — with "through" (the
+// confirmation's newest, Unix ms), only those dead-lettered by then: the
+// set the confirmation counted, not those that came since.
 func (c *Console) bulk(rw http.ResponseWriter, r *http.Request, _ session) error {
 	f, err := dlFilter(r.PostForm)
 	if err != nil {
 		return err
+	}
+	if v := strings.TrimSpace(r.PostForm.Get("through")); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 {
+			return httpError(http.StatusBadRequest, "through: %q is not a time in Unix milliseconds.", v)
+		}
+		f.Through = time.UnixMilli(ms)
 	}
 	// Within the server's write timeout (30 s): what is left when time runs
 	// out stays in the store, and the flash says to run it again.

@@ -98,6 +98,10 @@ type Filter struct {
 	// Limit is List's page size: zero or negative means DefaultLimit,
 	// larger than MaxLimit means MaxLimit. Export and IDs ignore it.
 	Limit int
+	// Through, when set, keeps the entries dead-lettered at or before it
+	// (to the millisecond; Export and IDs only): the set a confirmation
+	// counted, without those that came after.
+	Through time.Time
 }
 
 // indexKeys returns the index to read and, when both Agent and Class are
@@ -499,6 +503,9 @@ func (s *Store) List(ctx context.Context, f Filter) (entries []*Entry, total int
 // Offset and Limit of f are ignored.
 func (s *Store) scan(ctx context.Context, f Filter, bodies bool, fn func(it item) error) error {
 	maxArg, skip := "+inf", 0
+	if !f.Through.IsZero() {
+		maxArg = strconv.FormatInt(f.Through.UnixMilli(), 10)
+	}
 	var maxScore float64
 	first := true
 	for {

@@ -172,6 +172,7 @@ var suite = []struct {
 	run  func(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store)
 }{
 	{"RoundTrip", testRoundTrip},
+	{"Through", testThrough},
 	{"PutStampsTimeAndValidates", testPutStampsAndValidates},
 	{"IdempotentPut", testIdempotentPut},
 	{"ConcurrentPutsOfOneID", testConcurrentPuts},
@@ -682,4 +683,25 @@ func testNoTrimming(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"a": n / 3, "b": n / 3, "c": n / 3}, byAgent)
 	require.Equal(t, map[string]int64{"x": n}, byClass)
+}
+
+// testThrough: Filter.Through keeps IDs and Export to the entries
+// dead-lettered at or before it.
+func testThrough(t *testing.T, _ redis.UniversalClient, s *deadletter.Store) {
+	ctx := context.Background()
+	es := fixture()
+	_, err := s.PutMany(ctx, es)
+	require.NoError(t, err)
+	through := es[9].DeadLetteredAt // entries 0..9
+	got, err := s.IDs(ctx, deadletter.Filter{Through: through})
+	require.NoError(t, err)
+	require.Len(t, got, 10)
+	require.Equal(t, es[9].ID, got[0])
+	got, err = s.IDs(ctx, deadletter.Filter{Agent: "a", Through: through}) // 0, 2, 4, 6, 8
+	require.NoError(t, err)
+	require.Equal(t, []string{es[8].ID, es[6].ID, es[4].ID, es[2].ID, es[0].ID}, got)
+	var buf bytes.Buffer
+	n, err := s.Export(ctx, &buf, deadletter.Filter{Class: "x", Through: through}) // 0, 3, 6, 9
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
 }

@@ -61,7 +61,11 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 		if err := start.apply(context.WithoutCancel(ctx), tasks.SetCallFailed(a.outcome(p, env))); dropped(err) {
 			p.releaseAdmitted(ctx, alt)
 			if isCanceled(err) {
-				return nil, p.canceled(ctx, log, env)
+				// The agent ran (its attempt span points to the run's): the
+				// run ended canceled.
+				answer := p.canceled(ctx, log, env)
+				p.endRunSpan(env, a, runCanceled, string(c.verdict.Class))
+				return nil, answer
 			}
 			return nil, ranStale(log, env)
 		}

@@ -32,6 +32,7 @@ func dropped(err error) bool { return errors.Is(err, tasks.ErrStale) || isCancel
 // the delivery back for a retry without waiting for this answer: that
 // leftover is deleted here (its redelivery would be acked unrun anyway).
 func (p *pipeline) canceled(ctx context.Context, log *taskLog, env *tasks.Envelope) error {
+	log.runEnd = runCanceled
 	log.Info("task canceled: delivery acked, its outcome is not recorded", "event", "canceled", "run", env.Run)
 	if ctx.Err() != nil {
 		q, _ := asynq.GetQueueName(ctx)

@@ -72,7 +72,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	sp, ok := p.specs[env.Agent]
 	if !ok {
 		p.endRunSpan(env, nil, runDeadLettered, string(resilience.NotSupported))
-		return p.deadLetter(ctx, env, p.outcome(env, 0, resilience.NotSupported,
+		return p.deadLetter(ctx, &taskLog{base: p.log, env: env}, env, p.outcome(env, 0, resilience.NotSupported,
 			fmt.Sprintf("unknown agent %q: no runner is configured or registered for it", env.Agent)), ReasonUnknownAgent)
 	}
 	log := &taskLog{base: p.log, env: env}
@@ -205,6 +205,11 @@ type taskLog struct {
 	base *slog.Logger
 	env  *tasks.Envelope
 	l    *slog.Logger
+	// runEnd is how this delivery ended its run when a step's write found
+	// otherwise than the decision it took: runCanceled (the task was
+	// canceled meanwhile) or runDeadLettered (a restart that could not be
+	// scheduled). "" when the decision stands. Its run span says so.
+	runEnd string
 }
 
 func (t *taskLog) get() *slog.Logger {

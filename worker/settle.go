@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,8 @@ func (p *pipeline) settle(ctx context.Context, log *taskLog, env *tasks.Envelope
 		Verdict: a.call.verdict, Attempt: a.n, MaxAttempts: sp.maxAttempts,
 		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
 	})
-	defer p.endRunSpan(env, a, runOutcome(d.Action), string(a.call.verdict.Class))
+	outcome := runOutcome(d.Action)
+	defer func() { p.endRunSpan(env, a, cmp.Or(log.runEnd, outcome), string(a.call.verdict.Class)) }()
 	switch d.Action {
 	case resilience.ActionSucceed:
 		return p.succeed(ctx, log, env, a)
@@ -36,7 +38,7 @@ func (p *pipeline) settle(ctx context.Context, log *taskLog, env *tasks.Envelope
 		if ok, err := p.ensureStarted(ctx, log, a.start); !ok {
 			return err
 		}
-		return p.deadLetter(ctx, env, a.outcome(p, env), d.Reason)
+		return p.deadLetter(ctx, log, env, a.outcome(p, env), d.Reason)
 	}
 }
 
@@ -109,7 +111,8 @@ func (p *pipeline) restart(ctx context.Context, log *taskLog, env *tasks.Envelop
 			p.awaitRedis(ctx, env.ID)
 			return handBack(err)
 		}
-		return p.deadLetter(bg, env, o, reason)
+		log.runEnd = runDeadLettered
+		return p.deadLetter(bg, log, env, o, reason)
 	}
 	failpoint("before_restart_recorded") // test hook: crash between scheduling and recording
 	if err := untilRedis(ctx, func() error { return p.store.Apply(bg, env.ID, tasks.SetRestarting(o, next, delay)) }); isCanceled(err) {
@@ -151,7 +154,7 @@ func (p *pipeline) ensureStarted(ctx context.Context, log *taskLog, start *attem
 // the reason. The dead letter is written first: a crash in between
 // redelivers the task, and the redelivery finds the dead letter (see
 // ended); Put is idempotent per task ID.
-func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, o tasks.Outcome, reason string) error {
+func (p *pipeline) deadLetter(ctx context.Context, log *taskLog, env *tasks.Envelope, o tasks.Outcome, reason string) error {
 	ctx = context.WithoutCancel(ctx)
 	c := tasks.SetDeadLettered(o)
 	c.Event.At = p.store.Now().UTC()
@@ -174,7 +177,7 @@ func (p *pipeline) deadLetter(ctx context.Context, env *tasks.Envelope, o tasks.
 		// Canceled while its dead letter was written: a canceled task is
 		// not dead-lettered.
 		_, _ = p.dlq.Delete(ctx, env.ID)
-		return p.canceled(ctx, &taskLog{base: p.log, env: env}, env)
+		return p.canceled(ctx, log, env)
 	} else if err != nil {
 		p.log.Error("could not record dead letter in task history", "task_id", env.ID, "err", err)
 	}

@@ -94,6 +94,7 @@ const (
 	runSucceeded    = "succeeded"
 	runRestarting   = "restarting"
 	runDeadLettered = "dead_lettered"
+	runCanceled     = "canceled"
 )
 
 // runOutcome is the outcome of a run whose attempt was settled with

@@ -264,3 +264,84 @@ agents:
 		require.Equal(t, run.SpanContext.SpanID(), a.Parent.SpanID(), "an attempt is a child of its own run")
 	}
 }
+
+// runSpans returns the run spans of task id in exp once there are n.
+func runSpans(t *testing.T, exp *tracetest.InMemoryExporter, id string, n int) (runs, attempts []tracetest.SpanStub) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runs, attempts = nil, nil
+		for _, s := range exp.GetSpans() {
+			if attrs(s)[tracing.AttrTaskID].AsString() != id {
+				continue
+			}
+			switch s.Name {
+			case tracing.SpanRun:
+				runs = append(runs, s)
+			case tracing.SpanAttempt:
+				attempts = append(attempts, s)
+			}
+		}
+		if len(runs) >= n {
+			return runs, attempts
+		}
+		require.True(t, time.Now().Before(deadline), "task %s: %d run spans within 10s, want %d", id, len(runs), n)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTraceRestartRefusedIsDeadLettered: a run whose class would restart
+// but whose agent has no restarts (max_restarts: 0) is dead-lettered, and
+// its run span says dead_lettered, not restarting.
+func TestTraceRestartRefusedIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	_, rdb := runWorker(t, `
+worker: {concurrency: 2, shutdown_timeout: 2s}
+defaults:
+  retry: {max_attempts: 1}
+  restart: {max_restarts: 0}
+agents:
+  llm: {}
+`, WithAgent("llm", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
+		return nil, errors.New("upstream hiccup") // provider_error: exhausted → restart
+	})), WithTracerProvider(tp))
+	_, err := tasks.NewClient(rdb, tasks.WithTracerProvider(tp)).Enqueue(context.Background(), tasks.Task{ID: "no-restart", Agent: "llm"})
+	require.NoError(t, err)
+	waitState(t, rdb, "no-restart", 20*time.Second, func(v *tasks.View) bool { return v.State == tasks.StateDeadLettered })
+	runs, _ := runSpans(t, exp, "no-restart", 1)
+	require.Len(t, runs, 1)
+	require.Equal(t, "dead_lettered", attrs(runs[0])[tracing.AttrOutcome].AsString())
+	require.Equal(t, codes.Error, runs[0].Status.Code)
+}
+
+// TestTraceCanceledRun: a run canceled while its agent runs still gets
+// its run span (outcome canceled), so its attempt's parent exists.
+func TestTraceCanceledRun(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	started := make(chan struct{}, 4)
+	_, rdb := runWorker(t, tracedYAML, WithAgent("llm", agent.Func(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})), WithTracerProvider(tp))
+	c := tasks.NewClient(rdb, tasks.WithTracerProvider(tp))
+	_, err := c.Enqueue(context.Background(), tasks.Task{ID: "canceled-run", Agent: "llm"})
+	require.NoError(t, err)
+	<-started
+	waitState(t, rdb, "canceled-run", 10*time.Second, func(v *tasks.View) bool { return v.State == tasks.StateActive })
+	_, err = c.Cancel(context.Background(), "canceled-run", "test")
+	require.NoError(t, err)
+	runs, attempts := runSpans(t, exp, "canceled-run", 1)
+	require.Len(t, runs, 1)
+	require.Equal(t, "canceled", attrs(runs[0])[tracing.AttrOutcome].AsString())
+	require.NotEmpty(t, attempts)
+	for _, a := range attempts {
+		require.Equal(t, runs[0].SpanContext.SpanID(), a.Parent.SpanID(), "the attempt's run span exists")
+	}
+}
