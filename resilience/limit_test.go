@@ -198,7 +198,7 @@ func TestLimiterConcurrentClients(t *testing.T) {
 	cfg := LimitConfig{Requests: 10, Per: 200 * time.Millisecond, Concurrency: 3, Lease: 10 * time.Second}
 	var (
 		mu       sync.Mutex
-		starts   []time.Time
+		starts   []span // each admission lies within its span
 		inFlight int
 		maxSeen  int
 	)
@@ -211,7 +211,9 @@ func TestLimiterConcurrentClients(t *testing.T) {
 			l := NewLimiter(srv.Client())
 			ctx := context.Background()
 			for time.Now().Before(deadline) {
+				before := time.Now()
 				a, err := l.Admit(ctx, "shared", cfg)
+				after := time.Now()
 				if err != nil {
 					t.Error(err)
 					return
@@ -221,7 +223,7 @@ func TestLimiterConcurrentClients(t *testing.T) {
 					continue
 				}
 				mu.Lock()
-				starts = append(starts, time.Now())
+				starts = append(starts, span{before, after})
 				inFlight++
 				maxSeen = max(maxSeen, inFlight)
 				mu.Unlock()
@@ -238,15 +240,37 @@ func TestLimiterConcurrentClients(t *testing.T) {
 	wg.Wait()
 	require.LessOrEqual(t, maxSeen, cfg.Concurrency)
 	require.Greater(t, len(starts), 20, "the limiter admitted calls")
-	sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
-	// The starts recorded here follow their admissions by a little: compare
-	// windows of Per (the guard absorbs the difference).
-	for i := range starts {
-		j := i
-		for j < len(starts) && starts[j].Sub(starts[i]) < cfg.Per {
-			j++
+	requireNoCrowdedWindow(t, starts, cfg.Requests, cfg.Per)
+}
+
+// span bounds when one admission happened: the limiter decided on Redis's
+// clock (this machine's) at some moment between before and after its
+// Admit call. Timestamps taken after Admit returns can lag it by any
+// scheduling delay on a loaded machine, so they prove nothing.
+type span struct{ before, after time.Time }
+
+// requireNoCrowdedWindow fails when some requests+1 admissions must have
+// fallen within less than per of each other, whatever their true moments
+// inside their spans: a set S is crowded when max(after) - min(before) <
+// per over S. For each admission i taken as the earliest-starting member,
+// the best candidates are the requests+1 earliest-ending spans among those
+// starting no earlier than i's.
+func requireNoCrowdedWindow(t *testing.T, spans []span, requests int, per time.Duration) {
+	t.Helper()
+	for i := range spans {
+		var ends []time.Time
+		for j := range spans {
+			if !spans[j].before.Before(spans[i].before) {
+				ends = append(ends, spans[j].after)
+			}
 		}
-		require.LessOrEqual(t, j-i, cfg.Requests, "window from start %d", i)
+		if len(ends) <= requests {
+			continue
+		}
+		sort.Slice(ends, func(a, b int) bool { return ends[a].Before(ends[b]) })
+		last := ends[requests] // the (requests+1)-th earliest end
+		require.GreaterOrEqual(t, last.Sub(spans[i].before), per,
+			"%d admissions certainly within %s of each other (from the one whose Admit began at %s)", requests+1, per, spans[i].before.Format(time.StampMicro))
 	}
 }
 
