@@ -49,7 +49,7 @@ func screenshotDir(t *testing.T) string {
 // width, with no JavaScript error in the console log.
 func TestBrowser(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: no browser")
+		t.Skip("drives headless Chromium for seconds; skipped with -short (make unit)")
 	}
 	t.Parallel()
 	exe := chromiumPath(t)
