@@ -84,9 +84,7 @@ func attrs(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
 // status Error, attempt 2 ok; the agent gets each attempt span's context.
 func TestTraceSpanTree(t *testing.T) {
 	t.Parallel()
-	exp := tracetest.NewInMemoryExporter()
-	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	exp, tp := memoryTracer(t)
 	llm := &flakyTraced{}
 	_, rdb := runWorker(t, tracedYAML, WithAgent("llm", llm), WithTracerProvider(tp))
 
@@ -160,9 +158,7 @@ func TestTraceSpanTree(t *testing.T) {
 // derived from the task) with its attempts as children.
 func TestTraceUntracedProducer(t *testing.T) {
 	t.Parallel()
-	exp := tracetest.NewInMemoryExporter()
-	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	exp, tp := memoryTracer(t)
 	_, rdb := runWorker(t, tracedYAML, WithAgent("llm", &flakyTraced{}), WithTracerProvider(tp))
 	res, err := tasks.NewClient(rdb, tasks.WithTracerProvider(noop.NewTracerProvider())).
 		Enqueue(context.Background(), tasks.Task{ID: "untraced-1", Agent: "llm"})
@@ -194,9 +190,7 @@ func TestTraceOffPassesProducerContext(t *testing.T) {
 	t.Parallel()
 	llm := &flakyTraced{}
 	_, rdb := runWorker(t, tracedYAML, WithAgent("llm", llm), WithTracerProvider(noop.NewTracerProvider()))
-	exp := tracetest.NewInMemoryExporter()
-	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	exp, tp := memoryTracer(t)
 	res, err := tasks.NewClient(rdb, tasks.WithTracerProvider(tp)).
 		Enqueue(context.Background(), tasks.Task{ID: "off-1", Agent: "llm"})
 	require.NoError(t, err)
@@ -216,9 +210,7 @@ func TestTraceOffPassesProducerContext(t *testing.T) {
 // span (restarts carry the producer's context).
 func TestTraceRestartRuns(t *testing.T) {
 	t.Parallel()
-	exp := tracetest.NewInMemoryExporter()
-	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	exp, tp := memoryTracer(t)
 	_, rdb := runWorker(t, `
 worker: {concurrency: 2, shutdown_timeout: 2s}
 defaults:
@@ -295,9 +287,7 @@ func runSpans(t *testing.T, exp *tracetest.InMemoryExporter, id string, n int) (
 // its run span says dead_lettered, not restarting.
 func TestTraceRestartRefusedIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	exp := tracetest.NewInMemoryExporter()
-	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	exp, tp := memoryTracer(t)
 	_, rdb := runWorker(t, `
 worker: {concurrency: 2, shutdown_timeout: 2s}
 defaults:
@@ -321,9 +311,7 @@ agents:
 // its run span (outcome canceled), so its attempt's parent exists.
 func TestTraceCanceledRun(t *testing.T) {
 	t.Parallel()
-	exp := tracetest.NewInMemoryExporter()
-	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	exp, tp := memoryTracer(t)
 	started := make(chan struct{}, 4)
 	_, rdb := runWorker(t, tracedYAML, WithAgent("llm", agent.Func(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
 		started <- struct{}{}
@@ -344,4 +332,14 @@ func TestTraceCanceledRun(t *testing.T) {
 	for _, a := range attempts {
 		require.Equal(t, runs[0].SpanContext.SpanID(), a.Parent.SpanID(), "the attempt's run span exists")
 	}
+}
+
+// memoryTracer is a tracer provider (with agentq's ID generator) whose
+// spans go, as they end, to the in-memory exporter it returns.
+func memoryTracer(t *testing.T) (*tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tp := tracing.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return exp, tp
 }
