@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,10 +59,29 @@ func Start(t testing.TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.Addr = "127.0.0.1:" + strconv.Itoa(freePort(t))
-	s.Restart()
+	s.startOnFreePort(func() int { return freePort(t) })
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// errPortTaken: another process took the port between the pick and the
+// bind (tests in other packages start servers at the same time).
+var errPortTaken = errors.New("port taken by another process")
+
+// startOnFreePort starts the server on a port pick returns, picking
+// another when the one picked was taken before the server could bind it.
+func (s *Server) startOnFreePort(pick func() int) {
+	s.t.Helper()
+	for try := 1; ; try++ {
+		s.Addr = "127.0.0.1:" + strconv.Itoa(pick())
+		err := s.launch()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errPortTaken) || try == 5 {
+			s.t.Fatalf("redistest: %v", err)
+		}
+	}
 }
 
 // URL is the redis:// URL of the server.
@@ -77,6 +98,14 @@ func (s *Server) Client() *redis.Client {
 // Stop or Kill); it waits until the server answers PING.
 func (s *Server) Restart() {
 	s.t.Helper()
+	if err := s.launch(); err != nil {
+		s.t.Fatalf("redistest: %v", err)
+	}
+}
+
+// launch starts the server on s.Addr and waits until it answers PING; it
+// returns errPortTaken when what answers there is another process.
+func (s *Server) launch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, port, _ := net.SplitHostPort(s.Addr)
@@ -102,13 +131,39 @@ func (s *Server) Restart() {
 		cmd.Stderr = logf
 	}
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("redistest: start redis-server: %v", err)
+		return fmt.Errorf("start redis-server: %w", err)
 	}
 	s.cmd = cmd
 	go func() { _ = cmd.Wait(); _ = logf.Close() }()
 	if err := waitPing(s.Addr, 10*time.Second); err != nil {
-		s.t.Fatalf("redistest: redis-server on %s did not answer within 10s: %v\n%s", s.Addr, err, s.log())
+		return fmt.Errorf("redis-server on %s did not answer within 10s: %w\n%s", s.Addr, err, s.log())
 	}
+	if pid, err := pidAt(s.Addr); err != nil {
+		return fmt.Errorf("redis-server on %s: INFO server: %w", s.Addr, err)
+	} else if pid != cmd.Process.Pid {
+		_ = cmd.Process.Kill()
+		s.cmd = nil
+		return fmt.Errorf("redis-server on %s: pid %d answers, not %d: %w", s.Addr, pid, cmd.Process.Pid, errPortTaken)
+	}
+	return nil
+}
+
+// pidAt is the process_id of the redis-server that answers at addr.
+func pidAt(addr string) (int, error) {
+	rdb := quickClient(addr)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("no process_id")
 }
 
 func (s *Server) log() string {

@@ -63,21 +63,28 @@ func StartSentinel(t testing.TB) *Sentinel {
 	lookRedis(t, "redis-server")
 	ports := freePorts(t, 5, false)
 	s := &Sentinel{MasterName: "mymaster"}
-	master := "127.0.0.1:" + strconv.Itoa(ports[0])
-	for i, p := range ports[:2] {
-		n := &Server{t: t, Addr: "127.0.0.1:" + strconv.Itoa(p), Dir: t.TempDir(), extra: dataNodeArgs}
+	for i := range 2 {
+		n := &Server{t: t, Dir: t.TempDir(), extra: dataNodeArgs}
 		n.conf = filepath.Join(n.Dir, "redis.conf")
 		conf := "# redistest Sentinel data node; the sentinels rewrite this file\n"
 		if i == 1 {
-			conf += "replicaof 127.0.0.1 " + strconv.Itoa(ports[0]) + "\n"
+			conf += "replicaof 127.0.0.1 " + strings.TrimPrefix(s.Nodes[0].Addr, "127.0.0.1:") + "\n"
 		}
 		if err := os.WriteFile(n.conf, []byte(conf), 0o644); err != nil {
 			t.Fatalf("redistest: sentinel: write %s: %v", n.conf, err)
 		}
 		t.Cleanup(n.Kill)
 		s.Nodes = append(s.Nodes, n)
-		n.Restart()
+		first := true
+		n.startOnFreePort(func() int {
+			if first {
+				first = false
+				return ports[i]
+			}
+			return freePort(t)
+		})
 	}
+	master := s.Nodes[0].Addr
 	for _, p := range ports[2:] {
 		sp := startSentinelProc(t, p, master)
 		s.procs = append(s.procs, sp)
@@ -330,13 +337,19 @@ func StartCluster(t testing.TB) *Cluster {
 	lookRedis(t, "redis-cli")
 	c := &Cluster{}
 	extra := slices.Concat(dataNodeArgs, clusterNodeArgs)
-	for _, p := range freePorts(t, 6, true) {
-		n := &Server{t: t, Addr: "127.0.0.1:" + strconv.Itoa(p), Dir: t.TempDir(), extra: extra}
+	ports := freePorts(t, 6, true)
+	for i := range ports {
+		n := &Server{t: t, Dir: t.TempDir(), extra: extra}
 		t.Cleanup(n.Kill)
 		c.Nodes = append(c.Nodes, n)
-	}
-	for _, n := range c.Nodes {
-		n.Restart() // about 10 ms each: not worth starting them in parallel
+		// about 10 ms each: not worth starting them in parallel
+		n.startOnFreePort(func() int {
+			if p := ports[i]; p != 0 {
+				ports[i] = 0
+				return p
+			}
+			return freePorts(t, 1, true)[0]
+		})
 	}
 
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
