@@ -75,6 +75,7 @@ func TestScriptsAreAsynqs(t *testing.T) {
 		"forwardCmd":  asynqcompat.ForwardSource,
 		"retryCmd":    asynqcompat.RetrySource,
 		"requeueCmd":  asynqcompat.RequeueSource,
+		"doneCmd":     asynqcompat.DoneSource,
 	} {
 		want := "var " + name + " = redis.NewScript(`" + script + "`)"
 		require.True(t, strings.Contains(string(src), want),

@@ -22,7 +22,37 @@ var (
 	// RequeueScript is asynq's requeueCmd: active back to pending (a
 	// shutting-down server's unfinished tasks). KEYS[3] is the pending list.
 	RequeueScript = redis.NewScript(RequeueSource)
+	// DoneScript is asynq's doneCmd: acknowledge a task that succeeded
+	// (active and lease entries and the task hash deleted, processed
+	// counters raised). KEYS[1] active, KEYS[2] lease, KEYS[3] the task
+	// hash, KEYS[4] today's processed counter, KEYS[5] the processed total;
+	// ARGV[1] task ID, ARGV[2] the counter's expiry (Unix s), ARGV[3] the
+	// total's wrap-around value. Replies OK, or the error NOT FOUND.
+	DoneScript = redis.NewScript(DoneSource)
 )
+
+const DoneSource = `
+if redis.call("LREM", KEYS[1], 0, ARGV[1]) == 0 then
+  return redis.error_reply("NOT FOUND")
+end
+if redis.call("ZREM", KEYS[2], ARGV[1]) == 0 then
+  return redis.error_reply("NOT FOUND")
+end
+if redis.call("DEL", KEYS[3]) == 0 then
+  return redis.error_reply("NOT FOUND")
+end
+local n = redis.call("INCR", KEYS[4])
+if tonumber(n) == 1 then
+	redis.call("EXPIREAT", KEYS[4], ARGV[2])
+end
+local total = redis.call("GET", KEYS[5])
+if tonumber(total) == tonumber(ARGV[3]) then
+	redis.call("SET", KEYS[5], 1)
+else
+	redis.call("INCR", KEYS[5])
+end
+return redis.status_reply("OK")
+`
 
 const DequeueSource = `
 if redis.call("EXISTS", KEYS[2]) == 0 then
