@@ -199,7 +199,10 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // left alone while the record's is within refreshSlack of ARGV[2] (every
 // script that sets the record's lifetime sets the history's to at least
 // as much, so the history's is too; a history this call creates gets it).
-var beginScript = redis.NewScript(historyLua + `
+var beginScript = redis.NewScript(historyLua + beginBody)
+
+// beginBody is beginScript after historyLua (ackBeginScript runs it too).
+const beginBody = `
 local cur = redis.call("HMGET", KEYS[1], "run", "state", "attempts")
 if cur[2] == "canceled" then return -4 end
 local run = tonumber(cur[1] or "-1")
@@ -219,7 +222,7 @@ local len = 0
 if ARGV[4] ~= "" then len = hist_append(KEYS[2], ARGV[4], "0") end
 if not fresh or len == 1 then redis.call("EXPIRE", KEYS[2], ARGV[2]) end
 return n
-`)
+`
 
 // refreshSlack is how much of a record's lifetime may be missing before
 // a Begin or BeginTransition refreshes it: 1% of the lifetime, at most a
@@ -265,21 +268,32 @@ func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev 
 // record written by Create.
 func (s *Store) begin(ctx context.Context, env *Envelope, event string, lifetime time.Duration, fields []any) (int, error) {
 	keys := []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}
-	secs := int64((lifetime + time.Second - 1) / time.Second)
-	head := []any{env.Run, secs, env.Restarts, event, secs - int64(refreshSlack(lifetime)/time.Second)}
-	args := make([]any, 0, len(head)+1+len(fields))
-	args = append(append(append(args, head...), 0), fields...)
-	n, err := s.eval(ctx, beginScript, keys, args...).Int()
+	n, err := s.eval(ctx, beginScript, keys, beginArgs(env, event, lifetime, fields, false)...).Int()
 	if err == nil && n == -3 {
-		seed := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
-			"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
-		args = make([]any, 0, len(head)+1+len(seed)+len(fields))
-		args = append(append(append(append(args, head...), len(seed)/2), seed...), fields...)
-		n, err = s.eval(ctx, beginScript, keys, args...).Int()
+		n, err = s.eval(ctx, beginScript, keys, beginArgs(env, event, lifetime, fields, true)...).Int()
 	}
 	if err != nil {
 		return 0, err
 	}
+	return beginResult(n)
+}
+
+// beginArgs are beginScript's ARGV: the seed pairs only when seed is set.
+func beginArgs(env *Envelope, event string, lifetime time.Duration, fields []any, seed bool) []any {
+	secs := int64((lifetime + time.Second - 1) / time.Second)
+	head := []any{env.Run, secs, env.Restarts, event, secs - int64(refreshSlack(lifetime)/time.Second)}
+	if !seed {
+		args := make([]any, 0, len(head)+1+len(fields))
+		return append(append(append(args, head...), 0), fields...)
+	}
+	pairs := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
+		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
+	args := make([]any, 0, len(head)+1+len(pairs)+len(fields))
+	return append(append(append(append(args, head...), len(pairs)/2), pairs...), fields...)
+}
+
+// beginResult maps beginScript's reply to the attempt count or its error.
+func beginResult(n int) (int, error) {
 	switch n {
 	case -1:
 		return 0, ErrStale

@@ -1,0 +1,82 @@
+package tasks
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// ackBeginScript is BeginTransition and asynq's acknowledgement of the
+// same delivery (its done script, verbatim) in one script: a quick task's
+// record write rides the call asynq's server makes anyway, so a task costs
+// Redis one script call fewer, and the record and the ack land together.
+// Each body runs in a function whose parameters KEYS and ARGV shadow the
+// script's, so both stay verbatim. Outside a Redis Cluster only: asynq's
+// keys and the record are in different hash slots.
+//
+// KEYS[1..5] asynq's done keys (asynqcompat.DoneScript: active, lease, task
+// hash, processed counters), KEYS[6] task record, KEYS[7] history
+// ARGV[1..3] asynq's done arguments (task ID, counter expiry, wrap-around),
+// ARGV[4..] beginScript's ARGV
+// Returns beginScript's reply. On -3 (the record needs seeding) nothing is
+// written and asynq's done has not run. Otherwise asynq's done has run
+// after the record write (which -1, -2 and -4 leave undone): its error
+// (NOT FOUND: the delivery was no longer active) is the reply.
+var ackBeginScript = redis.NewScript(historyLua + `
+local function asynq_done(KEYS, ARGV)` + asynqcompat.DoneSource + `end
+local function agentq_begin(KEYS, ARGV)` + beginBody + `end
+local n = agentq_begin({KEYS[6], KEYS[7]}, {unpack(ARGV, 4)})
+if n == -3 then return n end
+local r = asynq_done({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, {ARGV[1], ARGV[2], ARGV[3]})
+if type(r) == "table" and r.err then return r end
+return n
+`)
+
+// AsynqDone is the call asynq's server makes to acknowledge a delivery
+// that succeeded: its done script's keys and arguments, as asynq passes
+// them (see asynqcompat.DoneScript).
+type AsynqDone struct {
+	Keys []string
+	Args []any
+}
+
+// BeginTransitionAcked is BeginTransition run in one script with asynq's
+// acknowledgement of the delivery, done (the worker's quick successes; not
+// on a Redis Cluster). Like asynq's own call, it takes a round trip of its
+// own on the store's client, not the store's runner: a runner that waits
+// to batch would hold the delivery's slot in asynq's processor meanwhile. Its errors are BeginTransition's: ErrStale, ErrEnded
+// and ErrCanceled mean the record was left alone and the delivery was
+// acknowledged. Any other error is Redis's or asynq's (an error reply
+// NOT FOUND: the record was written, but the delivery was no longer
+// active); after a network error, whether anything was written is unknown.
+func (s *Store) BeginTransitionAcked(ctx context.Context, env *Envelope, p Patch, ev Event, done AsynqDone) (int, error) {
+	if len(done.Keys) != 5 || len(done.Args) != 3 {
+		return 0, fmt.Errorf("tasks: asynq's done call has %d keys and %d arguments, not 5 and 3", len(done.Keys), len(done.Args))
+	}
+	ev.At = s.stamp(ev.At)
+	event := string(ev.marshal())
+	lifetime := s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond
+	fields := p.fields(ev.At)
+	keys := make([]string, 0, len(done.Keys)+2)
+	keys = append(append(keys, done.Keys...), rkeys.Task(env.ID), rkeys.TaskHistory(env.ID))
+	run := func(seed bool) (int, error) {
+		args := append(append(make([]any, 0, len(done.Args)+24), done.Args...), beginArgs(env, event, lifetime, fields, seed)...)
+		return ackBeginScript.Run(ctx, s.rdb, keys, args...).Int()
+	}
+	n, err := run(false)
+	if err == nil && n == -3 {
+		n, err = run(true)
+	}
+	if err == nil {
+		n, err = beginResult(n)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("tasks: record %s event of %s with its ack: %w", ev.Event, env.ID, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,138 @@
+package tasks
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/redistest"
+)
+
+// TestBeginTransitionAcked: the record write and asynq's done land in one
+// script, on miniredis and a real redis-server; a fenced record is left
+// alone while the delivery is still acknowledged, and a delivery asynq no
+// longer holds answers asynq's own NOT FOUND.
+func TestBeginTransitionAcked(t *testing.T) {
+	t.Parallel()
+	succeeded := Patch{State: StateSucceeded, ClearError: true}
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb, _ := b.New(t)
+			ctx := context.Background()
+			c := NewClient(rdb)
+			st := c.Store()
+
+			// active puts id where asynq's server holds a delivery it runs,
+			// and returns the call asynq makes to acknowledge it.
+			active := func(t *testing.T, id string) AsynqDone {
+				t.Helper()
+				require.NoError(t, rdb.LPush(ctx, "asynq:{default}:active", "other", id).Err())
+				require.NoError(t, rdb.ZAdd(ctx, "asynq:{default}:lease", redis.Z{Score: 1, Member: id}).Err())
+				require.NoError(t, rdb.HSet(ctx, "asynq:{default}:t:"+id, "msg", "m", "state", "active").Err())
+				return AsynqDone{
+					Keys: []string{"asynq:{default}:active", "asynq:{default}:lease", "asynq:{default}:t:" + id,
+						"asynq:{default}:processed:2026-11-24", "asynq:{default}:processed"},
+					Args: []any{id, time.Now().Add(time.Hour).Unix(), int64(math.MaxInt64)},
+				}
+			}
+			acked := func(t *testing.T, id string) {
+				t.Helper()
+				n, err := rdb.Exists(ctx, "asynq:{default}:t:"+id).Result()
+				require.NoError(t, err)
+				require.Zero(t, n, "asynq's task hash is deleted")
+				pos, err := rdb.LPos(ctx, "asynq:{default}:active", id, redis.LPosArgs{}).Result()
+				require.ErrorIs(t, err, redis.Nil, "the delivery is off the active list (at %d)", pos)
+				require.NoError(t, rdb.LPos(ctx, "asynq:{default}:active", "other", redis.LPosArgs{}).Err(), "other deliveries stay")
+				_, err = rdb.ZScore(ctx, "asynq:{default}:lease", id).Result()
+				require.ErrorIs(t, err, redis.Nil)
+			}
+
+			t.Run("enqueued task", func(t *testing.T) {
+				_, err := c.Enqueue(ctx, Task{ID: "ack-1", Agent: "tool"})
+				require.NoError(t, err)
+				before, err := rdb.Get(ctx, "asynq:{default}:processed").Int()
+				if err != nil {
+					before = 0
+				}
+				n, err := st.BeginTransitionAcked(ctx, &Envelope{ID: "ack-1", Agent: "tool"}, succeeded,
+					Event{Event: EventSucceeded, Attempt: 1, Agent: "tool"}, active(t, "ack-1"))
+				require.NoError(t, err)
+				require.Equal(t, 1, n)
+				acked(t, "ack-1")
+				after, err := rdb.Get(ctx, "asynq:{default}:processed").Int()
+				require.NoError(t, err)
+				require.Equal(t, before+1, after, "asynq counts the task processed")
+				v, err := st.Get(ctx, "ack-1")
+				require.NoError(t, err)
+				require.Equal(t, StateSucceeded, v.State)
+				require.Equal(t, 1, v.Attempts)
+				require.Len(t, v.History, 2)
+				require.Equal(t, EventSucceeded, v.History[1].Event)
+			})
+
+			t.Run("record not written yet is seeded", func(t *testing.T) {
+				env := &Envelope{ID: "ack-2", Agent: "tool", Action: "go", Queue: "default", CorrelationID: "corr"}
+				_, err := st.BeginTransitionAcked(ctx, env, succeeded, Event{Event: EventSucceeded, Attempt: 1}, active(t, "ack-2"))
+				require.NoError(t, err)
+				acked(t, "ack-2")
+				v, err := st.Get(ctx, "ack-2")
+				require.NoError(t, err)
+				require.Equal(t, StateSucceeded, v.State)
+				require.Equal(t, "corr", v.CorrelationID)
+				require.Equal(t, "go", v.Action)
+			})
+
+			t.Run("stale run is acked, not recorded", func(t *testing.T) {
+				_, err := st.Begin(ctx, &Envelope{ID: "ack-3", Agent: "tool", Run: 2})
+				require.NoError(t, err)
+				_, err = st.BeginTransitionAcked(ctx, &Envelope{ID: "ack-3", Agent: "tool", Run: 1}, succeeded,
+					Event{Event: EventSucceeded, Attempt: 1}, active(t, "ack-3"))
+				require.ErrorIs(t, err, ErrStale)
+				acked(t, "ack-3")
+				v, err := st.Get(ctx, "ack-3")
+				require.NoError(t, err)
+				require.Equal(t, StateActive, v.State)
+			})
+
+			t.Run("canceled task is acked, not recorded", func(t *testing.T) {
+				_, err := c.Enqueue(ctx, Task{ID: "ack-4", Agent: "tool"})
+				require.NoError(t, err)
+				_, err = c.Cancel(ctx, "ack-4", "test")
+				require.NoError(t, err)
+				_, err = st.BeginTransitionAcked(ctx, &Envelope{ID: "ack-4", Agent: "tool"}, succeeded,
+					Event{Event: EventSucceeded, Attempt: 1}, active(t, "ack-4"))
+				require.ErrorIs(t, err, ErrCanceled)
+				acked(t, "ack-4")
+				v, err := st.Get(ctx, "ack-4")
+				require.NoError(t, err)
+				require.Equal(t, StateCanceled, v.State)
+			})
+
+			t.Run("delivery asynq no longer holds", func(t *testing.T) {
+				_, err := c.Enqueue(ctx, Task{ID: "ack-5", Agent: "tool"})
+				require.NoError(t, err)
+				done := active(t, "ack-5")
+				require.NoError(t, rdb.LRem(ctx, "asynq:{default}:active", 0, "ack-5").Err())
+				_, err = st.BeginTransitionAcked(ctx, &Envelope{ID: "ack-5", Agent: "tool"}, succeeded,
+					Event{Event: EventSucceeded, Attempt: 1}, done)
+				require.ErrorContains(t, err, "NOT FOUND")
+				v, err := st.Get(ctx, "ack-5")
+				require.NoError(t, err)
+				require.Equal(t, StateSucceeded, v.State, "the record is written before asynq's part runs")
+			})
+
+			t.Run("call of another shape is refused", func(t *testing.T) {
+				_, err := st.BeginTransitionAcked(ctx, &Envelope{ID: "ack-6", Agent: "tool"}, succeeded,
+					Event{Event: EventSucceeded}, AsynqDone{Keys: []string{"a"}, Args: []any{"b"}})
+				require.ErrorContains(t, err, "not 5 and 3")
+				_, err = st.Get(ctx, "ack-6")
+				require.ErrorIs(t, err, ErrNotFound)
+			})
+		})
+	}
+}
