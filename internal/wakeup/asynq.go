@@ -18,7 +18,7 @@ import (
 // AsynqClient is the redis.UniversalClient the worker's asynq server runs
 // on. asynq takes its Redis client from the caller and makes every call
 // through it, so AsynqClient passes every call to the real client and
-// changes what four of asynq's scripts (recognised by their SHA-1, held to
+// changes what five of asynq's scripts (recognised by their SHA-1, held to
 // asynq's source by asynqcompat's tests) do around the call:
 //
 //   - dequeue: when every queue came back empty (one full round of asynq's
@@ -34,6 +34,10 @@ import (
 //   - retry: it tells Dues when the retry is due.
 //   - requeue (a shutting-down server's unfinished tasks): it pushes a
 //     wake token, so that another worker takes them at once.
+//   - done (a delivery that succeeded): when its handler left a write to
+//     ride the ack (Acks), the write's WithDone runs instead, writing both
+//     in one script; any other of asynq's scripts on such a task runs
+//     after the write's Alone.
 //
 // Why no task is stranded: a token is written in the same script as the
 // pending entry it announces (or right after, for requeue), and a waiter
@@ -53,6 +57,11 @@ type AsynqClient struct {
 	// OnWait, when set before the server starts, hears why each idle wait
 	// ended (the worker's agentq_idle_waits_total).
 	OnWait func(Cause)
+	// Acks, when set before the server starts, holds the writes that ride
+	// asynq's acknowledgement of their delivery: asynq's done of such a
+	// delivery runs Ack.WithDone instead, and any other of asynq's scripts
+	// on the task (a retry, a requeue, …) runs after Ack.Alone.
+	Acks *Acks
 }
 
 // NewAsynqClient wraps rdb for an asynq server that serves nqueues queues.
@@ -69,6 +78,7 @@ var (
 	forwardSHA = asynqcompat.ForwardScript.Hash()
 	retrySHA   = asynqcompat.RetryScript.Hash()
 	requeueSHA = asynqcompat.RequeueScript.Hash()
+	doneSHA    = asynqcompat.DoneScript.Hash()
 )
 
 // EvalSha runs asynq's scripts (Script.Run sends EVALSHA first).
@@ -90,6 +100,17 @@ func (c *AsynqClient) Eval(ctx context.Context, script string, keys []string, ar
 }
 
 func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, args []any, run func() *redis.Cmd) *redis.Cmd {
+	if c.Acks.Len() > 0 {
+		if id, ok := doneOf(sha, keys, args); ok {
+			if a := c.Acks.take(id); a != nil {
+				return a.WithDone(ctx, keys, args)
+			}
+		} else if id := taskOf(keys); id != "" {
+			if a := c.Acks.take(id); a != nil {
+				a.Alone(ctx)
+			}
+		}
+	}
 	switch {
 	case sha == dequeueSHA:
 		return c.dequeued(ctx, run())
@@ -115,6 +136,15 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 		return cmd
 	}
 	return run()
+}
+
+// doneOf returns the task ID of a call of asynq's done script.
+func doneOf(sha string, keys []string, args []any) (string, bool) {
+	if sha != doneSHA || len(keys) != 5 || len(args) != 3 {
+		return "", false
+	}
+	id, ok := args[0].(string)
+	return id, ok
 }
 
 // dequeued follows one queue's dequeue: after a whole round of empty
@@ -227,4 +257,5 @@ var sources = map[string]string{
 	forwardSHA: asynqcompat.ForwardSource,
 	retrySHA:   asynqcompat.RetrySource,
 	requeueSHA: asynqcompat.RequeueSource,
+	doneSHA:    asynqcompat.DoneSource,
 }
