@@ -68,6 +68,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	if derr != nil {
 		return p.deadLetterPayload(ctx, t, env, derr)
 	}
+	forgetAck(ctx)
 	p.freeRestartSlot(ctx, env)
 	sp, ok := p.specs[env.Agent]
 	if !ok {

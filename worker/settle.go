@@ -44,20 +44,16 @@ func (p *pipeline) settle(ctx context.Context, log *taskLog, env *tasks.Envelope
 
 // succeed records the attempt's success (waiting out a Redis outage, see
 // untilRedis) and acks the task.
+// A quick first attempt's success instead rides asynq's ack (ack.go).
 func (p *pipeline) succeed(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
-	err := untilRedis(ctx, func() error {
-		return a.start.apply(context.WithoutCancel(ctx), tasks.SetSucceeded(a.outcome(p, env), a.call.data))
-	})
-	if errors.Is(err, tasks.ErrStale) {
-		return ranStale(log, env)
-	} else if isCanceled(err) {
-		return p.canceled(ctx, log, env)
-	} else if err != nil {
-		log.Error("could not record success", "err", err)
+	c := tasks.SetSucceeded(a.outcome(p, env), a.call.data)
+	if p.ackSuccess(ctx, log, env, a, c) {
+		return nil
 	}
-	failpoint("after_success_recorded") // test hook: crash before asynq acks a success
-	if env.Restarts > 0 {
-		p.metrics.restartResults.WithLabelValues(env.Agent, "succeeded").Inc()
+	err := untilRedis(ctx, func() error { return a.start.apply(context.WithoutCancel(ctx), c) })
+	p.recorded(ctx, log, env, err)
+	if !dropped(err) {
+		failpoint("after_success_recorded") // test hook: crash before asynq acks a success
 	}
 	return nil
 }

@@ -76,6 +76,14 @@ func (a *attemptStart) settle() (bool, error) {
 	return a.written, a.err
 }
 
+// unwritten reports whether the start is still to be written with the
+// outcome (BeginTransition): the deferred Begin was stopped before it
+// fired. It settles the deferred Begin.
+func (a *attemptStart) unwritten() bool {
+	written, err := a.settle()
+	return !written && err == nil
+}
+
 // ensure makes sure the start is in the record before a step that must
 // not follow a superseded run (scheduling a restart, dead-lettering):
 // tasks.ErrStale or tasks.ErrCanceled means drop the delivery.

@@ -91,6 +91,9 @@ type Worker struct {
 	// polling for it (internal/wakeup).
 	waiter *wakeup.Waiter
 	dues   *wakeup.Dues
+	// acks holds quick successes' record writes until asynq's ack of
+	// their delivery, which runs them (ack.go); nil: none ride it.
+	acks *wakeup.Acks
 }
 
 // New builds a worker on rdb (which stays the caller's to close). It
@@ -158,6 +161,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: resilience.Classify, noGate: o.noGate,
 		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
 	}
+	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
 	if !o.noGate {
 		for _, name := range w.Agents() {
 			if sp := specs[name]; sp.probe != nil {
@@ -228,7 +232,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	baseCtx, cancelBase := context.WithCancel(withAcks(context.WithoutCancel(ctx), w.acks))
 	defer cancelBase()
 	w.waiter = wakeup.NewWaiter(w.rdb, w.queues(), w.cfg.Worker.PollInterval, w.pipe.workerID+":"+tasks.NewID())
 	srv := w.asynqServer(baseCtx)
@@ -281,6 +285,7 @@ func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 		w.log.Warn("cannot wake idle workers for requeued tasks; they find them within worker.poll_interval", "err", err)
 	})
 	rdb.OnWait = func(c wakeup.Cause) { w.metrics.idleWaits.WithLabelValues(string(c)).Inc() }
+	rdb.Acks = w.acks
 	return asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              w.cfg.Worker.Concurrency,
 		Queues:                   queues,

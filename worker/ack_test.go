@@ -1,0 +1,95 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/tasks"
+)
+
+// scriptCalls is how many scripts Redis has run (EVALSHA and EVAL).
+func scriptCalls(t *testing.T, rdb redis.UniversalClient) int {
+	t.Helper()
+	s, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	n := 0
+	for _, m := range regexp.MustCompile(`cmdstat_(?:evalsha|eval):calls=(\d+)`).FindAllStringSubmatch(s, -1) {
+		c, _ := strconv.Atoi(m[1])
+		n += c
+	}
+	return n
+}
+
+var quickAgent = agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
+	return json.RawMessage(`{"ok":true}`), nil
+})
+
+// TestSuccessRidesAsynqsAck: a quick task's success is recorded in the
+// script asynq acknowledges it with, so the worker runs as many scripts
+// per task as plain asynq does (a dequeue and a done), and every record
+// ends succeeded with its attempt counted once.
+func TestSuccessRidesAsynqsAck(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	const n = 100
+	ids := enqueueN(t, rdb, "tool", n)
+	before := scriptCalls(t, rdb)
+
+	cfg, err := config.Parse([]byte(fmt.Sprintf("redis: {url: %q}\n%s", srv.URL(), startYAML)), "test.yaml")
+	require.NoError(t, err)
+	w, err := New(cfg, rdb, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithAgent("tool", quickAgent))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	for _, id := range ids {
+		v := waitState(t, rdb, id, 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+		require.Equal(t, tasks.StateSucceeded, v.State)
+		require.Equal(t, 1, v.Attempts)
+		require.Equal(t, []string{"succeeded@tool"}, eventsOf(v))
+	}
+	calls := scriptCalls(t, rdb) - before
+	cancel()
+	require.NoError(t, <-done)
+	// Each task: asynq's dequeue, and its done carrying the record write.
+	// The slack covers the forwarder's checks once per poll interval; a
+	// record write of its own would add n.
+	require.GreaterOrEqual(t, calls, 2*n)
+	require.LessOrEqual(t, calls, 2*n+n/4, "scripts per task: %.2f", float64(calls)/n)
+	require.Zero(t, w.acks.Len(), "no write is left waiting for an ack")
+}
+
+// TestHandlerOnOwnServerRecords: the pipeline embedded in an asynq server
+// of the caller's own (Worker.Handler) records successes itself, since
+// that server's acks are not the worker's to ride.
+func TestHandlerOnOwnServerRecords(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	cfg, err := config.Parse([]byte(fmt.Sprintf("redis: {url: %q}\n%s", srv.URL(), startYAML)), "test.yaml")
+	require.NoError(t, err)
+	w, err := New(cfg, rdb, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithAgent("tool", quickAgent))
+	require.NoError(t, err)
+	own := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 2, LogLevel: asynq.FatalLevel})
+	require.NoError(t, own.Start(w.Handler()))
+	t.Cleanup(own.Shutdown)
+	for _, id := range enqueueN(t, rdb, "tool", 3) {
+		v := waitState(t, rdb, id, 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+		require.Equal(t, tasks.StateSucceeded, v.State)
+	}
+}
