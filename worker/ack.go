@@ -29,6 +29,10 @@ import (
 //     asynq's done, so the record and the ack land when Redis is back.
 //   - A new delivery of the task drops a write an earlier one left
 //     (Acks.Forget), so a write never rides another delivery's ack.
+//   - Once the worker shuts down, successes are written before the
+//     handler returns, as before (asynq may abandon a delivery at its
+//     shutdown deadline without acking it); writes still waiting when
+//     the worker has stopped run alone (Acks.Drain).
 //   - Only on the worker's own asynq server (Run puts the Acks in the
 //     tasks' base context), not on a Redis Cluster (asynq's keys and the
 //     record are in different slots), not with redis.wait_replicas (the
@@ -77,7 +81,7 @@ func forgetAck(ctx context.Context) {
 // record yet to ride asynq's acknowledgement, and reports whether it did.
 func (p *pipeline) ackSuccess(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult, c tasks.Change) bool {
 	acks := acksOf(ctx)
-	if acks == nil || ctx.Err() != nil || !a.start.unwritten() {
+	if acks == nil || ctx.Err() != nil || p.stopping.Load() || !a.start.unwritten() {
 		return false
 	}
 	id, ok := asynq.GetTaskID(ctx)

@@ -250,6 +250,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	srv.Shutdown()                            // stops dequeuing, waits for in-flight tasks, requeues the rest
 	cancelBase()                              // stop agents still running (their tasks are already back on the queue)
 	w.awaitAgents()
+	if n := w.acks.Drain(context.WithoutCancel(ctx)); n > 0 {
+		w.log.Info("recorded successes whose deliveries asynq left unacknowledged at shutdown", "tasks", n)
+	}
 	startstop.StopAll(services...)
 	w.log.Info("worker stopped")
 	return nil

@@ -85,6 +85,24 @@ func (a *Acks) Put(id string, ack Ack) {
 // new delivery of the task begins: an earlier one's lease was lost).
 func (a *Acks) Forget(id string) { a.take(id) }
 
+// Drain runs, alone, every write still waiting for its acknowledgement
+// (the worker has stopped: asynq will not acknowledge them), and returns
+// how many it ran.
+func (a *Acks) Drain(ctx context.Context) int {
+	if a.Len() == 0 {
+		return 0
+	}
+	a.mu.Lock()
+	left := a.m
+	a.m = map[string]pendingAck{}
+	a.n.Store(0)
+	a.mu.Unlock()
+	for _, p := range left {
+		p.ack.Alone(ctx)
+	}
+	return len(left)
+}
+
 // take removes and returns the write left for task id, or nil.
 func (a *Acks) take(id string) Ack {
 	if a == nil || a.n.Load() == 0 {

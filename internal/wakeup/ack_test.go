@@ -133,3 +133,20 @@ func TestTaskOf(t *testing.T) {
 		require.Equal(t, want, taskOf([]string{"asynq:{q}:lease", keys}), keys)
 	}
 }
+
+// TestAcksDrain: writes still waiting when the worker has stopped run
+// alone, once each; a nil Acks has none.
+func TestAcksDrain(t *testing.T) {
+	t.Parallel()
+	acks := NewAcks(nil)
+	f1, f2 := &fakeAck{}, &fakeAck{}
+	acks.Put("a", f1)
+	acks.Put("b", f2)
+	require.Equal(t, 2, acks.Drain(context.Background()))
+	require.Equal(t, []string{"alone"}, f1.ran())
+	require.Equal(t, []string{"alone"}, f2.ran())
+	require.Zero(t, acks.Len())
+	require.Zero(t, acks.Drain(context.Background()))
+	var none *Acks
+	require.Zero(t, none.Drain(context.Background()))
+}
