@@ -3,9 +3,6 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"log/slog"
 	"regexp"
 	"strconv"
 	"testing"
@@ -16,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/tasks"
 )
@@ -50,10 +46,7 @@ func TestSuccessRidesAsynqsAck(t *testing.T) {
 	ids := enqueueN(t, rdb, "tool", n)
 	before := scriptCalls(t, rdb)
 
-	cfg, err := config.Parse([]byte(fmt.Sprintf("redis: {url: %q}\n%s", srv.URL(), startYAML)), "test.yaml")
-	require.NoError(t, err)
-	w, err := New(cfg, rdb, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithAgent("tool", quickAgent))
-	require.NoError(t, err)
+	w := newTestWorker(t, srv, "", startYAML, WithAgent("tool", quickAgent))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -81,10 +74,7 @@ func TestHandlerOnOwnServerRecords(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	cfg, err := config.Parse([]byte(fmt.Sprintf("redis: {url: %q}\n%s", srv.URL(), startYAML)), "test.yaml")
-	require.NoError(t, err)
-	w, err := New(cfg, rdb, WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), WithAgent("tool", quickAgent))
-	require.NoError(t, err)
+	w := newTestWorker(t, srv, "", startYAML, WithAgent("tool", quickAgent))
 	own := asynq.NewServerFromRedisClient(rdb, asynq.Config{Concurrency: 2, LogLevel: asynq.FatalLevel})
 	require.NoError(t, own.Start(w.Handler()))
 	t.Cleanup(own.Shutdown)

@@ -67,14 +67,7 @@ func runWorkerRedis(t *testing.T, redisExtra, yaml string, opts ...Option) (*Wor
 	t.Helper()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	if redisExtra != "" {
-		redisExtra = ", " + redisExtra
-	}
-	cfg, err := config.Parse([]byte(fmt.Sprintf("redis: {url: %q%s}\n%s", srv.URL(), redisExtra, yaml)), "test.yaml")
-	require.NoError(t, err)
-	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
-	w, err := New(cfg, rdb, opts...)
-	require.NoError(t, err)
+	w := newTestWorker(t, srv, redisExtra, yaml, opts...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -83,6 +76,21 @@ func runWorkerRedis(t *testing.T, redisExtra, yaml string, opts ...Option) (*Wor
 		require.NoError(t, <-done)
 	})
 	return w, rdb
+}
+
+// newTestWorker builds (does not run) a worker on srv from yaml, with
+// redisExtra in its redis block, logging nowhere.
+func newTestWorker(t *testing.T, srv *redistest.Server, redisExtra, yaml string, opts ...Option) *Worker {
+	t.Helper()
+	if redisExtra != "" {
+		redisExtra = ", " + redisExtra
+	}
+	cfg, err := config.Parse([]byte(fmt.Sprintf("redis: {url: %q%s}\n%s", srv.URL(), redisExtra, yaml)), "test.yaml")
+	require.NoError(t, err)
+	opts = append([]Option{WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)
+	w, err := New(cfg, srv.Client(), opts...)
+	require.NoError(t, err)
+	return w
 }
 
 func enqueueN(t *testing.T, rdb redis.UniversalClient, agentName string, n int) []string {
