@@ -3,7 +3,6 @@ package tasks
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,9 +14,12 @@ import (
 // same delivery (its done script, verbatim) in one script: a quick task's
 // record write rides the call asynq's server makes anyway, so a task costs
 // Redis one script call fewer, and the record and the ack land together.
-// Each body runs in a function whose parameters KEYS and ARGV shadow the
-// script's, so both stay verbatim. Outside a Redis Cluster only: asynq's
-// keys and the record are in different hash slots.
+// asynq's body runs verbatim in a function whose parameters KEYS and ARGV
+// shadow the script's (it reads only the first five keys and three
+// arguments, which is where they are); the record write is beginScript's
+// agentq_begin on keys 6 and 7 and the arguments after asynq's. Outside a
+// Redis Cluster only: asynq's keys and the record are in different hash
+// slots.
 //
 // KEYS[1..5] asynq's done keys (asynqcompat.DoneScript: active, lease, task
 // hash, processed counters), KEYS[6] task record, KEYS[7] history
@@ -29,10 +31,10 @@ import (
 // (NOT FOUND: the delivery was no longer active) is the reply.
 var ackBeginScript = redis.NewScript(historyLua + `
 local function asynq_done(KEYS, ARGV)` + asynqcompat.DoneSource + `end
-local function agentq_begin(KEYS, ARGV)` + beginBody + `end
-local n = agentq_begin({KEYS[6], KEYS[7]}, {unpack(ARGV, 4)})
+` + beginLua + `
+local n = agentq_begin(KEYS[6], KEYS[7], 3)
 if n == -3 then return n end
-local r = asynq_done({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]}, {ARGV[1], ARGV[2], ARGV[3]})
+local r = asynq_done(KEYS, ARGV)
 if type(r) == "table" and r.err then return r end
 return n
 `)
@@ -58,14 +60,11 @@ func (s *Store) BeginTransitionAcked(ctx context.Context, env *Envelope, p Patch
 	if len(done.Keys) != 5 || len(done.Args) != 3 {
 		return 0, fmt.Errorf("tasks: asynq's done call has %d keys and %d arguments, not 5 and 3", len(done.Keys), len(done.Args))
 	}
-	ev.At = s.stamp(ev.At)
-	event := string(ev.marshal())
-	lifetime := s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond
-	fields := p.fields(ev.At)
+	w := s.beginTransition(p, ev)
 	keys := make([]string, 0, len(done.Keys)+2)
 	keys = append(append(keys, done.Keys...), rkeys.Task(env.ID), rkeys.TaskHistory(env.ID))
 	run := func(seed bool) (int, error) {
-		args := append(append(make([]any, 0, len(done.Args)+24), done.Args...), beginArgs(env, event, lifetime, fields, seed)...)
+		args := append(append(make([]any, 0, len(done.Args)+24), done.Args...), beginArgs(env, w, seed)...)
 		return ackBeginScript.Run(ctx, s.rdb, keys, args...).Int()
 	}
 	n, err := run(false)

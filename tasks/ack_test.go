@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // TestBeginTransitionAcked: the record write and asynq's done land in one
@@ -133,6 +135,84 @@ func TestBeginTransitionAcked(t *testing.T) {
 				_, err = st.Get(ctx, "ack-6")
 				require.ErrorIs(t, err, ErrNotFound)
 			})
+		})
+	}
+}
+
+// TestBeginWritesOnlyWhatChanged: a first success writes no error fields
+// (there is no error to clear) and leaves run and restarts as Create wrote
+// them; a success after a failed attempt clears the error, and a new run
+// gets its run and restarts written, by BeginTransition and by
+// BeginTransitionAcked alike.
+func TestBeginWritesOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			rdb, _ := b.New(t)
+			ctx := context.Background()
+			c := NewClient(rdb)
+			st := c.Store()
+			ok := Patch{State: StateSucceeded, ClearError: true}
+			fields := func(id string) map[string]string {
+				m, err := rdb.HGetAll(ctx, rkeys.Task(id)).Result()
+				require.NoError(t, err)
+				return m
+			}
+			for _, acked := range []bool{false, true} {
+				succeed := func(env *Envelope, attempt int) {
+					t.Helper()
+					ev := Event{Event: EventSucceeded, Attempt: attempt}
+					var err error
+					if acked {
+						require.NoError(t, rdb.LPush(ctx, "asynq:{default}:active", env.ID).Err())
+						require.NoError(t, rdb.ZAdd(ctx, "asynq:{default}:lease", redis.Z{Score: 1, Member: env.ID}).Err())
+						require.NoError(t, rdb.HSet(ctx, "asynq:{default}:t:"+env.ID, "msg", "m").Err())
+						_, err = st.BeginTransitionAcked(ctx, env, ok, ev, AsynqDone{
+							Keys: []string{"asynq:{default}:active", "asynq:{default}:lease", "asynq:{default}:t:" + env.ID,
+								"asynq:{default}:processed:2026-11-25", "asynq:{default}:processed"},
+							Args: []any{env.ID, time.Now().Add(time.Hour).Unix(), int64(math.MaxInt64)},
+						})
+					} else {
+						_, err = st.BeginTransition(ctx, env, ok, ev)
+					}
+					require.NoError(t, err)
+				}
+				first, again, next := fmt.Sprintf("first-%t", acked), fmt.Sprintf("again-%t", acked), fmt.Sprintf("next-%t", acked)
+				for _, id := range []string{first, again, next} {
+					_, err := c.Enqueue(ctx, Task{ID: id, Agent: "tool"})
+					require.NoError(t, err)
+				}
+
+				succeed(&Envelope{ID: first, Agent: "tool"}, 1)
+				m := fields(first)
+				require.Equal(t, "succeeded", m["state"])
+				require.Equal(t, "1", m["attempts"])
+				require.Equal(t, "0", m["run"])
+				require.NotContains(t, m, "error_class", "no error to clear")
+				require.NotContains(t, m, "error")
+				require.NotContains(t, m, "restarts", "run 0 has no restarts")
+
+				_, err := st.Begin(ctx, &Envelope{ID: again, Agent: "tool"})
+				require.NoError(t, err)
+				require.NoError(t, st.Apply(ctx, again, SetRetrying(Outcome{Attempt: 1, ErrorClass: "transient", Error: "reset"}, time.Second, time.Now())))
+				require.Equal(t, "transient", fields(again)["error_class"])
+				succeed(&Envelope{ID: again, Agent: "tool"}, 2)
+				m = fields(again)
+				require.Equal(t, "succeeded", m["state"])
+				require.Equal(t, "2", m["attempts"])
+				require.Equal(t, "", m["error_class"], "the failed attempt's error is cleared")
+				require.Equal(t, "", m["error"])
+				v, err := st.Get(ctx, again)
+				require.NoError(t, err)
+				require.Empty(t, v.ErrorClass)
+				require.Empty(t, v.Error)
+
+				succeed(&Envelope{ID: next, Agent: "tool", Run: 2, Restarts: 1}, 1)
+				m = fields(next)
+				require.Equal(t, "2", m["run"], "a new run is written")
+				require.Equal(t, "1", m["restarts"])
+			}
 		})
 	}
 }

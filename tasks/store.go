@@ -181,10 +181,11 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // plus the event's delay), ARGV[3] the run's restart number (kept even when
 // the restart's own transition was never recorded), ARGV[4] event JSON (""
 // for none), ARGV[5] the least remaining lifetime in seconds that needs no
-// refresh (see refreshSlack), ARGV[6] number n of seed pairs,
-// ARGV[7..6+2n] field/value pairs seeded when the record is missing or
-// lacks its "run" field, i.e. was not written by Create (id, agent, …),
-// ARGV[7+2n..] the field/value pairs to set (at least "state").
+// refresh (see refreshSlack), ARGV[6] "1" to clear the record's error
+// (error_class and error, set to "" when either is set), ARGV[7] number n
+// of seed pairs, ARGV[8..7+2n] field/value pairs seeded when the record is
+// missing or lacks its "run" field, i.e. was not written by Create (id,
+// agent, …), ARGV[8+2n..] the field/value pairs to set (at least "state").
 // Returns the task's total attempt count after the increment, or, writing
 // nothing, -1 when the record's run is newer than the delivery's (stale:
 // drop it), -2 when the delivery's run has already ended (succeeded or
@@ -195,33 +196,50 @@ func (s *Store) Create(ctx context.Context, env *Envelope, state State, ev Event
 // The happy path (a record Create wrote moments ago) is one HMGET, one
 // HSET, one TTL and one RPUSH: the seed pairs are not even sent (begin
 // sends them only after a -3), the attempt count is read with run and
-// state and written back in the HSET, and the two keys' lifetimes are
+// state and written back in the HSET, run and restarts are written only
+// when the run changes (they go together), the error fields only when
+// there is an error to clear, and the two keys' lifetimes are
 // left alone while the record's is within refreshSlack of ARGV[2] (every
 // script that sets the record's lifetime sets the history's to at least
 // as much, so the history's is too; a history this call creates gets it).
-var beginScript = redis.NewScript(historyLua + beginBody)
+var beginScript = redis.NewScript(historyLua + beginLua + `
+return agentq_begin(KEYS[1], KEYS[2], 0)
+`)
 
-// beginBody is beginScript after historyLua (ackBeginScript runs it too).
-const beginBody = `
-local cur = redis.call("HMGET", KEYS[1], "run", "state", "attempts")
-if cur[2] == "canceled" then return -4 end
-local run = tonumber(cur[1] or "-1")
-local d = tonumber(ARGV[1])
-if run > d then return -1 end
-if run == d and (cur[2] == "succeeded" or cur[2] == "dead_lettered") then return -2 end
-local last = 6 + 2 * tonumber(ARGV[6])
-if not cur[1] then
-  if last == 6 then return -3 end
-  for i = 7, last, 2 do redis.call("HSETNX", KEYS[1], ARGV[i], ARGV[i+1]) end
+// beginLua defines agentq_begin(rec, hist, o), beginScript's body on the
+// record rec and history hist with its ARGV from ARGV[o+1] on
+// (ackBeginScript runs it too, after asynq's done arguments): the offset
+// spares copying ARGV into a table of its own, which costs Redis more
+// than the rest of the call's Lua.
+const beginLua = `
+local function agentq_begin(rec, hist, o)
+  local cur = redis.call("HMGET", rec, "run", "state", "attempts", "error_class", "error")
+  if cur[2] == "canceled" then return -4 end
+  local run = tonumber(cur[1] or "-1")
+  local d = tonumber(ARGV[o + 1])
+  if run > d then return -1 end
+  if run == d and (cur[2] == "succeeded" or cur[2] == "dead_lettered") then return -2 end
+  local last = o + 7 + 2 * tonumber(ARGV[o + 7])
+  if not cur[1] then
+    if last == o + 7 then return -3 end
+    for i = o + 8, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i+1]) end
+  end
+  local n = (tonumber(cur[3]) or 0) + 1
+  if run == d then
+    redis.call("HSET", rec, "attempts", n, unpack(ARGV, last + 1))
+  else
+    redis.call("HSET", rec, "run", ARGV[o + 1], "restarts", ARGV[o + 3], "attempts", n, unpack(ARGV, last + 1))
+  end
+  if ARGV[o + 6] == "1" and ((cur[4] or "") ~= "" or (cur[5] or "") ~= "") then
+    redis.call("HSET", rec, "error_class", "", "error", "")
+  end
+  local fresh = redis.call("TTL", rec) >= tonumber(ARGV[o + 5])
+  if not fresh then redis.call("EXPIRE", rec, ARGV[o + 2]) end
+  local len = 0
+  if ARGV[o + 4] ~= "" then len = hist_append(hist, ARGV[o + 4], "0") end
+  if not fresh or len == 1 then redis.call("EXPIRE", hist, ARGV[o + 2]) end
+  return n
 end
-local n = (tonumber(cur[3]) or 0) + 1
-redis.call("HSET", KEYS[1], "run", ARGV[1], "restarts", ARGV[3], "attempts", n, unpack(ARGV, last + 1))
-local fresh = redis.call("TTL", KEYS[1]) >= tonumber(ARGV[5])
-if not fresh then redis.call("EXPIRE", KEYS[1], ARGV[2]) end
-local len = 0
-if ARGV[4] ~= "" then len = hist_append(KEYS[2], ARGV[4], "0") end
-if not fresh or len == 1 then redis.call("EXPIRE", KEYS[2], ARGV[2]) end
-return n
 `
 
 // refreshSlack is how much of a record's lifetime may be missing before
@@ -237,7 +255,8 @@ func refreshSlack(lifetime time.Duration) time.Duration {
 // task's total number of attempts so far. It returns ErrStale when env's run
 // has been superseded.
 func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
-	n, err := s.begin(ctx, env, "", s.retention, []any{"state", string(StateActive), "updated_at", s.now().UTC().Format(time.RFC3339Nano)})
+	n, err := s.begin(ctx, env, beginWrite{lifetime: s.retention,
+		fields: []any{"state", string(StateActive), "updated_at", s.now().UTC().Format(time.RFC3339Nano)}})
 	if err != nil {
 		return 0, fmt.Errorf("tasks: begin attempt of %s: %w", env.ID, err)
 	}
@@ -253,24 +272,44 @@ func (s *Store) Begin(ctx context.Context, env *Envelope) (int, error) {
 // run has been superseded. Like Transition, the record lives for the
 // retention plus the event's delay.
 func (s *Store) BeginTransition(ctx context.Context, env *Envelope, p Patch, ev Event) (int, error) {
-	ev.At = s.stamp(ev.At)
-	b := ev.marshal()
-	n, err := s.begin(ctx, env, string(b), s.retention+time.Duration(max(ev.DelayMS, 0))*time.Millisecond, p.fields(ev.At))
+	n, err := s.begin(ctx, env, s.beginTransition(p, ev))
 	if err != nil {
 		return 0, fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, env.ID, err)
 	}
 	return n, nil
 }
 
-// begin runs beginScript: env's start, the record fields to set and,
-// unless event is "", a history event; the keys live for lifetime. The
-// record's seed fields go only with a second call, when the first finds no
-// record written by Create.
-func (s *Store) begin(ctx context.Context, env *Envelope, event string, lifetime time.Duration, fields []any) (int, error) {
+// beginWrite is what beginScript writes besides the start: the record
+// fields to set, the error to clear, a history event ("" for none), and
+// the keys' lifetime.
+type beginWrite struct {
+	fields   []any
+	clear    bool
+	event    string
+	lifetime time.Duration
+}
+
+// beginTransition is the write of BeginTransition(p, ev): ev stamped, the
+// keys living for the retention plus the event's delay, p's ClearError
+// left to the script (which clears an error only where there is one).
+func (s *Store) beginTransition(p Patch, ev Event) beginWrite {
+	ev.At = s.stamp(ev.At)
+	clear := p.ClearError && p.ErrorClass == ""
+	if clear {
+		p.ClearError = false
+	}
+	return beginWrite{fields: p.fields(ev.At), clear: clear, event: string(ev.marshal()),
+		lifetime: s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond}
+}
+
+// begin runs beginScript: env's start and w. The record's seed fields go
+// only with a second call, when the first finds no record written by
+// Create.
+func (s *Store) begin(ctx context.Context, env *Envelope, w beginWrite) (int, error) {
 	keys := []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}
-	n, err := s.eval(ctx, beginScript, keys, beginArgs(env, event, lifetime, fields, false)...).Int()
+	n, err := s.eval(ctx, beginScript, keys, beginArgs(env, w, false)...).Int()
 	if err == nil && n == -3 {
-		n, err = s.eval(ctx, beginScript, keys, beginArgs(env, event, lifetime, fields, true)...).Int()
+		n, err = s.eval(ctx, beginScript, keys, beginArgs(env, w, true)...).Int()
 	}
 	if err != nil {
 		return 0, err
@@ -279,17 +318,21 @@ func (s *Store) begin(ctx context.Context, env *Envelope, event string, lifetime
 }
 
 // beginArgs are beginScript's ARGV: the seed pairs only when seed is set.
-func beginArgs(env *Envelope, event string, lifetime time.Duration, fields []any, seed bool) []any {
-	secs := int64((lifetime + time.Second - 1) / time.Second)
-	head := []any{env.Run, secs, env.Restarts, event, secs - int64(refreshSlack(lifetime)/time.Second)}
+func beginArgs(env *Envelope, w beginWrite, seed bool) []any {
+	secs := int64((w.lifetime + time.Second - 1) / time.Second)
+	clear := "0"
+	if w.clear {
+		clear = "1"
+	}
+	head := []any{env.Run, secs, env.Restarts, w.event, secs - int64(refreshSlack(w.lifetime)/time.Second), clear}
 	if !seed {
-		args := make([]any, 0, len(head)+1+len(fields))
-		return append(append(append(args, head...), 0), fields...)
+		args := make([]any, 0, len(head)+1+len(w.fields))
+		return append(append(append(args, head...), 0), w.fields...)
 	}
 	pairs := []any{"id", env.ID, "agent", env.Agent, "action", env.Action, "queue", env.Queue,
 		"correlation_id", env.CorrelationID, "enqueued_at", env.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
-	args := make([]any, 0, len(head)+1+len(pairs)+len(fields))
-	return append(append(append(append(args, head...), len(pairs)/2), pairs...), fields...)
+	args := make([]any, 0, len(head)+1+len(pairs)+len(w.fields))
+	return append(append(append(append(args, head...), len(pairs)/2), pairs...), w.fields...)
 }
 
 // beginResult maps beginScript's reply to the attempt count or its error.
