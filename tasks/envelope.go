@@ -125,7 +125,75 @@ func Encode(e *Envelope) ([]byte, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	return json.Marshal(e)
+	return e.marshal()
+}
+
+// marshal is json.Marshal(e), written directly for the envelopes every
+// enqueue writes: UTC times in years 0–9999, strings of printable ASCII
+// that JSON does not escape, and params with nothing json.Marshal would
+// escape (it compacts them, which json.Compact does here). Any other
+// envelope goes through encoding/json (FuzzEnvelopeMarshal holds the two
+// to the same bytes). e is valid (Validate): its params are JSON.
+func (e *Envelope) marshal() ([]byte, error) {
+	if !e.plain() {
+		return json.Marshal(e)
+	}
+	b := make([]byte, 0, 160+len(e.ID)+len(e.Agent)+len(e.Action)+len(e.Params)+len(e.CorrelationID)+
+		len(e.Queue)+len(e.Traceparent)+len(e.Tracestate))
+	b = append(b, `{"id":"`...)
+	b = append(b, e.ID...)
+	b = append(b, `","agent":"`...)
+	b = append(b, e.Agent...)
+	b = append(b, '"')
+	b = appendField(b, `,"action":"`, e.Action)
+	if len(e.Params) > 0 {
+		b = append(b, `,"params":`...)
+		buf := bytes.NewBuffer(b)
+		if err := json.Compact(buf, e.Params); err != nil {
+			return json.Marshal(e) // its error names the field
+		}
+		b = buf.Bytes()
+	}
+	b = appendField(b, `,"correlation_id":"`, e.CorrelationID)
+	b = appendField(b, `,"queue":"`, e.Queue)
+	b = append(b, `,"restarts":`...)
+	b = strconv.AppendInt(b, int64(e.Restarts), 10)
+	b = append(b, `,"run":`...)
+	b = strconv.AppendInt(b, int64(e.Run), 10)
+	b = append(b, `,"enqueued_at":"`...)
+	b = e.EnqueuedAt.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if e.NotBefore != 0 {
+		b = append(b, `,"not_before_ms":`...)
+		b = strconv.AppendInt(b, e.NotBefore, 10)
+	}
+	b = appendField(b, `,"traceparent":"`, e.Traceparent)
+	b = appendField(b, `,"tracestate":"`, e.Tracestate)
+	return append(b, '}'), nil
+}
+
+// appendField appends an omitempty string field: key (with its opening
+// quote) and s, unless s is empty.
+func appendField(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = append(b, key...)
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// plain reports whether marshal may write e itself.
+func (e *Envelope) plain() bool {
+	return plainTime(e.EnqueuedAt) && plainText(e.ID) && plainText(e.Agent) && plainText(e.Action) &&
+		plainText(e.CorrelationID) && plainText(e.Queue) && plainText(e.Traceparent) && plainText(e.Tracestate) &&
+		plainJSON(e.Params)
+}
+
+// plainJSON: json.Marshal compacts raw JSON without escaping anything
+// (no '<', '>', '&', U+2028 or U+2029 in it).
+func plainJSON(raw []byte) bool {
+	return bytes.IndexAny(raw, "<>&\u2028\u2029") < 0
 }
 
 // Decode parses an asynq payload. Unknown fields are ignored (newer

@@ -93,3 +93,29 @@ func FuzzEventMarshal(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEnvelopeMarshal: Envelope.marshal writes the bytes json.Marshal
+// writes, for every valid envelope.
+func FuzzEnvelopeMarshal(f *testing.F) {
+	f.Add("0e4f784b5bd72d15d21f5c46", "noop", "", []byte(`{"n":1}`), "", "default", 0, 0, int64(1700000000123456789), true, int64(0), "", "")
+	f.Add("a", "tool", "go", []byte(` { "a" : [1, "x y", {"b":null}] } `), "corr", "q", 2, 3, int64(0), true, int64(1795465955500), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "k=v")
+	f.Add("a<b", "t", "x&y", []byte(`"<\u2028>"`), "é", "", 0, 0, int64(-62167219200000000), false, int64(0), "", "")
+	f.Add("a", "t", "", []byte("\"\xe2\x80\xa8\""), "", "", 0, 0, int64(1), true, int64(0), "", "")
+	f.Add("a", "t", "", []byte(`null`), "", "", 0, 0, int64(1), true, int64(0), "", "")
+	f.Fuzz(func(t *testing.T, id, agent, action string, params []byte, corr, queue string, restarts, run int,
+		at int64, utc bool, notBefore int64, tp, ts string) {
+		e := &Envelope{ID: id, Agent: agent, Action: action, Params: params, CorrelationID: corr, Queue: queue,
+			Restarts: restarts, Run: run, EnqueuedAt: time.Unix(0, at), NotBefore: notBefore, Traceparent: tp, Tracestate: ts}
+		if utc {
+			e.EnqueuedAt = e.EnqueuedAt.UTC()
+		}
+		if e.Validate() != nil {
+			return
+		}
+		want, werr := json.Marshal(e)
+		got, gerr := e.marshal()
+		if (werr == nil) != (gerr == nil) || string(got) != string(want) {
+			t.Fatalf("marshal wrote %s (%v), json.Marshal %s (%v)", got, gerr, want, werr)
+		}
+	})
+}
