@@ -53,9 +53,11 @@ bench: redis
 
 ## fuzz: a short run of each fuzz target (20s each)
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 20s ./tasks/
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 20s ./config/
-	$(GO) test -run '^$$' -fuzz FuzzClassify -fuzztime 20s ./resilience/
+	for f in FuzzDecode FuzzDecodeFast FuzzEventMarshal FuzzEnvelopeMarshal; do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 20s ./tasks/ || exit 1; \
+	done
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20s ./config/
+	$(GO) test -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime 20s ./resilience/
 
 vet:
 	$(GO) vet $(PKGS)
