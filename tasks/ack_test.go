@@ -14,6 +14,22 @@ import (
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
+// activeDelivery puts task id where asynq's server holds a delivery it
+// runs (on its default queue's active list, beside another delivery; a
+// lease; its task hash) and returns the call asynq makes to acknowledge it.
+func activeDelivery(t *testing.T, rdb redis.UniversalClient, id string) AsynqDone {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, rdb.LPush(ctx, "asynq:{default}:active", "other", id).Err())
+	require.NoError(t, rdb.ZAdd(ctx, "asynq:{default}:lease", redis.Z{Score: 1, Member: id}).Err())
+	require.NoError(t, rdb.HSet(ctx, "asynq:{default}:t:"+id, "msg", "m", "state", "active").Err())
+	return AsynqDone{
+		Keys: []string{"asynq:{default}:active", "asynq:{default}:lease", "asynq:{default}:t:" + id,
+			"asynq:{default}:processed:2026-11-24", "asynq:{default}:processed"},
+		Args: []any{id, time.Now().Add(time.Hour).Unix(), int64(math.MaxInt64)},
+	}
+}
+
 // TestBeginTransitionAcked: the record write and asynq's done land in one
 // script, on miniredis and a real redis-server; a fenced record is left
 // alone while the delivery is still acknowledged, and a delivery asynq no
@@ -29,19 +45,6 @@ func TestBeginTransitionAcked(t *testing.T) {
 			c := NewClient(rdb)
 			st := c.Store()
 
-			// active puts id where asynq's server holds a delivery it runs,
-			// and returns the call asynq makes to acknowledge it.
-			active := func(t *testing.T, id string) AsynqDone {
-				t.Helper()
-				require.NoError(t, rdb.LPush(ctx, "asynq:{default}:active", "other", id).Err())
-				require.NoError(t, rdb.ZAdd(ctx, "asynq:{default}:lease", redis.Z{Score: 1, Member: id}).Err())
-				require.NoError(t, rdb.HSet(ctx, "asynq:{default}:t:"+id, "msg", "m", "state", "active").Err())
-				return AsynqDone{
-					Keys: []string{"asynq:{default}:active", "asynq:{default}:lease", "asynq:{default}:t:" + id,
-						"asynq:{default}:processed:2026-11-24", "asynq:{default}:processed"},
-					Args: []any{id, time.Now().Add(time.Hour).Unix(), int64(math.MaxInt64)},
-				}
-			}
 			acked := func(t *testing.T, id string) {
 				t.Helper()
 				n, err := rdb.Exists(ctx, "asynq:{default}:t:"+id).Result()
@@ -62,7 +65,7 @@ func TestBeginTransitionAcked(t *testing.T) {
 					before = 0
 				}
 				n, err := st.BeginTransitionAcked(ctx, &Envelope{ID: "ack-1", Agent: "tool"}, succeeded,
-					Event{Event: EventSucceeded, Attempt: 1, Agent: "tool"}, active(t, "ack-1"))
+					Event{Event: EventSucceeded, Attempt: 1, Agent: "tool"}, activeDelivery(t, rdb, "ack-1"))
 				require.NoError(t, err)
 				require.Equal(t, 1, n)
 				acked(t, "ack-1")
@@ -79,7 +82,7 @@ func TestBeginTransitionAcked(t *testing.T) {
 
 			t.Run("record not written yet is seeded", func(t *testing.T) {
 				env := &Envelope{ID: "ack-2", Agent: "tool", Action: "go", Queue: "default", CorrelationID: "corr"}
-				_, err := st.BeginTransitionAcked(ctx, env, succeeded, Event{Event: EventSucceeded, Attempt: 1}, active(t, "ack-2"))
+				_, err := st.BeginTransitionAcked(ctx, env, succeeded, Event{Event: EventSucceeded, Attempt: 1}, activeDelivery(t, rdb, "ack-2"))
 				require.NoError(t, err)
 				acked(t, "ack-2")
 				v, err := st.Get(ctx, "ack-2")
@@ -93,7 +96,7 @@ func TestBeginTransitionAcked(t *testing.T) {
 				_, err := st.Begin(ctx, &Envelope{ID: "ack-3", Agent: "tool", Run: 2})
 				require.NoError(t, err)
 				_, err = st.BeginTransitionAcked(ctx, &Envelope{ID: "ack-3", Agent: "tool", Run: 1}, succeeded,
-					Event{Event: EventSucceeded, Attempt: 1}, active(t, "ack-3"))
+					Event{Event: EventSucceeded, Attempt: 1}, activeDelivery(t, rdb, "ack-3"))
 				require.ErrorIs(t, err, ErrStale)
 				acked(t, "ack-3")
 				v, err := st.Get(ctx, "ack-3")
@@ -107,7 +110,7 @@ func TestBeginTransitionAcked(t *testing.T) {
 				_, err = c.Cancel(ctx, "ack-4", "test")
 				require.NoError(t, err)
 				_, err = st.BeginTransitionAcked(ctx, &Envelope{ID: "ack-4", Agent: "tool"}, succeeded,
-					Event{Event: EventSucceeded, Attempt: 1}, active(t, "ack-4"))
+					Event{Event: EventSucceeded, Attempt: 1}, activeDelivery(t, rdb, "ack-4"))
 				require.ErrorIs(t, err, ErrCanceled)
 				acked(t, "ack-4")
 				v, err := st.Get(ctx, "ack-4")
@@ -118,7 +121,7 @@ func TestBeginTransitionAcked(t *testing.T) {
 			t.Run("delivery asynq no longer holds", func(t *testing.T) {
 				_, err := c.Enqueue(ctx, Task{ID: "ack-5", Agent: "tool"})
 				require.NoError(t, err)
-				done := active(t, "ack-5")
+				done := activeDelivery(t, rdb, "ack-5")
 				require.NoError(t, rdb.LRem(ctx, "asynq:{default}:active", 0, "ack-5").Err())
 				_, err = st.BeginTransitionAcked(ctx, &Envelope{ID: "ack-5", Agent: "tool"}, succeeded,
 					Event{Event: EventSucceeded, Attempt: 1}, done)
@@ -165,14 +168,7 @@ func TestBeginWritesOnlyWhatChanged(t *testing.T) {
 					ev := Event{Event: EventSucceeded, Attempt: attempt}
 					var err error
 					if acked {
-						require.NoError(t, rdb.LPush(ctx, "asynq:{default}:active", env.ID).Err())
-						require.NoError(t, rdb.ZAdd(ctx, "asynq:{default}:lease", redis.Z{Score: 1, Member: env.ID}).Err())
-						require.NoError(t, rdb.HSet(ctx, "asynq:{default}:t:"+env.ID, "msg", "m").Err())
-						_, err = st.BeginTransitionAcked(ctx, env, ok, ev, AsynqDone{
-							Keys: []string{"asynq:{default}:active", "asynq:{default}:lease", "asynq:{default}:t:" + env.ID,
-								"asynq:{default}:processed:2026-11-25", "asynq:{default}:processed"},
-							Args: []any{env.ID, time.Now().Add(time.Hour).Unix(), int64(math.MaxInt64)},
-						})
+						_, err = st.BeginTransitionAcked(ctx, env, ok, ev, activeDelivery(t, rdb, env.ID))
 					} else {
 						_, err = st.BeginTransition(ctx, env, ok, ev)
 					}
