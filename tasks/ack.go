@@ -63,17 +63,10 @@ func (s *Store) BeginTransitionAcked(ctx context.Context, env *Envelope, p Patch
 	w := s.beginTransition(p, ev)
 	keys := make([]string, 0, len(done.Keys)+2)
 	keys = append(append(keys, done.Keys...), rkeys.Task(env.ID), rkeys.TaskHistory(env.ID))
-	run := func(seed bool) (int, error) {
-		args := append(append(make([]any, 0, len(done.Args)+24), done.Args...), beginArgs(env, w, seed)...)
+	n, err := beginRun(env, w, func(args []any) (int, error) {
+		args = append(append(make([]any, 0, len(done.Args)+len(args)), done.Args...), args...)
 		return ackBeginScript.Run(ctx, s.rdb, keys, args...).Int()
-	}
-	n, err := run(false)
-	if err == nil && n == -3 {
-		n, err = run(true)
-	}
-	if err == nil {
-		n, err = beginResult(n)
-	}
+	})
 	if err != nil {
 		return 0, fmt.Errorf("tasks: record %s event of %s with its ack: %w", ev.Event, env.ID, err)
 	}

@@ -208,9 +208,7 @@ return agentq_begin(KEYS[1], KEYS[2], 0)
 
 // beginLua defines agentq_begin(rec, hist, o), beginScript's body on the
 // record rec and history hist with its ARGV from ARGV[o+1] on
-// (ackBeginScript runs it too, after asynq's done arguments): the offset
-// spares copying ARGV into a table of its own, which costs Redis more
-// than the rest of the call's Lua.
+// (ackBeginScript runs it too, after asynq's three done arguments).
 const beginLua = `
 local function agentq_begin(rec, hist, o)
   local cur = redis.call("HMGET", rec, "run", "state", "attempts", "error_class", "error")
@@ -302,14 +300,22 @@ func (s *Store) beginTransition(p Patch, ev Event) beginWrite {
 		lifetime: s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond}
 }
 
-// begin runs beginScript: env's start and w. The record's seed fields go
-// only with a second call, when the first finds no record written by
-// Create.
+// begin runs beginScript: env's start and w.
 func (s *Store) begin(ctx context.Context, env *Envelope, w beginWrite) (int, error) {
 	keys := []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}
-	n, err := s.eval(ctx, beginScript, keys, beginArgs(env, w, false)...).Int()
+	return beginRun(env, w, func(args []any) (int, error) {
+		return s.eval(ctx, beginScript, keys, args...).Int()
+	})
+}
+
+// beginRun makes a call of agentq_begin (run, given its arguments) for
+// env's start and w, and maps the reply (beginResult). The record's seed
+// fields go only with a second call, when the first finds no record
+// written by Create.
+func beginRun(env *Envelope, w beginWrite, run func(args []any) (int, error)) (int, error) {
+	n, err := run(beginArgs(env, w, false))
 	if err == nil && n == -3 {
-		n, err = s.eval(ctx, beginScript, keys, beginArgs(env, w, true)...).Int()
+		n, err = run(beginArgs(env, w, true))
 	}
 	if err != nil {
 		return 0, err
