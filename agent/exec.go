@@ -58,7 +58,8 @@ type ExecConfig struct {
 // Exec runs an agent as a subprocess speaking the exec agent protocol
 // (DESIGN.md "Exec agent protocol"). It is safe for concurrent use.
 type Exec struct {
-	cfg ExecConfig
+	cfg     ExecConfig
+	secrets secretCache
 }
 
 var _ Runner = (*Exec)(nil)
@@ -117,7 +118,18 @@ var errOutputTooLarge = errors.New("agent output too large")
 // SIGTERM, then SIGKILL after KillGrace; whatever is left of the group when
 // the agent exits is SIGKILLed, so no process outlives the call (except one
 // that left the group with setsid).
+//
+// The values of the environment it passes through from the worker (but
+// PATH, HOME and the other variables of publicEnv) are redacted
+// (redact.Marker) from everything it returns: error texts, errors and data
+// (see secrets.go).
 func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
+	data, err := e.run(ctx, req)
+	return scrub(e.secrets.get(EnvSecrets(e.cfg.Env, e.cfg.Getenv)), data, err)
+}
+
+// run is Run before the secrets are redacted.
+func (e *Exec) run(ctx context.Context, req Request) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxFailure(ctx, time.Now(), err)
 	}

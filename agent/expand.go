@@ -8,20 +8,28 @@ import "strings"
 // dollar signs in header templates survive. VAR is made of ASCII letters,
 // digits and underscores; anything else leaves the ${…} untouched.
 func ExpandEnv(s string, getenv func(string) string) string {
+	out, _ := expandEnv(s, getenv, false)
+	return out
+}
+
+// expandEnv is ExpandEnv; with values, it also returns the values it
+// substituted (the secrets a header held).
+func expandEnv(s string, getenv func(string) string, values bool) (string, []string) {
 	if !strings.Contains(s, "${") {
-		return s
+		return s, nil
 	}
+	var vals []string
 	var b strings.Builder
 	for {
 		i := strings.Index(s, "${")
 		if i < 0 {
 			b.WriteString(s)
-			return b.String()
+			return b.String(), vals
 		}
 		end := strings.IndexByte(s[i+2:], '}')
 		if end < 0 {
 			b.WriteString(s)
-			return b.String()
+			return b.String(), vals
 		}
 		name := s[i+2 : i+2+end]
 		if !validVarName(name) {
@@ -30,7 +38,11 @@ func ExpandEnv(s string, getenv func(string) string) string {
 			continue
 		}
 		b.WriteString(s[:i])
-		b.WriteString(getenv(name))
+		v := getenv(name)
+		if values && v != "" {
+			vals = append(vals, v)
+		}
+		b.WriteString(v)
 		s = s[i+2+end+1:]
 	}
 }

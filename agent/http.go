@@ -86,7 +86,8 @@ type HTTPConfig struct {
 // HTTP runs an agent behind an HTTP endpoint (DESIGN.md "HTTP agent
 // protocol"). It is safe for concurrent use.
 type HTTP struct {
-	cfg HTTPConfig
+	cfg     HTTPConfig
+	secrets secretCache
 }
 
 var _ Runner = (*HTTP)(nil)
@@ -202,7 +203,10 @@ func hostPort(u *url.URL) string {
 	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
-// Run POSTs the request and maps the reply. Outcomes, all failures being
+// Run POSTs the request and maps the reply. The values its ${VAR}
+// expansions put in the headers are redacted (redact.Marker) from
+// everything it returns: error texts, errors and data (see secrets.go).
+// Outcomes, all failures being
 // *resilience.Failure:
 //   - 2xx: success; data is the body when it is JSON, the body as a JSON
 //     string otherwise, null when empty. A body over MaxResponse: logic_error.
@@ -219,10 +223,16 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxFailure(ctx, start, err)
 	}
-	hreq, err := h.request(ctx, req)
+	hreq, secrets, err := h.request(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	data, err := h.do(ctx, start, hreq)
+	return scrub(h.secrets.get(secrets), data, err)
+}
+
+// do sends hreq and maps the reply (see Run).
+func (h *HTTP) do(ctx context.Context, start time.Time, hreq *http.Request) (json.RawMessage, error) {
 	resp, err := h.cfg.Client.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -254,8 +264,10 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 
 // request builds the POST of req: its ActionRequest JSON (or its params
 // alone, with body: params), the configured headers, ${VAR} expanded, and
-// the W3C traceparent and tracestate headers when req has them.
-func (h *HTTP) request(ctx context.Context, req Request) (*http.Request, error) {
+// the W3C traceparent and tracestate headers when req has them. secrets
+// are the values the expansions produced and the header values that held
+// them.
+func (h *HTTP) request(ctx context.Context, req Request) (hreq *http.Request, secrets []string, err error) {
 	var body []byte
 	if h.cfg.Body == BodyParams {
 		body = req.Params
@@ -265,17 +277,21 @@ func (h *HTTP) request(ctx context.Context, req Request) (*http.Request, error) 
 	} else {
 		var err error
 		if body, err = json.Marshal(req); err != nil {
-			return nil, &resilience.Failure{Err: fmt.Errorf("agent: encode request: %w", err), Class: resilience.InvalidRequest}
+			return nil, nil, &resilience.Failure{Err: fmt.Errorf("agent: encode request: %w", err), Class: resilience.InvalidRequest}
 		}
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.URL, bytes.NewReader(body))
+	hreq, err = http.NewRequestWithContext(ctx, http.MethodPost, h.cfg.URL, bytes.NewReader(body))
 	if err != nil {
-		return nil, &resilience.Failure{Err: fmt.Errorf("agent: build request: %w", err), Class: resilience.InvalidRequest}
+		return nil, nil, &resilience.Failure{Err: fmt.Errorf("agent: build request: %w", err), Class: resilience.InvalidRequest}
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
 	for k, v := range h.cfg.Headers {
-		v = ExpandEnv(v, h.cfg.Getenv)
+		v, vals := expandEnv(v, h.cfg.Getenv, true)
+		if len(vals) > 0 {
+			secrets = append(secrets, vals...)
+			secrets = append(secrets, v)
+		}
 		if strings.EqualFold(k, "Host") {
 			hreq.Host = v
 			continue
@@ -289,7 +305,7 @@ func (h *HTTP) request(ctx context.Context, req Request) (*http.Request, error) 
 			hreq.Header.Set("tracestate", req.Tracestate)
 		}
 	}
-	return hreq, nil
+	return hreq, secrets, nil
 }
 
 // result reads a 2xx reply's body, up to MaxResponse: its JSON as the

@@ -110,10 +110,13 @@ func urlCheck(url string, expect int) func(ctx context.Context) error {
 // commandCheck runs argv (no shell) in its own process group: healthy on
 // exit status 0. env follows the exec agent's rules: "NAME" passes NAME
 // through from the worker when set and non-empty, "NAME=value" sets it,
-// nothing else is inherited. When ctx ends the whole group is killed.
+// nothing else is inherited. When ctx ends the whole group is killed. The
+// values passed through from the worker are redacted from the error it
+// returns, as an exec agent's are (agent.EnvSecrets).
 func commandCheck(argv, env []string, dir string, getenv func(string) string) func(ctx context.Context) error {
 	argv = append([]string(nil), argv...)
 	penv := agent.AllowedEnv(env, getenv)
+	secrets := redact.NewSecrets(agent.EnvSecrets(env, getenv)...)
 	return func(ctx context.Context) error {
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = penv // never nil: nil would inherit the worker's environment
@@ -131,7 +134,7 @@ func commandCheck(argv, env []string, dir string, getenv func(string) string) fu
 			if ctx.Err() != nil {
 				return fmt.Errorf("probe command %s: %w", argv[0], ctx.Err())
 			}
-			return fmt.Errorf("probe command %s: %w: %s", argv[0], err, strings.TrimSpace(truncate(out.String(), 300)))
+			return secrets.Error(fmt.Errorf("probe command %s: %w: %s", argv[0], err, secrets.Clipped(strings.TrimSpace(truncate(out.String(), 300)))))
 		}
 		return nil
 	}
