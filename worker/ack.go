@@ -142,7 +142,7 @@ func (p *pipeline) recorded(ctx context.Context, log *taskLog, env *tasks.Envelo
 		return errors.Is(err, tasks.ErrEnded)
 	default:
 		if env.Restarts > 0 {
-			p.metrics.restartResults.WithLabelValues(env.Agent, "succeeded").Inc()
+			p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "succeeded").Inc()
 		}
 	}
 	return true

@@ -268,7 +268,7 @@ func (a *alerter) failure(agent string) {
 	if !due {
 		return
 	}
-	a.metrics.alerts.WithLabelValues(agent).Inc()
+	a.metrics.alerts.WithLabelValues(a.metrics.agent(agent)).Inc()
 	a.log.Error("agent failure rate alert", "alert", true, "agent", agent, "failures", n,
 		"window", a.window.String(), "threshold", a.threshold, "counted", scope)
 	if a.webhook == "" {

@@ -143,7 +143,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() != context.Canceled
 	cancel()
 	p.afterLimitedCall(ctx, log, sp, g.lim, data, reply)
-	p.metrics.duration.WithLabelValues(sp.name).Observe(elapsed.Seconds())
+	p.metrics.duration.WithLabelValues(p.metrics.agent(sp.name)).Observe(elapsed.Seconds())
 
 	var v resilience.Verdict
 	switch {
@@ -188,7 +188,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 			outcome = "canceled"
 		}
 	}
-	p.metrics.attempts.WithLabelValues(sp.name, string(v.Class), outcome).Inc()
+	p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), outcome).Inc()
 	if out == resilience.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled) {
 		p.alerts.failure(sp.name)
 	}

@@ -113,7 +113,7 @@ func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, fr
 				}
 				continue
 			}
-			p.metrics.fallbacks.WithLabelValues(primary.name, fs.name, why).Inc()
+			p.metrics.fallbacks.WithLabelValues(p.metrics.agent(primary.name), p.metrics.agent(fs.name), why).Inc()
 			return &admitted{sp: fs, adm: a, lim: la, next: i + 1}, 0
 		}
 		p.metrics.rejections.WithLabelValues(fs.breakerKey).Inc()
@@ -137,7 +137,7 @@ func (p *pipeline) deferTask(ctx context.Context, log *taskLog, env *tasks.Envel
 		wait = time.Second
 	}
 	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
-	p.metrics.deferrals.WithLabelValues(env.Agent).Inc()
+	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
 	p.metrics.rejections.WithLabelValues(sp.breakerKey).Inc()
 	if err := p.store.Apply(context.WithoutCancel(ctx), env.ID, tasks.SetDeferred(p.outcome(env, 0, "", ""),
 		fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait)); isCanceled(err) {

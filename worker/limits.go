@@ -201,7 +201,7 @@ func (p *pipeline) deferLimit(ctx context.Context, log *taskLog, env *tasks.Enve
 	wait += time.Duration(rand.Int64N(int64(min(max(wait/5, 500*time.Millisecond), time.Second)) + 1))
 	why := sp.limits.describe(a)
 	p.metrics.limitDeferrals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
-	p.metrics.deferrals.WithLabelValues(env.Agent).Inc()
+	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
 	if err := p.store.Apply(context.WithoutCancel(ctx), env.ID, tasks.SetDeferred(p.outcome(env, 0, "", ""), why, wait)); isCanceled(err) {
 		return p.canceled(ctx, log, env)
 	}

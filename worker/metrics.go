@@ -5,10 +5,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
+// UnknownAgentLabel is the agent label of every series about a task whose
+// agent this worker does not run (dead-lettered not_supported, or a
+// payload that cannot be decoded): agent names come from producers, and
+// one series per name they choose would grow every worker's /metrics
+// without bound.
+const UnknownAgentLabel = "_unknown"
+
 // metrics are the worker's Prometheus series. Each Worker has its own
 // registry, so several workers can live in one process (tests, embedding).
 type metrics struct {
-	reg            *prometheus.Registry
+	reg *prometheus.Registry
+	// known are the agents the worker runs (see runs); every agent label
+	// goes through agent(). nil (tests): any name is its own label.
+	known          map[string]bool
 	attempts       *prometheus.CounterVec
 	duration       *prometheus.HistogramVec
 	retries        *prometheus.CounterVec
@@ -33,6 +43,24 @@ type metrics struct {
 	// idleWaits counts the idle waits of the worker's dequeue by how they
 	// ended (internal/wakeup.Cause: token, bound, stopped, error).
 	idleWaits *prometheus.CounterVec
+}
+
+// agent is the agent label of name: name when the worker runs that agent,
+// UnknownAgentLabel otherwise.
+func (m *metrics) agent(name string) string {
+	if m.known != nil && !m.known[name] {
+		return UnknownAgentLabel
+	}
+	return name
+}
+
+// runs sets the agents the worker runs: from then on, any other name is
+// labelled UnknownAgentLabel.
+func (m *metrics) runs(agents []string) {
+	m.known = make(map[string]bool, len(agents))
+	for _, name := range agents {
+		m.known[name] = true
+	}
 }
 
 func newMetrics() *metrics {

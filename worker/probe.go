@@ -257,8 +257,8 @@ func (p *prober) probe(ctx context.Context, trial bool) error {
 	if err != nil {
 		res.Error, result = err.Error(), "fail"
 	}
-	p.m.probes.WithLabelValues(p.agent, result).Inc()
-	p.m.probeDuration.WithLabelValues(p.agent).Observe(elapsed.Seconds())
+	p.m.probes.WithLabelValues(p.m.agent(p.agent), result).Inc()
+	p.m.probeDuration.WithLabelValues(p.m.agent(p.agent)).Observe(elapsed.Seconds())
 	if rerr := p.br.RecordProbe(ctx, p.key, res); rerr != nil {
 		p.log.Debug("probe: could not store result", "err", rerr)
 	}

@@ -70,7 +70,7 @@ func (p *pipeline) retry(ctx context.Context, log *taskLog, env *tasks.Envelope,
 	} else if isCanceled(err) {
 		return p.canceled(ctx, log, env)
 	}
-	p.metrics.retries.WithLabelValues(env.Agent, o.ErrorClass).Inc()
+	p.metrics.retries.WithLabelValues(p.metrics.agent(env.Agent), o.ErrorClass).Inc()
 	log.Warn("retrying", "event", "retry", "class", o.ErrorClass, "attempt", a.n,
 		"max_attempts", sp.maxAttempts, "delay_ms", delay.Milliseconds(), "error", o.Error)
 	return retryAfter(delay, o.Error)
@@ -116,9 +116,9 @@ func (p *pipeline) restart(ctx context.Context, log *taskLog, env *tasks.Envelop
 		p.dropRun(ctx, next)
 		return p.canceled(ctx, log, env)
 	}
-	p.metrics.restarts.WithLabelValues(env.Agent, o.ErrorClass).Inc()
+	p.metrics.restarts.WithLabelValues(p.metrics.agent(env.Agent), o.ErrorClass).Inc()
 	if env.Restarts > 0 {
-		p.metrics.restartResults.WithLabelValues(env.Agent, "restarted").Inc()
+		p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "restarted").Inc()
 	}
 	log.Warn("restarting later", "event", "restart", "class", o.ErrorClass, "attempt", a.n,
 		"restart", next.Restarts, "delay_ms", delay.Milliseconds(), "error", o.Error)
@@ -177,9 +177,9 @@ func (p *pipeline) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 	} else if err != nil {
 		p.log.Error("could not record dead letter in task history", "task_id", env.ID, "err", err)
 	}
-	p.metrics.deadLetters.WithLabelValues(env.Agent, o.ErrorClass, reason).Inc()
+	p.metrics.deadLetters.WithLabelValues(p.metrics.agent(env.Agent), o.ErrorClass, reason).Inc()
 	if env.Restarts > 0 {
-		p.metrics.restartResults.WithLabelValues(env.Agent, "dead_lettered").Inc()
+		p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "dead_lettered").Inc()
 	}
 	p.log.Error("dead-lettered", "event", "dead_letter", "agent", env.Agent, "task_id", env.ID,
 		"class", o.ErrorClass, "reason", reason, "attempt", o.Attempt, "restarts", env.Restarts, "error", o.Error)
@@ -261,7 +261,7 @@ func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *ta
 	}
 	_ = p.store.Apply(bg, e.ID, tasks.Change{Patch: tasks.Patch{State: tasks.StateDeadLettered,
 		ErrorClass: string(resilience.InvalidRequest), Error: msg}, Event: ev})
-	p.metrics.deadLetters.WithLabelValues(e.Agent, string(resilience.InvalidRequest), ReasonInvalidPayload).Inc()
+	p.metrics.deadLetters.WithLabelValues(p.metrics.agent(e.Agent), string(resilience.InvalidRequest), ReasonInvalidPayload).Inc()
 	p.log.Error("dead-lettered", "event", "dead_letter", "task_id", e.ID, "class", resilience.InvalidRequest,
 		"reason", ReasonInvalidPayload, "error", msg)
 	return nil
