@@ -20,5 +20,7 @@
 // chain that resilience.Classify looks at.
 //
 // Runners never log: error texts are sanitized agent output, and neither
-// environment values nor expanded headers appear in errors.
+// environment values nor expanded headers appear in errors, even when the
+// agent or its gateway echoes them: the runner redacts the secrets it
+// handed over from what it returns (secrets.go, internal/redact.Secrets).
 package agent

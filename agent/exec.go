@@ -38,7 +38,8 @@ type ExecConfig struct {
 	// Env lists the names of worker environment variables passed to the
 	// agent; an entry NAME=value sets NAME to value instead. Nothing else is inherited: the zero value runs the agent with an
 	// empty environment (not even PATH or HOME). Variables that are unset or
-	// empty in the worker are left out.
+	// empty in the worker are left out. The values passed through are
+	// redacted from failures' texts (see Run).
 	Env []string
 	// Dir is the agent's working directory; zero: the worker's.
 	Dir string
@@ -121,11 +122,16 @@ var errOutputTooLarge = errors.New("agent output too large")
 //
 // The values of the environment it passes through from the worker (but
 // PATH, HOME and the other variables of publicEnv) are redacted
-// (redact.Marker) from everything it returns: error texts, errors and data
-// (see secrets.go).
+// (redact.Marker) from a failure's text and error (see secrets.go); the
+// data of a success is the agent's own answer and is kept as it is (a
+// passed-through AWS_REGION or model name is no secret to cut out of it).
 func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	data, err := e.run(ctx, req)
-	return scrub(e.secrets.get(EnvSecrets(e.cfg.Env, e.cfg.Getenv)), data, err)
+	if err == nil {
+		return data, nil
+	}
+	_, err = scrub(e.secrets.get(EnvSecrets(e.cfg.Env, e.cfg.Getenv)), nil, err)
+	return data, err
 }
 
 // run is Run before the secrets are redacted.

@@ -65,7 +65,9 @@ type HTTPConfig struct {
 	URL string
 	// Headers are added to every request. Values may hold ${VAR}, expanded
 	// from Getenv at request time (see ExpandEnv); the expanded values are
-	// never stored nor logged. Content-Type defaults to application/json.
+	// never stored nor logged, and are redacted from the reply's text and
+	// data when the endpoint echoes them (see Run). Content-Type defaults
+	// to application/json.
 	Headers map[string]string
 	// Body selects what is POSTed: "request" (the zero value: the
 	// ActionRequest JSON) or "params" (the params alone).

@@ -18,9 +18,10 @@ import (
 // (except the well-known variables of publicEnv). An agent or a gateway
 // may echo them ("401 invalid api key (you sent Authorization: Bearer
 // sk-…)"); the runner replaces them, and their obvious encodings (see
-// redact.Secrets), in the error text, the Go error's text and the result
-// data it returns, so that nothing downstream (history, dead letters,
-// logs, spans, asynq's last error, results) ever holds them. Values
+// redact.Secrets), in the error text and the Go error's text it returns
+// (an http agent also in the result data: a gateway's echo), so that
+// nothing downstream (history, dead letters, logs, spans, asynq's last
+// error, results) ever holds them. Values
 // shorter than redact.MinSecretLen are left alone, as are literal values
 // written in the config (a header without ${VAR}, an env entry
 // NAME=value): keep secrets in the environment.

@@ -80,7 +80,6 @@ func TestExecRedactsEnvSecrets(t *testing.T) {
 	for _, tc := range []struct{ name, script string }{
 		{"stderr", `echo "boom: key=$API_KEY home=$HOME" >&2; exit 1`},
 		{"error", `printf '{"status":"error","code":401,"error":"bad key %s in %s"}' "$API_KEY" "$HOME"`},
-		{"data", `printf '{"status":"success","data":{"k":"%s","h":"%s"}}' "$API_KEY" "$HOME"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -95,4 +94,10 @@ func TestExecRedactsEnvSecrets(t *testing.T) {
 			require.Contains(t, text, "/home/agent-home", "HOME is not a secret")
 		})
 	}
+	// A success's data is the agent's own answer: kept whole.
+	e := newExec(t, agent.ExecConfig{Command: []string{"/bin/sh", "-c", `printf '{"status":"success","data":{"k":"%s"}}' "$API_KEY"`},
+		Env: []string{"API_KEY"}, Getenv: getenv})
+	data, err := e.Run(context.Background(), req("t1", `{}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"k":"`+echoedKey+`"}`, string(data))
 }
