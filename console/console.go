@@ -455,17 +455,19 @@ func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := c.safeNext(r.PostForm.Get("next"))
-	if wait, blocked := c.opts.Limiter.Blocked(r); blocked {
-		rw.Header().Set("Retry-After", strconv.FormatInt(httpx.RetryAfterSeconds(wait), 10))
-		c.render(rw, r, session{}, http.StatusTooManyRequests, "login.html", "", "Log in",
-			map[string]any{"Next": next, "Error": "Too many wrong tokens from your address: wait a minute."})
-		return
-	}
-	if c.opts.Token != "" && !httpx.TokenEqual(r.PostForm.Get("token"), c.opts.Token) {
-		c.opts.Limiter.Failed(r, r.Method+" "+r.URL.Path)
-		c.render(rw, r, session{}, http.StatusUnauthorized, "login.html", "", "Log in",
-			map[string]any{"Next": next, "Error": "Wrong token."})
-		return
+	if c.opts.Token != "" {
+		got := r.PostForm.Get("token")
+		switch res, wait := c.opts.Limiter.Verify(r, r.Method+" "+r.URL.Path, func() bool { return httpx.TokenEqual(got, c.opts.Token) }); res {
+		case httpx.AuthBlocked:
+			rw.Header().Set("Retry-After", strconv.FormatInt(httpx.RetryAfterSeconds(wait), 10))
+			c.render(rw, r, session{}, http.StatusTooManyRequests, "login.html", "", "Log in",
+				map[string]any{"Next": next, "Error": "Too many wrong tokens from your address: wait a minute."})
+			return
+		case httpx.AuthWrong:
+			c.render(rw, r, session{}, http.StatusUnauthorized, "login.html", "", "Log in",
+				map[string]any{"Next": next, "Error": "Wrong token."})
+			return
+		}
 	}
 	s, v := c.newSession()
 	c.setSessionCookie(rw, r, v, s.expires)

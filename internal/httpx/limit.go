@@ -139,18 +139,8 @@ func (l *Limiter) blocked(key string, now time.Time) (time.Duration, bool) {
 	return f.at[len(f.at)-l.max].Add(l.window).Sub(now), true
 }
 
-// Failed records a failed token of r's client on route and logs it; it
-// reports whether the client is now locked out.
-func (l *Limiter) Failed(r *http.Request, route string) bool {
-	key := ClientKey(r)
-	locked := l.failed(key, l.now())
-	l.log.Warn("authentication failed: wrong token", "client", key, "route", route, "locked_out", locked)
-	return locked
-}
-
-func (l *Limiter) failed(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// failedLocked records a failure of key; l.mu is held.
+func (l *Limiter) failedLocked(key string, now time.Time) bool {
 	f := l.recent(key, now)
 	if f == nil {
 		for len(l.clients) >= l.capacity {
@@ -256,9 +246,9 @@ const (
 )
 
 // Bearer checks r's "Authorization: Bearer" against token under the
-// limiter: a locked-out client gets AuthBlocked (and how long to wait)
-// before any comparison; a wrong header is counted. An empty token admits
-// every request. route names the route in the log.
+// limiter (Verify); a request without the header is AuthMissing, not
+// counted. An empty token admits every request. route names the route in
+// the log.
 func (l *Limiter) Bearer(r *http.Request, token, route string) (AuthResult, time.Duration) {
 	if token == "" {
 		return AuthOK, 0
@@ -269,10 +259,37 @@ func (l *Limiter) Bearer(r *http.Request, token, route string) (AuthResult, time
 	if r.Header.Get("Authorization") == "" {
 		return AuthMissing, 0
 	}
-	if CheckBearer(r, token) {
+	return l.Verify(r, route, func() bool { return CheckBearer(r, token) })
+}
+
+// Verify runs one token comparison of r's client under the limiter: a
+// locked-out client gets AuthBlocked (and how long to wait) and compare is
+// not called. Otherwise compare runs, and its result is settled
+// atomically with the count: a client that concurrent failures locked out
+// meanwhile gets AuthBlocked whatever compare said, so parallel guesses
+// learn no more than Max answers a window; a wrong token is counted and
+// logged (AuthWrong).
+func (l *Limiter) Verify(r *http.Request, route string, compare func() bool) (AuthResult, time.Duration) {
+	key := ClientKey(r)
+	if wait, blocked := l.blocked(key, l.now()); blocked {
+		return AuthBlocked, wait
+	}
+	ok := compare()
+	l.mu.Lock()
+	now := l.now()
+	if f := l.recent(key, now); f != nil && len(f.at) >= l.max {
+		l.locked.MoveToFront(f.elem)
+		wait := f.at[len(f.at)-l.max].Add(l.window).Sub(now)
+		l.mu.Unlock()
+		return AuthBlocked, wait
+	}
+	if ok {
+		l.mu.Unlock()
 		return AuthOK, 0
 	}
-	l.Failed(r, route)
+	locked := l.failedLocked(key, now)
+	l.mu.Unlock()
+	l.log.Warn("authentication failed: wrong token", "client", key, "route", route, "locked_out", locked)
 	return AuthWrong, 0
 }
 

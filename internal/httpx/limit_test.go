@@ -77,6 +77,40 @@ func TestLimiterLocksOutGuessers(t *testing.T) {
 	require.Equal(t, httpx.AuthOK, res, "no token: open")
 }
 
+// TestLimiterParallelGuesses: guesses that race past the lock check are
+// settled atomically with the count: of 60 wrong guesses compared at once
+// from one address, only Max get an answer (401); the rest get 429, and so
+// would a right token among them.
+func TestLimiterParallelGuesses(t *testing.T) {
+	t.Parallel()
+	s := setup(t, 100)
+	const n = 60
+	inside := make(chan struct{}, n)
+	release := make(chan struct{})
+	results := make(chan httpx.AuthResult, n)
+	for i := range n {
+		go func() {
+			res, _ := s.lim.Verify(from("10.0.0.1:1", ""), "GET /x", func() bool {
+				inside <- struct{}{}
+				<-release
+				return i == n-1 // the last one holds the right token
+			})
+			results <- res
+		}()
+	}
+	for range n { // every guess is past the lock check, in its comparison
+		<-inside
+	}
+	close(release)
+	count := map[httpx.AuthResult]int{}
+	for range n {
+		count[<-results]++
+	}
+	require.LessOrEqual(t, count[httpx.AuthWrong], 3, "at most Max answered wrong: %v", count)
+	require.Equal(t, n, count[httpx.AuthWrong]+count[httpx.AuthBlocked]+count[httpx.AuthOK], "%v", count)
+	require.GreaterOrEqual(t, count[httpx.AuthBlocked], n-4, "the rest locked out: %v", count)
+}
+
 // TestLimiterEvictsOldest: a full table forgets one client, never
 // everyone: the not-locked-out client whose latest failure is the oldest;
 // a flood of fresh addresses does not free a recent offender. A lock goes
