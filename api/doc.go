@@ -18,7 +18,10 @@
 //
 // When Options.Token is set (enqueuer serve reads AGENTQ_API_TOKEN), every
 // route but /healthz requires "Authorization: Bearer <token>", compared in
-// constant time; otherwise 401 unauthorized.
+// constant time; otherwise 401 unauthorized. Wrong tokens are counted per
+// client address (the TCP peer; X-Forwarded-For is not trusted) and
+// logged: after 10 within a minute the address gets 429 too_many_requests,
+// with Retry-After, before its token is compared (httpx.Limiter).
 //
 // # Browser protections (guard.go)
 //
@@ -34,7 +37,7 @@
 // of the stable Code… constants: invalid_request (400), unauthorized (401),
 // forbidden (403), not_found (404), method_not_allowed (405),
 // agent_unavailable (409), request_too_large (413), unsupported_media_type
-// (415), internal (500), unavailable (503: Redis cannot answer). A Redis that is down gives 503 within Options.RedisTimeout; a
+// (415), too_many_requests (429), internal (500), unavailable (503: Redis cannot answer). A Redis that is down gives 503 within Options.RedisTimeout; a
 // request never hangs on it.
 //
 // # Idempotency

@@ -16,17 +16,18 @@ import (
 
 // Error codes of the API (stable: clients branch on them).
 const (
-	CodeInvalidRequest       = "invalid_request"        // 400: malformed JSON, a bad field, an unknown agent
-	CodeUnauthorized         = "unauthorized"           // 401: missing or wrong bearer token
-	CodeForbidden            = "forbidden"              // 403: a cross-origin request, or a foreign Host on a loopback address
-	CodeNotFound             = "not_found"              // 404: no such task, dead letter or route
-	CodeMethodNotAllowed     = "method_not_allowed"     // 405: the route exists with other methods
-	CodeAgentUnavailable     = "agent_unavailable"      // 409: fail-fast enqueue refused, the agent's breaker is open
-	CodeTaskEnded            = "task_ended"             // 409: cancel of a task that has already ended (state says how)
-	CodeRequestTooLarge      = "request_too_large"      // 413: the body is over the size limit
-	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a write whose Content-Type is not application/json
-	CodeInternal             = "internal"               // 500: a bug or an unexpected Redis reply
-	CodeUnavailable          = "unavailable"            // 503: Redis cannot answer
+	CodeInvalidRequest       = "invalid_request"         // 400: malformed JSON, a bad field, an unknown agent
+	CodeUnauthorized         = "unauthorized"            // 401: missing or wrong bearer token
+	CodeForbidden            = "forbidden"               // 403: a cross-origin request, or a foreign Host on a loopback address
+	CodeNotFound             = "not_found"               // 404: no such task, dead letter or route
+	CodeMethodNotAllowed     = "method_not_allowed"      // 405: the route exists with other methods
+	CodeAgentUnavailable     = "agent_unavailable"       // 409: fail-fast enqueue refused, the agent's breaker is open
+	CodeTaskEnded            = "task_ended"              // 409: cancel of a task that has already ended (state says how)
+	CodeRequestTooLarge      = "request_too_large"       // 413: the body is over the size limit
+	CodeUnsupportedMediaType = "unsupported_media_type"  // 415: a write whose Content-Type is not application/json
+	CodeTooManyRequests      = httpx.CodeTooManyRequests // 429: too many wrong bearer tokens from this client address (Retry-After)
+	CodeInternal             = "internal"                // 500: a bug or an unexpected Redis reply
+	CodeUnavailable          = "unavailable"             // 503: Redis cannot answer
 )
 
 // ErrorBody is the JSON of every error reply (httpx.ErrorBody, shared with
@@ -63,8 +64,7 @@ func writeJSON(rw http.ResponseWriter, status int, v any) { httpx.WriteJSON(rw, 
 
 func writeError(rw http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
-		secs := int64((e.retryAfter + time.Second - 1) / time.Second)
-		rw.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+		rw.Header().Set("Retry-After", strconv.FormatInt(httpx.RetryAfterSeconds(e.retryAfter), 10))
 	}
 	if e.status == http.StatusUnauthorized {
 		rw.Header().Set("WWW-Authenticate", `Bearer realm="agentq"`)

@@ -2,10 +2,9 @@ package api
 
 import (
 	"mime"
-	"net"
 	"net/http"
-	"net/url"
-	"strings"
+
+	"github.com/agentq/agentq/internal/httpx"
 )
 
 // Browser protections. Without a token the API would otherwise be open to
@@ -24,95 +23,15 @@ import (
 // IsLoopbackAddr reports whether addr (host:port, or a bare host) is bound
 // to loopback only: "localhost" or a loopback IP (127.0.0.0/8, ::1). An
 // empty host (":8080", every interface), 0.0.0.0, :: and any other name
-// are not.
-func IsLoopbackAddr(addr string) bool {
-	host := addr
-	if h, _, err := net.SplitHostPort(addr); err == nil {
-		host = h
-	}
-	return isLoopbackHost(host)
-}
-
-func isLoopbackHost(host string) bool {
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	if i := strings.IndexByte(host, '%'); i >= 0 { // fe80::1%lo
-		host = host[:i]
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// are not (httpx.IsLoopbackAddr).
+func IsLoopbackAddr(addr string) bool { return httpx.IsLoopbackAddr(addr) }
 
 // guard wraps next with the Host check (when bound is a loopback address)
-// and the Origin check.
+// and the Origin check (httpx.Guard, shared with the worker's ops server).
 func (s *Server) guard(next http.Handler, bound string) http.Handler {
-	port := ""
-	loopback := bound != "" && IsLoopbackAddr(bound)
-	if loopback {
-		if _, p, err := net.SplitHostPort(bound); err == nil {
-			port = p
-		}
-	}
-	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if loopback && !loopbackHostOK(r.Host, port) {
-			writeError(rw, newErr(http.StatusForbidden, CodeForbidden,
-				"Host %q is not this server: on a loopback address the API answers only Host localhost, 127.0.0.1 or [::1] (port %s)",
-				r.Host, port))
-			return
-		}
-		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r) {
-			writeError(rw, newErr(http.StatusForbidden, CodeForbidden,
-				"cross-origin request refused: Origin %q is not this API's origin", o))
-			return
-		}
-		next.ServeHTTP(rw, r)
+	return httpx.Guard(next, bound, func(rw http.ResponseWriter, _ *http.Request, why httpx.Refusal) {
+		writeError(rw, newErr(http.StatusForbidden, CodeForbidden, "%s", why.Msg))
 	})
-}
-
-// loopbackHostOK: host (a Host header) is a loopback name or IP, with port
-// the bound port or none. An empty Host (HTTP/1.0) comes from no browser.
-func loopbackHostOK(host, port string) bool {
-	if host == "" {
-		return true
-	}
-	h, p, err := net.SplitHostPort(host)
-	if err != nil { // no port
-		h, p = host, ""
-	}
-	if p != "" && p != port {
-		return false
-	}
-	return isLoopbackHost(h)
-}
-
-// sameOrigin reports whether the Origin header o names the origin r was
-// sent to: scheme http or https and the same host and port as r's Host
-// (a browser leaves the scheme's default port out of Origin). "null" and
-// anything unparseable are not.
-func sameOrigin(o string, r *http.Request) bool {
-	u, err := url.Parse(o)
-	if err != nil || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
-		return false
-	}
-	def := ""
-	switch strings.ToLower(u.Scheme) {
-	case "http":
-		def = "80"
-	case "https":
-		def = "443"
-	default:
-		return false
-	}
-	return strings.EqualFold(withPort(u.Host, def), withPort(r.Host, def))
-}
-
-func withPort(host, def string) string {
-	if _, _, err := net.SplitHostPort(host); err == nil {
-		return host
-	}
-	return net.JoinHostPort(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), def)
 }
 
 // isWrite: methods that change state and so must carry JSON.

@@ -73,6 +73,13 @@ type Options struct {
 	// and Origin checks as the API: the web console (console.Console's
 	// Handler), which does its own authentication. Zero: no /ui/.
 	UI http.Handler
+	// Limiter counts wrong bearer tokens per client address and locks a
+	// client out (429 too_many_requests, with Retry-After, before its token
+	// is compared) after 10 within a minute (httpx.Limiter). `enqueuer
+	// serve` shares one with the console, so that the API, the console's
+	// bearer requests and its login form draw on one allowance. Zero: a
+	// limiter of its own with the defaults.
+	Limiter *httpx.Limiter
 }
 
 // Server is the HTTP API on one Redis and one configuration.
@@ -115,6 +122,9 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Limiter == nil {
+		opts.Limiter = httpx.NewLimiter(httpx.LimiterOptions{Logger: opts.Logger})
 	}
 	client := newClient(rdb, cfg)
 	s := &Server{
@@ -178,13 +188,21 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 // serveRoute runs one route: auth, body limit, a bounded context, and the
 // error reply.
 func (s *Server) serveRoute(rt Route, rw http.ResponseWriter, r *http.Request) {
-	if rt.Auth && !httpx.CheckBearer(r, s.opts.Token) {
-		msg := "missing or wrong bearer token (send Authorization: Bearer <token>)"
-		if r.Header.Get("Authorization") == "" {
-			msg = "missing bearer token (send Authorization: Bearer <token>)"
+	if rt.Auth {
+		switch res, wait := s.opts.Limiter.Bearer(r, s.opts.Token, r.Method+" "+rt.Path); res {
+		case httpx.AuthBlocked:
+			e := newErr(http.StatusTooManyRequests, CodeTooManyRequests,
+				"too many wrong bearer tokens from your address: wait before trying again")
+			e.retryAfter = wait
+			writeError(rw, e)
+			return
+		case httpx.AuthMissing:
+			writeError(rw, newErr(http.StatusUnauthorized, CodeUnauthorized, "missing bearer token (send Authorization: Bearer <token>)"))
+			return
+		case httpx.AuthWrong:
+			writeError(rw, newErr(http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token (send Authorization: Bearer <token>)"))
+			return
 		}
-		writeError(rw, newErr(http.StatusUnauthorized, CodeUnauthorized, "%s", msg))
-		return
 	}
 	if ae := checkJSONBody(r); ae != nil {
 		writeError(rw, ae)

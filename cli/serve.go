@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentq/agentq/api"
 	"github.com/agentq/agentq/console"
+	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -85,13 +86,16 @@ or the login form at /ui/login (a session cookie). --no-console turns it off.`,
 				log.Warn("the config names no agents: tasks for any agent name are accepted")
 			}
 			log.Info("enqueuer serve: HTTP API listening", "addr", "http://"+ln.Addr().String(), "auth", token != "", "agents", cfg.AgentNames(), "queues", cfg.ServedQueues())
+			// One allowance of wrong tokens per client address for the API,
+			// the console's bearer requests and its login form.
+			limiter := httpx.NewLimiter(httpx.LimiterOptions{Logger: log})
 			var ui http.Handler
 			if !noConsole {
 				sampler := console.NewSampler(rdb, console.SamplerOptions{Logger: log})
 				sampler.Start(cmd.Context())
 				defer sampler.Stop()
 				client := tasks.NewClient(rdb, cfg.ClientOptions()...)
-				copts := console.Options{Token: token, Sampler: sampler, Client: client, Logger: log}
+				copts := console.Options{Token: token, Sampler: sampler, Client: client, Logger: log, Limiter: limiter}
 				copts.Canceler = console.CancelFunc(func(ctx context.Context, id, reason string) error {
 					_, err := client.Cancel(ctx, id, reason)
 					return err
@@ -99,7 +103,7 @@ or the login form at /ui/login (a session cookie). --no-console turns it off.`,
 				ui = console.New(rdb, cfg, copts).Handler()
 				log.Info("enqueuer serve: web console", "url", "http://"+ln.Addr().String()+console.Base)
 			}
-			srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: maxBody, Logger: log, UI: ui})
+			srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: maxBody, Logger: log, UI: ui, Limiter: limiter})
 			if err := srv.Serve(cmd.Context(), ln); err != nil {
 				return runtimeErr(err)
 			}

@@ -1,20 +1,25 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentq/agentq/internal/httpx"
+	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // Session cookie and CSRF.
@@ -139,36 +144,78 @@ func isTLS(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-// checkToken compares a token typed into the login form in constant time.
-func (c *Console) checkToken(got string) bool {
-	if c.opts.Token == "" {
-		return true
-	}
-	a := sha256.Sum256([]byte(got))
-	b := sha256.Sum256([]byte(c.opts.Token))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
-}
+// errNoSession: the request is not authenticated (no valid, unrevoked
+// session cookie, no bearer header).
+var errNoSession = errors.New("console: not logged in")
 
 // authenticate returns the request's session: a bearer request, a valid
-// cookie, or (open mode) a new session it sets the cookie for.
-func (c *Console) authenticate(rw http.ResponseWriter, r *http.Request) (session, bool) {
+// cookie whose session was not logged out, or (open mode) a new session it
+// sets the cookie for. It fails with errNoSession, a 401 (wrong bearer
+// token), a 429 (the client is locked out, Retry-After set: its token is
+// not compared) or a Redis error (revocations cannot be read: the cookie
+// is not trusted).
+func (c *Console) authenticate(rw http.ResponseWriter, r *http.Request) (session, error) {
 	if c.opts.Token != "" && r.Header.Get("Authorization") != "" {
-		if httpx.CheckBearer(r, c.opts.Token) {
-			return session{bearer: true}, true
+		switch res, wait := c.opts.Limiter.Bearer(r, c.opts.Token, r.Method+" "+r.URL.Path); res {
+		case httpx.AuthOK:
+			return session{bearer: true}, nil
+		case httpx.AuthBlocked:
+			return session{}, c.lockedOut(rw, wait)
 		}
-		return session{}, false
+		return session{}, httpError(http.StatusUnauthorized, "Wrong bearer token.")
 	}
 	if ck, err := r.Cookie(SessionCookie); err == nil {
 		if s, ok := c.parseSession(ck.Value); ok {
-			return s, true
+			ctx, cancel := c.bounded(r, 1)
+			defer cancel()
+			revoked, err := c.revoked(ctx, s)
+			if err != nil {
+				return session{}, err
+			}
+			if !revoked {
+				return s, nil
+			}
 		}
 	}
 	if c.opts.Token == "" {
 		s, v := c.newSession()
 		c.setSessionCookie(rw, r, v, s.expires)
-		return s, true
+		return s, nil
 	}
-	return session{}, false
+	return session{}, errNoSession
+}
+
+// lockedOut is the 429 of a locked-out client, with Retry-After.
+func (c *Console) lockedOut(rw http.ResponseWriter, wait time.Duration) error {
+	rw.Header().Set("Retry-After", strconv.FormatInt(httpx.RetryAfterSeconds(wait), 10))
+	return httpError(http.StatusTooManyRequests, "Too many wrong tokens from your address: wait a minute.")
+}
+
+// Logout revokes the session server-side: the key
+// rkeys.ConsoleRevoked(hex(session ID)) lives in Redis until the session
+// would have expired, and every cookie-authenticated request looks it up,
+// so a copied cookie dies with the logout on every `enqueuer serve` that
+// shares the Redis. While Redis cannot answer, cookies are not trusted
+// (503) and logout fails visibly.
+
+func revokedKey(s session) string { return rkeys.ConsoleRevoked(hex.EncodeToString(s.id)) }
+
+// revoke marks s as logged out until it expires.
+func (c *Console) revoke(ctx context.Context, s session) error {
+	ttl := s.expires.Sub(c.opts.Now())
+	if s.id == nil || ttl <= 0 {
+		return nil
+	}
+	return c.rdb.Set(ctx, revokedKey(s), "1", ttl+time.Second).Err()
+}
+
+// revoked reports whether s was logged out.
+func (c *Console) revoked(ctx context.Context, s session) (bool, error) {
+	n, err := c.rdb.Exists(ctx, revokedKey(s)).Result()
+	if err != nil {
+		return false, fmt.Errorf("console: reading the session's revocation: %w", err)
+	}
+	return n > 0, nil
 }
 
 // sameOrigin reports whether a state-changing request may come from a
@@ -213,61 +260,4 @@ func securityHeaders(h http.Header) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
-}
-
-// Failed logins are limited per client address: after maxLoginFailures
-// within loginWindow the form answers 429 until the window has passed, so
-// the token cannot be guessed at the speed of the network.
-const (
-	maxLoginFailures = 10
-	loginWindow      = time.Minute
-)
-
-// loginLimiter counts recent failed logins per client address.
-type loginLimiter struct {
-	mu    sync.Mutex
-	fails map[string][]time.Time
-}
-
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// blocked reports whether addr has failed too often lately.
-func (l *loginLimiter) blocked(addr string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.recent(addr, now)) >= maxLoginFailures
-}
-
-// failed records a failed login of addr.
-func (l *loginLimiter) failed(addr string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.fails == nil {
-		l.fails = map[string][]time.Time{}
-	}
-	if len(l.fails) > 10000 { // bounded memory: forget everyone
-		l.fails = map[string][]time.Time{}
-	}
-	l.fails[addr] = append(l.recent(addr, now), now)
-}
-
-func (l *loginLimiter) recent(addr string, now time.Time) []time.Time {
-	ts := l.fails[addr]
-	i := 0
-	for i < len(ts) && now.Sub(ts[i]) >= loginWindow {
-		i++
-	}
-	ts = ts[i:]
-	if len(ts) == 0 {
-		delete(l.fails, addr)
-		return nil
-	}
-	l.fails[addr] = ts
-	return ts
 }

@@ -17,6 +17,8 @@ package console
 import (
 	"context"
 	"embed"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -24,6 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,7 +34,9 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -99,8 +104,13 @@ type Options struct {
 	Refresh time.Duration
 	// Now is the clock of sessions. Zero: time.Now.
 	Now func() time.Time
-	// Logger logs server errors. Zero: slog.Default().
+	// Logger logs server errors and wrong tokens. Zero: slog.Default().
 	Logger *slog.Logger
+	// Limiter counts wrong tokens (bearer headers and logins) per client
+	// address and locks a client out (429) after 10 within a minute; pass
+	// the API's (api.Options.Limiter) so both draw on one allowance. Zero:
+	// a limiter of its own with the defaults.
+	Limiter *httpx.Limiter
 }
 
 // Console is the web console on one Redis and one configuration.
@@ -116,7 +126,6 @@ type Console struct {
 	breakers *resilience.Breakers
 	pages    map[string]*template.Template
 	handler  http.Handler
-	logins   loginLimiter
 }
 
 // New returns the console on rdb; cfg (nil: config.Default()) names the
@@ -142,6 +151,9 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Limiter == nil {
+		opts.Limiter = httpx.NewLimiter(httpx.LimiterOptions{Now: opts.Now, Logger: opts.Logger})
 	}
 	if opts.Client == nil {
 		opts.Client = tasks.NewClient(rdb, cfg.ClientOptions()...)
@@ -216,15 +228,16 @@ func (c *Console) routes() http.Handler {
 func (c *Console) serve(h handlerFunc) http.HandlerFunc {
 	return func(rw http.ResponseWriter, r *http.Request) {
 		rw.Header().Set("Cache-Control", "no-store")
-		s, ok := c.authenticate(rw, r)
-		if !ok {
-			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				if r.Header.Get("Authorization") == "" {
+		s, err := c.authenticate(rw, r)
+		if err != nil {
+			if errors.Is(err, errNoSession) {
+				if r.Method == http.MethodGet || r.Method == http.MethodHead {
 					http.Redirect(rw, r, c.base+"login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 					return
 				}
+				err = httpError(http.StatusUnauthorized, "Log in first (or send Authorization: Bearer with the API token).")
 			}
-			c.renderError(rw, r, session{}, httpError(http.StatusUnauthorized, "Log in first (or send Authorization: Bearer with the API token)."))
+			c.renderError(rw, r, session{}, err)
 			return
 		}
 		if r.Method == http.MethodPost {
@@ -306,7 +319,7 @@ func (c *Console) render(rw http.ResponseWriter, r *http.Request, s session, sta
 	p := page{
 		Title: title, Nav: nav, Base: c.base, CSRF: c.csrfToken(s),
 		Logout: c.opts.Token != "" && !s.bearer && s.id != nil,
-		Flash:  flash(r.URL.Query()), Now: c.opts.Now().UTC(), Data: data,
+		Flash:  c.flash(r, s), Now: c.opts.Now().UTC(), Data: data,
 	}
 	if nav != "" && name != "bulk.html" && status == http.StatusOK && c.opts.Refresh > 0 {
 		p.Refresh = int(c.opts.Refresh / time.Second)
@@ -322,50 +335,94 @@ func (c *Console) render(rw http.ResponseWriter, r *http.Request, s session, sta
 	_, _ = rw.Write([]byte(b.String()))
 }
 
-// flash is the message a redirect after a POST asks for (?done=…): fixed
-// sentences with values, never text taken from the URL as is.
-func flash(q url.Values) string {
-	id, n, failed, key := q.Get("id"), q.Get("n"), q.Get("failed"), q.Get("key")
-	switch q.Get("done") {
+// Flashes. A form's POST answers 303 to a page whose URL carries only the
+// kind of what was done (?done=requeued); what it was done to (the dead
+// letter's ID, the breaker's key, the counts) is stored server-side for
+// the session (rkeys.ConsoleFlash, flashTTL) and rendered only when the
+// URL's kind is the stored one. No text of the URL ever reaches the page,
+// so a link cannot make the console say what it never did.
+
+// flashTTL is how long a flash is shown (pages refresh themselves).
+const flashTTL = 5 * time.Minute
+
+// flashMsg is what a form did.
+type flashMsg struct {
+	Kind   string `json:"kind"`
+	ID     string `json:"id,omitempty"`
+	Key    string `json:"key,omitempty"`
+	N      int    `json:"n,omitempty"`
+	Failed int    `json:"failed,omitempty"`
+	For    string `json:"for,omitempty"`
+	More   bool   `json:"more,omitempty"`
+}
+
+// text is the flash's sentence.
+func (f flashMsg) text() string {
+	more := ""
+	if f.More {
+		more = " Time ran out before the end: the rest are still dead letters; run it again."
+	}
+	switch f.Kind {
 	case "requeued":
-		return fmt.Sprintf("Requeued %s: it is pending again.", id)
+		return fmt.Sprintf("Requeued %s: it is pending again.", f.ID)
 	case "deleted":
-		return fmt.Sprintf("Deleted dead letter %s.", id)
+		return fmt.Sprintf("Deleted dead letter %s.", f.ID)
 	case "requeued-n":
-		msg := fmt.Sprintf("Requeued %s dead letters.", n)
-		if failed != "" && failed != "0" {
-			msg = fmt.Sprintf("Requeued %s dead letters; %s could not be requeued.", n, failed)
+		if f.Failed > 0 {
+			return fmt.Sprintf("Requeued %d dead letters; %d could not be requeued.", f.N, f.Failed) + more
 		}
-		return msg + more(q)
+		return fmt.Sprintf("Requeued %d dead letters.", f.N) + more
 	case "deleted-n":
-		return fmt.Sprintf("Deleted %s dead letters.", n) + more(q)
+		return fmt.Sprintf("Deleted %d dead letters.", f.N) + more
 	case "reset":
-		return fmt.Sprintf("Breaker %s reset (closed).", key)
+		return fmt.Sprintf("Breaker %s reset (closed).", f.Key)
 	case "tripped":
-		return fmt.Sprintf("Breaker %s tripped (open) for %s.", key, q.Get("for"))
+		return fmt.Sprintf("Breaker %s tripped (open) for %s.", f.Key, f.For)
 	case "canceled":
-		return fmt.Sprintf("Canceled task %s.", id)
+		return fmt.Sprintf("Canceled task %s.", f.ID)
 	}
 	return ""
 }
 
-func more(q url.Values) string {
-	if q.Get("more") == "" {
+// flash is the flash of the page r asks for (?done=KIND): the session's
+// stored one when its kind is KIND, else none.
+func (c *Console) flash(r *http.Request, s session) string {
+	kind := r.URL.Query().Get("done")
+	if kind == "" || s.id == nil {
 		return ""
 	}
-	return " Time ran out before the end: the rest are still dead letters; run it again."
+	ctx, cancel := c.bounded(r, 1)
+	defer cancel()
+	b, err := c.rdb.Get(ctx, rkeys.ConsoleFlash(hex.EncodeToString(s.id))).Bytes()
+	if err != nil {
+		if !errors.Is(err, redis.Nil) {
+			c.opts.Logger.Debug("console: reading the flash failed", "err", err)
+		}
+		return ""
+	}
+	var f flashMsg
+	if json.Unmarshal(b, &f) != nil || f.Kind != kind {
+		return ""
+	}
+	return f.text()
 }
 
-// redirect answers a POST with 303 to path and the flash parameters.
-func (c *Console) redirect(rw http.ResponseWriter, r *http.Request, path string, q url.Values) {
-	if len(q) > 0 {
-		sep := "?"
-		if strings.Contains(path, "?") {
-			sep = "&"
+// redirect answers a POST with 303 to path?done=KIND, storing f as the
+// session's flash (a bearer request has no session: no flash).
+func (c *Console) redirect(rw http.ResponseWriter, r *http.Request, s session, path string, f flashMsg) {
+	if s.id != nil {
+		ctx, cancel := c.bounded(r, 1)
+		defer cancel()
+		b, _ := json.Marshal(f)
+		if err := c.rdb.Set(ctx, rkeys.ConsoleFlash(hex.EncodeToString(s.id)), b, flashTTL).Err(); err != nil {
+			c.opts.Logger.Warn("console: storing the flash failed", "err", err)
 		}
-		path += sep + q.Encode()
 	}
-	http.Redirect(rw, r, path, http.StatusSeeOther)
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	http.Redirect(rw, r, path+sep+url.Values{"done": {f.Kind}}.Encode(), http.StatusSeeOther)
 }
 
 // safeNext keeps a post-login destination inside the console.
@@ -398,24 +455,33 @@ func (c *Console) login(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := c.safeNext(r.PostForm.Get("next"))
-	addr, now := clientAddr(r), c.opts.Now()
-	if c.logins.blocked(addr, now) {
-		c.render(rw, r, session{}, http.StatusTooManyRequests, "login.html", "", "Log in",
-			map[string]any{"Next": next, "Error": "Too many failed logins from your address: wait a minute."})
-		return
-	}
-	if !c.checkToken(r.PostForm.Get("token")) {
-		c.logins.failed(addr, now)
-		c.render(rw, r, session{}, http.StatusUnauthorized, "login.html", "", "Log in",
-			map[string]any{"Next": next, "Error": "Wrong token."})
-		return
+	if c.opts.Token != "" {
+		got := r.PostForm.Get("token")
+		switch res, wait := c.opts.Limiter.Verify(r, r.Method+" "+r.URL.Path, func() bool { return httpx.TokenEqual(got, c.opts.Token) }); res {
+		case httpx.AuthBlocked:
+			rw.Header().Set("Retry-After", strconv.FormatInt(httpx.RetryAfterSeconds(wait), 10))
+			c.render(rw, r, session{}, http.StatusTooManyRequests, "login.html", "", "Log in",
+				map[string]any{"Next": next, "Error": "Too many wrong tokens from your address: wait a minute."})
+			return
+		case httpx.AuthWrong:
+			c.render(rw, r, session{}, http.StatusUnauthorized, "login.html", "", "Log in",
+				map[string]any{"Next": next, "Error": "Wrong token."})
+			return
+		}
 	}
 	s, v := c.newSession()
 	c.setSessionCookie(rw, r, v, s.expires)
 	http.Redirect(rw, r, next, http.StatusSeeOther)
 }
 
-func (c *Console) logout(rw http.ResponseWriter, r *http.Request, _ session) error {
+func (c *Console) logout(rw http.ResponseWriter, r *http.Request, s session) error {
+	if !s.bearer {
+		ctx, cancel := c.bounded(r, 1)
+		defer cancel()
+		if err := c.revoke(ctx, s); err != nil {
+			return fmt.Errorf("console: logging out (the session could not be revoked; it stays valid): %w", err)
+		}
+	}
 	c.setSessionCookie(rw, r, "", time.Time{})
 	if c.opts.Token == "" {
 		http.Redirect(rw, r, c.base, http.StatusSeeOther)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentq/agentq/api"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/tasks"
 )
@@ -34,6 +35,8 @@ func testConfig() *config.Config {
 // fixture is a console behind the API server on a real redis-server.
 type fixture struct {
 	url     string
+	redis   *redistest.Server
+	cfg     *config.Config
 	rdb     *redis.Client
 	dlq     *deadletter.Store
 	store   *tasks.Store
@@ -57,13 +60,22 @@ func newFixture(t *testing.T, token string) *fixture {
 	cfg := testConfig()
 	log := slog.New(slog.DiscardHandler)
 	client := tasks.NewClient(rdb, cfg.ClientOptions()...)
-	f := &fixture{rdb: rdb, dlq: deadletter.NewStore(rdb), store: client.Store(), client: client,
+	f := &fixture{redis: srv, cfg: cfg, rdb: rdb, dlq: deadletter.NewStore(rdb), store: client.Store(), client: client,
 		sampler: NewSampler(rdb, SamplerOptions{Logger: log}), cancels: &fakeCanceler{ids: make(chan string, 4)}}
-	c := New(rdb, cfg, Options{Token: token, Sampler: f.sampler, Client: client, Canceler: f.cancels, Logger: log})
-	hs := httptest.NewServer(api.New(rdb, cfg, api.Options{Token: token, Logger: log, UI: c.Handler()}).Handler())
-	t.Cleanup(hs.Close)
-	f.url = hs.URL
+	f.url = f.replica(t, token, log)
 	return f
+}
+
+// replica serves another console and API on the fixture's Redis, as
+// another `enqueuer serve` would (one limiter shared by both, as serve
+// does), and returns its URL.
+func (f *fixture) replica(t *testing.T, token string, log *slog.Logger) string {
+	t.Helper()
+	lim := httpx.NewLimiter(httpx.LimiterOptions{Logger: log})
+	c := New(f.rdb, f.cfg, Options{Token: token, Sampler: f.sampler, Client: f.client, Canceler: f.cancels, Logger: log, Limiter: lim})
+	hs := httptest.NewServer(api.New(f.rdb, f.cfg, api.Options{Token: token, Logger: log, UI: c.Handler(), Limiter: lim}).Handler())
+	t.Cleanup(hs.Close)
+	return hs.URL
 }
 
 // seedDeadLetters stores n dead letters dl-1 … dl-n (dl-n newest), agents

@@ -267,7 +267,7 @@ func (c *Console) deadLetters(rw http.ResponseWriter, r *http.Request, s session
 	fq := filterQuery(f)
 	data := map[string]any{
 		"Entries": entries, "Filter": f, "Agents": agentNames, "Classes": classes, "Pager": p,
-		"FilterQuery": fq.Encode(), "Back": r.URL.RequestURI(),
+		"FilterQuery": fq.Encode(), "Back": stripFlash(r.URL.RequestURI()),
 	}
 	c.render(rw, r, s, http.StatusOK, "deadletters.html", "deadletters", "Dead letters", data)
 	return nil
@@ -300,7 +300,7 @@ func (c *Console) back(r *http.Request, def string) string {
 }
 
 // requeue serves POST /ui/deadletter/{id}/requeue.
-func (c *Console) requeue(rw http.ResponseWriter, r *http.Request, _ session) error {
+func (c *Console) requeue(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	id := r.PathValue("id")
@@ -311,12 +311,12 @@ func (c *Console) requeue(rw http.ResponseWriter, r *http.Request, _ session) er
 	if err != nil {
 		return err
 	}
-	c.redirect(rw, r, stripFlash(c.back(r, c.base+"deadletters")), url.Values{"done": {"requeued"}, "id": {id}})
+	c.redirect(rw, r, s, stripFlash(c.back(r, c.base+"deadletters")), flashMsg{Kind: "requeued", ID: id})
 	return nil
 }
 
 // deleteDeadLetter serves POST /ui/deadletter/{id}/delete.
-func (c *Console) deleteDeadLetter(rw http.ResponseWriter, r *http.Request, _ session) error {
+func (c *Console) deleteDeadLetter(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	id := r.PathValue("id")
@@ -327,11 +327,12 @@ func (c *Console) deleteDeadLetter(rw http.ResponseWriter, r *http.Request, _ se
 	if n == 0 {
 		return httpError(http.StatusNotFound, "No dead letter %q (already requeued or deleted?).", id)
 	}
-	c.redirect(rw, r, stripFlash(c.back(r, c.base+"deadletters")), url.Values{"done": {"deleted"}, "id": {id}})
+	c.redirect(rw, r, s, stripFlash(c.back(r, c.base+"deadletters")), flashMsg{Kind: "deleted", ID: id})
 	return nil
 }
 
-// stripFlash drops a previous flash's parameters from a return path.
+// stripFlash drops a previous flash's parameters from a return path (done,
+// and those older versions put in the URL).
 func stripFlash(p string) string {
 	u, err := url.Parse(p)
 	if err != nil {
@@ -381,7 +382,7 @@ const bulkTimeout = 25 * time.Second
 // letter of the filter (the form's agent and class) — with "through" (the
 // confirmation's newest, Unix ms), only those dead-lettered by then: the
 // set the confirmation counted, not those that came since.
-func (c *Console) bulk(rw http.ResponseWriter, r *http.Request, _ session) error {
+func (c *Console) bulk(rw http.ResponseWriter, r *http.Request, s session) error {
 	f, err := dlFilter(r.PostForm)
 	if err != nil {
 		return err
@@ -404,21 +405,13 @@ func (c *Console) bulk(rw http.ResponseWriter, r *http.Request, _ session) error
 		if err != nil && n == 0 {
 			return err
 		}
-		q := url.Values{"done": {"requeued-n"}, "n": {strconv.Itoa(n)}, "failed": {strconv.Itoa(failed)}}
-		if err != nil {
-			q.Set("more", "1")
-		}
-		c.redirect(rw, r, back, q)
+		c.redirect(rw, r, s, back, flashMsg{Kind: "requeued-n", N: n, Failed: failed, More: err != nil})
 	case "delete":
 		n, err := c.dlq.DeleteMatching(ctx, f)
 		if err != nil && n == 0 {
 			return err
 		}
-		q := url.Values{"done": {"deleted-n"}, "n": {strconv.Itoa(n)}}
-		if err != nil {
-			q.Set("more", "1")
-		}
-		c.redirect(rw, r, back, q)
+		c.redirect(rw, r, s, back, flashMsg{Kind: "deleted-n", N: n, More: err != nil})
 	default:
 		return httpError(http.StatusBadRequest, "action must be requeue or delete.")
 	}
@@ -491,7 +484,7 @@ func (c *Console) task(rw http.ResponseWriter, r *http.Request, s session) error
 }
 
 // cancel serves POST /ui/tasks/{id}/cancel.
-func (c *Console) cancel(rw http.ResponseWriter, r *http.Request, _ session) error {
+func (c *Console) cancel(rw http.ResponseWriter, r *http.Request, s session) error {
 	if c.opts.Canceler == nil {
 		return httpError(http.StatusNotFound, "Canceling tasks is not available on this server.")
 	}
@@ -512,7 +505,7 @@ func (c *Console) cancel(rw http.ResponseWriter, r *http.Request, _ session) err
 		}
 		return httpError(http.StatusConflict, "Task %s could not be canceled: %v", id, err)
 	}
-	c.redirect(rw, r, c.base+"tasks/"+url.PathEscape(id), url.Values{"done": {"canceled"}, "id": {id}})
+	c.redirect(rw, r, s, c.base+"tasks/"+url.PathEscape(id), flashMsg{Kind: "canceled", ID: id})
 	return nil
 }
 
@@ -567,7 +560,7 @@ func breakerKey(r *http.Request) (string, error) {
 }
 
 // breakerReset serves POST /ui/breakers/reset (key).
-func (c *Console) breakerReset(rw http.ResponseWriter, r *http.Request, _ session) error {
+func (c *Console) breakerReset(rw http.ResponseWriter, r *http.Request, s session) error {
 	key, err := breakerKey(r)
 	if err != nil {
 		return err
@@ -577,12 +570,12 @@ func (c *Console) breakerReset(rw http.ResponseWriter, r *http.Request, _ sessio
 	if err := c.breakers.Reset(ctx, key); err != nil {
 		return err
 	}
-	c.redirect(rw, r, c.base+"breakers", url.Values{"done": {"reset"}, "key": {key}})
+	c.redirect(rw, r, s, c.base+"breakers", flashMsg{Kind: "reset", Key: key})
 	return nil
 }
 
 // breakerTrip serves POST /ui/breakers/trip (key, for: a Go duration).
-func (c *Console) breakerTrip(rw http.ResponseWriter, r *http.Request, _ session) error {
+func (c *Console) breakerTrip(rw http.ResponseWriter, r *http.Request, s session) error {
 	key, err := breakerKey(r)
 	if err != nil {
 		return err
@@ -596,7 +589,7 @@ func (c *Console) breakerTrip(rw http.ResponseWriter, r *http.Request, _ session
 	if err := c.breakers.Trip(ctx, key, d); err != nil {
 		return err
 	}
-	c.redirect(rw, r, c.base+"breakers", url.Values{"done": {"tripped"}, "key": {key}, "for": {d.String()}})
+	c.redirect(rw, r, s, c.base+"breakers", flashMsg{Kind: "tripped", Key: key, For: d.String()})
 	return nil
 }
 

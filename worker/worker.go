@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,7 @@ type Worker struct {
 	breakers *resilience.Breakers
 	metrics  *metrics
 	token    string
+	limiter  *httpx.Limiter // wrong tokens on /api/v1/agents, per client address
 	ln       net.Listener
 	addr     string
 	specs    map[string]*spec
@@ -152,7 +154,8 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		tasks.WithWaitReplicas(rep.Replicas, rep.Timeout), tasks.WithShortReplication(rep.OnShort))
 	br := resilience.NewBreakers(rdb, resilience.WithLogger(o.logger), resilience.WithScriptRunner(batch))
 	w := &Worker{
-		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener, specs: specs,
+		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener,
+		limiter: httpx.NewLimiter(httpx.LimiterOptions{Logger: o.logger}), specs: specs,
 		dues: wakeup.NewDues(cfg.Worker.PollInterval, nil),
 	}
 	w.pipe = &pipeline{
@@ -408,7 +411,13 @@ func (o *opsService) Stop() {
 	o.Loop.Stop()
 }
 
-// OpsHandler serves /healthz, /readyz, /metrics and /api/v1/agents.
+// OpsHandler serves /healthz, /readyz, /metrics and /api/v1/agents, behind
+// the API's browser protections (httpx.Guard): a request whose Origin is
+// not the server's own is refused (403 forbidden), and, when the server is
+// bound to a loopback address, so is one whose Host is not a loopback name
+// or address with its port (DNS rebinding). /api/v1/agents counts wrong
+// bearer tokens per client address (httpx.Limiter: 429 too_many_requests
+// with Retry-After after 10 within a minute).
 func (w *Worker) OpsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
@@ -428,7 +437,13 @@ func (w *Worker) OpsHandler() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /api/v1/agents", func(rw http.ResponseWriter, r *http.Request) {
-		if !CheckBearer(r, w.token) {
+		switch res, wait := w.limiter.Bearer(r, w.token, "GET /api/v1/agents"); res {
+		case httpx.AuthBlocked:
+			rw.Header().Set("Retry-After", strconv.FormatInt(httpx.RetryAfterSeconds(wait), 10))
+			writeJSON(rw, http.StatusTooManyRequests, httpx.ErrorBody{Code: httpx.CodeTooManyRequests,
+				Error: "too many wrong bearer tokens from your address: wait before trying again"})
+			return
+		case httpx.AuthMissing, httpx.AuthWrong:
 			writeJSON(rw, http.StatusUnauthorized, map[string]string{"code": "unauthorized", "error": "missing or wrong bearer token"})
 			return
 		}
@@ -440,7 +455,9 @@ func (w *Worker) OpsHandler() http.Handler {
 		}
 		writeJSON(rw, http.StatusOK, map[string]any{"agents": out})
 	})
-	return mux
+	return httpx.Guard(mux, w.addr, func(rw http.ResponseWriter, _ *http.Request, why httpx.Refusal) {
+		writeJSON(rw, http.StatusForbidden, httpx.ErrorBody{Code: "forbidden", Error: why.Msg})
+	})
 }
 
 // AgentSummary is one agent's health (the /api/v1/agents view).

@@ -1,13 +1,13 @@
 // Package httpx holds what agentq's two HTTP servers — the enqueue API
 // (package api) and the worker's ops endpoints — share, below both: the
-// JSON error body, JSON replies and the bearer-token check.
+// JSON error body, JSON replies, the bearer-token check with its
+// failed-token limiter (limit.go), and the Host and Origin checks against
+// DNS rebinding and cross-site requests (guard.go).
 package httpx
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 )
 
@@ -31,19 +31,4 @@ func WriteJSON(rw http.ResponseWriter, status int, v any) {
 	rw.Header().Set("Cache-Control", "no-store")
 	rw.WriteHeader(status)
 	_ = json.NewEncoder(rw).Encode(v)
-}
-
-// CheckBearer reports whether r carries "Authorization: Bearer <token>",
-// compared in constant time. An empty token admits every request.
-func CheckBearer(r *http.Request, token string) bool {
-	if token == "" {
-		return true
-	}
-	h := r.Header.Get("Authorization")
-	const scheme = "bearer " // the scheme is case-insensitive (RFC 9110 §11.1)
-	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return false
-	}
-	got := strings.TrimSpace(h[len(scheme):])
-	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }

@@ -41,6 +41,15 @@ func Breakers() string { return Prefix + "breakers" }
 // BreakerChannel is the pub/sub channel on which breaker transitions are announced.
 func BreakerChannel() string { return Prefix + "breaker-events" }
 
+// ConsoleRevoked marks the console session sid (hex of its ID) as logged
+// out, until the session would have expired (a string with a TTL).
+func ConsoleRevoked(sid string) string { return Prefix + "{console:" + sid + "}:revoked" }
+
+// ConsoleFlash is the last flash (JSON: what a form did, e.g. which dead
+// letter it requeued) of the console session sid, read by the page the
+// form redirects to (a string with a TTL).
+func ConsoleFlash(sid string) string { return Prefix + "{console:" + sid + "}:flash" }
+
 // RestartPending is the sorted set of tasks waiting for a restart (id -> due ms).
 func RestartPending() string { return Prefix + "{restart}:pending" }
 
