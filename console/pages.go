@@ -602,6 +602,18 @@ func breakerKey(r *http.Request) (string, error) {
 	return key, nil
 }
 
+// checkBreakerKey refuses (400) a key that no agent of the config uses and
+// that Redis has no breaker for: a trip or reset would leave a phantom
+// breaker for ever. The console has no override (inspector's --force has).
+func (c *Console) checkBreakerKey(ctx context.Context, key string) error {
+	err := c.breakers.CheckKey(ctx, key, inspect.BreakerKeys(c.cfg))
+	var uk *resilience.UnknownKeyError
+	if errors.As(err, &uk) {
+		return httpError(http.StatusBadRequest, "Unknown breaker: %s.", uk.Error())
+	}
+	return err
+}
+
 // breakerReset serves POST /ui/breakers/reset (key).
 func (c *Console) breakerReset(rw http.ResponseWriter, r *http.Request, _ session) error {
 	key, err := breakerKey(r)
@@ -610,6 +622,9 @@ func (c *Console) breakerReset(rw http.ResponseWriter, r *http.Request, _ sessio
 	}
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
+	if err := c.checkBreakerKey(ctx, key); err != nil {
+		return err
+	}
 	if err := c.breakers.Reset(ctx, key); err != nil {
 		return err
 	}
@@ -629,6 +644,9 @@ func (c *Console) breakerTrip(rw http.ResponseWriter, r *http.Request, _ session
 	}
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
+	if err := c.checkBreakerKey(ctx, key); err != nil {
+		return err
+	}
 	if err := c.breakers.Trip(ctx, key, d); err != nil {
 		return err
 	}
