@@ -122,7 +122,7 @@ func (g *global) loadConfig(app *App) (*config.Config, error) {
 	if g.configPath == "" {
 		cfg = config.Default()
 	} else {
-		data, rerr := os.ReadFile(g.configPath)
+		data, rerr := config.ReadFile(g.configPath)
 		if rerr != nil {
 			return nil, usageErr("read config: %v", rerr)
 		}

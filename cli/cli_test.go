@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +112,9 @@ func TestInspectorDLQ(t *testing.T) {
 func TestInspectorBreakers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", b.url, "breaker", "trip", "llm.example", "--for", "10m")
+	cfg := filepath.Join(t.TempDir(), "agentq.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("agents:\n  llm: {http: {url: \"http://127.0.0.1:1/\"}, breaker_key: llm.example}\n"), 0o600))
+	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", b.url, "--config", cfg, "breaker", "trip", "llm.example", "--for", "10m")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "tripped")
 	out, _, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "breakers", "--json")

@@ -351,36 +351,71 @@ func breakersCmd(app *App, g *global) *cobra.Command {
 	return cmd
 }
 
+// breakerOpts are the options of `breaker reset` and `breaker trip`.
+type breakerOpts struct {
+	trip  bool
+	d     time.Duration // trip: how long it stays open
+	force bool          // act on a key no agent uses and Redis does not know
+}
+
+// Validate checks the flags before Redis is touched.
+func (o *breakerOpts) Validate() error {
+	if o.trip && o.d <= 0 {
+		return usageErr("--for is required and must be positive (e.g. --for 10m)")
+	}
+	return nil
+}
+
+// checkBreakerKey refuses (exit 1) a key that no agent of the config uses
+// and that Redis has no breaker for, unless --force: a typo would
+// otherwise leave a phantom breaker for ever.
+func checkBreakerKey(ctx context.Context, s *session, b *resilience.Breakers, key string, force bool) error {
+	if force {
+		return nil
+	}
+	if err := b.CheckKey(ctx, key, inspect.BreakerKeys(s.cfg)); err != nil {
+		if errors.Is(err, resilience.ErrUnknownKey) {
+			return runtimeErr(fmt.Errorf("%w; pass --force to use it anyway", err))
+		}
+		return runtimeErr(err)
+	}
+	return nil
+}
+
 func breakerReset(app *App, g *global) *cobra.Command {
-	return &cobra.Command{Use: "reset KEY", Short: "Close a breaker now", Args: exactArgs(1, "one breaker key"),
-		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
-			if err := resilience.NewBreakers(s.rdb).Reset(cmd.Context(), args[0]); err != nil {
+	o := &breakerOpts{}
+	cmd := &cobra.Command{Use: "reset KEY", Short: "Close a breaker now", Args: exactArgs(1, "one breaker key"),
+		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, args []string, s *session) error {
+			b := resilience.NewBreakers(s.rdb)
+			if err := checkBreakerKey(cmd.Context(), s, b, args[0], o.force); err != nil {
+				return err
+			}
+			if err := b.Reset(cmd.Context(), args[0]); err != nil {
 				return runtimeErr(err)
 			}
 			fmt.Fprintf(app.Out, "breaker %s reset (closed)\n", args[0])
 			return nil
 		})}
+	cmd.Flags().BoolVar(&o.force, "force", false, "reset a key that no configured agent uses and Redis has no breaker for")
+	return cmd
 }
 
 func breakerTrip(app *App, g *global) *cobra.Command {
-	var d time.Duration
+	o := &breakerOpts{trip: true}
 	cmd := &cobra.Command{Use: "trip KEY --for DUR", Short: "Open a breaker for a while (manual override)", Args: exactArgs(1, "one breaker key"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if d <= 0 {
-				return usageErr("--for is required and must be positive (e.g. --for 10m)")
-			}
-			s, err := g.session(cmd.Context(), app)
-			if err != nil {
+		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, args []string, s *session) error {
+			b := resilience.NewBreakers(s.rdb)
+			if err := checkBreakerKey(cmd.Context(), s, b, args[0], o.force); err != nil {
 				return err
 			}
-			defer s.close()
-			if err := resilience.NewBreakers(s.rdb).Trip(cmd.Context(), args[0], d); err != nil {
+			if err := b.Trip(cmd.Context(), args[0], o.d); err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Out, "breaker %s tripped (open) for %s\n", args[0], d)
+			fmt.Fprintf(app.Out, "breaker %s tripped (open) for %s\n", args[0], o.d)
 			return nil
-		}}
-	cmd.Flags().DurationVar(&d, "for", 0, "how long it stays open")
+		})}
+	cmd.Flags().DurationVar(&o.d, "for", 0, "how long it stays open")
+	cmd.Flags().BoolVar(&o.force, "force", false, "trip a key that no configured agent uses and Redis has no breaker for (it stays listed for ever)")
 	return cmd
 }
 

@@ -2,14 +2,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience"
 )
 
@@ -90,6 +93,73 @@ func limitsCmd(app *App, g *global) *cobra.Command {
 			return nil
 		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON Lines")
+	cmd.AddCommand(limitsResume(app, g))
+	return cmd
+}
+
+// ResumeResult is what `inspector limits resume --json` prints.
+type ResumeResult struct {
+	Key string `json:"key"`
+	// Resumed is true when a pause was in force and is now over.
+	Resumed bool `json:"resumed"`
+	// PausedUntil and PauseReason are the pause that was cleared (null and
+	// "" when none was in force).
+	PausedUntil *time.Time `json:"paused_until"`
+	PauseReason string     `json:"pause_reason"`
+}
+
+// resumeOpts are the options of `limits resume`.
+type resumeOpts struct {
+	asJSON bool
+	force  bool // act on a key no agent uses and no worker registered
+}
+
+// Validate checks the flags (none can be wrong today).
+func (o *resumeOpts) Validate() error { return nil }
+
+// limitsResume builds `inspector limits resume KEY`: it ends a provider
+// pause (paused_until, set from the provider's rate-limit headers) now,
+// for every worker of the fleet.
+func limitsResume(app *App, g *global) *cobra.Command {
+	o := &resumeOpts{}
+	cmd := &cobra.Command{Use: "resume KEY", Short: "End a provider pause of a limits key now",
+		Long: `Clear the pause (paused_until) of a limits key, which workers set fleet-wide
+when a provider's reply says the key is exhausted, so that calls are
+admitted again at once. Tasks already deferred for the pause keep their due
+time (at most the pause's end). A key that no agent of --config uses and no
+worker registered is refused (exit 1) unless --force.`,
+		Args: exactArgs(1, "one limits key"),
+		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, args []string, s *session) error {
+			key := args[0]
+			l := resilience.NewLimiter(s.rdb)
+			if !o.force {
+				if err := l.CheckKey(cmd.Context(), key, inspect.LimitKeys(s.cfg)); err != nil {
+					if errors.Is(err, resilience.ErrUnknownKey) {
+						return runtimeErr(fmt.Errorf("%w; pass --force to use it anyway", err))
+					}
+					return runtimeErr(err)
+				}
+			}
+			until, reason, err := l.Resume(cmd.Context(), key)
+			if err != nil {
+				return runtimeErr(err)
+			}
+			res := ResumeResult{Key: key, Resumed: !until.IsZero(), PauseReason: reason}
+			if res.Resumed {
+				res.PausedUntil = &until
+			}
+			switch {
+			case o.asJSON:
+				printJSON(app, res)
+			case res.Resumed:
+				fmt.Fprintf(app.Out, "limits %s resumed: cleared the pause until %s (%s)\n", key, until.Format(time.RFC3339), dash(reason))
+			default:
+				fmt.Fprintf(app.Out, "limits %s was not paused: nothing to clear\n", key)
+			}
+			return nil
+		})}
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the result as one JSON object")
+	cmd.Flags().BoolVar(&o.force, "force", false, "resume a key that no configured agent uses and no worker registered")
 	return cmd
 }
 

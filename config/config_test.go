@@ -487,3 +487,40 @@ func TestAliasBombIsBounded(t *testing.T) {
 		t.Fatal("Parse did not return within 10s")
 	}
 }
+
+func TestFileSizeCap(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A valid document of comments, one byte over the limit: it must be
+	// refused before it is decoded, naming the file and the limit.
+	comments := func(n int) []byte {
+		line := "# " + strings.Repeat("x", 77) + "\n"
+		b := []byte(strings.Repeat(line, n/len(line)+1))[:n]
+		b[n-1] = '\n'
+		return b
+	}
+	over := filepath.Join(dir, "over.yaml")
+	require.NoError(t, os.WriteFile(over, comments(MaxFileSize+1), 0o600))
+	_, err := Load(over)
+	require.ErrorIs(t, err, ErrTooLarge)
+	require.ErrorIs(t, err, ErrInvalid)
+	require.Contains(t, err.Error(), over)
+	require.Contains(t, err.Error(), "4 MiB limit")
+
+	_, err = Parse(comments(MaxFileSize+1), "inline.yaml")
+	require.ErrorIs(t, err, ErrTooLarge)
+	require.Contains(t, err.Error(), "inline.yaml")
+
+	// Exactly the limit is accepted.
+	at := filepath.Join(dir, "at.yaml")
+	require.NoError(t, os.WriteFile(at, comments(MaxFileSize), 0o600))
+	_, err = Load(at)
+	require.NoError(t, err)
+
+	// An endless file is read only up to the limit, not into memory.
+	if _, serr := os.Stat("/dev/zero"); serr == nil {
+		data, err := ReadFile("/dev/zero")
+		require.ErrorIs(t, err, ErrTooLarge)
+		require.Nil(t, data)
+	}
+}

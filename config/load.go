@@ -21,7 +21,7 @@ func Load(path string) (*Config, error) {
 	if path == "" {
 		c = Default()
 	} else {
-		data, err := os.ReadFile(path)
+		data, err := ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
@@ -35,6 +35,41 @@ func Load(path string) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// MaxFileSize is the largest configuration file ReadFile reads and Parse
+// accepts: 4 MiB, a thousand times a large real config. The YAML decoder
+// holds many times a document's size in nodes (a 16 MB file took 1.1 GB),
+// so a bigger input is refused before it is decoded.
+const MaxFileSize = 4 << 20
+
+// ErrTooLarge is wrapped by the error of ReadFile and Parse for an input
+// larger than MaxFileSize; that error wraps ErrInvalid too.
+var ErrTooLarge = errors.New("config file too large")
+
+// ReadFile reads the configuration file at path, at most MaxFileSize bytes:
+// it reads MaxFileSize+1 bytes at most, so a huge file (or an endless one,
+// such as /dev/zero) is refused without being held in memory. The error
+// names the file and the limit and wraps ErrTooLarge; an error opening or
+// reading the file is the os error (which names the file).
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(path)
+	}
+	return data, nil
+}
+
+func tooLarge(name string) error {
+	return fmt.Errorf("%s: more than %d bytes, the 4 MiB limit for a config file: %w (%w)", name, MaxFileSize, ErrTooLarge, ErrInvalid)
 }
 
 // Parse decodes and validates a configuration document. name (usually the
@@ -61,6 +96,9 @@ const maxErrors = 50
 
 // parse decodes data over Default without validating values.
 func parse(data []byte, name string) (c *Config, err error) {
+	if len(data) > MaxFileSize {
+		return nil, tooLarge(name)
+	}
 	defer func() {
 		// yaml.v3 is not known to panic on v3.0.1, but a config parser must
 		// never take a process down on bad input.

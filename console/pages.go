@@ -418,7 +418,16 @@ func (c *Console) bulk(rw http.ResponseWriter, r *http.Request, s session) error
 	return nil
 }
 
-// exportDeadLetters serves GET /ui/deadletters/export?agent=&class=: JSON Lines.
+// exportDeadLetters serves GET /ui/deadletters/export?agent=&class=: JSON
+// Lines. A script must never take a short export for a whole one:
+//   - the status is sent with the first line, so a failure before it (Redis
+//     down at the first read) is the error page with its status (503 when
+//     Redis is unavailable), not a 200 with an empty body;
+//   - a failure after it (Redis lost mid-stream, the 20-timeout bound
+//     reached) cannot change the status any more: the lines written so far
+//     are flushed and the connection is aborted (http.ErrAbortHandler), so
+//     the chunked reply has no end and the client sees an error (curl exit
+//     18, Go's unexpected EOF), not a clean end of file.
 func (c *Console) exportDeadLetters(rw http.ResponseWriter, r *http.Request, _ session) error {
 	f, err := dlFilter(r.URL.Query())
 	if err != nil {
@@ -426,13 +435,40 @@ func (c *Console) exportDeadLetters(rw http.ResponseWriter, r *http.Request, _ s
 	}
 	ctx, cancel := c.bounded(r, 20)
 	defer cancel()
-	rw.Header().Set("Content-Type", "application/x-ndjson")
-	rw.Header().Set("Content-Disposition", `attachment; filename="deadletters.jsonl"`)
-	if _, err := c.dlq.Export(ctx, rw, f); err != nil {
-		// Headers are gone; the reply ends short, and the log says why.
-		c.opts.Logger.Warn("console: export failed", "err", err)
+	w := &exportWriter{rw: rw}
+	n, err := c.dlq.Export(ctx, w, f)
+	if err == nil {
+		w.start() // no dead letters: a 200 with an empty body
+		return nil
 	}
-	return nil
+	if !w.started {
+		return err
+	}
+	c.opts.Logger.Warn("console: export failed part-way; aborting the connection", "lines", n, "err", err)
+	_ = http.NewResponseController(rw).Flush()
+	panic(http.ErrAbortHandler)
+}
+
+// exportWriter sends the export's headers and status with its first write.
+type exportWriter struct {
+	rw      http.ResponseWriter
+	started bool
+}
+
+func (w *exportWriter) start() {
+	if w.started {
+		return
+	}
+	w.started = true
+	h := w.rw.Header()
+	h.Set("Content-Type", "application/x-ndjson")
+	h.Set("Content-Disposition", `attachment; filename="deadletters.jsonl"`)
+	w.rw.WriteHeader(http.StatusOK)
+}
+
+func (w *exportWriter) Write(p []byte) (int, error) {
+	w.start()
+	return w.rw.Write(p)
 }
 
 // taskSearch serves GET /ui/tasks?id=: the task's page, or the search form.
@@ -559,6 +595,18 @@ func breakerKey(r *http.Request) (string, error) {
 	return key, nil
 }
 
+// checkBreakerKey refuses (400) a key that no agent of the config uses and
+// that Redis has no breaker for: a trip or reset would leave a phantom
+// breaker for ever. The console has no override (inspector's --force has).
+func (c *Console) checkBreakerKey(ctx context.Context, key string) error {
+	err := c.breakers.CheckKey(ctx, key, inspect.BreakerKeys(c.cfg))
+	var uk *resilience.UnknownKeyError
+	if errors.As(err, &uk) {
+		return httpError(http.StatusBadRequest, "Unknown breaker: %s.", uk.Error())
+	}
+	return err
+}
+
 // breakerReset serves POST /ui/breakers/reset (key).
 func (c *Console) breakerReset(rw http.ResponseWriter, r *http.Request, s session) error {
 	key, err := breakerKey(r)
@@ -567,6 +615,9 @@ func (c *Console) breakerReset(rw http.ResponseWriter, r *http.Request, s sessio
 	}
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
+	if err := c.checkBreakerKey(ctx, key); err != nil {
+		return err
+	}
 	if err := c.breakers.Reset(ctx, key); err != nil {
 		return err
 	}
@@ -586,6 +637,9 @@ func (c *Console) breakerTrip(rw http.ResponseWriter, r *http.Request, s session
 	}
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
+	if err := c.checkBreakerKey(ctx, key); err != nil {
+		return err
+	}
 	if err := c.breakers.Trip(ctx, key, d); err != nil {
 		return err
 	}

@@ -5,15 +5,19 @@ package deploy_test
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/agentq/agentq/cli"
 	"github.com/agentq/agentq/config"
 )
 
@@ -105,9 +109,103 @@ func TestComposeInitAndToken(t *testing.T) {
 	api, ok := c.Services["api"]
 	require.True(t, ok, "an api service")
 	require.Contains(t, strings.Join(api.Command, " "), "serve")
-	tok := api.Environment["AGENTQ_API_TOKEN"]
-	require.True(t, strings.HasPrefix(tok, "${AGENTQ_API_TOKEN:?"), "the api service requires AGENTQ_API_TOKEN (compose fails without it): %q", tok)
+	require.Equal(t, "${AGENTQ_API_TOKEN:-}", api.Environment["AGENTQ_API_TOKEN"], "the api service gets the token from the environment")
 	require.NotContains(t, strings.Join(api.Command, " "), "--insecure-no-auth")
+}
+
+// requiredVarRE matches compose's required-variable interpolation,
+// ${VAR:?message} and ${VAR?message} ($$ is a literal dollar).
+var requiredVarRE = regexp.MustCompile(`(^|[^$])\$\{[A-Za-z_][A-Za-z0-9_]*:?\?`)
+
+// TestComposeRunsWithoutToken: compose interpolates the whole file for
+// every run, whatever services or profiles are asked for, so a
+// required-variable form anywhere makes a workers-only run fail to parse
+// without AGENTQ_API_TOKEN. The file has none; the token is required by the
+// API services themselves: each runs `enqueuer serve` on a non-loopback
+// address, which refuses to start without it (exit 2 before it touches
+// Redis), as this runs it with the service's own command and config.
+func TestComposeRunsWithoutToken(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("..", "docker-compose.yml"))
+	require.NoError(t, err)
+	var doc yaml.Node
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.ScalarNode:
+			require.False(t, requiredVarRE.MatchString(n.Value),
+				"docker-compose.yml:%d: %s: %q: a required variable fails every compose run, not only this service's", n.Line, path, n.Value)
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i], path)
+				walk(n.Content[i+1], path+"."+n.Content[i].Value)
+			}
+		default:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		}
+	}
+	walk(&doc, "")
+
+	var c compose
+	require.NoError(t, yaml.Unmarshal(raw, &c))
+	serves := 0
+	for name, s := range c.Services {
+		if len(s.Command) < 2 || s.Command[0] != "enqueuer" || s.Command[1] != "serve" {
+			continue
+		}
+		serves++
+		t.Run(name, func(t *testing.T) {
+			args := append([]string(nil), s.Command[1:]...)
+			for i, a := range args {
+				if a == "/etc/agentq/agentq.yaml" {
+					args[i] = filepath.Join("..", "deploy", "agentq.yaml")
+				}
+			}
+			var out, errb bytes.Buffer
+			env := func(k string) string {
+				if k == "AGENTQ_REDIS_URL" {
+					return "redis://127.0.0.1:1/0" // never reached
+				}
+				return "" // AGENTQ_API_TOKEN unset: ${AGENTQ_API_TOKEN:-} is ""
+			}
+			app := &cli.App{Out: &out, Err: &errb, In: strings.NewReader(""), Getenv: env}
+			code := cli.Main(context.Background(), app, cli.NewEnqueuerCmd, args)
+			require.Equal(t, cli.ExitUsage, code, errb.String())
+			require.Contains(t, errb.String(), "AGENTQ_API_TOKEN")
+			require.Contains(t, errb.String(), "refusing to serve")
+		})
+	}
+	require.Equal(t, 3, serves, "api, api-sentinel, api-cluster")
+}
+
+// TestDockerignore: the build context leaves out the local binaries (a
+// bin/ of 146 MB was sent to the daemon on every build), .git and test
+// output.
+func TestDockerignore(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("..", ".dockerignore"))
+	require.NoError(t, err, "a .dockerignore beside the Dockerfile")
+	var patterns []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			patterns = append(patterns, strings.TrimSuffix(strings.TrimPrefix(line, "/"), "/"))
+		}
+	}
+	for _, want := range []string{"bin", ".git", "**/*.test", "**/*.out", ".tmp", "console/.screenshots"} {
+		require.Contains(t, patterns, want)
+	}
+	for _, p := range patterns {
+		require.False(t, strings.HasPrefix(p, "!"), "no exceptions: %s", p)
+		for _, kept := range []string{"go.mod", "go.sum", "deploy/agentq.yaml", "cmd"} {
+			ok, err := filepath.Match(p, kept)
+			require.NoError(t, err)
+			require.False(t, ok, "%s would leave %s out of the build", p, kept)
+		}
+	}
 }
 
 // TestComposeProfiles: the sentinel and cluster profiles each run a worker
@@ -137,7 +235,7 @@ func TestComposeProfiles(t *testing.T) {
 			require.True(t, ok, "service %s", name)
 			require.Equal(t, []string{tc.profile}, s.Profiles, name)
 			require.True(t, s.Init, "%s: init: true", name)
-			require.True(t, strings.HasPrefix(s.Environment["AGENTQ_API_TOKEN"], "${AGENTQ_API_TOKEN:?"), name)
+			require.Equal(t, "${AGENTQ_API_TOKEN:-}", s.Environment["AGENTQ_API_TOKEN"], name)
 			url := s.Environment["AGENTQ_REDIS_URL"]
 			require.True(t, strings.HasPrefix(url, tc.scheme+"://"), "%s: %q", name, url)
 			sg, cl, err := config.ParseRedisURL(url)

@@ -345,7 +345,7 @@ agents:
 		return ids
 	}
 	trip := func(d string) time.Time {
-		out, errOut, code := run(t, "", b.inspector, "--redis", srv.URL(), "breaker", "trip", key, "--for", d)
+		out, errOut, code := run(t, "", b.inspector, "--config", cfg, "--redis", srv.URL(), "breaker", "trip", key, "--for", d)
 		require.Equal(t, 0, code, errOut)
 		require.Contains(t, out, "tripped")
 		s, err := br.Get(t.Context(), key)
@@ -427,7 +427,7 @@ agents:
 	waitDeferred(ids)
 	time.Sleep(200 * time.Millisecond) // give a wrong admission the chance to show
 	require.Empty(t, callsOf(ids), "no call while tripped")
-	out, errOut, code := run(t, "", b.inspector, "--redis", srv.URL(), "breaker", "reset", key)
+	out, errOut, code := run(t, "", b.inspector, "--config", cfg, "--redis", srv.URL(), "breaker", "reset", key)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "reset")
 	resetAt := time.Now()

@@ -111,3 +111,38 @@ func AgentRefs(cfg *config.Config) []resilience.AgentRef {
 	}
 	return refs
 }
+
+// BreakerKeys returns the breaker keys of cfg's agents (an agent's
+// breaker_key, its name by default), sorted, without repeats: the keys an
+// operator may trip or reset besides those already in Redis
+// (resilience.Breakers.CheckKey).
+func BreakerKeys(cfg *config.Config) []string {
+	var keys []string
+	for _, ref := range AgentRefs(cfg) {
+		keys = append(keys, ref.BreakerKey)
+	}
+	return sortedUnique(keys)
+}
+
+// LimitKeys returns the limits keys of cfg's agents, sorted, without
+// repeats (resilience.Limiter.CheckKey).
+func LimitKeys(cfg *config.Config) []string {
+	var keys []string
+	for _, ref := range AgentRefs(cfg) {
+		if ref.LimitKey != "" {
+			keys = append(keys, ref.LimitKey)
+		}
+	}
+	return sortedUnique(keys)
+}
+
+func sortedUnique(ss []string) []string {
+	sort.Strings(ss)
+	out := ss[:0]
+	for i, s := range ss {
+		if s != "" && (i == 0 || s != ss[i-1]) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -457,6 +457,41 @@ func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration, reason
 	return time.UnixMilli(r.Int(0)).UTC(), r.Int(1) == 1, nil
 }
 
+// resumeScript ends a key's pause now (an operator's override).
+//
+// KEYS[1] state hash. ARGV[1] now ms or "".
+// Returns {paused_until ms of the pause that was in force (0: none),
+// its reason ("" when none)}. A pause already over is cleared too.
+var resumeScript = redis.NewScript(limitPrelude + `
+local now = now_ms(ARGV[1])
+local h = redis.call('HMGET', KEYS[1], 'paused_until', 'paused_reason')
+if not h[1] then return {0, ''} end
+redis.call('HDEL', KEYS[1], 'paused_until', 'paused_reason')
+local pu = tonumber(h[1]) or 0
+if pu <= now then return {0, ''} end
+return {pu, h[2] or ''}
+`)
+
+// Resume ends key's fleet-wide pause now, as if the provider had not
+// asked for it: the next admission is checked against the limits alone.
+// It returns the end and reason of the pause that was in force (zero time
+// and "" when none was). Tasks already deferred for the pause keep their
+// due time (at most the pause's end). It does not create the key.
+func (l *Limiter) Resume(ctx context.Context, key string) (until time.Time, reason string, err error) {
+	res, err := l.run.Run(ctx, resumeScript, []string{rkeys.LimitState(key)}, l.nowArg())
+	if err != nil {
+		return time.Time{}, "", l.wrap(key, "resume", err)
+	}
+	r, err := redisx.ParseReply(res, 2)
+	if err != nil {
+		return time.Time{}, "", l.wrap(key, "resume", err)
+	}
+	if p := r.Int(0); p > 0 {
+		return time.UnixMilli(p).UTC(), r.Str(1), nil
+	}
+	return time.Time{}, "", nil
+}
+
 // Register records key's configuration for inspection (inspector limits,
 // the agents API) and adds key to the index of limits keys. Workers call it
 // at start; it changes no usage.

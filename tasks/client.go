@@ -262,6 +262,13 @@ func NewID() string {
 // caller ID with '#', see ValidateID; a queue the client was told is not
 // served, see WithQueues) is a *ValidationError. The enqueue is traced
 // (see WithTracerProvider).
+//
+// Any other error (Redis unreachable, a timeout, a failover, WAIT not met)
+// does not mean the task was not enqueued: the write may have reached
+// Redis before the reply was lost. Retry with the same caller-chosen ID (a
+// task that landed comes back as Duplicate); a task without a caller ID
+// gets a new one on each call, so set t.ID before the first try if you may
+// retry.
 func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (res Result, err error) {
 	o := newEnqueueOptions(opts)
 	env, err := c.envelope(t, c.store.Now().UTC())

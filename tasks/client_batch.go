@@ -109,7 +109,9 @@ type batchItem struct {
 // indexes that were not (errors.Is(err, ErrPartialBatch)); results is then
 // still returned, with the IDs of every task. As with Enqueue, a task whose
 // queue entry was written but whose record could not be is still reported
-// as enqueued: the worker writes the record when it runs it.
+// as enqueued: the worker writes the record when it runs it. An error that
+// is not a *BatchError (Redis unreachable, a timeout) may also come after
+// some tasks landed: retry the batch with the same caller-chosen IDs.
 func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOption) (results []Result, err error) {
 	if len(ts) == 0 {
 		return nil, nil
