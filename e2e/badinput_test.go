@@ -181,7 +181,7 @@ agents:
 	for _, h := range hostile {
 		e := byID[h.id]
 		require.NotNil(t, e, "%s not dead-lettered", h.id)
-		t.Logf("%-15s → %s/%s after %d attempt(s): %s", h.id, e.ErrorClass, e.Reason, e.Attempts, tail(e.Error, 160))
+		t.Logf("%-15s → %s/%s after %d attempt(s), the last %dms: %s", h.id, e.ErrorClass, e.Reason, e.Attempts, e.History[len(e.History)-1].DurationMS, tail(e.Error, 160))
 		if h.want.class != "" {
 			require.Equal(t, h.want.class, e.ErrorClass, h.id)
 			require.Equal(t, h.want.reason, e.Reason, h.id)
