@@ -169,6 +169,11 @@ agents:
 // TestCancelWaitingTasks: a scheduled task (cancelled through the HTTP
 // API) and a task waiting in the restart queue (through the inspector)
 // are taken off their queues and never call their agent again.
+//
+// Both wait an hour, so no machine is too slow to cancel them while they
+// wait; instead of sleeping past their due times, the test then makes
+// everything asynq still holds scheduled due at once: nothing may be left
+// to run.
 func TestCancelWaitingTasks(t *testing.T) {
 	t.Parallel()
 	b := buildBins(t)
@@ -179,7 +184,7 @@ worker: {concurrency: 4, shutdown_timeout: 5s}
 defaults:
   timeout: 10s
   retry: {max_attempts: 1}
-  restart: {max_restarts: 3, delays: [4s]}
+  restart: {max_restarts: 3, delays: [1h]}
 agents:
   tool:
     exec: {command: [%q]}
@@ -189,19 +194,20 @@ agents:
 	start(t, "serve", b.enqueuer, "--config", cfg, "--redis", srv.URL(), "serve", "--http", addr)
 	waitHTTP(t, "http://"+addr+"/healthz", 30*time.Second)
 
-	// Fails with a connection reset (network_transient): restarted after 4s.
+	// Fails with a connection reset (network_transient): restarted in 1h.
 	flaky := fmt.Sprintf(`{"mode":"fail_then_succeed","times":100,"state_dir":%q,"effects":%q}`, t.TempDir(), effects)
 	_, errOut, code := run(t, "", b.enqueuer, "--config", cfg, "--redis", srv.URL(), "--agent", "tool", "--id", "restarting", "--params", flaky)
 	require.Equal(t, 0, code, errOut)
 	echo := fmt.Sprintf(`{"mode":"echo","effects":%q}`, effects)
-	_, errOut, code = run(t, "", b.enqueuer, "--config", cfg, "--redis", srv.URL(), "--agent", "tool", "--id", "later", "--in", "4s", "--params", echo)
+	_, errOut, code = run(t, "", b.enqueuer, "--config", cfg, "--redis", srv.URL(), "--agent", "tool", "--id", "later", "--in", "1h", "--params", echo)
 	require.Equal(t, 0, code, errOut)
 
 	st := tasks.NewStore(srv.Client())
-	poll(t, 30*time.Second, "the first run to fail and wait for its restart", func() bool {
+	poll(t, 60*time.Second, "the first run to fail and wait for its restart", func() bool {
 		v, err := st.Get(context.Background(), "restarting")
 		return err == nil && v.State == tasks.StateRestarting
 	})
+	require.Len(t, inspectorRestarts(t, b, srv.URL()), 1, "the restart waits in the restart queue")
 
 	out, errOut, code := run(t, "", b.inspector, "--redis", srv.URL(), "task", "cancel", "restarting", "--reason", "gave up", "--json")
 	require.Equal(t, 0, code, errOut)
@@ -228,7 +234,17 @@ agents:
 	require.Equal(t, "task_ended", body["code"])
 	require.Equal(t, "canceled", body["state"])
 
-	time.Sleep(4500 * time.Millisecond) // past the restart's and the schedule's due times
+	// Their due times, now: asynq holds nothing scheduled any more (a run
+	// left behind would be moved to pending and picked up by the worker).
+	insp := asynq.NewInspectorFromRedisClient(srv.Client())
+	moved, err := insp.RunAllScheduledTasks(tasks.DefaultQueue)
+	require.NoError(t, err)
+	require.Zero(t, moved, "a canceled task was still scheduled")
+	poll(t, 60*time.Second, "the queue to be empty", func() bool {
+		qi, err := insp.GetQueueInfo(tasks.DefaultQueue)
+		require.NoError(t, err)
+		return qi.Pending+qi.Active+qi.Scheduled+qi.Retry == 0
+	})
 	require.Len(t, effectLines(t, effects, "restarting"), 1, "the restart never ran")
 	require.Empty(t, effectLines(t, effects, "later"), "the scheduled task never ran")
 	requireCanceled(t, b, srv.URL(), "restarting", "gave up")

@@ -34,9 +34,13 @@ import (
 
 // A hammer run lasts until wantEpisodes half-open generations had trials, or
 // maxHammer (a loaded CI machine under -race is slow; the check then fails).
+// The run proves invariants, not latency: its Breakers and clients wait
+// hammerCallTimeout for Redis, so a starved machine slows the run down
+// instead of failing calls as unavailable (the breaker's 2s default).
 const (
-	wantEpisodes = 25
-	maxHammer    = 15 * time.Second
+	wantEpisodes      = 25
+	maxHammer         = 60 * time.Second
+	hammerCallTimeout = 30 * time.Second
 )
 
 // hammerCfg cycles quickly: one failure opens, 5ms of cooldown, then trials.
@@ -165,7 +169,9 @@ func collectEvents(t *testing.T, rdb redis.UniversalClient, key string) (stop fu
 }
 
 // checkRun asserts the invariants on one run's admissions and transitions.
-func checkRun(t *testing.T, trials []trialLine, events []breakerEvent, maxCalls int, firstGen int64) {
+// events are every transition of a breaker that was new (CLOSED, generation
+// 0) when collectEvents subscribed: the first is the run's trip to OPEN.
+func checkRun(t *testing.T, trials []trialLine, events []breakerEvent, maxCalls int) {
 	t.Helper()
 	perGen := map[int64]int{}
 	tokens := map[string]bool{}
@@ -188,9 +194,11 @@ func checkRun(t *testing.T, trials []trialLine, events []breakerEvent, maxCalls 
 		{StateHalfOpen, StateClosed}: true, {StateHalfOpen, StateOpen}: true,
 	}
 	state := map[int64]BreakerState{}
-	prev, gen := StateOpen, firstGen
-	for _, e := range events {
-		require.Equal(t, gen+1, e.Generation, "generations must increase by exactly one per transition")
+	require.NotEmpty(t, events)
+	require.Equal(t, breakerEvent{Key: events[0].Key, State: StateOpen, Generation: 1}, events[0], "the first transition is the trip")
+	prev, gen := StateClosed, int64(0)
+	for i, e := range events {
+		require.Equal(t, gen+1, e.Generation, "generations must increase by exactly one per transition (event %d of %d)", i, len(events))
 		require.True(t, valid[[2]BreakerState{prev, e.State}], "invalid transition %s -> %s at generation %d", prev, e.State, e.Generation)
 		prev, gen = e.State, e.Generation
 		state[gen] = e.State
@@ -219,7 +227,7 @@ func TestBreakerHalfOpenConcurrency(t *testing.T) {
 			t.Parallel()
 			srv := redistest.Start(t)
 			hammerRun(t, srv.Client(), func() redis.UniversalClient {
-				c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 50})
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 50, ReadTimeout: hammerCallTimeout})
 				t.Cleanup(func() { _ = c.Close() })
 				return c
 			}, maxCalls, 4, 50)
@@ -235,8 +243,13 @@ func hammerRun(t *testing.T, admin redis.UniversalClient, newClient func() redis
 	t.Helper()
 	const key = "contended"
 	cfg := hammerCfg(maxCalls)
-	require.NoError(t, NewBreakers(admin).Trip(context.Background(), key, time.Millisecond))
+	// Subscribe before the trip, whose event is then the first one seen: on
+	// a Cluster the subscription may sit on another node than the breaker,
+	// which forwards the trip's PUBLISH over the cluster bus whenever it
+	// gets to it, so an event published before SUBSCRIBE returned can
+	// still arrive after it.
 	stop := collectEvents(t, admin, key)
+	require.NoError(t, NewBreakers(admin).Trip(context.Background(), key, time.Millisecond))
 	var (
 		mu     sync.Mutex
 		trials []trialLine
@@ -254,12 +267,12 @@ func hammerRun(t *testing.T, admin redis.UniversalClient, newClient func() redis
 	}
 	var wg sync.WaitGroup
 	for range clients {
-		b := NewBreakers(newClient())
+		b := NewBreakers(newClient(), WithCallTimeout(hammerCallTimeout))
 		wg.Add(1)
 		go func() { defer wg.Done(); hammer(ctx, b, key, cfg, goroutines, report) }()
 	}
 	wg.Wait()
-	checkRun(t, trials, stop(), maxCalls, 1)
+	checkRun(t, trials, stop(), maxCalls)
 }
 
 // Environment of the helper process.
@@ -280,8 +293,8 @@ func TestHelperProcess(t *testing.T) {
 		return
 	}
 	atoi := func(k string) int { n, _ := strconv.Atoi(os.Getenv(k)); return n }
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(helperAddrEnv), PoolSize: 30})
-	b := NewBreakers(rdb)
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(helperAddrEnv), PoolSize: 30, ReadTimeout: hammerCallTimeout})
+	b := NewBreakers(rdb, WithCallTimeout(hammerCallTimeout))
 	key := os.Getenv(helperKeyEnv)
 	cfg := hammerCfg(atoi(helperMaxEnv))
 	if ms := atoi(helperLeaseEnv); ms > 0 {
@@ -371,8 +384,8 @@ func TestBreakerMultiProcess(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	const key, maxCalls = "multiproc", 2
+	stop := collectEvents(t, admin, key) // before the trip: see hammerRun
 	require.NoError(t, NewBreakers(admin).Trip(context.Background(), key, time.Millisecond))
-	stop := collectEvents(t, admin, key)
 
 	var (
 		mu      sync.Mutex
@@ -421,7 +434,7 @@ func TestBreakerMultiProcess(t *testing.T) {
 		require.NoError(t, p.cmd.Wait(), "child failed: %s", p.stderr.String())
 	}
 	require.Len(t, pids, 4, "every process took part in the trials")
-	checkRun(t, trials, stop(), maxCalls, 1)
+	checkRun(t, trials, stop(), maxCalls)
 }
 
 // TestBreakerKilledTrialHolder: a process holding the only trial is

@@ -46,7 +46,11 @@ end
 // A missing hash is CLOSED with generation 0 and is not written: admissions
 // in CLOSED are read-only. OPEN past open_until becomes HALF_OPEN
 // (generation+1); in HALF_OPEN an expired lease ends the episode
-// (generation+1, leases dropped) before slots are counted.
+// (generation+1, leases dropped) before slots are counted. A token that
+// already holds a live lease is the same call sent again (go-redis resends
+// a command whose reply it lost, e.g. to a read timeout): it gets its trial
+// back, lease unchanged, instead of a denial that would leave its slot
+// leased to nobody until the lease expires.
 var allowScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
 local state, gen, cf, ou = load(KEYS[1])
@@ -68,6 +72,9 @@ if #expired > 0 then
   redis.call('DEL', KEYS[2])
   redis.call('HSET', KEYS[1], 'generation', gen)
   announce(ARGV[5], ARGV[6], state, gen)
+end
+if redis.call('ZSCORE', KEYS[2], ARGV[4]) then
+  return {1, state, gen, ARGV[4], 0, cf, 0}
 end
 if redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[4])

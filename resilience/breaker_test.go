@@ -166,6 +166,29 @@ func TestBreakerStateMachine(t *testing.T) {
 			require.Nil(t, s.OpenUntil)
 			require.True(t, h.allow().Allowed)
 		}},
+		{"a resent trial admission keeps its one slot", nil, func(t *testing.T, h *harness) {
+			// go-redis resends a script whose reply it lost (a read timeout
+			// on a busy server): the same token must get back the trial it
+			// holds, not a denial that leaves its slot leased to nobody.
+			h.fail(3)
+			h.clk.Add(10 * time.Second)
+			admittedAt := h.clk.Now()
+			args := allowArgs{key: h.key, halfOpenMax: h.cfg.HalfOpenMaxCalls, trialLease: h.cfg.TrialLease, token: "resent"}
+			first, err := h.b.allow(context.Background(), args)
+			require.NoError(t, err)
+			require.True(t, first.allowed)
+			require.Equal(t, StateHalfOpen, first.state)
+			h.clk.Add(time.Second)
+			again, err := h.b.allow(context.Background(), args)
+			require.NoError(t, err)
+			require.Equal(t, first, again, "the resend is the same admission")
+			deny := h.allow()
+			require.False(t, deny.Allowed, "still one trial per episode")
+			require.Equal(t, admittedAt.Add(5*time.Second), deny.RetryAt, "the resend did not extend the lease")
+			require.Equal(t, 1, h.get().TrialsInFlight)
+			trial := Admission{Allowed: true, State: again.state, Generation: again.gen, Token: again.token}
+			h.mustRecord(trial, OutcomeSuccess, StateClosed)
+		}},
 		{"half-open trial failure reopens with a fresh cooldown", nil, func(t *testing.T, h *harness) {
 			h.fail(3)
 			h.clk.Add(11 * time.Second)

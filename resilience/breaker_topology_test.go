@@ -24,13 +24,13 @@ func TestBreakerHalfOpenOnTopologies(t *testing.T) {
 		{"sentinel", func(t *testing.T) func() redis.UniversalClient {
 			sg := redistest.StartSentinel(t)
 			return func() redis.UniversalClient {
-				return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: sg.MasterName, SentinelAddrs: sg.Sentinels, PoolSize: 20})
+				return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: sg.MasterName, SentinelAddrs: sg.Sentinels, PoolSize: 20, ReadTimeout: hammerCallTimeout})
 			}
 		}},
 		{"cluster", func(t *testing.T) func() redis.UniversalClient {
 			cl := redistest.StartCluster(t)
 			return func() redis.UniversalClient {
-				return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), PoolSize: 20})
+				return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), PoolSize: 20, ReadTimeout: hammerCallTimeout})
 			}
 		}},
 	}
