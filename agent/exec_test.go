@@ -497,3 +497,29 @@ func TestExecConcurrent(t *testing.T) {
 		require.JSONEq(t, r.want, string(r.data))
 	}
 }
+
+// BenchmarkExecEcho is one exec call of the test agent, guard and all
+// (internal/procgroup): compare with BenchmarkStartProcess for the guard's
+// share.
+func BenchmarkExecEcho(b *testing.B) {
+	e, err := agent.NewExec(agent.ExecConfig{Command: []string{testbin.Build(b, testAgentPkg), "echo"}})
+	require.NoError(b, err)
+	for b.Loop() {
+		if _, err := e.Run(context.Background(), req("bench", `{}`)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStartProcess is the test agent run directly in a process group
+// of its own, without a guard.
+func BenchmarkStartProcess(b *testing.B) {
+	bin := testbin.Build(b, testAgentPkg)
+	for b.Loop() {
+		cmd := exec.Command(bin, "echo")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

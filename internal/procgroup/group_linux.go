@@ -2,45 +2,17 @@ package procgroup
 
 import (
 	"errors"
-	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"runtime"
 	"sync"
 	"syscall"
+
+	"github.com/agentq/agentq/internal/procgroup/guard"
 )
 
-// guardFD is the lifeline's file descriptor in a guard (ExtraFiles[0]).
-const guardFD = 3
-
-func init() {
-	if len(os.Args) == 1 && os.Args[0] == GuardName {
-		os.Exit(runGuard())
-	}
-}
-
-// runGuard is a group's guard (see the package comment): it waits for the
-// lifeline to close, then SIGKILLs its group. It refuses to run (exit 2)
-// unless it leads its group and fd 3 is a pipe, so starting the binary
-// under this name by hand kills nothing.
-func runGuard() int {
-	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE)
-	var st syscall.Stat_t
-	if err := syscall.Fstat(guardFD, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFIFO {
-		return 2
-	}
-	if syscall.Getpgrp() != syscall.Getpid() {
-		return 2
-	}
-	// Nothing is ever written: the read returns at end of file, when every
-	// write end is closed, that is when the process that started the
-	// group has died. (An error other than EOF ends the wait too: better a
-	// killed group than an unguarded one.)
-	_, _ = io.Copy(io.Discard, os.NewFile(guardFD, "lifeline"))
-	_ = syscall.Kill(0, syscall.SIGKILL) // the group, this guard included
-	return 0
-}
+// GuardName is the argv[0] under which this binary runs as a group's guard.
+const GuardName = guard.Name
 
 // lifeline is the pipe every guard of this process reads. Its write end is
 // never closed: the package variable keeps it (and its finalizer) alive
@@ -89,18 +61,18 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	if err != nil {
 		return guardError(err)
 	}
-	guard := &exec.Cmd{
+	gc := &exec.Cmd{
 		Path:        exe,
-		Args:        []string{GuardName},
+		Args:        []string{guard.Name},
 		Env:         []string{},
 		Dir:         "/",
 		ExtraFiles:  []*os.File{r},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if err := guard.Start(); err != nil {
+	if err := gc.Start(); err != nil {
 		return guardError(err)
 	}
-	g.guard, g.pgid, g.cmd = guard, guard.Process.Pid, cmd
+	g.guard, g.pgid, g.cmd = gc, gc.Process.Pid, cmd
 
 	attr := syscall.SysProcAttr{}
 	if cmd.SysProcAttr != nil {

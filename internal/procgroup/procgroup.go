@@ -12,7 +12,7 @@
 //
 //   - a guard. The group's leader is not the command but a guard: this
 //     very binary re-executed (/proc/self/exe) under the name GuardName,
-//     which an init function of this package recognizes before main runs.
+//     which an init function of package guard recognizes before main runs.
 //     The guard holds the read end of a pipe (the lifeline) whose only
 //     write end stays open in the starting process for its whole life, and
 //     blocks reading it. The kernel closes the write end when that process
@@ -46,9 +46,6 @@ import (
 	"errors"
 	"fmt"
 )
-
-// GuardName is the argv[0] under which this binary runs as a group's guard.
-const GuardName = "agentq-procgroup-guard"
 
 // ErrGuard wraps a failure to start a group's guard (the binary could not
 // re-execute itself: no /proc, a process limit, …). The command was not
