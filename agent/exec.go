@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/agentq/agentq/internal/procgroup"
 	"github.com/agentq/agentq/resilience"
 )
 
@@ -118,7 +119,9 @@ var errOutputTooLarge = errors.New("agent output too large")
 // When ctx is done (or the output cap is hit) the whole process group gets
 // SIGTERM, then SIGKILL after KillGrace; whatever is left of the group when
 // the agent exits is SIGKILLed, so no process outlives the call (except one
-// that left the group with setsid).
+// that left the group with setsid). On Linux the group does not outlive the
+// worker either: it is SIGKILLed within milliseconds of the worker's death,
+// however the worker dies (see internal/procgroup).
 //
 // The values of the environment it passes through from the worker (but
 // PATH, HOME and the other variables of publicEnv) are redacted
@@ -150,50 +153,47 @@ func (e *Exec) run(ctx context.Context, req Request) (json.RawMessage, error) {
 	stdout := &capWriter{max: e.cfg.MaxOutput, onOverflow: func() { stop(errOutputTooLarge) }}
 	stderr := NewTailWriter(e.cfg.StderrTail)
 
-	var hurry atomic.Pointer[time.Timer] // a quick stop's SIGKILL (see WithQuickStop)
-	cmd := e.command(runCtx, in, stdout, stderr, &hurry)
+	var (
+		group procgroup.Group
+		hurry atomic.Pointer[time.Timer] // a quick stop's SIGKILL (see WithQuickStop)
+	)
+	cmd := e.command(runCtx, in, stdout, stderr, &group, &hurry)
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := group.Start(cmd); err != nil { // Start and Wait on this goroutine
 		if ctx.Err() != nil {
 			return nil, ctxFailure(ctx, start, ctx.Err())
 		}
 		return nil, startFailure(e.cfg.Command[0], err)
 	}
-	waitErr := cmd.Wait()
+	waitErr := group.Wait() // and SIGKILLs what is left of the group
 	if t := hurry.Load(); t != nil {
 		t.Stop()
 	}
-	killGroup(cmd.Process.Pid)
 
 	return e.outcome(ctx, start, waitErr, stdout, stderr)
 }
 
 // command is the agent's process: no shell, the allowlisted environment,
-// req on stdin, in its own process group, which gets SIGTERM when runCtx
-// is done (and SIGKILL QuickStopGrace later when runCtx asks for a quick
+// req on stdin, to be started in group, which gets SIGTERM when runCtx is
+// done (and SIGKILL QuickStopGrace later when runCtx asks for a quick
 // stop: the timer is put in hurry, for Run to stop once the agent is gone).
-func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, stderr *TailWriter, hurry *atomic.Pointer[time.Timer]) *exec.Cmd {
+func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, stderr *TailWriter, group *procgroup.Group, hurry *atomic.Pointer[time.Timer]) *exec.Cmd {
 	cmd := exec.CommandContext(runCtx, e.cfg.Command[0], e.cfg.Command[1:]...)
 	cmd.Env = e.env() // never nil: nil would inherit the worker's environment
 	cmd.Dir = e.cfg.Dir
 	cmd.Stdin = bytes.NewReader(in)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
-		pid := cmd.Process.Pid
-		err := syscall.Kill(-pid, syscall.SIGTERM)
-		if errors.Is(err, syscall.ESRCH) {
-			return os.ErrProcessDone
-		}
-		if quickStop(runCtx) {
-			hurry.Store(time.AfterFunc(QuickStopGrace, func() { _ = syscall.Kill(-pid, syscall.SIGKILL) }))
+		err := group.Signal(syscall.SIGTERM)
+		if err == nil && quickStop(runCtx) {
+			hurry.Store(time.AfterFunc(QuickStopGrace, func() { _ = group.Signal(syscall.SIGKILL) }))
 		}
 		return err
 	}
-	// After SIGTERM, Wait gives the agent KillGrace, then SIGKILLs the leader
-	// and closes the pipes (children holding stdout open no longer block us);
-	// Run's killGroup takes care of the rest of the group.
+	// After SIGTERM, Wait gives the agent KillGrace, then SIGKILLs the
+	// agent and closes the pipes (children holding stdout open no longer
+	// block us); the group's Wait takes care of the rest of the group.
 	cmd.WaitDelay = e.cfg.KillGrace
 	return cmd
 }
@@ -267,13 +267,6 @@ func AllowedEnv(allow []string, getenv func(string) string) []string {
 // maxErrorText caps error texts taken from agent replies.
 const maxErrorText = 8 << 10
 
-// killGroup SIGKILLs what is left of the process group led by pid. The
-// leader has been reaped already; a group with members left keeps its ID,
-// and one without members makes this a harmless ESRCH.
-func killGroup(pid int) {
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-}
-
 // parseResponse decodes stdout as exactly one ActionResponse.
 func parseResponse(out []byte) (Response, error) {
 	var resp Response
@@ -298,6 +291,9 @@ func startFailure(name string, err error) error {
 	f := &resilience.Failure{Err: fmt.Errorf("agent: start %q: %w", name, err)}
 	var pathErr *fs.PathError
 	switch {
+	case errors.Is(err, procgroup.ErrGuard):
+		// The worker could not start the group's guard: not the agent's
+		// configuration; the classifier decides.
 	case errors.Is(err, exec.ErrNotFound),
 		errors.Is(err, fs.ErrNotExist),
 		errors.Is(err, fs.ErrPermission),
@@ -317,18 +313,24 @@ func exitFailure(ee *exec.ExitError) error {
 	return fmt.Errorf("agent exited with code %d: %w", ee.ExitCode(), ee)
 }
 
-// ctxFailure reports a call ended by its context: timeout or canceled.
+// ctxFailure reports a call ended by its context: timeout or canceled. A
+// timeout names the timeout the call was given when WithTimeout set its
+// deadline, else how long after start the deadline came (a figure
+// measured here, a little short of whatever timeout the caller had set).
 func ctxFailure(ctx context.Context, start time.Time, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		budget := time.Since(start)
-		if dl, ok := ctx.Deadline(); ok {
-			budget = dl.Sub(start)
-		}
-		if budget < 0 {
-			budget = 0
+		var msg string
+		if d, ok := timeoutOf(ctx); ok {
+			msg = fmt.Sprintf("agent timed out after %s", d.Round(time.Millisecond))
+		} else {
+			budget := time.Since(start)
+			if dl, ok := ctx.Deadline(); ok {
+				budget = dl.Sub(start)
+			}
+			msg = fmt.Sprintf("agent timed out: its deadline came %s after the call started", max(budget, 0).Round(time.Millisecond))
 		}
 		return &resilience.Failure{
-			Err:   fmt.Errorf("agent timed out after %s: %w", budget.Round(time.Millisecond), context.DeadlineExceeded),
+			Err:   fmt.Errorf("%s: %w", msg, context.DeadlineExceeded),
 			Class: resilience.Timeout,
 		}
 	}

@@ -129,7 +129,8 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quickStop), log, sp)
 	stamp := p.newStamper(ctx, sp, g.lim)
 	stamp.late() // the call leaves now: restamp its start if the worker stalled since its admission
-	runCtx, cancel := context.WithTimeout(stamp.trace(obsCtx), timeout)
+	// agent.WithTimeout: a runner's timeout failure names timeout itself.
+	runCtx, cancel := agent.WithTimeout(stamp.trace(obsCtx), timeout)
 	started := time.Now()
 	traceparent, tracestate := agentTrace(ctx, env)
 	data, runErr := sp.runner.Run(runCtx, agent.Request{

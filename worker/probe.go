@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/procgroup"
 	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/resilience"
@@ -110,25 +111,26 @@ func urlCheck(url string, expect int) func(ctx context.Context) error {
 // commandCheck runs argv (no shell) in its own process group: healthy on
 // exit status 0. env follows the exec agent's rules: "NAME" passes NAME
 // through from the worker when set and non-empty, "NAME=value" sets it,
-// nothing else is inherited. When ctx ends the whole group is killed. The
-// values passed through from the worker are redacted from the error it
+// nothing else is inherited. When ctx ends the whole group is killed; on
+// Linux it is also killed when the worker dies (internal/procgroup).
+// The values passed through from the worker are redacted from the error it
 // returns, as an exec agent's are (agent.EnvSecrets).
 func commandCheck(argv, env []string, dir string, getenv func(string) string) func(ctx context.Context) error {
 	argv = append([]string(nil), argv...)
 	penv := agent.AllowedEnv(env, getenv)
 	secrets := redact.NewSecrets(agent.EnvSecrets(env, getenv)...)
 	return func(ctx context.Context) error {
+		var group procgroup.Group
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = penv // never nil: nil would inherit the worker's environment
 		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.Cancel = func() error { return group.Signal(syscall.SIGKILL) }
 		cmd.WaitDelay = time.Second
 		out := agent.NewTailWriter(maxProbeBody)
 		cmd.Stdout, cmd.Stderr = out, out
-		err := cmd.Run()
-		if cmd.Process != nil {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // whatever is left of the group
+		err := group.Start(cmd) // Start and Wait on this goroutine
+		if err == nil {
+			err = group.Wait() // and SIGKILLs whatever is left of the group
 		}
 		if err != nil {
 			if ctx.Err() != nil {

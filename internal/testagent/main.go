@@ -18,7 +18,11 @@
 //	                                 starts K children of itself that ignore
 //	                                 SIGTERM and hold stdout open, writes their
 //	                                 PIDs to F one a line, then sleeps forever
-//	                                 (ignoring SIGTERM itself when B is true)
+//	                                 (ignoring SIGTERM itself when B is true);
+//	                                 with "times": N and "state_dir": D, only
+//	                                 the first N calls of a task hang (counted
+//	                                 as fail_then_succeed counts), later ones
+//	                                 succeed at once
 //	{"mode": "orphan", "children": K, "pid_file": F}
 //	                                 starts K children like hang's (stdout not
 //	                                 shared), writes their PIDs to F, succeeds
@@ -33,6 +37,13 @@
 // write, so concurrent agents never interleave lines) before doing anything
 // else: a side-effect log from which tests count duplicate executions and
 // find the PIDs of the agents that ran.
+//
+// In every mode, params "lock_dir": D first takes an exclusive flock on
+// D/<task_id>.lock, which its children inherit: the lock is held until
+// every process of the run is gone. When another run of the task holds
+// it, the agent appends "<task_id> <attempt> <restart> <pid> overlap" to
+// the effects log (when given) and exits 3: two runs of one task were
+// alive at the same time.
 //
 // The first argument, when given, is the mode and overrides params; further
 // arguments of the form key=value set params (value parsed as JSON when it
@@ -90,6 +101,9 @@ func main() {
 		}
 	}
 	p := params(req.Params)
+	if d := p.str("lock_dir", ""); d != "" {
+		lockRun(d, req, p.str("effects", ""))
+	}
 	if f := p.str("effects", ""); f != "" {
 		logEffect(f, req, p.str("mode", "echo"))
 	}
@@ -112,7 +126,7 @@ func main() {
 	case "huge":
 		huge(p.int("mb", 100))
 	case "hang":
-		hang(p)
+		hang(req, p)
 	case "orphan":
 		pids := spawn(p.int("children", 2), false)
 		writePIDs(p.str("pid_file", ""), pids)
@@ -123,7 +137,7 @@ func main() {
 		}
 		ms := p.int("ms", 0)
 		if ms < 0 {
-			select {}
+			forever()
 		}
 		time.Sleep(time.Duration(ms) * time.Millisecond)
 		succeed(json.RawMessage(`{"slept_ms":` + strconv.Itoa(ms) + `}`))
@@ -150,14 +164,17 @@ func exit(code int) { syscall.Exit(code) }
 // failThenSucceed fails the first "times" calls of a task, counting calls in
 // a file named after the task ID in state_dir.
 func failThenSucceed(req request, p params) {
-	dir := p.str("state_dir", os.TempDir())
-	name := strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || r == 0 {
-			return '_'
-		}
-		return r
-	}, req.TaskID)
-	file := filepath.Join(dir, "testagent-calls-"+name)
+	n := countCall(req, p.str("state_dir", os.TempDir()))
+	if n <= p.int("times", 1) {
+		die(1, "%s", p.str("stderr", defaultStderr))
+	}
+	succeed(map[string]any{"calls": n})
+}
+
+// countCall counts this call of the request's task in a file named after
+// the task ID in dir and returns the count.
+func countCall(req request, dir string) int {
+	file := filepath.Join(dir, "testagent-calls-"+fileName(req.TaskID))
 	n := 0
 	if b, err := os.ReadFile(file); err == nil {
 		n, _ = strconv.Atoi(strings.TrimSpace(string(b)))
@@ -166,10 +183,17 @@ func failThenSucceed(req request, p params) {
 	if err := os.WriteFile(file, []byte(strconv.Itoa(n)), 0o644); err != nil {
 		die(2, "testagent: write state: %v", err)
 	}
-	if n <= p.int("times", 1) {
-		die(1, "%s", p.str("stderr", defaultStderr))
-	}
-	succeed(map[string]any{"calls": n})
+	return n
+}
+
+// fileName is s made safe as one path element.
+func fileName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == 0 {
+			return '_'
+		}
+		return r
+	}, s)
 }
 
 func huge(mb int) {
@@ -182,13 +206,46 @@ func huge(mb int) {
 }
 
 // hang starts children that ignore SIGTERM and share stdout, records their
-// PIDs, and blocks.
-func hang(p params) {
+// PIDs, and blocks; with state_dir, only the first "times" calls of a task.
+func hang(req request, p params) {
+	if dir := p.str("state_dir", ""); dir != "" {
+		if n := countCall(req, dir); n > p.int("times", 1) {
+			succeed(map[string]any{"calls": n})
+			return
+		}
+	}
 	if p.bool("ignore_term") {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	writePIDs(p.str("pid_file", ""), spawn(p.int("children", 2), true))
-	select {}
+	forever()
+}
+
+// forever blocks for good. (An empty select would end the program: the
+// runtime reports a deadlock when no goroutine can ever run again.)
+func forever() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// runLock is the flock of lock_dir, inherited by the agent's children.
+var runLock *os.File
+
+// lockRun takes the run's lock on dir/<task_id>.lock, or reports an
+// overlap and exits 3 when another run of the task holds it.
+func lockRun(dir string, req request, effects string) {
+	f, err := os.OpenFile(filepath.Join(dir, fileName(req.TaskID)+".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		die(2, "testagent: lock: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if effects != "" {
+			logEffect(effects, req, "overlap")
+		}
+		die(3, "testagent: another run of task %s is alive: %v", req.TaskID, err)
+	}
+	runLock = f
 }
 
 // spawn starts n children of this program that sleep forever ignoring
@@ -205,6 +262,9 @@ func spawn(n int, shareStdout bool) []string {
 		if shareStdout {
 			c.Stdout = os.Stdout
 			c.Stderr = os.Stderr
+		}
+		if runLock != nil {
+			c.ExtraFiles = []*os.File{runLock} // the child holds the run's lock too
 		}
 		if err := c.Start(); err != nil {
 			die(2, "testagent: start child: %v", err)
