@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/resilience"
@@ -63,8 +64,7 @@ func writeJSON(rw http.ResponseWriter, status int, v any) { httpx.WriteJSON(rw, 
 
 func writeError(rw http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
-		secs := int64((e.retryAfter + time.Second - 1) / time.Second)
-		rw.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+		rw.Header().Set("Retry-After", strconv.FormatInt(max(durx.CeilSeconds(e.retryAfter), 1), 10))
 	}
 	if e.status == http.StatusUnauthorized {
 		rw.Header().Set("WWW-Authenticate", `Bearer realm="agentq"`)

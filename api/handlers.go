@@ -522,8 +522,9 @@ func (s *Server) cancelTask(rw http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	if len(req.Reason) > tasks.MaxCancelReason {
-		return invalid("cancel request: field \"reason\" is %d bytes; at most %d", len(req.Reason), tasks.MaxCancelReason)
+	var ve *tasks.ValidationError
+	if err := tasks.CheckCancelReason(req.Reason); errors.As(err, &ve) {
+		return invalid("cancel request: field %q %s", ve.Field, ve.Reason)
 	}
 	res, err := s.client.Cancel(ctx, id, req.Reason)
 	var ended *tasks.EndedError

@@ -46,6 +46,9 @@ func (o *enqueueOptions) Validate() error {
 	if o.in < 0 {
 		return usageErr("--in must not be negative (got %s)", o.in)
 	}
+	if o.in > tasks.MaxDelay {
+		return usageErr("--in is too large: a task may be delayed by at most %s (10 years)", tasks.MaxDelay)
+	}
 	return nil
 }
 
@@ -154,12 +157,12 @@ func printResult(app *App, asJSON bool, res tasks.Result) {
 		fmt.Fprintln(app.Out, string(b))
 		return
 	}
-	fmt.Fprintln(app.Out, res.ID)
+	tprintf(app.Out, "%s\n", res.ID)
 	switch {
 	case res.Duplicate && res.State == tasks.StateDeadLettered:
-		fmt.Fprintf(app.Err, "enqueuer: task %s already exists as a dead letter; not enqueued again (inspector dlq requeue %s runs it again)\n", res.ID, res.ID)
+		tprintf(app.Err, "enqueuer: task %s already exists as a dead letter; not enqueued again (inspector dlq requeue %s runs it again)\n", res.ID, res.ID)
 	case res.Duplicate:
-		fmt.Fprintf(app.Err, "enqueuer: task %s already exists (state %s); not enqueued again\n", res.ID, res.State)
+		tprintf(app.Err, "enqueuer: task %s already exists (state %s); not enqueued again\n", res.ID, res.State)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -120,10 +121,16 @@ func tsp(t *time.Time) string {
 	return ts(*t)
 }
 
+// short is s on one line (newlines and tabs as spaces), clean'd, cut to
+// n bytes on a rune boundary.
 func short(s string, n int) string {
-	s = strings.ReplaceAll(strings.ReplaceAll(s, "\n", " "), "\t", " ")
+	s = clean(strings.ReplaceAll(strings.ReplaceAll(s, "\n", " "), "\t", " "))
 	if len(s) > n {
-		return s[:n-1] + "…"
+		cut := n - 1
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
 	}
 	return s
 }
@@ -160,11 +167,11 @@ func dlqList(app *App, g *global) *cobra.Command {
 			}
 			printList(app, o.json, entries, "ID\tAGENT\tACTION\tCLASS\tREASON\tATTEMPTS\tRESTARTS\tDEAD LETTERED\tERROR",
 				func(w io.Writer, e *deadletter.Entry) {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, e.Agent, e.Action, e.ErrorClass, e.Reason,
+					tprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, e.Agent, e.Action, e.ErrorClass, e.Reason,
 						e.Attempts, e.Restarts, ts(e.DeadLetteredAt), short(e.Error, 60))
 				})
 			if !o.json {
-				fmt.Fprintf(app.Out, "%d of %d dead letters\n", len(entries), total)
+				tprintf(app.Out, "%d of %d dead letters\n", len(entries), total)
 			}
 			return nil
 		})}
@@ -192,7 +199,7 @@ func dlqShow(app *App, g *global) *cobra.Command {
 				return nil
 			}
 			w := table(app)
-			fmt.Fprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nQueue:\t%s\nCorrelation ID:\t%s\nClass:\t%s\nReason:\t%s\nAttempts:\t%d\nRestarts:\t%d\nDead-lettered:\t%s\nError:\t%s\nParams:\t%s\n",
+			tprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nQueue:\t%s\nCorrelation ID:\t%s\nClass:\t%s\nReason:\t%s\nAttempts:\t%d\nRestarts:\t%d\nDead-lettered:\t%s\nError:\t%s\nParams:\t%s\n",
 				e.ID, e.Agent, e.Action, e.Queue, e.CorrelationID, e.ErrorClass, e.Reason, e.Attempts, e.Restarts,
 				ts(e.DeadLetteredAt), e.Error, string(e.Params))
 			_ = w.Flush()
@@ -212,7 +219,7 @@ func printHistory(app *App, h []tasks.Event) {
 		if ev.DelayMS > 0 {
 			delay = (time.Duration(ev.DelayMS) * time.Millisecond).String()
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event,
+		tprintf(w, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event,
 			ev.Attempt, ev.Restart, ev.ErrorClass, delay, short(ev.Error, 70))
 	}
 	_ = w.Flush()
@@ -253,10 +260,10 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 			client := tasks.NewClient(s.rdb, s.cfg.ClientOptions()...)
 			_, failed, err := s.dlq.RequeueIDs(cmd.Context(), client, ids, func(id string, err error) {
 				if err != nil {
-					fmt.Fprintf(app.Err, "inspector: requeue %s: %v\n", id, err)
+					tprintf(app.Err, "inspector: requeue %s: %v\n", id, err)
 					return
 				}
-				fmt.Fprintln(app.Out, id)
+				tprintf(app.Out, "%s\n", id)
 			})
 			if err != nil {
 				return runtimeErr(err)
@@ -285,7 +292,7 @@ func dlqDelete(app *App, g *global) *cobra.Command {
 			if err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Out, "deleted %d of %d\n", n, len(args))
+			tprintf(app.Out, "deleted %d of %d\n", n, len(args))
 			if n < len(args) {
 				return runtimeErr(fmt.Errorf("%d of the IDs were not dead letters", len(args)-n))
 			}
@@ -309,7 +316,7 @@ func dlqPurge(app *App, g *global) *cobra.Command {
 			if err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Out, "purged %d dead letters\n", n)
+			tprintf(app.Out, "purged %d dead letters\n", n)
 			return nil
 		}}
 	cmd.Flags().BoolVar(&yes, "yes", false, "really delete them all")
@@ -324,7 +331,7 @@ func dlqExport(app *App, g *global) *cobra.Command {
 			if err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Err, "exported %d dead letters\n", n)
+			tprintf(app.Err, "exported %d dead letters\n", n)
 			return nil
 		})}
 	cmd.Flags().StringVar(&o.agent, "agent", "", "only this agent's")
@@ -342,7 +349,7 @@ func breakersCmd(app *App, g *global) *cobra.Command {
 			}
 			printList(app, asJSON, list, "KEY\tSTATE\tHEALTH\tCONSEC FAIL\tFAILURES\tSUCCESSES\tOPEN UNTIL\tLAST FAILURE\tLAST SUCCESS",
 				func(w io.Writer, b resilience.BreakerSnapshot) {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
+					tprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
 						b.FailureCount, b.SuccessCount, tsp(b.OpenUntil), tsp(b.LastFailureAt), tsp(b.LastSuccessAt))
 				})
 			return nil
@@ -357,7 +364,7 @@ func breakerReset(app *App, g *global) *cobra.Command {
 			if err := resilience.NewBreakers(s.rdb).Reset(cmd.Context(), args[0]); err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Out, "breaker %s reset (closed)\n", args[0])
+			tprintf(app.Out, "breaker %s reset (closed)\n", args[0])
 			return nil
 		})}
 }
@@ -377,7 +384,7 @@ func breakerTrip(app *App, g *global) *cobra.Command {
 			if err := resilience.NewBreakers(s.rdb).Trip(cmd.Context(), args[0], d); err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Out, "breaker %s tripped (open) for %s\n", args[0], d)
+			tprintf(app.Out, "breaker %s tripped (open) for %s\n", args[0], d)
 			return nil
 		}}
 	cmd.Flags().DurationVar(&d, "for", 0, "how long it stays open")
@@ -400,12 +407,12 @@ func taskCmd(app *App, g *global) *cobra.Command {
 				return nil
 			}
 			w := table(app)
-			fmt.Fprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nState:\t%s\nAttempts:\t%d\nRestarts:\t%d\n", v.ID, v.Agent, v.Action, v.State, v.Attempts, v.Restarts)
+			tprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nState:\t%s\nAttempts:\t%d\nRestarts:\t%d\n", v.ID, v.Agent, v.Action, v.State, v.Attempts, v.Restarts)
 			if v.ErrorClass != "" {
-				fmt.Fprintf(w, "Class:\t%s\nError:\t%s\n", v.ErrorClass, v.Error)
+				tprintf(w, "Class:\t%s\nError:\t%s\n", v.ErrorClass, v.Error)
 			}
 			if v.State == tasks.StateCanceled {
-				fmt.Fprintf(w, "Canceled:\t%s\nReason:\t%s\n", v.CanceledAt, v.CancelReason)
+				tprintf(w, "Canceled:\t%s\nReason:\t%s\n", v.CanceledAt, v.CancelReason)
 			}
 			_ = w.Flush()
 			fmt.Fprintln(app.Out, "History:")
@@ -433,8 +440,9 @@ func (o *cancelOptions) Validate(args []string) error {
 			return usageErr("a task ID is empty")
 		}
 	}
-	if len(o.reason) > tasks.MaxCancelReason {
-		return usageErr("--reason is %d bytes; at most %d", len(o.reason), tasks.MaxCancelReason)
+	var ve *tasks.ValidationError
+	if err := tasks.CheckCancelReason(o.reason); errors.As(err, &ve) {
+		return usageErr("--reason %s", ve.Reason)
 	}
 	return nil
 }
@@ -476,7 +484,7 @@ canceled) or is unknown is reported and makes the exit status 1.`,
 					if o.json {
 						printJSON(app, f)
 					}
-					fmt.Fprintf(app.Err, "inspector: cancel %s: %s\n", id, f.Error)
+					tprintf(app.Err, "inspector: cancel %s: %s\n", id, f.Error)
 					continue
 				}
 				if o.json {
@@ -491,7 +499,7 @@ canceled) or is unknown is reported and makes the exit status 1.`,
 				if !res.Removed {
 					run = "stopping on its worker"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", res.ID, res.State, res.PreviousState, run)
+				tprintf(w, "%s\t%s\t%s\t%s\n", res.ID, res.State, res.PreviousState, run)
 			}
 			if w != nil {
 				_ = w.Flush()
@@ -527,7 +535,7 @@ func restartsCmd(app *App, g *global) *cobra.Command {
 				return runtimeErr(err)
 			}
 			printList(app, asJSON, list, "ID\tAGENT\tRESTART\tDUE\tCLASS\tERROR", func(w io.Writer, p restart.Pending) {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Agent, p.Restart, ts(p.DueAt), p.Class, short(p.Error, 60))
+				tprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Agent, p.Restart, ts(p.DueAt), p.Class, short(p.Error, 60))
 			})
 			return nil
 		})}
@@ -566,17 +574,17 @@ func statsCmd(app *App, g *global) *cobra.Command {
 			w := table(app)
 			fmt.Fprintln(w, "QUEUE\tPENDING\tACTIVE\tSCHEDULED\tRETRY\tPROCESSED TODAY\tFAILED TODAY")
 			for _, q := range st.Queues {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Queue, q.Pending, q.Active, q.Scheduled, q.Retry, q.Processed, q.Failed)
+				tprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Queue, q.Pending, q.Active, q.Scheduled, q.Retry, q.Processed, q.Failed)
 			}
 			_ = w.Flush()
-			fmt.Fprintf(app.Out, "dead letters: %d   restarts pending: %d   breakers: %d (%d open)\n",
+			tprintf(app.Out, "dead letters: %d   restarts pending: %d   breakers: %d (%d open)\n",
 				st.DeadLetters, st.RestartsPending, st.Breakers, st.BreakersOpen)
 			for _, l := range st.Limits {
 				paused := ""
 				if l.PausedUntil != nil {
 					paused = "   paused until " + ts(*l.PausedUntil)
 				}
-				fmt.Fprintf(app.Out, "limits %s: requests %s   tokens %s   in flight %s%s\n", l.Key,
+				tprintf(app.Out, "limits %s: requests %s   tokens %s   in flight %s%s\n", l.Key,
 					usage(l.RequestsInWindow, int64(l.Requests)), usage(l.TokensInWindow, l.Tokens), usage(l.InFlight, int64(l.Concurrency)), paused)
 			}
 			return nil

@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// clean renders s for a terminal: every character that is not printable
+// — C0 and C1 control characters (ESC starts the sequences that set a
+// window's title, clear the screen or rewrite earlier lines), DEL,
+// bidirectional formatting characters and any other non-printing rune —
+// becomes a Go-style escape (\n, \t, \x1b, \u202e), and so does each byte
+// of invalid UTF-8 (\xff). Producers refuse such characters in what they
+// enqueue (tasks.CheckText), but records written before that, or straight
+// into Redis, still reach the inspector. JSON output needs none of this:
+// encoding/json escapes control characters (and U+2028, U+2029) itself.
+func clean(s string) string { return escape(s, false) }
+
+// cleanText is clean for a message of several lines (an error): its
+// newlines and tabs are kept.
+func cleanText(s string) string { return escape(s, true) }
+
+// escape is clean; layout keeps newlines and tabs.
+func escape(s string, layout bool) string {
+	if !needsClean(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case printable(r), layout && (r == '\n' || r == '\t'):
+			b.WriteString(s[i : i+n])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// needsClean reports whether clean would change s.
+func needsClean(s string) bool {
+	for i, r := range s {
+		if (r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD")) || !printable(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// printable: shown as itself. unicode.IsPrint refuses the control and
+// format characters (bidi marks, overrides and isolates are format
+// characters, class Cf) and every space but U+0020.
+func printable(r rune) bool { return unicode.IsPrint(r) }
+
+// tprintf is fmt.Fprintf for the inspector's and enqueuer's text output:
+// every string argument (of any string type: tasks.State, …) is clean'd.
+// Use it for every line that shows what came from Redis.
+func tprintf(w io.Writer, format string, args ...any) {
+	for i, a := range args {
+		if v := reflect.ValueOf(a); v.IsValid() && v.Kind() == reflect.String {
+			args[i] = clean(v.String())
+		}
+	}
+	fmt.Fprintf(w, format, args...)
+}
