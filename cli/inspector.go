@@ -199,8 +199,8 @@ func dlqShow(app *App, g *global) *cobra.Command {
 				return nil
 			}
 			w := table(app)
-			tprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nQueue:\t%s\nCorrelation ID:\t%s\nClass:\t%s\nReason:\t%s\nAttempts:\t%d\nRestarts:\t%d\nDead-lettered:\t%s\nError:\t%s\nParams:\t%s\n",
-				e.ID, e.Agent, e.Action, e.Queue, e.CorrelationID, e.ErrorClass, e.Reason, e.Attempts, e.Restarts,
+			tprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nQueue:\t%s\nCorrelation ID:\t%s\nClass:\t%s\nReason:\t%s\nAttempts:\t%d\nRestarts:\t%d\nRun:\t%d\nDead-lettered:\t%s\nError:\t%s\nParams:\t%s\n",
+				e.ID, e.Agent, e.Action, e.Queue, e.CorrelationID, e.ErrorClass, e.Reason, e.Attempts, e.Restarts, e.Run,
 				ts(e.DeadLetteredAt), e.Error, string(e.Params))
 			_ = w.Flush()
 			fmt.Fprintln(app.Out, "History:")
@@ -228,11 +228,17 @@ func printHistory(app *App, h []tasks.Event) {
 type requeueOptions struct {
 	all          bool
 	agent, class string
+	// run is the run the dead letter must be at (--run), or
+	// deadletter.AnyRun.
+	run int
 }
 
 func (o *requeueOptions) Validate(args []string) error {
 	if o.all == (len(args) > 0) {
 		return usageErr("give dead-letter IDs or --all (not both)")
+	}
+	if o.run != deadletter.AnyRun && (o.run < 0 || len(args) != 1) {
+		return usageErr("--run goes with one dead-letter ID and is at least 0")
 	}
 	if !o.all && (o.agent != "" || o.class != "") {
 		return usageErr("--agent and --class go with --all")
@@ -248,6 +254,13 @@ func (o *requeueOptions) Validate(args []string) error {
 func dlqRequeue(app *App, g *global) *cobra.Command {
 	o := &requeueOptions{}
 	cmd := &cobra.Command{Use: "requeue ID...|--all", Short: "Run dead letters again with a fresh budget (history kept)",
+		Long: `Requeue each dead letter as a fresh run of its task (a new attempt and
+restart budget, the same parameters, the history kept). Of concurrent
+requeues of one dead letter (this command, the console, the HTTP API)
+exactly one requeues it; the others are refused (exit 1: gone, or being
+requeued) and write nothing. --run N, with one ID, requeues it only if it
+is still run N (the Run that dlq show printed): once the task was requeued
+and dead-lettered again, a late requeue is refused.`,
 		RunE: g.withSession(app, o.Validate, func(cmd *cobra.Command, args []string, s *session) error {
 			ids := args
 			if o.all {
@@ -258,6 +271,13 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 				}
 			}
 			client := tasks.NewClient(s.rdb, s.cfg.ClientOptions()...)
+			if o.run != deadletter.AnyRun {
+				if _, err := s.dlq.RequeueTaskRun(cmd.Context(), client, ids[0], o.run); err != nil {
+					return runtimeErr(err)
+				}
+				tprintf(app.Out, "%s\n", ids[0])
+				return nil
+			}
 			_, failed, err := s.dlq.RequeueIDs(cmd.Context(), client, ids, func(id string, err error) {
 				if err != nil {
 					tprintf(app.Err, "inspector: requeue %s: %v\n", id, err)
@@ -276,6 +296,7 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 	cmd.Flags().BoolVar(&o.all, "all", false, "every dead letter (narrow with --agent, --class)")
 	cmd.Flags().StringVar(&o.agent, "agent", "", "with --all: only this agent's")
 	cmd.Flags().StringVar(&o.class, "class", "", "with --all: only this class")
+	cmd.Flags().IntVar(&o.run, "run", deadletter.AnyRun, "with one ID: requeue it only if it is this run (the one you looked at); another run is refused")
 	return cmd
 }
 
