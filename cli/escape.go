@@ -71,11 +71,14 @@ func needsClean(s string) bool {
 func printable(r rune) bool { return unicode.IsPrint(r) }
 
 // tprintf is fmt.Fprintf for the inspector's and enqueuer's text output:
-// every string argument (of any string type: tasks.State, …) is clean'd.
+// every string argument (of any string type: tasks.State, …) and the text
+// of every error argument is clean'd.
 // Use it for every line that shows what came from Redis.
 func tprintf(w io.Writer, format string, args ...any) {
 	for i, a := range args {
-		if v := reflect.ValueOf(a); v.IsValid() && v.Kind() == reflect.String {
+		if err, ok := a.(error); ok {
+			args[i] = clean(err.Error())
+		} else if v := reflect.ValueOf(a); v.IsValid() && v.Kind() == reflect.String {
 			args[i] = clean(v.String())
 		}
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +185,6 @@ func TestClean(t *testing.T) {
 	}
 	require.Equal(t, "line one\n\tline two \\x1b", cleanText("line one\n\tline two \x1b"))
 	var sb strings.Builder
-	tprintf(&sb, "%s|%s|%d\n", tasks.State("s\x1b"), "x\x07", 3)
-	require.Equal(t, `s\x1b|x\x07|3`+"\n", sb.String())
+	tprintf(&sb, "%s|%s|%d|%v\n", tasks.State("s\x1b"), "x\x07", 3, errors.New("e\x1b[2J"))
+	require.Equal(t, `s\x1b|x\x07|3|e\x1b[2J`+"\n", sb.String())
 }

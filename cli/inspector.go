@@ -17,6 +17,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
@@ -217,7 +218,7 @@ func printHistory(app *App, h []tasks.Event) {
 	for _, ev := range h {
 		delay := "-"
 		if ev.DelayMS > 0 {
-			delay = (time.Duration(ev.DelayMS) * time.Millisecond).String()
+			delay = durx.Millis(ev.DelayMS).String()
 		}
 		tprintf(w, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event,
 			ev.Attempt, ev.Restart, ev.ErrorClass, delay, short(ev.Error, 70))
