@@ -145,16 +145,14 @@ func refusal(app *App, asJSON bool, err error) error {
 		return runtimeErr(err)
 	}
 	if asJSON {
-		b, _ := json.Marshal(ue.ErrorBody())
-		fmt.Fprintln(app.Out, string(b))
+		printJSON(app, ue.ErrorBody())
 	}
 	return &ExitError{Code: ExitUnavailable, Err: err}
 }
 
 func printResult(app *App, asJSON bool, res tasks.Result) {
 	if asJSON {
-		b, _ := json.Marshal(res)
-		fmt.Fprintln(app.Out, string(b))
+		printJSON(app, res)
 		return
 	}
 	tprintf(app.Out, "%s\n", res.ID)
@@ -443,8 +441,7 @@ func checkLines(ctx context.Context, app *App, o *enqueueOptions, cfg *config.Co
 		}
 		fmt.Fprintf(app.Err, "enqueuer: line %d: %v\n", line, err)
 		if o.json {
-			b, _ := json.Marshal(ue.ErrorBody())
-			fmt.Fprintln(app.Out, string(b))
+			printJSON(app, ue.ErrorBody())
 		}
 	}
 	if refused > 0 {

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -16,8 +18,8 @@ import (
 // becomes a Go-style escape (\n, \t, \x1b, \u202e), and so does each byte
 // of invalid UTF-8 (\xff). Producers refuse such characters in what they
 // enqueue (tasks.CheckText), but records written before that, or straight
-// into Redis, still reach the inspector. JSON output needs none of this:
-// encoding/json escapes control characters (and U+2028, U+2029) itself.
+// into Redis, still reach the inspector. JSON output goes through
+// safeJSON instead.
 func clean(s string) string { return escape(s, false) }
 
 // cleanText is clean for a message of several lines (an error): its
@@ -83,4 +85,36 @@ func tprintf(w io.Writer, format string, args ...any) {
 		}
 	}
 	fmt.Fprintf(w, format, args...)
+}
+
+// safeJSON rewrites JSON that encoding/json wrote so that it shows no
+// non-printing character raw: encoding/json escapes C0 controls (and
+// U+2028, U+2029) but writes DEL, the C1 controls (U+0080–U+009F, which
+// some terminals obey: U+009B is CSI) and the bidirectional formatting
+// characters as they are. Each becomes a \uXXXX escape (a surrogate pair
+// past U+FFFF); such runes can only be inside JSON strings, so the
+// document means the same.
+func safeJSON(b []byte) []byte {
+	if !needsClean(string(b)) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if printable(r) || (r == utf8.RuneError && n == 1) || r == '\n' || r == '\t' || r == '\r' || r == ' ' {
+			out = append(out, b[i:i+n]...)
+		} else if r1, r2 := utf16.EncodeRune(r); r1 != unicode.ReplacementChar {
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+	}
+	return out
+}
+
+// printJSON prints v as one line of JSON (safeJSON).
+func printJSON(app *App, v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintln(app.Out, string(safeJSON(b)))
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,11 +81,6 @@ func (g *global) withSession(app *App, validate func(args []string) error,
 		defer s.close()
 		return fn(cmd, args, s)
 	}
-}
-
-func printJSON(app *App, v any) {
-	b, _ := json.Marshal(v)
-	fmt.Fprintln(app.Out, string(b))
 }
 
 // printList prints items as JSON Lines (asJSON), or as a table: header,
