@@ -118,3 +118,15 @@ func printJSON(app *App, v any) {
 	b, _ := json.Marshal(v)
 	fmt.Fprintln(app.Out, string(safeJSON(b)))
 }
+
+// jsonLines is a writer of whole JSON lines (each Write one line or more,
+// as deadletter.Store.Export writes them) that passes them through
+// safeJSON.
+type jsonLines struct{ w io.Writer }
+
+func (j jsonLines) Write(p []byte) (int, error) {
+	if _, err := j.w.Write(safeJSON(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}

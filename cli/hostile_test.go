@@ -152,9 +152,17 @@ func TestInspectorEscapesHostileRecords(t *testing.T) {
 		require.Contains(t, out, `\u202e\u0085y`, args)
 		require.Contains(t, fmt.Sprint(m), hostile, "%v: the JSON still means the same text", args)
 	}
+	// Export: the same JSON lines, nothing raw.
+	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", b.url, "dlq", "export")
+	require.Equal(t, 0, code, errOut)
+	requireNoRawControl(t, out)
+	var exported map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &exported))
+	require.Equal(t, id, exported["id"])
+
 	// Canceling it: the table names it escaped; so does the error of a
 	// second cancel (the task has ended).
-	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", b.url, "task", "cancel", id)
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "task", "cancel", id)
 	require.Equal(t, 0, code, errOut)
 	requireNoRawControl(t, out)
 	require.Contains(t, out, `\x1b]0;pwned`)

@@ -343,7 +343,7 @@ func dlqExport(app *App, g *global) *cobra.Command {
 	o := &listOptions{}
 	cmd := &cobra.Command{Use: "export", Short: "Write every dead letter as JSON Lines to standard output", Args: noArgs,
 		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, _ []string, s *session) error {
-			n, err := s.dlq.Export(cmd.Context(), app.Out, o.filter())
+			n, err := s.dlq.Export(cmd.Context(), jsonLines{app.Out}, o.filter())
 			if err != nil {
 				return runtimeErr(err)
 			}
