@@ -108,7 +108,7 @@ func validID(id string) error {
 		return &ValidationError{"id", "contains a character not allowed in an ID ({, }, control characters or invalid UTF-8)"}
 	}
 	if i := unsafeIndex(id); i >= 0 {
-		return &ValidationError{"id", unsafeReason(id, i) + "; an ID may not contain {, }, control characters or invalid UTF-8"}
+		return &ValidationError{"id", unsafeReason(id, i)}
 	}
 	return nil
 }
