@@ -23,6 +23,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"      // 405: the route exists with other methods
 	CodeAgentUnavailable     = "agent_unavailable"       // 409: fail-fast enqueue refused, the agent's breaker is open
 	CodeTaskEnded            = "task_ended"              // 409: cancel of a task that has already ended (state says how)
+	CodeConflict             = "conflict"                // 409: a dead letter another requeue is requeueing, or not at the run named
 	CodeRequestTooLarge      = "request_too_large"       // 413: the body is over the size limit
 	CodeUnsupportedMediaType = "unsupported_media_type"  // 415: a write whose Content-Type is not application/json
 	CodeTooManyRequests      = httpx.CodeTooManyRequests // 429: too many wrong bearer tokens from this client address (Retry-After)

@@ -478,16 +478,49 @@ type RequeueResponse struct {
 	DeadLetter *deadletter.Entry `json:"deadletter"`
 }
 
-// requeue serves POST /api/v1/deadletters/{id}/requeue.
+// RequeueRequest is the optional body of POST
+// /api/v1/deadletters/{id}/requeue: Run, when set, is the run of the dead
+// letter the caller saw; a dead letter at another run (requeued and
+// dead-lettered again since) is 409 conflict, and nothing is requeued.
+type RequeueRequest struct {
+	Run *int `json:"run,omitempty"`
+}
+
+// requeue serves POST /api/v1/deadletters/{id}/requeue: 200 with the
+// RequeueResponse; 404 not_found when there is no such dead letter (or a
+// concurrent requeue removed it); 409 conflict when another requeue of it
+// is under way, or it is not the run the body names.
 func (s *Server) requeue(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
 	id := r.PathValue("id")
-	e, err := s.dlq.RequeueTask(ctx, s.client, id)
-	if errors.Is(err, deadletter.ErrNotFound) {
-		return newErr(http.StatusNotFound, CodeNotFound, "no dead letter %q", id)
+	var req RequeueRequest
+	if r.Body != nil && r.Body != http.NoBody {
+		data, err := readBody(r, s.opts.MaxBody)
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(data)) > 0 {
+			if err := strictDecode(data, &req); err != nil {
+				return jsonError("requeue request", data, err)
+			}
+		}
 	}
-	if err != nil {
+	run := deadletter.AnyRun
+	if req.Run != nil {
+		if *req.Run < 0 {
+			return invalid("requeue request: field \"run\" is %d; a run is at least 0", *req.Run)
+		}
+		run = *req.Run
+	}
+	e, err := s.dlq.RequeueTaskRun(ctx, s.client, id, run)
+	var conflict *deadletter.ConflictError
+	switch {
+	case errors.Is(err, deadletter.ErrNotFound):
+		return newErr(http.StatusNotFound, CodeNotFound, "no dead letter %q (requeued, deleted, or never dead-lettered)", id)
+	case errors.As(err, &conflict) && e == nil:
+		return newErr(http.StatusConflict, CodeConflict, "%v; nothing was requeued", conflict)
+	case err != nil:
 		return err
 	}
 	writeJSON(rw, http.StatusOK, RequeueResponse{ID: id, State: tasks.StatePending, DeadLetter: e})
@@ -522,8 +555,9 @@ func (s *Server) cancelTask(rw http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	if len(req.Reason) > tasks.MaxCancelReason {
-		return invalid("cancel request: field \"reason\" is %d bytes; at most %d", len(req.Reason), tasks.MaxCancelReason)
+	var ve *tasks.ValidationError
+	if err := tasks.CheckCancelReason(req.Reason); errors.As(err, &ve) {
+		return invalid("cancel request: field %q %s", ve.Field, ve.Reason)
 	}
 	res, err := s.client.Cancel(ctx, id, req.Reason)
 	var ended *tasks.EndedError

@@ -83,7 +83,7 @@ func Main(ctx context.Context, app *App, newCmd func(*App) *cobra.Command, args 
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintf(app.Err, "%s: error: %v\n", cmd.Name(), err)
+	fmt.Fprintf(app.Err, "%s: error: %s\n", cmd.Name(), cleanText(err.Error()))
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		return ee.Code

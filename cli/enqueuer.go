@@ -46,6 +46,9 @@ func (o *enqueueOptions) Validate() error {
 	if o.in < 0 {
 		return usageErr("--in must not be negative (got %s)", o.in)
 	}
+	if o.in > tasks.MaxDelay {
+		return usageErr("--in is too large: a task may be delayed by at most %s (10 years)", tasks.MaxDelay)
+	}
 	return nil
 }
 
@@ -142,24 +145,22 @@ func refusal(app *App, asJSON bool, err error) error {
 		return runtimeErr(err)
 	}
 	if asJSON {
-		b, _ := json.Marshal(ue.ErrorBody())
-		fmt.Fprintln(app.Out, string(b))
+		printJSON(app, ue.ErrorBody())
 	}
 	return &ExitError{Code: ExitUnavailable, Err: err}
 }
 
 func printResult(app *App, asJSON bool, res tasks.Result) {
 	if asJSON {
-		b, _ := json.Marshal(res)
-		fmt.Fprintln(app.Out, string(b))
+		printJSON(app, res)
 		return
 	}
-	fmt.Fprintln(app.Out, res.ID)
+	tprintf(app.Out, "%s\n", res.ID)
 	switch {
 	case res.Duplicate && res.State == tasks.StateDeadLettered:
-		fmt.Fprintf(app.Err, "enqueuer: task %s already exists as a dead letter; not enqueued again (inspector dlq requeue %s runs it again)\n", res.ID, res.ID)
+		tprintf(app.Err, "enqueuer: task %s already exists as a dead letter; not enqueued again (inspector dlq requeue %s runs it again)\n", res.ID, res.ID)
 	case res.Duplicate:
-		fmt.Fprintf(app.Err, "enqueuer: task %s already exists (state %s); not enqueued again\n", res.ID, res.State)
+		tprintf(app.Err, "enqueuer: task %s already exists (state %s); not enqueued again\n", res.ID, res.State)
 	}
 }
 
@@ -440,8 +441,7 @@ func checkLines(ctx context.Context, app *App, o *enqueueOptions, cfg *config.Co
 		}
 		fmt.Fprintf(app.Err, "enqueuer: line %d: %v\n", line, err)
 		if o.json {
-			b, _ := json.Marshal(ue.ErrorBody())
-			fmt.Fprintln(app.Out, string(b))
+			printJSON(app, ue.ErrorBody())
 		}
 	}
 	if refused > 0 {

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -16,6 +16,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
@@ -82,11 +83,6 @@ func (g *global) withSession(app *App, validate func(args []string) error,
 	}
 }
 
-func printJSON(app *App, v any) {
-	b, _ := json.Marshal(v)
-	fmt.Fprintln(app.Out, string(b))
-}
-
 // printList prints items as JSON Lines (asJSON), or as a table: header,
 // then one row per item.
 func printList[T any](app *App, asJSON bool, items []T, header string, row func(w io.Writer, item T)) {
@@ -120,10 +116,16 @@ func tsp(t *time.Time) string {
 	return ts(*t)
 }
 
+// short is s on one line (newlines and tabs as spaces), clean'd, cut to
+// n bytes on a rune boundary.
 func short(s string, n int) string {
-	s = strings.ReplaceAll(strings.ReplaceAll(s, "\n", " "), "\t", " ")
+	s = clean(strings.ReplaceAll(strings.ReplaceAll(s, "\n", " "), "\t", " "))
 	if len(s) > n {
-		return s[:n-1] + "…"
+		cut := n - 1
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
 	}
 	return s
 }
@@ -160,11 +162,11 @@ func dlqList(app *App, g *global) *cobra.Command {
 			}
 			printList(app, o.json, entries, "ID\tAGENT\tACTION\tCLASS\tREASON\tATTEMPTS\tRESTARTS\tDEAD LETTERED\tERROR",
 				func(w io.Writer, e *deadletter.Entry) {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, e.Agent, e.Action, e.ErrorClass, e.Reason,
+					tprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", e.ID, e.Agent, e.Action, e.ErrorClass, e.Reason,
 						e.Attempts, e.Restarts, ts(e.DeadLetteredAt), short(e.Error, 60))
 				})
 			if !o.json {
-				fmt.Fprintf(app.Out, "%d of %d dead letters\n", len(entries), total)
+				tprintf(app.Out, "%d of %d dead letters\n", len(entries), total)
 			}
 			return nil
 		})}
@@ -192,8 +194,8 @@ func dlqShow(app *App, g *global) *cobra.Command {
 				return nil
 			}
 			w := table(app)
-			fmt.Fprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nQueue:\t%s\nCorrelation ID:\t%s\nClass:\t%s\nReason:\t%s\nAttempts:\t%d\nRestarts:\t%d\nDead-lettered:\t%s\nError:\t%s\nParams:\t%s\n",
-				e.ID, e.Agent, e.Action, e.Queue, e.CorrelationID, e.ErrorClass, e.Reason, e.Attempts, e.Restarts,
+			tprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nQueue:\t%s\nCorrelation ID:\t%s\nClass:\t%s\nReason:\t%s\nAttempts:\t%d\nRestarts:\t%d\nRun:\t%d\nDead-lettered:\t%s\nError:\t%s\nParams:\t%s\n",
+				e.ID, e.Agent, e.Action, e.Queue, e.CorrelationID, e.ErrorClass, e.Reason, e.Attempts, e.Restarts, e.Run,
 				ts(e.DeadLetteredAt), e.Error, string(e.Params))
 			_ = w.Flush()
 			fmt.Fprintln(app.Out, "History:")
@@ -210,9 +212,9 @@ func printHistory(app *App, h []tasks.Event) {
 	for _, ev := range h {
 		delay := "-"
 		if ev.DelayMS > 0 {
-			delay = (time.Duration(ev.DelayMS) * time.Millisecond).String()
+			delay = durx.Millis(ev.DelayMS).String()
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event,
+		tprintf(w, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event,
 			ev.Attempt, ev.Restart, ev.ErrorClass, delay, short(ev.Error, 70))
 	}
 	_ = w.Flush()
@@ -221,11 +223,17 @@ func printHistory(app *App, h []tasks.Event) {
 type requeueOptions struct {
 	all          bool
 	agent, class string
+	// run is the run the dead letter must be at (--run), or
+	// deadletter.AnyRun.
+	run int
 }
 
 func (o *requeueOptions) Validate(args []string) error {
 	if o.all == (len(args) > 0) {
 		return usageErr("give dead-letter IDs or --all (not both)")
+	}
+	if o.run != deadletter.AnyRun && (o.run < 0 || len(args) != 1) {
+		return usageErr("--run goes with one dead-letter ID and is at least 0")
 	}
 	if !o.all && (o.agent != "" || o.class != "") {
 		return usageErr("--agent and --class go with --all")
@@ -241,6 +249,13 @@ func (o *requeueOptions) Validate(args []string) error {
 func dlqRequeue(app *App, g *global) *cobra.Command {
 	o := &requeueOptions{}
 	cmd := &cobra.Command{Use: "requeue ID...|--all", Short: "Run dead letters again with a fresh budget (history kept)",
+		Long: `Requeue each dead letter as a fresh run of its task (a new attempt and
+restart budget, the same parameters, the history kept). Of concurrent
+requeues of one dead letter (this command, the console, the HTTP API)
+exactly one requeues it; the others are refused (exit 1: gone, or being
+requeued) and write nothing. --run N, with one ID, requeues it only if it
+is still run N (the Run that dlq show printed): once the task was requeued
+and dead-lettered again, a late requeue is refused.`,
 		RunE: g.withSession(app, o.Validate, func(cmd *cobra.Command, args []string, s *session) error {
 			ids := args
 			if o.all {
@@ -251,12 +266,19 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 				}
 			}
 			client := tasks.NewClient(s.rdb, s.cfg.ClientOptions()...)
+			if o.run != deadletter.AnyRun {
+				if _, err := s.dlq.RequeueTaskRun(cmd.Context(), client, ids[0], o.run); err != nil {
+					return runtimeErr(err)
+				}
+				tprintf(app.Out, "%s\n", ids[0])
+				return nil
+			}
 			_, failed, err := s.dlq.RequeueIDs(cmd.Context(), client, ids, func(id string, err error) {
 				if err != nil {
-					fmt.Fprintf(app.Err, "inspector: requeue %s: %v\n", id, err)
+					tprintf(app.Err, "inspector: requeue %s: %v\n", id, err)
 					return
 				}
-				fmt.Fprintln(app.Out, id)
+				tprintf(app.Out, "%s\n", id)
 			})
 			if err != nil {
 				return runtimeErr(err)
@@ -269,6 +291,7 @@ func dlqRequeue(app *App, g *global) *cobra.Command {
 	cmd.Flags().BoolVar(&o.all, "all", false, "every dead letter (narrow with --agent, --class)")
 	cmd.Flags().StringVar(&o.agent, "agent", "", "with --all: only this agent's")
 	cmd.Flags().StringVar(&o.class, "class", "", "with --all: only this class")
+	cmd.Flags().IntVar(&o.run, "run", deadletter.AnyRun, "with one ID: requeue it only if it is this run (the one you looked at); another run is refused")
 	return cmd
 }
 
@@ -285,7 +308,7 @@ func dlqDelete(app *App, g *global) *cobra.Command {
 			if err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Out, "deleted %d of %d\n", n, len(args))
+			tprintf(app.Out, "deleted %d of %d\n", n, len(args))
 			if n < len(args) {
 				return runtimeErr(fmt.Errorf("%d of the IDs were not dead letters", len(args)-n))
 			}
@@ -309,7 +332,7 @@ func dlqPurge(app *App, g *global) *cobra.Command {
 			if err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Out, "purged %d dead letters\n", n)
+			tprintf(app.Out, "purged %d dead letters\n", n)
 			return nil
 		}}
 	cmd.Flags().BoolVar(&yes, "yes", false, "really delete them all")
@@ -320,11 +343,11 @@ func dlqExport(app *App, g *global) *cobra.Command {
 	o := &listOptions{}
 	cmd := &cobra.Command{Use: "export", Short: "Write every dead letter as JSON Lines to standard output", Args: noArgs,
 		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, _ []string, s *session) error {
-			n, err := s.dlq.Export(cmd.Context(), app.Out, o.filter())
+			n, err := s.dlq.Export(cmd.Context(), jsonLines{app.Out}, o.filter())
 			if err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Err, "exported %d dead letters\n", n)
+			tprintf(app.Err, "exported %d dead letters\n", n)
 			return nil
 		})}
 	cmd.Flags().StringVar(&o.agent, "agent", "", "only this agent's")
@@ -342,7 +365,7 @@ func breakersCmd(app *App, g *global) *cobra.Command {
 			}
 			printList(app, asJSON, list, "KEY\tSTATE\tHEALTH\tCONSEC FAIL\tFAILURES\tSUCCESSES\tOPEN UNTIL\tLAST FAILURE\tLAST SUCCESS",
 				func(w io.Writer, b resilience.BreakerSnapshot) {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
+					tprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
 						b.FailureCount, b.SuccessCount, tsp(b.OpenUntil), tsp(b.LastFailureAt), tsp(b.LastSuccessAt))
 				})
 			return nil
@@ -393,7 +416,7 @@ func breakerReset(app *App, g *global) *cobra.Command {
 			if err := b.Reset(cmd.Context(), args[0]); err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Out, "breaker %s reset (closed)\n", args[0])
+			tprintf(app.Out, "breaker %s reset (closed)\n", args[0])
 			return nil
 		})}
 	cmd.Flags().BoolVar(&o.force, "force", false, "reset a key that no configured agent uses and Redis has no breaker for")
@@ -411,7 +434,7 @@ func breakerTrip(app *App, g *global) *cobra.Command {
 			if err := b.Trip(cmd.Context(), args[0], o.d); err != nil {
 				return runtimeErr(err)
 			}
-			fmt.Fprintf(app.Out, "breaker %s tripped (open) for %s\n", args[0], o.d)
+			tprintf(app.Out, "breaker %s tripped (open) for %s\n", args[0], o.d)
 			return nil
 		})}
 	cmd.Flags().DurationVar(&o.d, "for", 0, "how long it stays open")
@@ -435,12 +458,12 @@ func taskCmd(app *App, g *global) *cobra.Command {
 				return nil
 			}
 			w := table(app)
-			fmt.Fprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nState:\t%s\nAttempts:\t%d\nRestarts:\t%d\n", v.ID, v.Agent, v.Action, v.State, v.Attempts, v.Restarts)
+			tprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nState:\t%s\nAttempts:\t%d\nRestarts:\t%d\n", v.ID, v.Agent, v.Action, v.State, v.Attempts, v.Restarts)
 			if v.ErrorClass != "" {
-				fmt.Fprintf(w, "Class:\t%s\nError:\t%s\n", v.ErrorClass, v.Error)
+				tprintf(w, "Class:\t%s\nError:\t%s\n", v.ErrorClass, v.Error)
 			}
 			if v.State == tasks.StateCanceled {
-				fmt.Fprintf(w, "Canceled:\t%s\nReason:\t%s\n", v.CanceledAt, v.CancelReason)
+				tprintf(w, "Canceled:\t%s\nReason:\t%s\n", v.CanceledAt, v.CancelReason)
 			}
 			_ = w.Flush()
 			fmt.Fprintln(app.Out, "History:")
@@ -468,8 +491,9 @@ func (o *cancelOptions) Validate(args []string) error {
 			return usageErr("a task ID is empty")
 		}
 	}
-	if len(o.reason) > tasks.MaxCancelReason {
-		return usageErr("--reason is %d bytes; at most %d", len(o.reason), tasks.MaxCancelReason)
+	var ve *tasks.ValidationError
+	if err := tasks.CheckCancelReason(o.reason); errors.As(err, &ve) {
+		return usageErr("--reason %s", ve.Reason)
 	}
 	return nil
 }
@@ -511,7 +535,7 @@ canceled) or is unknown is reported and makes the exit status 1.`,
 					if o.json {
 						printJSON(app, f)
 					}
-					fmt.Fprintf(app.Err, "inspector: cancel %s: %s\n", id, f.Error)
+					tprintf(app.Err, "inspector: cancel %s: %s\n", id, f.Error)
 					continue
 				}
 				if o.json {
@@ -526,7 +550,7 @@ canceled) or is unknown is reported and makes the exit status 1.`,
 				if !res.Removed {
 					run = "stopping on its worker"
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", res.ID, res.State, res.PreviousState, run)
+				tprintf(w, "%s\t%s\t%s\t%s\n", res.ID, res.State, res.PreviousState, run)
 			}
 			if w != nil {
 				_ = w.Flush()
@@ -562,7 +586,7 @@ func restartsCmd(app *App, g *global) *cobra.Command {
 				return runtimeErr(err)
 			}
 			printList(app, asJSON, list, "ID\tAGENT\tRESTART\tDUE\tCLASS\tERROR", func(w io.Writer, p restart.Pending) {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Agent, p.Restart, ts(p.DueAt), p.Class, short(p.Error, 60))
+				tprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Agent, p.Restart, ts(p.DueAt), p.Class, short(p.Error, 60))
 			})
 			return nil
 		})}
@@ -601,17 +625,17 @@ func statsCmd(app *App, g *global) *cobra.Command {
 			w := table(app)
 			fmt.Fprintln(w, "QUEUE\tPENDING\tACTIVE\tSCHEDULED\tRETRY\tPROCESSED TODAY\tFAILED TODAY")
 			for _, q := range st.Queues {
-				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Queue, q.Pending, q.Active, q.Scheduled, q.Retry, q.Processed, q.Failed)
+				tprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Queue, q.Pending, q.Active, q.Scheduled, q.Retry, q.Processed, q.Failed)
 			}
 			_ = w.Flush()
-			fmt.Fprintf(app.Out, "dead letters: %d   restarts pending: %d   breakers: %d (%d open)\n",
+			tprintf(app.Out, "dead letters: %d   restarts pending: %d   breakers: %d (%d open)\n",
 				st.DeadLetters, st.RestartsPending, st.Breakers, st.BreakersOpen)
 			for _, l := range st.Limits {
 				paused := ""
 				if l.PausedUntil != nil {
 					paused = "   paused until " + ts(*l.PausedUntil)
 				}
-				fmt.Fprintf(app.Out, "limits %s: requests %s   tokens %s   in flight %s%s\n", l.Key,
+				tprintf(app.Out, "limits %s: requests %s   tokens %s   in flight %s%s\n", l.Key,
 					usage(l.RequestsInWindow, int64(l.Requests)), usage(l.TokensInWindow, l.Tokens), usage(l.InFlight, int64(l.Concurrency)), paused)
 			}
 			return nil

@@ -86,7 +86,7 @@ func limitsCmd(app *App, g *global) *cobra.Command {
 			}
 			printList(app, asJSON, rows, "KEY\tREQUESTS\tTOKENS\tPER\tIN FLIGHT\tPAUSED UNTIL\tAGENTS",
 				func(w io.Writer, r LimitRow) {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Key,
+					tprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Key,
 						usage(r.RequestsInWindow, int64(r.Requests)), usage(r.TokensInWindow, r.Tokens), dash(r.PerText),
 						usage(r.InFlight, int64(r.Concurrency)), tsp(r.PausedUntil), dash(joinComma(r.Agents)))
 				})

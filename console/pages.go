@@ -304,11 +304,24 @@ func (c *Console) requeue(rw http.ResponseWriter, r *http.Request, s session) er
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	id := r.PathValue("id")
-	_, err := c.dlq.RequeueTask(ctx, c.client, id)
-	if errors.Is(err, deadletter.ErrNotFound) {
-		return httpError(http.StatusNotFound, "No dead letter %q (already requeued or deleted?).", id)
+	// The run the page showed: a click on a page older than the dead
+	// letter (the task was requeued and died again since) requeues nothing.
+	run := deadletter.AnyRun
+	if v := r.PostForm.Get("run"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return httpError(http.StatusBadRequest, "Bad run %q.", v)
+		}
+		run = n
 	}
-	if err != nil {
+	_, err := c.dlq.RequeueTaskRun(ctx, c.client, id, run)
+	var conflict *deadletter.ConflictError
+	switch {
+	case errors.Is(err, deadletter.ErrNotFound):
+		return httpError(http.StatusNotFound, "No dead letter %q (already requeued or deleted?).", id)
+	case errors.As(err, &conflict):
+		return httpError(http.StatusConflict, "Not requeued: %v. Reload the page to see it as it is now.", conflict)
+	case err != nil:
 		return err
 	}
 	c.redirect(rw, r, s, stripFlash(c.back(r, c.base+"deadletters")), flashMsg{Kind: "requeued", ID: id})

@@ -19,6 +19,7 @@
 //	agentq:{dlq}:class:<class>  zset   ids of one error class, same scores
 //	agentq:{dlq}:indexes        set    the agent/class index keys in use
 //	agentq:{dlq}:refs           hash   id -> the agent and class it is indexed under
+//	agentq:{dlq}:requeue-claim:<id>  string  the token of the one requeue under way (TTL 1 min)
 //
 // An ID identifies one dead letter: putting the same task again replaces
 // its body (and moves it between agent/class indexes) instead of adding a
@@ -26,7 +27,10 @@
 // agent and class they expect the stored entry to have; the script checks
 // them against the refs hash and, when they differ, writes nothing and
 // reports the actual ones for a retry. Concurrent writers thus never leave
-// an entry indexed under the wrong agent or class. Requeue deletes only if
+// an entry indexed under the wrong agent or class. A requeue first claims
+// the entry (its body unchanged since it was read, no other claim), so that
+// of concurrent requeues exactly one enqueues the task; the others write
+// nothing (ErrConflict, or ErrNotFound once it is gone). It deletes only if
 // the stored body is still the one it enqueued, so a newer dead letter of
 // the same task that appeared meanwhile is kept.
 //

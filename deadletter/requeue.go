@@ -16,8 +16,18 @@ import (
 // rebuilt from the dead letter when it has expired. The asynq task ID of
 // the new run is derived from the run number, so a requeue retried after
 // a crash does not queue the task twice.
+//
+// Of concurrent requeues of one dead letter exactly one enqueues the task
+// and writes its "requeued" event; the others write nothing and fail with
+// a *ConflictError (ErrConflict: being requeued) or ErrNotFound (gone).
 func (s *Store) RequeueTask(ctx context.Context, client *tasks.Client, id string) (*Entry, error) {
-	return s.Requeue(ctx, id, func(ctx context.Context, e *Entry) error {
+	return s.RequeueTaskRun(ctx, client, id, AnyRun)
+}
+
+// RequeueTaskRun is RequeueTask of dead letter id provided it is run run
+// (AnyRun: any); another run is a *ConflictError and nothing is written.
+func (s *Store) RequeueTaskRun(ctx context.Context, client *tasks.Client, id string, run int) (*Entry, error) {
+	return s.RequeueRun(ctx, id, run, func(ctx context.Context, e *Entry) error {
 		env := &tasks.Envelope{
 			ID: e.ID, Agent: e.Agent, Action: e.Action, Params: e.Params, CorrelationID: e.CorrelationID,
 			Queue: e.Queue, Restarts: 0, Run: e.Run + 1, EnqueuedAt: e.EnqueuedAt,

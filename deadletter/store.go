@@ -2,6 +2,9 @@ package deadletter
 
 import (
 	"context"
+	crand "crypto/rand"
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -608,19 +611,30 @@ func (s *Store) CountBy(ctx context.Context) (byAgent, byClass map[string]int64,
 
 // deleteScript removes an entry and its index memberships, provided its
 // agent and class are the ones the caller declared (and, when ARGV[4] is
-// not empty, its body is exactly ARGV[4]).
+// not empty, its body is exactly ARGV[4]; and, when ARGV[5] is not empty,
+// no other requeue holds its requeue claim KEYS[7]: a requeue's removal).
 //
 // KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
 // KEYS[4] agent index, KEYS[5] class index (the caller's guess),
-// KEYS[6] refs hash.
+// KEYS[6] refs hash, KEYS[7] the entry's requeue claim.
 // ARGV[1] id, ARGV[2] expected agent, ARGV[3] expected class,
-// ARGV[4] expected body or "" for any.
+// ARGV[4] expected body or "" for any, ARGV[5] the caller's claim token
+// or "" (no claim: a plain delete).
 // Returns {1} deleted, {0} no such entry, {-2} the body is not ARGV[4],
-// {-1, agent, class} the guess was wrong (nothing deleted in these two).
+// {-3} another requeue holds the claim, {-1, agent, class} the guess was
+// wrong (nothing deleted in these three). With a claim token, the claim
+// is released with {1}, {0} and {-2}.
 var deleteScript = redis.NewScript(luaRef + `
+if ARGV[5] ~= '' then
+  local claim = redis.call('GET', KEYS[7])
+  if claim and claim ~= ARGV[5] then return {-3} end
+end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if not cur then return {0} end
-if ARGV[4] ~= '' and cur ~= ARGV[4] then return {-2} end
+if not cur or (ARGV[4] ~= '' and cur ~= ARGV[4]) then
+  if ARGV[5] ~= '' then redis.call('DEL', KEYS[7]) end
+  if not cur then return {0} end
+  return {-2}
+end
 local a, c = ref(redis.call('HGET', KEYS[6], ARGV[1]))
 if a ~= ARGV[2] or c ~= ARGV[3] then return {-1, a, c} end
 redis.call('HDEL', KEYS[1], ARGV[1])
@@ -630,21 +644,24 @@ for i = 4, 5 do
   redis.call('ZREM', KEYS[i], ARGV[1])
   if redis.call('ZCARD', KEYS[i]) == 0 then redis.call('SREM', KEYS[3], KEYS[i]) end
 end
+if ARGV[5] ~= '' then redis.call('DEL', KEYS[7]) end
 return {1}
 `)
 
 // deleteIf removes id, starting from the guess ref, if its body is body
-// ("" for any): 1 deleted, 0 absent, -2 body changed.
-func (s *Store) deleteIf(ctx context.Context, id, body string, ref indexRef) (int64, error) {
+// ("" for any) and, when claim is not "", no other requeue holds its
+// requeue claim (releasing claim): 1 deleted, 0 absent, -2 body changed,
+// -3 claimed by another requeue.
+func (s *Store) deleteIf(ctx context.Context, id, body, claim string, ref indexRef) (int64, error) {
 	for try := range maxCASRetries {
 		if err := casBackoff(ctx, try); err != nil {
 			return 0, fmt.Errorf("deadletter: delete %q: %w", id, err)
 		}
 		keys := []string{
 			rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(),
-			rkeys.DLQByAgent(ref.Agent), rkeys.DLQByClass(ref.ErrorClass), rkeys.DLQRefs(),
+			rkeys.DLQByAgent(ref.Agent), rkeys.DLQByClass(ref.ErrorClass), rkeys.DLQRefs(), rkeys.DLQRequeueClaim(id),
 		}
-		v, err := deleteScript.Run(ctx, s.rdb, keys, id, ref.Agent, ref.ErrorClass, body).Result()
+		v, err := deleteScript.Run(ctx, s.rdb, keys, id, ref.Agent, ref.ErrorClass, body, claim).Result()
 		if err != nil {
 			return 0, fmt.Errorf("deadletter: delete %q: %w", id, err)
 		}
@@ -666,7 +683,7 @@ func (s *Store) deleteIf(ctx context.Context, id, body string, ref indexRef) (in
 func (s *Store) Delete(ctx context.Context, ids ...string) (int, error) {
 	deleted := 0
 	for _, id := range ids {
-		n, err := s.deleteIf(ctx, id, "", noRef)
+		n, err := s.deleteIf(ctx, id, "", "", noRef)
 		if err != nil {
 			return deleted, err
 		}
@@ -720,27 +737,147 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 	return 0, fmt.Errorf("deadletter: purge: %w", errConflict)
 }
 
+// ErrConflict is wrapped by the error of a requeue that lost to another
+// one (a *ConflictError): the dead letter is being requeued by another
+// caller, it changed since it was read (requeued and dead-lettered
+// again), or it is not the run the caller named. Nothing was written.
+var ErrConflict = errors.New("dead letter requeue conflict")
+
+// ConflictError is Requeue's error for a requeue that must not go ahead
+// (nothing was written). Run is the dead letter's run when it is not the
+// one the caller named (Want), else -1.
+type ConflictError struct {
+	ID        string
+	Run, Want int
+	// InProgress: another requeue holds the dead letter's claim.
+	InProgress bool
+}
+
+func (e *ConflictError) Error() string {
+	switch {
+	case e.InProgress:
+		return fmt.Sprintf("dead letter %q is being requeued by another request", e.ID)
+	case e.Run >= 0:
+		return fmt.Sprintf("dead letter %q is run %d, not run %d: it was requeued and dead-lettered again since", e.ID, e.Run, e.Want)
+	}
+	return fmt.Sprintf("dead letter %q changed while it was being requeued (requeued and dead-lettered again?)", e.ID)
+}
+
+// Unwrap makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// AnyRun, as Requeue's run, requeues the dead letter whatever its run.
+const AnyRun = -1
+
+// claimTTL is how long a requeue's claim on a dead letter lasts: far
+// longer than its enqueue and record writes; a requeuer that dies holding
+// it blocks other requeues of that dead letter for this long at most.
+const claimTTL = time.Minute
+
+// claimScript claims dead letter ARGV[1] for one requeue: provided its
+// body is still the one the caller read (its SHA-1 is ARGV[2]) and no
+// other requeue holds its claim, the claim is set to the caller's token.
+// The entry itself is left in place until the requeue has enqueued the
+// run (deleteScript with the token removes it then), so a requeue that
+// fails or dies loses nothing.
+//
+// KEYS[1] entries hash, KEYS[2] the entry's requeue claim
+// ARGV[1] id, ARGV[2] SHA-1 (hex) of the body read, ARGV[3] token,
+// ARGV[4] claim TTL (ms)
+// Returns 1 claimed; 0 no such entry (ErrNotFound); -1 another requeue
+// holds the claim, -2 the body changed (both a *ConflictError). Only 1
+// writes anything.
+var claimScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return 0 end
+if redis.sha1hex(cur) ~= ARGV[2] then return -2 end
+if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then return -1 end
+return 1
+`)
+
+// releaseScript gives a requeue's claim back (its enqueue failed).
+//
+// KEYS[1] the entry's requeue claim
+// ARGV[1] the caller's token
+// Returns 1 released, 0 the claim was not the caller's (expired).
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// claim takes dead letter e (read as body) for one requeue and returns
+// the claim's token.
+func (s *Store) claim(ctx context.Context, e *Entry, body string) (string, error) {
+	var b [12]byte
+	_, _ = crand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	sum := sha1.Sum([]byte(body))
+	n, err := claimScript.Run(ctx, s.rdb, []string{rkeys.DLQEntries(), rkeys.DLQRequeueClaim(e.ID)},
+		e.ID, hex.EncodeToString(sum[:]), token, claimTTL.Milliseconds()).Int64()
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("deadletter: requeue %q: claim: %w", e.ID, err)
+	case n == 0:
+		return "", fmt.Errorf("deadletter: %q: %w", e.ID, ErrNotFound)
+	case n == -1:
+		return "", &ConflictError{ID: e.ID, Run: -1, InProgress: true}
+	case n == -2:
+		return "", &ConflictError{ID: e.ID, Run: -1}
+	}
+	return token, nil
+}
+
 // Requeue hands the dead letter id to enqueue (the caller owns the queue
 // client, and gives the task a fresh budget there) and, once enqueue
-// succeeds, removes the entry, returning it.
+// succeeds, removes the entry, returning it. It is RequeueRun with AnyRun.
+func (s *Store) Requeue(ctx context.Context, id string, enqueue func(ctx context.Context, e *Entry) error) (*Entry, error) {
+	return s.RequeueRun(ctx, id, AnyRun, enqueue)
+}
+
+// RequeueRun is Requeue of dead letter id provided it is run run (AnyRun:
+// any): the run a caller saw (the console's button, `inspector dlq
+// requeue --run`), so that a late click does not requeue the task's next
+// dead letter. Of concurrent requeues of one dead letter exactly one goes
+// ahead: it claims the entry (claimScript) before enqueue is called, and
+// only the holder of the claim removes it.
 //
 //   - Unknown id: an error wrapping ErrNotFound; enqueue is not called.
-//   - enqueue fails: its error, wrapped; the entry stays (nothing is lost).
+//   - Another requeue holds the entry, the entry changed since it was
+//     read, or it is not run run: a *ConflictError (ErrConflict);
+//     enqueue is not called and nothing is written.
+//   - enqueue fails: its error, wrapped; the entry stays (nothing is lost)
+//     and the claim is given back.
 //   - The entry changed while enqueue ran (the task was dead-lettered
 //     again, or replaced): the newer entry is kept; the requeue still
 //     counts as done.
 //   - Removing fails after enqueue succeeded: the entry and an error; the
-//     task is queued and its dead letter is still listed.
-func (s *Store) Requeue(ctx context.Context, id string, enqueue func(ctx context.Context, e *Entry) error) (*Entry, error) {
+//     task is queued and its dead letter is still listed (its claim
+//     expires after a minute; a later requeue of it finds the run queued
+//     already).
+func (s *Store) RequeueRun(ctx context.Context, id string, run int, enqueue func(ctx context.Context, e *Entry) error) (*Entry, error) {
 	e, body, err := s.get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	if run != AnyRun && e.Run != run {
+		return nil, &ConflictError{ID: id, Run: e.Run, Want: run}
+	}
+	token, err := s.claim(ctx, e, body)
+	if err != nil {
+		return nil, err
+	}
 	if err := enqueue(ctx, e); err != nil {
+		_ = releaseScript.Run(context.WithoutCancel(ctx), s.rdb, []string{rkeys.DLQRequeueClaim(id)}, token).Err()
 		return nil, fmt.Errorf("deadletter: requeue %q: enqueue: %w", id, err)
 	}
-	if _, err := s.deleteIf(ctx, id, body, refOf(e)); err != nil {
+	n, err := s.deleteIf(ctx, id, body, token, refOf(e))
+	switch {
+	case err != nil:
 		return e, fmt.Errorf("deadletter: requeue %q: enqueued but not removed: %w", id, err)
+	case n == -3:
+		// The claim expired while enqueue ran and another requeue took
+		// it: that one removes the entry.
+		return e, fmt.Errorf("deadletter: requeue %q: enqueued but not removed: %w", id, &ConflictError{ID: id, Run: -1, InProgress: true})
 	}
 	return e, nil
 }

@@ -125,6 +125,17 @@ func cancelText(reason string) string {
 // MaxCancelReason bounds the length of a cancel's reason (bytes).
 const MaxCancelReason = 1000
 
+// CheckCancelReason returns a *ValidationError naming field "reason" when
+// a cancel's reason is longer than MaxCancelReason bytes or has a
+// character CheckText refuses (it is shown in the inspector and the
+// console).
+func CheckCancelReason(reason string) error {
+	if len(reason) > MaxCancelReason {
+		return &ValidationError{"reason", fmt.Sprintf("is %d bytes; at most %d", len(reason), MaxCancelReason)}
+	}
+	return CheckText("reason", reason)
+}
+
 // Cancel cancels task id, wherever it is, with reason (may be ""; at most
 // MaxCancelReason bytes): the task ends in state canceled, with an
 // EventTaskCanceled event carrying the reason; it is not retried,
@@ -148,13 +159,15 @@ const MaxCancelReason = 1000
 // Errors: ErrNotFound (unknown ID, or its record expired), an *EndedError
 // (wrapping ErrTaskEnded) for a task that has already ended — a dead
 // letter whose record has expired counts as dead_lettered —, a
-// *ValidationError for a reason that is too long, or a Redis error.
+// *ValidationError for a reason that is too long or has a control or
+// bidirectional formatting character (CheckCancelReason), or a Redis
+// error.
 func (c *Client) Cancel(ctx context.Context, id, reason string) (CancelResult, error) {
 	if id == "" {
 		return CancelResult{}, &ValidationError{"id", "is empty"}
 	}
-	if len(reason) > MaxCancelReason {
-		return CancelResult{}, &ValidationError{"reason", fmt.Sprintf("is %d bytes; at most %d", len(reason), MaxCancelReason)}
+	if err := CheckCancelReason(reason); err != nil {
+		return CancelResult{}, err
 	}
 	got, err := c.store.cancel(ctx, id, reason)
 	if errors.Is(err, ErrNotFound) {

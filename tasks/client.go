@@ -227,10 +227,14 @@ func CheckQueue(queue string, served []string) error {
 		queue, strings.Join(names, ", "))}
 }
 
-// checkTask is what Enqueue and EnqueueMany check beyond env.Validate: a
-// caller-chosen ID (caller) must pass ValidateID, and the queue must be
+// checkTask is what Enqueue and EnqueueMany check beyond env.Validate: the
+// action and correlation ID (CheckText), a caller-chosen ID (caller) must
+// pass ValidateID, and the queue must be
 // served when the client was built WithQueues.
 func (c *Client) checkTask(env *Envelope, caller bool) error {
+	if err := env.checkText(); err != nil {
+		return err
+	}
 	if caller {
 		if err := ValidateID(env.ID); err != nil {
 			return err
@@ -260,7 +264,8 @@ func NewID() string {
 // of a dead letter whose record has expired (state dead_lettered: the dead
 // letter is kept; requeue it or delete it first). An invalid task (a
 // caller ID with '#', see ValidateID; a queue the client was told is not
-// served, see WithQueues) is a *ValidationError. The enqueue is traced
+// served, see WithQueues; a delay longer than MaxDelay) is a
+// *ValidationError. The enqueue is traced
 // (see WithTracerProvider).
 //
 // Any other error (Redis unreachable, a timeout, a failover, WAIT not met)
@@ -273,6 +278,9 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (re
 	o := newEnqueueOptions(opts)
 	env, err := c.envelope(t, c.store.Now().UTC())
 	if err != nil {
+		return Result{}, err
+	}
+	if err := CheckDelay(o.delay(time.Now())); err != nil {
 		return Result{}, err
 	}
 	ctx, span := c.startEnqueueSpan(ctx, env)

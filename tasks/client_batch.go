@@ -121,6 +121,9 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckDelay(o.delay(time.Now())); err != nil {
+		return nil, err // every task's delay: no index to name
+	}
 	spans := c.startBatchSpans(ctx, items)
 	defer func() { endBatchSpans(spans, results, err) }()
 	results = make([]Result, len(ts))

@@ -80,8 +80,8 @@ func (e *Envelope) Validate() error {
 	switch {
 	case e.Agent == "":
 		return &ValidationError{"agent", "is empty"}
-	case !utf8.ValidString(e.Agent) || strings.ContainsAny(e.Agent, "{}\r\n\x00 "):
-		return &ValidationError{"agent", "is not a valid agent name"}
+	case !utf8.ValidString(e.Agent) || strings.ContainsAny(e.Agent, "{} ") || unsafeIndex(e.Agent) >= 0:
+		return &ValidationError{"agent", "is not a valid agent name (no {, }, spaces, control or bidirectional formatting characters)"}
 	case e.Restarts < 0:
 		return &ValidationError{"restarts", "is negative"}
 	case e.Run < 0:
@@ -93,23 +93,31 @@ func (e *Envelope) Validate() error {
 	return nil
 }
 
-// validID checks what every task ID, old or new, must satisfy.
+// validID checks what every task ID, old or new, must satisfy: not
+// empty, at most MaxIDLen bytes, valid UTF-8 without '{' or '}' (the
+// Redis hash tag of its keys), and none of the characters CheckText
+// refuses (control and bidirectional formatting characters, which would
+// reach an operator's terminal through the inspector).
 func validID(id string) error {
 	switch {
 	case id == "":
 		return &ValidationError{"id", "is empty"}
 	case len(id) > MaxIDLen:
 		return &ValidationError{"id", fmt.Sprintf("is longer than %d bytes", MaxIDLen)}
-	case !utf8.ValidString(id) || strings.ContainsAny(id, "{}\r\n\x00"):
+	case !utf8.ValidString(id) || strings.ContainsAny(id, "{}"):
 		return &ValidationError{"id", "contains a character not allowed in an ID ({, }, control characters or invalid UTF-8)"}
+	}
+	if i := unsafeIndex(id); i >= 0 {
+		return &ValidationError{"id", unsafeReason(id, i)}
 	}
 	return nil
 }
 
 // ValidateID checks a caller-chosen task ID as every producer (Client,
-// the HTTP API, enqueuer) accepts it: what Validate checks, and no
+// the HTTP API, enqueuer) accepts it: what Validate checks, no
 // RunSeparator ('#' is reserved: run N of task X has the asynq ID "X#N",
-// so a task named "X#1" would be run 1 of task X).
+// so a task named "X#1" would be run 1 of task X), and not "." or ".."
+// (a path segment no URL of the API or the console can name).
 func ValidateID(id string) error {
 	if err := validID(id); err != nil {
 		return err
@@ -117,7 +125,72 @@ func ValidateID(id string) error {
 	if strings.Contains(id, RunSeparator) {
 		return &ValidationError{"id", fmt.Sprintf("contains %q, which is reserved: run N of task X has the ID X%sN", RunSeparator, RunSeparator)}
 	}
+	if id == "." || id == ".." {
+		return &ValidationError{"id", fmt.Sprintf("is %q, which no URL can name (a path segment HTTP clients resolve away)", id)}
+	}
 	return nil
+}
+
+// CheckText returns a *ValidationError naming field when s is not valid
+// UTF-8 or contains a character that could rewrite an operator's terminal
+// or reorder what it shows: a C0 or C1 control character (U+0000–U+001F,
+// U+007F–U+009F: ESC starts the escape sequences that set a window's
+// title, clear the screen or rewrite earlier lines; newlines and tabs
+// forge table rows) or a bidirectional formatting character (U+061C,
+// U+200E, U+200F, U+202A–U+202E, U+2066–U+2069). Every producer checks
+// the task's id, agent, action and correlation_id with it (the id and
+// agent through Validate), and Cancel its reason.
+func CheckText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return &ValidationError{field, "is not valid UTF-8"}
+	}
+	if i := unsafeIndex(s); i >= 0 {
+		return &ValidationError{field, unsafeReason(s, i)}
+	}
+	return nil
+}
+
+// unsafeIndex is the byte index of the first rune of s CheckText refuses,
+// or -1.
+func unsafeIndex(s string) int {
+	for i, r := range s {
+		if unsafeRune(r) {
+			return i
+		}
+	}
+	return -1
+}
+
+// unsafeRune: a C0 or C1 control character, DEL, or a bidirectional
+// formatting character (marks, embeddings, overrides, isolates).
+func unsafeRune(r rune) bool {
+	switch {
+	case r < 0x20, r >= 0x7f && r <= 0x9f:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
+}
+
+// unsafeReason says which rune of s, at byte i, CheckText refuses.
+func unsafeReason(s string, i int) string {
+	r, _ := utf8.DecodeRuneInString(s[i:])
+	kind := "a control character"
+	if r > 0x9f {
+		kind = "a bidirectional formatting character"
+	}
+	return fmt.Sprintf("contains %s (U+%04X at byte %d): control characters (U+0000–U+001F, U+007F–U+009F) and bidirectional formatting characters are not allowed", kind, r, i)
+}
+
+// checkText is what every producer checks beyond Validate: the fields an
+// operator's terminal shows that Validate leaves alone (Decode must still
+// run a payload queued before producers refused them).
+func (e *Envelope) checkText() error {
+	if err := CheckText("action", e.Action); err != nil {
+		return err
+	}
+	return CheckText("correlation_id", e.CorrelationID)
 }
 
 // Encode renders the envelope as the asynq payload.

@@ -40,21 +40,44 @@ func (r Request) Task(served []string) (Task, time.Duration, error) {
 		if err != nil || d < 0 {
 			return Task{}, 0, &ValidationError{"in", fmt.Sprintf("is not a non-negative Go duration such as \"30s\" or \"5m\": %q", r.In)}
 		}
+		if err := CheckDelay(d); err != nil {
+			return Task{}, 0, err
+		}
 		delay = d
 	}
 	return t, delay, nil
 }
 
+// MaxDelay is the longest a task's first run may be delayed (Request.In,
+// ProcessIn, ProcessAt; `enqueuer --in`): 10 years. A longer delay is
+// refused: its record's lifetime (the retention plus the delay) would be
+// past what Redis and time.Duration can hold.
+const MaxDelay = 10 * 365 * 24 * time.Hour
+
+// CheckDelay returns a *ValidationError naming field "in" when delay is
+// longer than MaxDelay.
+func CheckDelay(delay time.Duration) error {
+	if delay > MaxDelay {
+		return &ValidationError{"in", fmt.Sprintf("is too large: a task may be delayed by at most %s (10 years)", MaxDelay)}
+	}
+	return nil
+}
+
 // Check validates t as a producer's task before it is enqueued: the
-// envelope's fields, a caller ID without '#' (ValidateID), and a queue
+// envelope's fields, an action and correlation ID without control or
+// bidirectional formatting characters (CheckText), a caller ID without
+// '#' (ValidateID), and a queue
 // the workers serve (CheckQueue; nil served: any queue). A bad field is a
 // *ValidationError naming it.
 func (t Task) Check(served []string) error {
-	env := Envelope{ID: t.ID, Agent: t.Agent, Params: t.Params}
+	env := Envelope{ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params, CorrelationID: t.CorrelationID}
 	if env.ID == "" {
 		env.ID = "x" // a generated ID is always valid
 	}
 	if err := env.Validate(); err != nil {
+		return err
+	}
+	if err := env.checkText(); err != nil {
 		return err
 	}
 	if t.ID != "" {

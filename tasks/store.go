@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -145,8 +146,16 @@ end
 // createTTL is the lifetime in seconds Create gives a record whose first
 // event is ev: the retention plus the delay to the first run, rounded up.
 func (s *Store) createTTL(ev Event) int64 {
-	d := s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond
-	return int64((d + time.Second - 1) / time.Second)
+	return durx.CeilSeconds(s.lifetime(ev))
+}
+
+// lifetime is how long a record whose last event is ev lives: the
+// retention plus the event's delay (a scheduled first run, a retry, a
+// deferral or a restart due later), saturated (durx.Add) so that a delay
+// near the largest duration never wraps to a negative lifetime (which
+// Redis would take as "delete now").
+func (s *Store) lifetime(ev Event) time.Duration {
+	return durx.Add(s.retention, durx.Millis(ev.DelayMS))
 }
 
 // Exists reports whether task id has a record.
@@ -297,7 +306,7 @@ func (s *Store) beginTransition(p Patch, ev Event) beginWrite {
 		p.ClearError = false
 	}
 	return beginWrite{fields: p.fields(ev.At), clear: clear, event: string(ev.marshal()),
-		lifetime: s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond}
+		lifetime: s.lifetime(ev)}
 }
 
 // begin runs beginScript: env's start and w.
@@ -325,7 +334,7 @@ func beginRun(env *Envelope, w beginWrite, run func(args []any) (int, error)) (i
 
 // beginArgs are beginScript's ARGV: the seed pairs only when seed is set.
 func beginArgs(env *Envelope, w beginWrite, seed bool) []any {
-	secs := int64((w.lifetime + time.Second - 1) / time.Second)
+	secs := durx.CeilSeconds(w.lifetime)
 	clear := "0"
 	if w.clear {
 		clear = "1"
@@ -408,8 +417,7 @@ func (s *Store) Transition(ctx context.Context, id string, p Patch, ev Event) er
 	if ev.Event == EventDeferred {
 		merge = "1"
 	}
-	ttl := s.retention + time.Duration(max(ev.DelayMS, 0))*time.Millisecond
-	args := append([]any{int64(ttl / time.Second), string(b), merge}, p.fields(ev.At)...)
+	args := append([]any{durx.CeilSeconds(s.lifetime(ev)), string(b), merge}, p.fields(ev.At)...)
 	n, err := s.eval(ctx, transitionScript, []string{rkeys.Task(id), rkeys.TaskHistory(id)}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("tasks: record %s event of %s: %w", ev.Event, id, err)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentq/agentq/internal/durx"
 )
 
 // Failed-token limiting, shared by the API, the console (its login form
@@ -319,5 +321,5 @@ func TokenEqual(got, want string) bool {
 // RetryAfterSeconds is d in whole seconds rounded up, at least 1 (the
 // value of a Retry-After header).
 func RetryAfterSeconds(d time.Duration) int64 {
-	return max(int64((d+time.Second-1)/time.Second), 1)
+	return max(durx.CeilSeconds(d), 1)
 }

@@ -67,6 +67,11 @@ func DLQScratch() string { return Prefix + "{dlq}:scratch" }
 // keys without decoding its JSON.
 func DLQRefs() string { return Prefix + "{dlq}:refs" }
 
+// DLQRequeueClaim is the claim of the one requeue that may requeue dead
+// letter id (a random token, with a TTL): concurrent requeues of it find
+// it taken and write nothing.
+func DLQRequeueClaim(id string) string { return Prefix + "{dlq}:requeue-claim:" + id }
+
 // BreakerWake is the claim, per breaker generation, of the worker that
 // wakes the tasks deferred on a breaker that closed (one scan, not one per
 // worker).
