@@ -32,7 +32,8 @@ func NewInspectorCmd(app *App) *cobra.Command {
 	dlq.AddCommand(dlqList(app, g), dlqShow(app, g), dlqRequeue(app, g), dlqDelete(app, g), dlqPurge(app, g), dlqExport(app, g))
 	breaker := &cobra.Command{Use: "breaker", Short: "Change a breaker: reset KEY | trip KEY --for DUR", Args: cobra.ArbitraryArgs, RunE: group}
 	breaker.AddCommand(breakerReset(app, g), breakerTrip(app, g))
-	root.AddCommand(dlq, breaker, breakersCmd(app, g), limitsCmd(app, g), taskCmd(app, g), restartsCmd(app, g), statsCmd(app, g))
+	root.AddCommand(dlq, breaker, breakersCmd(app, g), limitsCmd(app, g), taskCmd(app, g), restartsCmd(app, g), statsCmd(app, g),
+		classifyCmd(app, g))
 	return root
 }
 

@@ -53,6 +53,8 @@ type Config struct {
 	History History `yaml:"history"`
 	// Alerts configures failure alerts.
 	Alerts Alerts `yaml:"alerts"`
+	// Classifier holds the operator's classifier rules (classifier.go).
+	Classifier Classifier `yaml:"classifier"`
 	// Path is the file the config was loaded from ("" for Default).
 	Path string `yaml:"-"`
 

@@ -191,6 +191,14 @@ func (d *decoder) list(n *yaml.Node, path string, v reflect.Value) {
 	if isNull(n) {
 		return
 	}
+	if n.Kind == yaml.ScalarNode && v.Type() == codesType {
+		// status: 500 is status: [500].
+		e := reflect.New(v.Type().Elem()).Elem()
+		if d.scalarValue(n, path, e) {
+			v.Set(reflect.Append(reflect.MakeSlice(v.Type(), 0, 1), e))
+		}
+		return
+	}
 	if n.Kind != yaml.SequenceNode {
 		d.fail(n, path, "must be a list, got %s", describe(n))
 		return

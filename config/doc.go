@@ -34,6 +34,9 @@
 //	history:
 //	  retention: 168h
 //	alerts: {threshold: 10, window: 5m, webhook_url: https://hooks.example/agentq}
+//	classifier:                          # checked before the built-in classifier
+//	  rules:
+//	    - {name: team quota, class: quota_exhausted, status: 500, regexp: 'quota for team \w+ is gone'}
 //
 // # Resolution
 //

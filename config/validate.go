@@ -131,6 +131,7 @@ func (c *Config) Validate() error {
 	if c.Alerts.WebhookURL != "" {
 		v.httpURL("alerts.webhook_url", c.Alerts.WebhookURL)
 	}
+	v.classifier()
 	if len(v.errs) == 0 {
 		return nil
 	}

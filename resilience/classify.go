@@ -80,6 +80,10 @@ const (
 type Classifier struct {
 	// Rules is the text rule table, first match wins; nil means DefaultRules().
 	Rules []TextRule
+	// Custom are the operator's rules (config classifier.rules), checked
+	// before any other evidence but a cancellation; first match wins. nil:
+	// none.
+	Custom []CustomRule
 	// Now is the clock for HTTP-date Retry-After values; nil means time.Now.
 	Now func() time.Time
 }
@@ -97,6 +101,7 @@ func Classify(err error) Verdict { return defaultClassifier.Classify(err) }
 //
 //  1. nil → the zero Verdict (Class "": success).
 //  2. context.Canceled anywhere in the chain → canceled.
+//     2a. The first of Custom (the operator's rules) that matches → its class.
 //  3. A *Failure whose Class is a valid class → that class.
 //  4. A timeout before the connection was made (a dial *net.OpError that
 //     timed out, a DNS lookup timeout, net/http's TLS handshake timeout) →
@@ -117,16 +122,21 @@ func Classify(err error) Verdict { return defaultClassifier.Classify(err) }
 // Independently of the class, the verdict carries the backend's Retry-After
 // (retry-after-ms, Retry-After seconds or HTTP-date, else "try again in 20s"
 // in the text), capped at RetryAfterCap, and its x-should-retry header.
-func (c Classifier) Classify(err error) (v Verdict) {
+func (c Classifier) Classify(err error) Verdict { return c.classify(err, nil) }
+
+// classify is Classify, recording in m (when not nil) what decided.
+func (c Classifier) classify(err error, m *Match) (v Verdict) {
 	if err == nil {
 		return Verdict{}
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			v = Verdict{Class: ProviderError}
+			m.builtin("panic")
 		}
 	}()
 	if errors.Is(err, context.Canceled) {
+		m.builtin("context canceled")
 		return Verdict{Class: Canceled}
 	}
 
@@ -156,16 +166,26 @@ func (c Classifier) Classify(err error) (v Verdict) {
 	}
 	v.ShouldRetry = shouldRetryHeader(hdr)
 
+	if i := c.matchCustom(err, f, text); i >= 0 {
+		v.Class = c.Custom[i].Class
+		if m != nil {
+			*m = Match{Source: MatchConfig, Index: i, Name: c.Custom[i].Name}
+		}
+		return v
+	}
 	if f != nil && f.Class != "" && f.Class.Valid() {
 		v.Class = f.Class
+		m.builtin("runner verdict")
 		return v
 	}
 	if connectFailed(err) {
 		v.Class = NetworkTransient
+		m.builtin("connect timeout")
 		return v
 	}
 	if isTimeout(err) {
 		v.Class = Timeout
+		m.builtin("deadline")
 		return v
 	}
 	rules := c.Rules
@@ -173,30 +193,36 @@ func (c Classifier) Classify(err error) (v Verdict) {
 		rules = defaultRules
 	}
 	if status != 0 {
-		v.Class = classifyWithStatus(rules, ev, status, false)
+		v.Class = classifyWithStatus(rules, ev, status, false, m)
 		return v
 	}
 	if cl := classifyChain(err); cl != "" {
 		v.Class = cl
+		m.builtin("go error chain")
 		return v
 	}
 	if s := ev.status(); s != 0 {
-		v.Class = classifyWithStatus(rules, ev, s, true)
+		v.Class = classifyWithStatus(rules, ev, s, true, m)
 		return v
 	}
-	if cl := matchRules(rules, ev, 0, true); cl != "" {
-		v.Class = cl
+	if r := matchRule(rules, ev, 0, true); r != nil {
+		v.Class = r.Class
+		m.builtinRule(r, 0)
 		return v
 	}
 	v.Class = ProviderError
+	m.builtin("no rule matched")
 	return v
 }
 
 // classifyWithStatus applies the text table, then the status table. quoted
-// reports that the status was only quoted in the text.
-func classifyWithStatus(rules []TextRule, ev evidence, status int, quoted bool) Class {
-	if cl := matchRules(rules, ev, status, quoted); cl != "" {
-		return cl
+// reports that the status was only quoted in the text. m (when not nil)
+// records which decided.
+func classifyWithStatus(rules []TextRule, ev evidence, status int, quoted bool, m *Match) Class {
+	r := matchRule(rules, ev, status, quoted)
+	m.builtinRule(r, status)
+	if r != nil {
+		return r.Class
 	}
 	return statusClass(status, ev)
 }
@@ -325,10 +351,9 @@ var transientErrnos = []syscall.Errno{
 	syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN, syscall.ENETRESET,
 }
 
-// matchRules returns the class of the first matching rule, or "". quoted
-// reports that status (if any) was only quoted in the text, not seen by the
-// runner.
-func matchRules(rules []TextRule, ev evidence, status int, quoted bool) Class {
+// matchRule returns the first matching rule, or nil. quoted reports that
+// status (if any) was only quoted in the text, not seen by the runner.
+func matchRule(rules []TextRule, ev evidence, status int, quoted bool) *TextRule {
 	for i := range rules {
 		r := &rules[i]
 		switch r.Scope {
@@ -346,10 +371,10 @@ func matchRules(rules []TextRule, ev evidence, status int, quoted bool) Class {
 			}
 		}
 		if r.matches(ev) {
-			return r.Class
+			return r
 		}
 	}
-	return ""
+	return nil
 }
 
 func (r *TextRule) matches(ev evidence) bool {

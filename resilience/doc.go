@@ -6,12 +6,15 @@
 //
 // Every failure gets one of the stable classes of class.go. Classify (or a
 // Classifier with its own clock and rules) looks at, in order: context
-// cancellation, a runner's own verdict (Failure.Class, WithClass), deadlines
+// cancellation, the operator's rules (Classifier.Custom: CustomRule, from
+// config classifier.rules), a runner's own verdict (Failure.Class, WithClass), deadlines
 // and network timeouts, the HTTP status together with the provider's body,
 // the typed Go error chain (x509/TLS, DNS, syscall errnos, unexpected EOF)
 // and finally the error text alone — an exec agent's stderr tail or a Go
 // function's error string, often the only evidence there is. Unrecognised
 // failures are provider_error: retryable, and counted as the backend's fault.
+// Explain gives the same verdict and names the evidence that decided it (a
+// configured rule's index, a text rule's name, the status, …).
 //
 // Text evidence is data: a table of TextRule rows (DefaultRules), first match
 // wins, matched case-insensitively against the text and against the

@@ -16,8 +16,9 @@
 //     A redelivery's start is recorded (and fenced against superseded
 //     runs) before the call; a first delivery's 50ms into the call, or
 //     with its outcome in one write when the call ends sooner.
-//  5. Classify the outcome (resilience.Classify; a timeout of the call is
-//     timeout, the worker's own shutdown is canceled) and record it in the
+//  5. Classify the outcome (a resilience.Classifier with the config's
+//     classifier.rules checked first; a timeout of the call is timeout,
+//     the worker's own shutdown is canceled) and record it in the
 //     breaker, the task history and the metrics.
 //  6. Decide with the agent's decision table (resilience.Policy): succeed;
 //     retry after a backoff (or the backend's Retry-After) as another

@@ -65,24 +65,6 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		key = name
 	}
 	s := a.Settings
-	rules := map[resilience.Class]resilience.Rule{}
-	def := resilience.DefaultPolicy()
-	for c, r := range s.Classes {
-		rule := def.Rule(c)
-		if r.Retry != nil {
-			rule.Retry = *r.Retry
-		}
-		if r.Breaker != nil {
-			rule.CountsForBreaker = *r.Breaker
-		}
-		if r.Exhausted != nil {
-			rule.Exhausted = resilience.OnExhausted(*r.Exhausted)
-		}
-		if r.Fallback != nil {
-			rule.Fallback = *r.Fallback
-		}
-		rules[c] = rule
-	}
 	var probe *probeSpec
 	if a.Health != nil {
 		probe = newProbeSpec(*a.Health, a.Exec)
@@ -105,7 +87,7 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 			TrialLease:       s.Timeout + 5*time.Second,
 		},
 		restart: restart.Config{MaxRestarts: s.Restart.MaxRestarts, Delays: s.Restart.Delays, MaxPending: s.Restart.MaxPending},
-		policy:  def.With(rules),
+		policy:  s.Policy(),
 	}, nil
 }
 

@@ -137,6 +137,12 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	if err := linkFallbacks(specs); err != nil {
 		return nil, err
 	}
+	// The operator's classifier.rules come first for every failure.
+	custom, err := cfg.ClassifierRules()
+	if err != nil {
+		return nil, err
+	}
+	classifier := resilience.Classifier{Custom: custom}
 	m := newMetrics()
 	m.runs(slices.Collect(maps.Keys(specs)))
 	host, _ := os.Hostname()
@@ -164,7 +170,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
 		limiter:  resilience.NewLimiter(rdb, resilience.WithLimiterRunner(batch)),
 		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
-		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: resilience.Classify, noGate: o.noGate,
+		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: classifier.Classify, noGate: o.noGate,
 		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
 	}
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
