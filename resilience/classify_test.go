@@ -876,16 +876,22 @@ type corpusEntry struct {
 	source string
 	status int
 	text   string
+	file   string
 	line   int
 }
 
-// loadRealErrors reads testdata/real_errors.txt: records start with a header
+// corpusFiles are the real-error corpora: the first one the classifier was
+// tuned on, the second gathered from providers and runtimes it had not met
+// (issue #24).
+var corpusFiles = []string{"testdata/real_errors.txt", "testdata/real_errors_providers.txt"}
+
+// loadRealErrors reads a corpus file: records start with a header
 // "--- class=<c> lang=<l> source=<s> [status=<n>]" followed by the verbatim
 // error text up to the next header; lines that are "#" or start with "# "
 // are comments.
-func loadRealErrors(t *testing.T) []corpusEntry {
+func loadRealErrors(t *testing.T, path string) []corpusEntry {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/real_errors.txt")
+	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var (
 		out []corpusEntry
@@ -913,7 +919,7 @@ func loadRealErrors(t *testing.T) []corpusEntry {
 			continue
 		}
 		flush()
-		e := corpusEntry{line: i + 1}
+		e := corpusEntry{file: path, line: i + 1}
 		for _, field := range strings.Fields(strings.TrimPrefix(line, "--- ")) {
 			k, v, ok := strings.Cut(field, "=")
 			require.True(t, ok, "line %d: field %q is not key=value", i+1, field)
@@ -948,12 +954,23 @@ func loadRealErrors(t *testing.T) []corpusEntry {
 var corpusExceptions = map[string]string{}
 
 // TestClassifyRealErrorCorpus classifies every record of the real-error
-// corpus, as an agent's text alone (no status) or as a response body with the
-// status the runner knew, and requires the exact class for all of them.
+// corpora, as an agent's text alone (no status) or as a response body with
+// the status the runner knew, and requires the exact class for all of them.
 func TestClassifyRealErrorCorpus(t *testing.T) {
 	t.Parallel()
-	corpus := loadRealErrors(t)
-	require.GreaterOrEqual(t, len(corpus), 120)
+	var corpus []corpusEntry
+	for _, path := range corpusFiles {
+		part := loadRealErrors(t, path)
+		require.GreaterOrEqual(t, len(part), 120, path)
+		exact := 0
+		for _, e := range part {
+			if testClassifier.Classify(&Failure{Status: e.status, Text: e.text}).Class == e.want {
+				exact++
+			}
+		}
+		t.Logf("%s: %d records, exact %d (%.1f%%)", path, len(part), exact, 100*float64(exact)/float64(len(part)))
+		corpus = append(corpus, part...)
+	}
 	byClass, byLang := map[Class]int{}, map[string]int{}
 	exact, sameDecision := 0, 0
 	policy := DefaultPolicy()
@@ -972,7 +989,7 @@ func TestClassifyRealErrorCorpus(t *testing.T) {
 		if _, ok := corpusExceptions[e.source]; ok {
 			continue
 		}
-		misses = append(misses, fmt.Sprintf("line %d %s (%s): want %s, got %s", e.line, e.source, e.lang, e.want, got))
+		misses = append(misses, fmt.Sprintf("%s:%d %s (%s): want %s, got %s", e.file, e.line, e.source, e.lang, e.want, got))
 	}
 	for _, c := range Classes() {
 		require.Positive(t, byClass[c], "no corpus record of class %s", c)
