@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -999,4 +1000,48 @@ func TestClassifyRealErrorCorpus(t *testing.T) {
 	t.Logf("exact class: %d/%d (%.1f%%); same decision: %d/%d (%.1f%%)",
 		exact, len(corpus), pct(exact), sameDecision, len(corpus), pct(sameDecision))
 	require.Empty(t, misses, "misclassified:\n%s", strings.Join(misses, "\n"))
+}
+
+// TestClassifyToolDeaths checks the exit-status evidence of an exec agent
+// (a real subprocess killed by a signal, or a shell reporting 128+N) and the
+// texts that must not be read as a tool's death.
+func TestClassifyToolDeaths(t *testing.T) {
+	t.Parallel()
+	run := func(script string) error {
+		err := exec.Command("sh", "-c", script).Run()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, script)
+		return &Failure{Err: fmt.Errorf("agent failed: %w", ee)}
+	}
+	cases := []struct {
+		name string
+		err  error
+		want Class
+	}{
+		{"sigkill", run("kill -9 $$"), LogicError},
+		{"sigsegv", run("kill -SEGV $$"), LogicError},
+		{"sigabrt", run("kill -ABRT $$"), LogicError},
+		{"exit_137", run("exit 137"), LogicError},
+		{"exit_139", run("exit 139"), LogicError},
+		{"exit_1_says_nothing", run("exit 1"), ProviderError},
+		{"sigterm_is_not_a_death_of_its_own", run("kill -TERM $$"), ProviderError},
+		{"exit_1_with_rate_limit_text", &Failure{Err: run("exit 1"), Text: "Error code: 429 - rate limit exceeded"}, RateLimited},
+		{"bare_killed_line", stderr("Traceback (most recent call last):\n  File \"x.py\", line 1\nKilled\n"), LogicError},
+		{"killed_in_prose_is_not_a_death", stderr("the upstream request was killed by the load balancer"), ProviderError},
+		{"killed_in_a_500_body", status(500, `{"error":{"message":"Killed"}}`), ProviderError},
+		{"backend_heap_oom_under_500_is_the_backend", status(500, "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory"), ProviderError},
+		{"ollama_runner_under_500_is_the_backend", status(500, `{"error":"llama runner process has terminated: GGML_ASSERT(ctx) failed"}`), ProviderError},
+		{"grpc_unavailable_overloaded_is_rate_limited", stderr("rpc error: code = Unavailable desc = The model is overloaded. Please try again later."), RateLimited},
+		{"grpc_resource_exhausted", stderr("rpc error: code = ResourceExhausted desc = Quota exceeded for quota metric 'Generate Content API requests per minute'"), RateLimited},
+		{"grpc_permission_denied", stderr("rpc error: code = PermissionDenied desc = Permission denied on resource project"), InvalidRequest},
+		{"grpc_deadline", stderr("rpc error: code = DeadlineExceeded desc = context deadline exceeded"), Timeout},
+		{"capacity_under_429", status(429, `{"object":"error","message":"Service tier capacity exceeded for this model.","type":"invalid_request_error"}`), RateLimited},
+		{"pro_subscription", status(403, `{"error":{"message":"This model requires a Pro subscription."}}`), InvalidRequest},
+		{"context_size_under_500", status(500, `{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}`), ContextLength},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, testClassifier.Classify(tc.err).Class)
+		})
+	}
 }
