@@ -180,7 +180,7 @@ var defaultRules = []TextRule{
 			"out of memory: killed process", "oom-kill", "oomkilled", "oom killer", "killed due to memory pressure",
 			"exit code 137", "exit status 137", "exit code 139", "exit status 139", "exit code 134", "exit status 134",
 			"signal: killed", "signal: segmentation fault", "signal: aborted",
-			"memoryerror", "std::bad_alloc",
+			"memoryerror", "outofmemoryerror", "cuda out of memory", "std::bad_alloc",
 			"panicked at", "rust_backtrace", "assertion failed", "assertionerror", "assertion `",
 			"segmentation fault", "sigsegv", "core dumped",
 			"brokenprocesspool", "terminated abruptly", "worker process died", "worker died", "child process died",
