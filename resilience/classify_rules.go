@@ -219,6 +219,8 @@ var defaultRules = []TextRule{
 			"is not subscriptable", "nullpointerexception", "classcastexception",
 			"panic: runtime error", "nil pointer dereference", "object reference not set to an instance",
 		},
+		// "InvalidAPIKeyError: Invalid API key" is a credential, not a KeyError.
+		Not: []string{"apikeyerror"},
 	},
 
 	// --- the caller's fault ----------------------------------------------
