@@ -456,5 +456,8 @@ var defaultRules = []TextRule{
 			"executable file not found",
 			"command not found", "zerodivisionerror", "unboundlocalerror",
 		},
+		// V8's "SyntaxError: Unexpected token '<', "<!DOCTYPE "... is not
+		// valid JSON" is the backend's HTML page, not the tool's code.
+		Not: []string{"'<'", "\"<\"", "token <", "<!doctype", "<html"},
 	},
 }
