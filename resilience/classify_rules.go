@@ -376,7 +376,10 @@ var defaultRules = []TextRule{
 		Name: "dial_timeout", Class: NetworkTransient, Scope: ScopeTransport,
 		Any: []string{"dial tcp", "dial udp", "connectex", "etimedout", "socketexception"},
 		And: []string{"i/o timeout", "timed out", "timeout", "connect"},
-		Not: []string{"read etimedout", "read timed out", "awaiting headers", "while reading body", "receive", "httpclient.timeout"},
+		Not: []string{
+			"read etimedout", "read timed out", "awaiting headers", "while reading body", "receive", "httpclient.timeout",
+			"exceeded the configured timeout", "unable to read data from the transport connection",
+		},
 	},
 	{
 		// A truncated response: the connection closed before the body was
@@ -422,7 +425,7 @@ var defaultRules = []TextRule{
 			// desc = connection closed", "14 UNAVAILABLE: No connection
 			// established"); an overloaded server saying so is rate_limited.
 			"code = unavailable", "code = 14 desc", "14 unavailable:", "status{code=unavailable",
-			"the connection is unavailable", "transport is closing",
+			"the connection is unavailable", "transport is closing", "connection was closed unexpectedly",
 		},
 	},
 	{
