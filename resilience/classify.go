@@ -434,7 +434,7 @@ func (e evidence) status() int {
 		return e.jsonCode
 	}
 	if m := quotedStatusRe.FindStringSubmatch(e.text); m != nil {
-		if n, err := strconv.Atoi(m[1]); err == nil && n >= 400 && n <= 599 {
+		if n, err := strconv.Atoi(m[1] + m[2]); err == nil && n >= 400 && n <= 599 {
 			return n
 		}
 	}
@@ -455,8 +455,9 @@ var (
 	codeRe = regexp.MustCompile(`(?i)\\?["'](?:type|code|status|reason|error_type|error_code)\\?["']\s*:\s*\\?["']([a-z0-9_.\-]{2,64})\\?["']`)
 	// quotedStatusRe finds a status that SDKs and CLIs quote in their messages:
 	// "Error code: 429 - {...}" (Python SDKs), "API Error: 529 {...}" and
-	// "Error: 400 {...}" (Node SDKs), "status code: 503", "HTTP 502".
-	quotedStatusRe = regexp.MustCompile(`(?i)(?:error code|status code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b`)
+	// "Error: 400 {...}" (Node SDKs), "status code: 503", "HTTP 502", and
+	// openai-node's "401 status code (no body)".
+	quotedStatusRe = regexp.MustCompile(`(?i)(?:(?:error code|status code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b|\b([1-5][0-9]{2}) status code\b)`)
 )
 
 func analyze(text string) evidence {
