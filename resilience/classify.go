@@ -455,9 +455,10 @@ var (
 	codeRe = regexp.MustCompile(`(?i)\\?["'](?:type|code|status|reason|error_type|error_code)\\?["']\s*:\s*\\?["']([a-z0-9_.\-]{2,64})\\?["']`)
 	// quotedStatusRe finds a status that SDKs and CLIs quote in their messages:
 	// "Error code: 429 - {...}" (Python SDKs), "API Error: 529 {...}" and
-	// "Error: 400 {...}" (Node SDKs), "status code: 503", "HTTP 502", and
+	// "Error: 400 {...}" (Node SDKs), "status code: 503", Cohere's
+	// "status_code: 429", "HTTP 502", and
 	// openai-node's "401 status code (no body)".
-	quotedStatusRe = regexp.MustCompile(`(?i)(?:(?:error code|status code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b|\b([1-5][0-9]{2}) status code\b)`)
+	quotedStatusRe = regexp.MustCompile(`(?i)(?:(?:error code|status[ _]code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b|\b([1-5][0-9]{2}) status code\b)`)
 )
 
 func analyze(text string) evidence {

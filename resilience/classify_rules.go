@@ -248,7 +248,8 @@ var defaultRules = []TextRule{
 			"accessdeniedexception", "access denied", "don't have access to the model",
 			"do not have access to the model", "model access is denied", "not authorized to",
 			"requires a pro subscription", "requires a subscription", "subscription required",
-			"code = permissiondenied", "code = unauthenticated",
+			"code = permissiondenied", "code = unauthenticated", "invalid api token",
+			"security token included in the request is invalid",
 		},
 	},
 	{
@@ -259,7 +260,8 @@ var defaultRules = []TextRule{
 		Name: "not_supported", Class: NotSupported,
 		Codes: []string{
 			"model_not_found", "not_implemented", "unsupported_model", "unsupported_country_region_territory",
-			"unimplemented", "model_decommissioned", "deploymentnotfound",
+			"unimplemented", "model_decommissioned", "deploymentnotfound", "model_not_available",
+			"dedicated_endpoint_not_running",
 		},
 		Any: []string{
 			"model_not_found", "model not found", "no such model", "unknown model",
@@ -277,7 +279,8 @@ var defaultRules = []TextRule{
 			"has been decommissioned", "model_decommissioned", "is no longer supported",
 			"deploymentnotfound", "api deployment for this resource does not exist",
 			"api deployment for the resource does not exist", "tool choice requires",
-			"isn't supported", "isn’t supported",
+			"isn't supported", "isn’t supported", "unable to access non-serverless model",
+			"dedicated endpoint for", "not found, make sure the correct model",
 		},
 		Not: []string{"modulenotfounderror", "filenotfounderror", "please use a valid"},
 	},
@@ -295,7 +298,10 @@ var defaultRules = []TextRule{
 			// must change before it can succeed.
 			"content management policy", "content_filter", "responsibleaipolicyviolation",
 			"code = invalidargument", "code = failedprecondition",
+			// Cohere: "invalid request: message must be at least 1 token long".
+			"invalid request: ",
 		},
+		Not: []string{"request uri"},
 	},
 	{
 		Name: "server_error", Class: ProviderError,
