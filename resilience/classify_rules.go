@@ -276,7 +276,7 @@ var defaultRules = []TextRule{
 			// DeploymentNotFound, vLLM '"auto" tool choice requires
 			// --enable-auto-tool-choice', Bedrock "with on-demand throughput
 			// isn’t supported".
-			"has been decommissioned", "model_decommissioned", "is no longer supported",
+			"has been decommissioned", "model_decommissioned",
 			"deploymentnotfound", "api deployment for this resource does not exist",
 			"api deployment for the resource does not exist", "tool choice requires",
 			"isn't supported", "isn’t supported", "unable to access non-serverless model",

@@ -1043,10 +1043,38 @@ func TestClassifyToolDeaths(t *testing.T) {
 		{"capacity_under_429", status(429, `{"object":"error","message":"Service tier capacity exceeded for this model.","type":"invalid_request_error"}`), RateLimited},
 		{"pro_subscription", status(403, `{"error":{"message":"This model requires a Pro subscription."}}`), InvalidRequest},
 		{"context_size_under_500", status(500, `{"error":{"code":500,"message":"Context size has been exceeded.","type":"server_error"}}`), ContextLength},
+		// Words of the new rules in texts that mean something else.
+		{"deprecation_warning_is_not_a_verdict", stderr("warning: the --foo flag is no longer supported\nError code: 503 - Service Unavailable"), ProviderError},
+		{"memory_in_a_503_body_is_the_backend", status(503, "worker process died: cannot allocate memory"), ProviderError},
+		{"capacity_word_in_a_400_is_still_a_400", status(400, `{"error":{"message":"max_capacity must be a positive integer","type":"invalid_request_error"}}`), InvalidRequest},
+		{"grpc_unavailable_under_503_body_is_the_backend", status(503, `{"error":{"code":503,"message":"The service is currently unavailable.","status":"UNAVAILABLE"}}`), ProviderError},
+		{"node_401_no_body", stderr("401 status code (no body)"), InvalidRequest},
+		{"cohere_status_code_429", stderr("cohere.errors.too_many_requests_error.TooManyRequestsError: status_code: 429, body: {}"), RateLimited},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, testClassifier.Classify(tc.err).Class)
 		})
 	}
+}
+
+// BenchmarkClassifyCorpus classifies every record of both corpora once per
+// iteration: the cost of the whole table on real texts.
+func BenchmarkClassifyCorpus(b *testing.B) {
+	var corpus []corpusEntry
+	t := &testing.T{}
+	for _, path := range corpusFiles {
+		corpus = append(corpus, loadRealErrors(t, path)...)
+	}
+	errs := make([]error, len(corpus))
+	for i, e := range corpus {
+		errs[i] = &Failure{Status: e.status, Text: e.text}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		for _, err := range errs {
+			testClassifier.Classify(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(errs)), "ns/text")
 }
