@@ -13,6 +13,8 @@ package resilience
 // before rate limits (OpenAI's "Request too large … tokens per min" cannot
 // succeed by waiting), the tool's own JSON and programming errors before
 // provider-looking wrappers ("litellm.APIConnectionError: … KeyError"),
+// a local model server's dead runner (provider_error) before the tool's own
+// deaths (out of memory, panics, assertions: logic_error),
 // overload before generic server errors, and transport rules last, so that a
 // body merely mentioning "timeout" is not a timeout. Among the transport
 // rules, transient name resolution comes before unknown names, and
