@@ -113,7 +113,9 @@ func Classify(err error) Verdict { return defaultClassifier.Classify(err) }
 //     quota_exhausted and a 400 saying the prompt is too long is
 //     context_length), then the status itself (see statusClass).
 //  6. The Go error chain: x509/TLS certificate errors, *net.DNSError, syscall
-//     errnos, io.ErrUnexpectedEOF, *net.OpError.
+//     errnos, io.ErrUnexpectedEOF, *net.OpError; then an exec agent's exit
+//     status: killed by SIGKILL/SIGSEGV/SIGABRT (or exit 137/139/134, or a
+//     lone "Killed" line) → logic_error (see toolDied).
 //  7. The text alone: a status quoted in it ("Error code: 429", "API Error:
 //     529") is used as in step 5; otherwise the whole table, including
 //     transport and programming-error rules.
@@ -199,6 +201,10 @@ func (c Classifier) classify(err error, m *Match) (v Verdict) {
 	if cl := classifyChain(err); cl != "" {
 		v.Class = cl
 		m.builtin("go error chain")
+		return v
+	}
+	if toolDied(err, text) {
+		v.Class = LogicError
 		return v
 	}
 	if s := ev.status(); s != 0 {
@@ -346,6 +352,41 @@ func classifyChain(err error) Class {
 	return ""
 }
 
+// toolDied reports an exec agent whose process died of its own death, not
+// of the backend: the exit status of the process (an *exec.ExitError in the
+// chain) says it was killed by SIGKILL (the OOM killer; a timeout is
+// classified before this), SIGSEGV, SIGABRT, SIGBUS, SIGILL or SIGFPE, or a
+// shell reported such a death as exit code 128+N (137, 139, 134); or the
+// text has a line that is just the shell's "Killed" (or macOS "Killed: 9").
+func toolDied(err error, text string) bool {
+	var exit interface {
+		ExitCode() int
+		Sys() any
+	}
+	if errors.As(err, &exit) {
+		if ws, ok := exit.Sys().(interface {
+			Signaled() bool
+			Signal() syscall.Signal
+		}); ok && ws.Signaled() {
+			switch ws.Signal() {
+			case syscall.SIGKILL, syscall.SIGSEGV, syscall.SIGABRT, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE:
+				return true
+			}
+		}
+		switch exit.ExitCode() {
+		case 128 + 9, 128 + 11, 128 + 6:
+			return true
+		}
+	}
+	for line := range strings.Lines(text) {
+		switch strings.TrimSpace(line) {
+		case "Killed", "Killed: 9":
+			return true
+		}
+	}
+	return false
+}
+
 var transientErrnos = []syscall.Errno{
 	syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.EPIPE, syscall.ECONNABORTED,
 	syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN, syscall.ENETRESET,
@@ -418,7 +459,7 @@ func (e evidence) status() int {
 		return e.jsonCode
 	}
 	if m := quotedStatusRe.FindStringSubmatch(e.text); m != nil {
-		if n, err := strconv.Atoi(m[1]); err == nil && n >= 400 && n <= 599 {
+		if n, err := strconv.Atoi(m[1] + m[2]); err == nil && n >= 400 && n <= 599 {
 			return n
 		}
 	}
@@ -439,8 +480,10 @@ var (
 	codeRe = regexp.MustCompile(`(?i)\\?["'](?:type|code|status|reason|error_type|error_code)\\?["']\s*:\s*\\?["']([a-z0-9_.\-]{2,64})\\?["']`)
 	// quotedStatusRe finds a status that SDKs and CLIs quote in their messages:
 	// "Error code: 429 - {...}" (Python SDKs), "API Error: 529 {...}" and
-	// "Error: 400 {...}" (Node SDKs), "status code: 503", "HTTP 502".
-	quotedStatusRe = regexp.MustCompile(`(?i)(?:error code|status code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b`)
+	// "Error: 400 {...}" (Node SDKs), "status code: 503", Cohere's
+	// "status_code: 429", "HTTP 502", and
+	// openai-node's "401 status code (no body)".
+	quotedStatusRe = regexp.MustCompile(`(?i)(?:(?:error code|status[ _]code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b|\b([1-5][0-9]{2}) status code\b)`)
 )
 
 func analyze(text string) evidence {

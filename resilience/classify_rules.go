@@ -13,6 +13,8 @@ package resilience
 // before rate limits (OpenAI's "Request too large … tokens per min" cannot
 // succeed by waiting), the tool's own JSON and programming errors before
 // provider-looking wrappers ("litellm.APIConnectionError: … KeyError"),
+// a local model server's dead runner (provider_error) before the tool's own
+// deaths (out of memory, panics, assertions: logic_error),
 // overload before generic server errors, and transport rules last, so that a
 // body merely mentioning "timeout" is not a timeout. Among the transport
 // rules, transient name resolution comes before unknown names, and
@@ -39,7 +41,7 @@ var defaultRules = []TextRule{
 		// metric "generate_requests_per_model_per_day").
 		Name: "daily_quota", Class: QuotaExhausted,
 		Any: []string{"perday", "per_day", "per day", "per-day", "daily limit", "daily quota", "requests per day"},
-		And: []string{"quota", "resource_exhausted", "resource has been exhausted"},
+		And: []string{"quota", "resource_exhausted", "resource has been exhausted", "too many tokens", "too many requests"},
 	},
 	{
 		// Gemini/Vertex: per-minute quotas are rate limits even though the text
@@ -76,7 +78,7 @@ var defaultRules = []TextRule{
 	// --- the request is too big for the model ----------------------------
 	{
 		Name: "context_length", Class: ContextLength,
-		Codes: []string{"context_length_exceeded", "context_window_exceeded", "request_too_large"},
+		Codes: []string{"context_length_exceeded", "context_window_exceeded", "request_too_large", "exceed_context_size_error"},
 		Any: []string{
 			"context_length_exceeded", "maximum context length", "context length exceeded",
 			"context window", "contextwindowexceeded", "context_window_exceeded",
@@ -86,6 +88,18 @@ var defaultRules = []TextRule{
 			"input token count", "too large for model", "length of all messages is too long",
 			"reduce the length of the messages", "request too large for", "prompt too long",
 			"maximum prompt length", "tokens exceeds the model", "exceeds max tokens",
+			// Token counts against a limit, as local servers say it (also
+			// under a 500): vLLM "Input prompt (N tokens) is too long and
+			// exceeds limit of M", llama.cpp "the request exceeds the
+			// available context size", "Context size has been exceeded",
+			// llama-cpp-python "Requested tokens exceed context window of
+			// 512", TGI "`inputs` tokens + `max_new_tokens` must be <= N" and
+			// "`inputs` must have less than N tokens", Bedrock's "expected
+			// maxLength: 42000, actual: 46735".
+			"is too long and exceeds limit", "exceeds the available context size",
+			"context size has been exceeded", "exceed context window", "exceeds context window",
+			"tokens + `max_new_tokens` must be", "inputs tokens + max_new_tokens",
+			"`inputs` must have less than", "expected maxlength:",
 		},
 	},
 	{
@@ -94,9 +108,9 @@ var defaultRules = []TextRule{
 		// "max_tokens: 128001 > 64000, which is the maximum allowed number of
 		// output tokens", "max_tokens … integer above maximum value".
 		Name: "max_tokens_too_large", Class: ContextLength,
-		Any: []string{"max_tokens", "max_completion_tokens", "max_output_tokens", "maxoutputtokens", "max_tokens_to_sample", "maxtokens"},
+		Any: []string{"max_tokens", "max_completion_tokens", "max_output_tokens", "maxoutputtokens", "max_tokens_to_sample", "maxtokens", "max_new_tokens"},
 		And: []string{
-			"too large", "maximum allowed", "supports at most", "at most", "above maximum",
+			"too large", "maximum allowed", "supports at most", "at most", "above maximum", "must be <=",
 			"exceed", "is not valid", "less than or equal", "> ", "too high",
 		},
 		Not: []string{"credits", "can only afford"},
@@ -121,8 +135,15 @@ var defaultRules = []TextRule{
 		// Anthropic 529 overloaded_error, Gemini 503 "The model is overloaded"
 		// and "experiencing high demand", Azure "high demand … retry after".
 		Name: "overloaded", Class: RateLimited,
-		Codes: []string{"overloaded_error", "overloaded"},
-		Any:   []string{"overloaded", "high demand", "at capacity", "server is busy", "servers are busy"},
+		// Also capacity that is not a 429: Mistral's "Service tier capacity
+		// exceeded for this model" (typed invalid_request_error), Google's
+		// MODEL_CAPACITY_EXHAUSTED "No capacity available for model",
+		// Vertex's "temporarily out of capacity".
+		Codes: []string{"overloaded_error", "overloaded", "model_capacity_exhausted"},
+		Any: []string{
+			"overloaded", "high demand", "at capacity", "server is busy", "servers are busy",
+			"capacity exceeded", "no capacity available", "model_capacity_exhausted", "out of capacity",
+		},
 	},
 	{
 		Name: "rate_limit", Class: RateLimited,
@@ -134,11 +155,42 @@ var defaultRules = []TextRule{
 			"rate limit", "rate_limit", "ratelimit", "rate-limit", "too many requests",
 			"too_many_requests", "toomanyrequests", "resource_exhausted", "resource has been exhausted",
 			"throttl", "tokens per min", "requests per min", "slow down", "too many tokens",
+			"code = resourceexhausted", "toomanyrequestserror",
 		},
 	},
 
 	// --- the tool or agent itself failed (even inside a provider-looking
 	// message; not when the runner saw the status itself) -------------------
+	{
+		// A local model server's runner died (Ollama "llama runner process
+		// has terminated: exit status 2", even with a GGML_ASSERT): the
+		// backend failed, not the tool; checked before the tool's own deaths.
+		Name: "model_runner_died", Class: ProviderError,
+		Any: []string{"llama runner process has terminated", "llama runner terminated", "error loading llama server"},
+	},
+	{
+		// The tool's own process died: out of memory (V8 "JavaScript heap out
+		// of memory", Go "fatal error: runtime: out of memory" / "cannot
+		// allocate memory", the kernel's "Out of memory: Killed process", an
+		// OOMKilled container, exit 137), a Rust panic, a failed assertion, a
+		// segfault or abort, a dead worker pool, or a parser that could not
+		// read the model's output. Retrying the same input does the same;
+		// the backend is not at fault.
+		Name: "tool_died", Class: LogicError, Scope: ScopeText,
+		Any: []string{
+			"javascript heap out of memory", "runtime: out of memory", "runtime: cannot allocate memory",
+			"out of memory: killed process", "oom-kill", "oomkilled", "oom killer", "killed due to memory pressure",
+			"exit code 137", "exit status 137", "exit code 139", "exit status 139", "exit code 134", "exit status 134",
+			"signal: killed", "signal: segmentation fault", "signal: aborted",
+			"memoryerror", "outofmemoryerror", "cuda out of memory", "std::bad_alloc",
+			"exited with code -9", "exit code -9", "exit status -9", "signals.sigkill", "sigkill",
+			"out of memory: kill process", "killed process",
+			"panicked at", "rust_backtrace", "assertion failed", "assertionerror", "assertion `", "assertion '",
+			"ggml_assert", "segmentation fault", "sigsegv", "sigabrt", "core dumped", "abort() has been called",
+			"brokenprocesspool", "terminated abruptly", "worker process died", "worker died", "child process died",
+			"could not parse llm output", "outputparserexception", "output_parsing_failure",
+		},
+	},
 	{
 		// A JSON parse failure in the tool or its SDK: Go "json: cannot
 		// unmarshal", "invalid character … looking for beginning of value",
@@ -171,6 +223,8 @@ var defaultRules = []TextRule{
 			"is not subscriptable", "nullpointerexception", "classcastexception",
 			"panic: runtime error", "nil pointer dereference", "object reference not set to an instance",
 		},
+		// "InvalidAPIKeyError: Invalid API key" is a credential, not a KeyError.
+		Not: []string{"apikeyerror"},
 	},
 
 	// --- the caller's fault ----------------------------------------------
@@ -181,7 +235,7 @@ var defaultRules = []TextRule{
 		Codes: []string{
 			"invalid_api_key", "authentication_error", "permission_error", "permission_denied",
 			"unauthenticated", "unauthorized", "invalid_authentication", "access_denied",
-			"authenticationerror", "permissiondeniederror",
+			"authenticationerror", "permissiondeniederror", "accessdeniedexception", "accessdenied",
 		},
 		Any: []string{
 			"incorrect api key", "invalid api key", "invalid_api_key", "invalid x-api-key",
@@ -189,6 +243,15 @@ var defaultRules = []TextRule{
 			"authenticationerror", "permissiondeniederror", "permission denied",
 			"unauthorized", "missing api key", "api key is missing", "invalid authentication",
 			"could not validate credentials", "you didn't provide an api key",
+			// Access and subscription: Bedrock AccessDeniedException "You
+			// don't have access to the model", "Model access is denied", "not
+			// authorized to invoke", "requires a Pro subscription"; gRPC
+			// PERMISSION_DENIED and UNAUTHENTICATED.
+			"accessdeniedexception", "access denied", "don't have access to the model",
+			"do not have access to the model", "model access is denied", "not authorized to",
+			"requires a pro subscription", "requires a subscription", "subscription required",
+			"code = permissiondenied", "code = unauthenticated", "invalid api token",
+			"security token included in the request is invalid",
 		},
 	},
 	{
@@ -197,7 +260,11 @@ var defaultRules = []TextRule{
 		// enabled for models/…", UnsupportedOperationException. No retry, no
 		// breaker.
 		Name: "not_supported", Class: NotSupported,
-		Codes: []string{"model_not_found", "not_implemented", "unsupported_model", "unsupported_country_region_territory", "unimplemented"},
+		Codes: []string{
+			"model_not_found", "not_implemented", "unsupported_model", "unsupported_country_region_territory",
+			"unimplemented", "model_decommissioned", "deploymentnotfound", "model_not_available",
+			"dedicated_endpoint_not_running",
+		},
 		Any: []string{
 			"model_not_found", "model not found", "no such model", "unknown model",
 			"does not exist or you do not have access", "no endpoints found",
@@ -206,6 +273,16 @@ var defaultRules = []TextRule{
 			"unimplemented", "is unsupported", "unsupported operation", "unsupportedoperation",
 			"unsupportedfeature", "notsupportedexception", "is not enabled for", "method not found",
 			"unknown service",
+			// Decommissioned models, missing deployments, unsupported
+			// tool-choice settings: Groq "has been decommissioned", Azure
+			// DeploymentNotFound, vLLM '"auto" tool choice requires
+			// --enable-auto-tool-choice', Bedrock "with on-demand throughput
+			// isn’t supported".
+			"has been decommissioned", "model_decommissioned",
+			"deploymentnotfound", "api deployment for this resource does not exist",
+			"api deployment for the resource does not exist", "tool choice requires",
+			"isn't supported", "isn’t supported", "unable to access non-serverless model",
+			"dedicated endpoint for", "not found, make sure the correct model",
 		},
 		Not: []string{"modulenotfounderror", "filenotfounderror", "please use a valid"},
 	},
@@ -214,12 +291,19 @@ var defaultRules = []TextRule{
 		Codes: []string{
 			"invalid_request_error", "invalid_argument", "bad_request", "validation_error",
 			"invalid_value", "invalid_request", "unprocessable_entity", "failed_precondition",
-			"badrequesterror", "unprocessableentityerror",
+			"badrequesterror", "unprocessableentityerror", "content_filter", "responsibleaipolicyviolation",
 		},
 		Any: []string{
 			"badrequesterror", "unprocessableentityerror", "validationexception",
 			"invalid json payload received", "invalid_argument",
+			// A prompt a content policy refused (Azure content_filter): it
+			// must change before it can succeed.
+			"content management policy", "content_filter", "responsibleaipolicyviolation",
+			"code = invalidargument", "code = failedprecondition",
+			// Cohere: "invalid request: message must be at least 1 token long".
+			"invalid request: ",
 		},
+		Not: []string{"request uri"},
 	},
 	{
 		Name: "server_error", Class: ProviderError,
@@ -302,7 +386,10 @@ var defaultRules = []TextRule{
 		Name: "dial_timeout", Class: NetworkTransient, Scope: ScopeTransport,
 		Any: []string{"dial tcp", "dial udp", "connectex", "etimedout", "socketexception"},
 		And: []string{"i/o timeout", "timed out", "timeout", "connect"},
-		Not: []string{"read etimedout", "read timed out", "awaiting headers", "while reading body", "receive", "httpclient.timeout"},
+		Not: []string{
+			"read etimedout", "read timed out", "awaiting headers", "while reading body", "receive", "httpclient.timeout",
+			"exceeded the configured timeout", "unable to read data from the transport connection",
+		},
 	},
 	{
 		// A truncated response: the connection closed before the body was
@@ -322,7 +409,7 @@ var defaultRules = []TextRule{
 		// The request was sent and not answered in time.
 		Name: "transport_timeout", Class: Timeout, Scope: ScopeTransport,
 		Any: []string{
-			"deadline exceeded", "deadline_exceeded", "i/o timeout",
+			"deadline exceeded", "deadline_exceeded", "deadlineexceeded", "i/o timeout",
 			"timeout exceeded", "timed out", "timedout", "etimedout",
 			"und_err_headers_timeout", "und_err_body_timeout", "headers timeout", "body timeout", "readtimeout",
 			"writetimeout", "pooltimeout", "apitimeouterror", "timeouterror", "gateway timeout",
@@ -344,6 +431,11 @@ var defaultRules = []TextRule{
 			"stream error", "protocol_error", "internal_error; received from peer",
 			"upstream connect error", "network error", "networkerror", "err_network",
 			"connectexception", "failed to connect to",
+			// gRPC UNAVAILABLE from a client ("rpc error: code = Unavailable
+			// desc = connection closed", "14 UNAVAILABLE: No connection
+			// established"); an overloaded server saying so is rate_limited.
+			"code = unavailable", "code = 14 desc", "14 unavailable:", "status{code=unavailable",
+			"the connection is unavailable", "transport is closing", "connection was closed unexpectedly",
 		},
 	},
 	{
@@ -377,5 +469,8 @@ var defaultRules = []TextRule{
 			"executable file not found",
 			"command not found", "zerodivisionerror", "unboundlocalerror",
 		},
+		// V8's "SyntaxError: Unexpected token '<', "<!DOCTYPE "... is not
+		// valid JSON" is the backend's HTML page, not the tool's code.
+		Not: []string{"'<'", "\"<\"", "token <", "<!doctype", "<html"},
 	},
 }
