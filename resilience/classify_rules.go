@@ -197,8 +197,11 @@ var defaultRules = []TextRule{
 		// "unexpected end of JSON input"; Python JSONDecodeError "Expecting
 		// value", "Expecting property name enclosed in double quotes"; V8
 		// "Expected double-quoted property name in JSON", "… is not valid
-		// JSON". Not when the text shows the backend answered with HTML
-		// (a gateway's error page): that is the backend's failure.
+		// JSON". Also when the text shows an HTML page where JSON was
+		// expected ("Unexpected token '<', "<!DOCTYPE "..."): the tool read
+		// a page it cannot use, and retrying it reads the same page (issue
+		// #24). A page the runner itself received with an HTTP status is
+		// classified by that status (this rule is ScopeText).
 		Name: "json_parse", Class: LogicError, Scope: ScopeText,
 		Any: []string{
 			"cannot unmarshal", "looking for beginning of value", "unexpected end of json input",
@@ -210,7 +213,6 @@ var defaultRules = []TextRule{
 			"jsonmappingexception", "mismatchedinputexception", "jsonexception", "formatexception: unexpected character",
 			"serde_json", "expected value at line",
 		},
-		Not: []string{"'<'", "\"<\"", "token <", "<!doctype", "<html"},
 	},
 	{
 		// A traceback of a programming error in the tool (or in a library it
@@ -469,8 +471,5 @@ var defaultRules = []TextRule{
 			"executable file not found",
 			"command not found", "zerodivisionerror", "unboundlocalerror",
 		},
-		// V8's "SyntaxError: Unexpected token '<', "<!DOCTYPE "... is not
-		// valid JSON" is the backend's HTML page, not the tool's code.
-		Not: []string{"'<'", "\"<\"", "token <", "<!doctype", "<html"},
 	},
 }

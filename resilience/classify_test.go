@@ -665,8 +665,10 @@ func TestClassifyGoErrors(t *testing.T) {
 		{name: "failure_wrapping_transport", err: &Failure{Err: refused}, want: NetworkTransient},
 		// issue #11: a JSON parse failure of the tool is logic_error (was provider_error) …
 		{name: "go_json_parse_error", err: errors.New("invalid character 'x' looking for beginning of value"), want: LogicError},
-		// … unless the backend answered with an HTML page.
-		{name: "go_json_parse_of_html", err: errors.New("invalid character '<' looking for beginning of value"), want: ProviderError},
+		// … also of an HTML page where JSON was expected (issue #24: a tool's
+		// death, not the provider's; an HTML page the runner saw with a
+		// status is classified by that status).
+		{name: "go_json_parse_of_html", err: errors.New("invalid character '<' looking for beginning of value"), want: LogicError},
 		{name: "plain_go_error", err: errors.New("the flux capacitor hiccuped"), want: ProviderError},
 		{name: "panicking_error_is_provider_error", err: &panicErr{}, want: ProviderError},
 	}
