@@ -205,6 +205,7 @@ func (c Classifier) classify(err error, m *Match) (v Verdict) {
 	}
 	if toolDied(err, text) {
 		v.Class = LogicError
+		m.builtin("tool died")
 		return v
 	}
 	if s := ev.status(); s != 0 {
@@ -359,22 +360,11 @@ func classifyChain(err error) Class {
 // shell reported such a death as exit code 128+N (137, 139, 134); or the
 // text has a line that is just the shell's "Killed" (or macOS "Killed: 9").
 func toolDied(err error, text string) bool {
-	var exit interface {
-		ExitCode() int
-		Sys() any
-	}
-	if errors.As(err, &exit) {
-		if ws, ok := exit.Sys().(interface {
-			Signaled() bool
-			Signal() syscall.Signal
-		}); ok && ws.Signaled() {
-			switch ws.Signal() {
-			case syscall.SIGKILL, syscall.SIGSEGV, syscall.SIGABRT, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE:
-				return true
-			}
-		}
-		switch exit.ExitCode() {
-		case 128 + 9, 128 + 11, 128 + 6:
+	// ExitCodeOf folds a death by signal N into 128+N, as a shell does.
+	if code, ok := ExitCodeOf(err); ok {
+		switch code {
+		case 128 + int(syscall.SIGKILL), 128 + int(syscall.SIGSEGV), 128 + int(syscall.SIGABRT),
+			128 + int(syscall.SIGBUS), 128 + int(syscall.SIGILL), 128 + int(syscall.SIGFPE):
 			return true
 		}
 	}
