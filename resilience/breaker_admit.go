@@ -91,18 +91,26 @@ func (b *Breakers) remember(key string, ls lastSeen) {
 // Record reports the outcome of a call admitted by Allow and returns the
 // breaker state after it.
 //
-// The happy path costs nothing: a success of a call admitted in CLOSED with no
-// consecutive failures is only counted in memory, and Flush (run by Start's
-// loop) adds it to success_count later; such a success therefore does not
-// reset a consecutive_failures count that other calls raised meanwhile.
-// OutcomeIgnore of a closed-state admission costs nothing either. Every other
-// Record is one EVALSHA.
+// In consecutive mode the happy path costs nothing: a success of a call
+// admitted in CLOSED with no consecutive failures is only counted in memory,
+// and Flush (run by Start's loop) adds it to success_count later; such a
+// success therefore does not reset a consecutive_failures count that other
+// calls raised meanwhile. In rate mode every success and failure is one
+// EVALSHA, so that the fleet's window holds the successes as soon as the
+// failures (a late success would make a healthy backend's rate look
+// worse). OutcomeIgnore of a closed-state admission costs nothing in either
+// mode. Every other Record is one EVALSHA. Pass ForTask with the call's
+// task: rate mode opens only when several distinct tasks failed.
 //
 // Record is detached from the caller's cancellation (a shutdown must still
 // release its trial lease) but bounded by the call timeout. A fenced Record
 // returns an error wrapping ErrStaleAdmission (a *StaleError); Redis being
 // unreachable gives an error wrapping ErrBreakerUnavailable.
-func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, adm Admission, out Outcome) (BreakerState, error) {
+func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, adm Admission, out Outcome, opts ...RecordOption) (BreakerState, error) {
+	var ro recordOptions
+	for _, opt := range opts {
+		opt(&ro)
+	}
 	o, ok := out.lua()
 	if !ok {
 		return "", fmt.Errorf("breaker %q: %w: %d", key, ErrInvalidOutcome, int(out))
@@ -114,7 +122,7 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 		switch {
 		case out == OutcomeIgnore:
 			return StateClosed, nil
-		case out == OutcomeSuccess && adm.ConsecutiveFailures == 0:
+		case out == OutcomeSuccess && adm.ConsecutiveFailures == 0 && cfg.Resolved() == ModeConsecutive:
 			b.mu.Lock()
 			b.pending[key]++
 			b.mu.Unlock()
@@ -125,8 +133,7 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 	epoch := b.view.snapshot()
 	ctx, cancel := b.bound(context.WithoutCancel(ctx))
 	defer cancel()
-	rep, err := b.record(ctx, recordArgs{key: key, threshold: cfg.FailureThreshold, cooldown: cfg.Cooldown,
-		outcome: o, gen: adm.Generation, token: adm.Token})
+	rep, err := b.record(ctx, recordArgs{key: key, cfg: cfg, outcome: o, gen: adm.Generation, token: adm.Token, task: ro.task})
 	if err != nil {
 		if redisx.Unanswered(err) {
 			b.mu.Lock()
@@ -151,6 +158,15 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 	}
 	return state, nil
 }
+
+// RecordOption adds to what Record reports.
+type RecordOption func(*recordOptions)
+
+type recordOptions struct{ task string }
+
+// ForTask names the task whose call the outcome is: rate mode counts the
+// distinct tasks whose calls failed within its window.
+func ForTask(id string) RecordOption { return func(o *recordOptions) { o.task = id } }
 
 // Trip opens the breaker of key until now+d (Redis time), whatever its
 // state: an operator's override. Generation bumps, trials are dropped.
