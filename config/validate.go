@@ -354,11 +354,42 @@ func (sc settingsCheck) retry() {
 
 func (sc settingsCheck) breaker() {
 	b, p := sc.s.CircuitBreaker, sc.path
-	if sc.changed(func(s Settings) any { return s.CircuitBreaker.FailureThreshold }) {
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.Mode }) {
+		if b.Mode != "" && b.Mode != BreakerModeRate && b.Mode != BreakerModeConsecutive {
+			sc.fail(p("circuit_breaker.mode"), "must be %q or %q, got %q", BreakerModeRate, BreakerModeConsecutive, b.Mode)
+		}
+	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.FailureThreshold }) && b.FailureThreshold != 0 {
 		sc.atLeast(p("circuit_breaker.failure_threshold"), b.FailureThreshold, 1)
 	}
-	if sc.changed(func(s Settings) any { return s.CircuitBreaker.Cooldown }) {
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.Window }) {
+		sc.positive(p("circuit_breaker.window"), b.Window)
+	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.FailureRate }) {
+		if math.IsNaN(b.FailureRate) || b.FailureRate <= 0 || b.FailureRate > 1 {
+			sc.fail(p("circuit_breaker.failure_rate"), "must be in (0, 1], got %v", b.FailureRate)
+		}
+	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.MinCalls }) {
+		sc.atLeast(p("circuit_breaker.min_calls"), b.MinCalls, 1)
+	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.MinFailingTasks }) {
+		sc.atLeast(p("circuit_breaker.min_failing_tasks"), b.MinFailingTasks, 1)
+	}
+	cdChanged := sc.changed(func(s Settings) any { return s.CircuitBreaker.Cooldown })
+	maxChanged := sc.changed(func(s Settings) any { return s.CircuitBreaker.MaxCooldown })
+	if cdChanged {
 		sc.positive(p("circuit_breaker.cooldown"), b.Cooldown)
+	}
+	if maxChanged {
+		sc.positive(p("circuit_breaker.max_cooldown"), b.MaxCooldown)
+	}
+	if (cdChanged || maxChanged) && b.Cooldown > 0 && b.MaxCooldown > 0 && b.MaxCooldown < b.Cooldown {
+		field := p("circuit_breaker.max_cooldown")
+		if !maxChanged {
+			field = p("circuit_breaker.cooldown")
+		}
+		sc.fail(field, "max_cooldown (%s) must not be less than cooldown (%s)", b.MaxCooldown, b.Cooldown)
 	}
 	if sc.changed(func(s Settings) any { return s.CircuitBreaker.HalfOpenMaxCalls }) {
 		sc.atLeast(p("circuit_breaker.half_open_max_calls"), b.HalfOpenMaxCalls, 1)
