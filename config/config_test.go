@@ -29,7 +29,7 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, Settings{
 		Timeout:        30 * time.Second,
 		Retry:          Retry{MaxAttempts: 3, InitialBackoff: 500 * time.Millisecond, MaxBackoff: 5 * time.Second, Jitter: 0.2, MaxRetryAfter: 60 * time.Second},
-		CircuitBreaker: Breaker{Window: 30 * time.Second, FailureRate: 0.5, MinCalls: 20, MinFailingTasks: 3, Cooldown: 60 * time.Second, MaxCooldown: 10 * time.Minute, HalfOpenMaxCalls: 1},
+		CircuitBreaker: Breaker{Window: 30 * time.Second, FailureRate: 0.5, MinCalls: 100, MinFailingTasks: 3, Cooldown: 60 * time.Second, MaxCooldown: 10 * time.Minute, HalfOpenMaxCalls: 1},
 		Restart:        Restart{MaxRestarts: 3, Delays: []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute}, MaxPending: 10000},
 	}, c.Defaults)
 	require.Empty(t, c.Agents)
@@ -330,7 +330,7 @@ func TestErrors(t *testing.T) {
 		{"breaker window zero", "defaults:\n  circuit_breaker: {window: 0s}\n", 2, "defaults.circuit_breaker.window", "positive"},
 		{"min_calls zero", "defaults:\n  circuit_breaker: {min_calls: 0}\n", 2, "defaults.circuit_breaker.min_calls", "at least 1"},
 		{"min_failing_tasks zero", "defaults:\n  circuit_breaker: {min_failing_tasks: 0}\n", 2, "defaults.circuit_breaker.min_failing_tasks", "at least 1"},
-		{"max_cooldown below cooldown", "agents:\n  a:\n    circuit_breaker: {cooldown: 20m}\n", 3, "agents.a.circuit_breaker.cooldown", "max_cooldown (10m0s) must not be less than cooldown (20m0s)"},
+		{"max_cooldown below cooldown", "agents:\n  a:\n    circuit_breaker: {cooldown: 20m, max_cooldown: 15m}\n", 3, "agents.a.circuit_breaker.max_cooldown", "max_cooldown (15m0s) must not be less than cooldown (20m0s)"},
 		{"half_open_max_calls zero", "defaults:\n  circuit_breaker: {half_open_max_calls: 0}\n", 2, "defaults.circuit_breaker.half_open_max_calls", "at least 1"},
 		{"max_restarts negative", "defaults:\n  restart: {max_restarts: -1}\n", 2, "defaults.restart.max_restarts", "at least 0"},
 		{"empty delays", "defaults:\n  restart:\n    max_restarts: 2\n    delays: []\n", 4, "defaults.restart.delays", "must list at least one delay when max_restarts is 2"},

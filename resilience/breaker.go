@@ -61,7 +61,7 @@ type BreakerConfig struct {
 	// breaker; zero (or out of range) means 0.5.
 	FailureRate float64
 	// MinCalls is rate mode's minimum volume of counted calls within the
-	// window; zero (or negative) means 20.
+	// window; zero (or negative) means 100.
 	MinCalls int
 	// MinFailingTasks is rate mode's minimum number of distinct tasks whose
 	// calls failed within the window; zero (or negative) means 3.
@@ -87,7 +87,7 @@ const (
 	DefaultFailureThreshold = 3
 	DefaultBreakerWindow    = 30 * time.Second
 	DefaultFailureRate      = 0.5
-	DefaultMinCalls         = 20
+	DefaultMinCalls         = 100
 	DefaultMinFailingTasks  = 3
 	DefaultCooldown         = 60 * time.Second
 	DefaultMaxCooldown      = 10 * time.Minute
@@ -301,10 +301,18 @@ type Breakers struct {
 	view view     // local CLOSED view, live while Start's subscription is (breaker_view.go)
 
 	mu      sync.Mutex
-	pending map[string]int64    // batched happy-path successes, by key
+	pending map[string]pendingSuccesses // batched happy-path successes, by key
+	hot     map[string]time.Time        // rate mode: local time until which key's window holds failures
 	last    map[string]lastSeen // last state seen per key (for the fallback)
 
 	lifecycle startstop.Loop // Start's flush loop and event subscription
+}
+
+// pendingSuccesses are a key's batched successes: n of them, and, for a
+// rate-mode key, its window (the flush counts them in it too).
+type pendingSuccesses struct {
+	n        int64
+	windowMS int64 // 0: consecutive mode
 }
 
 type lastSeen struct {
@@ -323,7 +331,7 @@ type lastSeen struct {
 // accepts but does not answer holds a call for the client's ReadTimeout
 // (3s by default) per try. Workers should enable it.
 func NewBreakers(rdb redis.UniversalClient, opts ...BreakerOption) *Breakers {
-	b := &Breakers{rdb: rdb, pending: map[string]int64{}, last: map[string]lastSeen{}}
+	b := &Breakers{rdb: rdb, pending: map[string]pendingSuccesses{}, hot: map[string]time.Time{}, last: map[string]lastSeen{}}
 	for _, o := range opts {
 		o(b)
 	}

@@ -122,14 +122,14 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 		switch {
 		case out == OutcomeIgnore:
 			return StateClosed, nil
-		case out == OutcomeSuccess && adm.ConsecutiveFailures == 0 && cfg.Resolved() == ModeConsecutive:
-			b.mu.Lock()
-			b.pending[key]++
-			b.mu.Unlock()
+		case out == OutcomeSuccess && b.batch(key, cfg.withDefaults(), adm):
 			return StateClosed, nil
 		}
 	}
 	cfg = cfg.withDefaults()
+	if cfg.Mode == ModeRate && out == OutcomeFailure {
+		b.markHot(key, cfg.Window)
+	}
 	epoch := b.view.snapshot()
 	ctx, cancel := b.bound(context.WithoutCancel(ctx))
 	defer cancel()
@@ -157,6 +157,49 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 		return state, &StaleError{Key: key, Generation: adm.Generation, Current: gen, LeaseGone: rep.code == recordLeaseGone}
 	}
 	return state, nil
+}
+
+// batch counts a success of a call admitted in CLOSED (cfg with its
+// defaults) in memory, for Flush, when it may wait: in consecutive mode
+// when the admission saw no consecutive failures; in rate mode while this
+// process knows the key's window holds no failure (cold: no failure
+// recorded here or announced by another process within the window, and
+// the event subscription is live, so that it would have heard of one). A
+// success while the window holds failures is written at once, since a
+// late success would make the backend's rate look worse than it is.
+func (b *Breakers) batch(key string, cfg BreakerConfig, adm Admission) bool {
+	var windowMS int64
+	switch cfg.Mode {
+	case ModeRate:
+		if !b.view.isLive() {
+			return false
+		}
+		windowMS = cfg.Window.Milliseconds()
+	default:
+		if adm.ConsecutiveFailures != 0 {
+			return false
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if windowMS > 0 && b.local().Before(b.hot[key]) {
+		return false
+	}
+	ps := b.pending[key]
+	ps.n++
+	ps.windowMS = windowMS
+	b.pending[key] = ps
+	return true
+}
+
+// markHot notes that key's window holds a failure for the next window.
+func (b *Breakers) markHot(key string, window time.Duration) {
+	until := b.local().Add(window)
+	b.mu.Lock()
+	if until.After(b.hot[key]) {
+		b.hot[key] = until
+	}
+	b.mu.Unlock()
 }
 
 // RecordOption adds to what Record reports.

@@ -144,3 +144,57 @@ func TestBreakerConfigResolved(t *testing.T) {
 	c := BreakerConfig{Cooldown: time.Hour}.withDefaults()
 	require.Equal(t, time.Hour, c.MaxCooldown, "max_cooldown is never below cooldown")
 }
+
+// TestRateModeBatchesSuccessesWhileCold: after Start, rate mode's
+// successes cost no Redis call while the window holds no failure (they
+// are flushed into the window), and are written at once as soon as
+// another process announces a failure in the window.
+func TestRateModeBatchesSuccessesWhileCold(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	cfg := BreakerConfig{Mode: ModeRate, Window: time.Minute, MinCalls: 5, MinFailingTasks: 2}
+	b := NewBreakers(rdb, WithFlushInterval(time.Hour)) // flushed by hand below
+	b.Start(ctx)
+	defer b.Stop()
+	other := NewBreakers(srv.Client())
+
+	eventually(t, "subscription live", func() bool { return b.view.isLive() })
+	_, err := b.Allow(ctx, "k", cfg) // fills the view
+	require.NoError(t, err)
+	before := evalCalls(t, rdb)
+	for range 50 {
+		adm, err := b.Allow(ctx, "k", cfg)
+		require.NoError(t, err)
+		_, err = b.Record(ctx, "k", cfg, adm, OutcomeSuccess, ForTask("ok"))
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, evalCalls(t, rdb)-before, int64(2), "cold successes went to Redis")
+	require.NoError(t, b.Flush(ctx))
+
+	// A failure elsewhere makes the window hot: successes here are
+	// written at once, and the 50 flushed ones keep the rate low.
+	oadm, err := other.Allow(ctx, "k", cfg)
+	require.NoError(t, err)
+	_, err = other.Record(ctx, "k", cfg, oadm, OutcomeFailure, ForTask("a"))
+	require.NoError(t, err)
+	eventually(t, "hot seen", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.local().Before(b.hot["k"])
+	})
+	before = evalCalls(t, rdb)
+	adm, err := b.Allow(ctx, "k", cfg)
+	require.NoError(t, err)
+	_, err = b.Record(ctx, "k", cfg, adm, OutcomeSuccess, ForTask("ok"))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), evalCalls(t, rdb)-before, "a hot success is written at once")
+	for i := range 20 {
+		adm, err := other.Allow(ctx, "k", cfg)
+		require.NoError(t, err)
+		st, err := other.Record(ctx, "k", cfg, adm, OutcomeFailure, ForTask(fmt.Sprint("t", i%3)))
+		require.NoError(t, err)
+		require.Equal(t, StateClosed, st, "21 failures against 51 successes stay below 0.5")
+	}
+}

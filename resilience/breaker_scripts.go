@@ -150,7 +150,10 @@ func (b *Breakers) allow(ctx context.Context, a allowArgs) (admissionReply, erro
 //
 // Opening stores the cooldown it used (field cooldown); a failed half-open
 // trial reopens for twice that, capped at the max cooldown; closing drops
-// it, with the window and the failing tasks. Cost: O(1) — at most 10
+// it, with the window and the failing tasks. A rate-mode failure that does
+// not open announces kind "hot" with window_ms: the window holds a
+// failure, so every process writes its successes at once rather than
+// batching them (Record). Cost: O(1) — at most 10
 // buckets and max(min failing tasks, 10) zset members.
 var recordScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
@@ -236,6 +239,8 @@ if out == 'f' then
     redis.call('PEXPIRE', KEYS[4], wms * 2)
     if calls >= tonumber(ARGV[12]) and fails >= tonumber(ARGV[11]) * calls and ntasks >= tonumber(ARGV[13]) then
       open_for(base)
+    else
+      redis.call('PUBLISH', ARGV[7], cjson.encode({key = ARGV[8], state = state, generation = gen, consecutive_failures = cf, kind = 'hot', window_ms = wms}))
     end
   else
     cf = cf + 1
@@ -382,12 +387,25 @@ func (b *Breakers) reset(ctx context.Context, key string) (int64, error) {
 
 // flushScript adds batched successes.
 //
-// KEYS[1] breaker hash. ARGV[1] now ms or "", ARGV[2] number of successes.
-// Returns the new success_count.
+// KEYS[1] breaker hash, KEYS[2] rate mode's window. ARGV[1] now ms or "",
+// ARGV[2] number of successes, ARGV[3] the window ms (0: consecutive
+// mode). Returns the new success_count. In rate mode a CLOSED breaker's
+// window counts them too, in the current bucket.
 var flushScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
+local n, wms = tonumber(ARGV[2]), tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'last_success_at', now)
-return redis.call('HINCRBY', KEYS[1], 'success_count', tonumber(ARGV[2]))
+if wms > 0 and (redis.call('HGET', KEYS[1], 'state') or 'closed') == 'closed' then
+  local w = math.max(math.floor(wms / 10), 1)
+  local b = math.floor(now / w)
+  local i = b % 10
+  if tonumber(redis.call('HGET', KEYS[2], 'b' .. i)) ~= b then
+    redis.call('HSET', KEYS[2], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0)
+  end
+  redis.call('HINCRBY', KEYS[2], 's' .. i, n)
+  redis.call('PEXPIRE', KEYS[2], wms * 2)
+end
+return redis.call('HINCRBY', KEYS[1], 'success_count', n)
 `)
 
 // indexCall adds breaker key to the index of breakers (rkeys.Breakers), a

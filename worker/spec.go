@@ -90,7 +90,7 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 	return &spec{
 		fallbackNames: a.Fallback,
 		probe:         probe,
-		limits:        newLimitSpec(a.Limits, key, s.Timeout),
+		limits:        newLimitSpec(a.Limits, key, s.Timeout, a.HTTP != nil),
 		name:          name,
 		runner:        run,
 		timeout:       s.Timeout,
