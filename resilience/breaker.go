@@ -303,7 +303,7 @@ type Breakers struct {
 	mu      sync.Mutex
 	pending map[string]pendingSuccesses // batched happy-path successes, by key
 	hot     map[string]time.Time        // rate mode: local time until which key's window holds failures
-	last    map[string]lastSeen // last state seen per key (for the fallback)
+	last    map[string]lastSeen         // last state seen per key (for the fallback)
 
 	lifecycle startstop.Loop // Start's flush loop and event subscription
 }
