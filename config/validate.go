@@ -376,18 +376,14 @@ func (sc settingsCheck) breaker() {
 	if sc.changed(func(s Settings) any { return s.CircuitBreaker.MinFailingTasks }) {
 		sc.atLeast(p("circuit_breaker.min_failing_tasks"), b.MinFailingTasks, 1)
 	}
-	maxChanged := sc.changed(func(s Settings) any { return s.CircuitBreaker.MaxCooldown })
 	if sc.changed(func(s Settings) any { return s.CircuitBreaker.Cooldown }) {
 		sc.positive(p("circuit_breaker.cooldown"), b.Cooldown)
 	}
-	if maxChanged {
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.MaxCooldown }) {
 		sc.positive(p("circuit_breaker.max_cooldown"), b.MaxCooldown)
 	}
-	// An inherited max_cooldown below a cooldown set here is raised to it
-	// (resilience.BreakerConfig); one set here must not be below it.
-	if maxChanged && b.Cooldown > 0 && b.MaxCooldown > 0 && b.MaxCooldown < b.Cooldown {
-		sc.fail(p("circuit_breaker.max_cooldown"), "max_cooldown (%s) must not be less than cooldown (%s)", b.MaxCooldown, b.Cooldown)
-	}
+	// A max_cooldown below cooldown is raised to it (resilience.BreakerConfig):
+	// a file that sets only a long cooldown keeps working.
 	if sc.changed(func(s Settings) any { return s.CircuitBreaker.HalfOpenMaxCalls }) {
 		sc.atLeast(p("circuit_breaker.half_open_max_calls"), b.HalfOpenMaxCalls, 1)
 	}
