@@ -198,14 +198,14 @@ func TestRateBreakerIgnoresFlakyBackend(t *testing.T) {
 			require.Equal(t, tasks.StateSucceeded, v.State, "%s: %s: %+v", name, id, v.History)
 		}
 	}
-	be := newRateBackend(t, 7, "", 10*time.Millisecond)
+	be := newRateBackend(t, 7, "", 100*time.Millisecond)
 	rate := runFleet(t, b, flakyConfig(t, be.srv.URL+"/v1/chat", key, "{}"), key, ids, 50*time.Second)
 	check("rate mode", rate)
 	require.Positive(t, rate.snap.FailureCount, "the backend's failures were counted")
 	t.Logf("rate mode: %d calls, %d failed (%.0f%%); breaker counted %d failures, %d successes",
 		be.calls.Load(), be.failed.Load(), 100*float64(be.failed.Load())/float64(be.calls.Load()), rate.snap.FailureCount, rate.snap.SuccessCount)
 
-	be2 := newRateBackend(t, 7, "", 10*time.Millisecond)
+	be2 := newRateBackend(t, 7, "", 100*time.Millisecond)
 	off := runFleet(t, b, flakyConfig(t, be2.srv.URL+"/v1/chat", key, "{mode: consecutive, failure_threshold: 1000000}"), key, ids, 50*time.Second)
 	check("breaker out of the way", off)
 	t.Logf("300 tasks: rate-mode breaker %s, breaker out of the way %s (ratio %.2f)",
