@@ -132,7 +132,7 @@ func (b *Breakers) allow(ctx context.Context, a allowArgs) (admissionReply, erro
 //
 // KEYS[1] breaker hash, KEYS[2] trial leases, KEYS[3] rate mode's window
 // (hash of 10 ring buckets: b<i> bucket number, s<i> successes, f<i>
-// failures; TTL 2×window), KEYS[4] rate mode's failing tasks (zset task ID
+// failures; and hot_at; TTL 2×window), KEYS[4] rate mode's failing tasks (zset task ID
 // -> last failure ms, trimmed to the window and to max(min failing
 // tasks, 10) members; TTL 2×window).
 // ARGV[1] now ms or "", ARGV[2] failure threshold, ARGV[3] cooldown ms,
@@ -143,7 +143,8 @@ func (b *Breakers) allow(ctx context.Context, a allowArgs) (admissionReply, erro
 // ARGV[12] min calls, ARGV[13] min failing tasks, ARGV[14] max cooldown ms,
 // ARGV[15] the call's task ID ("" if none).
 // Returns {state, generation, code, open_until ms (0 if none),
-// consecutive_failures, window calls, window failures, failing tasks};
+// consecutive_failures, window calls, window failures, failing tasks
+// (the last three are summed after a failure only; 0 after a success)};
 // code 0 applied, 1 stale generation, 2 trial lease expired or dropped. A
 // stale "s"/"f" still bumps success_count/failure_count and
 // last_success_at/last_failure_at (but not the window); "i" never counts.
@@ -151,9 +152,10 @@ func (b *Breakers) allow(ctx context.Context, a allowArgs) (admissionReply, erro
 // Opening stores the cooldown it used (field cooldown); a failed half-open
 // trial reopens for twice that, capped at the max cooldown; closing drops
 // it, with the window and the failing tasks. A rate-mode failure that does
-// not open announces kind "hot" with window_ms: the window holds a
-// failure, so every process writes its successes at once rather than
-// batching them (Record). Cost: O(1) — at most 10
+// not open announces kind "hot" with window_ms (at most once per quarter
+// window: field hot_at of the window hash): the window holds a failure, so
+// every process writes its successes at once rather than batching them
+// for a window from then (Record). Cost: O(1) — at most 10
 // buckets and max(min failing tasks, 10) zset members.
 var recordScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
@@ -175,7 +177,7 @@ local function open_for(cd)
   redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', cf, 'open_until', ou, 'cooldown', cd)
   announce(ARGV[7], ARGV[8], state, gen, cf)
 end
-local function bump(kind)
+local function bump(kind, total)
   local w = math.max(math.floor(wms / 10), 1)
   local b = math.floor(now / w)
   local i = b % 10
@@ -184,6 +186,7 @@ local function bump(kind)
   end
   redis.call('HINCRBY', KEYS[3], kind .. i, 1)
   redis.call('PEXPIRE', KEYS[3], wms * 2)
+  if not total then return end
   local h = redis.call('HGETALL', KEYS[3])
   local m = {}
   for j = 1, #h, 2 do m[h[j]] = tonumber(h[j + 1]) end
@@ -227,7 +230,7 @@ if out == 'f' then
     if prev < base then prev = base end
     open_for(math.min(prev * 2, maxcd))
   elseif rate then
-    bump('f')
+    bump('f', true)
     if ARGV[15] ~= '' then redis.call('ZADD', KEYS[4], now, ARGV[15]) end
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - wms)
     ntasks = redis.call('ZCARD', KEYS[4])
@@ -239,7 +242,8 @@ if out == 'f' then
     redis.call('PEXPIRE', KEYS[4], wms * 2)
     if calls >= tonumber(ARGV[12]) and fails >= tonumber(ARGV[11]) * calls and ntasks >= tonumber(ARGV[13]) then
       open_for(base)
-    else
+    elseif now - (tonumber(redis.call('HGET', KEYS[3], 'hot_at')) or 0) >= wms / 4 then
+      redis.call('HSET', KEYS[3], 'hot_at', now)
       redis.call('PUBLISH', ARGV[7], cjson.encode({key = ARGV[8], state = state, generation = gen, consecutive_failures = cf, kind = 'hot', window_ms = wms}))
     end
   else
@@ -260,7 +264,7 @@ elseif state == 'half_open' then
   redis.call('HDEL', KEYS[1], 'open_until', 'cooldown')
   announce(ARGV[7], ARGV[8], state, gen, 0)
 elseif rate then
-  bump('s')
+  bump('s', false)
 elseif cf ~= 0 then
   cf = 0
   redis.call('HSET', KEYS[1], 'consecutive_failures', 0)
