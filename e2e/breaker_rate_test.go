@@ -420,3 +420,86 @@ agents:
 	t.Logf("deferrals by worker: %v", deferredBy)
 	require.Len(t, deferredBy, 3, "every worker defers while the breaker is open")
 }
+
+// TestProviderPauseWithoutLimits (issue 24): an HTTP agent that configures
+// no limits still honours a 429 with Retry-After fleet-wide: the reply
+// pauses its breaker key (3 worker processes: no call reaches the backend
+// until the reset), and it is back-pressure, not sickness — a breaker that
+// a single counted failure would open stays closed and counts nothing.
+func TestProviderPauseWithoutLimits(t *testing.T) {
+	t.Parallel()
+	const (
+		key   = "llm.paused"
+		reset = 2 * time.Second
+	)
+	b := buildBins(t)
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	var (
+		mu       sync.Mutex
+		arrivals []time.Time
+		limited  time.Time
+	)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		first := len(arrivals) == 1
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if first {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+			fmt.Fprint(w, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`)
+			mu.Lock()
+			limited = time.Now()
+			mu.Unlock()
+			return
+		}
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(be.Close)
+	cfg := writeConfig(t, fmt.Sprintf(`
+worker: {concurrency: 10, shutdown_timeout: 5s}
+defaults: {timeout: 10s}
+agents:
+  llm:
+    http: {url: %q}
+    breaker_key: %s
+    circuit_breaker: {mode: consecutive, failure_threshold: 1, cooldown: 30s}
+`, be.URL+"/v1/chat", key))
+	events := watchBreaker(t, rdb, key)
+	for i := range 3 {
+		ops := freeAddr(t)
+		start(t, fmt.Sprintf("worker-%d", i), b.worker, "--config", cfg, "--redis", srv.URL(), "--http", ops)
+		waitHTTP(t, "http://"+ops+"/readyz", 20*time.Second)
+	}
+	first := enqueueN(t, b, srv.URL(), "first", 1)
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return !limited.IsZero() }, 20*time.Second, 5*time.Millisecond)
+	ids := append(first, enqueueN(t, b, srv.URL(), "after", 30)...)
+	views := waitStates(t, rdb, ids, 40*time.Second)
+	for id, v := range views {
+		require.Equal(t, tasks.StateSucceeded, v.State, "task %s: %+v", id, v.History)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, arrivals, 32, "the rate-limited call, its retry and 30 others")
+	for _, a := range arrivals[1:] {
+		require.False(t, a.Before(limited.Add(reset-50*time.Millisecond)),
+			"a call arrived %s after the 429 that said to wait %s", a.Sub(limited), reset)
+	}
+	for _, ev := range events() {
+		require.NotEqual(t, string(resilience.StateOpen), ev.State, "a 429 with Retry-After opened the breaker")
+	}
+	snap, err := resilience.NewBreakers(rdb).Get(t.Context(), key)
+	require.NoError(t, err)
+	require.Zero(t, snap.FailureCount, "back-pressure is not a breaker failure")
+	paused := 0
+	for _, v := range views {
+		for _, ev := range v.History {
+			if ev.Event == tasks.EventDeferred && strings.Contains(ev.Error, "paused by the provider") {
+				paused++
+			}
+		}
+	}
+	t.Logf("%d deferrals named the provider's pause", paused)
+}
