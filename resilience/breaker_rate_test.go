@@ -56,6 +56,15 @@ func TestBreakerRateMode(t *testing.T) {
 			require.Equal(t, StateOpen, h.failTasks(1, "a", "b", "c"))
 		}},
 		{"below min_calls it stays closed", func(t *testing.T, h *harness) {
+			h.succeedTasks(5)
+			require.Equal(t, StateClosed, h.failTasks(14, "a", "b", "c"))
+			s := h.get()
+			require.Equal(t, HealthDegraded, s.Health, "failures in the window")
+			require.Equal(t, int64(19), s.WindowCalls)
+			require.Equal(t, int64(14), s.WindowFailures)
+			require.Equal(t, int64(3), s.FailingTasks)
+			h.clk.Add(11 * time.Second)
+			require.Equal(t, HealthHealthy, h.get().Health, "the window is past")
 			require.Equal(t, StateClosed, h.failTasks(19, "a", "b", "c"))
 			require.Equal(t, StateOpen, h.failTasks(1, "a", "b", "c"))
 		}},
@@ -97,7 +106,7 @@ func TestBreakerRateMode(t *testing.T) {
 			require.Equal(t, StateClosed, h.get().State)
 			n, err := h.rdb.HLen(ctx, rkeys.BreakerWindow(h.key)).Result()
 			require.NoError(t, err)
-			require.LessOrEqual(t, n, int64(31), "ten ring buckets and hot_at")
+			require.LessOrEqual(t, n, int64(32), "ten ring buckets, width and hot_at")
 			n, err = h.rdb.ZCard(ctx, rkeys.BreakerFailing(h.key)).Result()
 			require.NoError(t, err)
 			require.LessOrEqual(t, n, int64(10), "at most max(min_failing_tasks, 10) tasks")

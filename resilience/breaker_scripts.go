@@ -132,7 +132,7 @@ func (b *Breakers) allow(ctx context.Context, a allowArgs) (admissionReply, erro
 //
 // KEYS[1] breaker hash, KEYS[2] trial leases, KEYS[3] rate mode's window
 // (hash of 10 ring buckets: b<i> bucket number, s<i> successes, f<i>
-// failures; and hot_at; TTL 2×window), KEYS[4] rate mode's failing tasks (zset task ID
+// failures; width (bucket ms, for snapshots) and hot_at; TTL 2×window), KEYS[4] rate mode's failing tasks (zset task ID
 // -> last failure ms, trimmed to the window and to max(min failing
 // tasks, 10) members; TTL 2×window).
 // ARGV[1] now ms or "", ARGV[2] failure threshold, ARGV[3] cooldown ms,
@@ -182,7 +182,7 @@ local function bump(kind, total)
   local b = math.floor(now / w)
   local i = b % 10
   if tonumber(redis.call('HGET', KEYS[3], 'b' .. i)) ~= b then
-    redis.call('HSET', KEYS[3], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0)
+    redis.call('HSET', KEYS[3], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0, 'width', w)
   end
   redis.call('HINCRBY', KEYS[3], kind .. i, 1)
   redis.call('PEXPIRE', KEYS[3], wms * 2)
@@ -404,7 +404,7 @@ if wms > 0 and (redis.call('HGET', KEYS[1], 'state') or 'closed') == 'closed' th
   local b = math.floor(now / w)
   local i = b % 10
   if tonumber(redis.call('HGET', KEYS[2], 'b' .. i)) ~= b then
-    redis.call('HSET', KEYS[2], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0)
+    redis.call('HSET', KEYS[2], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0, 'width', w)
   end
   redis.call('HINCRBY', KEYS[2], 's' .. i, n)
   redis.call('PEXPIRE', KEYS[2], wms * 2)

@@ -456,7 +456,7 @@ func TestBreakerEventsIndexAndJSON(t *testing.T) {
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(raw, &m))
-	for _, k := range []string{"key", "state", "health", "consecutive_failures", "failure_count", "success_count", "open_until", "last_failure_at", "last_success_at", "generation", "trials_in_flight"} {
+	for _, k := range []string{"key", "state", "health", "consecutive_failures", "failure_count", "success_count", "open_until", "last_failure_at", "last_success_at", "generation", "trials_in_flight", "window_calls", "window_failures", "failing_tasks"} {
 		require.Contains(t, m, k)
 	}
 	require.Equal(t, "unhealthy", m["health"])
