@@ -319,9 +319,10 @@ func TestRateBreakerOpensOnOutage(t *testing.T) {
 		minCalls    = 30
 		cooldown    = 2 * time.Second
 		concurrency = 2
-		// inflightSlack: the floor of Redis TIME to whole milliseconds and
-		// a scheduling hiccup between a call's admission and its arrival.
-		inflightSlack = 25 * time.Millisecond
+		// inflightSlack: calls admitted before the opening (or by a
+		// worker whose local view has not yet heard of it: the event's
+		// pubsub latency) may arrive just after it on a loaded machine.
+		inflightSlack = 250 * time.Millisecond
 	)
 	b := buildBins(t)
 	srv := redistest.Start(t)
@@ -380,7 +381,7 @@ agents:
 	first := o[0].openUntil.Add(-cooldown)
 	before := 0
 	for _, c := range calls {
-		if c.Before(first.Add(inflightSlack)) {
+		if c.Before(first.Add(time.Millisecond)) { // Redis TIME is floored to the millisecond
 			before++
 		}
 	}
@@ -396,11 +397,11 @@ agents:
 	second := o[1].openUntil.Add(-time.Duration(grown) * time.Millisecond)
 	trials := 0
 	for _, c := range calls {
-		if !c.Before(o[0].openUntil) && c.Before(second) {
+		if !c.Before(o[0].openUntil) && c.Before(second.Add(time.Millisecond)) { // Redis TIME is floored to the millisecond
 			trials++
 		}
 	}
-	require.Equal(t, 1, trials, "calls in the half-open episode")
+	require.Equal(t, 1, trials, "calls in the half-open episode; events %+v", events())
 	require.Equal(t, (2 * cooldown).Milliseconds(), grown, "a failed trial doubles the cooldown")
 	for _, c := range be.snapshot() {
 		require.False(t, !c.Before(second.Add(inflightSlack)) && c.Before(o[1].openUntil), "a call reached the backend while it was open again")
