@@ -52,6 +52,9 @@ func NewWorkerCmd(app *App) *cobra.Command {
 			cfg.Worker.HTTPAddr = o.http
 		}
 		log := NewLogger(app, o.logLevel)
+		for _, d := range cfg.Deprecations() {
+			log.Warn("config: deprecated", "detail", d)
+		}
 		rdb, err := OpenRedis(cmd.Context(), app, cfg.Redis)
 		if err != nil {
 			return err

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -179,14 +180,65 @@ type Retry struct {
 
 // Breaker configures a circuit breaker.
 type Breaker struct {
-	// FailureThreshold is the number of consecutive counted failures that
-	// open the breaker. Zero → 3.
+	// Mode is "rate" or "consecutive". Empty → consecutive when
+	// FailureThreshold is set (a configuration written before rate mode;
+	// Deprecations names it), rate otherwise.
+	Mode string `yaml:"mode"`
+	// FailureThreshold is, in consecutive mode, the number of consecutive
+	// counted failures that open the breaker. Zero → 3.
 	FailureThreshold int `yaml:"failure_threshold"`
-	// Cooldown is how long the breaker stays open. Zero → 60s.
+	// Window is rate mode's sliding window of counted calls.
+	Window time.Duration `yaml:"window"`
+	// FailureRate is rate mode's ratio of failed counted calls within the
+	// window that opens the breaker, in (0, 1].
+	FailureRate float64 `yaml:"failure_rate"`
+	// MinCalls is rate mode's minimum number of counted calls within the
+	// window before it may open.
+	MinCalls int `yaml:"min_calls"`
+	// MinFailingTasks is rate mode's minimum number of distinct tasks whose
+	// calls failed within the window before it may open.
+	MinFailingTasks int `yaml:"min_failing_tasks"`
+	// Cooldown is how long the breaker stays open. Each failed half-open
+	// trial doubles the next, up to MaxCooldown; closing resets it.
 	Cooldown time.Duration `yaml:"cooldown"`
+	// MaxCooldown caps the growing cooldown (never below Cooldown).
+	MaxCooldown time.Duration `yaml:"max_cooldown"`
 	// HalfOpenMaxCalls is the number of trial calls admitted cluster-wide
 	// while half-open. Zero → 1.
 	HalfOpenMaxCalls int `yaml:"half_open_max_calls"`
+}
+
+// Breaker modes (Breaker.Mode).
+const (
+	BreakerModeRate        = string(resilience.ModeRate)
+	BreakerModeConsecutive = string(resilience.ModeConsecutive)
+)
+
+// ResolvedMode is the mode b runs in (see Breaker.Mode).
+func (b Breaker) ResolvedMode() string {
+	return string(resilience.BreakerConfig{Mode: resilience.BreakerMode(b.Mode), FailureThreshold: b.FailureThreshold}.Resolved())
+}
+
+// Deprecations lists what c says in a form that still works but will not
+// forever, one sentence each naming the field, for the worker to log at
+// start.
+func (c *Config) Deprecations() []string {
+	var out []string
+	check := func(path string, b Breaker) {
+		if b.Mode == "" && b.FailureThreshold > 0 {
+			out = append(out, fmt.Sprintf("%s.circuit_breaker.failure_threshold without mode: the breaker keeps "+
+				"consecutive mode; set mode: consecutive to keep it, or drop failure_threshold for rate mode "+
+				"(the default: a failure rate over a sliding window, from several distinct tasks)", path))
+		}
+	}
+	check("defaults", c.Defaults.CircuitBreaker)
+	for _, name := range c.AgentNames() {
+		a := c.Agents[name]
+		if a.CircuitBreaker != c.Defaults.CircuitBreaker {
+			check("agents."+name, a.CircuitBreaker)
+		}
+	}
+	return out
 }
 
 // Restart governs delayed restarts.

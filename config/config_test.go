@@ -29,7 +29,7 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, Settings{
 		Timeout:        30 * time.Second,
 		Retry:          Retry{MaxAttempts: 3, InitialBackoff: 500 * time.Millisecond, MaxBackoff: 5 * time.Second, Jitter: 0.2, MaxRetryAfter: 60 * time.Second},
-		CircuitBreaker: Breaker{FailureThreshold: 3, Cooldown: 60 * time.Second, HalfOpenMaxCalls: 1},
+		CircuitBreaker: Breaker{Window: 30 * time.Second, FailureRate: 0.5, MinCalls: 100, MinFailingTasks: 3, Cooldown: 60 * time.Second, MaxCooldown: 10 * time.Minute, HalfOpenMaxCalls: 1},
 		Restart:        Restart{MaxRestarts: 3, Delays: []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute}, MaxPending: 10000},
 	}, c.Defaults)
 	require.Empty(t, c.Agents)
@@ -38,13 +38,59 @@ func TestDefault(t *testing.T) {
 	require.Equal(t, "", c.Path)
 }
 
+// legacyBreaker is a circuit_breaker block of a file written before rate
+// mode: failure_threshold, cooldown and half_open_max_calls set, the rate
+// fields at their defaults.
+func legacyBreaker(threshold int, cooldown time.Duration, halfOpen int) Breaker {
+	b := DefaultSettings().CircuitBreaker
+	b.FailureThreshold, b.Cooldown, b.HalfOpenMaxCalls = threshold, cooldown, halfOpen
+	return b
+}
+
+// TestBreakerModeMigration: failure_threshold without mode keeps
+// consecutive mode, with a deprecation naming the field; mode alone, or
+// nothing, is rate mode without one.
+func TestBreakerModeMigration(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml string
+		mode       string
+		deprecated []string
+	}{
+		{"nothing: rate", "agents:\n  a:\n    exec: {command: [x]}\n", BreakerModeRate, nil},
+		{"failure_threshold alone: consecutive", "defaults:\n  circuit_breaker: {failure_threshold: 3}\nagents:\n  a:\n    exec: {command: [x]}\n",
+			BreakerModeConsecutive, []string{"defaults.circuit_breaker.failure_threshold without mode"}},
+		{"an agent's failure_threshold alone", "agents:\n  a:\n    exec: {command: [x]}\n    circuit_breaker: {failure_threshold: 5}\n",
+			BreakerModeConsecutive, []string{"agents.a.circuit_breaker.failure_threshold without mode"}},
+		{"explicit consecutive", "defaults:\n  circuit_breaker: {mode: consecutive, failure_threshold: 3}\nagents:\n  a:\n    exec: {command: [x]}\n",
+			BreakerModeConsecutive, nil},
+		{"explicit rate ignores failure_threshold", "defaults:\n  circuit_breaker: {mode: rate, failure_threshold: 3}\nagents:\n  a:\n    exec: {command: [x]}\n",
+			BreakerModeRate, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse([]byte(tt.yaml), "agentq.yaml")
+			require.NoError(t, err)
+			require.Equal(t, tt.mode, c.Agents["a"].CircuitBreaker.ResolvedMode())
+			got := c.Deprecations()
+			require.Len(t, got, len(tt.deprecated))
+			for i, d := range tt.deprecated {
+				require.Contains(t, got[i], d)
+			}
+		})
+	}
+}
+
 func TestDesignSample(t *testing.T) {
 	t.Parallel()
 	c, err := Load("testdata/design.yaml")
 	require.NoError(t, err)
 	require.Equal(t, "testdata/design.yaml", c.Path)
 	require.Equal(t, "127.0.0.1:9090", c.Worker.HTTPAddr)
-	require.Equal(t, DefaultSettings(), c.Defaults)
+	want := DefaultSettings()
+	want.CircuitBreaker.Mode = BreakerModeRate // the sample names the default mode
+	require.Equal(t, want, c.Defaults)
 	require.Equal(t, []string{"git_agent", "llm"}, c.AgentNames())
 
 	git, ok := c.Agent("git_agent")
@@ -92,7 +138,7 @@ func TestFullFile(t *testing.T) {
 	require.Equal(t, Settings{
 		Timeout:        20 * time.Second,
 		Retry:          Retry{MaxAttempts: 4, InitialBackoff: 250 * time.Millisecond, MaxBackoff: 8 * time.Second, Jitter: 0, MaxRetryAfter: 2 * time.Minute},
-		CircuitBreaker: Breaker{FailureThreshold: 5, Cooldown: 30 * time.Second, HalfOpenMaxCalls: 2},
+		CircuitBreaker: legacyBreaker(5, 30*time.Second, 2),
 		Restart:        Restart{MaxRestarts: 2, Delays: []time.Duration{30 * time.Second}, MaxPending: 500},
 		Classes: map[resilience.Class]ClassRule{
 			resilience.RateLimited:   {Retry: &tru, Breaker: &fal},
@@ -117,7 +163,7 @@ func TestFullFile(t *testing.T) {
 		Body:             BodyParams,
 		MaxResponseBytes: 65536,
 	}, api.HTTP)
-	require.Equal(t, Breaker{FailureThreshold: 5, Cooldown: 10 * time.Second, HalfOpenMaxCalls: 2}, api.CircuitBreaker)
+	require.Equal(t, legacyBreaker(5, 10*time.Second, 2), api.CircuitBreaker)
 
 	gofunc := c.Agents["gofunc"]
 	require.Nil(t, gofunc.Exec)
@@ -152,7 +198,7 @@ defaults:
 	a := c.Agents["a"]
 	require.Equal(t, 3*time.Second, a.Timeout)
 	require.Equal(t, Retry{MaxAttempts: 7, InitialBackoff: time.Second, MaxBackoff: 9 * time.Second, Jitter: 0.2, MaxRetryAfter: time.Minute}, a.Retry)
-	require.Equal(t, Breaker{FailureThreshold: 3, Cooldown: time.Minute, HalfOpenMaxCalls: 4}, a.CircuitBreaker)
+	require.Equal(t, legacyBreaker(0, time.Minute, 4), a.CircuitBreaker)
 	require.Equal(t, Restart{MaxRestarts: 3, Delays: []time.Duration{5 * time.Second, 10 * time.Second}, MaxPending: 7}, a.Restart)
 
 	require.Equal(t, c.Defaults, c.Agents["b"].Settings)
@@ -277,7 +323,14 @@ func TestErrors(t *testing.T) {
 		{"jitter negative", "agents:\n  a:\n    retry: {jitter: -0.1}\n", 3, "agents.a.retry.jitter", "between 0 and 1"},
 		{"jitter nan", "defaults:\n  retry: {jitter: .nan}\n", 2, "defaults.retry.jitter", "between 0 and 1"},
 		{"max_attempts zero", "agents:\n  git_agent:\n    exec: {command: [git]}\n    retry:\n      max_attempts: 0\n", 5, "agents.git_agent.retry.max_attempts", "must be at least 1"},
-		{"failure_threshold zero", "defaults:\n  circuit_breaker: {failure_threshold: 0}\n", 2, "defaults.circuit_breaker.failure_threshold", "at least 1"},
+		{"failure_threshold negative", "defaults:\n  circuit_breaker: {failure_threshold: -1}\n", 2, "defaults.circuit_breaker.failure_threshold", "at least 1"},
+		{"breaker mode unknown", "defaults:\n  circuit_breaker: {mode: ratio}\n", 2, "defaults.circuit_breaker.mode", `must be "rate" or "consecutive"`},
+		{"failure_rate above 1", "agents:\n  a:\n    circuit_breaker: {failure_rate: 1.5}\n", 3, "agents.a.circuit_breaker.failure_rate", "(0, 1]"},
+		{"failure_rate zero", "defaults:\n  circuit_breaker: {failure_rate: 0}\n", 2, "defaults.circuit_breaker.failure_rate", "(0, 1]"},
+		{"breaker window zero", "defaults:\n  circuit_breaker: {window: 0s}\n", 2, "defaults.circuit_breaker.window", "positive"},
+		{"min_calls zero", "defaults:\n  circuit_breaker: {min_calls: 0}\n", 2, "defaults.circuit_breaker.min_calls", "at least 1"},
+		{"min_failing_tasks zero", "defaults:\n  circuit_breaker: {min_failing_tasks: 0}\n", 2, "defaults.circuit_breaker.min_failing_tasks", "at least 1"},
+		{"max_cooldown zero", "agents:\n  a:\n    circuit_breaker: {max_cooldown: 0s}\n", 3, "agents.a.circuit_breaker.max_cooldown", "positive"},
 		{"half_open_max_calls zero", "defaults:\n  circuit_breaker: {half_open_max_calls: 0}\n", 2, "defaults.circuit_breaker.half_open_max_calls", "at least 1"},
 		{"max_restarts negative", "defaults:\n  restart: {max_restarts: -1}\n", 2, "defaults.restart.max_restarts", "at least 0"},
 		{"empty delays", "defaults:\n  restart:\n    max_restarts: 2\n    delays: []\n", 4, "defaults.restart.delays", "must list at least one delay when max_restarts is 2"},

@@ -27,7 +27,12 @@ const (
 	DefaultJitter           = 0.2
 	DefaultMaxRetryAfter    = resilience.DefaultMaxRetryAfter
 	DefaultFailureThreshold = resilience.DefaultFailureThreshold
+	DefaultBreakerWindow    = resilience.DefaultBreakerWindow
+	DefaultFailureRate      = resilience.DefaultFailureRate
+	DefaultMinCalls         = resilience.DefaultMinCalls
+	DefaultMinFailingTasks  = resilience.DefaultMinFailingTasks
 	DefaultCooldown         = resilience.DefaultCooldown
+	DefaultMaxCooldown      = resilience.DefaultMaxCooldown
 	DefaultHalfOpenMaxCalls = resilience.DefaultHalfOpenMaxCalls
 	DefaultMaxRestarts      = 3
 	DefaultMaxPending       = 10000
@@ -59,8 +64,14 @@ func DefaultSettings() Settings {
 			MaxRetryAfter:  DefaultMaxRetryAfter,
 		},
 		CircuitBreaker: Breaker{
-			FailureThreshold: DefaultFailureThreshold,
+			// Mode and FailureThreshold stay empty: rate mode, unless a
+			// file sets failure_threshold alone (see Breaker.Mode).
+			Window:           DefaultBreakerWindow,
+			FailureRate:      DefaultFailureRate,
+			MinCalls:         DefaultMinCalls,
+			MinFailingTasks:  DefaultMinFailingTasks,
 			Cooldown:         DefaultCooldown,
+			MaxCooldown:      DefaultMaxCooldown,
 			HalfOpenMaxCalls: DefaultHalfOpenMaxCalls,
 		},
 		Restart: Restart{

@@ -15,7 +15,7 @@
 //	defaults:
 //	  timeout: 30s
 //	  retry:           {max_attempts: 3, initial_backoff: 500ms, max_backoff: 5s, jitter: 0.2, max_retry_after: 60s}
-//	  circuit_breaker: {failure_threshold: 3, cooldown: 60s, half_open_max_calls: 1}
+//	  circuit_breaker: {mode: rate, window: 30s, failure_rate: 0.5, min_calls: 100, min_failing_tasks: 3, cooldown: 60s, max_cooldown: 10m, half_open_max_calls: 1}
 //	  restart:         {max_restarts: 3, delays: [1m, 2m, 4m], max_pending: 10000}
 //	  classes:         {rate_limited: {retry: true, breaker: true, exhausted: restart, fallback: true}}
 //	agents:

@@ -355,12 +355,36 @@ func (sc settingsCheck) retry() {
 
 func (sc settingsCheck) breaker() {
 	b, p := sc.s.CircuitBreaker, sc.path
-	if sc.changed(func(s Settings) any { return s.CircuitBreaker.FailureThreshold }) {
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.Mode }) {
+		if b.Mode != "" && b.Mode != BreakerModeRate && b.Mode != BreakerModeConsecutive {
+			sc.fail(p("circuit_breaker.mode"), "must be %q or %q, got %q", BreakerModeRate, BreakerModeConsecutive, b.Mode)
+		}
+	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.FailureThreshold }) && b.FailureThreshold != 0 {
 		sc.atLeast(p("circuit_breaker.failure_threshold"), b.FailureThreshold, 1)
+	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.Window }) {
+		sc.positive(p("circuit_breaker.window"), b.Window)
+	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.FailureRate }) {
+		if math.IsNaN(b.FailureRate) || b.FailureRate <= 0 || b.FailureRate > 1 {
+			sc.fail(p("circuit_breaker.failure_rate"), "must be in (0, 1], got %v", b.FailureRate)
+		}
+	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.MinCalls }) {
+		sc.atLeast(p("circuit_breaker.min_calls"), b.MinCalls, 1)
+	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.MinFailingTasks }) {
+		sc.atLeast(p("circuit_breaker.min_failing_tasks"), b.MinFailingTasks, 1)
 	}
 	if sc.changed(func(s Settings) any { return s.CircuitBreaker.Cooldown }) {
 		sc.positive(p("circuit_breaker.cooldown"), b.Cooldown)
 	}
+	if sc.changed(func(s Settings) any { return s.CircuitBreaker.MaxCooldown }) {
+		sc.positive(p("circuit_breaker.max_cooldown"), b.MaxCooldown)
+	}
+	// A max_cooldown below cooldown is raised to it (resilience.BreakerConfig):
+	// a file that sets only a long cooldown keeps working.
 	if sc.changed(func(s Settings) any { return s.CircuitBreaker.HalfOpenMaxCalls }) {
 		sc.atLeast(p("circuit_breaker.half_open_max_calls"), b.HalfOpenMaxCalls, 1)
 	}

@@ -116,7 +116,7 @@ worker:
 defaults:
   timeout: 5s
   retry: {max_attempts: 3, initial_backoff: 200ms, max_backoff: 1s, jitter: 0.2}
-  circuit_breaker: {failure_threshold: 50, cooldown: 2s}
+  circuit_breaker: {mode: consecutive, failure_threshold: 50, cooldown: 2s}
   # The demo shortens the restart delays (production default: 1m, 2m, 4m).
   restart: {max_restarts: 3, delays: [1s, 2s, 4s]}
 agents:

@@ -161,7 +161,7 @@ agents:
   llm:
     http: {url: %q}
     breaker_key: llm.loopback
-    circuit_breaker: {failure_threshold: 3, cooldown: 3s, half_open_max_calls: 1}
+    circuit_breaker: {mode: consecutive, failure_threshold: 3, cooldown: 3s, max_cooldown: 3s, half_open_max_calls: 1}
     retry: {max_attempts: 2, initial_backoff: 100ms, max_backoff: 200ms}
     restart: {max_restarts: 20, delays: [500ms, 1s]}
 `, be.srv.URL+"/v1/chat"))

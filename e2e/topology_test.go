@@ -39,7 +39,7 @@ worker: {concurrency: 20, shutdown_timeout: 3s, queues: {llm: 2, tools: 1}}
 defaults:
   timeout: 10s
   retry: {max_attempts: 4, initial_backoff: 50ms, max_backoff: 200ms, jitter: 0.1}
-  circuit_breaker: {failure_threshold: 1000000, cooldown: 1s}
+  circuit_breaker: {mode: rate, cooldown: 1s}   # the default mode: its window and failing-task keys share the breaker's hash tag
   restart: {max_restarts: 3, delays: [200ms]}
 agents:
   llm:  {http: {url: %q}, queue: llm}

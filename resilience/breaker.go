@@ -31,15 +31,48 @@ const (
 	StateHalfOpen BreakerState = "half_open"
 )
 
+// BreakerMode is how a CLOSED breaker decides to open.
+type BreakerMode string
+
+// The breaker modes.
+const (
+	// ModeRate (the default): open when, over the sliding Window of counted
+	// calls of the key (the whole fleet's), failures/total ≥ FailureRate,
+	// total ≥ MinCalls, and the failures came from at least
+	// MinFailingTasks distinct tasks: one task's own failures never open it.
+	ModeRate BreakerMode = "rate"
+	// ModeConsecutive: open after FailureThreshold consecutive counted
+	// failures, whoever made them (the mode of agentq before rate mode).
+	ModeConsecutive BreakerMode = "consecutive"
+)
+
 // BreakerConfig tunes one breaker. It is passed on every call, so it may come
 // from per-agent configuration; workers sharing a key should share a config.
 type BreakerConfig struct {
-	// FailureThreshold is the number of consecutive counted failures that
-	// opens the breaker; zero (or negative) means 3.
+	// Mode is ModeRate or ModeConsecutive. Zero means ModeConsecutive when
+	// FailureThreshold is set (> 0), else ModeRate (see Resolved).
+	Mode BreakerMode
+	// FailureThreshold is, in consecutive mode, the number of consecutive
+	// counted failures that opens the breaker; zero (or negative) means 3.
 	FailureThreshold int
+	// Window is rate mode's sliding window; zero means 30s.
+	Window time.Duration
+	// FailureRate is rate mode's failure ratio (0 < r ≤ 1) that opens the
+	// breaker; zero (or out of range) means 0.5.
+	FailureRate float64
+	// MinCalls is rate mode's minimum volume of counted calls within the
+	// window; zero (or negative) means 100.
+	MinCalls int
+	// MinFailingTasks is rate mode's minimum number of distinct tasks whose
+	// calls failed within the window; zero (or negative) means 3.
+	MinFailingTasks int
 	// Cooldown is how long the breaker stays OPEN before it admits trials;
-	// zero (or negative) means 60s.
+	// zero (or negative) means 60s. Each failed half-open trial doubles the
+	// next cooldown, up to MaxCooldown; closing resets it.
 	Cooldown time.Duration
+	// MaxCooldown caps the growing cooldown; zero (or negative) means 10m,
+	// and it is never below Cooldown.
+	MaxCooldown time.Duration
 	// HalfOpenMaxCalls is the number of trials admitted cluster-wide per
 	// half-open episode; zero (or negative) means 1.
 	HalfOpenMaxCalls int
@@ -52,17 +85,53 @@ type BreakerConfig struct {
 // Defaults of BreakerConfig.
 const (
 	DefaultFailureThreshold = 3
+	DefaultBreakerWindow    = 30 * time.Second
+	DefaultFailureRate      = 0.5
+	DefaultMinCalls         = 100
+	DefaultMinFailingTasks  = 3
 	DefaultCooldown         = 60 * time.Second
+	DefaultMaxCooldown      = 10 * time.Minute
 	DefaultHalfOpenMaxCalls = 1
 	DefaultTrialLease       = 60 * time.Second
 )
 
+// Resolved is the mode c runs in: Mode, or, when it is zero,
+// ModeConsecutive if FailureThreshold is set and ModeRate otherwise.
+func (c BreakerConfig) Resolved() BreakerMode {
+	if c.Mode != "" {
+		return c.Mode
+	}
+	if c.FailureThreshold > 0 {
+		return ModeConsecutive
+	}
+	return ModeRate
+}
+
 func (c BreakerConfig) withDefaults() BreakerConfig {
+	c.Mode = c.Resolved()
 	if c.FailureThreshold <= 0 {
 		c.FailureThreshold = DefaultFailureThreshold
 	}
+	if c.Window <= 0 {
+		c.Window = DefaultBreakerWindow
+	}
+	if !(c.FailureRate > 0 && c.FailureRate <= 1) {
+		c.FailureRate = DefaultFailureRate
+	}
+	if c.MinCalls <= 0 {
+		c.MinCalls = DefaultMinCalls
+	}
+	if c.MinFailingTasks <= 0 {
+		c.MinFailingTasks = DefaultMinFailingTasks
+	}
 	if c.Cooldown <= 0 {
 		c.Cooldown = DefaultCooldown
+	}
+	if c.MaxCooldown <= 0 {
+		c.MaxCooldown = DefaultMaxCooldown
+	}
+	if c.MaxCooldown < c.Cooldown {
+		c.MaxCooldown = c.Cooldown
 	}
 	if c.HalfOpenMaxCalls <= 0 {
 		c.HalfOpenMaxCalls = DefaultHalfOpenMaxCalls
@@ -79,13 +148,16 @@ type Outcome int
 // Outcomes. The zero Outcome is invalid, so a forgotten assignment is an
 // error rather than a silent success.
 const (
-	// OutcomeSuccess: the backend answered — a success, or a failure whose
-	// class does not count against the breaker (invalid_request, …).
+	// OutcomeSuccess: the backend answered well.
 	OutcomeSuccess Outcome = iota + 1
-	// OutcomeFailure: a counted failure (network, timeout, rate limit, …).
+	// OutcomeFailure: a counted failure (network, timeout, provider, …).
 	OutcomeFailure
-	// OutcomeIgnore: the call was canceled (shutdown): release any trial
-	// lease and change nothing else.
+	// OutcomeIgnore: the call says nothing about the backend's health — it
+	// was canceled (shutdown), failed with a class that does not count
+	// against the breaker (a caller's error: invalid_request,
+	// context_length, …), or was back-pressure the limits machinery handles
+	// (a rate_limited reply with a reset): release any trial lease and
+	// change nothing else.
 	OutcomeIgnore
 )
 
@@ -229,10 +301,18 @@ type Breakers struct {
 	view view     // local CLOSED view, live while Start's subscription is (breaker_view.go)
 
 	mu      sync.Mutex
-	pending map[string]int64    // batched happy-path successes, by key
-	last    map[string]lastSeen // last state seen per key (for the fallback)
+	pending map[string]pendingSuccesses // batched happy-path successes, by key
+	hot     map[string]time.Time        // rate mode: local time until which key's window holds failures
+	last    map[string]lastSeen         // last state seen per key (for the fallback)
 
 	lifecycle startstop.Loop // Start's flush loop and event subscription
+}
+
+// pendingSuccesses are a key's batched successes: n of them, and, for a
+// rate-mode key, its window (the flush counts them in it too).
+type pendingSuccesses struct {
+	n        int64
+	windowMS int64 // 0: consecutive mode
 }
 
 type lastSeen struct {
@@ -251,7 +331,7 @@ type lastSeen struct {
 // accepts but does not answer holds a call for the client's ReadTimeout
 // (3s by default) per try. Workers should enable it.
 func NewBreakers(rdb redis.UniversalClient, opts ...BreakerOption) *Breakers {
-	b := &Breakers{rdb: rdb, pending: map[string]int64{}, last: map[string]lastSeen{}}
+	b := &Breakers{rdb: rdb, pending: map[string]pendingSuccesses{}, hot: map[string]time.Time{}, last: map[string]lastSeen{}}
 	for _, o := range opts {
 		o(b)
 	}

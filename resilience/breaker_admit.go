@@ -91,18 +91,26 @@ func (b *Breakers) remember(key string, ls lastSeen) {
 // Record reports the outcome of a call admitted by Allow and returns the
 // breaker state after it.
 //
-// The happy path costs nothing: a success of a call admitted in CLOSED with no
-// consecutive failures is only counted in memory, and Flush (run by Start's
-// loop) adds it to success_count later; such a success therefore does not
-// reset a consecutive_failures count that other calls raised meanwhile.
-// OutcomeIgnore of a closed-state admission costs nothing either. Every other
-// Record is one EVALSHA.
+// In consecutive mode the happy path costs nothing: a success of a call
+// admitted in CLOSED with no consecutive failures is only counted in memory,
+// and Flush (run by Start's loop) adds it to success_count later; such a
+// success therefore does not reset a consecutive_failures count that other
+// calls raised meanwhile. In rate mode every success and failure is one
+// EVALSHA, so that the fleet's window holds the successes as soon as the
+// failures (a late success would make a healthy backend's rate look
+// worse). OutcomeIgnore of a closed-state admission costs nothing in either
+// mode. Every other Record is one EVALSHA. Pass ForTask with the call's
+// task: rate mode opens only when several distinct tasks failed.
 //
 // Record is detached from the caller's cancellation (a shutdown must still
 // release its trial lease) but bounded by the call timeout. A fenced Record
 // returns an error wrapping ErrStaleAdmission (a *StaleError); Redis being
 // unreachable gives an error wrapping ErrBreakerUnavailable.
-func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, adm Admission, out Outcome) (BreakerState, error) {
+func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, adm Admission, out Outcome, opts ...RecordOption) (BreakerState, error) {
+	var ro recordOptions
+	for _, opt := range opts {
+		opt(&ro)
+	}
 	o, ok := out.lua()
 	if !ok {
 		return "", fmt.Errorf("breaker %q: %w: %d", key, ErrInvalidOutcome, int(out))
@@ -114,19 +122,18 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 		switch {
 		case out == OutcomeIgnore:
 			return StateClosed, nil
-		case out == OutcomeSuccess && adm.ConsecutiveFailures == 0:
-			b.mu.Lock()
-			b.pending[key]++
-			b.mu.Unlock()
+		case out == OutcomeSuccess && b.batch(key, cfg.withDefaults(), adm):
 			return StateClosed, nil
 		}
 	}
 	cfg = cfg.withDefaults()
+	if cfg.Mode == ModeRate && out == OutcomeFailure {
+		b.markHot(key, cfg.Window)
+	}
 	epoch := b.view.snapshot()
 	ctx, cancel := b.bound(context.WithoutCancel(ctx))
 	defer cancel()
-	rep, err := b.record(ctx, recordArgs{key: key, threshold: cfg.FailureThreshold, cooldown: cfg.Cooldown,
-		outcome: o, gen: adm.Generation, token: adm.Token})
+	rep, err := b.record(ctx, recordArgs{key: key, cfg: cfg, outcome: o, gen: adm.Generation, token: adm.Token, task: ro.task})
 	if err != nil {
 		if redisx.Unanswered(err) {
 			b.mu.Lock()
@@ -151,6 +158,58 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 	}
 	return state, nil
 }
+
+// batch counts a success of a call admitted in CLOSED (cfg with its
+// defaults) in memory, for Flush, when it may wait: in consecutive mode
+// when the admission saw no consecutive failures; in rate mode while this
+// process knows the key's window holds no failure (cold: no failure
+// recorded here or announced by another process within the window, and
+// the event subscription is live, so that it would have heard of one). A
+// success while the window holds failures is written at once, since a
+// late success would make the backend's rate look worse than it is.
+func (b *Breakers) batch(key string, cfg BreakerConfig, adm Admission) bool {
+	var windowMS int64
+	switch cfg.Mode {
+	case ModeRate:
+		if !b.view.isLive() {
+			return false
+		}
+		windowMS = cfg.Window.Milliseconds()
+	default:
+		if adm.ConsecutiveFailures != 0 {
+			return false
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if windowMS > 0 && b.local().Before(b.hot[key]) {
+		return false
+	}
+	ps := b.pending[key]
+	ps.n++
+	ps.windowMS = windowMS
+	b.pending[key] = ps
+	return true
+}
+
+// markHot notes that key's window holds a failure for the next window.
+func (b *Breakers) markHot(key string, window time.Duration) {
+	until := b.local().Add(window)
+	b.mu.Lock()
+	if until.After(b.hot[key]) {
+		b.hot[key] = until
+	}
+	b.mu.Unlock()
+}
+
+// RecordOption adds to what Record reports.
+type RecordOption func(*recordOptions)
+
+type recordOptions struct{ task string }
+
+// ForTask names the task whose call the outcome is: rate mode counts the
+// distinct tasks whose calls failed within its window.
+func ForTask(id string) RecordOption { return func(o *recordOptions) { o.task = id } }
 
 // Trip opens the breaker of key until now+d (Redis time), whatever its
 // state: an operator's override. Generation bumps, trials are dropped.

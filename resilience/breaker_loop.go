@@ -19,7 +19,7 @@ import (
 func (b *Breakers) Flush(ctx context.Context) error {
 	b.mu.Lock()
 	batch := b.pending
-	b.pending = map[string]int64{}
+	b.pending = map[string]pendingSuccesses{}
 	b.mu.Unlock()
 	if len(batch) == 0 {
 		return nil
@@ -33,7 +33,8 @@ func (b *Breakers) Flush(ctx context.Context) error {
 	calls := make([]redisx.Call, 0, 2*len(keys))
 	for _, k := range keys {
 		calls = append(calls,
-			redisx.Call{Script: flushScript, Keys: []string{rkeys.Breaker(k)}, Args: []any{b.nowArg(), batch[k]}},
+			redisx.Call{Script: flushScript, Keys: []string{rkeys.Breaker(k), rkeys.BreakerWindow(k)},
+				Args: []any{b.nowArg(), batch[k].n, batch[k].windowMS}},
 			indexCall(k))
 	}
 	rs := redisx.Pipelined(ctx, b.rdb, calls)
@@ -49,7 +50,10 @@ func (b *Breakers) Flush(ctx context.Context) error {
 	if len(failed) > 0 {
 		b.mu.Lock()
 		for _, k := range failed {
-			b.pending[k] += batch[k]
+			ps := b.pending[k]
+			ps.n += batch[k].n
+			ps.windowMS = batch[k].windowMS
+			b.pending[k] = ps
 		}
 		b.mu.Unlock()
 	}

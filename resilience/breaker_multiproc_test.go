@@ -43,9 +43,19 @@ const (
 	hammerCallTimeout = 30 * time.Second
 )
 
-// hammerCfg cycles quickly: one failure opens, 5ms of cooldown, then trials.
+// hammerCfg cycles quickly: one failure opens, 5ms of cooldown (growing
+// to at most 20ms), then trials.
 func hammerCfg(maxCalls int) BreakerConfig {
-	return BreakerConfig{FailureThreshold: 1, Cooldown: 5 * time.Millisecond, HalfOpenMaxCalls: maxCalls, TrialLease: 2 * time.Second}
+	return BreakerConfig{FailureThreshold: 1, Cooldown: 5 * time.Millisecond, MaxCooldown: 20 * time.Millisecond, HalfOpenMaxCalls: maxCalls, TrialLease: 2 * time.Second}
+}
+
+// rateHammerCfg is hammerCfg in rate mode: 5 counted calls in a 2s window,
+// half of them failed, from 2 distinct tasks, open it.
+func rateHammerCfg(maxCalls int) BreakerConfig {
+	c := hammerCfg(maxCalls)
+	c.Mode, c.FailureThreshold = ModeRate, 0
+	c.Window, c.FailureRate, c.MinCalls, c.MinFailingTasks = 2*time.Second, 0.5, 5, 2
+	return c
 }
 
 // trialLine is one admitted trial, as a hammer worker reports it.
@@ -94,7 +104,8 @@ func hammer(ctx context.Context, b *Breakers, key string, cfg BreakerConfig, wor
 						out = OutcomeSuccess
 					}
 				}
-				if _, err := b.Record(context.Background(), key, cfg, adm, out); err != nil && !errors.Is(err, ErrStaleAdmission) {
+				task := ForTask(fmt.Sprint("task-", rand.IntN(5))) // rate mode counts distinct failing tasks
+				if _, err := b.Record(context.Background(), key, cfg, adm, out, task); err != nil && !errors.Is(err, ErrStaleAdmission) {
 					report(trialLine{Error: "record: " + err.Error()})
 					return
 				}
@@ -109,6 +120,7 @@ type breakerEvent struct {
 	Key        string       `json:"key"`
 	State      BreakerState `json:"state"`
 	Generation int64        `json:"generation"`
+	Kind       string       `json:"kind,omitempty"` // "count", "hot": no transition (not collected)
 }
 
 // markerScript publishes ARGV[2] on channel ARGV[1] from the node of
@@ -132,7 +144,7 @@ func collectEvents(t *testing.T, rdb redis.UniversalClient, key string) (stop fu
 		defer close(done)
 		for msg := range sub.Channel() {
 			var e breakerEvent
-			if json.Unmarshal([]byte(msg.Payload), &e) == nil && e.Key == key {
+			if json.Unmarshal([]byte(msg.Payload), &e) == nil && e.Key == key && e.Kind == "" {
 				mu.Lock()
 				events = append(events, e)
 				mu.Unlock()
@@ -222,16 +234,19 @@ func TestBreakerHalfOpenConcurrency(t *testing.T) {
 		t.Skip("hammers a breaker for seconds; skipped with -short (make unit)")
 	}
 	t.Parallel()
-	for _, maxCalls := range []int{1, 3} {
-		t.Run(fmt.Sprintf("max_calls=%d", maxCalls), func(t *testing.T) {
-			t.Parallel()
-			srv := redistest.Start(t)
-			hammerRun(t, srv.Client(), func() redis.UniversalClient {
-				c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 50, ReadTimeout: hammerCallTimeout})
-				t.Cleanup(func() { _ = c.Close() })
-				return c
-			}, maxCalls, 4, 50)
-		})
+	for _, mode := range []func(int) BreakerConfig{hammerCfg, rateHammerCfg} {
+		for _, maxCalls := range []int{1, 3} {
+			cfg := mode(maxCalls)
+			t.Run(fmt.Sprintf("%s/max_calls=%d", cfg.Resolved(), maxCalls), func(t *testing.T) {
+				t.Parallel()
+				srv := redistest.Start(t)
+				hammerRun(t, srv.Client(), func() redis.UniversalClient {
+					c := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 50, ReadTimeout: hammerCallTimeout})
+					t.Cleanup(func() { _ = c.Close() })
+					return c
+				}, cfg, 4, 50)
+			})
+		}
 	}
 }
 
@@ -239,10 +254,10 @@ func TestBreakerHalfOpenConcurrency(t *testing.T) {
 // Breakers (each on its own client from newClient) × goroutines until
 // wantEpisodes half-open episodes had trials, and checks the invariants
 // (checkRun).
-func hammerRun(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient, maxCalls, clients, goroutines int) {
+func hammerRun(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient, cfg BreakerConfig, clients, goroutines int) {
 	t.Helper()
-	const key = "contended"
-	cfg := hammerCfg(maxCalls)
+	key := "contended-" + string(cfg.Resolved())
+	maxCalls := cfg.HalfOpenMaxCalls
 	// Subscribe before the trip, whose event is then the first one seen: on
 	// a Cluster the subscription may sit on another node than the breaker,
 	// which forwards the trip's PUBLISH over the cluster bus whenever it
@@ -282,6 +297,7 @@ const (
 	helperKeyEnv   = "AGENTQ_BREAKER_KEY"
 	helperMaxEnv   = "AGENTQ_BREAKER_MAX"
 	helperLeaseEnv = "AGENTQ_BREAKER_LEASE_MS"
+	helperModeEnv  = "AGENTQ_BREAKER_MODE" // "rate": rateHammerCfg
 )
 
 // TestHelperProcess is not a test: it is the child process of the
@@ -297,6 +313,9 @@ func TestHelperProcess(t *testing.T) {
 	b := NewBreakers(rdb, WithCallTimeout(hammerCallTimeout))
 	key := os.Getenv(helperKeyEnv)
 	cfg := hammerCfg(atoi(helperMaxEnv))
+	if os.Getenv(helperModeEnv) == string(ModeRate) {
+		cfg = rateHammerCfg(atoi(helperMaxEnv))
+	}
 	if ms := atoi(helperLeaseEnv); ms > 0 {
 		cfg.TrialLease = time.Duration(ms) * time.Millisecond
 	}
@@ -381,6 +400,15 @@ func TestBreakerMultiProcess(t *testing.T) {
 		t.Skip("runs several processes for seconds; skipped with -short (make unit)")
 	}
 	t.Parallel()
+	for _, mode := range []BreakerMode{ModeConsecutive, ModeRate} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			multiProcess(t, mode)
+		})
+	}
+}
+
+func multiProcess(t *testing.T, mode BreakerMode) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	const key, maxCalls = "multiproc", 2
@@ -397,7 +425,7 @@ func TestBreakerMultiProcess(t *testing.T) {
 	)
 	for i := 0; i < 4; i++ {
 		p := helper(t, "hammer",
-			helperAddrEnv+"="+srv.Addr, helperKeyEnv+"="+key, helperMaxEnv+"="+strconv.Itoa(maxCalls))
+			helperAddrEnv+"="+srv.Addr, helperKeyEnv+"="+key, helperMaxEnv+"="+strconv.Itoa(maxCalls), helperModeEnv+"="+string(mode))
 		procs = append(procs, p)
 		readers.Add(1)
 		go func() {

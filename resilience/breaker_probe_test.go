@@ -89,15 +89,15 @@ func TestBreakerProbeAdmission(t *testing.T) {
 			require.Equal(t, StateHalfOpen, adm.State)
 			require.Equal(t, ProbeRetry, adm.RetryIn)
 
-			// A failed probe reopens with a fresh cooldown.
+			// A failed probe reopens with a doubled cooldown.
 			h.mustRecord(padm, OutcomeFailure, StateOpen)
 			s := h.get()
-			require.Equal(t, clk.After(10*time.Second), *s.OpenUntil)
+			require.Equal(t, clk.After(20*time.Second), *s.OpenUntil)
 
 			// Next episode: the probe's lease expires (its worker died); the
 			// episode ends and the next probe gets a fresh trial; the old
 			// probe's result is stale.
-			clk.Add(10 * time.Second)
+			clk.Add(20 * time.Second)
 			padm, err = b.AllowProbe(ctx, key, cfg)
 			require.NoError(t, err)
 			require.True(t, padm.Allowed)
@@ -168,15 +168,16 @@ func TestAllowTaskRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, allowTaskScript.Load(ctx, rdb).Err())
 	b := NewBreakers(rdb)
-	_, err := b.AllowTask(ctx, "rt", BreakerConfig{})
+	cfg := BreakerConfig{Mode: ModeConsecutive}
+	_, err := b.AllowTask(ctx, "rt", cfg)
 	require.NoError(t, err)
 	hook.take()
 	for i := 0; i < 3; i++ {
-		adm, err := b.AllowTask(ctx, "rt", BreakerConfig{})
+		adm, err := b.AllowTask(ctx, "rt", cfg)
 		require.NoError(t, err)
 		require.True(t, adm.Allowed)
 		require.Equal(t, []string{"evalsha"}, hook.take())
-		_, err = b.Record(ctx, "rt", BreakerConfig{}, adm, OutcomeSuccess)
+		_, err = b.Record(ctx, "rt", cfg, adm, OutcomeSuccess)
 		require.NoError(t, err)
 		require.Empty(t, hook.take())
 	}

@@ -3,6 +3,7 @@ package resilience
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -129,23 +130,73 @@ func (b *Breakers) allow(ctx context.Context, a allowArgs) (admissionReply, erro
 
 // recordScript reports the outcome of an admitted call.
 //
-// KEYS[1] breaker hash, KEYS[2] trial leases.
+// KEYS[1] breaker hash, KEYS[2] trial leases, KEYS[3] rate mode's window
+// (hash of 10 ring buckets: b<i> bucket number, s<i> successes, f<i>
+// failures; width (bucket ms, for snapshots) and hot_at; TTL 2×window), KEYS[4] rate mode's failing tasks (zset task ID
+// -> last failure ms, trimmed to the window and to max(min failing
+// tasks, 10) members; TTL 2×window).
 // ARGV[1] now ms or "", ARGV[2] failure threshold, ARGV[3] cooldown ms,
 // ARGV[4] outcome "s" success | "f" counted failure | "i" ignore,
 // ARGV[5] admission generation, ARGV[6] admission token ("" if not a trial),
-// ARGV[7] event channel, ARGV[8] breaker key.
+// ARGV[7] event channel, ARGV[8] breaker key, ARGV[9] mode "r" rate |
+// "c" consecutive, ARGV[10] window ms, ARGV[11] failure rate,
+// ARGV[12] min calls, ARGV[13] min failing tasks, ARGV[14] max cooldown ms,
+// ARGV[15] the call's task ID ("" if none).
 // Returns {state, generation, code, open_until ms (0 if none),
-// consecutive_failures}; code 0 applied, 1 stale generation, 2 trial lease
-// expired or dropped. A stale "s"/"f" still bumps success_count/failure_count
-// and last_success_at/last_failure_at; "i" never counts.
+// consecutive_failures, window calls, window failures, failing tasks
+// (the last three are summed after a failure only; 0 after a success)};
+// code 0 applied, 1 stale generation, 2 trial lease expired or dropped. A
+// stale "s"/"f" still bumps success_count/failure_count and
+// last_success_at/last_failure_at (but not the window); "i" never counts.
+//
+// Opening stores the cooldown it used (field cooldown); a failed half-open
+// trial reopens for twice that, capped at the max cooldown; closing drops
+// it, with the window and the failing tasks. A rate-mode failure that does
+// not open announces kind "hot" with window_ms (at most once per quarter
+// window: field hot_at of the window hash): the window holds a failure, so
+// every process writes its successes at once rather than batching them
+// for a window from then (Record). Cost: O(1) — at most 10
+// buckets and max(min failing tasks, 10) zset members.
 var recordScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
 local state, gen, cf, ou = load(KEYS[1])
 local out, agen, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local rate, wms = ARGV[9] == 'r', tonumber(ARGV[10])
+local base, maxcd = tonumber(ARGV[3]), tonumber(ARGV[14])
 local code = 0
+local calls, fails, ntasks = 0, 0, 0
 local function ret()
   if state ~= 'open' then ou = 0 end
-  return {state, gen, code, ou, cf}
+  return {state, gen, code, ou, cf, calls, fails, ntasks}
+end
+local function open_for(cd)
+  state = 'open'
+  gen = gen + 1
+  ou = now + cd
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+  redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', cf, 'open_until', ou, 'cooldown', cd)
+  announce(ARGV[7], ARGV[8], state, gen, cf)
+end
+local function bump(kind, total)
+  local w = math.max(math.floor(wms / 10), 1)
+  local b = math.floor(now / w)
+  local i = b % 10
+  if tonumber(redis.call('HGET', KEYS[3], 'b' .. i)) ~= b then
+    redis.call('HSET', KEYS[3], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0, 'width', w)
+  end
+  redis.call('HINCRBY', KEYS[3], kind .. i, 1)
+  redis.call('PEXPIRE', KEYS[3], wms * 2)
+  if not total then return end
+  local h = redis.call('HGETALL', KEYS[3])
+  local m = {}
+  for j = 1, #h, 2 do m[h[j]] = tonumber(h[j + 1]) end
+  for j = 0, 9 do
+    local bj = m['b' .. j]
+    if bj and bj > b - 10 then
+      calls = calls + (m['s' .. j] or 0) + (m['f' .. j] or 0)
+      fails = fails + (m['f' .. j] or 0)
+    end
+  end
 end
 if agen ~= gen then
   code = 1
@@ -173,26 +224,47 @@ else
 end
 if code ~= 0 then return ret() end
 if out == 'f' then
-  cf = cf + 1
-  if state == 'half_open' or cf >= tonumber(ARGV[2]) then
-    state = 'open'
-    gen = gen + 1
-    ou = now + tonumber(ARGV[3])
-    redis.call('DEL', KEYS[2])
-    redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', cf, 'open_until', ou)
-    announce(ARGV[7], ARGV[8], state, gen, cf)
+  if state == 'half_open' then
+    cf = cf + 1
+    local prev = tonumber(redis.call('HGET', KEYS[1], 'cooldown')) or base
+    if prev < base then prev = base end
+    open_for(math.min(prev * 2, maxcd))
+  elseif rate then
+    bump('f', true)
+    if ARGV[15] ~= '' then redis.call('ZADD', KEYS[4], now, ARGV[15]) end
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - wms)
+    ntasks = redis.call('ZCARD', KEYS[4])
+    local cap = math.max(tonumber(ARGV[13]), 10)
+    if ntasks > cap then
+      redis.call('ZREMRANGEBYRANK', KEYS[4], 0, ntasks - cap - 1)
+      ntasks = cap
+    end
+    redis.call('PEXPIRE', KEYS[4], wms * 2)
+    if calls >= tonumber(ARGV[12]) and fails >= tonumber(ARGV[11]) * calls and ntasks >= tonumber(ARGV[13]) then
+      open_for(base)
+    elseif now - (tonumber(redis.call('HGET', KEYS[3], 'hot_at')) or 0) >= wms / 4 then
+      redis.call('HSET', KEYS[3], 'hot_at', now)
+      redis.call('PUBLISH', ARGV[7], cjson.encode({key = ARGV[8], state = state, generation = gen, consecutive_failures = cf, kind = 'hot', window_ms = wms}))
+    end
   else
-    redis.call('HSET', KEYS[1], 'consecutive_failures', cf)
-    announce(ARGV[7], ARGV[8], state, gen, cf, 'count')
+    cf = cf + 1
+    if cf >= tonumber(ARGV[2]) then
+      open_for(base)
+    else
+      redis.call('HSET', KEYS[1], 'consecutive_failures', cf)
+      announce(ARGV[7], ARGV[8], state, gen, cf, 'count')
+    end
   end
 elseif state == 'half_open' then
   state = 'closed'
   gen = gen + 1
   cf = 0
-  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
   redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', 0)
-  redis.call('HDEL', KEYS[1], 'open_until')
+  redis.call('HDEL', KEYS[1], 'open_until', 'cooldown')
   announce(ARGV[7], ARGV[8], state, gen, 0)
+elseif rate then
+  bump('s', false)
 elseif cf ~= 0 then
   cf = 0
   redis.call('HSET', KEYS[1], 'consecutive_failures', 0)
@@ -203,12 +275,12 @@ return ret()
 
 // recordArgs are recordScript's arguments.
 type recordArgs struct {
-	key       string        // the breaker key (KEYS, and ARGV[8] for events)
-	threshold int           // ARGV[2]: failure threshold
-	cooldown  time.Duration // ARGV[3]
-	outcome   string        // ARGV[4]: "s", "f" or "i"
-	gen       int64         // ARGV[5]: the admission's generation
-	token     string        // ARGV[6]: the admission's trial token, "" if none
+	key     string        // the breaker key (KEYS, and ARGV[8] for events)
+	cfg     BreakerConfig // ARGV[2], [3], [9]–[14] (withDefaults applied)
+	outcome string        // ARGV[4]: "s", "f" or "i"
+	gen     int64         // ARGV[5]: the admission's generation
+	token   string        // ARGV[6]: the admission's trial token, "" if none
+	task    string        // ARGV[15]: the call's task ID, "" if none
 }
 
 // Codes of recordReply.code.
@@ -225,20 +297,36 @@ type recordReply struct {
 	code        int64 // recordApplied, recordStaleGen or recordLeaseGone
 	openUntilMS int64 // 0: not open
 	cf          int
+	// Rate mode, when the outcome was counted in the window: the window's
+	// calls and failures, and the distinct failing tasks (after a failure).
+	calls, fails, failingTasks int64
+}
+
+// breakerKeys are the keys of every script that may touch rate mode's state.
+func breakerKeys(key string) []string {
+	return []string{rkeys.Breaker(key), rkeys.BreakerTrials(key), rkeys.BreakerWindow(key), rkeys.BreakerFailing(key)}
 }
 
 // record runs recordScript.
 func (b *Breakers) record(ctx context.Context, a recordArgs) (recordReply, error) {
-	res, err := b.run(ctx, recordScript, a.key, []string{rkeys.Breaker(a.key), rkeys.BreakerTrials(a.key)},
-		b.nowArg(), a.threshold, a.cooldown.Milliseconds(), a.outcome, a.gen, a.token, rkeys.BreakerChannel(), a.key)
+	c := a.cfg
+	mode := "c"
+	if c.Mode == ModeRate {
+		mode = "r"
+	}
+	res, err := b.run(ctx, recordScript, a.key, breakerKeys(a.key),
+		b.nowArg(), c.FailureThreshold, c.Cooldown.Milliseconds(), a.outcome, a.gen, a.token, rkeys.BreakerChannel(), a.key,
+		mode, c.Window.Milliseconds(), strconv.FormatFloat(c.FailureRate, 'g', -1, 64), c.MinCalls, c.MinFailingTasks,
+		c.MaxCooldown.Milliseconds(), a.task)
 	if err != nil {
 		return recordReply{}, err
 	}
-	r, err := redisx.ParseReply(res, 5)
+	r, err := redisx.ParseReply(res, 8)
 	if err != nil {
 		return recordReply{}, err
 	}
-	return recordReply{state: BreakerState(r.Str(0)), gen: r.Int(1), code: r.Int(2), openUntilMS: r.Int(3), cf: int(r.Int(4))}, nil
+	return recordReply{state: BreakerState(r.Str(0)), gen: r.Int(1), code: r.Int(2), openUntilMS: r.Int(3), cf: int(r.Int(4)),
+		calls: r.Int(5), fails: r.Int(6), failingTasks: r.Int(7)}, nil
 }
 
 // tripScript opens the breaker until now+d (manual override).
@@ -273,21 +361,23 @@ func (b *Breakers) trip(ctx context.Context, key string, d time.Duration) (gen, 
 
 // resetScript closes the breaker.
 //
-// KEYS[1] breaker hash, KEYS[2] trial leases. ARGV[1] event channel,
-// ARGV[2] breaker key. Returns the new generation.
+// KEYS[1] breaker hash, KEYS[2] trial leases, KEYS[3] rate window,
+// KEYS[4] failing tasks. ARGV[1] event channel, ARGV[2] breaker key.
+// Returns the new generation. The window, the failing tasks and the grown
+// cooldown go too.
 var resetScript = redis.NewScript(luaPrelude + `
 local state, gen = load(KEYS[1])
 gen = gen + 1
-redis.call('DEL', KEYS[2])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 redis.call('HSET', KEYS[1], 'state', 'closed', 'generation', gen, 'consecutive_failures', 0)
-redis.call('HDEL', KEYS[1], 'open_until')
+redis.call('HDEL', KEYS[1], 'open_until', 'cooldown')
 announce(ARGV[1], ARGV[2], 'closed', gen, 0)
 return gen
 `)
 
 // reset runs resetScript: the breaker's new generation.
 func (b *Breakers) reset(ctx context.Context, key string) (int64, error) {
-	res, err := b.run(ctx, resetScript, key, []string{rkeys.Breaker(key), rkeys.BreakerTrials(key)},
+	res, err := b.run(ctx, resetScript, key, breakerKeys(key),
 		rkeys.BreakerChannel(), key)
 	if err != nil {
 		return 0, err
@@ -301,12 +391,25 @@ func (b *Breakers) reset(ctx context.Context, key string) (int64, error) {
 
 // flushScript adds batched successes.
 //
-// KEYS[1] breaker hash. ARGV[1] now ms or "", ARGV[2] number of successes.
-// Returns the new success_count.
+// KEYS[1] breaker hash, KEYS[2] rate mode's window. ARGV[1] now ms or "",
+// ARGV[2] number of successes, ARGV[3] the window ms (0: consecutive
+// mode). Returns the new success_count. In rate mode a CLOSED breaker's
+// window counts them too, in the current bucket.
 var flushScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
+local n, wms = tonumber(ARGV[2]), tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'last_success_at', now)
-return redis.call('HINCRBY', KEYS[1], 'success_count', tonumber(ARGV[2]))
+if wms > 0 and (redis.call('HGET', KEYS[1], 'state') or 'closed') == 'closed' then
+  local w = math.max(math.floor(wms / 10), 1)
+  local b = math.floor(now / w)
+  local i = b % 10
+  if tonumber(redis.call('HGET', KEYS[2], 'b' .. i)) ~= b then
+    redis.call('HSET', KEYS[2], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0, 'width', w)
+  end
+  redis.call('HINCRBY', KEYS[2], 's' .. i, n)
+  redis.call('PEXPIRE', KEYS[2], wms * 2)
+end
+return redis.call('HINCRBY', KEYS[1], 'success_count', n)
 `)
 
 // indexCall adds breaker key to the index of breakers (rkeys.Breakers), a

@@ -54,6 +54,19 @@ func (h *harness) record(adm Admission, out Outcome) (BreakerState, error) {
 	return h.b.Record(context.Background(), h.key, h.cfg, adm, out)
 }
 
+// failTasks records n admitted failures, the calls of tasks in turn, and
+// returns the last state.
+func (h *harness) failTasks(n int, tasks ...string) BreakerState {
+	h.t.Helper()
+	var st BreakerState
+	for i := range n {
+		var err error
+		st, err = h.b.Record(context.Background(), h.key, h.cfg, h.allow(), OutcomeFailure, ForTask(tasks[i%len(tasks)]))
+		require.NoError(h.t, err)
+	}
+	return st
+}
+
 func (h *harness) mustRecord(adm Admission, out Outcome, want BreakerState) {
 	h.t.Helper()
 	st, err := h.record(adm, out)
@@ -189,7 +202,7 @@ func TestBreakerStateMachine(t *testing.T) {
 			trial := Admission{Allowed: true, State: again.state, Generation: again.gen, Token: again.token}
 			h.mustRecord(trial, OutcomeSuccess, StateClosed)
 		}},
-		{"half-open trial failure reopens with a fresh cooldown", nil, func(t *testing.T, h *harness) {
+		{"half-open trial failure reopens with a doubled cooldown", nil, func(t *testing.T, h *harness) {
 			h.fail(3)
 			h.clk.Add(11 * time.Second)
 			trial := h.allow()
@@ -198,10 +211,35 @@ func TestBreakerStateMachine(t *testing.T) {
 			h.mustRecord(trial, OutcomeFailure, StateOpen)
 			s := h.get()
 			require.Equal(t, int64(3), s.Generation)
-			require.Equal(t, h.clk.After(10*time.Second), *s.OpenUntil)
+			require.Equal(t, h.clk.After(20*time.Second), *s.OpenUntil)
 			adm := h.allow()
 			require.False(t, adm.Allowed)
-			require.Equal(t, h.clk.After(10*time.Second), adm.RetryAt)
+			require.Equal(t, h.clk.After(20*time.Second), adm.RetryAt)
+			// Again: 40s; a success then closes and resets it to 10s.
+			h.clk.Add(20 * time.Second)
+			trial = h.allow()
+			require.True(t, trial.Allowed)
+			h.mustRecord(trial, OutcomeFailure, StateOpen)
+			require.Equal(t, h.clk.After(40*time.Second), *h.get().OpenUntil)
+			h.clk.Add(40 * time.Second)
+			trial = h.allow()
+			require.True(t, trial.Allowed)
+			h.mustRecord(trial, OutcomeSuccess, StateClosed)
+			h.fail(3)
+			require.Equal(t, h.clk.After(10*time.Second), *h.get().OpenUntil)
+		}},
+		{"the growing cooldown is capped by max_cooldown", &BreakerConfig{FailureThreshold: 1, Cooldown: 10 * time.Second, MaxCooldown: 25 * time.Second, TrialLease: time.Second}, func(t *testing.T, h *harness) {
+			h.fail(1)
+			for _, want := range []time.Duration{20 * time.Second, 25 * time.Second, 25 * time.Second} {
+				h.clk.Add(time.Minute)
+				trial := h.allow()
+				require.True(t, trial.Allowed)
+				h.mustRecord(trial, OutcomeFailure, StateOpen)
+				require.Equal(t, h.clk.After(want), *h.get().OpenUntil)
+			}
+			require.NoError(t, h.b.Reset(context.Background(), h.key))
+			h.fail(1)
+			require.Equal(t, h.clk.After(10*time.Second), *h.get().OpenUntil, "a reset forgets the grown cooldown")
 		}},
 		{"half_open_max_calls bounds trials per episode", &BreakerConfig{FailureThreshold: 1, Cooldown: time.Second, HalfOpenMaxCalls: 2, TrialLease: time.Second}, func(t *testing.T, h *harness) {
 			h.fail(1)
@@ -326,9 +364,10 @@ func TestBreakerStateMachine(t *testing.T) {
 			_, err = h.record(h.allow(), Outcome(0))
 			require.ErrorIs(t, err, ErrInvalidOutcome)
 		}},
-		{"zero config uses the defaults", &BreakerConfig{}, func(t *testing.T, h *harness) {
-			require.Equal(t, StateClosed, h.fail(2))
-			require.Equal(t, StateOpen, h.fail(1))
+		{"zero config is rate mode with the defaults", &BreakerConfig{}, func(t *testing.T, h *harness) {
+			tasks := []string{"t1", "t2", "t3"}
+			require.Equal(t, StateClosed, h.failTasks(DefaultMinCalls-1, tasks...))
+			require.Equal(t, StateOpen, h.failTasks(1, tasks...))
 			adm := h.allow()
 			require.Equal(t, h.clk.After(DefaultCooldown), adm.RetryAt)
 			h.clk.Add(DefaultCooldown)
@@ -417,7 +456,7 @@ func TestBreakerEventsIndexAndJSON(t *testing.T) {
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(raw, &m))
-	for _, k := range []string{"key", "state", "health", "consecutive_failures", "failure_count", "success_count", "open_until", "last_failure_at", "last_success_at", "generation", "trials_in_flight"} {
+	for _, k := range []string{"key", "state", "health", "consecutive_failures", "failure_count", "success_count", "open_until", "last_failure_at", "last_success_at", "generation", "trials_in_flight", "window_calls", "window_failures", "failing_tasks"} {
 		require.Contains(t, m, k)
 	}
 	require.Equal(t, "unhealthy", m["health"])

@@ -43,7 +43,8 @@ func TestBreakerHalfOpenOnTopologies(t *testing.T) {
 				t.Cleanup(func() { _ = c.Close() })
 				return c
 			}
-			hammerRun(t, client(), client, 2, 4, 20)
+			hammerRun(t, client(), client, hammerCfg(2), 4, 20)
+			hammerRun(t, client(), client, rateHammerCfg(2), 4, 20)
 		})
 	}
 }

@@ -56,6 +56,13 @@ func (v *view) snapshot() uint64 {
 	return v.epoch
 }
 
+// isLive reports whether the subscription is live.
+func (v *view) isLive() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.live
+}
+
 // closed returns the entry for key when it is CLOSED, fresh and the
 // subscription is live.
 func (v *view) closed(key string, now time.Time) (viewEntry, bool) {
@@ -101,6 +108,9 @@ type event struct {
 	Generation          int64        `json:"generation"`
 	ConsecutiveFailures *int         `json:"consecutive_failures"`
 	Kind                string       `json:"kind"`
+	// WindowMS is, for kind "hot" (a rate-mode failure counted in CLOSED),
+	// the breaker's window.
+	WindowMS int64 `json:"window_ms"`
 }
 
 // apply folds an event into the view. An event without a failure count
@@ -153,6 +163,9 @@ func (b *Breakers) watch(ctx context.Context) {
 				var ev event
 				if json.Unmarshal([]byte(m.Payload), &ev) == nil && ev.Key != "" {
 					b.view.apply(ev, b.local())
+					if ev.Kind == "hot" && ev.WindowMS > 0 {
+						b.markHot(ev.Key, time.Duration(ev.WindowMS)*time.Millisecond)
+					}
 				}
 			}
 		}

@@ -95,17 +95,28 @@
 // backend did answer, and those counters describe the backend, not the state
 // machine.
 //
-// Persistence: breaker keys carry no TTL and nothing but Reset, Trip and the
-// state machine writes them; NewBreakers writes nothing, so a new worker
-// never resets shared state. The happy path of a CLOSED breaker is read-only
-// in Allow and free in Record (successes are batched and flushed by Start's
-// loop).
+// Modes (BreakerConfig.Mode): in rate mode (the default) a CLOSED breaker
+// opens when, over the sliding Window of the fleet's counted calls,
+// failures/total ≥ FailureRate with total ≥ MinCalls and failures from at
+// least MinFailingTasks distinct tasks (Record's ForTask); the window is a
+// ring of 10 bucket counters (rkeys.BreakerWindow) and the failing tasks a
+// bounded sorted set (rkeys.BreakerFailing), same hash tag, expiring 2
+// windows after the last counted call. In consecutive mode it opens after
+// FailureThreshold consecutive counted failures.
+//
+// Persistence: the breaker hash and its trials carry no TTL and nothing but
+// Reset, Trip and the state machine writes them; NewBreakers writes
+// nothing, so a new worker never resets shared state. The happy path of a
+// CLOSED breaker is read-only in Allow and free in Record (successes are
+// batched and flushed by Start's loop) — in rate mode while the process
+// knows the window holds no failure (a counted failure announces kind
+// "hot"; successes are then written at once, for a window).
 //
 // Half-open episodes: OPEN becomes HALF_OPEN lazily, inside Allow, once the
 // server time reaches open_until; that starts an episode (generation+1) in
 // which at most HalfOpenMaxCalls trials are admitted, cluster-wide. A trial
-// success closes the breaker, a trial failure reopens it with a fresh
-// cooldown. A trial that ends without a verdict — its lease expired (the
+// success closes the breaker, a trial failure reopens it for twice the
+// last cooldown, capped at MaxCooldown (closing resets it to Cooldown). A trial that ends without a verdict — its lease expired (the
 // worker died) or it was released with OutcomeIgnore (the call was canceled)
 // — ends the episode too: a new episode starts (generation+1, every lease
 // dropped) with a fresh set of trial slots. So "admissions per generation ≤

@@ -60,16 +60,40 @@ type BreakerSnapshot struct {
 	LastSuccessAt       *time.Time   `json:"last_success_at"`
 	Generation          int64        `json:"generation"`
 	TrialsInFlight      int          `json:"trials_in_flight"`
+	// Rate mode: the counted calls and failures in the current window,
+	// and the distinct tasks whose calls failed in it (0 in consecutive
+	// mode). Successes batched in a process arrive within a flush.
+	WindowCalls    int64 `json:"window_calls"`
+	WindowFailures int64 `json:"window_failures"`
+	FailingTasks   int64 `json:"failing_tasks"`
 }
 
 // snapshotScript reads a breaker.
 //
-// KEYS[1] breaker hash, KEYS[2] trial leases. ARGV[1] now ms or "".
+// KEYS[1] breaker hash, KEYS[2] trial leases, KEYS[3] rate window,
+// KEYS[4] failing tasks. ARGV[1] now ms or "".
 // Returns {HGETALL of the hash (flat field/value list), number of unexpired
-// trial leases}. It writes nothing.
+// trial leases, window calls, window failures, failing tasks in the
+// window}. It writes nothing.
 var snapshotScript = redis.NewScript(luaPrelude + `
 local now = now_ms(ARGV[1])
-return {redis.call('HGETALL', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf')}
+local calls, fails, ntasks = 0, 0, 0
+local h = redis.call('HGETALL', KEYS[3])
+local m = {}
+for j = 1, #h, 2 do m[h[j]] = tonumber(h[j + 1]) end
+local w = m['width']
+if w and w > 0 then
+  local b = math.floor(now / w)
+  for j = 0, 9 do
+    local bj = m['b' .. j]
+    if bj and bj > b - 10 then
+      calls = calls + (m['s' .. j] or 0) + (m['f' .. j] or 0)
+      fails = fails + (m['f' .. j] or 0)
+    end
+  end
+  ntasks = redis.call('ZCOUNT', KEYS[4], now - 10 * w, '+inf')
+end
+return {redis.call('HGETALL', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf'), calls, fails, ntasks}
 `)
 
 // Get returns the snapshot of the breaker of key; a key never used reads as
@@ -77,7 +101,7 @@ return {redis.call('HGETALL', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now
 func (b *Breakers) Get(ctx context.Context, key string) (BreakerSnapshot, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	res, err := snapshotScript.Run(ctx, b.rdb, []string{rkeys.Breaker(key), rkeys.BreakerTrials(key)}, b.nowArg()).Result()
+	res, err := snapshotScript.Run(ctx, b.rdb, breakerKeys(key), b.nowArg()).Result()
 	if err != nil {
 		return BreakerSnapshot{}, b.wrap(key, "get", err)
 	}
@@ -106,7 +130,7 @@ func (b *Breakers) List(ctx context.Context) ([]BreakerSnapshot, error) {
 	calls := make([]redisx.Call, len(keys))
 	now := b.nowArg()
 	for i, k := range keys {
-		calls[i] = redisx.Call{Script: snapshotScript, Keys: []string{rkeys.Breaker(k), rkeys.BreakerTrials(k)}, Args: []any{now}}
+		calls[i] = redisx.Call{Script: snapshotScript, Keys: breakerKeys(k), Args: []any{now}}
 	}
 	rs := redisx.Pipelined(ctx, b.rdb, calls)
 	out := make([]BreakerSnapshot, 0, len(keys))
@@ -125,11 +149,14 @@ func (b *Breakers) List(ctx context.Context) ([]BreakerSnapshot, error) {
 
 func parseSnapshot(key string, res any) (BreakerSnapshot, error) {
 	a, ok := res.([]any)
-	if !ok || len(a) != 2 {
+	if !ok || len(a) != 5 {
 		return BreakerSnapshot{}, fmt.Errorf("breaker %q: unexpected snapshot reply %#v", key, res)
 	}
 	flat, _ := a[0].([]any)
 	trials, _ := a[1].(int64)
+	wcalls, _ := a[2].(int64)
+	wfails, _ := a[3].(int64)
+	ntasks, _ := a[4].(int64)
 	h := map[string]string{}
 	for i := 0; i+1 < len(flat); i += 2 {
 		k, _ := flat[i].(string)
@@ -154,6 +181,9 @@ func parseSnapshot(key string, res any) (BreakerSnapshot, error) {
 		LastSuccessAt:       ts("last_success_at"),
 		Generation:          num("generation"),
 		TrialsInFlight:      int(trials),
+		WindowCalls:         wcalls,
+		WindowFailures:      wfails,
+		FailingTasks:        ntasks,
 	}
 	if s.State == "" {
 		s.State = StateClosed
@@ -162,5 +192,8 @@ func parseSnapshot(key string, res any) (BreakerSnapshot, error) {
 		s.OpenUntil = ts("open_until")
 	}
 	s.Health = HealthOf(s.State, s.ConsecutiveFailures)
+	if s.Health == HealthHealthy && wfails > 0 {
+		s.Health = HealthDegraded // rate mode: failures in the window
+	}
 	return s, nil
 }

@@ -457,6 +457,32 @@ func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration, reason
 	return time.UnixMilli(r.Int(0)).UTC(), r.Int(1) == 1, nil
 }
 
+// pausedForScript reads the pause in force on a key.
+//
+// KEYS[1] state hash. ARGV[1] now ms or "". Returns the ms left of the
+// pause in force (0: none).
+var pausedForScript = redis.NewScript(limitPrelude + `
+local now = now_ms(ARGV[1])
+local cur = tonumber(redis.call('HGET', KEYS[1], 'paused_until')) or 0
+if cur > now then return cur - now end
+return 0
+`)
+
+// PausedFor returns how long key's fleet-wide pause has left (0: none), by
+// the Redis clock: the one read an agent without limits makes (at most
+// once a second per process) to honour the pauses its replies set.
+func (l *Limiter) PausedFor(ctx context.Context, key string) (time.Duration, error) {
+	res, err := l.run.Run(ctx, pausedForScript, limitKeys(key), l.nowArg())
+	if err != nil {
+		return 0, l.wrap(key, "paused", err)
+	}
+	ms, ok := res.(int64)
+	if !ok {
+		return 0, l.wrap(key, "paused", fmt.Errorf("unexpected script reply %T", res))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
 // resumeScript ends a key's pause now (an operator's override).
 //
 // KEYS[1] state hash. ARGV[1] now ms or "".

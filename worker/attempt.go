@@ -164,16 +164,10 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	}
 
 	// Breaker bookkeeping, in the breaker of the agent called.
-	out := resilience.OutcomeSuccess
-	switch {
-	case v.Class == resilience.Canceled:
-		out = resilience.OutcomeIgnore
-	case v.Class != "" && sp.policy.Rule(v.Class).CountsForBreaker:
-		out = resilience.OutcomeFailure
-	}
+	out := breakerOutcome(sp.policy, v.Class, reply)
 	if p.noGate {
 		// Gate off (WithoutBreaker): nothing to record.
-	} else if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out); errors.Is(err, resilience.ErrStaleAdmission) {
+	} else if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out, resilience.ForTask(env.ID)); errors.Is(err, resilience.ErrStaleAdmission) {
 		log.Debug("breaker result from an older generation ignored", "err", err)
 	} else if err != nil {
 		log.Warn("breaker record failed", "err", err)
@@ -198,6 +192,34 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 		errText = truncate(runErr.Error(), 2000)
 	}
 	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed}
+}
+
+// breakerOutcome is what a call whose failure class is class (""
+// succeeded) tells the breaker: a success; a counted failure when the
+// policy counts the class; and nothing (OutcomeIgnore) for a canceled
+// call, a failure the policy does not count (a caller's error:
+// invalid_request, context_length, … — it says nothing of the backend's
+// health either way), or a rate_limited reply that said when the key
+// resets (back-pressure: it paused the key, see pauses.go; reply is the
+// call's observed reply, nil when none was observed).
+func breakerOutcome(pol resilience.Policy, class resilience.Class, reply *agent.Reply) resilience.Outcome {
+	switch {
+	case class == "":
+		return resilience.OutcomeSuccess
+	case class == resilience.Canceled:
+		return resilience.OutcomeIgnore
+	case class == resilience.RateLimited && reply != nil && backPressure(*reply):
+		return resilience.OutcomeIgnore
+	case pol.Rule(class).CountsForBreaker:
+		return resilience.OutcomeFailure
+	}
+	return resilience.OutcomeIgnore
+}
+
+// backPressure reports whether a reply says when its key resets.
+func backPressure(r agent.Reply) bool {
+	_, _, ok := resilience.ExhaustedFor(r.Status, r.Header, time.Now())
+	return ok
 }
 
 // callTimeout is the timeout of one call of an agent whose own timeout is

@@ -51,11 +51,20 @@ const limitPoll = 25 * time.Millisecond
 type limitSpec struct {
 	key string
 	cfg resilience.LimitConfig
+	// pauseOnly: the agent configures no limits, but it is an HTTP agent,
+	// whose provider's replies may still pause key (its breaker key)
+	// fleet-wide: its calls honour the pause, read from Redis at most once
+	// per pauseCheckEvery per process (pauses.go), and nothing else.
+	pauseOnly bool
 }
 
-// newLimitSpec resolves an agent's limits block (nil: none).
-func newLimitSpec(l *config.Limits, breakerKey string, timeout time.Duration) *limitSpec {
+// newLimitSpec resolves an agent's limits block; an HTTP agent without
+// one gets a pause-only spec on its breaker key (nil: none).
+func newLimitSpec(l *config.Limits, breakerKey string, timeout time.Duration, isHTTP bool) *limitSpec {
 	if l == nil {
+		if isHTTP {
+			return &limitSpec{key: breakerKey, pauseOnly: true}
+		}
 		return nil
 	}
 	key := l.Key
@@ -120,6 +129,9 @@ func (ls *limitLines) get(key string) *limitLine {
 func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) resilience.LimitAdmission {
 	if sp.limits == nil || p.limiter == nil {
 		return resilience.LimitAdmission{Allowed: true}
+	}
+	if sp.limits.pauseOnly {
+		return p.pauses.admit(ctx, log, p.limiter, sp.limits.key)
 	}
 	a, err := p.limiter.Admit(ctx, sp.limits.key, sp.limits.cfg)
 	if err != nil && ctx.Err() == nil {
@@ -313,6 +325,7 @@ func (p *pipeline) pauseIfExhausted(ctx context.Context, log *taskLog, sp *spec,
 	case err != nil:
 		log.Warn("could not pause the limits key", "limit_key", sp.limits.key, "err", err)
 	case extended:
+		p.pauses.paused(sp.limits.key, d)
 		p.metrics.limitPauses.WithLabelValues(sp.limits.key).Inc()
 		log.Info("provider says the key is exhausted: paused fleet-wide", "limit_key", sp.limits.key,
 			"paused_until", until.Format(time.RFC3339Nano), "reason", why)
@@ -328,7 +341,7 @@ func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec,
 	}
 	bg := context.WithoutCancel(ctx)
 	p.releaseLimit(bg, sp, a)
-	if reply == nil {
+	if reply == nil || sp.limits.pauseOnly {
 		return
 	}
 	if n := agent.UsageTokens(data, reply.Usage); n > 0 {
@@ -345,7 +358,7 @@ func (w *Worker) registerLimits(ctx context.Context) {
 	seen := map[string]bool{}
 	var todo []*limitSpec
 	for _, name := range w.Agents() {
-		if l := w.specs[name].limits; l != nil && !seen[l.key] {
+		if l := w.specs[name].limits; l != nil && !l.pauseOnly && !seen[l.key] {
 			seen[l.key] = true
 			todo = append(todo, l)
 		}

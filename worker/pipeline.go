@@ -40,6 +40,7 @@ type pipeline struct {
 	breakers *resilience.Breakers
 	limiter  *resilience.Limiter // provider limits (limits.go)
 	lines    limitLines          // this process's waiting lines, per limits key
+	pauses   pauseView           // pauses of pause-only keys seen by this process (pauses.go)
 	metrics  *metrics
 	alerts   *alerter
 	workerID string

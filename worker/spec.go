@@ -72,7 +72,7 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 	return &spec{
 		fallbackNames: a.Fallback,
 		probe:         probe,
-		limits:        newLimitSpec(a.Limits, key, s.Timeout),
+		limits:        newLimitSpec(a.Limits, key, s.Timeout, a.HTTP != nil),
 		name:          name,
 		runner:        run,
 		timeout:       s.Timeout,
@@ -81,8 +81,14 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		maxRetryAfter: s.Retry.MaxRetryAfter,
 		breakerKey:    key,
 		breaker: resilience.BreakerConfig{
+			Mode:             resilience.BreakerMode(s.CircuitBreaker.Mode),
 			FailureThreshold: s.CircuitBreaker.FailureThreshold,
+			Window:           s.CircuitBreaker.Window,
+			FailureRate:      s.CircuitBreaker.FailureRate,
+			MinCalls:         s.CircuitBreaker.MinCalls,
+			MinFailingTasks:  s.CircuitBreaker.MinFailingTasks,
 			Cooldown:         s.CircuitBreaker.Cooldown,
+			MaxCooldown:      s.CircuitBreaker.MaxCooldown,
 			HalfOpenMaxCalls: s.CircuitBreaker.HalfOpenMaxCalls,
 			TrialLease:       s.Timeout + 5*time.Second,
 		},

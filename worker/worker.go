@@ -474,7 +474,7 @@ func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
 	for _, name := range w.Agents() {
 		sp := w.specs[name]
 		ref := resilience.AgentRef{Name: name, BreakerKey: sp.breakerKey, Fallback: sp.fallbackNames, Probe: sp.probe != nil}
-		if sp.limits != nil {
+		if sp.limits != nil && !sp.limits.pauseOnly {
 			ref.LimitKey, ref.Limits = sp.limits.key, sp.limits.cfg
 		}
 		refs = append(refs, ref)

@@ -35,6 +35,14 @@ func Breaker(key string) string { return Prefix + "{breaker:" + key + "}" }
 // BreakerTrials is the sorted set of half-open trial leases (token -> expiry ms).
 func BreakerTrials(key string) string { return Prefix + "{breaker:" + key + "}:trials" }
 
+// BreakerWindow is rate mode's sliding window of counted calls: a hash of
+// ring buckets (expires 2 windows after the last counted call).
+func BreakerWindow(key string) string { return Prefix + "{breaker:" + key + "}:window" }
+
+// BreakerFailing is rate mode's sorted set of the tasks whose calls failed
+// within the window (task ID -> last failure ms; bounded, expiring).
+func BreakerFailing(key string) string { return Prefix + "{breaker:" + key + "}:failing" }
+
 // Breakers is the set of every breaker key ever used (for listing).
 func Breakers() string { return Prefix + "breakers" }
 
