@@ -495,16 +495,8 @@ func (s *Server) requeue(rw http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	id := r.PathValue("id")
 	var req RequeueRequest
-	if r.Body != nil && r.Body != http.NoBody {
-		data, err := readBody(r, s.opts.MaxBody)
-		if err != nil {
-			return err
-		}
-		if len(bytes.TrimSpace(data)) > 0 {
-			if err := strictDecode(data, &req); err != nil {
-				return jsonError("requeue request", data, err)
-			}
-		}
+	if err := s.decodeOptional(r, "requeue request", &req); err != nil {
+		return err
 	}
 	run := deadletter.AnyRun
 	if req.Run != nil {
@@ -544,16 +536,8 @@ func (s *Server) cancelTask(rw http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 	id := r.PathValue("id")
 	var req CancelRequest
-	if r.Body != nil && r.Body != http.NoBody {
-		data, err := readBody(r, s.opts.MaxBody)
-		if err != nil {
-			return err
-		}
-		if len(bytes.TrimSpace(data)) > 0 {
-			if err := strictDecode(data, &req); err != nil {
-				return jsonError("cancel request", data, err)
-			}
-		}
+	if err := s.decodeOptional(r, "cancel request", &req); err != nil {
+		return err
 	}
 	var ve *tasks.ValidationError
 	if err := tasks.CheckCancelReason(req.Reason); errors.As(err, &ve) {
@@ -572,5 +556,24 @@ func (s *Server) cancelTask(rw http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(rw, http.StatusOK, res)
+	return nil
+}
+
+// decodeOptional decodes the optional JSON body of r (what names it in an
+// error) into v: no body, or only white space, leaves v as it is.
+func (s *Server) decodeOptional(r *http.Request, what string, v any) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	data, err := readBody(r, s.opts.MaxBody)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	if err := strictDecode(data, v); err != nil {
+		return jsonError(what, data, err)
+	}
 	return nil
 }
