@@ -165,7 +165,10 @@ agents:
 	require.Equal(t, "tool", a["agent"])
 	require.Equal(t, "tool", a["key"])
 	require.Equal(t, "closed", a["state"])
-	require.Equal(t, "healthy", a["health"], body)
+	// The connection reset is a failure within the rate window (30s): a
+	// closed breaker with recent failures is degraded, not healthy.
+	require.Equal(t, "degraded", a["health"], body)
+	require.EqualValues(t, 1, a["window_failures"], body)
 	require.EqualValues(t, 0, a["consecutive_failures"])
 	require.EqualValues(t, 1, a["failure_count"], "the connection reset counted against the breaker; logic_error does not")
 	for _, f := range []string{"success_count", "open_until", "last_failure_at", "last_success_at"} {
