@@ -48,14 +48,29 @@ func listLimits(ctx context.Context, rdb redis.UniversalClient, cfg *config.Conf
 			agents[k] = append(agents[k], name)
 		}
 	}
+	// The breaker keys of HTTP agents without limits carry their
+	// provider's pauses (inspect.PauseOnlyKeys): listed while paused.
+	pauseOnly := map[string]bool{}
+	if cfg != nil {
+		for k, as := range inspect.PauseOnlyKeys(cfg) {
+			agents[k] = append(agents[k], as...)
+			sort.Strings(agents[k])
+			pauseOnly[k] = true
+		}
+	}
 	seen := map[string]bool{}
 	for _, k := range keys {
 		seen[k] = true
+		delete(pauseOnly, k)
 	}
 	for k := range confs {
 		if !seen[k] {
 			keys = append(keys, k)
 		}
+		delete(pauseOnly, k)
+	}
+	for k := range pauseOnly {
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	out := make([]LimitRow, 0, len(keys))
@@ -63,6 +78,9 @@ func listLimits(ctx context.Context, rdb redis.UniversalClient, cfg *config.Conf
 		st, err := l.Status(ctx, k)
 		if err != nil {
 			return nil, err
+		}
+		if pauseOnly[k] && st.PausedUntil == nil {
+			continue
 		}
 		if c, ok := confs[k]; ok {
 			st.SetConfig(c)
@@ -126,8 +144,10 @@ func limitsResume(app *App, g *global) *cobra.Command {
 		Long: `Clear the pause (paused_until) of a limits key, which workers set fleet-wide
 when a provider's reply says the key is exhausted, so that calls are
 admitted again at once. Tasks already deferred for the pause keep their due
-time (at most the pause's end). A key that no agent of --config uses and no
-worker registered is refused (exit 1) unless --force.`,
+time (at most the pause's end). A key that no agent of --config uses (an
+HTTP agent without limits uses its breaker key, where its provider's pauses
+land) and that no worker registered or paused is refused (exit 1) unless
+--force.`,
 		Args: exactArgs(1, "one limits key"),
 		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, args []string, s *session) error {
 			key := args[0]

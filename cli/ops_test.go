@@ -169,7 +169,7 @@ func TestLimitsResume(t *testing.T) {
 	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "limits", "resume", "openai-prd")
 	require.Equal(t, ExitFailure, code, out)
 	require.Contains(t, errOut, `"openai-prd"`)
-	require.Contains(t, errOut, `known limits keys: "openai-prod", "tool-runs"`)
+	require.Contains(t, errOut, `known limits keys: "openai-prod", "tool", "tool-runs"`)
 	require.Contains(t, errOut, "--force")
 	_, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "limits", "resume", "openai-prd", "--force")
 	require.Equal(t, 0, code, errOut)
@@ -179,4 +179,60 @@ func TestLimitsResume(t *testing.T) {
 
 	_, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "limits", "resume")
 	require.Equal(t, ExitUsage, code, errOut)
+}
+
+// TestLimitsResumeBreakerKeyPause: a provider's pause on the breaker key of
+// an HTTP agent without limits (which a worker writes, worker/limits.go's
+// pause-only spec, and registers nowhere) is listed by `inspector limits`
+// while it is in force and is a known key for `limits resume`, with or
+// without --config: it used to be refused as unknown, so that only Redis by
+// hand could end it.
+func TestLimitsResumeBreakerKeyPause(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	cfg := opsConfig(t) // agent "tool": HTTP, no limits, breaker key "tool"
+	l := resilience.NewLimiter(rdb)
+
+	// Not paused: not listed (it has no limits to show).
+	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "limits", "--json")
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, out, `"key":"tool"`)
+
+	for _, withConfig := range []bool{true, false} {
+		until, _, err := l.Pause(ctx, "tool", 10*time.Minute, "provider: 429 with retry-after 10m0s")
+		require.NoError(t, err)
+
+		if withConfig {
+			out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "limits", "--json")
+			require.Equal(t, 0, code, errOut)
+			var row map[string]any
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				var r map[string]any
+				require.NoError(t, json.Unmarshal([]byte(line), &r))
+				if r["key"] == "tool" {
+					row = r
+				}
+			}
+			require.NotNil(t, row, "a paused breaker key is listed: %s", out)
+			require.NotNil(t, row["paused_until"])
+			require.Equal(t, []any{"tool"}, row["agents"])
+		}
+
+		args := []string{"--redis", srv.URL(), "limits", "resume", "tool", "--json"}
+		if withConfig {
+			args = append([]string{"--config", cfg}, args...)
+		}
+		out, errOut, code = runCmd(t, NewInspectorCmd, "", args...)
+		require.Equal(t, 0, code, "config %v: %s", withConfig, errOut)
+		var res ResumeResult
+		require.NoError(t, json.Unmarshal([]byte(out), &res))
+		require.True(t, res.Resumed)
+		require.NotNil(t, res.PausedUntil)
+		require.True(t, res.PausedUntil.Equal(until))
+		left, err := l.PausedFor(ctx, "tool")
+		require.NoError(t, err)
+		require.Zero(t, left, "the pause is over")
+	}
 }

@@ -124,8 +124,11 @@ func BreakerKeys(cfg *config.Config) []string {
 	return sortedUnique(keys)
 }
 
-// LimitKeys returns the limits keys of cfg's agents, sorted, without
-// repeats (resilience.Limiter.CheckKey).
+// LimitKeys returns the keys a provider's pause can be on for cfg's
+// agents, sorted, without repeats: each agent's limits key and the breaker
+// key of each HTTP agent without limits (its provider's replies pause that
+// key fleet-wide too: PauseOnlyKeys) — the keys `inspector limits resume`
+// knows besides those in Redis (resilience.Limiter.CheckKey).
 func LimitKeys(cfg *config.Config) []string {
 	var keys []string
 	for _, ref := range AgentRefs(cfg) {
@@ -133,7 +136,25 @@ func LimitKeys(cfg *config.Config) []string {
 			keys = append(keys, ref.LimitKey)
 		}
 	}
+	for k := range PauseOnlyKeys(cfg) {
+		keys = append(keys, k)
+	}
 	return sortedUnique(keys)
+}
+
+// PauseOnlyKeys maps the breaker key of each HTTP agent of cfg that has no
+// limits to those agents (sorted): a provider's reply saying the key is
+// exhausted pauses that key fleet-wide, as it pauses a limits key, though
+// no limits are counted on it.
+func PauseOnlyKeys(cfg *config.Config) map[string][]string {
+	out := map[string][]string{}
+	for _, name := range cfg.AgentNames() {
+		a, _ := cfg.Agent(name)
+		if a.HTTP != nil && a.Limits == nil {
+			out[a.BreakerKey] = append(out[a.BreakerKey], name)
+		}
+	}
+	return out
 }
 
 func sortedUnique(ss []string) []string {
