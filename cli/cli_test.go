@@ -124,13 +124,18 @@ func TestInspectorBreakers(t *testing.T) {
 	require.Equal(t, "llm.example", snap["key"])
 	require.Equal(t, "open", snap["state"])
 	require.Equal(t, "unhealthy", snap["health"])
-	for _, k := range []string{"consecutive_failures", "failure_count", "success_count", "open_until", "last_failure_at", "last_success_at"} {
+	for _, k := range []string{"consecutive_failures", "failure_count", "success_count", "open_until", "last_failure_at", "last_success_at",
+		"window_calls", "window_failures", "failing_tasks"} {
 		require.Contains(t, snap, k)
 	}
 	_, _, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "breaker", "reset", "llm.example")
 	require.Equal(t, 0, code)
 	out, _, _ = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "breakers")
 	require.Contains(t, out, "closed")
+	// The text table shows rate mode's window too.
+	require.Contains(t, out, "WINDOW FAIL/CALLS")
+	require.Contains(t, out, "FAILING TASKS")
+	require.Regexp(t, `llm\.example\s+closed\s+\S+\s+0\s+0/0\s+0\s`, out)
 }
 
 func TestEnqueuer(t *testing.T) {

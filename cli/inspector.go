@@ -364,9 +364,11 @@ func breakersCmd(app *App, g *global) *cobra.Command {
 			if err != nil {
 				return runtimeErr(err)
 			}
-			printList(app, asJSON, list, "KEY\tSTATE\tHEALTH\tCONSEC FAIL\tFAILURES\tSUCCESSES\tOPEN UNTIL\tLAST FAILURE\tLAST SUCCESS",
+			// WINDOW FAIL/CALLS and FAILING TASKS: rate mode's sliding window.
+			printList(app, asJSON, list, "KEY\tSTATE\tHEALTH\tCONSEC FAIL\tWINDOW FAIL/CALLS\tFAILING TASKS\tFAILURES\tSUCCESSES\tOPEN UNTIL\tLAST FAILURE\tLAST SUCCESS",
 				func(w io.Writer, b resilience.BreakerSnapshot) {
-					tprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
+					tprintf(w, "%s\t%s\t%s\t%d\t%d/%d\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
+						b.WindowFailures, b.WindowCalls, b.FailingTasks,
 						b.FailureCount, b.SuccessCount, tsp(b.OpenUntil), tsp(b.LastFailureAt), tsp(b.LastSuccessAt))
 				})
 			return nil

@@ -84,3 +84,36 @@ agents:
 	_, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "limits", "extra")
 	require.Equal(t, 2, code, errOut)
 }
+
+// TestInspectorLimitsPauseOnlyKey: a provider's pause of an HTTP agent
+// that configures no limits (written on its breaker key) is listed by
+// `inspector limits`, with the agent, and `limits resume` knows the key.
+func TestInspectorLimitsPauseOnlyKey(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	cfg := filepath.Join(t.TempDir(), "agentq.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(`
+agents:
+  llm:
+    http: {url: 'http://127.0.0.1:1/v1/chat'}
+    breaker_key: fake-backend
+`), 0o600))
+
+	_, _, err := resilience.NewLimiter(srv.Client()).Pause(ctx, "fake-backend", time.Minute, "provider: 429 with retry-after 1m0s")
+	require.NoError(t, err)
+
+	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "limits", "--json")
+	require.Equal(t, 0, code, errOut)
+	var row map[string]any
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &row), out)
+	require.Equal(t, "fake-backend", row["key"])
+	require.NotNil(t, row["paused_until"])
+	require.Equal(t, "provider: 429 with retry-after 1m0s", row["pause_reason"])
+	require.Equal(t, []any{"llm"}, row["agents"])
+
+	// Without --config too: the pause registered its key.
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "limits", "resume", "fake-backend", "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"resumed":true`)
+}

@@ -100,6 +100,10 @@ var defaultRules = []TextRule{
 			"context size has been exceeded", "exceed context window", "exceeds context window",
 			"tokens + `max_new_tokens` must be", "inputs tokens + max_new_tokens",
 			"`inputs` must have less than", "expected maxlength:",
+			// llama.cpp / llama-box: "input is too large to process. increase
+			// the physical batch size", "input prompt is too big compared to
+			// KV size".
+			"increase the physical batch size", "too big compared to kv size",
 		},
 	},
 	{
@@ -265,7 +269,7 @@ var defaultRules = []TextRule{
 		Codes: []string{
 			"model_not_found", "not_implemented", "unsupported_model", "unsupported_country_region_territory",
 			"unimplemented", "model_decommissioned", "deploymentnotfound", "model_not_available",
-			"dedicated_endpoint_not_running",
+			"dedicated_endpoint_not_running", "invalid_model", "invalid_model_id",
 		},
 		Any: []string{
 			"model_not_found", "model not found", "no such model", "unknown model",
@@ -285,6 +289,13 @@ var defaultRules = []TextRule{
 			"api deployment for the resource does not exist", "tool choice requires",
 			"isn't supported", "isn’t supported", "unable to access non-serverless model",
 			"dedicated endpoint for", "not found, make sure the correct model",
+			// A model name the backend does not know: Perplexity "Invalid
+			// model 'sonar-small-online'. Permitted models can be found…"
+			// (type invalid_model), OpenRouter "… is not a valid model ID",
+			// LiteLLM "Invalid model name passed in model=…", "Invalid model.
+			// Please select a different model" (reason INVALID_MODEL_ID).
+			"invalid model '", "invalid model \"", "invalid model.", "invalid model name",
+			"is not a valid model", "permitted models can be found",
 		},
 		Not: []string{"modulenotfounderror", "filenotfounderror", "please use a valid"},
 	},
@@ -405,6 +416,10 @@ var defaultRules = []TextRule{
 			"connection closed before full header", "connection closed before response",
 			"\\n not found: limit=0", "incompleteread", "chunkedencodingerror", "transferencodingerror",
 			"unexpected eof", "clientpayloaderror",
+			// Rust hyper: "parsed HTTP message from remote is incomplete",
+			// Error { kind: Incomplete } (the connection closed before the
+			// response was complete).
+			"message from remote is incomplete", "message is incomplete", "kind: incomplete",
 		},
 	},
 	{
@@ -438,6 +453,9 @@ var defaultRules = []TextRule{
 			// established"); an overloaded server saying so is rate_limited.
 			"code = unavailable", "code = 14 desc", "14 unavailable:", "status{code=unavailable",
 			"the connection is unavailable", "transport is closing", "connection was closed unexpectedly",
+			// grpc-java and gax: "io.grpc.StatusRuntimeException: UNAVAILABLE:
+			// io exception", "com.google.api.gax.rpc.UnavailableException".
+			"statusruntimeexception: unavailable", "rpc.unavailableexception",
 		},
 	},
 	{

@@ -437,7 +437,10 @@ return {want, 1}
 // Pause stops every admission of key for d from now (Redis TIME), with
 // reason (history, inspector): the provider said the key is exhausted. A
 // pause is only ever extended, never shortened. It returns the end of the
-// pause in effect and whether this call extended it.
+// pause in effect and whether this call extended it. A pause that took
+// effect registers key (Keys), so that inspector limits shows and limits
+// resume knows the pause of a key no limits block configures (an HTTP
+// agent's breaker key).
 func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration, reason string) (time.Time, bool, error) {
 	if d <= 0 {
 		return time.Time{}, false, nil
@@ -454,7 +457,15 @@ func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration, reason
 	if err != nil {
 		return time.Time{}, false, l.wrap(key, "pause", err)
 	}
-	return time.UnixMilli(r.Int(0)).UTC(), r.Int(1) == 1, nil
+	until, extended := time.UnixMilli(r.Int(0)).UTC(), r.Int(1) == 1
+	if extended {
+		// The registry is another hash slot: a second command, on a pause
+		// only (rare). The pause itself is in force either way.
+		if err := l.rdb.SAdd(ctx, rkeys.Limits(), key).Err(); err != nil {
+			return until, extended, l.wrap(key, "register", err)
+		}
+	}
+	return until, extended, nil
 }
 
 // pausedForScript reads the pause in force on a key.
