@@ -38,12 +38,7 @@ func listLimits(ctx context.Context, rdb redis.UniversalClient, cfg *config.Conf
 		for _, name := range cfg.AgentNames() {
 			a, _ := cfg.Agent(name)
 			if a.Limits == nil {
-				// An HTTP agent without limits honours the provider's
-				// pauses on its breaker key (a row once one was written).
-				if a.HTTP != nil {
-					agents[a.BreakerKey] = append(agents[a.BreakerKey], name)
-				}
-				continue
+				continue // pause-only keys: below
 			}
 			k := a.Limits.Key
 			if _, ok := confs[k]; !ok {
