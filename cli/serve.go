@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -121,7 +123,15 @@ or the login form at /ui/login (a session cookie). --no-console turns it off.`,
 // checkOpenAPIAuth refuses (exit 2) to serve on a non-loopback address
 // without a token: anyone on the network could then enqueue tasks (exec
 // agents run commands) and read dead letters with their params.
+//
+// A token that is set must be usable: blank or with white space or control
+// characters, no client could send it as "Bearer <token>" (HTTP trims a
+// header's white space), so it is refused rather than taken as protection.
 func checkOpenAPIAuth(addr, token string, insecureNoAuth bool) error {
+	if token != "" && strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return usageErr("%s holds white space or a control character (%d bytes): set it to a secret token without them",
+			api.EnvToken, len(token))
+	}
 	if token != "" || insecureNoAuth || api.IsLoopbackAddr(addr) {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -27,6 +28,29 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 			require.Contains(t, errOut, "AGENTQ_API_TOKEN")
 			require.Contains(t, errOut, "--insecure-no-auth")
 		})
+	}
+}
+
+// TestServeRefusesUnusableToken: a token of white space (or holding white
+// space or a control character) is bad usage, not protection, on any address.
+func TestServeRefusesUnusableToken(t *testing.T) {
+	t.Parallel()
+	for _, tok := range []string{" ", "\t", "s3cret ", "s3 cret", "s3cret\x1b"} {
+		for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+			var out, errb bytes.Buffer
+			app := &App{Out: &out, Err: &errb, In: strings.NewReader(""), Getenv: func(k string) string {
+				if k == "AGENTQ_API_TOKEN" {
+					return tok
+				}
+				return ""
+			}}
+			code := Main(context.Background(), app, NewEnqueuerCmd, []string{"--redis", "redis://127.0.0.1:1/0", "serve", "--http", addr})
+			require.Equal(t, ExitUsage, code, "token %q on %s: %s", tok, addr, errb.String())
+			require.Contains(t, errb.String(), "AGENTQ_API_TOKEN holds white space or a control character")
+			if strings.Contains(tok, "s3") {
+				require.NotContains(t, errb.String(), "s3", "the token itself is never printed")
+			}
+		}
 	}
 }
 
