@@ -449,7 +449,7 @@ func (e evidence) status() int {
 		return e.jsonCode
 	}
 	if m := quotedStatusRe.FindStringSubmatch(e.text); m != nil {
-		if n, err := strconv.Atoi(m[1] + m[2]); err == nil && n >= 400 && n <= 599 {
+		if n, err := strconv.Atoi(m[1] + m[2] + m[3]); err == nil && n >= 400 && n <= 599 {
 			return n
 		}
 	}
@@ -471,9 +471,11 @@ var (
 	// quotedStatusRe finds a status that SDKs and CLIs quote in their messages:
 	// "Error code: 429 - {...}" (Python SDKs), "API Error: 529 {...}" and
 	// "Error: 400 {...}" (Node SDKs), "status code: 503", Cohere's
-	// "status_code: 429", "HTTP 502", and
-	// openai-node's "401 status code (no body)".
-	quotedStatusRe = regexp.MustCompile(`(?i)(?:(?:error code|status[ _]code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b|\b([1-5][0-9]{2}) status code\b)`)
+	// "status_code: 429", Node's "statusCode=407", "HTTP 502",
+	// openai-node's "401 status code (no body)", and an exception named
+	// before "<status> - " (Spring AI's "NonTransientAiException: 400 - Bad
+	// Request").
+	quotedStatusRe = regexp.MustCompile(`(?i)(?:(?:error code|status[ _]?code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b|\b([1-5][0-9]{2}) status code\b|exception:\s*(?:http\s+)?([1-5][0-9]{2}) - )`)
 )
 
 func analyze(text string) evidence {

@@ -72,6 +72,13 @@ var defaultRules = []TextRule{
 			"billing cycle", "billing period", "spend limit", "monthly quota",
 			"monthly usage limit", "monthly_request_count", "budget full",
 			"budget has been exhausted", "budget exceeded", "exceeded your budget",
+			// Prepaid balances (DeepSeek, SiliconFlow, Zhipu, Moonshot, new-api
+			// gateways): "Your paid balance is insufficient. Please top up",
+			// "Insufficient balance or no resource package. Please recharge",
+			// "余额不足" (balance insufficient), "额度不足" (quota insufficient),
+			// "请充值" (please recharge), "欠费" (in arrears).
+			"balance is insufficient", "insufficient account balance", "please top up", "top up your",
+			"please recharge", "arrearage", "余额不足", "额度不足", "请充值", "欠费",
 		},
 	},
 
@@ -159,7 +166,7 @@ var defaultRules = []TextRule{
 			"rate limit", "rate_limit", "ratelimit", "rate-limit", "too many requests",
 			"too_many_requests", "toomanyrequests", "resource_exhausted", "resource has been exhausted",
 			"throttl", "tokens per min", "requests per min", "slow down", "too many tokens",
-			"code = resourceexhausted", "toomanyrequestserror",
+			"resourceexhausted", "toomanyrequestserror", "request limit reached",
 		},
 	},
 
@@ -193,6 +200,24 @@ var defaultRules = []TextRule{
 			"ggml_assert", "segmentation fault", "sigsegv", "sigabrt", "core dumped", "abort() has been called",
 			"brokenprocesspool", "terminated abruptly", "worker process died", "worker died", "child process died",
 			"could not parse llm output", "outputparserexception", "output_parsing_failure",
+			// Runaway recursion: Python RecursionError, Java StackOverflowError,
+			// V8 "Maximum call stack size exceeded", Rust "has overflowed its
+			// stack", Go "goroutine stack exceeds" / "fatal error: stack overflow".
+			"recursionerror", "maximum recursion depth exceeded", "stackoverflowerror",
+			"maximum call stack size exceeded", "has overflowed its stack", "goroutine stack exceeds",
+			"fatal error: stack overflow",
+		},
+	},
+	{
+		// The tool's sandbox could not start or run it: the OCI runtime
+		// (runc, crun) failed to create or exec the container ("OCI runtime
+		// create failed: container_linux.go:380: starting container process
+		// caused: …"). The same configuration fails the same way; the backend
+		// is not at fault.
+		Name: "sandbox_failed", Class: LogicError, Scope: ScopeText,
+		Any: []string{
+			"oci runtime create failed", "oci runtime exec failed", "oci runtime start failed",
+			"oci runtime error", "starting container process caused", "container init caused",
 		},
 	},
 	{
@@ -258,7 +283,20 @@ var defaultRules = []TextRule{
 			"requires a pro subscription", "requires a subscription", "subscription required",
 			"code = permissiondenied", "code = unauthenticated", "invalid api token",
 			"security token included in the request is invalid",
+			// A proxy that wants credentials (407): "Tunnel connection failed:
+			// 407 Proxy Authentication Required".
+			"proxy authentication required",
 		},
+	},
+	{
+		// A tool the server does not have, said through MCP's JSON-RPC
+		// ("MCP error -32602: Tool get_weather not found"): no retry can make
+		// it appear. Invalid tool arguments are invalid_request (below).
+		Name: "tool_not_found", Class: NotSupported,
+		Any: []string{"mcp error", "mcperror", "tools/call"},
+		And: []string{"not found", "unknown tool", "no such tool"},
+		// A tool that ran and missed a file is not a missing tool.
+		Not: []string{"file not found", "no such file", "filenotfound", "enoent"},
 	},
 	{
 		// A model, endpoint, method or feature the backend does not have: gRPC
@@ -296,6 +334,7 @@ var defaultRules = []TextRule{
 			// Please select a different model" (reason INVALID_MODEL_ID).
 			"invalid model '", "invalid model \"", "invalid model.", "invalid model name",
 			"is not a valid model", "permitted models can be found",
+			"unknown tool", "tool not found", "no such tool",
 		},
 		Not: []string{"modulenotfounderror", "filenotfounderror", "please use a valid"},
 	},
@@ -313,6 +352,15 @@ var defaultRules = []TextRule{
 			// must change before it can succeed.
 			"content management policy", "content_filter", "responsibleaipolicyviolation",
 			"code = invalidargument", "code = failedprecondition",
+			// Gemini's safety and recitation blocks ("[GoogleGenerativeAI
+			// Error]: Candidate was blocked due to SAFETY", "Message is being
+			// blocked for reason: SAFETY", blockReason in promptFeedback): the
+			// same prompt is blocked again.
+			"candidate was blocked", "blocked due to safety", "blocked due to recitation",
+			"blocked for reason: safety", "blocked for reason: recitation", "blockreason",
+			// MCP's JSON-RPC invalid params (-32602): the tool call's arguments
+			// do not fit its schema.
+			"mcp error -32602", "invalid arguments for tool", "invalid tool arguments",
 			// Cohere: "invalid request: message must be at least 1 token long".
 			"invalid request: ",
 		},
@@ -325,6 +373,10 @@ var defaultRules = []TextRule{
 			"internalservererror", "internal server error", "server had an error", "bad gateway",
 			"service unavailable", "unexpected internal error",
 		},
+		// A wrapper that calls a certificate failure a server error
+		// ("litellm.InternalServerError: AnthropicException - [SSL:
+		// CERTIFICATE_VERIFY_FAILED] …") is the certificate failure.
+		Not: []string{"certificate verify failed", "certificate_verify_failed"},
 	},
 
 	// --- the network (only when no status, or a 5xx) ---------------------
@@ -456,6 +508,11 @@ var defaultRules = []TextRule{
 			// grpc-java and gax: "io.grpc.StatusRuntimeException: UNAVAILABLE:
 			// io exception", "com.google.api.gax.rpc.UnavailableException".
 			"statusruntimeexception: unavailable", "rpc.unavailableexception",
+			// The server closed the connection: aiohttp ServerDisconnectedError,
+			// undici "SocketError: closed", hyper's ChannelClosed
+			// ("hyper_util::client::legacy::Error(SendRequest,
+			// hyper::Error(ChannelClosed))").
+			"serverdisconnectederror", "socketerror: closed", "channelclosed",
 		},
 	},
 	{
