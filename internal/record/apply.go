@@ -1,0 +1,164 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/durx"
+)
+
+// applyScript is the checked write (lua/apply.lua: rec_apply, in
+// lua/prelude.lua, documents its KEYS, ARGV and replies).
+var applyScript = newScript("apply.lua")
+
+// applyAckedScript is the checked write and asynq's done of the delivery
+// in one script (lua/apply_acked.lua).
+var applyAckedScript = newScript("apply_acked.lua",
+	"local function asynq_done(KEYS, ARGV)"+asynqcompat.DoneSource+"end\n")
+
+// Apply writes c for d, checked: only while d's run is current (or newer
+// than the record's) and has not ended, and the task is not canceled. Its
+// Outcome says which; nothing is written unless it is Applied. A c sent
+// again after its reply was lost is recognised by its write ID and
+// answers Applied without writing anything twice. The record and its
+// history live for the retention plus the event's delay. Errors are
+// Redis's: after one, whether c was applied is unknown, and sending c
+// again is safe.
+func (s *Store) Apply(ctx context.Context, d Delivery, c Change) (Outcome, error) {
+	keys := keys(d.ID)
+	out, err := s.apply(d, c, func(args []any) (any, error) { return s.runner.Run(ctx, applyScript, keys, args...) })
+	if err != nil {
+		return out, fmt.Errorf("record: %s of %s: %w", c.name(), d.ID, err)
+	}
+	return out, nil
+}
+
+// AsynqDone is the call asynq's server makes to acknowledge a delivery that
+// succeeded: its done script's keys and arguments, as asynq passes them
+// (see asynqcompat.DoneScript).
+type AsynqDone struct {
+	Keys []string
+	Args []any
+}
+
+// ErrNotActive is ApplyAcked's error when asynq's done found the delivery
+// no longer active (its lease was lost): the record write was applied,
+// the acknowledgement was not.
+var ErrNotActive = errors.New("delivery no longer active in asynq")
+
+// ApplyAcked is Apply run in one script with asynq's acknowledgement of
+// the delivery, done (a quick success rides the call asynq's server makes
+// anyway: a task costs Redis one script call fewer, and the record and
+// the ack land together; not on a Redis Cluster, where asynq's keys and the
+// record are in different slots). Like asynq's own call it takes a round
+// trip of its own on the store's client, not the runner. Whatever the
+// Outcome, the delivery was acknowledged; ErrNotActive means the record
+// was written but asynq's done found the delivery gone.
+func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done AsynqDone) (Outcome, error) {
+	if len(done.Keys) != 5 || len(done.Args) != 3 {
+		return Applied, fmt.Errorf("record: asynq's done call has %d keys and %d arguments, not 5 and 3", len(done.Keys), len(done.Args))
+	}
+	keys := append(append(make([]string, 0, 7), done.Keys...), keys(d.ID)...)
+	out, err := s.apply(d, c, func(args []any) (any, error) {
+		args = append(append(make([]any, 0, len(done.Args)+len(args)), done.Args...), args...)
+		return applyAckedScript.Run(ctx, s.rdb, keys, args...).Result()
+	})
+	var rerr redis.Error
+	if errors.As(err, &rerr) && rerr.Error() == "NOT FOUND" {
+		err = ErrNotActive
+	}
+	if err != nil {
+		return out, fmt.Errorf("record: %s of %s with its ack: %w", c.name(), d.ID, err)
+	}
+	return out, nil
+}
+
+// apply makes the call of rec_apply (run, given its arguments) for d and
+// c, and maps the reply. The seed pairs go only with a second call, when
+// the first finds no record written by Create.
+func (s *Store) apply(d Delivery, c Change, run func(args []any) (any, error)) (Outcome, error) {
+	w := s.write(c)
+	code, _, err := reply(run(w.args(d, false)))
+	if err == nil && code == CodeSeed {
+		code, _, err = reply(run(w.args(d, true)))
+	}
+	if err != nil {
+		return Applied, err
+	}
+	switch code {
+	case CodeApplied, CodeRepeat:
+		return Applied, nil
+	case CodeStale:
+		return Stale, nil
+	case CodeEnded:
+		return Ended, nil
+	case CodeCanceled:
+		return Canceled, nil
+	}
+	return Applied, fmt.Errorf("unexpected reply code %d", code)
+}
+
+// write is a Change ready for rec_apply: stamped, its event encoded.
+type write struct {
+	c        Change
+	event    string
+	fields   []any
+	lifetime time.Duration
+}
+
+func (s *Store) write(c Change) write {
+	if c.WriteID == "" {
+		c.WriteID = newWriteID() // a Change not made by a constructor: applied, but not idempotent
+	}
+	w := write{c: c, lifetime: s.lifetime(c.Event)}
+	at := s.now().UTC()
+	if c.Event != nil {
+		ev := *c.Event
+		ev.Seq = 0
+		ev.At = s.stamp(ev.At)
+		at = ev.At
+		w.event = string(ev.Marshal())
+	}
+	w.fields = c.fields(at)
+	return w
+}
+
+// args are rec_apply's ARGV for d: the seed pairs only when seed is set.
+func (w write) args(d Delivery, seed bool) []any {
+	secs := durx.CeilSeconds(w.lifetime)
+	keep := secs - int64(refreshSlack(w.lifetime)/time.Second)
+	attempt, next, merge, clear := 0, -1, "0", "0"
+	if w.c.Start {
+		attempt = max(d.Attempt, 1)
+	}
+	if w.c.NextRun != nil {
+		next = w.c.NextRun.Run
+	}
+	if w.c.Event != nil && w.c.Event.Event == EventDeferred {
+		merge = "1"
+	}
+	if w.c.ClearError && w.c.ErrorClass == "" {
+		clear = "1"
+	}
+	var pairs []any
+	if seed {
+		pairs = d.Seed.pairs(d.ID)
+	}
+	args := make([]any, 0, 11+len(pairs)+len(w.fields))
+	args = append(args, d.Run, w.c.WriteID, attempt, d.Restarts, next, secs, keep, w.event, merge, clear, len(pairs)/2)
+	args = append(args, pairs...)
+	return append(args, w.fields...)
+}
+
+// name is the change's name in errors: its event's, or its state's.
+func (c Change) name() string {
+	if c.Event != nil {
+		return c.Event.Event
+	}
+	return "start (" + string(c.State) + ")"
+}

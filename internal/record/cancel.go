@@ -1,0 +1,120 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// ErrTaskEnded is wrapped by the *EndedError Cancel returns for a task that
+// has already ended (succeeded, dead_lettered or canceled).
+var ErrTaskEnded = errors.New("task has already ended")
+
+// EndedError is Cancel's error for a task that has already ended: State
+// says how. Nothing was changed.
+type EndedError struct {
+	ID    string
+	State State
+}
+
+func (e *EndedError) Error() string {
+	return fmt.Sprintf("task %s has already ended (state %s): it cannot be canceled", e.ID, e.State)
+}
+
+// Unwrap makes errors.Is(err, ErrTaskEnded) true.
+func (e *EndedError) Unwrap() error { return ErrTaskEnded }
+
+// cancelScript is Store.Cancel (lua/cancel.lua documents its KEYS, ARGV
+// and replies).
+var cancelScript = newScript("cancel.lua")
+
+// Cancellation is what Cancel found and did.
+type Cancellation struct {
+	// Previous is the state the task was canceled in.
+	Previous State
+	Run      int
+	Queue    string
+}
+
+// CancelText is the error text of a cancel's event and record.
+func CancelText(reason string) string {
+	if reason == "" {
+		return "canceled"
+	}
+	return "canceled: " + reason
+}
+
+// Cancel marks task id canceled with reason, atomically and only if it
+// has not ended: its record's state becomes canceled, for good, and its
+// history gains an EventTaskCanceled event. Sent again after a lost reply
+// it answers as the first time. It does not touch the task's queue.
+// Errors: ErrNotFound (no record), *EndedError.
+func (s *Store) Cancel(ctx context.Context, id, reason string) (Cancellation, error) {
+	ev := Event{At: s.stamp(time.Time{}), Event: EventTaskCanceled, Error: CancelText(reason), Reason: reason}
+	code, rest, err := reply(s.runner.Run(ctx, cancelScript, keys(id), string(ev.Marshal()), ev.Error,
+		ev.At.Format(time.RFC3339Nano), reason, int64(s.retention/time.Second), newWriteID()))
+	if err != nil {
+		return Cancellation{}, fmt.Errorf("record: cancel %s: %w", id, err)
+	}
+	str := func(i int) string {
+		if i < len(rest) {
+			s, _ := rest[i].(string)
+			return s
+		}
+		return ""
+	}
+	switch code {
+	case CodeMissing:
+		return Cancellation{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case CodeEnded:
+		return Cancellation{}, &EndedError{ID: id, State: State(str(0))}
+	case CodeApplied, CodeRepeat:
+		c := Cancellation{Previous: State(str(0)), Queue: str(2)}
+		c.Run, _ = strconv.Atoi(str(1))
+		return c, nil
+	}
+	return Cancellation{}, fmt.Errorf("record: cancel %s: unexpected reply code %d", id, code)
+}
+
+// requeueScript is Store.Requeued (lua/requeue.lua documents its KEYS,
+// ARGV and replies).
+var requeueScript = newScript("requeue.lua")
+
+// Requeued records that run (a requeue of a dead letter, already enqueued)
+// waits on its queue: state pending, a fresh restart budget, the error
+// cleared, and the "requeued" event ev. When the record has expired it is
+// rebuilt from seed and the dead letter's history hist (whose events keep
+// their seq). A record at a later run, or canceled, is left alone; one
+// whose run has already begun only gains ev.
+func (s *Store) Requeued(ctx context.Context, d Delivery, hist []Event, ev Event) error {
+	ev.Seq = 0
+	ev.At = s.stamp(ev.At)
+	seed := append(d.Seed.pairs(d.ID), FieldAttempts, countAttempts(hist))
+	args := make([]any, 0, 6+len(seed)+len(hist))
+	args = append(args, d.Run, int64(s.retention/time.Second), string(ev.Marshal()), ev.At.Format(time.RFC3339Nano),
+		newWriteID(), len(seed)/2)
+	args = append(args, seed...)
+	for _, h := range hist {
+		args = append(args, string(h.Marshal()))
+	}
+	if _, _, err := reply(s.runner.Run(ctx, requeueScript, keys(d.ID), args...)); err != nil {
+		return fmt.Errorf("record: requeue of %s: %w", d.ID, err)
+	}
+	return nil
+}
+
+// countAttempts counts the attempt outcomes of a history (an elided middle
+// counts those it replaced).
+func countAttempts(hist []Event) int {
+	n := 0
+	for _, h := range hist {
+		if h.Event == EventElided {
+			n += h.Attempts
+		} else if h.AttemptOutcome() {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,212 @@
+package record
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"math/rand/v2"
+	"time"
+)
+
+// Delivery is what a write knows of the delivery it comes from: the task,
+// the run and restart the delivery belongs to, its attempt number within
+// the run, and the fields that seed a record Create did not write (a
+// Cluster's enqueue records after it queues; a record that expired).
+type Delivery struct {
+	ID       string
+	Run      int
+	Restarts int
+	// Attempt is the delivery's attempt number within its run: asynq's
+	// count of the run's failed deliveries plus one. A change that starts
+	// an attempt (Change.Start) sets the record's attempts from it.
+	Attempt int
+	Seed    Seed
+}
+
+// Seed is the part of a record that Create writes.
+type Seed struct {
+	Agent, Action, Queue, CorrelationID string
+	EnqueuedAt                          time.Time
+}
+
+func (s Seed) pairs(id string) []any {
+	return []any{FieldID, id, FieldAgent, s.Agent, FieldAction, s.Action, FieldQueue, s.Queue,
+		FieldCorrelationID, s.CorrelationID, FieldEnqueuedAt, s.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
+}
+
+// Outcome is what Apply did.
+type Outcome int
+
+// Apply's outcomes. Nothing is written unless it is Applied.
+const (
+	// Applied: the change is in the record (now, or by an earlier send of
+	// the same write whose reply was lost).
+	Applied Outcome = iota
+	// Stale: the record is at a newer run (a restart or requeue superseded
+	// the delivery's run): drop the delivery.
+	Stale
+	// Ended: the delivery's run has already ended (succeeded or
+	// dead-lettered): ack the delivery.
+	Ended
+	// Canceled: the task has been canceled: stop, and ack the delivery.
+	Canceled
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Applied:
+		return "applied"
+	case Stale:
+		return "stale"
+	case Ended:
+		return "ended"
+	case Canceled:
+		return "canceled"
+	}
+	return "unknown"
+}
+
+// Attempt is what the events of an attempt carry: which attempt of which
+// restart, the agent that served it, the worker, how it failed and how
+// long the call took.
+type Attempt struct {
+	Attempt    int
+	Restart    int
+	Agent      string
+	Worker     string
+	ErrorClass string
+	Error      string
+	Duration   time.Duration
+}
+
+func (a Attempt) event(kind string) *Event {
+	return &Event{Event: kind, Attempt: a.Attempt, Restart: a.Restart, Agent: a.Agent, Worker: a.Worker,
+		ErrorClass: a.ErrorClass, Error: a.Error, DurationMS: a.Duration.Milliseconds()}
+}
+
+// Change is one state change of a task record: the fields it sets, the
+// one event it appends (none for a bare start), and its write ID. Make
+// Changes with the constructors below, one per step of a task's life; a
+// Change sent again is the same write (the same ID): a no-op once applied.
+type Change struct {
+	State State
+	// Start: the change records the start of the delivery's attempt too
+	// (its attempt count, and the run when it is new).
+	Start      bool
+	ErrorClass string
+	Error      string
+	ClearError bool
+	// NextRun, when set, moves the record to that run (a restart).
+	NextRun *NextRun
+	// NextAttemptAt, when set, is when the next attempt is due (a retry).
+	NextAttemptAt time.Time
+	// Result is the agent's result data (a success); kept when it is at
+	// most MaxStoredResult bytes, otherwise replaced by a note saying so.
+	Result json.RawMessage
+	Event  *Event
+	// WriteID identifies the write (see the package doc).
+	WriteID string
+}
+
+// NextRun is the run a restart moves the record to.
+type NextRun struct{ Run, Restarts int }
+
+// MaxStoredResult bounds the result data kept in a task record.
+const MaxStoredResult = 64 << 10
+
+// newWriteID returns a random write ID (64 bits: unique among one task's
+// writes for any practical purpose).
+func newWriteID() string {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], rand.Uint64())
+	return hex.EncodeToString(b[:])
+}
+
+func change(c Change) Change {
+	c.WriteID = newWriteID()
+	return c
+}
+
+// Started: the delivery's attempt starts (state active; no event: its
+// outcome's event carries the attempt).
+func Started() Change { return change(Change{State: StateActive, Start: true}) }
+
+// Succeeded: the attempt succeeded with result (kept in the record).
+func Succeeded(a Attempt, result json.RawMessage) Change {
+	return change(Change{State: StateSucceeded, Start: true, ClearError: true, Result: result, Event: a.event(EventSucceeded)})
+}
+
+// Retrying: the attempt failed and the next one is due after delay (at due).
+func Retrying(a Attempt, delay time.Duration, due time.Time) Change {
+	ev := a.event(EventRetrying)
+	ev.DelayMS = delay.Milliseconds()
+	return change(Change{State: StateRetrying, Start: true, ErrorClass: a.ErrorClass, Error: a.Error,
+		NextAttemptAt: due, Event: ev})
+}
+
+// CallFailed: one call of an attempt failed and the attempt goes on with a
+// fallback agent (the task stays active).
+func CallFailed(a Attempt) Change {
+	return change(Change{State: StateActive, Start: true, ErrorClass: a.ErrorClass, Error: a.Error, Event: a.event(EventFailed)})
+}
+
+// Interrupted: the worker's shutdown cut the attempt; the task is back on
+// its queue without using an attempt.
+func Interrupted(a Attempt) Change {
+	return change(Change{State: StatePending, Start: true, Event: a.event(EventInterrupted)})
+}
+
+// Restarting: the run ended with a restartable class and its restart
+// (next) is scheduled after delay. The event belongs to the run that
+// ended; the record moves on to next's run.
+func Restarting(a Attempt, next NextRun, delay time.Duration) Change {
+	ev := a.event(EventRestarting)
+	ev.DelayMS = delay.Milliseconds()
+	return change(Change{State: StateRestarting, Start: true, ErrorClass: a.ErrorClass, Error: a.Error, NextRun: &next, Event: ev})
+}
+
+// RestartRecovered: a worker scheduled next (a restart) and stopped before
+// recording it; the redelivery of the old run records it.
+func RestartRecovered(a Attempt, next NextRun) Change {
+	ev := a.event(EventRestarting)
+	ev.Error = "restart scheduled by a worker that stopped before recording it"
+	return change(Change{State: StateRestarting, NextRun: &next, Event: ev})
+}
+
+// DeadLettered: the task is in the dead letters with a's class and error,
+// for reason.
+func DeadLettered(a Attempt, reason string) Change {
+	ev := a.event(EventDeadLettered)
+	ev.Reason = reason
+	return change(Change{State: StateDeadLettered, Start: a.Attempt > 0, ErrorClass: a.ErrorClass, Error: a.Error, Event: ev})
+}
+
+// Deferred: the task waits delay for its breaker or limits (no attempt
+// used); why says which and its state.
+func Deferred(a Attempt, why string, delay time.Duration) Change {
+	ev := a.event(EventDeferred)
+	ev.Error, ev.DelayMS = why, delay.Milliseconds()
+	return change(Change{State: StateDeferred, Event: ev})
+}
+
+// fields are the record fields c writes at time at.
+func (c Change) fields(at time.Time) []any {
+	fields := []any{FieldState, string(c.State), FieldUpdatedAt, at.UTC().Format(time.RFC3339Nano)}
+	if c.NextRun != nil {
+		fields = append(fields, FieldRestarts, c.NextRun.Restarts)
+	}
+	if len(c.Result) > 0 {
+		res := c.Result
+		if len(res) > MaxStoredResult {
+			res, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(c.Result)})
+		}
+		fields = append(fields, FieldResult, string(res))
+	}
+	if !c.NextAttemptAt.IsZero() {
+		fields = append(fields, FieldNextAttemptAt, c.NextAttemptAt.UnixMilli())
+	}
+	if c.ErrorClass != "" {
+		fields = append(fields, FieldErrorClass, c.ErrorClass, FieldError, c.Error)
+	}
+	return fields
+}

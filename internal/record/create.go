@@ -1,0 +1,113 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/durx"
+	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/wakeup"
+)
+
+// createScript is Store.Create (lua/create_only.lua; rec_create, in
+// lua/create.lua, documents its ARGV).
+var createScript = newScript("create_only.lua", mustLua("create.lua"))
+
+// enqueueScript is an Enqueue with a caller's ID in one step, on one server
+// (lua/enqueue.lua documents its KEYS, ARGV and replies).
+var enqueueScript = newScript("enqueue.lua", wakeup.RunLua, mustLua("create.lua"))
+
+// New is a task to record as enqueued: its ID and seed fields, its first
+// state (pending, or scheduled) and the delay to its first run.
+type New struct {
+	ID    string
+	Seed  Seed
+	State State
+	Delay time.Duration
+}
+
+// event is the first event of n, stamped at.
+func (n New) event(at time.Time) Event {
+	kind := EventQueued
+	if n.State == StateScheduled {
+		kind = EventScheduled
+	}
+	return Event{At: at.UTC(), Event: kind, DelayMS: n.Delay.Milliseconds()}
+}
+
+// createArgs are rec_create's arguments for n: the record and its history
+// live for the retention counted from when the first run is due, so that a
+// task scheduled further out than the retention still has its record when
+// it runs.
+func (s *Store) createArgs(n New) []any {
+	ev := n.event(s.now())
+	return []any{n.ID, n.Seed.Agent, n.Seed.Action, n.Seed.Queue, n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano),
+		n.Seed.CorrelationID, string(n.State), string(ev.Marshal()), durx.CeilSeconds(s.lifetime(&ev))}
+}
+
+// Create records a newly enqueued task and its first event (seq 1). It
+// reports false when the record existed (a worker got there first: the
+// fields it lacks are filled in and the event is appended with the next
+// seq).
+func (s *Store) Create(ctx context.Context, n New) (bool, error) {
+	code, _, err := reply(s.runner.Run(ctx, createScript, keys(n.ID), s.createArgs(n)...))
+	if err != nil {
+		return false, fmt.Errorf("record: create %s: %w", n.ID, err)
+	}
+	return code == CodeApplied, nil
+}
+
+// CreateCall is Create as a call for a pipeline (a batch); its reply is
+// {CodeApplied} or {CodeExists}.
+func (s *Store) CreateCall(n New) redisx.Call {
+	return redisx.Call{Script: createScript, Keys: keys(n.ID), Args: s.createArgs(n)}
+}
+
+// EnqueueCall is an enqueue of n with a caller's ID (t: its asynq task, due
+// after n.Delay from now) in one script: the duplicate check (a record, or
+// a dead letter, with that ID), the run on its queue and the record. Read
+// its reply with EnqueueReply. Not on a Redis Cluster (the record and the
+// queue are in different slots).
+func (s *Store) EnqueueCall(n New, t asynqcompat.Task, now time.Time) redisx.Call {
+	ks := append(append(keys(n.ID), rkeys.DLQEntries()), wakeup.RunKeys(t.Queue, t.ID, n.Delay)...)
+	args := append(wakeup.RunArgs(t, now, n.Delay, true), s.createArgs(n)...)
+	return redisx.Call{Script: enqueueScript, Keys: ks, Args: args}
+}
+
+// EnqueueReply reads an EnqueueCall's reply: the task's state, and
+// whether it was enqueued now (CodeApplied), existed (CodeExists: a
+// duplicate) or had its run queued already (CodeStale).
+func EnqueueReply(v any, err error) (Code, State, error) {
+	code, rest, err := reply(v, err)
+	if err != nil {
+		return 0, "", err
+	}
+	st := ""
+	if len(rest) > 0 {
+		st, _ = rest[0].(string)
+	}
+	return code, State(st), nil
+}
+
+// FreshCalls are the commands, for one MULTI/EXEC with the commands that
+// queue the task's run, that record n when its ID is new (generated, 96
+// random bits: no record to look for): plain commands cost Redis about
+// half as much as the enqueue script. The record is written as
+// rec_create writes a new one.
+func (s *Store) FreshCalls(n New) [][]any {
+	ev := n.event(s.now())
+	ev.Seq = 1
+	ttl := durx.CeilSeconds(s.lifetime(&ev))
+	rec, hist := rkeys.Task(n.ID), rkeys.TaskHistory(n.ID)
+	return [][]any{
+		{"hset", rec, FieldID, n.ID, FieldAgent, n.Seed.Agent, FieldAction, n.Seed.Action, FieldQueue, n.Seed.Queue,
+			FieldEnqueuedAt, n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano), FieldCorrelationID, n.Seed.CorrelationID,
+			FieldState, string(n.State), FieldRun, "0", FieldSeq, "1"},
+		{"rpush", hist, string(ev.Marshal())},
+		{"expire", rec, ttl},
+		{"expire", hist, ttl},
+	}
+}

@@ -1,0 +1,249 @@
+package record
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// State is a task's lifecycle state (stable names, docs/DESIGN.md §3).
+type State string
+
+// Task states.
+const (
+	StatePending      State = "pending"
+	StateScheduled    State = "scheduled"
+	StateActive       State = "active"
+	StateRetrying     State = "retrying"
+	StateDeferred     State = "deferred"
+	StateRestarting   State = "restarting"
+	StateSucceeded    State = "succeeded"
+	StateDeadLettered State = "dead_lettered"
+	// StateCanceled: the task was canceled on request. It is final: no run
+	// of the task runs, retries, restarts or is dead-lettered after it.
+	StateCanceled State = "canceled"
+)
+
+// States lists every task state, in lifecycle order (stable names).
+var States = []State{StatePending, StateScheduled, StateActive, StateRetrying, StateDeferred,
+	StateRestarting, StateSucceeded, StateDeadLettered, StateCanceled}
+
+// Terminal reports whether s is an end state.
+func (s State) Terminal() bool {
+	return s == StateSucceeded || s == StateDeadLettered || s == StateCanceled
+}
+
+// Event kinds recorded in a task's history (stable names).
+const (
+	EventQueued       = "queued"
+	EventScheduled    = "scheduled"
+	EventSucceeded    = "succeeded"
+	EventFailed       = "failed" // one call of an attempt failed and the attempt goes on with a fallback agent
+	EventRetrying     = "retrying"
+	EventDeferred     = "deferred"
+	EventRestarting   = "restarting"
+	EventDeadLettered = "dead_lettered"
+	EventRequeued     = "requeued"
+	// EventInterrupted: the worker's shutdown cut the attempt and put the
+	// task back on its queue without using an attempt (the state goes back
+	// to pending). Named so that it cannot be taken for the state canceled.
+	EventInterrupted = "interrupted"
+	// EventTaskCanceled: the task was canceled on request: state canceled,
+	// for good. Reason holds the caller's reason ("" when none was given)
+	// and Error says "canceled: <reason>".
+	EventTaskCanceled = "task_canceled"
+	// EventElided stands, in a long history, for the events between the
+	// first HistoryHead and the last HistoryTail: Count says how many,
+	// Attempts how many attempt outcomes were among them.
+	EventElided = "history_elided"
+)
+
+// TerminalEvents are the events that end a task, one per state that does.
+var TerminalEvents = map[string]State{
+	EventSucceeded: StateSucceeded, EventDeadLettered: StateDeadLettered, EventTaskCanceled: StateCanceled,
+}
+
+// A history keeps its first HistoryHead events and its last HistoryTail;
+// the events between are replaced by one EventElided event.
+const (
+	HistoryHead = 20
+	HistoryTail = 80
+)
+
+// The record's fields (a Redis hash per task). The scripts get these names
+// rendered (F.state, …), so a field is named here only.
+const (
+	FieldID            = "id"
+	FieldAgent         = "agent"
+	FieldAction        = "action"
+	FieldQueue         = "queue"
+	FieldCorrelationID = "correlation_id"
+	FieldEnqueuedAt    = "enqueued_at"
+	FieldState         = "state"
+	FieldRun           = "run"
+	FieldRestarts      = "restarts"
+	// FieldAttempts is the task's total attempt count: FieldAttemptsBase
+	// (the attempts of its earlier runs) plus the current run's attempt
+	// number.
+	FieldAttempts     = "attempts"
+	FieldAttemptsBase = "attempts_base"
+	FieldErrorClass   = "error_class"
+	FieldError        = "error"
+	FieldResult       = "result"
+	// FieldNextAttemptAt is when a retry's next attempt is due (Unix ms).
+	FieldNextAttemptAt = "next_attempt_at"
+	FieldUpdatedAt     = "updated_at"
+	FieldCanceledAt    = "canceled_at"
+	FieldCancelReason  = "cancel_reason"
+	// FieldCanceledFrom is the state a canceled task was canceled in.
+	FieldCanceledFrom = "canceled_from"
+	// FieldSeq is the sequence number of the record's last event.
+	FieldSeq = "seq"
+	// FieldWriteID is the ID of the last write applied (see Change).
+	FieldWriteID = "write_id"
+)
+
+// Event is one entry of a task's history (stable JSON).
+type Event struct {
+	// Seq is the event's sequence number within its task's history: 1 for
+	// the first, one more for each event after; never changed once given.
+	// Zero for an event not (yet) recorded.
+	Seq        int64     `json:"seq,omitempty"`
+	At         time.Time `json:"at"`
+	Event      string    `json:"event"`
+	Attempt    int       `json:"attempt"`
+	Restart    int       `json:"restart"`
+	Agent      string    `json:"agent,omitempty"`
+	ErrorClass string    `json:"error_class"`
+	Error      string    `json:"error"`
+	DelayMS    int64     `json:"delay_ms"`
+	DurationMS int64     `json:"duration_ms,omitempty"`
+	Worker     string    `json:"worker,omitempty"`
+	// Count is how many events this one stands for: repeated deferrals in
+	// a row are one "deferred" event (the last one's fields, counted;
+	// Since is the first one's time), and EventElided counts the events it
+	// replaces. Zero means one.
+	Count int       `json:"count,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	// Attempts is, for EventElided, how many attempt outcomes it replaces.
+	Attempts int `json:"attempts,omitempty"`
+	// Reason is, for EventTaskCanceled, the reason the cancel gave; for
+	// EventDeadLettered, why the task was dead-lettered.
+	Reason string `json:"reason,omitempty"`
+}
+
+// AttemptOutcome reports whether ev ends an attempt (and so counts one):
+// succeeded, retrying, restarting or dead_lettered with an attempt number.
+func (ev Event) AttemptOutcome() bool {
+	switch ev.Event {
+	case EventSucceeded, EventRetrying, EventRestarting, EventDeadLettered:
+		return ev.Attempt > 0
+	}
+	return false
+}
+
+// Marshal is json.Marshal(ev) (the history's stable JSON shape), written
+// directly for the events the worker writes on every task: UTC times in
+// years 0–9999 and strings of printable ASCII that JSON does not escape.
+// Any other event goes through encoding/json (FuzzEventMarshal holds the
+// two to the same bytes).
+func (ev Event) Marshal() []byte {
+	if !ev.plain() {
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	b := make([]byte, 0, 176+len(ev.Agent)+len(ev.ErrorClass)+len(ev.Error)+len(ev.Worker)+len(ev.Reason))
+	b = append(b, '{')
+	if ev.Seq != 0 {
+		b = append(b, `"seq":`...)
+		b = strconv.AppendInt(b, ev.Seq, 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"at":"`...)
+	b = ev.At.AppendFormat(b, time.RFC3339Nano)
+	b = appendStr(b, "event", ev.Event)
+	b = appendInt(b, "attempt", int64(ev.Attempt))
+	b = appendInt(b, "restart", int64(ev.Restart))
+	if ev.Agent != "" {
+		b = appendStr(b, "agent", ev.Agent)
+	}
+	b = appendStr(b, "error_class", ev.ErrorClass)
+	b = appendStr(b, "error", ev.Error)
+	b = appendInt(b, "delay_ms", ev.DelayMS)
+	if ev.DurationMS != 0 {
+		b = appendInt(b, "duration_ms", ev.DurationMS)
+	}
+	if ev.Worker != "" {
+		b = appendStr(b, "worker", ev.Worker)
+	}
+	if ev.Count != 0 {
+		b = appendInt(b, "count", int64(ev.Count))
+	}
+	if !ev.Since.IsZero() {
+		b = append(b, `,"since":"`...)
+		b = ev.Since.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	if ev.Attempts != 0 {
+		b = appendInt(b, "attempts", int64(ev.Attempts))
+	}
+	if ev.Reason != "" {
+		b = appendStr(b, "reason", ev.Reason)
+	}
+	return append(b, '}')
+}
+
+// appendStr appends `,"key":"s"` (s needs no escaping, see plain; the
+// opening quote of the first string follows "at").
+func appendStr(b []byte, key, s string) []byte {
+	if key == "event" {
+		b = append(b, `","event":"`...)
+	} else {
+		b = append(b, `,"`...)
+		b = append(b, key...)
+		b = append(b, `":"`...)
+	}
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+func appendInt(b []byte, key string, n int64) []byte {
+	b = append(b, `,"`...)
+	b = append(b, key...)
+	b = append(b, `":`...)
+	return strconv.AppendInt(b, n, 10)
+}
+
+// plain reports whether Marshal may write ev itself.
+func (ev Event) plain() bool {
+	return plainTime(ev.At) && (ev.Since.IsZero() || plainTime(ev.Since)) &&
+		plainText(ev.Event) && plainText(ev.Agent) && plainText(ev.ErrorClass) && plainText(ev.Error) &&
+		plainText(ev.Worker) && plainText(ev.Reason)
+}
+
+func plainTime(t time.Time) bool {
+	return t.Location() == time.UTC && t.Year() >= 0 && t.Year() <= 9999
+}
+
+// plainText: JSON writes s as it is (no escape, no HTML escape).
+func plainText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseEvents decodes a history's raw entries, oldest first, skipping any
+// that are not JSON events.
+func ParseEvents(raw []string) []Event {
+	out := make([]Event, 0, len(raw))
+	for _, r := range raw {
+		var ev Event
+		if json.Unmarshal([]byte(r), &ev) == nil {
+			out = append(out, ev)
+		}
+	}
+	return out
+}

@@ -1,0 +1,242 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/durx"
+	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// DefaultRetention is how long a task's record and history are kept after
+// its last event when no retention is configured.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// ErrNotFound is returned when a task has no record (never enqueued, or its
+// history outlived the retention period).
+var ErrNotFound = errors.New("task not found")
+
+// Store reads and writes task records: a Redis hash and a Redis list of
+// JSON events per task, under one hash tag, expiring after the retention
+// counted from the last event.
+type Store struct {
+	rdb       redis.UniversalClient
+	retention time.Duration
+	now       func() time.Time
+	runner    redisx.Runner // WithRunner's, or redisx.Direct
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithRetention sets how long records live after their last event; zero
+// keeps DefaultRetention.
+func WithRetention(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.retention = d
+		}
+	}
+}
+
+// WithClock sets the clock used to stamp events (tests).
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// WithRunner sends the writes through r, e.g. a group-committing batcher
+// shared by many goroutines (each call still returns once its write is
+// applied); nil keeps one round trip per call.
+func WithRunner(r redisx.Runner) Option {
+	return func(s *Store) {
+		if r != nil {
+			s.runner = r
+		}
+	}
+}
+
+// NewStore returns a Store on rdb.
+func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
+	s := &Store{rdb: rdb, retention: DefaultRetention, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.runner == nil {
+		s.runner = redisx.Direct(rdb)
+	}
+	return s
+}
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// Retention is how long records live after their last event.
+func (s *Store) Retention() time.Duration { return s.retention }
+
+// Client is the store's Redis client.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// stamp is at in UTC, or now when at is zero.
+func (s *Store) stamp(at time.Time) time.Time {
+	if at.IsZero() {
+		return s.now().UTC()
+	}
+	return at.UTC()
+}
+
+// lifetime is how long a record whose last event is ev lives: the
+// retention plus the event's delay (a scheduled first run, a retry, a
+// deferral or a restart due later), saturated so that a delay near the
+// largest duration never wraps to a negative lifetime.
+func (s *Store) lifetime(ev *Event) time.Duration {
+	if ev == nil {
+		return s.retention
+	}
+	return durx.Add(s.retention, durx.Millis(ev.DelayMS))
+}
+
+// refreshSlack is how much of a record's lifetime may be missing before a
+// write refreshes it: 1% of the lifetime, at most a minute. A quick task's
+// writes then find the lifetime Create gave its record moments before
+// still whole and spare Redis the EXPIREs; its record lives at least 99%
+// of the retention after its last event.
+func refreshSlack(lifetime time.Duration) time.Duration {
+	return min(lifetime/100, time.Minute)
+}
+
+// keys are the record's and history's keys of task id.
+func keys(id string) []string { return []string{rkeys.Task(id), rkeys.TaskHistory(id)} }
+
+// reply splits a record script's reply into its code and the rest.
+func reply(v any, err error) (Code, []any, error) {
+	if err != nil {
+		return 0, nil, err
+	}
+	switch r := v.(type) {
+	case int64:
+		return Code(r), nil, nil
+	case []any:
+		if len(r) > 0 {
+			if c, ok := r[0].(int64); ok {
+				return Code(c), r[1:], nil
+			}
+		}
+	}
+	return 0, nil, fmt.Errorf("record: unexpected script reply %v", v)
+}
+
+// Exists reports whether task id has a record.
+func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, rkeys.Task(id)).Result()
+	return n == 1, err
+}
+
+// RunState is what a redelivery needs to know of its task's record.
+type RunState struct {
+	// Exists is false when the task has no record (never written, or expired).
+	Exists bool
+	State  State
+	Run    int
+	// NextAttemptAt is when the next attempt is due (zero: no retry pending).
+	NextAttemptAt time.Time
+}
+
+// Ended reports whether run has ended in the record: the record is at run
+// and in a terminal state, or the task has been canceled (which ends every
+// run of it).
+func (r RunState) Ended(run int) bool {
+	return r.Exists && (r.State == StateCanceled || (r.Run == run && r.State.Terminal()))
+}
+
+// RunState reads task id's state, run and next attempt time in one round trip.
+func (s *Store) RunState(ctx context.Context, id string) (RunState, error) {
+	v, err := s.rdb.HMGet(ctx, rkeys.Task(id), FieldState, FieldRun, FieldNextAttemptAt).Result()
+	if err != nil {
+		return RunState{}, fmt.Errorf("record: state of %s: %w", id, err)
+	}
+	str := func(i int) (string, bool) { x, ok := v[i].(string); return x, ok }
+	var r RunState
+	if st, ok := str(0); ok {
+		r.Exists, r.State = true, State(st)
+	}
+	if run, ok := str(1); ok {
+		r.Run, _ = strconv.Atoi(run)
+	}
+	if ms, ok := str(2); ok {
+		if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
+			r.NextAttemptAt = time.UnixMilli(n)
+		}
+	}
+	return r, nil
+}
+
+// View is a task as `inspector task` and the HTTP API show it (stable JSON).
+type View struct {
+	ID            string `json:"id"`
+	Agent         string `json:"agent"`
+	Action        string `json:"action"`
+	State         State  `json:"state"`
+	Attempts      int    `json:"attempts"`
+	Restarts      int    `json:"restarts"`
+	ErrorClass    string `json:"error_class"`
+	Error         string `json:"error"`
+	Queue         string `json:"queue,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	Run           int    `json:"run"`
+	EnqueuedAt    string `json:"enqueued_at,omitempty"`
+	UpdatedAt     string `json:"updated_at,omitempty"`
+	// Result is the agent's result data once the task succeeded.
+	Result json.RawMessage `json:"result,omitempty"`
+	// CanceledAt and CancelReason are set once the task is canceled.
+	CanceledAt   string  `json:"canceled_at,omitempty"`
+	CancelReason string  `json:"cancel_reason,omitempty"`
+	History      []Event `json:"history"`
+}
+
+// Get returns task id's record and history.
+func (s *Store) Get(ctx context.Context, id string) (*View, error) {
+	var h *redis.MapStringStringCmd
+	var l *redis.StringSliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		h = pipe.HGetAll(ctx, rkeys.Task(id))
+		l = pipe.LRange(ctx, rkeys.TaskHistory(id), 0, -1)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record: get %s: %w", id, err)
+	}
+	m := h.Val()
+	if len(m) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	v := &View{
+		ID: m[FieldID], Agent: m[FieldAgent], Action: m[FieldAction], State: State(m[FieldState]),
+		ErrorClass: m[FieldErrorClass], Error: m[FieldError], Queue: m[FieldQueue],
+		CorrelationID: m[FieldCorrelationID], EnqueuedAt: m[FieldEnqueuedAt], UpdatedAt: m[FieldUpdatedAt],
+		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason], History: ParseEvents(l.Val()),
+	}
+	v.Attempts, _ = strconv.Atoi(m[FieldAttempts])
+	v.Restarts, _ = strconv.Atoi(m[FieldRestarts])
+	v.Run, _ = strconv.Atoi(m[FieldRun])
+	if r := m[FieldResult]; r != "" && json.Valid([]byte(r)) {
+		v.Result = json.RawMessage(r)
+	}
+	if v.ID == "" {
+		v.ID = id
+	}
+	return v, nil
+}
+
+// History returns task id's events, oldest first.
+func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
+	raw, err := s.rdb.LRange(ctx, rkeys.TaskHistory(id), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("record: history of %s: %w", id, err)
+	}
+	return ParseEvents(raw), nil
+}
