@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -24,7 +25,8 @@ type schemaField struct {
 
 // schemaFields walks v (a Config) by reflection. A map of blocks stands for
 // its keys by NAME (agents) or CLASS (classes); an agent's own settings are
-// the defaults' fields (the README documents them once, under defaults).
+// the defaults' fields (docs/configuration.md documents them once, under
+// defaults).
 func schemaFields(t *testing.T) []schemaField {
 	t.Helper()
 	var out []schemaField
@@ -73,29 +75,32 @@ func schemaFields(t *testing.T) []schemaField {
 	return out
 }
 
-// readmeRow is one row of the README's configuration reference table.
-type readmeRow struct {
+// configDoc is the page that lists every field of the file format.
+const configDoc = "../docs/configuration.md"
+
+// docRow is one row of docs/configuration.md's table of fields.
+type docRow struct {
 	paths []string
 	zero  string
 }
 
-// readmeRows reads the table of README.md's "Configuration reference"
+// docRows reads the table of docs/configuration.md's "Every field"
 // section. A cell naming `a.b.c` / `.d` names a.b.c and a.b.d.
-func readmeRows(t *testing.T) []readmeRow {
+func docRows(t *testing.T) []docRow {
 	t.Helper()
-	data, err := os.ReadFile("../README.md")
+	data, err := os.ReadFile(configDoc)
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(data), "\n## Configuration reference\n")
-	require.True(t, ok, "README.md has no Configuration reference section")
+	_, section, ok := strings.Cut(string(data), "\n## Every field\n")
+	require.True(t, ok, "%s has no Every field section", configDoc)
 	section, _, _ = strings.Cut(section, "\n## ")
 	tick := regexp.MustCompile("`([^`]+)`")
-	var rows []readmeRow
+	var rows []docRow
 	for _, line := range strings.Split(section, "\n") {
 		cells := strings.Split(line, "|")
 		if !strings.HasPrefix(line, "| `") || len(cells) < 4 {
 			continue
 		}
-		var row readmeRow
+		var row docRow
 		for _, m := range tick.FindAllStringSubmatch(cells[1], -1) {
 			p := m[1]
 			if strings.HasPrefix(p, ".") && len(row.paths) > 0 {
@@ -107,17 +112,17 @@ func readmeRows(t *testing.T) []readmeRow {
 		row.zero = strings.TrimSpace(cells[2])
 		rows = append(rows, row)
 	}
-	require.NotEmpty(t, rows, "no table rows found in the Configuration reference section")
+	require.NotEmpty(t, rows, "no table rows found in the Every field section")
 	return rows
 }
 
-// TestEveryFieldHasReadmeRow: every field of the file format has a row in
-// README.md's configuration reference, and every row names a field.
-func TestEveryFieldHasReadmeRow(t *testing.T) {
+// TestEveryFieldHasDocRow: every field of the file format has a row in
+// docs/configuration.md's table, and every row names a field.
+func TestEveryFieldHasDocRow(t *testing.T) {
 	t.Parallel()
 	fields := schemaFields(t)
 	documented := map[string]bool{}
-	for _, r := range readmeRows(t) {
+	for _, r := range docRows(t) {
 		for _, p := range r.paths {
 			documented[p] = true
 		}
@@ -135,16 +140,16 @@ func TestEveryFieldHasReadmeRow(t *testing.T) {
 			unknown = append(unknown, p)
 		}
 	}
-	require.Empty(t, missing, "fields without a row in README.md's Configuration reference")
-	require.Empty(t, unknown, "rows of README.md's Configuration reference that name no config field")
+	require.Empty(t, missing, "fields without a row in docs/configuration.md's Every field")
+	require.Empty(t, unknown, "rows of docs/configuration.md's Every field that name no config field")
 	require.Contains(t, known, "defaults.retry.max_attempts")
 	require.Contains(t, known, "agents.NAME.http.url")
 	require.Contains(t, known, "defaults.classes.CLASS.exhausted")
 }
 
-// TestReadmeZeroColumnIsDefault: the README's "zero" column says what
-// Default() holds, for every field Default() sets.
-func TestReadmeZeroColumnIsDefault(t *testing.T) {
+// TestDocZeroColumnIsDefault: docs/configuration.md's "zero" column says
+// what Default() holds, for every field Default() sets.
+func TestDocZeroColumnIsDefault(t *testing.T) {
 	t.Parallel()
 	values := map[string]reflect.Value{}
 	for _, f := range schemaFields(t) {
@@ -153,7 +158,7 @@ func TestReadmeZeroColumnIsDefault(t *testing.T) {
 		}
 	}
 	checked := 0
-	for _, r := range readmeRows(t) {
+	for _, r := range docRows(t) {
 		for _, p := range r.paths {
 			want, ok := values[p]
 			if !ok {
@@ -165,30 +170,40 @@ func TestReadmeZeroColumnIsDefault(t *testing.T) {
 			if text != "none" {
 				var doc yaml.Node
 				require.NoError(t, yaml.Unmarshal([]byte(text), &doc), "%s: zero %q", p, r.zero)
-				d := &decoder{file: "README.md", lines: map[string]int{}, budget: 1000}
+				d := &decoder{file: "docs/configuration.md", lines: map[string]int{}, budget: 1000}
 				d.value(doc.Content[0], p, got)
 				require.Empty(t, d.errs, "%s: zero %q", p, r.zero)
 			}
-			require.Equal(t, want.Interface(), got.Interface(), "README.md's zero for %s", p)
+			require.Equal(t, want.Interface(), got.Interface(), "docs/configuration.md's zero for %s", p)
 			checked++
 		}
 	}
-	require.Len(t, values, checked, "a field set by Default() has no README row")
+	require.Len(t, values, checked, "a field set by Default() has no row in docs/configuration.md")
 }
 
-// TestDocumentedExamplesValidate: the YAML of README.md's ```yaml blocks,
-// of the package doc (doc.go) and deploy/agentq.yaml parses and validates,
-// with the environment they refer to.
+// TestDocumentedExamplesValidate: the YAML of the ```yaml blocks of
+// README.md and docs/*.md (but DESIGN.md, whose block shows every key at
+// once), of the package doc (doc.go) and deploy/agentq.yaml parses and
+// validates, with the environment they refer to.
 func TestDocumentedExamplesValidate(t *testing.T) {
 	t.Parallel()
 	examples := map[string]string{}
-	readme, err := os.ReadFile("../README.md")
+	pages, err := filepath.Glob("../docs/*.md")
 	require.NoError(t, err)
-	blocks := regexp.MustCompile("(?s)\n```yaml\n(.*?)\n```").FindAllStringSubmatch(string(readme), -1)
-	require.GreaterOrEqual(t, len(blocks), 4, "README.md's yaml blocks not found")
-	for i, m := range blocks {
-		examples["README.md yaml block "+strconv.Itoa(i+1)] = m[1]
+	yamlBlock := regexp.MustCompile("(?s)\n```yaml\n(.*?)\n```")
+	total := 0
+	for _, page := range append([]string{"../README.md"}, pages...) {
+		if filepath.Base(page) == "DESIGN.md" {
+			continue
+		}
+		text, err := os.ReadFile(page)
+		require.NoError(t, err)
+		for i, m := range yamlBlock.FindAllStringSubmatch(string(text), -1) {
+			examples[strings.TrimPrefix(page, "../")+" yaml block "+strconv.Itoa(i+1)] = m[1]
+			total++
+		}
 	}
+	require.GreaterOrEqual(t, total, 8, "the docs' yaml blocks not found")
 	doc, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
 	_, after, ok := strings.Cut(string(doc), "A file looks like this")
