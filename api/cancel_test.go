@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/api"
 	"github.com/agentq/agentq/tasks"
 )
@@ -59,7 +60,7 @@ func TestCancelTask(t *testing.T) {
 	requireError(t, r, http.StatusConflict, api.CodeTaskEnded, "canceled")
 	require.Equal(t, "canceled", r.json["state"])
 
-	_, err = e.store.Create(ctx, &tasks.Envelope{ID: "done", Agent: "tool"}, tasks.StateSucceeded, tasks.Event{Event: tasks.EventSucceeded})
+	_, err = e.store.Record().Create(ctx, record.New{ID: "done", Seed: record.Seed{Agent: "tool"}, State: tasks.StateSucceeded})
 	require.NoError(t, err)
 	r = do(t, "POST", e.url+"/api/v1/tasks/done/cancel", token, "")
 	requireError(t, r, http.StatusConflict, api.CodeTaskEnded, "succeeded")

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/redistest"
@@ -464,27 +465,26 @@ func runAsynqWith(ctx context.Context, srv *redistest.Server, c, n int, tuned bo
 
 // storeWork is agentq's per-task bookkeeping without the rest of the
 // pipeline: decode the envelope and record the attempt's success, either
-// as the pipeline does for a quick first delivery (one fenced write of
-// start and outcome: BeginTransition) or, with split, as it did before
-// (Begin before the call, Transition after it: two writes).
+// as the pipeline does for a quick first delivery (one checked write of
+// start and outcome) or, with split, as it does for a long one (the start
+// before the call, the outcome after it: two writes).
 func storeWork(split bool) func(rdb redis.UniversalClient) func(context.Context, *asynq.Task) error {
 	return func(rdb redis.UniversalClient) func(context.Context, *asynq.Task) error {
-		st := tasks.NewStore(rdb)
-		patch := tasks.Patch{State: tasks.StateSucceeded, ClearError: true}
+		st := record.NewStore(rdb)
 		return func(ctx context.Context, t *asynq.Task) error {
 			env, err := tasks.Decode(t.Payload())
 			if err != nil {
 				return err
 			}
-			ev := tasks.Event{Event: tasks.EventSucceeded, Attempt: 1, Agent: env.Agent}
-			if !split {
-				_, err := st.BeginTransition(ctx, env, patch, ev)
-				return err
+			d := record.Delivery{ID: env.ID, Run: env.Run, Restarts: env.Restarts, Attempt: 1, Seed: env.Seed()}
+			ok := record.Succeeded(record.Attempt{Attempt: 1, Agent: env.Agent}, nil)
+			if split {
+				if _, err := st.Apply(ctx, d, record.Started()); err != nil {
+					return err
+				}
 			}
-			if _, err := st.Begin(ctx, env); err != nil {
-				return err
-			}
-			return st.Transition(ctx, env.ID, patch, ev)
+			_, err = st.Apply(ctx, d, ok)
+			return err
 		}
 	}
 }

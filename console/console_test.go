@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/resilience"
@@ -363,8 +364,9 @@ func TestTaskPageAndCancel(t *testing.T) {
 
 	// A succeeded task shows its result and cannot be canceled.
 	f.seedTask(t, "done-1")
-	require.NoError(t, f.store.Apply(context.Background(), "done-1",
-		tasks.SetSucceeded(tasks.Outcome{Attempt: 2, Agent: "llm"}, json.RawMessage(`{"answer":42}`))))
+	_, err := f.store.Record().Apply(context.Background(), record.Delivery{ID: "done-1", Attempt: 2},
+		record.Succeeded(record.Attempt{Attempt: 2, Agent: "llm"}, json.RawMessage(`{"answer":42}`)))
+	require.NoError(t, err)
 	r = call(t, "GET", f.url+"/ui/tasks/done-1", nil, cookie)
 	require.Equal(t, http.StatusOK, r.status)
 	require.Contains(t, r.body, "<h2>Result</h2>")

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/api"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
@@ -111,6 +112,7 @@ func (f *fixture) seedTask(t *testing.T, id string) {
 	ctx := context.Background()
 	_, err := f.client.Enqueue(ctx, tasks.Task{ID: id, Agent: "llm", Action: "summarize", Params: json.RawMessage(`{"doc":"a.pdf"}`)})
 	require.NoError(t, err)
-	require.NoError(t, f.store.Apply(ctx, id, tasks.SetRetrying(tasks.Outcome{Attempt: 1, Agent: "llm", ErrorClass: "timeout",
-		Error: "context deadline exceeded after 30s", Duration: 30 * time.Second}, 2*time.Second, time.Now().Add(2*time.Second))))
+	_, err = f.store.Record().Apply(ctx, record.Delivery{ID: id, Attempt: 1}, record.Retrying(record.Attempt{Attempt: 1, Agent: "llm", ErrorClass: "timeout",
+		Error: "context deadline exceeded after 30s", Duration: 30 * time.Second}, 2*time.Second, time.Now().Add(2*time.Second)))
+	require.NoError(t, err)
 }

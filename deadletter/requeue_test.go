@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -19,12 +20,13 @@ import (
 func deadTask(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store, id string) *deadletter.Entry {
 	t.Helper()
 	ctx := context.Background()
-	st := tasks.NewStore(rdb)
+	st := record.NewStore(rdb)
 	env := &tasks.Envelope{ID: id, Agent: "llm", Action: "chat", Queue: tasks.DefaultQueue, CorrelationID: "c-" + id, EnqueuedAt: base}
-	_, err := st.Create(ctx, env, tasks.StatePending, tasks.Event{Event: tasks.EventQueued})
+	_, err := st.Create(ctx, record.New{ID: id, Seed: env.Seed(), State: tasks.StatePending})
 	require.NoError(t, err)
-	ev := tasks.Event{Event: tasks.EventDeadLettered, Attempt: 1, Agent: "llm", ErrorClass: "invalid_request", Error: "bad"}
-	require.NoError(t, st.Transition(ctx, id, tasks.Patch{State: tasks.StateDeadLettered, ErrorClass: "invalid_request", Error: "bad"}, ev))
+	_, err = st.Apply(ctx, record.Delivery{ID: id, Attempt: 1}, record.DeadLettered(record.Attempt{Attempt: 1, Agent: "llm",
+		ErrorClass: "invalid_request", Error: "bad"}, deadletter.ReasonNotRetryable))
+	require.NoError(t, err)
 	hist, err := st.History(ctx, id)
 	require.NoError(t, err)
 	e := &deadletter.Entry{ID: id, Agent: "llm", Action: "chat", CorrelationID: "c-" + id, ErrorClass: "invalid_request",

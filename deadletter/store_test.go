@@ -231,7 +231,7 @@ func testRoundTrip(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store)
 		DeadLetteredAt: at,
 		History: []tasks.Event{
 			{At: base, Event: tasks.EventQueued},
-			{At: base.Add(time.Second), Event: tasks.EventStarted, Attempt: 1, Agent: "llm", Worker: "w1"},
+			{At: base.Add(time.Second), Event: tasks.EventDeferred, Attempt: 1, Agent: "llm", Worker: "w1"},
 			{At: base.Add(2 * time.Second), Event: tasks.EventFailed, Attempt: 1, Restart: 2,
 				ErrorClass: "quota_exhausted", Error: "429", DelayMS: 500, DurationMS: 42},
 			{At: at, Event: tasks.EventDeadLettered, Attempt: 3, Restart: 2},

@@ -464,7 +464,7 @@ agents:
 			require.NoError(t, err, e.task)
 			require.Equal(t, asynq.TaskStatePending, info.State, e.task)
 			require.Equal(t, 0, info.Retried, "%s: putting back uses no attempt", e.task)
-			require.Equal(t, tasks.EventCanceled, v.History[len(v.History)-1].Event, e.task)
+			require.Equal(t, tasks.EventInterrupted, v.History[len(v.History)-1].Event, e.task)
 			require.Greater(t, sleepMS[e.task], int(shutdownTimeout/time.Millisecond), "%s: a short task was cut off", e.task)
 		}
 	}

@@ -76,7 +76,7 @@ agents:
 	v, err = st.Get(t.Context(), "hang-1")
 	require.NoError(t, err)
 	require.Equal(t, tasks.StatePending, v.State)
-	require.Equal(t, tasks.EventCanceled, v.History[len(v.History)-1].Event)
+	require.Equal(t, tasks.EventInterrupted, v.History[len(v.History)-1].Event)
 
 	for _, pid := range pids {
 		requireGone(t, pid, 10*time.Second)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
@@ -107,8 +108,8 @@ func TestScheduleEnqueuesNextRun(t *testing.T) {
 	cfg := Config{MaxRestarts: 3, Delays: []time.Duration{time.Minute, 2 * time.Minute}, MaxPending: 10}
 
 	env := envelope("t-1", 1)
-	store := tasks.NewStore(rdb)
-	_, err := store.Create(ctx, env, tasks.StateActive, tasks.Event{Event: tasks.EventQueued})
+	store := record.NewStore(rdb)
+	_, err := store.Create(ctx, record.New{ID: env.ID, Seed: env.Seed(), State: tasks.StateActive})
 	require.NoError(t, err)
 
 	next, delay, err := s.Schedule(ctx, env, cfg)
@@ -130,8 +131,10 @@ func TestScheduleEnqueuesNextRun(t *testing.T) {
 	require.Equal(t, 2, got.Run)
 
 	// The pipeline records the restart in the task record; List reads it.
-	require.NoError(t, store.Transition(ctx, "t-1", tasks.Patch{State: tasks.StateRestarting, Run: &next.Run,
-		Restarts: &next.Restarts, ErrorClass: "timeout", Error: "agent timed out"}, tasks.Event{Event: tasks.EventRestarting}))
+	_, err = store.Apply(ctx, record.Delivery{ID: "t-1", Run: env.Run, Restarts: env.Restarts, Attempt: 1},
+		record.Restarting(record.Attempt{Attempt: 1, ErrorClass: "timeout", Error: "agent timed out"},
+			record.NextRun{Run: next.Run, Restarts: next.Restarts}, delay))
+	require.NoError(t, err)
 	list, err := s.List(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, []Pending{{ID: "t-1", Agent: "llm", Action: "chat", DueAt: t0.Add(2 * time.Minute),
@@ -294,12 +297,14 @@ func TestRepairFreesOrphans(t *testing.T) {
 
 	// Two restarts fill the restart queue (max_pending 2).
 	for _, id := range []string{"deleted", "waiting"} {
-		_, err := tasks.NewStore(rdb).Create(ctx, envelope(id, 0), tasks.StatePending, tasks.Event{Event: tasks.EventQueued})
+		env := envelope(id, 0)
+		_, err := record.NewStore(rdb).Create(ctx, record.New{ID: id, Seed: env.Seed(), State: tasks.StatePending})
 		require.NoError(t, err)
-		next, _, err := s.Schedule(ctx, envelope(id, 0), cfg)
+		next, _, err := s.Schedule(ctx, env, cfg)
 		require.NoError(t, err)
-		require.NoError(t, tasks.NewStore(rdb).Transition(ctx, id, tasks.Patch{State: tasks.StateRestarting, Run: &next.Run, Restarts: &next.Restarts},
-			tasks.Event{Event: tasks.EventRestarting}))
+		_, err = record.NewStore(rdb).Apply(ctx, record.Delivery{ID: id, Run: env.Run, Restarts: env.Restarts},
+			record.RestartRecovered(record.Attempt{}, record.NextRun{Run: next.Run, Restarts: next.Restarts}))
+		require.NoError(t, err)
 	}
 	_, _, err := s.Schedule(ctx, envelope("third", 0), cfg)
 	require.ErrorIs(t, err, ErrQueueFull)

@@ -18,8 +18,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // asynqMaxRetry is the asynq retry budget of every task. agentq decides
@@ -188,11 +190,9 @@ func WithShortReplication(f func(error)) ClientOption {
 func (c *Client) replicate(rep redisx.Replication) {
 	c.rep = rep
 	c.runner = redisx.NewBatcher(c.store.rdb, redisx.BatchOptions{Replication: rep, Linger: -1})
-	if c.store.direct {
-		c.store.runner = redisx.Direct(c.store.rdb)
-		if rep.On() {
-			c.store.runner = redisx.Replicated(c.store.rdb, rep)
-		}
+	c.store.runner = nil
+	if rep.On() {
+		c.store.runner = redisx.Replicated(c.store.rdb, rep)
 	}
 }
 
@@ -208,6 +208,7 @@ func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	for _, o := range opts {
 		o.applyClient(c)
 	}
+	c.store.build()
 	return c
 }
 
@@ -246,7 +247,7 @@ func (c *Client) checkTask(env *Envelope, caller bool) error {
 	return nil
 }
 
-// Store returns the task store the client writes records to.
+// Store returns the store of the client's task records.
 func (c *Client) Store() *Store { return c.store }
 
 // Close releases the client.
@@ -297,7 +298,7 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (re
 		}
 	}
 	delay := o.delay(time.Now())
-	state, event := firstState(delay)
+	state := firstState(delay)
 	err = c.EnqueueRun(ctx, env, delay)
 	if errors.Is(err, ErrDuplicate) {
 		_, st, _ := c.existing(ctx, env.ID)
@@ -306,7 +307,7 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (re
 	if err != nil {
 		return Result{}, err
 	}
-	if _, err := c.store.Create(ctx, env, state, Event{Event: event, DelayMS: delay.Milliseconds()}); err != nil {
+	if _, err := c.store.rec.Create(ctx, newRecord(env, state, delay)); err != nil {
 		// The task is queued; only its record is missing (the worker writes one).
 		return Result{ID: env.ID, State: state}, nil
 	}
@@ -336,13 +337,24 @@ func (c *Client) envelope(t Task, now time.Time) (*Envelope, error) {
 	return env, nil
 }
 
-// firstState is the state and history event of a task whose first run is
-// queued after delay: pending (queued), or scheduled when delayed.
-func firstState(delay time.Duration) (State, string) {
+// firstState is the state of a task whose first run is queued after
+// delay: pending, or scheduled when delayed.
+func firstState(delay time.Duration) State {
 	if delay > 0 {
-		return StateScheduled, EventScheduled
+		return StateScheduled
 	}
-	return StatePending, EventQueued
+	return StatePending
+}
+
+// newRecord is the record of env, enqueued in state after delay.
+func newRecord(env *Envelope, state State, delay time.Duration) record.New {
+	return record.New{ID: env.ID, Seed: env.Seed(), State: state, Delay: delay}
+}
+
+// Seed is the part of env's record that enqueueing it writes.
+func (env *Envelope) Seed() record.Seed {
+	return record.Seed{Agent: env.Agent, Action: env.Action, Queue: env.Queue, CorrelationID: env.CorrelationID,
+		EnqueuedAt: env.EnqueuedAt}
 }
 
 // existing reports whether task id exists and its state: the state of its
@@ -406,7 +418,7 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 	if err := c.register(ctx, env.Queue); err != nil {
 		return fmt.Errorf("tasks: enqueue %s: register queue: %w", env.ID, err)
 	}
-	call := runCall(t, now, delay, true)
+	call := wakeup.RunCall(t, now, delay, true)
 	res, err := c.runner.Run(ctx, call.Script, call.Keys, call.Args...)
 	added, err := asynqcompat.Added(redisx.Result{Val: res, Err: err})
 	switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // batchChunk is how many commands EnqueueMany puts on one pipeline.
@@ -201,7 +202,7 @@ func (c *Client) markExisting(ctx context.Context, items []batchItem, results []
 // delay, scheduled. A failure here is ignored, as in Enqueue: the task is
 // queued and the worker writes its record.
 func (c *Client) recordQueued(ctx context.Context, items []batchItem, todo []int, results []Result, delay time.Duration) {
-	state, event := firstState(delay)
+	state := firstState(delay)
 	var created []int
 	for _, i := range todo {
 		if items[i].queued {
@@ -209,7 +210,7 @@ func (c *Client) recordQueued(ctx context.Context, items []batchItem, todo []int
 			results[i].State = state
 		}
 	}
-	c.createMany(ctx, items, created, state, Event{Event: event, DelayMS: delay.Milliseconds()})
+	c.createMany(ctx, items, created, state, delay)
 }
 
 // markDuplicateRuns is step 4 of EnqueueMany: the tasks at todo whose run
@@ -302,22 +303,14 @@ func (c *Client) states(ctx context.Context, items []batchItem, idx []int) ([]*S
 	return out, nil
 }
 
-// createMany is Store.Create for the tasks at idx, pipelined (createScript
-// documents its KEYS and ARGV; the arguments here must stay those of
-// Store.Create). Errors are dropped: see EnqueueMany.
-func (c *Client) createMany(ctx context.Context, items []batchItem, idx []int, state State, ev Event) {
-	s := c.store
-	ev.At = s.stamp(ev.At)
-	b := ev.marshal()
+// createMany is Store.Create for the tasks at idx, pipelined. Errors are
+// dropped: see EnqueueMany.
+func (c *Client) createMany(ctx context.Context, items []batchItem, idx []int, state State, delay time.Duration) {
 	calls := make([]redisx.Call, len(idx))
 	for k, i := range idx {
-		env := items[i].env
-		calls[k] = redisx.Call{Script: createScript, Keys: []string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID)}, Args: []any{
-			env.ID, env.Agent, env.Action, env.Queue, env.EnqueuedAt.UTC().Format(time.RFC3339Nano),
-			string(state), string(b), s.createTTL(ev), env.CorrelationID,
-		}}
+		calls[k] = c.store.rec.CreateCall(newRecord(items[i].env, state, delay))
 	}
-	runPipelined(ctx, s.rdb, calls, c.rep)
+	runPipelined(ctx, c.store.rdb, calls, c.rep)
 }
 
 // runPipelined runs calls on pipelines of batchChunk calls each
@@ -364,7 +357,7 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 			items[i].err = err
 			continue
 		}
-		calls = append(calls, runCall(t, now, delay, !announced[t.Queue]))
+		calls = append(calls, wakeup.RunCall(t, now, delay, !announced[t.Queue]))
 		announced[t.Queue] = true
 		keep = append(keep, i)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentq/agentq/internal/record"
 )
 
 // TypeName is the asynq task type of every agentq task.
@@ -258,8 +260,8 @@ func appendField(b []byte, key, s string) []byte {
 
 // plain reports whether marshal may write e itself.
 func (e *Envelope) plain() bool {
-	return plainTime(e.EnqueuedAt) && plainText(e.ID) && plainText(e.Agent) && plainText(e.Action) &&
-		plainText(e.CorrelationID) && plainText(e.Queue) && plainText(e.Traceparent) && plainText(e.Tracestate) &&
+	return record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
+		record.PlainText(e.CorrelationID) && record.PlainText(e.Queue) && record.PlainText(e.Traceparent) && record.PlainText(e.Tracestate) &&
 		plainJSON(e.Params)
 }
 

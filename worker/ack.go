@@ -8,14 +8,14 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/wakeup"
-	"github.com/agentq/agentq/tasks"
 )
 
 // A quick success's record write rides asynq's acknowledgement of the
 // delivery. The handler leaves the write in the worker's wakeup.Acks and
 // returns to asynq at once; asynq's done of the delivery then runs the
-// record write and asynq's own script as one (tasks.BeginTransitionAcked),
+// record write and asynq's own script as one (record.Store.ApplyAcked),
 // so a task costs Redis one script call fewer and its record and its ack
 // land together. What keeps it safe:
 //
@@ -77,73 +77,73 @@ func forgetAck(ctx context.Context) {
 	}
 }
 
-// ackSuccess leaves the success c of a delivery whose start is not in the
-// record yet to ride asynq's acknowledgement, and reports whether it did.
-func (p *pipeline) ackSuccess(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult, c tasks.Change) bool {
+// ackCompleter is the completer of a worker whose successes may ride
+// asynq's ack: a success whose delivery's context is live, while the
+// worker is not stopping, is left in the worker's Acks (successAck) and
+// written with asynq's done of the delivery; every other write is inline.
+type ackCompleter struct {
+	inlineCompleter
+	p *pipeline
+}
+
+func (c *ackCompleter) succeed(ctx context.Context, d record.Delivery, ch record.Change) (record.Outcome, error) {
 	acks := acksOf(ctx)
-	if acks == nil || ctx.Err() != nil || p.stopping.Load() || !a.start.unwritten() {
-		return false
-	}
 	id, ok := asynq.GetTaskID(ctx)
-	if !ok {
-		return false
+	if acks == nil || !ok || ctx.Err() != nil || c.p.stopping.Load() {
+		return c.apply(ctx, d, ch)
 	}
-	acks.Put(id, &successAck{p: p, log: log, env: env, c: c})
-	return true
+	acks.Put(id, &successAck{rec: c.rec, p: c.p, d: d, c: ch})
+	return record.Applied, nil
 }
 
 // successAck is a success's record write waiting for asynq's ack.
 type successAck struct {
+	rec *record.Store
 	p   *pipeline
-	log *taskLog
-	env *tasks.Envelope
-	c   tasks.Change
+	d   record.Delivery
+	c   record.Change
 }
 
-// WithDone implements wakeup.Ack.
+// WithDone implements wakeup.Ack: the success and asynq's done in one
+// script (record.Store.ApplyAcked), waiting out a Redis outage.
 func (s *successAck) WithDone(ctx context.Context, keys []string, args []any) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
-	done := tasks.AsynqDone{Keys: keys, Args: args}
-	err := untilRedis(ctx, func() error {
-		_, err := s.p.store.BeginTransitionAcked(ctx, s.env, s.c.Patch, s.c.Event, done)
+	done := record.AsynqDone{Keys: keys, Args: args}
+	var out record.Outcome
+	err := untilRedis(ctx, func() (err error) {
+		out, err = s.rec.ApplyAcked(ctx, s.d, s.c, done)
 		return err
 	})
-	if acked := s.p.recorded(ctx, s.log, s.env, err); !acked {
+	if err != nil {
+		if !errors.Is(err, record.ErrNotActive) {
+			s.p.log.Error("could not record success", "task_id", s.d.ID, "err", err)
+		}
 		cmd.SetErr(err)
 		return cmd
 	}
+	s.p.succeeded(s.d, out)
 	cmd.SetVal("OK")
 	return cmd
 }
 
-// Alone implements wakeup.Ack.
+// Alone implements wakeup.Ack: the success written without asynq's done
+// (asynq answered the delivery otherwise, or the worker stopped).
 func (s *successAck) Alone(ctx context.Context) {
-	err := untilRedis(ctx, func() error {
-		_, err := s.p.store.BeginTransition(ctx, s.env, s.c.Patch, s.c.Event)
-		return err
-	})
-	s.p.recorded(ctx, s.log, s.env, err)
+	out, err := inlineCompleter{rec: s.rec}.apply(ctx, s.d, s.c)
+	if err != nil {
+		s.p.log.Error("could not record success", "task_id", s.d.ID, "err", err)
+		return
+	}
+	s.p.succeeded(s.d, out)
 }
 
-// recorded reports what became of a success's record write, err, as
-// succeed does, and whether the delivery's ack is to go ahead (false: err
-// is an error of Redis or of asynq's done, for asynq to hear).
-func (p *pipeline) recorded(ctx context.Context, log *taskLog, env *tasks.Envelope, err error) bool {
+// succeeded counts a success's write that found out (its log says what
+// became of one that was not applied).
+func (p *pipeline) succeeded(d record.Delivery, out record.Outcome) {
 	switch {
-	case errors.Is(err, tasks.ErrStale):
-		_ = ranStale(log, env)
-	case isCanceled(err):
-		_ = p.canceled(ctx, log, env)
-	case err != nil:
-		var rerr redis.Error
-		if !errors.As(err, &rerr) || rerr.Error() != "NOT FOUND" {
-			log.Error("could not record success", "err", err)
-		}
-		return errors.Is(err, tasks.ErrEnded)
-	default:
-		if env.Restarts > 0 {
-			p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "succeeded").Inc()
-		}
+	case out != record.Applied:
+		p.log.Warn("a success was not recorded: the run was "+out.String(), "task_id", d.ID, "run", d.Run)
+	case d.Restarts > 0:
+		p.metrics.restartResults.WithLabelValues(p.metrics.agent(d.Seed.Agent), "succeeded").Inc()
 	}
-	return true
 }

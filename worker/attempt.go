@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -23,9 +24,9 @@ type attemptResult struct {
 	call   callResult
 }
 
-// outcome is the history outcome of the attempt's last call.
-func (a *attemptResult) outcome(p *pipeline, env *tasks.Envelope) tasks.Outcome {
-	return a.call.outcome(env, a.served, a.n, p.workerID)
+// report is what the attempt's events say of its last call.
+func (a *attemptResult) report(p *pipeline, env *tasks.Envelope) record.Attempt {
+	return a.call.report(env, a.served, a.n, p.workerID)
 }
 
 // attempt makes one attempt of env with the agent g admitted: it records
@@ -33,14 +34,15 @@ func (a *attemptResult) outcome(p *pipeline, env *tasks.Envelope) tasks.Outcome 
 // whose class falls back (by the task's agent sp's table) goes at once to
 // the next fallback agent whose breaker admits it, within this attempt,
 // each call its own history event. It returns nil and ProcessTask's answer
-// when the delivery must not run (stale, already ended, Redis away).
+// when the delivery must not run (stale, already ended, canceled, Redis
+// away).
 func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, g *admitted) (*attemptResult, error) {
 	n := 1
 	if r, ok := asynq.GetRetryCount(ctx); ok {
 		n = r + 1
 	}
-	// The attempt's own context, which a deferred start that finds the
-	// task canceled ends (see deferBegin).
+	// The attempt's own context, which a lazy start that finds the task
+	// canceled ends (see beginLazy).
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	start, answer := p.startAttempt(ctx, log, env, g, n, stop)
@@ -58,16 +60,15 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 		if alt == nil {
 			return a, nil
 		}
-		if err := start.apply(context.WithoutCancel(ctx), tasks.SetCallFailed(a.outcome(p, env))); dropped(err) {
+		if out, err := start.apply(ctx, record.CallFailed(a.report(p, env))); !applied(out, err) {
 			p.releaseAdmitted(ctx, alt)
-			if isCanceled(err) {
+			answer := p.answer(ctx, log, env, out, err)
+			if out == record.Canceled {
 				// The agent ran (its attempt span points to the run's): the
 				// run ended canceled.
-				answer := p.canceled(ctx, log, env)
 				p.endRunSpan(env, a, runCanceled, string(c.verdict.Class))
-				return nil, answer
 			}
-			return nil, ranStale(log, env)
+			return nil, answer
 		}
 		log.Warn("falling back", "event", "fallback", "from", cur.sp.name, "to", alt.sp.name, "class", c.verdict.Class,
 			"attempt", n, "error", c.errText)
@@ -76,32 +77,22 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 }
 
 // startAttempt records the start of attempt n: lazily for a first
-// delivery of a task's first run (deferBegin; stop ends the attempt if
-// the task turns out canceled), fenced before the call for a redelivery
-// or a later run (begin: a restart or requeue, whose task may have been
+// delivery of a task's first run (beginLazy; stop ends the attempt if the
+// task turns out canceled), fenced before the call for a redelivery or a
+// later run (beginNow: a restart or requeue, whose task may have been
 // canceled while it waited). A nil start means the delivery must not run;
-// the answer is then ProcessTask's (nil: drop it).
+// the answer is then ProcessTask's.
 func (p *pipeline) startAttempt(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, n int, stop func()) (*attemptStart, error) {
+	d := delivery(env, n)
 	if n == 1 && env.Run == 0 {
-		return p.deferBegin(ctx, env, stop), nil
+		return p.beginLazy(ctx, d, stop), nil
 	}
-	start, err := p.begin(ctx, env)
-	if err == nil {
+	start, out, err := p.beginNow(ctx, d)
+	if applied(out, err) {
 		return start, nil
 	}
 	p.releaseAdmitted(ctx, g)
-	switch {
-	case errors.Is(err, tasks.ErrStale):
-		log.Info("dropping stale delivery of a superseded run", "run", env.Run)
-		return nil, nil
-	case errors.Is(err, tasks.ErrEnded):
-		log.Warn("acking a redelivery of a run that has already ended; the agent is not called again", "run", env.Run)
-		return nil, nil
-	case isCanceled(err):
-		return nil, p.canceled(ctx, log, env)
-	}
-	p.awaitRedis(ctx, env.ID) // so that asynq takes the task back (see untilRedis)
-	return nil, handBack(err)
+	return nil, p.answer(ctx, log, env, out, err)
 }
 
 // callResult is the outcome of one call of an agent.
@@ -112,10 +103,10 @@ type callResult struct {
 	elapsed time.Duration
 }
 
-// outcome is the history outcome of the call, attempt n of env's run,
-// served by agent served.
-func (c callResult) outcome(env *tasks.Envelope, served *spec, n int, worker string) tasks.Outcome {
-	return tasks.Outcome{Attempt: n, Restart: env.Restarts, Agent: served.name, Worker: worker,
+// report is what the events of the call, attempt n of env's run, served
+// by agent served, say of it.
+func (c callResult) report(env *tasks.Envelope, served *spec, n int, worker string) record.Attempt {
+	return record.Attempt{Attempt: n, Restart: env.Restarts, Agent: served.name, Worker: worker,
 		ErrorClass: string(c.verdict.Class), Error: c.errText, Duration: c.elapsed}
 }
 
@@ -133,6 +124,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	runCtx, cancel := agent.WithTimeout(stamp.trace(obsCtx), timeout)
 	started := time.Now()
 	traceparent, tracestate := agentTrace(ctx, env)
+	failpoint("call_started") // test hook: die as the call starts, before a first delivery's lazy start
 	data, runErr := sp.runner.Run(runCtx, agent.Request{
 		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
 		CorrelationID: env.CorrelationID, Attempt: attempt, Restart: env.Restarts,

@@ -12,19 +12,12 @@ import (
 
 // A task canceled on request (tasks.Client.Cancel) has its record marked
 // canceled before anything else, and every write of the pipeline to the
-// record is then refused with tasks.ErrCanceled. The pipeline tells such a
+// record is then refused (record.Canceled). The pipeline tells such a
 // cancel from its own shutdown (both end the delivery's context) by that
 // refusal: a shutdown's put-back is recorded and the task goes back to its
 // queue; a canceled task's writes are refused and the delivery is acked —
 // not retried, restarted or dead-lettered (and its breaker never counts
 // it: a call cut by a context's end is class canceled, OutcomeIgnore).
-
-// isCanceled reports whether err says the task has been canceled.
-func isCanceled(err error) bool { return errors.Is(err, tasks.ErrCanceled) }
-
-// dropped reports whether err says the delivery must not go on: its run
-// was superseded, or its task canceled.
-func dropped(err error) bool { return errors.Is(err, tasks.ErrStale) || isCanceled(err) }
 
 // canceled is ProcessTask's answer for a delivery of a canceled task: it
 // is acked, and its outcome (if its agent ran) is not recorded. When asynq

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -176,10 +177,10 @@ agents:
 		return nil, ctx.Err()
 	})))
 	ctx := context.Background()
-	st := tasks.NewStore(rdb)
+	st := record.NewStore(rdb)
 	c := tasks.NewClient(rdb)
 	env := &tasks.Envelope{ID: "missed", Agent: "slow", Queue: tasks.DefaultQueue, EnqueuedAt: time.Now().UTC()}
-	_, err := st.Create(ctx, env, tasks.StateCanceled, tasks.Event{Event: tasks.EventTaskCanceled})
+	_, err := st.Create(ctx, record.New{ID: env.ID, Seed: env.Seed(), State: tasks.StateCanceled})
 	require.NoError(t, err)
 	require.NoError(t, c.EnqueueRun(ctx, env, 0))
 	select {
@@ -190,7 +191,7 @@ agents:
 	asynqGone(t, rdb, "missed", 10*time.Second)
 
 	later := &tasks.Envelope{ID: "later", Agent: "slow", Queue: tasks.DefaultQueue, EnqueuedAt: time.Now().UTC()}
-	_, err = st.Create(ctx, later, tasks.StateCanceled, tasks.Event{Event: tasks.EventTaskCanceled})
+	_, err = st.Create(ctx, record.New{ID: later.ID, Seed: later.Seed(), State: tasks.StateCanceled})
 	require.NoError(t, err)
 	later.Run, later.Restarts = 1, 1
 	require.NoError(t, c.EnqueueRun(ctx, later, 0))

@@ -162,7 +162,7 @@ func matches(m *dto.Metric, labels map[string]string) bool {
 func eventsOf(v *tasks.View) []string {
 	var out []string
 	for _, ev := range v.History {
-		if ev.Event == tasks.EventQueued || ev.Event == tasks.EventStarted {
+		if ev.Event == tasks.EventQueued {
 			continue
 		}
 		out = append(out, ev.Event+"@"+ev.Agent)

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -139,9 +140,8 @@ func (p *pipeline) deferTask(ctx context.Context, log *taskLog, env *tasks.Envel
 	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
 	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
 	p.metrics.rejections.WithLabelValues(sp.breakerKey).Inc()
-	if err := p.store.Apply(context.WithoutCancel(ctx), env.ID, tasks.SetDeferred(p.outcome(env, 0, "", ""),
-		fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait)); isCanceled(err) {
-		return p.canceled(ctx, log, env)
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait)); err == nil && out != record.Applied {
+		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: breaker open", "event", "defer", "breaker_key", sp.breakerKey, "state", adm.State, "delay_ms", wait.Milliseconds())
 	return snooze(wait, deferCause)

@@ -51,7 +51,7 @@ agents:
 	require.Equal(t, string(resilience.Timeout), v.ErrorClass)
 	require.Equal(t, 2, v.Attempts, "each cut call is an attempt")
 	for _, ev := range v.History {
-		require.NotEqual(t, tasks.EventCanceled, ev.Event, "a deadline is not a shutdown")
+		require.NotEqual(t, tasks.EventInterrupted, ev.Event, "a deadline is not a shutdown")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
@@ -214,8 +215,8 @@ func (p *pipeline) deferLimit(ctx context.Context, log *taskLog, env *tasks.Enve
 	why := sp.limits.describe(a)
 	p.metrics.limitDeferrals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
 	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
-	if err := p.store.Apply(context.WithoutCancel(ctx), env.ID, tasks.SetDeferred(p.outcome(env, 0, "", ""), why, wait)); isCanceled(err) {
-		return p.canceled(ctx, log, env)
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), why, wait)); err == nil && out != record.Applied {
+		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: over a limit", "event", "defer", "limit_key", sp.limits.key, "limit", a.Limit, "delay_ms", wait.Milliseconds())
 	return snoozeEarly(wait, limitDeferCause)

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
@@ -34,7 +35,7 @@ const (
 type pipeline struct {
 	log      *slog.Logger
 	specs    map[string]*spec
-	store    *tasks.Store
+	rec      completer // the one way to the task record (complete.go)
 	dlq      *deadletter.Store
 	restarts *restart.Scheduler
 	breakers *resilience.Breakers
@@ -74,7 +75,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	sp, ok := p.specs[env.Agent]
 	if !ok {
 		p.endRunSpan(env, nil, runDeadLettered, string(resilience.NotSupported))
-		return p.deadLetter(ctx, &taskLog{base: p.log, env: env}, env, p.outcome(env, 0, resilience.NotSupported,
+		return p.deadLetter(ctx, &taskLog{base: p.log, env: env}, env, p.report(env, 0, resilience.NotSupported,
 			fmt.Sprintf("unknown agent %q: no runner is configured or registered for it", env.Agent)), ReasonUnknownAgent)
 	}
 	log := &taskLog{base: p.log, env: env}
@@ -110,10 +111,10 @@ func (p *pipeline) freeRestartSlot(ctx context.Context, env *tasks.Envelope) {
 	}
 }
 
-// outcome is the history outcome of attempt (0: none) of env's current
-// run, served by env's own agent.
-func (p *pipeline) outcome(env *tasks.Envelope, attempt int, class resilience.Class, errText string) tasks.Outcome {
-	return tasks.Outcome{Attempt: attempt, Restart: env.Restarts, Agent: env.Agent, Worker: p.workerID,
+// report is what the events of attempt (0: none) of env's current run,
+// served by env's own agent, say of it.
+func (p *pipeline) report(env *tasks.Envelope, attempt int, class resilience.Class, errText string) record.Attempt {
+	return record.Attempt{Attempt: attempt, Restart: env.Restarts, Agent: env.Agent, Worker: p.workerID,
 		ErrorClass: string(class), Error: errText}
 }
 
@@ -193,13 +194,8 @@ func isFailure(err error) bool {
 	return err != nil
 }
 
-// ranStale is ProcessTask's answer for a delivery found superseded only
-// after its agent ran (a first delivery, see attemptStart): its outcome is
-// not recorded and asynq drops it.
-func ranStale(log *taskLog, env *tasks.Envelope) error {
-	log.Warn("dropping a superseded run that ran; its outcome is not recorded", "run", env.Run)
-	return nil
-}
+// now is the pipeline's clock (a dead letter's time).
+func (p *pipeline) now() time.Time { return time.Now() }
 
 // taskLog is a task's logger: p.log with the task's agent and ID, built
 // on first use (most tasks log nothing, and slog's With allocates).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
@@ -66,9 +67,9 @@ func (p *pipeline) superseded(ctx context.Context, env *tasks.Envelope) bool {
 	// Record the restart the dead worker did not, unless the next run has
 	// moved the record on already.
 	if n, err := tasks.Decode(info.Payload); err == nil {
-		_, err = p.store.ApplyIfRun(context.WithoutCancel(ctx), env.ID, env.Run,
-			tasks.SetRestartRecovered(p.outcome(env, 0, "", ""), n))
-		if isCanceled(err) {
+		out, err := p.rec.apply(ctx, delivery(env, 0),
+			record.RestartRecovered(p.report(env, 0, "", ""), record.NextRun{Run: n.Run, Restarts: n.Restarts}))
+		if err == nil && out == record.Canceled {
 			p.dropRun(ctx, n) // the task was canceled before the restart was recorded
 		}
 	}
@@ -83,10 +84,10 @@ func (p *pipeline) superseded(ctx context.Context, env *tasks.Envelope) bool {
 // a dead letter whose record was not yet marked is marked now. It also
 // returns the record's state (zero when unreadable: run the delivery
 // rather than lose it).
-func (p *pipeline) ended(ctx context.Context, log *taskLog, env *tasks.Envelope) (tasks.RunState, bool) {
-	rs, err := p.store.RunState(ctx, env.ID)
+func (p *pipeline) ended(ctx context.Context, log *taskLog, env *tasks.Envelope) (record.RunState, bool) {
+	rs, err := p.rec.runState(ctx, env.ID)
 	if err != nil {
-		return tasks.RunState{}, false
+		return record.RunState{}, false
 	}
 	if rs.Ended(env.Run) {
 		log.Warn("acking a redelivery of a run that has already ended; the agent is not called again",
@@ -100,13 +101,7 @@ func (p *pipeline) ended(ctx context.Context, log *taskLog, env *tasks.Envelope)
 	if err != nil || e.Run != env.Run || e.Agent != env.Agent {
 		return rs, false
 	}
-	c := tasks.SetDeadLettered(p.outcome(env, 0, resilience.Class(e.ErrorClass), e.Error))
-	bg := context.WithoutCancel(ctx)
-	if rs.Exists {
-		_, _ = p.store.ApplyIfRun(bg, env.ID, env.Run, c)
-	} else {
-		_ = p.store.Apply(bg, env.ID, c)
-	}
+	_, _ = p.rec.apply(ctx, delivery(env, 0), record.DeadLettered(p.report(env, 0, resilience.Class(e.ErrorClass), e.Error), e.Reason))
 	log.Warn("acking a redelivery of a run that was dead-lettered; the agent is not called again", "run", env.Run)
 	return rs, true
 }

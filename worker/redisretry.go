@@ -53,7 +53,6 @@ func untilRedis(ctx context.Context, op func() error) error {
 // id's record, so that what the handler returns next reaches asynq.
 func (p *pipeline) awaitRedis(ctx context.Context, id string) {
 	_ = untilRedis(ctx, func() error {
-		_, err := p.store.Exists(context.WithoutCancel(ctx), id)
-		return err
+		return p.rec.ping(context.WithoutCancel(ctx), id)
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/tasks"
 )
@@ -109,7 +110,7 @@ func TestStaleFirstDelivery(t *testing.T) {
 			c := tasks.NewClient(rdb)
 			st := c.Store()
 			// The record is at run 1; run 0 is delivered again.
-			_, err := st.Begin(ctx, &tasks.Envelope{ID: "t", Agent: "tool", Run: 1})
+			_, err := st.Record().Apply(ctx, record.Delivery{ID: "t", Run: 1, Attempt: 1, Seed: record.Seed{Agent: "tool"}}, record.Started())
 			require.NoError(t, err)
 			before, err := st.Get(ctx, "t")
 			require.NoError(t, err)

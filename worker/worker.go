@@ -26,6 +26,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/httpx"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/wakeup"
@@ -156,8 +157,9 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	rep := redisx.Replication{Replicas: cfg.Redis.WaitReplicas, Timeout: cfg.Redis.WaitTimeout,
 		OnShort: shortReplication(m, o.logger)}
 	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{Replication: rep})
-	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithScriptRunner(batch),
+	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention),
 		tasks.WithWaitReplicas(rep.Replicas, rep.Timeout), tasks.WithShortReplication(rep.OnShort))
+	rec := record.NewStore(rdb, record.WithRetention(cfg.History.Retention), record.WithRunner(batch))
 	br := resilience.NewBreakers(rdb, resilience.WithLogger(o.logger), resilience.WithScriptRunner(batch))
 	w := &Worker{
 		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener,
@@ -165,7 +167,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		dues: wakeup.NewDues(cfg.Worker.PollInterval, nil),
 	}
 	w.pipe = &pipeline{
-		log: o.logger, specs: specs, store: client.Store(),
+		log: o.logger, specs: specs,
 		dlq:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
 		limiter:  resilience.NewLimiter(rdb, resilience.WithLimiterRunner(batch)),
@@ -174,6 +176,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
 	}
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
+	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
 	if !o.noGate {
 		for _, name := range w.Agents() {
 			if sp := specs[name]; sp.probe != nil {

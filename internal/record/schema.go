@@ -216,17 +216,18 @@ func appendInt(b []byte, key string, n int64) []byte {
 
 // plain reports whether Marshal may write ev itself.
 func (ev Event) plain() bool {
-	return plainTime(ev.At) && (ev.Since.IsZero() || plainTime(ev.Since)) &&
-		plainText(ev.Event) && plainText(ev.Agent) && plainText(ev.ErrorClass) && plainText(ev.Error) &&
-		plainText(ev.Worker) && plainText(ev.Reason)
+	return PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
+		PlainText(ev.Event) && PlainText(ev.Agent) && PlainText(ev.ErrorClass) && PlainText(ev.Error) &&
+		PlainText(ev.Worker) && PlainText(ev.Reason)
 }
 
-func plainTime(t time.Time) bool {
+// PlainTime reports whether t is written by Marshal itself (UTC, years 0–9999).
+func PlainTime(t time.Time) bool {
 	return t.Location() == time.UTC && t.Year() >= 0 && t.Year() <= 9999
 }
 
-// plainText: JSON writes s as it is (no escape, no HTML escape).
-func plainText(s string) bool {
+// PlainText reports whether JSON writes s as it is (no escape, no HTML escape).
+func PlainText(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			return false
