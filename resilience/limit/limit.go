@@ -1,4 +1,4 @@
-package resilience
+package limit
 
 import (
 	"context"
@@ -13,14 +13,6 @@ import (
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
-
-// Provider limits shared by the fleet: per limits key, a request limit
-// (calls started within any window of Per), a token limit (tokens the
-// calls of any window of Per used, debited after each call), a concurrency
-// limit (calls in flight, as leases that expire) and a fleet-wide pause
-// learnt from a provider's rate-limit headers. Every admission is one Lua
-// script on the key's hash tag ({limit:KEY}) using the Redis server's
-// TIME, so it holds across workers, processes and machines.
 
 // LimitConfig is the configuration of one limits key. Zero fields are "no
 // limit"; workers sharing a key should pass the same values (the config
@@ -150,8 +142,8 @@ var ErrLimiterUnavailable = errors.New("limiter unavailable")
 // Limiter is the client of every limits key. Safe for concurrent use.
 type Limiter struct {
 	rdb   redis.UniversalClient
-	clock Clock
-	run   ScriptRunner
+	clock func() time.Time // nil: the Redis server's TIME
+	run   redisx.Runner
 }
 
 // LimiterOption configures NewLimiter.
@@ -159,10 +151,10 @@ type LimiterOption func(*Limiter)
 
 // WithLimiterClock injects the decision clock (tests): its milliseconds
 // are passed to the scripts instead of the Redis server TIME.
-func WithLimiterClock(c Clock) LimiterOption { return func(l *Limiter) { l.clock = c } }
+func WithLimiterClock(c func() time.Time) LimiterOption { return func(l *Limiter) { l.clock = c } }
 
 // WithLimiterRunner sends the scripts through r (e.g. a batcher).
-func WithLimiterRunner(r ScriptRunner) LimiterOption { return func(l *Limiter) { l.run = r } }
+func WithLimiterRunner(r redisx.Runner) LimiterOption { return func(l *Limiter) { l.run = r } }
 
 // NewLimiter returns a Limiter on rdb. It writes nothing.
 func NewLimiter(rdb redis.UniversalClient, opts ...LimiterOption) *Limiter {

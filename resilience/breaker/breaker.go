@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -15,11 +15,10 @@ import (
 )
 
 // The shared circuit breaker: its types, options and client. Its design
-// is in doc.go; its Lua scripts and their typed wrappers in
-// breaker_scripts.go; admissions and outcomes in breaker_admit.go; the
-// background flush of batched successes in breaker_loop.go; the local
-// CLOSED view in breaker_view.go; health-probe admissions in
-// breaker_probe.go.
+// is in doc.go; its Lua scripts and their typed wrappers in scripts.go;
+// admissions and outcomes in admit.go; the background flush of batched
+// successes in loop.go; the local CLOSED view in view.go; health-probe
+// admissions in probe_admit.go.
 
 // Breaker state stored in Redis. The names are stable (JSON, CLI output).
 type BreakerState string
@@ -243,21 +242,18 @@ func (e *StaleError) Error() string {
 // Is makes errors.Is(err, ErrStaleAdmission) true.
 func (e *StaleError) Is(target error) bool { return target == ErrStaleAdmission }
 
-// Clock returns the current time. A nil Clock means the Redis server's TIME.
-type Clock func() time.Time
-
 // BreakerOption configures NewBreakers.
 type BreakerOption func(*Breakers)
 
 // WithClock injects the decision clock (tests): its milliseconds are passed
 // to the scripts instead of the Redis server TIME. Never use it in
 // production, where worker clocks may be skewed.
-func WithClock(c Clock) BreakerOption { return func(b *Breakers) { b.clock = c } }
+func WithClock(c func() time.Time) BreakerOption { return func(b *Breakers) { b.clock = c } }
 
 // WithLocalClock sets the process-local clock, used only when Redis cannot
 // answer (the fallback decision of Allow). Zero means the decision clock when
 // one was injected, else time.Now.
-func WithLocalClock(c Clock) BreakerOption { return func(b *Breakers) { b.local = c } }
+func WithLocalClock(c func() time.Time) BreakerOption { return func(b *Breakers) { b.local = c } }
 
 // WithLogger sets the logger; nil (the default) means slog.Default().
 func WithLogger(l *slog.Logger) BreakerOption { return func(b *Breakers) { b.log = l } }
@@ -270,15 +266,11 @@ func WithCallTimeout(d time.Duration) BreakerOption { return func(b *Breakers) {
 // counters; zero means 1s.
 func WithFlushInterval(d time.Duration) BreakerOption { return func(b *Breakers) { b.flushEvery = d } }
 
-// ScriptRunner runs a Redis script and returns its reply, like
-// (*redis.Script).Run; see WithScriptRunner.
-type ScriptRunner = redisx.Runner
-
 // WithScriptRunner sends admissions and outcomes through r, e.g. a
 // group-committing batcher that lets concurrent calls share one pipelined
 // round trip. Every call is still one atomic script applied before it
 // returns; nil keeps one round trip per call.
-func WithScriptRunner(r ScriptRunner) BreakerOption { return func(b *Breakers) { b.runner = r } }
+func WithScriptRunner(r redisx.Runner) BreakerOption { return func(b *Breakers) { b.runner = r } }
 
 // FallbackRetry is the RetryAt offset Allow gives, when Redis is unavailable,
 // to a breaker last seen half-open (or open past its cooldown): trials cannot
@@ -289,16 +281,16 @@ const FallbackRetry = time.Second
 // use; create one per process (or per test) with NewBreakers.
 type Breakers struct {
 	rdb        redis.UniversalClient
-	clock      Clock
-	local      Clock
+	clock      func() time.Time // nil: the Redis server's TIME
+	local      func() time.Time
 	log        *slog.Logger
 	timeout    time.Duration
 	flushEvery time.Duration
 
-	runner ScriptRunner // the scripts' runner: WithScriptRunner's, or redisx.Direct
+	runner redisx.Runner // the scripts' runner: WithScriptRunner's, or redisx.Direct
 
 	seen sync.Map // breaker key -> struct{}: already in the rkeys.Breakers() index
-	view view     // local CLOSED view, live while Start's subscription is (breaker_view.go)
+	view view     // local CLOSED view, live while Start's subscription is (view.go)
 
 	mu      sync.Mutex
 	pending map[string]pendingSuccesses // batched happy-path successes, by key

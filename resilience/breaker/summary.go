@@ -1,6 +1,10 @@
-package resilience
+package breaker
 
-import "context"
+import (
+	"context"
+
+	"github.com/agentq/agentq/resilience/limit"
+)
 
 // AgentSummary is one agent's health: the /api/v1/agents view of both the
 // HTTP API and the worker's ops endpoints. Fields may be added, never
@@ -19,7 +23,7 @@ type AgentSummary struct {
 	// Limits is the agent's provider limits: the configuration and the
 	// fleet-wide usage of its limits key (see LimitStatus). Omitted for an
 	// agent without limits.
-	Limits *LimitStatus `json:"limits,omitempty"`
+	Limits *limit.LimitStatus `json:"limits,omitempty"`
 }
 
 // AgentRef names an agent for Summaries.
@@ -32,7 +36,7 @@ type AgentRef struct {
 	// LimitKey is the agent's limits key ("": no limits), Limits its
 	// configured limits (shown instead of those registered in Redis).
 	LimitKey string
-	Limits   LimitConfig
+	Limits   limit.LimitConfig
 }
 
 // Summaries reads the breaker (and, for an agent with a probe, the probe
@@ -54,7 +58,7 @@ func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSum
 			sum.Probe = &st
 		}
 		if a.LimitKey != "" {
-			st, err := NewLimiter(b.rdb).Status(ctx, a.LimitKey)
+			st, err := limit.NewLimiter(b.rdb).Status(ctx, a.LimitKey)
 			if err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package resilience
+package limit
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,18 @@ type limitStep struct {
 	limit   Limit
 	retryIn time.Duration // checked when allowed is false and retryIn >= 0
 }
+
+// fakeClock is an injected decision clock (ms resolution, like the scripts).
+type fakeClock struct{ ms atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ms.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time      { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) Add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 func TestLimiterTable(t *testing.T) {
 	t.Parallel()

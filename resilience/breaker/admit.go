@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // Allow asks whether a call to the backend behind key may proceed. In CLOSED
 // it costs one EVALSHA (the first call per key and process also adds the key
 // to the index in the same round trip) — or nothing, after Start, while the
-// local view holds the breaker CLOSED (see breaker_view.go: the view follows
+// local view holds the breaker CLOSED (see view.go: the view follows
 // the breaker event channel and is re-read from Redis at least every
 // ViewTTL). When Redis is unavailable it returns
 // an error wrapping ErrBreakerUnavailable together with an Admission decided
