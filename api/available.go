@@ -24,7 +24,7 @@ type UnavailableError struct {
 	// name when unset).
 	BreakerKey string
 	// State is the breaker's state (open).
-	State breaker.BreakerState
+	State breaker.State
 	// OpenUntil is when the breaker may move to half-open and admit a trial
 	// (Redis time, UTC).
 	OpenUntil time.Time
@@ -63,7 +63,7 @@ func CheckAvailable(ctx context.Context, breakers *breaker.Breakers, cfg *config
 // (cfg.Agent(agent).BreakerKey) is open and its open_until is after now. A
 // closed or half-open breaker, or an open one whose cooldown has passed (the
 // next call would be a trial), is available: nil. A breaker that cannot be
-// read (Redis down) is that error, wrapping breaker.ErrBreakerUnavailable:
+// read (Redis down) is that error, wrapping breaker.ErrUnavailable:
 // the caller decides (the API answers 503, the CLI exits 1).
 func CheckAvailableAt(ctx context.Context, breakers *breaker.Breakers, cfg *config.Config, agent string, now time.Time) error {
 	key := agent

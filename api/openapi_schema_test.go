@@ -35,7 +35,7 @@ func TestOpenAPISchemasDocumentEveryField(t *testing.T) {
 		"Event":      tasks.Event{},
 		"DeadLetter": deadletter.Entry{},
 		"Agent":      breaker.AgentSummary{},
-		"Limits":     limit.LimitStatus{},
+		"Limits":     limit.Status{},
 		"Probe":      breaker.ProbeStatus{},
 	} {
 		s, ok := doc.Components.Schemas[schema]

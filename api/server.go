@@ -130,7 +130,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 	s := &Server{
 		rdb: rdb, cfg: cfg, opts: opts, client: client, store: client.Store(),
 		dlq:      deadletter.NewStore(rdb),
-		breakers: breaker.NewBreakers(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger)),
+		breakers: breaker.New(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger)),
 	}
 	s.mux = s.buildMux()
 	s.handler = s.guard(s.mux, opts.Addr)

@@ -27,11 +27,11 @@ func BenchmarkBreakerRecord(b *testing.B) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	n, workers := envInt("AGENTQ_BENCH_BREAKER_CALLS", 20000), 32
-	rate := breaker.BreakerConfig{Mode: breaker.ModeRate}
-	consecutive := breaker.BreakerConfig{Mode: breaker.ModeConsecutive, FailureThreshold: 1 << 30}
+	rate := breaker.Config{Mode: breaker.ModeRate}
+	consecutive := breaker.Config{Mode: breaker.ModeConsecutive, FailureThreshold: 1 << 30}
 
-	run := func(key string, cfg breaker.BreakerConfig, failPct int) float64 {
-		br := breaker.NewBreakers(rdb)
+	run := func(key string, cfg breaker.Config, failPct int) float64 {
+		br := breaker.New(rdb)
 		br.Start(ctx)
 		defer br.Stop()
 		// Let the subscription come up, as in a running worker.

@@ -121,7 +121,7 @@ func TestInspectorEscapesHostileRecords(t *testing.T) {
 		History: []tasks.Event{{Event: "dead_lettered" + hostile, Error: "boom" + hostile}}})
 	require.NoError(t, err)
 	// A breaker and a restart whose keys carry it too.
-	require.NoError(t, breaker.NewBreakers(rdb).Trip(ctx, "key"+hostile, time.Hour))
+	require.NoError(t, breaker.New(rdb).Trip(ctx, "key"+hostile, time.Hour))
 	require.NoError(t, rdb.ZAdd(ctx, rkeys.RestartPending(), redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: id}).Err())
 
 	for _, args := range [][]string{

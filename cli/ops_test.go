@@ -69,7 +69,7 @@ func TestBreakerTripRefusesUnknownKeys(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	cfg := opsConfig(t)
-	br := breaker.NewBreakers(rdb)
+	br := breaker.New(rdb)
 	listed := func() []string {
 		list, err := br.List(ctx)
 		require.NoError(t, err)
@@ -129,15 +129,15 @@ func TestLimitsResume(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	cfg := opsConfig(t)
-	l := limit.NewLimiter(rdb)
-	lc := limit.LimitConfig{Concurrency: 2}
+	l := limit.New(rdb)
+	lc := limit.Config{Concurrency: 2}
 	require.NoError(t, l.Register(ctx, "tool-runs", lc))
 	until, _, err := l.Pause(ctx, "tool-runs", 10*time.Minute, "provider: 429 with retry-after 10m0s")
 	require.NoError(t, err)
 	a, err := l.Admit(ctx, "tool-runs", lc)
 	require.NoError(t, err)
 	require.False(t, a.Allowed)
-	require.Equal(t, limit.LimitPaused, a.Limit)
+	require.Equal(t, limit.Paused, a.Limit)
 
 	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "limits", "resume", "tool-runs", "--json")
 	require.Equal(t, 0, code, errOut)
@@ -194,7 +194,7 @@ func TestLimitsResumeBreakerKeyPause(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	cfg := opsConfig(t) // agent "tool": HTTP, no limits, breaker key "tool"
-	l := limit.NewLimiter(rdb)
+	l := limit.New(rdb)
 
 	// Not paused: not listed (it has no limits to show).
 	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "limits", "--json")

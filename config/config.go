@@ -217,7 +217,7 @@ const (
 
 // ResolvedMode is the mode b runs in (see Breaker.Mode).
 func (b Breaker) ResolvedMode() string {
-	return string(breaker.BreakerConfig{Mode: breaker.BreakerMode(b.Mode), FailureThreshold: b.FailureThreshold}.Resolved())
+	return string(breaker.Config{Mode: breaker.Mode(b.Mode), FailureThreshold: b.FailureThreshold}.Resolved())
 }
 
 // Deprecations lists what c says in a form that still works but will not

@@ -28,7 +28,7 @@ const (
 	DefaultJitter           = 0.2
 	DefaultMaxRetryAfter    = resilience.DefaultMaxRetryAfter
 	DefaultFailureThreshold = breaker.DefaultFailureThreshold
-	DefaultBreakerWindow    = breaker.DefaultBreakerWindow
+	DefaultBreakerWindow    = breaker.DefaultWindow
 	DefaultFailureRate      = breaker.DefaultFailureRate
 	DefaultMinCalls         = breaker.DefaultMinCalls
 	DefaultMinFailingTasks  = breaker.DefaultMinFailingTasks

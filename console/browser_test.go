@@ -206,7 +206,7 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, "closed", text(`tr[data-key="llm.example"] td.state`))
 	clickAndLoad(`tr[data-key="llm.example"] button.trip`)
 	require.Equal(t, "open", text(`tr[data-key="llm.example"] td.state`))
-	snap, err := breaker.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err := breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
 	require.Equal(t, breaker.StateOpen, snap.State)
 	shot("breakers")

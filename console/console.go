@@ -90,7 +90,7 @@ type Options struct {
 	// cfg.ClientOptions()...).
 	Client *tasks.Client
 	// Breakers reads, resets and trips breakers. Zero:
-	// breaker.NewBreakers(rdb) with RedisTimeout as its call timeout.
+	// breaker.New(rdb) with RedisTimeout as its call timeout.
 	Breakers *breaker.Breakers
 	// RedisTimeout bounds the Redis work of one page (an export gets 20
 	// times as long; a bulk requeue or delete 25 s). Zero: DefaultRedisTimeout.
@@ -159,7 +159,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
 		opts.Client = tasks.NewClient(rdb, cfg.ClientOptions()...)
 	}
 	if opts.Breakers == nil {
-		opts.Breakers = breaker.NewBreakers(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger))
+		opts.Breakers = breaker.New(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger))
 	}
 	c := &Console{
 		rdb: rdb, cfg: cfg, opts: opts, key: keyFor(opts.Token), base: Base,

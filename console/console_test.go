@@ -260,12 +260,12 @@ func TestCSRF(t *testing.T) {
 	otherToken := csrfOf(t, call(t, "GET", f.url+"/ui/breakers", nil, other).body)
 	require.NotEqual(t, token, otherToken)
 	require.Equal(t, http.StatusForbidden, trip(otherToken, origin), "another session's token")
-	snap, err := breaker.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err := breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
 	require.Equal(t, breaker.StateClosed, snap.State, "nothing refused changed anything")
 
 	require.Equal(t, http.StatusSeeOther, trip(token, origin))
-	snap, err = breaker.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err = breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
 	require.Equal(t, breaker.StateOpen, snap.State)
 	require.Equal(t, http.StatusSeeOther, trip(token, "Referer: "+f.url+"/ui/breakers"), "Referer when no Origin")
@@ -276,7 +276,7 @@ func TestCSRF(t *testing.T) {
 	require.Contains(t, r.body, "not a positive duration")
 	r = call(t, "POST", f.url+"/ui/breakers/reset", url.Values{"csrf": {token}, "key": {"llm.example"}}, cookie, origin)
 	require.Equal(t, http.StatusSeeOther, r.status)
-	snap, err = breaker.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err = breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
 	require.Equal(t, breaker.StateClosed, snap.State)
 }

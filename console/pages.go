@@ -561,7 +561,7 @@ func (c *Console) cancel(rw http.ResponseWriter, r *http.Request, s session) err
 
 // breakerRows lists every breaker Redis knows and every configured agent's.
 // list is what breakers.List read (nil: read it now).
-func (c *Console) breakerRows(ctx context.Context, list []breaker.BreakerSnapshot) ([]breaker.BreakerSnapshot, map[string][]string, error) {
+func (c *Console) breakerRows(ctx context.Context, list []breaker.Snapshot) ([]breaker.Snapshot, map[string][]string, error) {
 	if list == nil {
 		var err error
 		if list, err = c.breakers.List(ctx); err != nil {
@@ -585,7 +585,7 @@ func (c *Console) breakerRows(ctx context.Context, list []breaker.BreakerSnapsho
 		}
 		list = append(list, snap)
 	}
-	slices.SortFunc(list, func(a, b breaker.BreakerSnapshot) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(list, func(a, b breaker.Snapshot) int { return cmp.Compare(a.Key, b.Key) })
 	return list, users, nil
 }
 

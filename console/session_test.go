@@ -42,7 +42,7 @@ func TestLogoutEndsTheSession(t *testing.T) {
 		r = call(t, "POST", base+"/ui/breakers/trip", url.Values{"csrf": {csrf}, "key": {"llm.example"}, "for": {"5m"}}, copied, "Origin: "+base)
 		require.Equal(t, http.StatusUnauthorized, r.status, "POST with the logged-out cookie on %s", base)
 	}
-	snap, err := breaker.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err := breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
 	require.Equal(t, breaker.StateClosed, snap.State, "the refused POST tripped nothing")
 

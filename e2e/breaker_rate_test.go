@@ -93,7 +93,7 @@ type fleetResult struct {
 	views   map[string]*tasks.View
 	elapsed time.Duration // from the enqueue to the last terminal state
 	opens   int           // breaker "open" events seen
-	snap    breaker.BreakerSnapshot
+	snap    breaker.Snapshot
 }
 
 // runFleet starts a Redis and three worker processes on cfg (whose agent
@@ -124,7 +124,7 @@ func runFleet(t *testing.T, b bins, cfg, key string, ids []string, within time.D
 			res.opens++
 		}
 	}
-	snap, err := breaker.NewBreakers(rdb).Get(t.Context(), key)
+	snap, err := breaker.New(rdb).Get(t.Context(), key)
 	require.NoError(t, err)
 	res.snap = snap
 	for _, w := range workers {
@@ -491,7 +491,7 @@ agents:
 	for _, ev := range events() {
 		require.NotEqual(t, string(breaker.StateOpen), ev.State, "a 429 with Retry-After opened the breaker")
 	}
-	snap, err := breaker.NewBreakers(rdb).Get(t.Context(), key)
+	snap, err := breaker.New(rdb).Get(t.Context(), key)
 	require.NoError(t, err)
 	require.Zero(t, snap.FailureCount, "back-pressure is not a breaker failure")
 	paused := 0

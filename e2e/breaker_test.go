@@ -98,7 +98,7 @@ func watchBreaker(t *testing.T, rdb *redis.Client, key string) (events func() []
 	ps := rdb.Subscribe(ctx, rkeys.BreakerChannel())
 	_, err := ps.Receive(ctx) // the subscription confirmation
 	require.NoError(t, err)
-	br := breaker.NewBreakers(rdb)
+	br := breaker.New(rdb)
 	var mu sync.Mutex
 	var evs []breakerEvent
 	done := make(chan struct{})
@@ -203,7 +203,7 @@ agents:
 	}
 	// While the breaker is open, the inspector shows it open and unhealthy,
 	// and the ops API of a worker agrees (the state is shared).
-	snap, err := breaker.NewBreakers(rdb).Get(t.Context(), key)
+	snap, err := breaker.New(rdb).Get(t.Context(), key)
 	require.NoError(t, err)
 	require.Equal(t, breaker.StateOpen, snap.State)
 	require.Equal(t, breaker.HealthUnhealthy, snap.Health)
@@ -295,7 +295,7 @@ agents:
 
 	out, errOut, code = run(t, "", b.inspector, "--redis", srv.URL(), "breakers", "--json")
 	require.Equal(t, 0, code, errOut)
-	var bs breaker.BreakerSnapshot
+	var bs breaker.Snapshot
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &bs), out)
 	require.Equal(t, key, bs.Key)
 	require.Equal(t, breaker.StateClosed, bs.State)
@@ -330,7 +330,7 @@ agents:
 	ops := freeAddr(t)
 	w := start(t, "worker", b.worker, "--config", cfg, "--redis", srv.URL(), "--http", ops)
 	waitHTTP(t, "http://"+ops+"/readyz", 20*time.Second)
-	br := breaker.NewBreakers(rdb)
+	br := breaker.New(rdb)
 	st := tasks.NewStore(rdb)
 
 	enqueue := func(prefix string, n int) []string {
@@ -440,7 +440,7 @@ agents:
 
 	out, errOut, code = run(t, "", b.inspector, "--redis", srv.URL(), "breakers", "--json")
 	require.Equal(t, 0, code, errOut)
-	var bs breaker.BreakerSnapshot
+	var bs breaker.Snapshot
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &bs), out)
 	require.Equal(t, breaker.StateClosed, bs.State)
 	require.Equal(t, breaker.HealthHealthy, bs.Health)

@@ -142,9 +142,9 @@ agents:
 	for {
 		out, errOut, code = run(t, "", b.inspector, "--redis", srv.URL(), "breakers", "--json")
 		require.Equal(t, 0, code, errOut)
-		states := map[string]breaker.BreakerSnapshot{}
+		states := map[string]breaker.Snapshot{}
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var s breaker.BreakerSnapshot
+			var s breaker.Snapshot
 			require.NoError(t, json.Unmarshal([]byte(line), &s), line)
 			states[s.Key] = s
 		}

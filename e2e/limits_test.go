@@ -187,7 +187,7 @@ agents:
 	// window to empty.
 	warm := enqueueN(t, b, srv.URL(), "warm", requests)
 	waitStates(t, rdb, warm, 60*time.Second)
-	lim := limit.NewLimiter(rdb)
+	lim := limit.New(rdb)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, err := lim.Status(context.Background(), "loopback-llm")

@@ -98,7 +98,7 @@ agents:
 	ops := freeAddr(t)
 	w := start(t, "worker", b.worker, "--config", cfg, "--redis", srv.URL(), "--http", ops)
 	waitHTTP(t, "http://"+ops+"/readyz", 20*time.Second)
-	br := breaker.NewBreakers(rdb)
+	br := breaker.New(rdb)
 
 	var lines, ids []string
 	for i := range nTasks {

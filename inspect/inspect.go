@@ -63,9 +63,9 @@ func Queues(rdb redis.UniversalClient) ([]QueueStats, error) {
 }
 
 // Collect reads the whole of Stats. breakers lists the breakers (nil: a
-// plain breaker.NewBreakers(rdb)); list, when not nil, receives the
+// plain breaker.New(rdb)); list, when not nil, receives the
 // breaker snapshots it read, for callers that show them too.
-func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *breaker.Breakers) (Stats, []breaker.BreakerSnapshot, error) {
+func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *breaker.Breakers) (Stats, []breaker.Snapshot, error) {
 	st := Stats{Queues: []QueueStats{}}
 	var err error
 	if st.Queues, err = Queues(rdb); err != nil {
@@ -82,7 +82,7 @@ func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *breaker.B
 		return st, nil, err
 	}
 	if breakers == nil {
-		breakers = breaker.NewBreakers(rdb)
+		breakers = breaker.New(rdb)
 	}
 	bl, err := breakers.List(ctx)
 	if err != nil {
@@ -106,7 +106,7 @@ func AgentRefs(cfg *config.Config) []breaker.AgentRef {
 		ref := breaker.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil}
 		if l := a.Limits; l != nil {
 			ref.LimitKey = l.Key
-			ref.Limits = limit.LimitConfig{Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency}
+			ref.Limits = limit.Config{Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency}
 		}
 		refs = append(refs, ref)
 	}

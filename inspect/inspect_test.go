@@ -36,7 +36,7 @@ func TestCollect(t *testing.T) {
 		_, err := dlq.Put(ctx, e)
 		require.NoError(t, err)
 	}
-	require.NoError(t, breaker.NewBreakers(rdb).Trip(ctx, "llm.example", time.Minute))
+	require.NoError(t, breaker.New(rdb).Trip(ctx, "llm.example", time.Minute))
 
 	st, bl, err = inspect.Collect(ctx, rdb, nil)
 	require.NoError(t, err)

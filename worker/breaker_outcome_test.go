@@ -55,17 +55,17 @@ func TestPauseView(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	ctx := context.Background()
-	lim := limit.NewLimiter(rdb)
+	lim := limit.New(rdb)
 	log := &taskLog{base: slog.New(slog.DiscardHandler), env: &tasks.Envelope{}}
 	var v pauseView
 	require.True(t, v.admit(ctx, log, lim, "k").Allowed)
 
 	// Another process pauses the key: seen once this view's entry is stale.
-	_, _, err := limit.NewLimiter(rdb).Pause(ctx, "k", time.Minute, "test")
+	_, _, err := limit.New(rdb).Pause(ctx, "k", time.Minute, "test")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		a := v.admit(ctx, log, lim, "k")
-		return !a.Allowed && a.Limit == limit.LimitPaused && a.RetryIn > 50*time.Second
+		return !a.Allowed && a.Limit == limit.Paused && a.RetryIn > 50*time.Second
 	}, 5*pauseCheckEvery, 10*time.Millisecond)
 
 	// This process's own pause takes effect at once.

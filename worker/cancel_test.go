@@ -90,7 +90,7 @@ agents:
 	require.Equal(t, int32(1), calls.Load())
 	require.Zero(t, counterValue(t, w, "agentq_retries_total", nil))
 	require.Zero(t, counterValue(t, w, "agentq_dead_letters_total", nil))
-	st, err := breaker.NewBreakers(rdb).Get(ctx, "slow")
+	st, err := breaker.New(rdb).Get(ctx, "slow")
 	require.NoError(t, err)
 	require.Zero(t, st.ConsecutiveFailures, "a cancel is not a failure")
 	require.Equal(t, breaker.StateClosed, st.State)

@@ -16,8 +16,8 @@ import (
 type admitted struct {
 	sp   *spec
 	adm  breaker.Admission
-	lim  limit.LimitAdmission // the admission of sp's limits (zero: none)
-	next int                  // index in the primary's fallback list of the next agent to fall back to
+	lim  limit.Admission // the admission of sp's limits (zero: none)
+	next int             // index in the primary's fallback list of the next agent to fall back to
 }
 
 // gate asks the breaker of the task's agent sp for a call. An open

@@ -50,7 +50,7 @@ const limitPoll = 25 * time.Millisecond
 // limitSpec is an agent's limits.
 type limitSpec struct {
 	key string
-	cfg limit.LimitConfig
+	cfg limit.Config
 	// pauseOnly: the agent configures no limits, but it is an HTTP agent,
 	// whose provider's replies may still pause key (its breaker key)
 	// fleet-wide: its calls honour the pause, read from Redis at most once
@@ -71,7 +71,7 @@ func newLimitSpec(l *config.Limits, breakerKey string, timeout time.Duration, is
 	if key == "" {
 		key = breakerKey
 	}
-	return &limitSpec{key: key, cfg: limit.LimitConfig{
+	return &limitSpec{key: key, cfg: limit.Config{
 		Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency,
 		Lease: timeout + 5*time.Second,
 	}}
@@ -79,17 +79,17 @@ func newLimitSpec(l *config.Limits, breakerKey string, timeout time.Duration, is
 
 // describe names a refusal for history and logs, e.g.
 // limit "openai-prod" requests 20/1s.
-func (l *limitSpec) describe(a limit.LimitAdmission) string {
+func (l *limitSpec) describe(a limit.Admission) string {
 	switch a.Limit {
-	case limit.LimitRequests:
+	case limit.Requests:
 		return fmt.Sprintf("limit %q requests %d/%s", l.key, l.cfg.Requests, l.cfg.Per)
-	case limit.LimitTokens:
+	case limit.Tokens:
 		return fmt.Sprintf("limit %q tokens %d/%s", l.key, l.cfg.Tokens, l.cfg.Per)
-	case limit.LimitConcurrency:
+	case limit.Concurrency:
 		return fmt.Sprintf("limit %q concurrency %d", l.key, l.cfg.Concurrency)
-	case limit.LimitPaused:
+	case limit.Paused:
 		return fmt.Sprintf("limit %q paused by the provider until %s", l.key, a.PausedUntil.Format(time.RFC3339Nano))
-	case limit.LimitUnavailable:
+	case limit.Unavailable:
 		return fmt.Sprintf("limit %q unavailable: Redis did not answer", l.key)
 	}
 	return fmt.Sprintf("limit %q", l.key)
@@ -124,11 +124,11 @@ func (ls *limitLines) get(key string) *limitLine {
 
 // admitLimit asks sp's limits for a call once, without waiting. An agent
 // without limits admits; a limiter Redis cannot reach refuses
-// (limit.LimitUnavailable): the task waits, and is deferred, as for
+// (limit.Unavailable): the task waits, and is deferred, as for
 // any limit.
-func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) limit.LimitAdmission {
+func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) limit.Admission {
 	if sp.limits == nil || p.limiter == nil {
-		return limit.LimitAdmission{Allowed: true}
+		return limit.Admission{Allowed: true}
 	}
 	if sp.limits.pauseOnly {
 		return p.pauses.admit(ctx, log, p.limiter, sp.limits.key)
@@ -146,7 +146,7 @@ func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) limit
 // waitLimit waits in sp's line for its limits to admit a call, at most
 // limitWaitMax. It returns the admission, or the last refusal (ok false)
 // when the wait would be longer; err is ctx's when the worker shuts down.
-func (p *pipeline) waitLimit(ctx context.Context, log *taskLog, sp *spec, last limit.LimitAdmission) (limit.LimitAdmission, error) {
+func (p *pipeline) waitLimit(ctx context.Context, log *taskLog, sp *spec, last limit.Admission) (limit.Admission, error) {
 	line := p.lines.get(sp.limits.key)
 	deadline := time.Now().Add(limitWaitMax)
 	if last.RetryIn > limitWaitMax {
@@ -208,7 +208,7 @@ func sleepOrFreed(ctx context.Context, d time.Duration, freed <-chan struct{}) e
 // the limit. asynq may deliver it up to a second early (whole seconds):
 // it then waits for the rest in its worker's line, which is what lets a
 // key's deferred tasks take capacity as soon as it frees.
-func (p *pipeline) deferLimit(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a limit.LimitAdmission) error {
+func (p *pipeline) deferLimit(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a limit.Admission) error {
 	wait := max(a.RetryIn, 100*time.Millisecond)
 	wait += time.Duration(rand.Int64N(int64(min(max(wait/5, 500*time.Millisecond), time.Second)) + 1))
 	why := sp.limits.describe(a)
@@ -233,7 +233,7 @@ func (p *pipeline) releaseAdmitted(ctx context.Context, g *admitted) {
 }
 
 // releaseLimit gives back a concurrency lease and wakes the key's line.
-func (p *pipeline) releaseLimit(ctx context.Context, sp *spec, a limit.LimitAdmission) {
+func (p *pipeline) releaseLimit(ctx context.Context, sp *spec, a limit.Admission) {
 	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
 		return
 	}
@@ -257,14 +257,14 @@ type stamper struct {
 	p    *pipeline
 	ctx  context.Context
 	sp   *spec
-	adm  limit.LimitAdmission
+	adm  limit.Admission
 	mu   sync.Mutex
 	last time.Time
 }
 
 // newStamper returns the stamper of a call admitted by a (nil when the
 // call's start is not logged: no request limit).
-func (p *pipeline) newStamper(ctx context.Context, sp *spec, a limit.LimitAdmission) *stamper {
+func (p *pipeline) newStamper(ctx context.Context, sp *spec, a limit.Admission) *stamper {
 	if sp.limits == nil || p.limiter == nil || a.Start == "" {
 		return nil
 	}
@@ -335,7 +335,7 @@ func (p *pipeline) pauseIfExhausted(ctx context.Context, log *taskLog, sp *spec,
 // afterLimitedCall does a limited call's bookkeeping once it has ended:
 // releases its lease and debits the tokens its reply used (a pause was
 // written when the reply came in: observeReply).
-func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec, a limit.LimitAdmission, data []byte, reply *agent.Reply) {
+func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec, a limit.Admission, data []byte, reply *agent.Reply) {
 	if sp.limits == nil || p.limiter == nil {
 		return
 	}

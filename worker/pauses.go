@@ -34,8 +34,8 @@ type pauseEntry struct {
 }
 
 // admit decides a call of pause-only key: refused while a pause is in
-// force (limit.LimitPaused, RetryIn its remainder).
-func (v *pauseView) admit(ctx context.Context, log *taskLog, l *limit.Limiter, key string) limit.LimitAdmission {
+// force (limit.Paused, RetryIn its remainder).
+func (v *pauseView) admit(ctx context.Context, log *taskLog, l *limit.Limiter, key string) limit.Admission {
 	now := time.Now()
 	v.mu.Lock()
 	e, ok := v.keys[key]
@@ -63,9 +63,9 @@ func (v *pauseView) admit(ctx context.Context, log *taskLog, l *limit.Limiter, k
 		}
 	}
 	if left := e.until.Sub(now); left > 0 {
-		return limit.LimitAdmission{Limit: limit.LimitPaused, RetryIn: left, PausedUntil: e.until.UTC()}
+		return limit.Admission{Limit: limit.Paused, RetryIn: left, PausedUntil: e.until.UTC()}
 	}
-	return limit.LimitAdmission{Allowed: true}
+	return limit.Admission{Allowed: true}
 }
 
 // paused notes a pause of d this process just set on key.

@@ -228,7 +228,7 @@ func (t *taskLog) Info(msg string, args ...any)  { t.get().Info(msg, args...) }
 func (t *taskLog) Warn(msg string, args ...any)  { t.get().Warn(msg, args...) }
 func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }
 
-func stateValue(s breaker.BreakerState) float64 {
+func stateValue(s breaker.State) float64 {
 	switch s {
 	case breaker.StateHalfOpen:
 		return 1

@@ -150,7 +150,7 @@ const maxProbePoll = time.Second
 type prober struct {
 	agent string
 	key   string
-	cfg   breaker.BreakerConfig // the agent's, with TrialLease = probe timeout + margin
+	cfg   breaker.Config // the agent's, with TrialLease = probe timeout + margin
 	spec  *probeSpec
 	poll  time.Duration
 	br    *breaker.Breakers

@@ -21,7 +21,7 @@ type spec struct {
 	backoff       resilience.Backoff
 	maxRetryAfter time.Duration
 	breakerKey    string
-	breaker       breaker.BreakerConfig
+	breaker       breaker.Config
 	restart       restart.Config
 	policy        resilience.Policy
 	// fallbackNames are the agents a call falls back to, in order (config
@@ -81,8 +81,8 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		backoff:       resilience.Backoff{Initial: s.Retry.InitialBackoff, Max: s.Retry.MaxBackoff, Jitter: s.Retry.Jitter},
 		maxRetryAfter: s.Retry.MaxRetryAfter,
 		breakerKey:    key,
-		breaker: breaker.BreakerConfig{
-			Mode:             breaker.BreakerMode(s.CircuitBreaker.Mode),
+		breaker: breaker.Config{
+			Mode:             breaker.Mode(s.CircuitBreaker.Mode),
 			FailureThreshold: s.CircuitBreaker.FailureThreshold,
 			Window:           s.CircuitBreaker.Window,
 			FailureRate:      s.CircuitBreaker.FailureRate,

@@ -160,7 +160,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{Replication: rep})
 	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention), tasks.WithScriptRunner(batch),
 		tasks.WithWaitReplicas(rep.Replicas, rep.Timeout), tasks.WithShortReplication(rep.OnShort))
-	br := breaker.NewBreakers(rdb, breaker.WithLogger(o.logger), breaker.WithScriptRunner(batch))
+	br := breaker.New(rdb, breaker.WithLogger(o.logger), breaker.WithRunner(batch))
 	w := &Worker{
 		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener,
 		limiter: httpx.NewLimiter(httpx.LimiterOptions{Logger: o.logger}), specs: specs,
@@ -170,7 +170,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		log: o.logger, specs: specs, store: client.Store(),
 		dlq:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
-		limiter:  limit.NewLimiter(rdb, limit.WithLimiterRunner(batch)),
+		limiter:  limit.New(rdb, limit.WithRunner(batch)),
 		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: classifier.Classify, noGate: o.noGate,
 		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),

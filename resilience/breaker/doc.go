@@ -25,7 +25,7 @@
 // backend did answer, and those counters describe the backend, not the state
 // machine.
 //
-// Modes (BreakerConfig.Mode): in rate mode (the default) a CLOSED breaker
+// Modes (Config.Mode): in rate mode (the default) a CLOSED breaker
 // opens when, over the sliding Window of the fleet's counted calls,
 // failures/total ≥ FailureRate with total ≥ MinCalls and failures from at
 // least MinFailingTasks distinct tasks (Record's ForTask); the window is a
@@ -35,7 +35,7 @@
 // FailureThreshold consecutive counted failures.
 //
 // Persistence: the breaker hash and its trials carry no TTL and nothing but
-// Reset, Trip and the state machine writes them; NewBreakers writes
+// Reset, Trip and the state machine writes them; New writes
 // nothing, so a new worker never resets shared state. The happy path of a
 // CLOSED breaker is read-only in Allow and free in Record (successes are
 // batched and flushed by Start's loop) — in rate mode while the process

@@ -10,9 +10,9 @@ import (
 	"github.com/agentq/agentq/resilience"
 )
 
-// MaxLimitPause caps a pause learnt from a provider's headers, so that a
+// MaxPause caps a pause learnt from a provider's headers, so that a
 // wrong or hostile header cannot stop a key for a day.
-const MaxLimitPause = resilience.RetryAfterCap
+const MaxPause = resilience.RetryAfterCap
 
 // ExhaustedFor reads a provider's reply (its HTTP status and headers) for
 // a statement that its key is exhausted, and returns how long the key
@@ -27,7 +27,7 @@ const MaxLimitPause = resilience.RetryAfterCap
 //   - a 429 with Retry-After (seconds or an HTTP date) or retry-after-ms.
 //
 // Several exhausted limits pause for the longest of their resets. The
-// pause is capped at MaxLimitPause.
+// pause is capped at MaxPause.
 func ExhaustedFor(status int, h http.Header, now time.Time) (d time.Duration, reason string, ok bool) {
 	if h == nil && status != http.StatusTooManyRequests {
 		return 0, "", false
@@ -36,8 +36,8 @@ func ExhaustedFor(status int, h http.Header, now time.Time) (d time.Duration, re
 		if w <= 0 {
 			return
 		}
-		if w > MaxLimitPause {
-			w = MaxLimitPause
+		if w > MaxPause {
+			w = MaxPause
 		}
 		if w > d {
 			d, reason, ok = w, why, true
