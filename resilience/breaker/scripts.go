@@ -14,17 +14,11 @@ import (
 
 // luaPrelude is shared by every breaker script.
 //
-//	now_ms(a)  - a's number, or the Redis server TIME in ms when a is "".
+//	now_ms(a)  - redisx.LuaNowMS.
 //	announce(channel, key, state, gen, cf, kind) - PUBLISH {key,state,generation,
 //	  consecutive_failures,kind}; cf and kind may be nil. kind "count" marks a
 //	  change of consecutive_failures within CLOSED (no transition).
-const luaPrelude = `
-local function now_ms(a)
-  local n = tonumber(a)
-  if n then return n end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+const luaPrelude = redisx.LuaNowMS + `
 local function announce(channel, key, state, gen, cf, kind)
   redis.call('PUBLISH', channel, cjson.encode({key = key, state = state, generation = gen, consecutive_failures = cf, kind = kind}))
 end

@@ -188,17 +188,11 @@ func limitKeys(key string) []string {
 
 // limitPrelude is shared by the limit scripts.
 //
-//	now_ms(a)      - a's number, or the Redis server TIME in ms when a is "".
+//	now_ms(a)      - redisx.LuaNowMS.
 //	prune_tokens(state, log, now, per) - drops debits older than the window
 //	  from log, subtracts them from state's tokens_used, and returns the
 //	  tokens used within the window.
-const limitPrelude = `
-local function now_ms(a)
-  local n = tonumber(a)
-  if n then return n end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+const limitPrelude = redisx.LuaNowMS + `
 local function debit_of(m)
   return tonumber(string.match(m, ':(%d+)$')) or 0
 end
