@@ -24,7 +24,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -280,7 +280,7 @@ func TestFailFast(t *testing.T) {
 	t.Parallel()
 	e := setup(t, api.Options{})
 	ctx := context.Background()
-	br := resilience.NewBreakers(e.rdb)
+	br := breaker.New(e.rdb)
 	require.NoError(t, br.Trip(ctx, "llm.example", 10*time.Minute))
 
 	r := do(t, "POST", e.url+"/api/v1/tasks", "", `{"id":"ff1","agent":"llm","fail_if_unavailable":true}`)
@@ -325,7 +325,7 @@ func TestCheckAvailable(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	ctx := context.Background()
-	br := resilience.NewBreakers(rdb)
+	br := breaker.New(rdb)
 	cfg := testConfig()
 	require.NoError(t, br.Trip(ctx, "llm.example", time.Minute))
 	require.NoError(t, br.Trip(ctx, "adhoc", time.Minute))
@@ -352,7 +352,7 @@ func TestCheckAvailable(t *testing.T) {
 			require.True(t, errors.As(err, &ue))
 			require.Equal(t, tc.agent, ue.Agent)
 			require.Equal(t, tc.key, ue.BreakerKey)
-			require.Equal(t, resilience.StateOpen, ue.State)
+			require.Equal(t, breaker.StateOpen, ue.State)
 			require.True(t, ue.OpenUntil.After(now))
 			require.Contains(t, err.Error(), ue.OpenUntil.Format(time.RFC3339))
 		})
@@ -364,7 +364,7 @@ func TestCheckAvailable(t *testing.T) {
 	err := api.CheckAvailable(cctx, br, cfg, "llm")
 	require.Error(t, err)
 	require.NotErrorIs(t, err, api.ErrAgentUnavailable)
-	require.ErrorIs(t, err, resilience.ErrBreakerUnavailable)
+	require.ErrorIs(t, err, breaker.ErrUnavailable)
 }
 
 func TestGetTask(t *testing.T) {
@@ -390,7 +390,7 @@ func TestGetTask(t *testing.T) {
 func TestAgents(t *testing.T) {
 	t.Parallel()
 	e := setup(t, api.Options{})
-	require.NoError(t, resilience.NewBreakers(e.rdb).Trip(context.Background(), "llm.example", time.Minute))
+	require.NoError(t, breaker.New(e.rdb).Trip(context.Background(), "llm.example", time.Minute))
 	r := do(t, "GET", e.url+"/api/v1/agents", "", "")
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	agents := r.json["agents"].([]any)

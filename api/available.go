@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/config"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 )
 
 // ErrAgentUnavailable is the sentinel of a fail-fast enqueue refused because
@@ -24,7 +24,7 @@ type UnavailableError struct {
 	// name when unset).
 	BreakerKey string
 	// State is the breaker's state (open).
-	State resilience.BreakerState
+	State breaker.State
 	// OpenUntil is when the breaker may move to half-open and admit a trial
 	// (Redis time, UTC).
 	OpenUntil time.Time
@@ -54,7 +54,7 @@ func (e *UnavailableError) ErrorBody() ErrorBody {
 }
 
 // CheckAvailable is CheckAvailableAt at time.Now.
-func CheckAvailable(ctx context.Context, breakers *resilience.Breakers, cfg *config.Config, agent string) error {
+func CheckAvailable(ctx context.Context, breakers *breaker.Breakers, cfg *config.Config, agent string) error {
 	return CheckAvailableAt(ctx, breakers, cfg, agent, time.Now())
 }
 
@@ -63,9 +63,9 @@ func CheckAvailable(ctx context.Context, breakers *resilience.Breakers, cfg *con
 // (cfg.Agent(agent).BreakerKey) is open and its open_until is after now. A
 // closed or half-open breaker, or an open one whose cooldown has passed (the
 // next call would be a trial), is available: nil. A breaker that cannot be
-// read (Redis down) is that error, wrapping resilience.ErrBreakerUnavailable:
+// read (Redis down) is that error, wrapping breaker.ErrUnavailable:
 // the caller decides (the API answers 503, the CLI exits 1).
-func CheckAvailableAt(ctx context.Context, breakers *resilience.Breakers, cfg *config.Config, agent string, now time.Time) error {
+func CheckAvailableAt(ctx context.Context, breakers *breaker.Breakers, cfg *config.Config, agent string, now time.Time) error {
 	key := agent
 	if cfg != nil {
 		a, _ := cfg.Agent(agent)
@@ -75,7 +75,7 @@ func CheckAvailableAt(ctx context.Context, breakers *resilience.Breakers, cfg *c
 	if err != nil {
 		return fmt.Errorf("check agent %q: %w", agent, err)
 	}
-	if snap.State != resilience.StateOpen || snap.OpenUntil == nil || !snap.OpenUntil.After(now) {
+	if snap.State != breaker.StateOpen || snap.OpenUntil == nil || !snap.OpenUntil.After(now) {
 		return nil
 	}
 	return &UnavailableError{Agent: agent, BreakerKey: key, State: snap.State, OpenUntil: snap.OpenUntil.UTC()}

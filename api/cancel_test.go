@@ -9,8 +9,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/api"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/tasks"
 )
 

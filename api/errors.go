@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/redisx"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 )
 
 // Error codes of the API (stable: clients branch on them).
@@ -79,6 +79,6 @@ func writeError(rw http.ResponseWriter, e *apiError) {
 // rather than a reply it gave; or a write did not reach the replicas
 // redis.wait_replicas asks for (a refused enqueue, never a silent success).
 func redisDown(err error) bool {
-	return errors.Is(err, resilience.ErrBreakerUnavailable) || errors.Is(err, redis.ErrClosed) || redisx.IsUnavailable(err) ||
+	return errors.Is(err, breaker.ErrUnavailable) || errors.Is(err, redis.ErrClosed) || redisx.IsUnavailable(err) ||
 		errors.Is(err, redisx.ErrNotReplicated)
 }

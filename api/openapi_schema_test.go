@@ -10,7 +10,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentq/agentq/deadletter"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -33,9 +34,9 @@ func TestOpenAPISchemasDocumentEveryField(t *testing.T) {
 		"Task":       tasks.View{},
 		"Event":      tasks.Event{},
 		"DeadLetter": deadletter.Entry{},
-		"Agent":      resilience.AgentSummary{},
-		"Limits":     resilience.LimitStatus{},
-		"Probe":      resilience.ProbeStatus{},
+		"Agent":      breaker.AgentSummary{},
+		"Limits":     limit.Status{},
+		"Probe":      breaker.ProbeStatus{},
 	} {
 		s, ok := doc.Components.Schemas[schema]
 		require.True(t, ok, "schema %s is documented", schema)

@@ -15,7 +15,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/httpx"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -90,7 +90,7 @@ type Server struct {
 	client   *tasks.Client
 	store    *tasks.Store
 	dlq      *deadletter.Store
-	breakers *resilience.Breakers
+	breakers *breaker.Breakers
 	mux      http.Handler
 	handler  http.Handler
 }
@@ -130,7 +130,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 	s := &Server{
 		rdb: rdb, cfg: cfg, opts: opts, client: client, store: client.Store(),
 		dlq:      deadletter.NewStore(rdb),
-		breakers: resilience.NewBreakers(rdb, resilience.WithCallTimeout(opts.RedisTimeout), resilience.WithLogger(opts.Logger)),
+		breakers: breaker.New(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger)),
 	}
 	s.mux = s.buildMux()
 	s.handler = s.guard(s.mux, opts.Addr)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 )
 
 // BenchmarkBreakerRecord measures what the shared breaker costs Redis: the
@@ -27,11 +27,11 @@ func BenchmarkBreakerRecord(b *testing.B) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	n, workers := envInt("AGENTQ_BENCH_BREAKER_CALLS", 20000), 32
-	rate := resilience.BreakerConfig{Mode: resilience.ModeRate}
-	consecutive := resilience.BreakerConfig{Mode: resilience.ModeConsecutive, FailureThreshold: 1 << 30}
+	rate := breaker.Config{Mode: breaker.ModeRate}
+	consecutive := breaker.Config{Mode: breaker.ModeConsecutive, FailureThreshold: 1 << 30}
 
-	run := func(key string, cfg resilience.BreakerConfig, failPct int) float64 {
-		br := resilience.NewBreakers(rdb)
+	run := func(key string, cfg breaker.Config, failPct int) float64 {
+		br := breaker.New(rdb)
 		br.Start(ctx)
 		defer br.Stop()
 		// Let the subscription come up, as in a running worker.
@@ -55,12 +55,12 @@ func BenchmarkBreakerRecord(b *testing.B) {
 						b.Errorf("allow: %v %+v", err, adm)
 						return
 					}
-					out := resilience.OutcomeSuccess
+					out := breaker.OutcomeSuccess
 					if rand.IntN(100) < failPct {
-						out = resilience.OutcomeFailure
+						out = breaker.OutcomeFailure
 					}
-					st, err := br.Record(ctx, key, cfg, adm, out, resilience.ForTask(fmt.Sprint("task-", rand.IntN(1000))))
-					if err != nil || st != resilience.StateClosed {
+					st, err := br.Record(ctx, key, cfg, adm, out, breaker.ForTask(fmt.Sprint("task-", rand.IntN(1000))))
+					if err != nil || st != breaker.StateClosed {
 						b.Errorf("record: %v %s", err, st)
 						return
 					}

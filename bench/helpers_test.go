@@ -20,9 +20,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/worker"

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/limit"
 )
 
 // BenchmarkLimiter measures what provider limits cost Redis: the CPU
@@ -26,8 +26,8 @@ func BenchmarkLimiter(b *testing.B) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	n, workers := envInt("AGENTQ_BENCH_LIMIT_CALLS", 20000), 32
-	cfg := resilience.LimitConfig{Requests: 1 << 30, Tokens: 1 << 40, Per: time.Minute, Concurrency: 1 << 30, Lease: time.Minute}
-	l := resilience.NewLimiter(rdb)
+	cfg := limit.Config{Requests: 1 << 30, Tokens: 1 << 40, Per: time.Minute, Concurrency: 1 << 30, Lease: time.Minute}
+	l := limit.New(rdb)
 
 	run := func(key string, whole bool) (usPerCall float64, admitted int64) {
 		var left atomic.Int64
@@ -62,7 +62,7 @@ func BenchmarkLimiter(b *testing.B) {
 	whole, k2 := run("bench-call", true)
 
 	// Refusals: a key at its concurrency limit refuses every admission.
-	full := resilience.LimitConfig{Concurrency: 1, Lease: time.Minute}
+	full := limit.Config{Concurrency: 1, Lease: time.Minute}
 	_, err := l.Admit(ctx, "bench-full", full)
 	require.NoError(b, err)
 	cpu0, err := redisCPU(ctx, rdb)

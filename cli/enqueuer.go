@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentq/agentq/api"
 	"github.com/agentq/agentq/config"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/tracing"
 )
@@ -113,7 +113,7 @@ enqueued when any line is refused.`
 		}
 		defer rdb.Close()
 		if o.failFast {
-			if err := api.CheckAvailable(cmd.Context(), resilience.NewBreakers(rdb), cfg, t.Agent); err != nil {
+			if err := api.CheckAvailable(cmd.Context(), breaker.New(rdb), cfg, t.Agent); err != nil {
 				return refusal(app, o.json, err)
 			}
 		}
@@ -417,7 +417,7 @@ func checkLines(ctx context.Context, app *App, o *enqueueOptions, cfg *config.Co
 	if len(lines) == 0 {
 		return nil
 	}
-	br := resilience.NewBreakers(rdb)
+	br := breaker.New(rdb)
 	checked := map[string]error{}
 	refused := 0
 	var firstRefusal error

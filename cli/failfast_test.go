@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -28,7 +28,7 @@ func TestEnqueuerFailIfUnavailable(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	ctx := context.Background()
-	require.NoError(t, resilience.NewBreakers(rdb).Trip(ctx, "llm.example", 10*time.Minute))
+	require.NoError(t, breaker.New(rdb).Trip(ctx, "llm.example", 10*time.Minute))
 	cfgPath := filepath.Join(t.TempDir(), "agentq.yaml")
 	require.NoError(t, os.WriteFile(cfgPath, []byte("agents:\n  llm: {breaker_key: llm.example}\n  tool: {}\n"), 0o600))
 	store := tasks.NewStore(rdb)

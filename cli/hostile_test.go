@@ -15,7 +15,7 @@ import (
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -121,7 +121,7 @@ func TestInspectorEscapesHostileRecords(t *testing.T) {
 		History: []tasks.Event{{Event: "dead_lettered" + hostile, Error: "boom" + hostile}}})
 	require.NoError(t, err)
 	// A breaker and a restart whose keys carry it too.
-	require.NoError(t, resilience.NewBreakers(rdb).Trip(ctx, "key"+hostile, time.Hour))
+	require.NoError(t, breaker.New(rdb).Trip(ctx, "key"+hostile, time.Hour))
 	require.NoError(t, rdb.ZAdd(ctx, rkeys.RestartPending(), redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: id}).Err())
 
 	for _, args := range [][]string{

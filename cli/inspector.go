@@ -18,6 +18,7 @@ import (
 	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
 )
@@ -360,13 +361,13 @@ func breakersCmd(app *App, g *global) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{Use: "breakers", Short: "List circuit breakers and agent health", Args: noArgs,
 		RunE: g.withSession(app, nil, func(cmd *cobra.Command, _ []string, s *session) error {
-			list, err := resilience.NewBreakers(s.rdb).List(cmd.Context())
+			list, err := breaker.New(s.rdb).List(cmd.Context())
 			if err != nil {
 				return runtimeErr(err)
 			}
 			// WINDOW FAIL/CALLS and FAILING TASKS: rate mode's sliding window.
 			printList(app, asJSON, list, "KEY\tSTATE\tHEALTH\tCONSEC FAIL\tWINDOW FAIL/CALLS\tFAILING TASKS\tFAILURES\tSUCCESSES\tOPEN UNTIL\tLAST FAILURE\tLAST SUCCESS",
-				func(w io.Writer, b resilience.BreakerSnapshot) {
+				func(w io.Writer, b breaker.Snapshot) {
 					tprintf(w, "%s\t%s\t%s\t%d\t%d/%d\t%d\t%d\t%d\t%s\t%s\t%s\n", b.Key, b.State, b.Health, b.ConsecutiveFailures,
 						b.WindowFailures, b.WindowCalls, b.FailingTasks,
 						b.FailureCount, b.SuccessCount, tsp(b.OpenUntil), tsp(b.LastFailureAt), tsp(b.LastSuccessAt))
@@ -395,7 +396,7 @@ func (o *breakerOpts) Validate() error {
 // checkBreakerKey refuses (exit 1) a key that no agent of the config uses
 // and that Redis has no breaker for, unless --force: a typo would
 // otherwise leave a phantom breaker for ever.
-func checkBreakerKey(ctx context.Context, s *session, b *resilience.Breakers, key string, force bool) error {
+func checkBreakerKey(ctx context.Context, s *session, b *breaker.Breakers, key string, force bool) error {
 	if force {
 		return nil
 	}
@@ -412,7 +413,7 @@ func breakerReset(app *App, g *global) *cobra.Command {
 	o := &breakerOpts{}
 	cmd := &cobra.Command{Use: "reset KEY", Short: "Close a breaker now", Args: exactArgs(1, "one breaker key"),
 		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, args []string, s *session) error {
-			b := resilience.NewBreakers(s.rdb)
+			b := breaker.New(s.rdb)
 			if err := checkBreakerKey(cmd.Context(), s, b, args[0], o.force); err != nil {
 				return err
 			}
@@ -430,7 +431,7 @@ func breakerTrip(app *App, g *global) *cobra.Command {
 	o := &breakerOpts{trip: true}
 	cmd := &cobra.Command{Use: "trip KEY --for DUR", Short: "Open a breaker for a while (manual override)", Args: exactArgs(1, "one breaker key"),
 		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, args []string, s *session) error {
-			b := resilience.NewBreakers(s.rdb)
+			b := breaker.New(s.rdb)
 			if err := checkBreakerKey(cmd.Context(), s, b, args[0], o.force); err != nil {
 				return err
 			}

@@ -14,26 +14,27 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/limit"
 )
 
 // LimitRow is one line of `inspector limits --json`: a limits key's
-// configuration, fleet-wide usage and pause (resilience.LimitStatus), and
+// configuration, fleet-wide usage and pause (limit.Status), and
 // the configured agents that use it.
 type LimitRow struct {
-	resilience.LimitStatus
+	limit.Status
 	Agents []string `json:"agents"`
 }
 
 // listLimits reads every limits key the workers registered or cfg
 // configures, sorted by key. A key cfg configures shows cfg's numbers.
 func listLimits(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config) ([]LimitRow, error) {
-	l := resilience.NewLimiter(rdb)
+	l := limit.New(rdb)
 	keys, err := l.Keys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	agents := map[string][]string{}
-	confs := map[string]resilience.LimitConfig{}
+	confs := map[string]limit.Config{}
 	if cfg != nil {
 		for _, name := range cfg.AgentNames() {
 			a, _ := cfg.Agent(name)
@@ -42,7 +43,7 @@ func listLimits(ctx context.Context, rdb redis.UniversalClient, cfg *config.Conf
 			}
 			k := a.Limits.Key
 			if _, ok := confs[k]; !ok {
-				confs[k] = resilience.LimitConfig{Requests: a.Limits.Requests, Tokens: a.Limits.Tokens,
+				confs[k] = limit.Config{Requests: a.Limits.Requests, Tokens: a.Limits.Tokens,
 					Per: a.Limits.Per, Concurrency: a.Limits.Concurrency}
 			}
 			agents[k] = append(agents[k], name)
@@ -89,7 +90,7 @@ func listLimits(ctx context.Context, rdb redis.UniversalClient, cfg *config.Conf
 		if as == nil {
 			as = []string{}
 		}
-		out = append(out, LimitRow{LimitStatus: st, Agents: as})
+		out = append(out, LimitRow{Status: st, Agents: as})
 	}
 	return out, nil
 }
@@ -151,7 +152,7 @@ land) and that no worker registered or paused is refused (exit 1) unless
 		Args: exactArgs(1, "one limits key"),
 		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, args []string, s *session) error {
 			key := args[0]
-			l := resilience.NewLimiter(s.rdb)
+			l := limit.New(s.rdb)
 			if !o.force {
 				if err := l.CheckKey(cmd.Context(), key, inspect.LimitKeys(s.cfg)); err != nil {
 					if errors.Is(err, resilience.ErrUnknownKey) {

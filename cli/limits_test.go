@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/limit"
 )
 
 // TestInspectorLimits: `inspector limits` lists the keys the workers
@@ -23,8 +23,8 @@ func TestInspectorLimits(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	ctx := context.Background()
-	l := resilience.NewLimiter(rdb)
-	registered := resilience.LimitConfig{Concurrency: 3}
+	l := limit.New(rdb)
+	registered := limit.Config{Concurrency: 3}
 	require.NoError(t, l.Register(ctx, "tool-runs", registered))
 	a, err := l.Admit(ctx, "tool-runs", registered)
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ agents:
     breaker_key: fake-backend
 `), 0o600))
 
-	_, _, err := resilience.NewLimiter(srv.Client()).Pause(ctx, "fake-backend", time.Minute, "provider: 429 with retry-after 1m0s")
+	_, _, err := limit.New(srv.Client()).Pause(ctx, "fake-backend", time.Minute, "provider: 429 with retry-after 1m0s")
 	require.NoError(t, err)
 
 	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "limits", "--json")

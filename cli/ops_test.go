@@ -14,7 +14,8 @@ import (
 
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/resilience/limit"
 )
 
 // A config file over config.MaxFileSize is bad input (exit 2) named with
@@ -68,7 +69,7 @@ func TestBreakerTripRefusesUnknownKeys(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	cfg := opsConfig(t)
-	br := resilience.NewBreakers(rdb)
+	br := breaker.New(rdb)
 	listed := func() []string {
 		list, err := br.List(ctx)
 		require.NoError(t, err)
@@ -128,15 +129,15 @@ func TestLimitsResume(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	cfg := opsConfig(t)
-	l := resilience.NewLimiter(rdb)
-	lc := resilience.LimitConfig{Concurrency: 2}
+	l := limit.New(rdb)
+	lc := limit.Config{Concurrency: 2}
 	require.NoError(t, l.Register(ctx, "tool-runs", lc))
 	until, _, err := l.Pause(ctx, "tool-runs", 10*time.Minute, "provider: 429 with retry-after 10m0s")
 	require.NoError(t, err)
 	a, err := l.Admit(ctx, "tool-runs", lc)
 	require.NoError(t, err)
 	require.False(t, a.Allowed)
-	require.Equal(t, resilience.LimitPaused, a.Limit)
+	require.Equal(t, limit.Paused, a.Limit)
 
 	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "limits", "resume", "tool-runs", "--json")
 	require.Equal(t, 0, code, errOut)
@@ -193,7 +194,7 @@ func TestLimitsResumeBreakerKeyPause(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	cfg := opsConfig(t) // agent "tool": HTTP, no limits, breaker key "tool"
-	l := resilience.NewLimiter(rdb)
+	l := limit.New(rdb)
 
 	// Not paused: not listed (it has no limits to show).
 	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "limits", "--json")

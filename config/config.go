@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -210,13 +211,13 @@ type Breaker struct {
 
 // Breaker modes (Breaker.Mode).
 const (
-	BreakerModeRate        = string(resilience.ModeRate)
-	BreakerModeConsecutive = string(resilience.ModeConsecutive)
+	BreakerModeRate        = string(breaker.ModeRate)
+	BreakerModeConsecutive = string(breaker.ModeConsecutive)
 )
 
 // ResolvedMode is the mode b runs in (see Breaker.Mode).
 func (b Breaker) ResolvedMode() string {
-	return string(resilience.BreakerConfig{Mode: resilience.BreakerMode(b.Mode), FailureThreshold: b.FailureThreshold}.Resolved())
+	return string(breaker.Config{Mode: breaker.Mode(b.Mode), FailureThreshold: b.FailureThreshold}.Resolved())
 }
 
 // Deprecations lists what c says in a form that still works but will not
@@ -309,7 +310,7 @@ type Agent struct {
 }
 
 // Limits are the provider limits of one limits key, enforced in Redis for
-// every worker together (see resilience.Limiter). A call over a limit is not
+// every worker together (see limit.Limiter). A call over a limit is not
 // made: its task is deferred until capacity frees. Agents sharing a key must
 // configure the same numbers.
 type Limits struct {

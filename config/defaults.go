@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -26,14 +27,14 @@ const (
 	DefaultMaxBackoff       = 5 * time.Second
 	DefaultJitter           = 0.2
 	DefaultMaxRetryAfter    = resilience.DefaultMaxRetryAfter
-	DefaultFailureThreshold = resilience.DefaultFailureThreshold
-	DefaultBreakerWindow    = resilience.DefaultBreakerWindow
-	DefaultFailureRate      = resilience.DefaultFailureRate
-	DefaultMinCalls         = resilience.DefaultMinCalls
-	DefaultMinFailingTasks  = resilience.DefaultMinFailingTasks
-	DefaultCooldown         = resilience.DefaultCooldown
-	DefaultMaxCooldown      = resilience.DefaultMaxCooldown
-	DefaultHalfOpenMaxCalls = resilience.DefaultHalfOpenMaxCalls
+	DefaultFailureThreshold = breaker.DefaultFailureThreshold
+	DefaultBreakerWindow    = breaker.DefaultWindow
+	DefaultFailureRate      = breaker.DefaultFailureRate
+	DefaultMinCalls         = breaker.DefaultMinCalls
+	DefaultMinFailingTasks  = breaker.DefaultMinFailingTasks
+	DefaultCooldown         = breaker.DefaultCooldown
+	DefaultMaxCooldown      = breaker.DefaultMaxCooldown
+	DefaultHalfOpenMaxCalls = breaker.DefaultHalfOpenMaxCalls
 	DefaultMaxRestarts      = 3
 	DefaultMaxPending       = 10000
 	DefaultRetention        = tasks.DefaultRetention

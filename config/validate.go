@@ -383,7 +383,7 @@ func (sc settingsCheck) breaker() {
 	if sc.changed(func(s Settings) any { return s.CircuitBreaker.MaxCooldown }) {
 		sc.positive(p("circuit_breaker.max_cooldown"), b.MaxCooldown)
 	}
-	// A max_cooldown below cooldown is raised to it (resilience.BreakerConfig):
+	// A max_cooldown below cooldown is raised to it (breaker.Config):
 	// a file that sets only a long cooldown keeps working.
 	if sc.changed(func(s Settings) any { return s.CircuitBreaker.HalfOpenMaxCalls }) {
 		sc.atLeast(p("circuit_breaker.half_open_max_calls"), b.HalfOpenMaxCalls, 1)

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 )
 
 // TestBreakerFormsRefuseUnknownKeys: the console's Trip and Reset refuse
@@ -28,13 +28,13 @@ func TestBreakerFormsRefuseUnknownKeys(t *testing.T) {
 	n, err := f.rdb.Exists(context.Background(), rkeys.Breaker("phantom")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "a refused trip writes nothing")
-	list, err := resilience.NewBreakers(f.rdb).List(context.Background())
+	list, err := breaker.New(f.rdb).List(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, list)
 
 	r := call(t, "POST", f.url+"/ui/breakers/trip", url.Values{"key": {"tool"}, "for": {"1m"}}, bearer)
 	require.Equal(t, http.StatusSeeOther, r.status, r.body)
-	snap, err := resilience.NewBreakers(f.rdb).Get(context.Background(), "tool")
+	snap, err := breaker.New(f.rdb).Get(context.Background(), "tool")
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateOpen, snap.State)
+	require.Equal(t, breaker.StateOpen, snap.State)
 }

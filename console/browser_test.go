@@ -10,10 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentq/agentq/resilience"
 )
 
 // chromiumPath finds headless Chromium: $AGENTQ_CHROMIUM, or chromium,
@@ -207,9 +206,9 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, "closed", text(`tr[data-key="llm.example"] td.state`))
 	clickAndLoad(`tr[data-key="llm.example"] button.trip`)
 	require.Equal(t, "open", text(`tr[data-key="llm.example"] td.state`))
-	snap, err := resilience.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err := breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateOpen, snap.State)
+	require.Equal(t, breaker.StateOpen, snap.State)
 	shot("breakers")
 	clickAndLoad(`tr[data-key="llm.example"] button.reset`)
 	require.Contains(t, text(".flash"), "reset")

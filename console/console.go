@@ -37,7 +37,7 @@ import (
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -90,8 +90,8 @@ type Options struct {
 	// cfg.ClientOptions()...).
 	Client *tasks.Client
 	// Breakers reads, resets and trips breakers. Zero:
-	// resilience.NewBreakers(rdb) with RedisTimeout as its call timeout.
-	Breakers *resilience.Breakers
+	// breaker.New(rdb) with RedisTimeout as its call timeout.
+	Breakers *breaker.Breakers
 	// RedisTimeout bounds the Redis work of one page (an export gets 20
 	// times as long; a bulk requeue or delete 25 s). Zero: DefaultRedisTimeout.
 	RedisTimeout time.Duration
@@ -123,7 +123,7 @@ type Console struct {
 	dlq      *deadletter.Store
 	store    *tasks.Store
 	client   *tasks.Client
-	breakers *resilience.Breakers
+	breakers *breaker.Breakers
 	pages    map[string]*template.Template
 	handler  http.Handler
 }
@@ -159,7 +159,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
 		opts.Client = tasks.NewClient(rdb, cfg.ClientOptions()...)
 	}
 	if opts.Breakers == nil {
-		opts.Breakers = resilience.NewBreakers(rdb, resilience.WithCallTimeout(opts.RedisTimeout), resilience.WithLogger(opts.Logger))
+		opts.Breakers = breaker.New(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger))
 	}
 	c := &Console{
 		rdb: rdb, cfg: cfg, opts: opts, key: keyFor(opts.Token), base: Base,

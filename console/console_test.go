@@ -15,10 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/httpx"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -261,14 +261,14 @@ func TestCSRF(t *testing.T) {
 	otherToken := csrfOf(t, call(t, "GET", f.url+"/ui/breakers", nil, other).body)
 	require.NotEqual(t, token, otherToken)
 	require.Equal(t, http.StatusForbidden, trip(otherToken, origin), "another session's token")
-	snap, err := resilience.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err := breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateClosed, snap.State, "nothing refused changed anything")
+	require.Equal(t, breaker.StateClosed, snap.State, "nothing refused changed anything")
 
 	require.Equal(t, http.StatusSeeOther, trip(token, origin))
-	snap, err = resilience.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err = breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateOpen, snap.State)
+	require.Equal(t, breaker.StateOpen, snap.State)
 	require.Equal(t, http.StatusSeeOther, trip(token, "Referer: "+f.url+"/ui/breakers"), "Referer when no Origin")
 	require.Equal(t, http.StatusSeeOther, trip(token), "a script: neither header, the CSRF token is enough")
 
@@ -277,9 +277,9 @@ func TestCSRF(t *testing.T) {
 	require.Contains(t, r.body, "not a positive duration")
 	r = call(t, "POST", f.url+"/ui/breakers/reset", url.Values{"csrf": {token}, "key": {"llm.example"}}, cookie, origin)
 	require.Equal(t, http.StatusSeeOther, r.status)
-	snap, err = resilience.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err = breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateClosed, snap.State)
+	require.Equal(t, breaker.StateClosed, snap.State)
 }
 
 func TestOpenModeStillNeedsCSRF(t *testing.T) {

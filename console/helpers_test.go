@@ -12,11 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/api"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/httpx"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/tasks"
 )

@@ -17,6 +17,7 @@ import (
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
 )
@@ -128,7 +129,7 @@ func (c *Console) overview(rw http.ResponseWriter, r *http.Request, s session) e
 	open := 0
 	for _, b := range bl {
 		byState[string(b.State)]++
-		if b.State == resilience.StateOpen {
+		if b.State == breaker.StateOpen {
 			open++
 		}
 	}
@@ -560,7 +561,7 @@ func (c *Console) cancel(rw http.ResponseWriter, r *http.Request, s session) err
 
 // breakerRows lists every breaker Redis knows and every configured agent's.
 // list is what breakers.List read (nil: read it now).
-func (c *Console) breakerRows(ctx context.Context, list []resilience.BreakerSnapshot) ([]resilience.BreakerSnapshot, map[string][]string, error) {
+func (c *Console) breakerRows(ctx context.Context, list []breaker.Snapshot) ([]breaker.Snapshot, map[string][]string, error) {
 	if list == nil {
 		var err error
 		if list, err = c.breakers.List(ctx); err != nil {
@@ -584,7 +585,7 @@ func (c *Console) breakerRows(ctx context.Context, list []resilience.BreakerSnap
 		}
 		list = append(list, snap)
 	}
-	slices.SortFunc(list, func(a, b resilience.BreakerSnapshot) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(list, func(a, b breaker.Snapshot) int { return cmp.Compare(a.Key, b.Key) })
 	return list, users, nil
 }
 
@@ -673,7 +674,7 @@ func (c *Console) agents(rw http.ResponseWriter, r *http.Request, s session) err
 		return err
 	}
 	type row struct {
-		resilience.AgentSummary
+		breaker.AgentSummary
 		Kind, Queue string
 		DeadLetters int64
 	}

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentq/agentq/resilience"
 )
 
 // TestLogoutEndsTheSession: a cookie copied before logout is refused
@@ -43,9 +42,9 @@ func TestLogoutEndsTheSession(t *testing.T) {
 		r = call(t, "POST", base+"/ui/breakers/trip", url.Values{"csrf": {csrf}, "key": {"llm.example"}, "for": {"5m"}}, copied, "Origin: "+base)
 		require.Equal(t, http.StatusUnauthorized, r.status, "POST with the logged-out cookie on %s", base)
 	}
-	snap, err := resilience.NewBreakers(f.rdb).Get(context.Background(), "llm.example")
+	snap, err := breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateClosed, snap.State, "the refused POST tripped nothing")
+	require.Equal(t, breaker.StateClosed, snap.State, "the refused POST tripped nothing")
 
 	r = call(t, "GET", f.url+"/ui/breakers", nil, kept)
 	require.Equal(t, http.StatusOK, r.status, "another session is not logged out")

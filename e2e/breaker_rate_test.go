@@ -18,7 +18,7 @@ import (
 
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -93,7 +93,7 @@ type fleetResult struct {
 	views   map[string]*tasks.View
 	elapsed time.Duration // from the enqueue to the last terminal state
 	opens   int           // breaker "open" events seen
-	snap    resilience.BreakerSnapshot
+	snap    breaker.Snapshot
 }
 
 // runFleet starts a Redis and three worker processes on cfg (whose agent
@@ -120,11 +120,11 @@ func runFleet(t *testing.T, b bins, cfg, key string, ids []string, within time.D
 	views := waitStates(t, rdb, ids, within)
 	res := fleetResult{views: views, elapsed: time.Since(began)}
 	for _, ev := range events() {
-		if ev.State == string(resilience.StateOpen) {
+		if ev.State == string(breaker.StateOpen) {
 			res.opens++
 		}
 	}
-	snap, err := resilience.NewBreakers(rdb).Get(t.Context(), key)
+	snap, err := breaker.New(rdb).Get(t.Context(), key)
 	require.NoError(t, err)
 	res.snap = snap
 	for _, w := range workers {
@@ -188,7 +188,7 @@ func TestRateBreakerIgnoresFlakyBackend(t *testing.T) {
 		t.Helper()
 		require.Zero(t, r.opens, "%s: the breaker opened", name)
 		require.Empty(t, deferredTasks(r.views), "%s: tasks were deferred", name)
-		require.Equal(t, resilience.StateClosed, r.snap.State, name)
+		require.Equal(t, breaker.StateClosed, r.snap.State, name)
 		for id, v := range r.views {
 			if strings.HasPrefix(id, "bad-") {
 				require.Equal(t, tasks.StateDeadLettered, v.State, "%s: %s", name, id)
@@ -360,7 +360,7 @@ agents:
 	opens := func() []breakerEvent {
 		var o []breakerEvent
 		for _, ev := range events() {
-			if ev.State == string(resilience.StateOpen) {
+			if ev.State == string(breaker.StateOpen) {
 				o = append(o, ev)
 			}
 		}
@@ -489,9 +489,9 @@ agents:
 			"a call arrived %s after the 429 that said to wait %s", a.Sub(limited), reset)
 	}
 	for _, ev := range events() {
-		require.NotEqual(t, string(resilience.StateOpen), ev.State, "a 429 with Retry-After opened the breaker")
+		require.NotEqual(t, string(breaker.StateOpen), ev.State, "a 429 with Retry-After opened the breaker")
 	}
-	snap, err := resilience.NewBreakers(rdb).Get(t.Context(), key)
+	snap, err := breaker.New(rdb).Get(t.Context(), key)
 	require.NoError(t, err)
 	require.Zero(t, snap.FailureCount, "back-pressure is not a breaker failure")
 	paused := 0

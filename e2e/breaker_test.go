@@ -19,7 +19,7 @@ import (
 
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -98,7 +98,7 @@ func watchBreaker(t *testing.T, rdb *redis.Client, key string) (events func() []
 	ps := rdb.Subscribe(ctx, rkeys.BreakerChannel())
 	_, err := ps.Receive(ctx) // the subscription confirmation
 	require.NoError(t, err)
-	br := resilience.NewBreakers(rdb)
+	br := breaker.New(rdb)
 	var mu sync.Mutex
 	var evs []breakerEvent
 	done := make(chan struct{})
@@ -110,7 +110,7 @@ func watchBreaker(t *testing.T, rdb *redis.Client, key string) (events func() []
 				continue
 			}
 			ev.seen = time.Now()
-			if ev.State == string(resilience.StateOpen) {
+			if ev.State == string(breaker.StateOpen) {
 				if s, err := br.Get(ctx, key); err == nil && s.Generation == ev.Generation && s.OpenUntil != nil {
 					ev.openUntil = *s.OpenUntil
 				}
@@ -190,7 +190,7 @@ agents:
 	opens := func() []breakerEvent {
 		var o []breakerEvent
 		for _, ev := range events() {
-			if ev.State == string(resilience.StateOpen) {
+			if ev.State == string(breaker.StateOpen) {
 				o = append(o, ev)
 			}
 		}
@@ -203,10 +203,10 @@ agents:
 	}
 	// While the breaker is open, the inspector shows it open and unhealthy,
 	// and the ops API of a worker agrees (the state is shared).
-	snap, err := resilience.NewBreakers(rdb).Get(t.Context(), key)
+	snap, err := breaker.New(rdb).Get(t.Context(), key)
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateOpen, snap.State)
-	require.Equal(t, resilience.HealthUnhealthy, snap.Health)
+	require.Equal(t, breaker.StateOpen, snap.State)
+	require.Equal(t, breaker.HealthUnhealthy, snap.Health)
 
 	be.down.Store(false)
 	upAt := time.Now()
@@ -295,10 +295,10 @@ agents:
 
 	out, errOut, code = run(t, "", b.inspector, "--redis", srv.URL(), "breakers", "--json")
 	require.Equal(t, 0, code, errOut)
-	var bs resilience.BreakerSnapshot
+	var bs breaker.Snapshot
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &bs), out)
 	require.Equal(t, key, bs.Key)
-	require.Equal(t, resilience.StateClosed, bs.State)
+	require.Equal(t, breaker.StateClosed, bs.State)
 	require.Zero(t, bs.ConsecutiveFailures)
 	require.GreaterOrEqual(t, bs.FailureCount, int64(3))
 
@@ -330,7 +330,7 @@ agents:
 	ops := freeAddr(t)
 	w := start(t, "worker", b.worker, "--config", cfg, "--redis", srv.URL(), "--http", ops)
 	waitHTTP(t, "http://"+ops+"/readyz", 20*time.Second)
-	br := resilience.NewBreakers(rdb)
+	br := breaker.New(rdb)
 	st := tasks.NewStore(rdb)
 
 	enqueue := func(prefix string, n int) []string {
@@ -350,7 +350,7 @@ agents:
 		require.Contains(t, out, "tripped")
 		s, err := br.Get(t.Context(), key)
 		require.NoError(t, err)
-		require.Equal(t, resilience.StateOpen, s.State)
+		require.Equal(t, breaker.StateOpen, s.State)
 		require.NotNil(t, s.OpenUntil)
 		return *s.OpenUntil
 	}
@@ -419,7 +419,7 @@ agents:
 	}
 	s, err := br.Get(t.Context(), key)
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateClosed, s.State, "the trials succeeded")
+	require.Equal(t, breaker.StateClosed, s.State, "the trials succeeded")
 
 	// 2. Tripped for 30s, then reset: the deferred tasks run at once.
 	trip("30s")
@@ -440,9 +440,9 @@ agents:
 
 	out, errOut, code = run(t, "", b.inspector, "--redis", srv.URL(), "breakers", "--json")
 	require.Equal(t, 0, code, errOut)
-	var bs resilience.BreakerSnapshot
+	var bs breaker.Snapshot
 	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &bs), out)
-	require.Equal(t, resilience.StateClosed, bs.State)
-	require.Equal(t, resilience.HealthHealthy, bs.Health)
+	require.Equal(t, breaker.StateClosed, bs.State)
+	require.Equal(t, breaker.HealthHealthy, bs.Health)
 	require.Equal(t, 0, w.stop(t, 15*time.Second))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -141,18 +142,18 @@ agents:
 	for {
 		out, errOut, code = run(t, "", b.inspector, "--redis", srv.URL(), "breakers", "--json")
 		require.Equal(t, 0, code, errOut)
-		states := map[string]resilience.BreakerSnapshot{}
+		states := map[string]breaker.Snapshot{}
 		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			var s resilience.BreakerSnapshot
+			var s breaker.Snapshot
 			require.NoError(t, json.Unmarshal([]byte(line), &s), line)
 			states[s.Key] = s
 		}
 		p, okP := states["llm.primary"]
 		f, okF := states["llm.backup"]
 		if okP && okF {
-			require.Equal(t, resilience.StateOpen, p.State)
-			require.Equal(t, resilience.HealthUnhealthy, p.Health)
-			require.Equal(t, resilience.StateClosed, f.State)
+			require.Equal(t, breaker.StateOpen, p.State)
+			require.Equal(t, breaker.HealthUnhealthy, p.Health)
+			require.Equal(t, breaker.StateClosed, f.State)
 			require.Zero(t, f.FailureCount)
 			break
 		}

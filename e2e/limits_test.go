@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -187,7 +187,7 @@ agents:
 	// window to empty.
 	warm := enqueueN(t, b, srv.URL(), "warm", requests)
 	waitStates(t, rdb, warm, 60*time.Second)
-	lim := resilience.NewLimiter(rdb)
+	lim := limit.New(rdb)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, err := lim.Status(context.Background(), "loopback-llm")
@@ -221,7 +221,7 @@ agents:
 	})
 	require.Len(t, arrivals, nTasks, "one call per task")
 	worst, at := maxInWindow(arrivals, per)
-	if worst > requests && lag() > resilience.RequestGuard(per) {
+	if worst > requests && lag() > limit.RequestGuard(per) {
 		// The backend (this test process) was itself scheduled late by more
 		// than the limiter's guard: its arrival times are off by up to that
 		// lag. Hold the windows to the limit within that measurement error.

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -98,7 +98,7 @@ agents:
 	ops := freeAddr(t)
 	w := start(t, "worker", b.worker, "--config", cfg, "--redis", srv.URL(), "--http", ops)
 	waitHTTP(t, "http://"+ops+"/readyz", 20*time.Second)
-	br := resilience.NewBreakers(rdb)
+	br := breaker.New(rdb)
 
 	var lines, ids []string
 	for i := range nTasks {
@@ -114,7 +114,7 @@ agents:
 	for {
 		s, err := br.Get(t.Context(), "llm")
 		require.NoError(t, err)
-		if s.State == resilience.StateOpen {
+		if s.State == breaker.StateOpen {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "breaker did not open: %+v", s)
@@ -142,14 +142,14 @@ agents:
 	require.Equal(t, tasksBefore, tasksNow, "a real task reached the backend while the breaker was not closed")
 	s, err := br.Get(t.Context(), "llm")
 	require.NoError(t, err)
-	require.NotEqual(t, resilience.StateClosed, s.State)
+	require.NotEqual(t, breaker.StateClosed, s.State)
 
 	// The ops API shows the failing probe.
 	var agents struct {
 		Agents []struct {
-			Agent string                  `json:"agent"`
-			State string                  `json:"state"`
-			Probe *resilience.ProbeStatus `json:"probe"`
+			Agent string               `json:"agent"`
+			State string               `json:"state"`
+			Probe *breaker.ProbeStatus `json:"probe"`
 		} `json:"agents"`
 	}
 	resp, err := http.Get("http://" + ops + "/api/v1/agents")
@@ -181,7 +181,7 @@ agents:
 	be.mu.Unlock()
 	s, err = br.Get(t.Context(), "llm")
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateClosed, s.State)
+	require.Equal(t, breaker.StateClosed, s.State)
 
 	resp, err = http.Get("http://" + ops + "/metrics")
 	require.NoError(t, err)

@@ -14,7 +14,8 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/restart"
 )
 
@@ -62,9 +63,9 @@ func Queues(rdb redis.UniversalClient) ([]QueueStats, error) {
 }
 
 // Collect reads the whole of Stats. breakers lists the breakers (nil: a
-// plain resilience.NewBreakers(rdb)); list, when not nil, receives the
+// plain breaker.New(rdb)); list, when not nil, receives the
 // breaker snapshots it read, for callers that show them too.
-func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *resilience.Breakers) (Stats, []resilience.BreakerSnapshot, error) {
+func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *breaker.Breakers) (Stats, []breaker.Snapshot, error) {
 	st := Stats{Queues: []QueueStats{}}
 	var err error
 	if st.Queues, err = Queues(rdb); err != nil {
@@ -81,7 +82,7 @@ func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *resilienc
 		return st, nil, err
 	}
 	if breakers == nil {
-		breakers = resilience.NewBreakers(rdb)
+		breakers = breaker.New(rdb)
 	}
 	bl, err := breakers.List(ctx)
 	if err != nil {
@@ -89,7 +90,7 @@ func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *resilienc
 	}
 	st.Breakers = len(bl)
 	for _, b := range bl {
-		if b.State == resilience.StateOpen {
+		if b.State == breaker.StateOpen {
 			st.BreakersOpen++
 		}
 	}
@@ -97,15 +98,15 @@ func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *resilienc
 }
 
 // AgentRefs names cfg's agents (sorted) with their breaker keys, fallbacks
-// and whether they have a health probe, for resilience.Breakers.Summaries.
-func AgentRefs(cfg *config.Config) []resilience.AgentRef {
-	refs := make([]resilience.AgentRef, 0, len(cfg.Agents))
+// and whether they have a health probe, for breaker.Breakers.Summaries.
+func AgentRefs(cfg *config.Config) []breaker.AgentRef {
+	refs := make([]breaker.AgentRef, 0, len(cfg.Agents))
 	for _, name := range cfg.AgentNames() {
 		a, _ := cfg.Agent(name)
-		ref := resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil}
+		ref := breaker.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil}
 		if l := a.Limits; l != nil {
 			ref.LimitKey = l.Key
-			ref.Limits = resilience.LimitConfig{Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency}
+			ref.Limits = limit.Config{Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency}
 		}
 		refs = append(refs, ref)
 	}
@@ -115,7 +116,7 @@ func AgentRefs(cfg *config.Config) []resilience.AgentRef {
 // BreakerKeys returns the breaker keys of cfg's agents (an agent's
 // breaker_key, its name by default), sorted, without repeats: the keys an
 // operator may trip or reset besides those already in Redis
-// (resilience.Breakers.CheckKey).
+// (breaker.Breakers.CheckKey).
 func BreakerKeys(cfg *config.Config) []string {
 	var keys []string
 	for _, ref := range AgentRefs(cfg) {
@@ -128,7 +129,7 @@ func BreakerKeys(cfg *config.Config) []string {
 // agents, sorted, without repeats: each agent's limits key and the breaker
 // key of each HTTP agent without limits (its provider's replies pause that
 // key fleet-wide too: PauseOnlyKeys) — the keys `inspector limits resume`
-// knows besides those in Redis (resilience.Limiter.CheckKey).
+// knows besides those in Redis (limit.Limiter.CheckKey).
 func LimitKeys(cfg *config.Config) []string {
 	var keys []string
 	for _, ref := range AgentRefs(cfg) {

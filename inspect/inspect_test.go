@@ -11,7 +11,7 @@ import (
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -36,7 +36,7 @@ func TestCollect(t *testing.T) {
 		_, err := dlq.Put(ctx, e)
 		require.NoError(t, err)
 	}
-	require.NoError(t, resilience.NewBreakers(rdb).Trip(ctx, "llm.example", time.Minute))
+	require.NoError(t, breaker.New(rdb).Trip(ctx, "llm.example", time.Minute))
 
 	st, bl, err = inspect.Collect(ctx, rdb, nil)
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestAgentRefs(t *testing.T) {
 	}
 	refs := inspect.AgentRefs(cfg)
 	require.Len(t, refs, 2)
-	require.Equal(t, resilience.AgentRef{Name: "a", BreakerKey: "shared", Fallback: []string{"b"}, Probe: true}, refs[0])
+	require.Equal(t, breaker.AgentRef{Name: "a", BreakerKey: "shared", Fallback: []string{"b"}, Probe: true}, refs[0])
 	require.Equal(t, "b", refs[1].Name)
 	require.Equal(t, "b", refs[1].BreakerKey, "an agent without breaker_key uses its name")
 	require.False(t, refs[1].Probe)

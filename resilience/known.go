@@ -1,13 +1,10 @@
 package resilience
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // ErrUnknownKey is wrapped by *UnknownKeyError.
@@ -45,9 +42,9 @@ func (e *UnknownKeyError) Error() string {
 // Unwrap returns ErrUnknownKey.
 func (e *UnknownKeyError) Unwrap() error { return ErrUnknownKey }
 
-// checkKnown returns nil when key is in configured or recorded, else an
+// CheckKnown returns nil when key is in configured or recorded, else an
 // *UnknownKeyError listing both, sorted and without repeats.
-func checkKnown(kind, key string, configured, recorded []string) error {
+func CheckKnown(kind, key string, configured, recorded []string) error {
 	set := map[string]bool{}
 	for _, ks := range [][]string{configured, recorded} {
 		for _, k := range ks {
@@ -63,43 +60,4 @@ func checkKnown(kind, key string, configured, recorded []string) error {
 	}
 	sort.Strings(known)
 	return &UnknownKeyError{Kind: kind, Key: key, Known: known}
-}
-
-// CheckKey reports whether an operator may trip or reset the breaker of
-// key: nil when key is one of configured (the breaker keys of the config's
-// agents) or a breaker Redis has a record of (the breaker index: every key
-// a worker has used), else an *UnknownKeyError naming the known keys.
-// Without a config, configured is empty and only recorded breakers count.
-func (b *Breakers) CheckKey(ctx context.Context, key string, configured []string) error {
-	ctx, cancel := b.bound(ctx)
-	defer cancel()
-	recorded, err := b.rdb.SMembers(ctx, rkeys.Breakers()).Result()
-	if err != nil {
-		return b.wrap(key, "check key", err)
-	}
-	return checkKnown("breaker", key, configured, recorded)
-}
-
-// CheckKey reports whether an operator may act on limits key: nil when it
-// is one of configured (the limits keys of the config's agents), a key a
-// worker registered (Keys) or a key Redis holds a state for (a pause a
-// worker wrote on an HTTP agent's breaker key, which is registered
-// nowhere), else an *UnknownKeyError naming the known keys.
-func (l *Limiter) CheckKey(ctx context.Context, key string, configured []string) error {
-	recorded, err := l.Keys(ctx)
-	if err != nil {
-		return err
-	}
-	err = checkKnown("limits", key, configured, recorded)
-	if err == nil {
-		return nil
-	}
-	n, xerr := l.rdb.Exists(ctx, rkeys.LimitState(key)).Result()
-	if xerr != nil {
-		return l.wrap(key, "check key", xerr)
-	}
-	if n > 0 {
-		return nil
-	}
-	return err
 }

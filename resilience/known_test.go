@@ -28,7 +28,7 @@ func TestCheckKnown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := checkKnown("breaker", tc.key, tc.configured, tc.recorded)
+			err := CheckKnown("breaker", tc.key, tc.configured, tc.recorded)
 			if tc.want == "" {
 				require.NoError(t, err)
 				return

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
 )
@@ -82,12 +83,8 @@ const alertRedisTimeout = time.Second
 // window is reset; the hash expires two windows after its last failure.
 // The count reaches the threshold once per window, so exactly one call in
 // the fleet gets raise = 1.
-var alertScript = redis.NewScript(`
-local now = tonumber(ARGV[3])
-if not now then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+var alertScript = redis.NewScript(redisx.LuaNowMS + `
+local now = now_ms(ARGV[3])
 local w = tonumber(ARGV[1])
 local start = now - (now % w)
 local cur = tonumber(redis.call('HGET', KEYS[1], 'start') or '-1')

@@ -13,6 +13,8 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -159,7 +161,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	out := breakerOutcome(sp.policy, v.Class, reply)
 	if p.noGate {
 		// Gate off (WithoutBreaker): nothing to record.
-	} else if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out, resilience.ForTask(env.ID)); errors.Is(err, resilience.ErrStaleAdmission) {
+	} else if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out, breaker.ForTask(env.ID)); errors.Is(err, breaker.ErrStaleAdmission) {
 		log.Debug("breaker result from an older generation ignored", "err", err)
 	} else if err != nil {
 		log.Warn("breaker record failed", "err", err)
@@ -176,7 +178,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 		}
 	}
 	p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), outcome).Inc()
-	if out == resilience.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled) {
+	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled) {
 		p.alerts.failure(sp.name)
 	}
 	errText := ""
@@ -194,23 +196,23 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 // health either way), or a rate_limited reply that said when the key
 // resets (back-pressure: it paused the key, see pauses.go; reply is the
 // call's observed reply, nil when none was observed).
-func breakerOutcome(pol resilience.Policy, class resilience.Class, reply *agent.Reply) resilience.Outcome {
+func breakerOutcome(pol resilience.Policy, class resilience.Class, reply *agent.Reply) breaker.Outcome {
 	switch {
 	case class == "":
-		return resilience.OutcomeSuccess
+		return breaker.OutcomeSuccess
 	case class == resilience.Canceled:
-		return resilience.OutcomeIgnore
+		return breaker.OutcomeIgnore
 	case class == resilience.RateLimited && reply != nil && backPressure(*reply):
-		return resilience.OutcomeIgnore
+		return breaker.OutcomeIgnore
 	case pol.Rule(class).CountsForBreaker:
-		return resilience.OutcomeFailure
+		return breaker.OutcomeFailure
 	}
-	return resilience.OutcomeIgnore
+	return breaker.OutcomeIgnore
 }
 
 // backPressure reports whether a reply says when its key resets.
 func backPressure(r agent.Reply) bool {
-	_, _, ok := resilience.ExhaustedFor(r.Status, r.Header, time.Now())
+	_, _, ok := limit.ExhaustedFor(r.Status, r.Header, time.Now())
 	return ok
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -26,17 +28,17 @@ func TestBreakerOutcome(t *testing.T) {
 		name  string
 		class resilience.Class
 		reply *agent.Reply
-		want  resilience.Outcome
+		want  breaker.Outcome
 	}{
-		{"success", "", nil, resilience.OutcomeSuccess},
-		{"provider error counts", resilience.ProviderError, nil, resilience.OutcomeFailure},
-		{"network counts", resilience.NetworkTransient, nil, resilience.OutcomeFailure},
-		{"invalid_request is the caller's", resilience.InvalidRequest, nil, resilience.OutcomeIgnore},
-		{"context_length is the caller's", resilience.ContextLength, nil, resilience.OutcomeIgnore},
-		{"canceled says nothing", resilience.Canceled, nil, resilience.OutcomeIgnore},
-		{"429 with Retry-After is back-pressure", resilience.RateLimited, retryAfter, resilience.OutcomeIgnore},
-		{"429 without a reset counts", resilience.RateLimited, bare429, resilience.OutcomeFailure},
-		{"rate_limited without a reply counts", resilience.RateLimited, nil, resilience.OutcomeFailure},
+		{"success", "", nil, breaker.OutcomeSuccess},
+		{"provider error counts", resilience.ProviderError, nil, breaker.OutcomeFailure},
+		{"network counts", resilience.NetworkTransient, nil, breaker.OutcomeFailure},
+		{"invalid_request is the caller's", resilience.InvalidRequest, nil, breaker.OutcomeIgnore},
+		{"context_length is the caller's", resilience.ContextLength, nil, breaker.OutcomeIgnore},
+		{"canceled says nothing", resilience.Canceled, nil, breaker.OutcomeIgnore},
+		{"429 with Retry-After is back-pressure", resilience.RateLimited, retryAfter, breaker.OutcomeIgnore},
+		{"429 without a reset counts", resilience.RateLimited, bare429, breaker.OutcomeFailure},
+		{"rate_limited without a reply counts", resilience.RateLimited, nil, breaker.OutcomeFailure},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,17 +55,17 @@ func TestPauseView(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	ctx := context.Background()
-	lim := resilience.NewLimiter(rdb)
+	lim := limit.New(rdb)
 	log := &taskLog{base: slog.New(slog.DiscardHandler), env: &tasks.Envelope{}}
 	var v pauseView
 	require.True(t, v.admit(ctx, log, lim, "k").Allowed)
 
 	// Another process pauses the key: seen once this view's entry is stale.
-	_, _, err := resilience.NewLimiter(rdb).Pause(ctx, "k", time.Minute, "test")
+	_, _, err := limit.New(rdb).Pause(ctx, "k", time.Minute, "test")
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		a := v.admit(ctx, log, lim, "k")
-		return !a.Allowed && a.Limit == resilience.LimitPaused && a.RetryIn > 50*time.Second
+		return !a.Allowed && a.Limit == limit.Paused && a.RetryIn > 50*time.Second
 	}, 5*pauseCheckEvery, 10*time.Millisecond)
 
 	// This process's own pause takes effect at once.

@@ -16,11 +16,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -90,10 +91,10 @@ agents:
 	require.Equal(t, int32(1), calls.Load())
 	require.Zero(t, counterValue(t, w, "agentq_retries_total", nil))
 	require.Zero(t, counterValue(t, w, "agentq_dead_letters_total", nil))
-	st, err := resilience.NewBreakers(rdb).Get(ctx, "slow")
+	st, err := breaker.New(rdb).Get(ctx, "slow")
 	require.NoError(t, err)
 	require.Zero(t, st.ConsecutiveFailures, "a cancel is not a failure")
-	require.Equal(t, resilience.StateClosed, st.State)
+	require.Equal(t, breaker.StateClosed, st.State)
 }
 
 // TestCancelRaces: a cancel whose mark lands at awkward moments of a

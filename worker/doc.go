@@ -9,7 +9,7 @@
 //     once (class invalid_request, reason invalid_payload), raw payload kept.
 //  2. Resolve the agent. A name with no configured or registered runner is
 //     dead-lettered (class not_supported, reason unknown_agent).
-//  3. Ask the agent's shared circuit breaker (resilience.Breakers). An open
+//  3. Ask the agent's shared circuit breaker (breaker.Breakers). An open
 //     breaker defers the task until the breaker may admit a trial, with
 //     jitter; a deferral uses no attempt.
 //  4. Run the agent (exec, http or Go function) under the agent's timeout.

@@ -22,6 +22,7 @@ import (
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -284,10 +285,10 @@ func TestFallback(t *testing.T) {
 			if tt.n > 1 {
 				s, err := w.breakers.Get(context.Background(), "primary")
 				require.NoError(t, err)
-				require.Equal(t, resilience.StateOpen, s.State)
+				require.Equal(t, breaker.StateOpen, s.State)
 				s, err = w.breakers.Get(context.Background(), "second")
 				require.NoError(t, err)
-				require.Equal(t, resilience.StateClosed, s.State)
+				require.Equal(t, breaker.StateClosed, s.State)
 			}
 		})
 	}

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/record"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -15,9 +16,9 @@ import (
 // task's own agent, or one of its fallback agents.
 type admitted struct {
 	sp   *spec
-	adm  resilience.Admission
-	lim  resilience.LimitAdmission // the admission of sp's limits (zero: none)
-	next int                       // index in the primary's fallback list of the next agent to fall back to
+	adm  breaker.Admission
+	lim  limit.Admission // the admission of sp's limits (zero: none)
+	next int             // index in the primary's fallback list of the next agent to fall back to
 }
 
 // gate asks the breaker of the task's agent sp for a call. An open
@@ -46,7 +47,7 @@ func (p *pipeline) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 // gateLimits asks the limits of sp, whose breaker admitted the call (adm).
 // Over a limit, a fallback agent that admits the call serves it; else the
 // task waits in its worker for capacity (waitLimit), or is deferred.
-func (p *pipeline) gateLimits(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission) (*admitted, error) {
+func (p *pipeline) gateLimits(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm breaker.Admission) (*admitted, error) {
 	la := p.admitLimit(ctx, log, sp)
 	if la.Allowed {
 		return &admitted{sp: sp, adm: adm, lim: la}, nil
@@ -76,9 +77,9 @@ const fallbackBreakerOpen = "breaker_open"
 
 // admit asks sp's breaker for a call: Allow, or AllowTask for an agent
 // with a health probe (its tasks are never half-open trials).
-func (p *pipeline) admit(ctx context.Context, sp *spec) (resilience.Admission, error) {
+func (p *pipeline) admit(ctx context.Context, sp *spec) (breaker.Admission, error) {
 	if p.noGate {
-		return resilience.Admission{Allowed: true, State: resilience.StateClosed}, nil
+		return breaker.Admission{Allowed: true, State: breaker.StateClosed}, nil
 	}
 	if sp.probe != nil {
 		return p.breakers.AllowTask(ctx, sp.breakerKey, sp.breaker)
@@ -87,9 +88,9 @@ func (p *pipeline) admit(ctx context.Context, sp *spec) (resilience.Admission, e
 }
 
 // release gives back an admission whose call was never made.
-func (p *pipeline) release(ctx context.Context, sp *spec, adm resilience.Admission) {
+func (p *pipeline) release(ctx context.Context, sp *spec, adm breaker.Admission) {
 	if !p.noGate {
-		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, resilience.OutcomeIgnore)
+		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, breaker.OutcomeIgnore)
 	}
 }
 
@@ -128,12 +129,12 @@ func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, fr
 // deferTask puts a task back until its breaker may admit a trial. Deferred
 // tasks wake spread out (jitter) so they do not stampede; those not admitted
 // defer again.
-func (p *pipeline) deferTask(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm resilience.Admission) error {
+func (p *pipeline) deferTask(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm breaker.Admission) error {
 	wait := adm.RetryIn
 	if wait < 50*time.Millisecond {
 		wait = 50 * time.Millisecond
 	}
-	if adm.State == resilience.StateHalfOpen && wait > time.Second {
+	if adm.State == breaker.StateHalfOpen && wait > time.Second {
 		// A trial is in flight: look again soon rather than at its lease expiry.
 		wait = time.Second
 	}

@@ -13,12 +13,12 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/startstop"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 
 // Provider limits in the pipeline (config agents.NAME.limits; the limiter
-// is resilience.Limiter). After its breaker admits a call, the agent's
+// is limit.Limiter). After its breaker admits a call, the agent's
 // limits must admit it too, in one Redis script for the whole fleet. A
 // call over a limit is not made:
 //
@@ -34,7 +34,7 @@ import (
 //
 // After the call its concurrency lease is released, the tokens of its
 // reply's usage are debited, and a reply saying the key is exhausted
-// (resilience.ExhaustedFor) pauses the key fleet-wide.
+// (limit.ExhaustedFor) pauses the key fleet-wide.
 
 // limitWaitMax bounds how long a task waits in its worker for capacity
 // before it is deferred instead: short enough not to hold a worker slot
@@ -51,7 +51,7 @@ const limitPoll = 25 * time.Millisecond
 // limitSpec is an agent's limits.
 type limitSpec struct {
 	key string
-	cfg resilience.LimitConfig
+	cfg limit.Config
 	// pauseOnly: the agent configures no limits, but it is an HTTP agent,
 	// whose provider's replies may still pause key (its breaker key)
 	// fleet-wide: its calls honour the pause, read from Redis at most once
@@ -72,7 +72,7 @@ func newLimitSpec(l *config.Limits, breakerKey string, timeout time.Duration, is
 	if key == "" {
 		key = breakerKey
 	}
-	return &limitSpec{key: key, cfg: resilience.LimitConfig{
+	return &limitSpec{key: key, cfg: limit.Config{
 		Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency,
 		Lease: timeout + 5*time.Second,
 	}}
@@ -80,17 +80,17 @@ func newLimitSpec(l *config.Limits, breakerKey string, timeout time.Duration, is
 
 // describe names a refusal for history and logs, e.g.
 // limit "openai-prod" requests 20/1s.
-func (l *limitSpec) describe(a resilience.LimitAdmission) string {
+func (l *limitSpec) describe(a limit.Admission) string {
 	switch a.Limit {
-	case resilience.LimitRequests:
+	case limit.Requests:
 		return fmt.Sprintf("limit %q requests %d/%s", l.key, l.cfg.Requests, l.cfg.Per)
-	case resilience.LimitTokens:
+	case limit.Tokens:
 		return fmt.Sprintf("limit %q tokens %d/%s", l.key, l.cfg.Tokens, l.cfg.Per)
-	case resilience.LimitConcurrency:
+	case limit.Concurrency:
 		return fmt.Sprintf("limit %q concurrency %d", l.key, l.cfg.Concurrency)
-	case resilience.LimitPaused:
+	case limit.Paused:
 		return fmt.Sprintf("limit %q paused by the provider until %s", l.key, a.PausedUntil.Format(time.RFC3339Nano))
-	case resilience.LimitUnavailable:
+	case limit.Unavailable:
 		return fmt.Sprintf("limit %q unavailable: Redis did not answer", l.key)
 	}
 	return fmt.Sprintf("limit %q", l.key)
@@ -125,11 +125,11 @@ func (ls *limitLines) get(key string) *limitLine {
 
 // admitLimit asks sp's limits for a call once, without waiting. An agent
 // without limits admits; a limiter Redis cannot reach refuses
-// (resilience.LimitUnavailable): the task waits, and is deferred, as for
+// (limit.Unavailable): the task waits, and is deferred, as for
 // any limit.
-func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) resilience.LimitAdmission {
+func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) limit.Admission {
 	if sp.limits == nil || p.limiter == nil {
-		return resilience.LimitAdmission{Allowed: true}
+		return limit.Admission{Allowed: true}
 	}
 	if sp.limits.pauseOnly {
 		return p.pauses.admit(ctx, log, p.limiter, sp.limits.key)
@@ -147,7 +147,7 @@ func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) resil
 // waitLimit waits in sp's line for its limits to admit a call, at most
 // limitWaitMax. It returns the admission, or the last refusal (ok false)
 // when the wait would be longer; err is ctx's when the worker shuts down.
-func (p *pipeline) waitLimit(ctx context.Context, log *taskLog, sp *spec, last resilience.LimitAdmission) (resilience.LimitAdmission, error) {
+func (p *pipeline) waitLimit(ctx context.Context, log *taskLog, sp *spec, last limit.Admission) (limit.Admission, error) {
 	line := p.lines.get(sp.limits.key)
 	deadline := time.Now().Add(limitWaitMax)
 	if last.RetryIn > limitWaitMax {
@@ -209,7 +209,7 @@ func sleepOrFreed(ctx context.Context, d time.Duration, freed <-chan struct{}) e
 // the limit. asynq may deliver it up to a second early (whole seconds):
 // it then waits for the rest in its worker's line, which is what lets a
 // key's deferred tasks take capacity as soon as it frees.
-func (p *pipeline) deferLimit(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a resilience.LimitAdmission) error {
+func (p *pipeline) deferLimit(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a limit.Admission) error {
 	wait := max(a.RetryIn, 100*time.Millisecond)
 	wait += time.Duration(rand.Int64N(int64(min(max(wait/5, 500*time.Millisecond), time.Second)) + 1))
 	why := sp.limits.describe(a)
@@ -234,7 +234,7 @@ func (p *pipeline) releaseAdmitted(ctx context.Context, g *admitted) {
 }
 
 // releaseLimit gives back a concurrency lease and wakes the key's line.
-func (p *pipeline) releaseLimit(ctx context.Context, sp *spec, a resilience.LimitAdmission) {
+func (p *pipeline) releaseLimit(ctx context.Context, sp *spec, a limit.Admission) {
 	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
 		return
 	}
@@ -246,7 +246,7 @@ func (p *pipeline) releaseLimit(ctx context.Context, sp *spec, a resilience.Limi
 }
 
 // restampAfter is how late a limited call may leave after its admission
-// before its start is moved to when it really left (resilience.Limiter.
+// before its start is moved to when it really left (limit.Limiter.
 // Restamp): a worker process that stalls (CPU starvation, a long GC)
 // between admitting a call and sending it would otherwise let it reach the
 // provider in a later window than the limiter counted it in.
@@ -258,14 +258,14 @@ type stamper struct {
 	p    *pipeline
 	ctx  context.Context
 	sp   *spec
-	adm  resilience.LimitAdmission
+	adm  limit.Admission
 	mu   sync.Mutex
 	last time.Time
 }
 
 // newStamper returns the stamper of a call admitted by a (nil when the
 // call's start is not logged: no request limit).
-func (p *pipeline) newStamper(ctx context.Context, sp *spec, a resilience.LimitAdmission) *stamper {
+func (p *pipeline) newStamper(ctx context.Context, sp *spec, a limit.Admission) *stamper {
 	if sp.limits == nil || p.limiter == nil || a.Start == "" {
 		return nil
 	}
@@ -315,9 +315,9 @@ func (p *pipeline) observeReply(ctx context.Context, log *taskLog, sp *spec) (co
 }
 
 // pauseIfExhausted pauses sp's limits key fleet-wide when the reply says
-// the key is exhausted (resilience.ExhaustedFor).
+// the key is exhausted (limit.ExhaustedFor).
 func (p *pipeline) pauseIfExhausted(ctx context.Context, log *taskLog, sp *spec, r agent.Reply) {
-	d, why, ok := resilience.ExhaustedFor(r.Status, r.Header, time.Now())
+	d, why, ok := limit.ExhaustedFor(r.Status, r.Header, time.Now())
 	if !ok {
 		return
 	}
@@ -336,7 +336,7 @@ func (p *pipeline) pauseIfExhausted(ctx context.Context, log *taskLog, sp *spec,
 // afterLimitedCall does a limited call's bookkeeping once it has ended:
 // releases its lease and debits the tokens its reply used (a pause was
 // written when the reply came in: observeReply).
-func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec, a resilience.LimitAdmission, data []byte, reply *agent.Reply) {
+func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec, a limit.Admission, data []byte, reply *agent.Reply) {
 	if sp.limits == nil || p.limiter == nil {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -59,7 +59,7 @@ agents:
 		v := waitTerminal(t, rdb, []string{id}, 10*time.Second)[id]
 		require.Equal(t, tasks.StateSucceeded, v.State)
 	}
-	st, err := resilience.NewLimiter(rdb).Status(context.Background(), "tok")
+	st, err := limit.New(rdb).Status(context.Background(), "tok")
 	require.NoError(t, err)
 	require.EqualValues(t, 120, st.TokensInWindow, "60 tokens debited per call")
 
@@ -100,7 +100,7 @@ agents:
 	c := tasks.NewClient(rdb)
 	first := enqueueOne(t, c, "p-0", "llm")
 	waitTerminal(t, rdb, []string{first}, 10*time.Second)
-	st, err := resilience.NewLimiter(rdb).Status(context.Background(), "llm")
+	st, err := limit.New(rdb).Status(context.Background(), "llm")
 	require.NoError(t, err)
 	require.NotNil(t, st.PausedUntil)
 	require.Greater(t, time.Until(*st.PausedUntil), 20*time.Second)
@@ -127,7 +127,7 @@ agents:
     limits: {key: prov, requests: 100, per: 1m}
   backup: {}
 `, WithAgent("llm", fixedAgent(&primary, nil)), WithAgent("backup", fixedAgent(&backup, nil)))
-	_, _, err := resilience.NewLimiter(rdb).Pause(context.Background(), "prov", time.Minute, "test")
+	_, _, err := limit.New(rdb).Pause(context.Background(), "prov", time.Minute, "test")
 	require.NoError(t, err)
 	id := enqueueOne(t, tasks.NewClient(rdb), "fb-0", "llm")
 	v := waitTerminal(t, rdb, []string{id}, 10*time.Second)[id]

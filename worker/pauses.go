@@ -5,12 +5,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/limit"
 )
 
 // Provider pauses for HTTP agents without limits (a pause-only limitSpec):
 // a rate_limited reply that says when the key resets (Retry-After, the
-// x-ratelimit-*/anthropic-ratelimit-* headers: resilience.ExhaustedFor)
+// x-ratelimit-*/anthropic-ratelimit-* headers: limit.ExhaustedFor)
 // pauses the agent's breaker key fleet-wide through the limiter, exactly
 // as for an agent with limits, and does not count against the breaker
 // (attempt.go). Admission stays cheap: each process reads a key's pause
@@ -34,8 +34,8 @@ type pauseEntry struct {
 }
 
 // admit decides a call of pause-only key: refused while a pause is in
-// force (resilience.LimitPaused, RetryIn its remainder).
-func (v *pauseView) admit(ctx context.Context, log *taskLog, l *resilience.Limiter, key string) resilience.LimitAdmission {
+// force (limit.Paused, RetryIn its remainder).
+func (v *pauseView) admit(ctx context.Context, log *taskLog, l *limit.Limiter, key string) limit.Admission {
 	now := time.Now()
 	v.mu.Lock()
 	e, ok := v.keys[key]
@@ -63,9 +63,9 @@ func (v *pauseView) admit(ctx context.Context, log *taskLog, l *resilience.Limit
 		}
 	}
 	if left := e.until.Sub(now); left > 0 {
-		return resilience.LimitAdmission{Limit: resilience.LimitPaused, RetryIn: left, PausedUntil: e.until.UTC()}
+		return limit.Admission{Limit: limit.Paused, RetryIn: left, PausedUntil: e.until.UTC()}
 	}
-	return resilience.LimitAdmission{Allowed: true}
+	return limit.Admission{Allowed: true}
 }
 
 // paused notes a pause of d this process just set on key.

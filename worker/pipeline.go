@@ -14,6 +14,8 @@ import (
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
 )
@@ -38,10 +40,10 @@ type pipeline struct {
 	rec      completer // the one way to the task record (complete.go)
 	dlq      *deadletter.Store
 	restarts *restart.Scheduler
-	breakers *resilience.Breakers
-	limiter  *resilience.Limiter // provider limits (limits.go)
-	lines    limitLines          // this process's waiting lines, per limits key
-	pauses   pauseView           // pauses of pause-only keys seen by this process (pauses.go)
+	breakers *breaker.Breakers
+	limiter  *limit.Limiter // provider limits (limits.go)
+	lines    limitLines     // this process's waiting lines, per limits key
+	pauses   pauseView      // pauses of pause-only keys seen by this process (pauses.go)
 	metrics  *metrics
 	alerts   *alerter
 	workerID string
@@ -222,11 +224,11 @@ func (t *taskLog) Info(msg string, args ...any)  { t.get().Info(msg, args...) }
 func (t *taskLog) Warn(msg string, args ...any)  { t.get().Warn(msg, args...) }
 func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }
 
-func stateValue(s resilience.BreakerState) float64 {
+func stateValue(s breaker.State) float64 {
 	switch s {
-	case resilience.StateHalfOpen:
+	case breaker.StateHalfOpen:
 		return 1
-	case resilience.StateOpen:
+	case breaker.StateOpen:
 		return 2
 	}
 	return 0

@@ -18,7 +18,7 @@ import (
 	"github.com/agentq/agentq/internal/procgroup"
 	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/internal/startstop"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 )
 
 // Health probes.
@@ -150,17 +150,17 @@ const maxProbePoll = time.Second
 type prober struct {
 	agent string
 	key   string
-	cfg   resilience.BreakerConfig // the agent's, with TrialLease = probe timeout + margin
+	cfg   breaker.Config // the agent's, with TrialLease = probe timeout + margin
 	spec  *probeSpec
 	poll  time.Duration
-	br    *resilience.Breakers
+	br    *breaker.Breakers
 	m     *metrics
 	log   *slog.Logger
 
 	lifecycle startstop.Loop
 }
 
-func newProber(sp *spec, br *resilience.Breakers, m *metrics, log *slog.Logger) *prober {
+func newProber(sp *spec, br *breaker.Breakers, m *metrics, log *slog.Logger) *prober {
 	cfg := sp.breaker
 	cfg.TrialLease = sp.probe.timeout + 5*time.Second
 	return &prober{
@@ -203,28 +203,28 @@ func (p *prober) step(ctx context.Context) time.Duration {
 	if adm.Allowed {
 		// The half-open trial of this episode is ours.
 		perr := p.probe(ctx, true)
-		out := resilience.OutcomeSuccess
+		out := breaker.OutcomeSuccess
 		switch {
 		case ctx.Err() != nil:
-			out = resilience.OutcomeIgnore
+			out = breaker.OutcomeIgnore
 		case perr != nil:
-			out = resilience.OutcomeFailure
+			out = breaker.OutcomeFailure
 		}
 		st, rerr := p.br.Record(ctx, p.key, p.cfg, adm, out)
 		switch {
 		case rerr != nil:
 			p.log.Warn("probe: breaker record failed", "err", rerr)
-		case out == resilience.OutcomeSuccess:
+		case out == breaker.OutcomeSuccess:
 			p.m.breakerState.WithLabelValues(p.key).Set(stateValue(st))
 			p.log.Info("probe healthy: breaker closed", "state", st)
-		case out == resilience.OutcomeFailure:
+		case out == breaker.OutcomeFailure:
 			p.m.breakerState.WithLabelValues(p.key).Set(stateValue(st))
 			p.log.Warn("probe failed: breaker reopened", "state", st, "err", perr)
 		}
 		return 0
 	}
 	switch adm.State {
-	case resilience.StateClosed:
+	case breaker.StateClosed:
 		won, err := p.br.ClaimProbe(ctx, p.key, p.spec.interval)
 		if err == nil && won {
 			_ = p.probe(ctx, false)
@@ -254,7 +254,7 @@ func (p *prober) probe(ctx context.Context, trial bool) error {
 	if ctx.Err() != nil {
 		return ctx.Err() // shutdown: not a result
 	}
-	res := resilience.ProbeResult{OK: err == nil, Latency: elapsed}
+	res := breaker.ProbeResult{OK: err == nil, Latency: elapsed}
 	result := "ok"
 	if err != nil {
 		res.Error, result = err.Error(), "fail"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -57,7 +57,7 @@ agents:
 	require.Empty(t, cs.all(), "no real task while the breaker is not closed")
 	s, err := w.breakers.Get(ctx, "p")
 	require.NoError(t, err)
-	require.NotEqual(t, resilience.StateClosed, s.State)
+	require.NotEqual(t, breaker.StateClosed, s.State)
 	st, ok, err := w.breakers.ProbeStatus(ctx, "p")
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -72,7 +72,7 @@ agents:
 	}
 	s, err = w.breakers.Get(ctx, "p")
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateClosed, s.State)
+	require.Equal(t, breaker.StateClosed, s.State)
 	st, _, err = w.breakers.ProbeStatus(ctx, "p")
 	require.NoError(t, err)
 	require.True(t, st.LastOK)
@@ -107,7 +107,7 @@ agents:
 	require.GreaterOrEqual(t, elapsed, 3*400*time.Millisecond-100*time.Millisecond, "at most one probe per interval")
 	s, err := w.breakers.Get(context.Background(), "p")
 	require.NoError(t, err)
-	require.Equal(t, resilience.StateClosed, s.State, "interval probes do not open the breaker")
+	require.Equal(t, breaker.StateClosed, s.State, "interval probes do not open the breaker")
 	require.Zero(t, s.FailureCount)
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/restart"
 )
 
@@ -20,7 +21,7 @@ type spec struct {
 	backoff       resilience.Backoff
 	maxRetryAfter time.Duration
 	breakerKey    string
-	breaker       resilience.BreakerConfig
+	breaker       breaker.Config
 	restart       restart.Config
 	policy        resilience.Policy
 	// fallbackNames are the agents a call falls back to, in order (config
@@ -80,8 +81,8 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		backoff:       resilience.Backoff{Initial: s.Retry.InitialBackoff, Max: s.Retry.MaxBackoff, Jitter: s.Retry.Jitter},
 		maxRetryAfter: s.Retry.MaxRetryAfter,
 		breakerKey:    key,
-		breaker: resilience.BreakerConfig{
-			Mode:             resilience.BreakerMode(s.CircuitBreaker.Mode),
+		breaker: breaker.Config{
+			Mode:             breaker.Mode(s.CircuitBreaker.Mode),
 			FailureThreshold: s.CircuitBreaker.FailureThreshold,
 			Window:           s.CircuitBreaker.Window,
 			FailureRate:      s.CircuitBreaker.FailureRate,

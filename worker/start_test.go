@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/tasks"
 )
 

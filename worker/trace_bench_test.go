@@ -11,7 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/tracing"
 )
@@ -22,7 +22,7 @@ import (
 // SDK provider (on). `go test -run - -bench TraceHooks -benchmem ./worker/`
 func BenchmarkTraceHooks(b *testing.B) {
 	sp := &spec{name: "llm"}
-	g := &admitted{sp: sp, adm: resilience.Admission{Allowed: true, State: resilience.StateClosed}}
+	g := &admitted{sp: sp, adm: breaker.Admission{Allowed: true, State: breaker.StateClosed}}
 	for _, c := range []struct {
 		name   string
 		tracer func() *pipeline

@@ -13,7 +13,7 @@ import (
 	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/wakeup"
-	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -85,7 +85,7 @@ func (w *Worker) breakerEvent(ctx context.Context, insp *asynq.Inspector, keys m
 		Generation int64  `json:"generation"`
 		Kind       string `json:"kind"` // "count": a failure count changed, no transition
 	}
-	if json.Unmarshal([]byte(payload), &ev) != nil || ev.State != string(resilience.StateClosed) || ev.Kind != "" {
+	if json.Unmarshal([]byte(payload), &ev) != nil || ev.State != string(breaker.StateClosed) || ev.Kind != "" {
 		return
 	}
 	agents, ok := keys[ev.Key]

@@ -31,6 +31,8 @@ import (
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/wakeup"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/tracing"
@@ -83,7 +85,7 @@ type Worker struct {
 	rdb      redis.UniversalClient
 	log      *slog.Logger
 	pipe     *pipeline
-	breakers *resilience.Breakers
+	breakers *breaker.Breakers
 	metrics  *metrics
 	token    string
 	limiter  *httpx.Limiter // wrong tokens on /api/v1/agents, per client address
@@ -160,7 +162,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention),
 		tasks.WithWaitReplicas(rep.Replicas, rep.Timeout), tasks.WithShortReplication(rep.OnShort))
 	rec := record.NewStore(rdb, record.WithRetention(cfg.History.Retention), record.WithRunner(batch))
-	br := resilience.NewBreakers(rdb, resilience.WithLogger(o.logger), resilience.WithScriptRunner(batch))
+	br := breaker.New(rdb, breaker.WithLogger(o.logger), breaker.WithRunner(batch))
 	w := &Worker{
 		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener,
 		limiter: httpx.NewLimiter(httpx.LimiterOptions{Logger: o.logger}), specs: specs,
@@ -170,7 +172,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		log: o.logger, specs: specs,
 		dlq:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
-		limiter:  resilience.NewLimiter(rdb, resilience.WithLimiterRunner(batch)),
+		limiter:  limit.New(rdb, limit.WithRunner(batch)),
 		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: classifier.Classify, noGate: o.noGate,
 		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
@@ -470,13 +472,13 @@ func (w *Worker) OpsHandler() http.Handler {
 }
 
 // AgentSummary is one agent's health (the /api/v1/agents view).
-type AgentSummary = resilience.AgentSummary
+type AgentSummary = breaker.AgentSummary
 
 func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
-	refs := make([]resilience.AgentRef, 0, len(w.specs))
+	refs := make([]breaker.AgentRef, 0, len(w.specs))
 	for _, name := range w.Agents() {
 		sp := w.specs[name]
-		ref := resilience.AgentRef{Name: name, BreakerKey: sp.breakerKey, Fallback: sp.fallbackNames, Probe: sp.probe != nil}
+		ref := breaker.AgentRef{Name: name, BreakerKey: sp.breakerKey, Fallback: sp.fallbackNames, Probe: sp.probe != nil}
 		if sp.limits != nil && !sp.limits.pauseOnly {
 			ref.LimitKey, ref.Limits = sp.limits.key, sp.limits.cfg
 		}

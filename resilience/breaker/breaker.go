@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -15,24 +15,23 @@ import (
 )
 
 // The shared circuit breaker: its types, options and client. Its design
-// is in doc.go; its Lua scripts and their typed wrappers in
-// breaker_scripts.go; admissions and outcomes in breaker_admit.go; the
-// background flush of batched successes in breaker_loop.go; the local
-// CLOSED view in breaker_view.go; health-probe admissions in
-// breaker_probe.go.
+// is in doc.go; its Lua scripts and their typed wrappers in scripts.go;
+// admissions and outcomes in admit.go; the background flush of batched
+// successes in loop.go; the local CLOSED view in view.go; health-probe
+// admissions in probe_admit.go.
 
 // Breaker state stored in Redis. The names are stable (JSON, CLI output).
-type BreakerState string
+type State string
 
 // The three breaker states.
 const (
-	StateClosed   BreakerState = "closed"
-	StateOpen     BreakerState = "open"
-	StateHalfOpen BreakerState = "half_open"
+	StateClosed   State = "closed"
+	StateOpen     State = "open"
+	StateHalfOpen State = "half_open"
 )
 
-// BreakerMode is how a CLOSED breaker decides to open.
-type BreakerMode string
+// Mode is how a CLOSED breaker decides to open.
+type Mode string
 
 // The breaker modes.
 const (
@@ -40,18 +39,18 @@ const (
 	// calls of the key (the whole fleet's), failures/total ≥ FailureRate,
 	// total ≥ MinCalls, and the failures came from at least
 	// MinFailingTasks distinct tasks: one task's own failures never open it.
-	ModeRate BreakerMode = "rate"
+	ModeRate Mode = "rate"
 	// ModeConsecutive: open after FailureThreshold consecutive counted
 	// failures, whoever made them (the mode of agentq before rate mode).
-	ModeConsecutive BreakerMode = "consecutive"
+	ModeConsecutive Mode = "consecutive"
 )
 
-// BreakerConfig tunes one breaker. It is passed on every call, so it may come
+// Config tunes one breaker. It is passed on every call, so it may come
 // from per-agent configuration; workers sharing a key should share a config.
-type BreakerConfig struct {
+type Config struct {
 	// Mode is ModeRate or ModeConsecutive. Zero means ModeConsecutive when
 	// FailureThreshold is set (> 0), else ModeRate (see Resolved).
-	Mode BreakerMode
+	Mode Mode
 	// FailureThreshold is, in consecutive mode, the number of consecutive
 	// counted failures that opens the breaker; zero (or negative) means 3.
 	FailureThreshold int
@@ -82,10 +81,10 @@ type BreakerConfig struct {
 	TrialLease time.Duration
 }
 
-// Defaults of BreakerConfig.
+// Defaults of Config.
 const (
 	DefaultFailureThreshold = 3
-	DefaultBreakerWindow    = 30 * time.Second
+	DefaultWindow           = 30 * time.Second
 	DefaultFailureRate      = 0.5
 	DefaultMinCalls         = 100
 	DefaultMinFailingTasks  = 3
@@ -97,7 +96,7 @@ const (
 
 // Resolved is the mode c runs in: Mode, or, when it is zero,
 // ModeConsecutive if FailureThreshold is set and ModeRate otherwise.
-func (c BreakerConfig) Resolved() BreakerMode {
+func (c Config) Resolved() Mode {
 	if c.Mode != "" {
 		return c.Mode
 	}
@@ -107,13 +106,13 @@ func (c BreakerConfig) Resolved() BreakerMode {
 	return ModeRate
 }
 
-func (c BreakerConfig) withDefaults() BreakerConfig {
+func (c Config) withDefaults() Config {
 	c.Mode = c.Resolved()
 	if c.FailureThreshold <= 0 {
 		c.FailureThreshold = DefaultFailureThreshold
 	}
 	if c.Window <= 0 {
-		c.Window = DefaultBreakerWindow
+		c.Window = DefaultWindow
 	}
 	if !(c.FailureRate > 0 && c.FailureRate <= 1) {
 		c.FailureRate = DefaultFailureRate
@@ -191,7 +190,7 @@ type Admission struct {
 	// Allowed says whether the call may go to the backend.
 	Allowed bool `json:"allowed"`
 	// State is the breaker state seen at admission.
-	State BreakerState `json:"state"`
+	State State `json:"state"`
 	// Generation fences stale results: it bumps on every transition.
 	Generation int64 `json:"generation"`
 	// Token is the half-open trial lease; "" for closed-state admissions.
@@ -208,10 +207,10 @@ type Admission struct {
 
 // Errors of the breaker.
 var (
-	// ErrBreakerUnavailable: Redis could not be reached (or answered that it
+	// ErrUnavailable: Redis could not be reached (or answered that it
 	// cannot serve: LOADING, READONLY, …). Allow still returns an Admission
 	// decided from the last state this process saw, so the caller may choose.
-	ErrBreakerUnavailable = errors.New("circuit breaker unavailable")
+	ErrUnavailable = errors.New("circuit breaker unavailable")
 	// ErrStaleAdmission: Record's admission belongs to an older generation,
 	// or its trial lease expired or was dropped; the outcome was counted in
 	// the statistics but changed no state. Use errors.As with *StaleError for
@@ -243,42 +242,35 @@ func (e *StaleError) Error() string {
 // Is makes errors.Is(err, ErrStaleAdmission) true.
 func (e *StaleError) Is(target error) bool { return target == ErrStaleAdmission }
 
-// Clock returns the current time. A nil Clock means the Redis server's TIME.
-type Clock func() time.Time
-
-// BreakerOption configures NewBreakers.
-type BreakerOption func(*Breakers)
+// Option configures New.
+type Option func(*Breakers)
 
 // WithClock injects the decision clock (tests): its milliseconds are passed
 // to the scripts instead of the Redis server TIME. Never use it in
 // production, where worker clocks may be skewed.
-func WithClock(c Clock) BreakerOption { return func(b *Breakers) { b.clock = c } }
+func WithClock(c func() time.Time) Option { return func(b *Breakers) { b.clock = c } }
 
 // WithLocalClock sets the process-local clock, used only when Redis cannot
 // answer (the fallback decision of Allow). Zero means the decision clock when
 // one was injected, else time.Now.
-func WithLocalClock(c Clock) BreakerOption { return func(b *Breakers) { b.local = c } }
+func WithLocalClock(c func() time.Time) Option { return func(b *Breakers) { b.local = c } }
 
 // WithLogger sets the logger; nil (the default) means slog.Default().
-func WithLogger(l *slog.Logger) BreakerOption { return func(b *Breakers) { b.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(b *Breakers) { b.log = l } }
 
 // WithCallTimeout bounds every Redis call whose context has no deadline;
 // zero means 2s.
-func WithCallTimeout(d time.Duration) BreakerOption { return func(b *Breakers) { b.timeout = d } }
+func WithCallTimeout(d time.Duration) Option { return func(b *Breakers) { b.timeout = d } }
 
 // WithFlushInterval sets how often Start's loop flushes batched success
 // counters; zero means 1s.
-func WithFlushInterval(d time.Duration) BreakerOption { return func(b *Breakers) { b.flushEvery = d } }
+func WithFlushInterval(d time.Duration) Option { return func(b *Breakers) { b.flushEvery = d } }
 
-// ScriptRunner runs a Redis script and returns its reply, like
-// (*redis.Script).Run; see WithScriptRunner.
-type ScriptRunner = redisx.Runner
-
-// WithScriptRunner sends admissions and outcomes through r, e.g. a
+// WithRunner sends admissions and outcomes through r, e.g. a
 // group-committing batcher that lets concurrent calls share one pipelined
 // round trip. Every call is still one atomic script applied before it
 // returns; nil keeps one round trip per call.
-func WithScriptRunner(r ScriptRunner) BreakerOption { return func(b *Breakers) { b.runner = r } }
+func WithRunner(r redisx.Runner) Option { return func(b *Breakers) { b.runner = r } }
 
 // FallbackRetry is the RetryAt offset Allow gives, when Redis is unavailable,
 // to a breaker last seen half-open (or open past its cooldown): trials cannot
@@ -286,19 +278,19 @@ func WithScriptRunner(r ScriptRunner) BreakerOption { return func(b *Breakers) {
 const FallbackRetry = time.Second
 
 // Breakers is the client of every shared breaker. It is safe for concurrent
-// use; create one per process (or per test) with NewBreakers.
+// use; create one per process (or per test) with New.
 type Breakers struct {
 	rdb        redis.UniversalClient
-	clock      Clock
-	local      Clock
+	clock      func() time.Time // nil: the Redis server's TIME
+	local      func() time.Time
 	log        *slog.Logger
 	timeout    time.Duration
 	flushEvery time.Duration
 
-	runner ScriptRunner // the scripts' runner: WithScriptRunner's, or redisx.Direct
+	runner redisx.Runner // the scripts' runner: WithRunner's, or redisx.Direct
 
 	seen sync.Map // breaker key -> struct{}: already in the rkeys.Breakers() index
-	view view     // local CLOSED view, live while Start's subscription is (breaker_view.go)
+	view view     // local CLOSED view, live while Start's subscription is (view.go)
 
 	mu      sync.Mutex
 	pending map[string]pendingSuccesses // batched happy-path successes, by key
@@ -316,13 +308,13 @@ type pendingSuccesses struct {
 }
 
 type lastSeen struct {
-	state     BreakerState
+	state     State
 	gen       int64
 	cf        int
 	openUntil time.Time
 }
 
-// NewBreakers returns a Breakers on rdb. It writes nothing: a new worker never
+// New returns a Breakers on rdb. It writes nothing: a new worker never
 // resets shared state.
 //
 // Every call is bounded by its context's deadline, or by the call timeout
@@ -330,7 +322,7 @@ type lastSeen struct {
 // when the client has Options.ContextTimeoutEnabled; without it a server that
 // accepts but does not answer holds a call for the client's ReadTimeout
 // (3s by default) per try. Workers should enable it.
-func NewBreakers(rdb redis.UniversalClient, opts ...BreakerOption) *Breakers {
+func New(rdb redis.UniversalClient, opts ...Option) *Breakers {
 	b := &Breakers{rdb: rdb, pending: map[string]pendingSuccesses{}, hot: map[string]time.Time{}, last: map[string]lastSeen{}}
 	for _, o := range opts {
 		o(b)
@@ -377,14 +369,14 @@ func (b *Breakers) bound(ctx context.Context) (context.Context, context.CancelFu
 }
 
 // wrap names the breaker and op in err and, when Redis gave no definite
-// answer, wraps ErrBreakerUnavailable too. The test is redisx.Unanswered,
+// answer, wraps ErrUnavailable too. The test is redisx.Unanswered,
 // deliberately broader than redisx.IsUnavailable (a closed client or a
 // canceled context counts): whatever kept the breaker from reading the
 // shared state, it falls back to the last state it saw; only a real reply
 // (a script bug) is an error of its own.
 func (b *Breakers) wrap(key, op string, err error) error {
 	if redisx.Unanswered(err) {
-		return fmt.Errorf("breaker %q: %s: %w: %w", key, op, ErrBreakerUnavailable, err)
+		return fmt.Errorf("breaker %q: %s: %w: %w", key, op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("breaker %q: %s: %w", key, op, err)
 }

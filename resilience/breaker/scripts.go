@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -14,17 +14,11 @@ import (
 
 // luaPrelude is shared by every breaker script.
 //
-//	now_ms(a)  - a's number, or the Redis server TIME in ms when a is "".
+//	now_ms(a)  - redisx.LuaNowMS.
 //	announce(channel, key, state, gen, cf, kind) - PUBLISH {key,state,generation,
 //	  consecutive_failures,kind}; cf and kind may be nil. kind "count" marks a
 //	  change of consecutive_failures within CLOSED (no transition).
-const luaPrelude = `
-local function now_ms(a)
-  local n = tonumber(a)
-  if n then return n end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+const luaPrelude = redisx.LuaNowMS + `
 local function announce(channel, key, state, gen, cf, kind)
   redis.call('PUBLISH', channel, cjson.encode({key = key, state = state, generation = gen, consecutive_failures = cf, kind = kind}))
 end
@@ -97,7 +91,7 @@ type allowArgs struct {
 // admissionReply is the reply of allowScript and allowTaskScript.
 type admissionReply struct {
 	allowed   bool
-	state     BreakerState
+	state     State
 	gen       int64
 	token     string
 	retryAtMS int64 // 0: none
@@ -110,7 +104,7 @@ func parseAdmission(res any) (admissionReply, error) {
 	if err != nil {
 		return admissionReply{}, err
 	}
-	return admissionReply{allowed: r.Int(0) == 1, state: BreakerState(r.Str(1)), gen: r.Int(2), token: r.Str(3),
+	return admissionReply{allowed: r.Int(0) == 1, state: State(r.Str(1)), gen: r.Int(2), token: r.Str(3),
 		retryAtMS: r.Int(4), cf: int(r.Int(5)), retryInMS: r.Int(6)}, nil
 }
 
@@ -275,12 +269,12 @@ return ret()
 
 // recordArgs are recordScript's arguments.
 type recordArgs struct {
-	key     string        // the breaker key (KEYS, and ARGV[8] for events)
-	cfg     BreakerConfig // ARGV[2], [3], [9]–[14] (withDefaults applied)
-	outcome string        // ARGV[4]: "s", "f" or "i"
-	gen     int64         // ARGV[5]: the admission's generation
-	token   string        // ARGV[6]: the admission's trial token, "" if none
-	task    string        // ARGV[15]: the call's task ID, "" if none
+	key     string // the breaker key (KEYS, and ARGV[8] for events)
+	cfg     Config // ARGV[2], [3], [9]–[14] (withDefaults applied)
+	outcome string // ARGV[4]: "s", "f" or "i"
+	gen     int64  // ARGV[5]: the admission's generation
+	token   string // ARGV[6]: the admission's trial token, "" if none
+	task    string // ARGV[15]: the call's task ID, "" if none
 }
 
 // Codes of recordReply.code.
@@ -292,7 +286,7 @@ const (
 
 // recordReply is recordScript's reply.
 type recordReply struct {
-	state       BreakerState
+	state       State
 	gen         int64
 	code        int64 // recordApplied, recordStaleGen or recordLeaseGone
 	openUntilMS int64 // 0: not open
@@ -325,7 +319,7 @@ func (b *Breakers) record(ctx context.Context, a recordArgs) (recordReply, error
 	if err != nil {
 		return recordReply{}, err
 	}
-	return recordReply{state: BreakerState(r.Str(0)), gen: r.Int(1), code: r.Int(2), openUntilMS: r.Int(3), cf: int(r.Int(4)),
+	return recordReply{state: State(r.Str(0)), gen: r.Int(1), code: r.Int(2), openUntilMS: r.Int(3), cf: int(r.Int(4)),
 		calls: r.Int(5), fails: r.Int(6), failingTasks: r.Int(7)}, nil
 }
 

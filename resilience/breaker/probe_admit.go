@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -51,9 +51,9 @@ return {0, state, gen, '', now + r, cf, r}
 // the trial, see AllowProbe). In CLOSED it costs what Allow costs: nothing
 // while the local view holds the breaker CLOSED, else one read-only EVALSHA. cfg is accepted for symmetry with Allow (the script needs
 // none of it). When Redis is unavailable it returns an error wrapping
-// ErrBreakerUnavailable together with Allow's fallback admission (last state
+// ErrUnavailable together with Allow's fallback admission (last state
 // seen; never a trial).
-func (b *Breakers) AllowTask(ctx context.Context, key string, cfg BreakerConfig) (Admission, error) {
+func (b *Breakers) AllowTask(ctx context.Context, key string, cfg Config) (Admission, error) {
 	_ = cfg
 	if adm, ok := b.closedLocally(key); ok {
 		return adm, nil
@@ -65,7 +65,7 @@ func (b *Breakers) AllowTask(ctx context.Context, key string, cfg BreakerConfig)
 	if err != nil {
 		if redisx.Unanswered(err) {
 			adm := b.fallback(key)
-			return adm, fmt.Errorf("breaker %q: %w: %w", key, ErrBreakerUnavailable, err)
+			return adm, fmt.Errorf("breaker %q: %w: %w", key, ErrUnavailable, err)
 		}
 		return Admission{}, fmt.Errorf("breaker %q: allow task: %w", key, err)
 	}
@@ -89,8 +89,8 @@ func (b *Breakers) allowTask(ctx context.Context, key string) (admissionReply, e
 // probe (pass its timeout plus a margin). Denied answers carry the state
 // and, when OPEN or a lease is held, RetryIn; a CLOSED breaker is never
 // admitted (State closed, no RetryIn). When Redis is unavailable nothing is
-// admitted and the error wraps ErrBreakerUnavailable.
-func (b *Breakers) AllowProbe(ctx context.Context, key string, cfg BreakerConfig) (Admission, error) {
+// admitted and the error wraps ErrUnavailable.
+func (b *Breakers) AllowProbe(ctx context.Context, key string, cfg Config) (Admission, error) {
 	cfg = cfg.withDefaults()
 	epoch := b.view.snapshot()
 	ctx, cancel := b.bound(ctx)
@@ -104,7 +104,7 @@ func (b *Breakers) AllowProbe(ctx context.Context, key string, cfg BreakerConfig
 		adm := b.fallback(key)
 		adm.Allowed = false
 		if redisx.Unanswered(err) {
-			return adm, fmt.Errorf("breaker %q: allow probe: %w: %w", key, ErrBreakerUnavailable, err)
+			return adm, fmt.Errorf("breaker %q: allow probe: %w: %w", key, ErrUnavailable, err)
 		}
 		return adm, fmt.Errorf("breaker %q: allow probe: %w", key, err)
 	}

@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -48,11 +48,11 @@ func TestLocalViewAdmitsClosedWithoutRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	ctx := context.Background()
-	cfg := BreakerConfig{FailureThreshold: 3, Cooldown: time.Minute, HalfOpenMaxCalls: 1}
-	b := NewBreakers(rdb)
+	cfg := Config{FailureThreshold: 3, Cooldown: time.Minute, HalfOpenMaxCalls: 1}
+	b := New(rdb)
 	b.Start(ctx)
 	defer b.Stop()
-	other := NewBreakers(srv.Client()) // another worker; never started: always asks Redis
+	other := New(srv.Client()) // another worker; never started: always asks Redis
 
 	eventually(t, "subscription live", func() bool { b.view.mu.Lock(); defer b.view.mu.Unlock(); return b.view.live })
 	adm, err := b.Allow(ctx, "k", cfg) // first call reads Redis and fills the view
@@ -109,8 +109,8 @@ func TestLocalViewNotUsedWhenSubscriptionDrops(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	cfg := BreakerConfig{FailureThreshold: 3, Cooldown: time.Minute, HalfOpenMaxCalls: 1}
-	b := NewBreakers(srv.Client())
+	cfg := Config{FailureThreshold: 3, Cooldown: time.Minute, HalfOpenMaxCalls: 1}
+	b := New(srv.Client())
 	b.Start(ctx)
 	defer b.Stop()
 	eventually(t, "subscription live", func() bool { b.view.mu.Lock(); defer b.view.mu.Unlock(); return b.view.live })
@@ -124,7 +124,7 @@ func TestLocalViewNotUsedWhenSubscriptionDrops(t *testing.T) {
 	srv.Restart()
 	// Opened while this process could not listen (restart lost the events
 	// and nothing is persisted without AOF): the view must not say closed.
-	require.NoError(t, NewBreakers(srv.Client()).Trip(ctx, "k", time.Minute))
+	require.NoError(t, New(srv.Client()).Trip(ctx, "k", time.Minute))
 	eventually(t, "open seen after reconnect", func() bool {
 		adm, err := b.Allow(ctx, "k", cfg)
 		return err == nil && !adm.Allowed

@@ -1,13 +1,17 @@
-package resilience
+package breaker
 
-import "context"
+import (
+	"context"
+
+	"github.com/agentq/agentq/resilience/limit"
+)
 
 // AgentSummary is one agent's health: the /api/v1/agents view of both the
 // HTTP API and the worker's ops endpoints. Fields may be added, never
 // renamed.
 type AgentSummary struct {
 	Agent string `json:"agent"`
-	BreakerSnapshot
+	Snapshot
 	// Fallback lists the agent's fallback agents, in order (omitted when
 	// none).
 	Fallback []string `json:"fallback,omitempty"`
@@ -17,9 +21,9 @@ type AgentSummary struct {
 	// fields until its first probe.
 	Probe *ProbeStatus `json:"probe,omitempty"`
 	// Limits is the agent's provider limits: the configuration and the
-	// fleet-wide usage of its limits key (see LimitStatus). Omitted for an
+	// fleet-wide usage of its limits key (see limit.Status). Omitted for an
 	// agent without limits.
-	Limits *LimitStatus `json:"limits,omitempty"`
+	Limits *limit.Status `json:"limits,omitempty"`
 }
 
 // AgentRef names an agent for Summaries.
@@ -32,7 +36,7 @@ type AgentRef struct {
 	// LimitKey is the agent's limits key ("": no limits), Limits its
 	// configured limits (shown instead of those registered in Redis).
 	LimitKey string
-	Limits   LimitConfig
+	Limits   limit.Config
 }
 
 // Summaries reads the breaker (and, for an agent with a probe, the probe
@@ -45,7 +49,7 @@ func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSum
 		if err != nil {
 			return nil, err
 		}
-		sum := AgentSummary{Agent: a.Name, BreakerSnapshot: snap, Fallback: a.Fallback}
+		sum := AgentSummary{Agent: a.Name, Snapshot: snap, Fallback: a.Fallback}
 		if a.Probe {
 			st, _, err := b.ProbeStatus(ctx, a.BreakerKey)
 			if err != nil {
@@ -54,7 +58,7 @@ func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSum
 			sum.Probe = &st
 		}
 		if a.LimitKey != "" {
-			st, err := NewLimiter(b.rdb).Status(ctx, a.LimitKey)
+			st, err := limit.New(b.rdb).Status(ctx, a.LimitKey)
 			if err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 
 // rateCfg is the rate-mode configuration of TestBreakerRateMode: the
 // defaults' numbers, a 10s window.
-var rateCfg = BreakerConfig{Mode: ModeRate, Window: 10 * time.Second, FailureRate: 0.5, MinCalls: 20, MinFailingTasks: 3,
+var rateCfg = Config{Mode: ModeRate, Window: 10 * time.Second, FailureRate: 0.5, MinCalls: 20, MinFailingTasks: 3,
 	Cooldown: 10 * time.Second, TrialLease: 5 * time.Second}
 
 // succeedTasks records n admitted successes.
-func (h *harness) succeedTasks(n int) BreakerState {
+func (h *harness) succeedTasks(n int) State {
 	h.t.Helper()
-	var st BreakerState
+	var st State
 	for i := range n {
 		var err error
 		st, err = h.b.Record(context.Background(), h.key, h.cfg, h.allow(), OutcomeSuccess, ForTask(fmt.Sprint("ok-", i)))
@@ -135,7 +135,7 @@ func TestBreakerRateMode(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					t.Parallel()
 					clk := newFakeClock()
-					h := &harness{t: t, rdb: rdb, clk: clk, b: NewBreakers(rdb, WithClock(clk.Now)), key: fmt.Sprintf("rate-%d", i), cfg: rateCfg}
+					h := &harness{t: t, rdb: rdb, clk: clk, b: New(rdb, WithClock(clk.Now)), key: fmt.Sprintf("rate-%d", i), cfg: rateCfg}
 					tc.run(t, h)
 				})
 			}
@@ -147,10 +147,10 @@ func TestBreakerRateMode(t *testing.T) {
 // threshold is set (configs written before rate mode), rate otherwise.
 func TestBreakerConfigResolved(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, ModeRate, BreakerConfig{}.Resolved())
-	require.Equal(t, ModeConsecutive, BreakerConfig{FailureThreshold: 3}.Resolved())
-	require.Equal(t, ModeRate, BreakerConfig{Mode: ModeRate, FailureThreshold: 3}.Resolved())
-	c := BreakerConfig{Cooldown: time.Hour}.withDefaults()
+	require.Equal(t, ModeRate, Config{}.Resolved())
+	require.Equal(t, ModeConsecutive, Config{FailureThreshold: 3}.Resolved())
+	require.Equal(t, ModeRate, Config{Mode: ModeRate, FailureThreshold: 3}.Resolved())
+	c := Config{Cooldown: time.Hour}.withDefaults()
 	require.Equal(t, time.Hour, c.MaxCooldown, "max_cooldown is never below cooldown")
 }
 
@@ -163,11 +163,11 @@ func TestRateModeBatchesSuccessesWhileCold(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	ctx := context.Background()
-	cfg := BreakerConfig{Mode: ModeRate, Window: time.Minute, MinCalls: 5, MinFailingTasks: 2}
-	b := NewBreakers(rdb, WithFlushInterval(time.Hour)) // flushed by hand below
+	cfg := Config{Mode: ModeRate, Window: time.Minute, MinCalls: 5, MinFailingTasks: 2}
+	b := New(rdb, WithFlushInterval(time.Hour)) // flushed by hand below
 	b.Start(ctx)
 	defer b.Stop()
-	other := NewBreakers(srv.Client())
+	other := New(srv.Client())
 
 	eventually(t, "subscription live", func() bool { return b.view.isLive() })
 	_, err := b.Allow(ctx, "k", cfg) // fills the view

@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -43,7 +43,7 @@ type view struct {
 }
 
 type viewEntry struct {
-	state BreakerState
+	state State
 	gen   int64
 	cf    int
 	at    time.Time // local clock: when Redis last told us
@@ -103,11 +103,11 @@ func (v *view) setLive(live bool) {
 
 // event is a message of the breaker event channel.
 type event struct {
-	Key                 string       `json:"key"`
-	State               BreakerState `json:"state"`
-	Generation          int64        `json:"generation"`
-	ConsecutiveFailures *int         `json:"consecutive_failures"`
-	Kind                string       `json:"kind"`
+	Key                 string `json:"key"`
+	State               State  `json:"state"`
+	Generation          int64  `json:"generation"`
+	ConsecutiveFailures *int   `json:"consecutive_failures"`
+	Kind                string `json:"kind"`
 	// WindowMS is, for kind "hot" (a rate-mode failure counted in CLOSED),
 	// the breaker's window.
 	WindowMS int64 `json:"window_ms"`

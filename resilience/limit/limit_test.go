@@ -1,4 +1,4 @@
-package resilience
+package limit
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,9 +23,21 @@ type limitStep struct {
 	op      string // admit | release (the n-th admission's lease) | restamp (the n-th admission's start) | debit | pause
 	n       int64  // debit: tokens; pause: ms; release: index of the admission
 	allowed bool
-	limit   Limit
+	limit   Kind
 	retryIn time.Duration // checked when allowed is false and retryIn >= 0
 }
+
+// fakeClock is an injected decision clock (ms resolution, like the scripts).
+type fakeClock struct{ ms atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ms.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time      { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) Add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 func TestLimiterTable(t *testing.T) {
 	t.Parallel()
@@ -32,69 +45,69 @@ func TestLimiterTable(t *testing.T) {
 	win := per + RequestGuard(per) // 1050ms
 	cases := []struct {
 		name  string
-		cfg   LimitConfig
+		cfg   Config
 		steps []limitStep
 	}{
-		{"requests: a sliding log, not a fixed window", LimitConfig{Requests: 3, Per: per}, []limitStep{
+		{"requests: a sliding log, not a fixed window", Config{Requests: 3, Per: per}, []limitStep{
 			{op: "admit", allowed: true},
 			{advance: 100 * time.Millisecond, op: "admit", allowed: true},
 			{advance: 100 * time.Millisecond, op: "admit", allowed: true},
-			{advance: 100 * time.Millisecond, op: "admit", limit: LimitRequests, retryIn: win - 300*time.Millisecond},
+			{advance: 100 * time.Millisecond, op: "admit", limit: Requests, retryIn: win - 300*time.Millisecond},
 			// Just before the first start leaves the window: still full.
-			{advance: win - 300*time.Millisecond - time.Millisecond, op: "admit", limit: LimitRequests, retryIn: time.Millisecond},
+			{advance: win - 300*time.Millisecond - time.Millisecond, op: "admit", limit: Requests, retryIn: time.Millisecond},
 			{advance: time.Millisecond, op: "admit", allowed: true},
 			// The window now holds 100ms, 200ms and 1050ms: full until 100+1050.
-			{op: "admit", limit: LimitRequests, retryIn: 100 * time.Millisecond},
+			{op: "admit", limit: Requests, retryIn: 100 * time.Millisecond},
 			{advance: 100 * time.Millisecond, op: "admit", allowed: true},
 		}},
-		{"concurrency: leases released or expired", LimitConfig{Concurrency: 2, Lease: 5 * time.Second}, []limitStep{
+		{"concurrency: leases released or expired", Config{Concurrency: 2, Lease: 5 * time.Second}, []limitStep{
 			{op: "admit", allowed: true},
 			{op: "admit", allowed: true},
-			{op: "admit", limit: LimitConcurrency, retryIn: 0},
+			{op: "admit", limit: Concurrency, retryIn: 0},
 			{op: "release", n: 0},
 			{op: "admit", allowed: true},
-			{op: "admit", limit: LimitConcurrency, retryIn: 0},
+			{op: "admit", limit: Concurrency, retryIn: 0},
 			// A killed worker's lease (admission 1, never released) expires.
 			{advance: 5 * time.Second, op: "admit", allowed: true},
 		}},
-		{"tokens: debited after the call, refused at the limit", LimitConfig{Tokens: 100, Per: per}, []limitStep{
+		{"tokens: debited after the call, refused at the limit", Config{Tokens: 100, Per: per}, []limitStep{
 			{op: "admit", allowed: true},
 			{op: "debit", n: 60},
 			{advance: 200 * time.Millisecond, op: "admit", allowed: true},
 			{op: "debit", n: 50},
-			{advance: 100 * time.Millisecond, op: "admit", limit: LimitTokens, retryIn: 700 * time.Millisecond},
+			{advance: 100 * time.Millisecond, op: "admit", limit: Tokens, retryIn: 700 * time.Millisecond},
 			{advance: 700 * time.Millisecond, op: "admit", allowed: true}, // 60 left the window: 50 used
 			{op: "debit", n: 49},
 			{op: "admit", allowed: true}, // 99 < 100
 			{op: "debit", n: 1},
-			{op: "admit", limit: LimitTokens, retryIn: 200 * time.Millisecond},
+			{op: "admit", limit: Tokens, retryIn: 200 * time.Millisecond},
 		}},
-		{"pause: refuses everything, only ever extended", LimitConfig{Requests: 100, Per: per, Concurrency: 10}, []limitStep{
+		{"pause: refuses everything, only ever extended", Config{Requests: 100, Per: per, Concurrency: 10}, []limitStep{
 			{op: "pause", n: 2000},
-			{op: "admit", limit: LimitPaused, retryIn: 2 * time.Second},
+			{op: "admit", limit: Paused, retryIn: 2 * time.Second},
 			{op: "pause", n: 500}, // shorter: ignored
-			{advance: 1500 * time.Millisecond, op: "admit", limit: LimitPaused, retryIn: 500 * time.Millisecond},
+			{advance: 1500 * time.Millisecond, op: "admit", limit: Paused, retryIn: 500 * time.Millisecond},
 			{advance: 500 * time.Millisecond, op: "admit", allowed: true},
 		}},
-		{"restamp: a start moved to when the call really left", LimitConfig{Requests: 2, Per: per}, []limitStep{
+		{"restamp: a start moved to when the call really left", Config{Requests: 2, Per: per}, []limitStep{
 			{op: "admit", allowed: true},
 			{advance: 100 * time.Millisecond, op: "admit", allowed: true},
 			{advance: 400 * time.Millisecond, op: "restamp", n: 0}, // admission 0 left at 500ms
-			{advance: 500 * time.Millisecond, op: "admit", limit: LimitRequests, retryIn: 100*time.Millisecond + win - time.Second},
+			{advance: 500 * time.Millisecond, op: "admit", limit: Requests, retryIn: 100*time.Millisecond + win - time.Second},
 			{advance: 150 * time.Millisecond, op: "admit", allowed: true}, // the start at 100ms left the window; 500ms has not
-			{op: "admit", limit: LimitRequests, retryIn: 500*time.Millisecond + win - 1150*time.Millisecond},
+			{op: "admit", limit: Requests, retryIn: 500*time.Millisecond + win - 1150*time.Millisecond},
 			// A start already out of its window is not brought back.
 			{advance: 2 * time.Second, op: "restamp", n: 1},
 			{op: "admit", allowed: true},
 			{op: "admit", allowed: true},
 		}},
-		{"requests and concurrency together", LimitConfig{Requests: 2, Per: per, Concurrency: 1}, []limitStep{
+		{"requests and concurrency together", Config{Requests: 2, Per: per, Concurrency: 1}, []limitStep{
 			{op: "admit", allowed: true},
-			{op: "admit", limit: LimitConcurrency},
+			{op: "admit", limit: Concurrency},
 			{op: "release", n: 0},
 			{op: "admit", allowed: true},
 			{op: "release", n: 1},
-			{op: "admit", limit: LimitRequests, retryIn: win},
+			{op: "admit", limit: Requests, retryIn: win},
 		}},
 	}
 	for _, b := range redistest.Backends() {
@@ -103,9 +116,9 @@ func TestLimiterTable(t *testing.T) {
 				t.Parallel()
 				rdb, _ := b.New(t)
 				clk := newFakeClock()
-				l := NewLimiter(rdb, WithLimiterClock(clk.Now))
+				l := New(rdb, WithClock(clk.Now))
 				ctx := context.Background()
-				var adms []LimitAdmission
+				var adms []Admission
 				for i, s := range tc.steps {
 					clk.Add(s.advance)
 					switch s.op {
@@ -143,9 +156,9 @@ func TestLimiterStatus(t *testing.T) {
 			t.Parallel()
 			rdb, _ := b.New(t)
 			clk := newFakeClock()
-			l := NewLimiter(rdb, WithLimiterClock(clk.Now))
+			l := New(rdb, WithClock(clk.Now))
 			ctx := context.Background()
-			cfg := LimitConfig{Requests: 5, Tokens: 1000, Per: time.Minute, Concurrency: 3}
+			cfg := Config{Requests: 5, Tokens: 1000, Per: time.Minute, Concurrency: 3}
 			require.NoError(t, l.Register(ctx, "openai-prod", cfg))
 			for range 3 {
 				a, err := l.Admit(ctx, "openai-prod", cfg)
@@ -154,7 +167,7 @@ func TestLimiterStatus(t *testing.T) {
 			}
 			a, err := l.Admit(ctx, "openai-prod", cfg)
 			require.NoError(t, err)
-			require.Equal(t, LimitConcurrency, a.Limit)
+			require.Equal(t, Concurrency, a.Limit)
 			_, err = l.Debit(ctx, "openai-prod", cfg, 120)
 			require.NoError(t, err)
 			until, extended, err := l.Pause(ctx, "openai-prod", 2*time.Second, "provider: x")
@@ -163,7 +176,7 @@ func TestLimiterStatus(t *testing.T) {
 
 			st, err := l.Status(ctx, "openai-prod")
 			require.NoError(t, err)
-			require.Equal(t, cfg, LimitConfig{Requests: st.Requests, Tokens: st.Tokens, Per: st.Per, Concurrency: st.Concurrency})
+			require.Equal(t, cfg, Config{Requests: st.Requests, Tokens: st.Tokens, Per: st.Per, Concurrency: st.Concurrency})
 			require.Equal(t, "1m0s", st.PerText)
 			require.EqualValues(t, 3, st.RequestsInWindow)
 			require.EqualValues(t, 120, st.TokensInWindow)
@@ -171,7 +184,7 @@ func TestLimiterStatus(t *testing.T) {
 			require.NotNil(t, st.PausedUntil)
 			require.Equal(t, until, *st.PausedUntil)
 			require.Equal(t, "provider: x", st.PauseReason)
-			require.EqualValues(t, 1, st.Refusals[LimitConcurrency])
+			require.EqualValues(t, 1, st.Refusals[Concurrency])
 
 			keys, err := l.Keys(ctx)
 			require.NoError(t, err)
@@ -195,7 +208,7 @@ func TestLimiterStatus(t *testing.T) {
 func TestLimiterConcurrentClients(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	cfg := LimitConfig{Requests: 10, Per: 200 * time.Millisecond, Concurrency: 3, Lease: 10 * time.Second}
+	cfg := Config{Requests: 10, Per: 200 * time.Millisecond, Concurrency: 3, Lease: 10 * time.Second}
 	var (
 		mu       sync.Mutex
 		starts   []span // each admission lies within its span
@@ -208,7 +221,7 @@ func TestLimiterConcurrentClients(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := NewLimiter(srv.Client())
+			l := New(srv.Client())
 			ctx := context.Background()
 			for time.Now().Before(deadline) {
 				before := time.Now()
@@ -306,7 +319,7 @@ func TestExhaustedFor(t *testing.T) {
 		{"429 retry-after-ms", 429, h("retry-after-ms", "1500"), 1500 * time.Millisecond},
 		{"503 retry-after is not a limit", 503, h("Retry-After", "4"), 0},
 		{"429 without header", 429, nil, 0},
-		{"capped", 200, h("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "100h"), MaxLimitPause},
+		{"capped", 200, h("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "100h"), MaxPause},
 		{"garbage reset", 200, h("x-ratelimit-remaining-requests", "0", "x-ratelimit-reset-requests", "soon"), 0},
 	}
 	for _, tc := range cases {
@@ -341,9 +354,9 @@ func TestLimitKeysShareOneSlot(t *testing.T) {
 func TestLimiterLeaseExpires(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	l := NewLimiter(srv.Client())
+	l := New(srv.Client())
 	ctx := context.Background()
-	cfg := LimitConfig{Concurrency: 1, Lease: 300 * time.Millisecond}
+	cfg := Config{Concurrency: 1, Lease: 300 * time.Millisecond}
 	a, err := l.Admit(ctx, "k", cfg)
 	require.NoError(t, err)
 	require.True(t, a.Allowed)
@@ -355,7 +368,7 @@ func TestLimiterLeaseExpires(t *testing.T) {
 		if b.Allowed {
 			break
 		}
-		require.Equal(t, LimitConcurrency, b.Limit)
+		require.Equal(t, Concurrency, b.Limit)
 		require.True(t, time.Now().Before(deadline), "the lease never expired")
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -370,9 +383,9 @@ func TestLimiterUnavailableRefuses(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	srv.Kill()
-	a, err := NewLimiter(rdb).Admit(context.Background(), "k", LimitConfig{Concurrency: 1})
-	require.ErrorIs(t, err, ErrLimiterUnavailable)
+	a, err := New(rdb).Admit(context.Background(), "k", Config{Concurrency: 1})
+	require.ErrorIs(t, err, ErrUnavailable)
 	require.False(t, a.Allowed)
-	require.Equal(t, LimitUnavailable, a.Limit)
+	require.Equal(t, Unavailable, a.Limit)
 	require.Equal(t, UnavailableRetry, a.RetryIn)
 }

@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"bufio"
@@ -45,13 +45,13 @@ const (
 
 // hammerCfg cycles quickly: one failure opens, 5ms of cooldown (growing
 // to at most 20ms), then trials.
-func hammerCfg(maxCalls int) BreakerConfig {
-	return BreakerConfig{FailureThreshold: 1, Cooldown: 5 * time.Millisecond, MaxCooldown: 20 * time.Millisecond, HalfOpenMaxCalls: maxCalls, TrialLease: 2 * time.Second}
+func hammerCfg(maxCalls int) Config {
+	return Config{FailureThreshold: 1, Cooldown: 5 * time.Millisecond, MaxCooldown: 20 * time.Millisecond, HalfOpenMaxCalls: maxCalls, TrialLease: 2 * time.Second}
 }
 
 // rateHammerCfg is hammerCfg in rate mode: 5 counted calls in a 2s window,
 // half of them failed, from 2 distinct tasks, open it.
-func rateHammerCfg(maxCalls int) BreakerConfig {
+func rateHammerCfg(maxCalls int) Config {
 	c := hammerCfg(maxCalls)
 	c.Mode, c.FailureThreshold = ModeRate, 0
 	c.Window, c.FailureRate, c.MinCalls, c.MinFailingTasks = 2*time.Second, 0.5, 5, 2
@@ -70,7 +70,7 @@ type trialLine struct {
 // done, reporting every half-open admission to report. Outcomes are random:
 // trials succeed, fail or are canceled; closed-state calls mostly fail so the
 // breaker keeps reopening. Fenced Records are expected and ignored.
-func hammer(ctx context.Context, b *Breakers, key string, cfg BreakerConfig, workers int, report func(trialLine)) {
+func hammer(ctx context.Context, b *Breakers, key string, cfg Config, workers int, report func(trialLine)) {
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -117,10 +117,10 @@ func hammer(ctx context.Context, b *Breakers, key string, cfg BreakerConfig, wor
 
 // breakerEvent is a published transition.
 type breakerEvent struct {
-	Key        string       `json:"key"`
-	State      BreakerState `json:"state"`
-	Generation int64        `json:"generation"`
-	Kind       string       `json:"kind,omitempty"` // "count", "hot": no transition (not collected)
+	Key        string `json:"key"`
+	State      State  `json:"state"`
+	Generation int64  `json:"generation"`
+	Kind       string `json:"kind,omitempty"` // "count", "hot": no transition (not collected)
 }
 
 // markerScript publishes ARGV[2] on channel ARGV[1] from the node of
@@ -201,17 +201,17 @@ func checkRun(t *testing.T, trials []trialLine, events []breakerEvent, maxCalls 
 
 	// Transitions: one step each, generation +1 each, valid edges only, and
 	// every trial was admitted in a half-open generation.
-	valid := map[[2]BreakerState]bool{
+	valid := map[[2]State]bool{
 		{StateClosed, StateOpen}: true, {StateOpen, StateHalfOpen}: true, {StateHalfOpen, StateHalfOpen}: true,
 		{StateHalfOpen, StateClosed}: true, {StateHalfOpen, StateOpen}: true,
 	}
-	state := map[int64]BreakerState{}
+	state := map[int64]State{}
 	require.NotEmpty(t, events)
 	require.Equal(t, breakerEvent{Key: events[0].Key, State: StateOpen, Generation: 1}, events[0], "the first transition is the trip")
 	prev, gen := StateClosed, int64(0)
 	for i, e := range events {
 		require.Equal(t, gen+1, e.Generation, "generations must increase by exactly one per transition (event %d of %d)", i, len(events))
-		require.True(t, valid[[2]BreakerState{prev, e.State}], "invalid transition %s -> %s at generation %d", prev, e.State, e.Generation)
+		require.True(t, valid[[2]State{prev, e.State}], "invalid transition %s -> %s at generation %d", prev, e.State, e.Generation)
 		prev, gen = e.State, e.Generation
 		state[gen] = e.State
 	}
@@ -234,7 +234,7 @@ func TestBreakerHalfOpenConcurrency(t *testing.T) {
 		t.Skip("hammers a breaker for seconds; skipped with -short (make unit)")
 	}
 	t.Parallel()
-	for _, mode := range []func(int) BreakerConfig{hammerCfg, rateHammerCfg} {
+	for _, mode := range []func(int) Config{hammerCfg, rateHammerCfg} {
 		for _, maxCalls := range []int{1, 3} {
 			cfg := mode(maxCalls)
 			t.Run(fmt.Sprintf("%s/max_calls=%d", cfg.Resolved(), maxCalls), func(t *testing.T) {
@@ -254,7 +254,7 @@ func TestBreakerHalfOpenConcurrency(t *testing.T) {
 // Breakers (each on its own client from newClient) × goroutines until
 // wantEpisodes half-open episodes had trials, and checks the invariants
 // (checkRun).
-func hammerRun(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient, cfg BreakerConfig, clients, goroutines int) {
+func hammerRun(t *testing.T, admin redis.UniversalClient, newClient func() redis.UniversalClient, cfg Config, clients, goroutines int) {
 	t.Helper()
 	key := "contended-" + string(cfg.Resolved())
 	maxCalls := cfg.HalfOpenMaxCalls
@@ -264,7 +264,7 @@ func hammerRun(t *testing.T, admin redis.UniversalClient, newClient func() redis
 	// gets to it, so an event published before SUBSCRIBE returned can
 	// still arrive after it.
 	stop := collectEvents(t, admin, key)
-	require.NoError(t, NewBreakers(admin).Trip(context.Background(), key, time.Millisecond))
+	require.NoError(t, New(admin).Trip(context.Background(), key, time.Millisecond))
 	var (
 		mu     sync.Mutex
 		trials []trialLine
@@ -282,7 +282,7 @@ func hammerRun(t *testing.T, admin redis.UniversalClient, newClient func() redis
 	}
 	var wg sync.WaitGroup
 	for range clients {
-		b := NewBreakers(newClient(), WithCallTimeout(hammerCallTimeout))
+		b := New(newClient(), WithCallTimeout(hammerCallTimeout))
 		wg.Add(1)
 		go func() { defer wg.Done(); hammer(ctx, b, key, cfg, goroutines, report) }()
 	}
@@ -310,7 +310,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	atoi := func(k string) int { n, _ := strconv.Atoi(os.Getenv(k)); return n }
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(helperAddrEnv), PoolSize: 30, ReadTimeout: hammerCallTimeout})
-	b := NewBreakers(rdb, WithCallTimeout(hammerCallTimeout))
+	b := New(rdb, WithCallTimeout(hammerCallTimeout))
 	key := os.Getenv(helperKeyEnv)
 	cfg := hammerCfg(atoi(helperMaxEnv))
 	if os.Getenv(helperModeEnv) == string(ModeRate) {
@@ -400,7 +400,7 @@ func TestBreakerMultiProcess(t *testing.T) {
 		t.Skip("runs several processes for seconds; skipped with -short (make unit)")
 	}
 	t.Parallel()
-	for _, mode := range []BreakerMode{ModeConsecutive, ModeRate} {
+	for _, mode := range []Mode{ModeConsecutive, ModeRate} {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
 			multiProcess(t, mode)
@@ -408,12 +408,12 @@ func TestBreakerMultiProcess(t *testing.T) {
 	}
 }
 
-func multiProcess(t *testing.T, mode BreakerMode) {
+func multiProcess(t *testing.T, mode Mode) {
 	srv := redistest.Start(t)
 	admin := srv.Client()
 	const key, maxCalls = "multiproc", 2
 	stop := collectEvents(t, admin, key) // before the trip: see hammerRun
-	require.NoError(t, NewBreakers(admin).Trip(context.Background(), key, time.Millisecond))
+	require.NoError(t, New(admin).Trip(context.Background(), key, time.Millisecond))
 
 	var (
 		mu      sync.Mutex
@@ -477,7 +477,7 @@ func TestBreakerKilledTrialHolder(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	ctx := context.Background()
-	b := NewBreakers(rdb)
+	b := New(rdb)
 	const key = "killed"
 	const lease = time.Second
 	cfg := hammerCfg(1)

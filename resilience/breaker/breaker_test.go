@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type harness struct {
 	clk *fakeClock
 	b   *Breakers
 	key string
-	cfg BreakerConfig
+	cfg Config
 }
 
 func (h *harness) allow() Admission {
@@ -49,16 +49,16 @@ func (h *harness) allow() Admission {
 	return adm
 }
 
-func (h *harness) record(adm Admission, out Outcome) (BreakerState, error) {
+func (h *harness) record(adm Admission, out Outcome) (State, error) {
 	h.t.Helper()
 	return h.b.Record(context.Background(), h.key, h.cfg, adm, out)
 }
 
 // failTasks records n admitted failures, the calls of tasks in turn, and
 // returns the last state.
-func (h *harness) failTasks(n int, tasks ...string) BreakerState {
+func (h *harness) failTasks(n int, tasks ...string) State {
 	h.t.Helper()
-	var st BreakerState
+	var st State
 	for i := range n {
 		var err error
 		st, err = h.b.Record(context.Background(), h.key, h.cfg, h.allow(), OutcomeFailure, ForTask(tasks[i%len(tasks)]))
@@ -67,14 +67,14 @@ func (h *harness) failTasks(n int, tasks ...string) BreakerState {
 	return st
 }
 
-func (h *harness) mustRecord(adm Admission, out Outcome, want BreakerState) {
+func (h *harness) mustRecord(adm Admission, out Outcome, want State) {
 	h.t.Helper()
 	st, err := h.record(adm, out)
 	require.NoError(h.t, err)
 	require.Equal(h.t, want, st)
 }
 
-func (h *harness) get() BreakerSnapshot {
+func (h *harness) get() Snapshot {
 	h.t.Helper()
 	s, err := h.b.Get(context.Background(), h.key)
 	require.NoError(h.t, err)
@@ -82,9 +82,9 @@ func (h *harness) get() BreakerSnapshot {
 }
 
 // fail records n counted failures, each through its own admission.
-func (h *harness) fail(n int) BreakerState {
+func (h *harness) fail(n int) State {
 	h.t.Helper()
-	var st BreakerState
+	var st State
 	for i := 0; i < n; i++ {
 		adm := h.allow()
 		require.True(h.t, adm.Allowed)
@@ -107,10 +107,10 @@ func requireStale(t *testing.T, err error, leaseGone bool) {
 // miniredis and on a real redis-server.
 func TestBreakerStateMachine(t *testing.T) {
 	t.Parallel()
-	cfg := BreakerConfig{FailureThreshold: 3, Cooldown: 10 * time.Second, HalfOpenMaxCalls: 1, TrialLease: 5 * time.Second}
+	cfg := Config{FailureThreshold: 3, Cooldown: 10 * time.Second, HalfOpenMaxCalls: 1, TrialLease: 5 * time.Second}
 	cases := []struct {
 		name string
-		cfg  *BreakerConfig
+		cfg  *Config
 		run  func(t *testing.T, h *harness)
 	}{
 		{"fresh key is closed, healthy and not written", nil, func(t *testing.T, h *harness) {
@@ -228,7 +228,7 @@ func TestBreakerStateMachine(t *testing.T) {
 			h.fail(3)
 			require.Equal(t, h.clk.After(10*time.Second), *h.get().OpenUntil)
 		}},
-		{"the growing cooldown is capped by max_cooldown", &BreakerConfig{FailureThreshold: 1, Cooldown: 10 * time.Second, MaxCooldown: 25 * time.Second, TrialLease: time.Second}, func(t *testing.T, h *harness) {
+		{"the growing cooldown is capped by max_cooldown", &Config{FailureThreshold: 1, Cooldown: 10 * time.Second, MaxCooldown: 25 * time.Second, TrialLease: time.Second}, func(t *testing.T, h *harness) {
 			h.fail(1)
 			for _, want := range []time.Duration{20 * time.Second, 25 * time.Second, 25 * time.Second} {
 				h.clk.Add(time.Minute)
@@ -241,7 +241,7 @@ func TestBreakerStateMachine(t *testing.T) {
 			h.fail(1)
 			require.Equal(t, h.clk.After(10*time.Second), *h.get().OpenUntil, "a reset forgets the grown cooldown")
 		}},
-		{"half_open_max_calls bounds trials per episode", &BreakerConfig{FailureThreshold: 1, Cooldown: time.Second, HalfOpenMaxCalls: 2, TrialLease: time.Second}, func(t *testing.T, h *harness) {
+		{"half_open_max_calls bounds trials per episode", &Config{FailureThreshold: 1, Cooldown: time.Second, HalfOpenMaxCalls: 2, TrialLease: time.Second}, func(t *testing.T, h *harness) {
 			h.fail(1)
 			h.clk.Add(time.Second)
 			a, b := h.allow(), h.allow()
@@ -364,7 +364,7 @@ func TestBreakerStateMachine(t *testing.T) {
 			_, err = h.record(h.allow(), Outcome(0))
 			require.ErrorIs(t, err, ErrInvalidOutcome)
 		}},
-		{"zero config is rate mode with the defaults", &BreakerConfig{}, func(t *testing.T, h *harness) {
+		{"zero config is rate mode with the defaults", &Config{}, func(t *testing.T, h *harness) {
 			tasks := []string{"t1", "t2", "t3"}
 			require.Equal(t, StateClosed, h.failTasks(DefaultMinCalls-1, tasks...))
 			require.Equal(t, StateOpen, h.failTasks(1, tasks...))
@@ -386,7 +386,7 @@ func TestBreakerStateMachine(t *testing.T) {
 				t.Run(tc.name, func(t *testing.T) {
 					t.Parallel()
 					clk := newFakeClock()
-					h := &harness{t: t, rdb: rdb, clk: clk, b: NewBreakers(rdb, WithClock(clk.Now)), key: fmt.Sprintf("sm-%d", i), cfg: cfg}
+					h := &harness{t: t, rdb: rdb, clk: clk, b: New(rdb, WithClock(clk.Now)), key: fmt.Sprintf("sm-%d", i), cfg: cfg}
 					if tc.cfg != nil {
 						h.cfg = *tc.cfg
 					}
@@ -406,13 +406,13 @@ func TestBreakerEventsIndexAndJSON(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	ctx := context.Background()
 	clk := newFakeClock()
-	b := NewBreakers(rdb, WithClock(clk.Now))
+	b := New(rdb, WithClock(clk.Now))
 	sub := rdb.Subscribe(ctx, rkeys.BreakerChannel())
 	defer sub.Close()
 	_, err := sub.Receive(ctx)
 	require.NoError(t, err)
 
-	cfg := BreakerConfig{FailureThreshold: 1, Cooldown: time.Second}
+	cfg := Config{FailureThreshold: 1, Cooldown: time.Second}
 	adm, err := b.Allow(ctx, "zeta", cfg)
 	require.NoError(t, err)
 	_, err = b.Record(ctx, "zeta", cfg, adm, OutcomeFailure)
@@ -420,9 +420,9 @@ func TestBreakerEventsIndexAndJSON(t *testing.T) {
 	require.NoError(t, b.Reset(ctx, "alpha"))
 
 	type event struct {
-		Key        string       `json:"key"`
-		State      BreakerState `json:"state"`
-		Generation int64        `json:"generation"`
+		Key        string `json:"key"`
+		State      State  `json:"state"`
+		Generation int64  `json:"generation"`
 	}
 	var got []event
 	for len(got) < 2 {
@@ -437,10 +437,10 @@ func TestBreakerEventsIndexAndJSON(t *testing.T) {
 	require.Equal(t, []event{{"zeta", StateOpen, 1}, {"alpha", StateClosed, 1}}, got)
 
 	// Index: keys touched by another process are listed too.
-	other := NewBreakers(redistest.Start(t).Client()) // unrelated server: not listed
+	other := New(redistest.Start(t).Client()) // unrelated server: not listed
 	_, err = other.Allow(ctx, "elsewhere", cfg)
 	require.NoError(t, err)
-	_, err = NewBreakers(rdb, WithClock(clk.Now)).Allow(ctx, "mid", cfg)
+	_, err = New(rdb, WithClock(clk.Now)).Allow(ctx, "mid", cfg)
 	require.NoError(t, err)
 	list, err := b.List(ctx)
 	require.NoError(t, err)
@@ -473,8 +473,8 @@ func TestBreakerRedisTime(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	ctx := context.Background()
-	b := NewBreakers(rdb)
-	cfg := BreakerConfig{FailureThreshold: 1, Cooldown: 200 * time.Millisecond, TrialLease: 200 * time.Millisecond}
+	b := New(rdb)
+	cfg := Config{FailureThreshold: 1, Cooldown: 200 * time.Millisecond, TrialLease: 200 * time.Millisecond}
 	adm, err := b.Allow(ctx, "k", cfg)
 	require.NoError(t, err)
 	_, err = b.Record(ctx, "k", cfg, adm, OutcomeFailure)
@@ -500,7 +500,7 @@ func TestBreakerRedisTime(t *testing.T) {
 }
 
 // pollAllow calls Allow until it admits, failing after d.
-func pollAllow(t *testing.T, b *Breakers, key string, cfg BreakerConfig, d time.Duration) Admission {
+func pollAllow(t *testing.T, b *Breakers, key string, cfg Config, d time.Duration) Admission {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -530,9 +530,9 @@ func TestBreakerClockSkew(t *testing.T) {
 		s := s
 		c := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
 		t.Cleanup(func() { _ = c.Close() })
-		bs = append(bs, NewBreakers(c, WithLocalClock(func() time.Time { return time.Now().Add(s) })))
+		bs = append(bs, New(c, WithLocalClock(func() time.Time { return time.Now().Add(s) })))
 	}
-	cfg := BreakerConfig{FailureThreshold: 3, Cooldown: 300 * time.Millisecond, TrialLease: 5 * time.Second}
+	cfg := Config{FailureThreshold: 3, Cooldown: 300 * time.Millisecond, TrialLease: 5 * time.Second}
 	const key = "skewed"
 
 	// Three failures from three different instances open it.
@@ -564,7 +564,7 @@ func TestBreakerClockSkew(t *testing.T) {
 	require.WithinDuration(t, srvNow.Add(300*time.Millisecond), retryAt, 500*time.Millisecond)
 
 	// Control: a skewed decision clock would already admit a trial.
-	skewed := NewBreakers(rdb, WithClock(func() time.Time { return time.Now().Add(30 * time.Second) }))
+	skewed := New(rdb, WithClock(func() time.Time { return time.Now().Add(30 * time.Second) }))
 	// Round-robin until one instance admits the trial; none may admit before
 	// the server reaches open_until, and the others are then denied.
 	admitted := -1
@@ -615,7 +615,7 @@ func TestBreakerClockSkew(t *testing.T) {
 }
 
 // TestBreakerRedisDown: duty 8. With the server stopped, every call fails
-// fast with ErrBreakerUnavailable; Allow still decides from the last state
+// fast with ErrUnavailable; Allow still decides from the last state
 // seen; batched successes survive until Redis is back.
 func TestBreakerRedisDown(t *testing.T) {
 	t.Parallel()
@@ -623,8 +623,8 @@ func TestBreakerRedisDown(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	const bound = 300 * time.Millisecond
-	b := NewBreakers(rdb, WithCallTimeout(bound))
-	cfg := BreakerConfig{FailureThreshold: 1, Cooldown: time.Minute}
+	b := New(rdb, WithCallTimeout(bound))
+	cfg := Config{FailureThreshold: 1, Cooldown: time.Minute}
 	timed := func(f func()) {
 		t.Helper()
 		start := time.Now()
@@ -650,7 +650,7 @@ func TestBreakerRedisDown(t *testing.T) {
 		key     string
 		allowed bool
 		retryAt time.Time
-		state   BreakerState
+		state   State
 	}{
 		{"ok", true, time.Time{}, StateClosed},
 		{"never-seen", true, time.Time{}, StateClosed},
@@ -660,7 +660,7 @@ func TestBreakerRedisDown(t *testing.T) {
 	for _, c := range cases {
 		var adm Admission
 		timed(func() { adm, err = b.Allow(ctx, c.key, cfg) })
-		require.ErrorIs(t, err, ErrBreakerUnavailable, c.key)
+		require.ErrorIs(t, err, ErrUnavailable, c.key)
 		require.Equal(t, c.allowed, adm.Allowed, c.key)
 		require.Equal(t, c.state, adm.State, c.key)
 		require.Empty(t, adm.Token, "no trial without Redis")
@@ -672,21 +672,21 @@ func TestBreakerRedisDown(t *testing.T) {
 		}
 	}
 	timed(func() { _, err = b.Record(ctx, "cooled", cfg, trial, OutcomeSuccess) })
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 	timed(func() {
 		_, err = b.Record(ctx, "ok", cfg, Admission{Allowed: true, State: StateClosed, ConsecutiveFailures: 1}, OutcomeFailure)
 	})
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 	timed(func() { _, err = b.Get(ctx, "ok") })
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 	timed(func() { _, err = b.List(ctx) })
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 	timed(func() { err = b.Reset(ctx, "ok") })
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 	timed(func() { err = b.Trip(ctx, "ok", time.Second) })
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 	timed(func() { err = b.Flush(ctx) })
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	require.ErrorIs(t, err, ErrUnavailable)
 
 	srv.Restart()
 	require.NoError(t, b.Flush(ctx))
@@ -705,14 +705,14 @@ func TestBreakerCallTimeout(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	b := NewBreakers(rdb, WithCallTimeout(200*time.Millisecond))
-	_, err := b.Allow(ctx, "k", BreakerConfig{})
+	b := New(rdb, WithCallTimeout(200*time.Millisecond))
+	_, err := b.Allow(ctx, "k", Config{})
 	require.NoError(t, err)
 	admin := srv.Client()
 	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "1500", "WRITE").Err())
 	start := time.Now()
-	adm, err := b.Allow(ctx, "k", BreakerConfig{})
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	adm, err := b.Allow(ctx, "k", Config{})
+	require.ErrorIs(t, err, ErrUnavailable)
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	require.True(t, adm.Allowed)
 	require.Less(t, time.Since(start), time.Second)
@@ -727,7 +727,7 @@ func TestBreakerStartStop(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rdb.Close()
 	ctx := context.Background()
-	cfg := BreakerConfig{}
+	cfg := Config{}
 	get := func(b *Breakers, key string) int64 {
 		s, err := b.Get(ctx, key)
 		require.NoError(t, err)
@@ -735,7 +735,7 @@ func TestBreakerStartStop(t *testing.T) {
 	}
 
 	// Periodic flush, then Stop (twice).
-	b := NewBreakers(rdb, WithFlushInterval(20*time.Millisecond))
+	b := New(rdb, WithFlushInterval(20*time.Millisecond))
 	b.Start(ctx)
 	b.Start(ctx) // no-op
 	adm, err := b.Allow(ctx, "a", cfg)
@@ -754,7 +754,7 @@ func TestBreakerStartStop(t *testing.T) {
 	require.Equal(t, int64(2), get(b, "a"), "Stop flushes")
 
 	// ctx.Done ends the loop, with a final flush.
-	b2 := NewBreakers(rdb, WithFlushInterval(time.Hour))
+	b2 := New(rdb, WithFlushInterval(time.Hour))
 	cctx, cancel := context.WithCancel(ctx)
 	b2.Start(cctx)
 	_, err = b2.Record(ctx, "a", cfg, adm, OutcomeSuccess)
@@ -764,7 +764,7 @@ func TestBreakerStartStop(t *testing.T) {
 	require.Equal(t, int64(3), get(b2, "a"))
 
 	// Stop without Start flushes once; Start after Stop does nothing.
-	b3 := NewBreakers(rdb)
+	b3 := New(rdb)
 	_, err = b3.Record(ctx, "a", cfg, adm, OutcomeSuccess)
 	require.NoError(t, err)
 	b3.Stop()
@@ -829,8 +829,8 @@ func TestBreakerRoundTrips(t *testing.T) {
 	require.NoError(t, recordScript.Load(ctx, rdb).Err())
 	require.NoError(t, flushScript.Load(ctx, rdb).Err())
 	hook.take()
-	b := NewBreakers(rdb)
-	cfg := BreakerConfig{FailureThreshold: 5}
+	b := New(rdb)
+	cfg := Config{FailureThreshold: 5}
 
 	adm, err := b.Allow(ctx, "rt", cfg)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package resilience
+package limit
 
 import (
 	"context"
@@ -14,18 +14,10 @@ import (
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
-// Provider limits shared by the fleet: per limits key, a request limit
-// (calls started within any window of Per), a token limit (tokens the
-// calls of any window of Per used, debited after each call), a concurrency
-// limit (calls in flight, as leases that expire) and a fleet-wide pause
-// learnt from a provider's rate-limit headers. Every admission is one Lua
-// script on the key's hash tag ({limit:KEY}) using the Redis server's
-// TIME, so it holds across workers, processes and machines.
-
-// LimitConfig is the configuration of one limits key. Zero fields are "no
+// Config is the configuration of one limits key. Zero fields are "no
 // limit"; workers sharing a key should pass the same values (the config
 // refuses agents that share a key with different numbers).
-type LimitConfig struct {
+type Config struct {
 	// Requests is the number of calls that may start within any window of
 	// Per. Zero → no request limit.
 	Requests int `json:"requests,omitempty"`
@@ -40,12 +32,12 @@ type LimitConfig struct {
 	Concurrency int `json:"concurrency,omitempty"`
 	// Lease is how long an admitted call holds its concurrency slot when
 	// it is never released (a killed worker): the agent's timeout plus a
-	// margin. Zero → DefaultLimitLease.
+	// margin. Zero → DefaultLease.
 	Lease time.Duration `json:"-"`
 }
 
-// DefaultLimitLease is LimitConfig.Lease's zero value.
-const DefaultLimitLease = 60 * time.Second
+// DefaultLease is Config.Lease's zero value.
+const DefaultLease = 60 * time.Second
 
 // RequestGuard is the extra time the request limit keeps between a call
 // and the requests-th call after it: min(MaxRequestGuard, Per/20). A call
@@ -58,36 +50,36 @@ func RequestGuard(per time.Duration) time.Duration { return min(MaxRequestGuard,
 // MaxRequestGuard bounds RequestGuard.
 const MaxRequestGuard = 50 * time.Millisecond
 
-// Limit names the limit that refused an admission (stable names: history,
+// Kind names the limit that refused an admission (stable names: history,
 // metrics label "limit", JSON).
-type Limit string
+type Kind string
 
 // The limits.
 const (
-	LimitRequests    Limit = "requests"
-	LimitTokens      Limit = "tokens"
-	LimitConcurrency Limit = "concurrency"
-	LimitPaused      Limit = "paused"
-	// LimitUnavailable: Redis could not answer, so the limits could not be
+	Requests    Kind = "requests"
+	Tokens      Kind = "tokens"
+	Concurrency Kind = "concurrency"
+	Paused      Kind = "paused"
+	// Unavailable: Redis could not answer, so the limits could not be
 	// checked; the call waits rather than risk going over them.
-	LimitUnavailable Limit = "unavailable"
+	Unavailable Kind = "unavailable"
 )
 
-// UnavailableRetry is the RetryIn of a LimitUnavailable refusal.
+// UnavailableRetry is the RetryIn of a Unavailable refusal.
 const UnavailableRetry = time.Second
 
-// LimitAdmission is Admit's answer.
-type LimitAdmission struct {
+// Admission is Admit's answer.
+type Admission struct {
 	// Allowed says whether the call may start.
 	Allowed bool
 	// Limit is, when refused, the limit that refused it.
-	Limit Limit
+	Limit Kind
 	// RetryIn is, when refused, how long until the limit may admit a call
 	// by the limiter's clock (Redis TIME): until the oldest start or debit
 	// leaves the window, or the pause ends. Zero for concurrency: a slot
 	// frees when a call ends, which nobody can tell in advance.
 	RetryIn time.Duration
-	// PausedUntil is, for LimitPaused, the end of the pause.
+	// PausedUntil is, for Paused, the end of the pause.
 	PausedUntil time.Time
 	// Lease is the concurrency lease to give back with Release ("" when
 	// the key has no concurrency limit).
@@ -98,10 +90,10 @@ type LimitAdmission struct {
 	At    time.Time
 }
 
-// LimitStatus is the state of one limits key: the view of inspector
+// Status is the state of one limits key: the view of inspector
 // limits and of the limits object of /api/v1/agents. Fields may be added,
 // never renamed.
-type LimitStatus struct {
+type Status struct {
 	Key string `json:"key"`
 	// Requests, Tokens, Per and Concurrency are the configuration the
 	// workers last registered (0: no such limit; Per "" when none).
@@ -123,11 +115,11 @@ type LimitStatus struct {
 	// Refusals counts the admissions refused, by limit, fleet-wide, since
 	// the key was first used (a task may be refused several times while it
 	// waits in its worker before it is deferred).
-	Refusals map[Limit]int64 `json:"refusals"`
+	Refusals map[Kind]int64 `json:"refusals"`
 }
 
 // SetConfig makes c the status's configuration (when c sets any limit).
-func (s *LimitStatus) SetConfig(c LimitConfig) {
+func (s *Status) SetConfig(c Config) {
 	if c.Requests == 0 && c.Tokens == 0 && c.Concurrency == 0 {
 		return
 	}
@@ -138,34 +130,34 @@ func (s *LimitStatus) SetConfig(c LimitConfig) {
 }
 
 // Config is the status's registered configuration.
-func (s LimitStatus) Config() LimitConfig {
-	return LimitConfig{Requests: s.Requests, Tokens: s.Tokens, Per: s.Per, Concurrency: s.Concurrency}
+func (s Status) Config() Config {
+	return Config{Requests: s.Requests, Tokens: s.Tokens, Per: s.Per, Concurrency: s.Concurrency}
 }
 
-// ErrLimiterUnavailable: Redis could not be reached (or the call was
-// canceled). Admit then refuses with LimitUnavailable: limits cannot be
+// ErrUnavailable: Redis could not be reached (or the call was
+// canceled). Admit then refuses with Unavailable: limits cannot be
 // checked without Redis, and a call made anyway could go over them.
-var ErrLimiterUnavailable = errors.New("limiter unavailable")
+var ErrUnavailable = errors.New("limiter unavailable")
 
 // Limiter is the client of every limits key. Safe for concurrent use.
 type Limiter struct {
 	rdb   redis.UniversalClient
-	clock Clock
-	run   ScriptRunner
+	clock func() time.Time // nil: the Redis server's TIME
+	run   redisx.Runner
 }
 
-// LimiterOption configures NewLimiter.
-type LimiterOption func(*Limiter)
+// Option configures New.
+type Option func(*Limiter)
 
-// WithLimiterClock injects the decision clock (tests): its milliseconds
+// WithClock injects the decision clock (tests): its milliseconds
 // are passed to the scripts instead of the Redis server TIME.
-func WithLimiterClock(c Clock) LimiterOption { return func(l *Limiter) { l.clock = c } }
+func WithClock(c func() time.Time) Option { return func(l *Limiter) { l.clock = c } }
 
-// WithLimiterRunner sends the scripts through r (e.g. a batcher).
-func WithLimiterRunner(r ScriptRunner) LimiterOption { return func(l *Limiter) { l.run = r } }
+// WithRunner sends the scripts through r (e.g. a batcher).
+func WithRunner(r redisx.Runner) Option { return func(l *Limiter) { l.run = r } }
 
-// NewLimiter returns a Limiter on rdb. It writes nothing.
-func NewLimiter(rdb redis.UniversalClient, opts ...LimiterOption) *Limiter {
+// New returns a Limiter on rdb. It writes nothing.
+func New(rdb redis.UniversalClient, opts ...Option) *Limiter {
 	l := &Limiter{rdb: rdb}
 	for _, o := range opts {
 		o(l)
@@ -185,7 +177,7 @@ func (l *Limiter) nowArg() string {
 
 func (l *Limiter) wrap(key, op string, err error) error {
 	if redisx.Unanswered(err) {
-		return fmt.Errorf("limits %q: %s: %w: %w", key, op, ErrLimiterUnavailable, err)
+		return fmt.Errorf("limits %q: %s: %w: %w", key, op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("limits %q: %s: %w", key, op, err)
 }
@@ -196,17 +188,11 @@ func limitKeys(key string) []string {
 
 // limitPrelude is shared by the limit scripts.
 //
-//	now_ms(a)      - a's number, or the Redis server TIME in ms when a is "".
+//	now_ms(a)      - redisx.LuaNowMS.
 //	prune_tokens(state, log, now, per) - drops debits older than the window
 //	  from log, subtracts them from state's tokens_used, and returns the
 //	  tokens used within the window.
-const limitPrelude = `
-local function now_ms(a)
-  local n = tonumber(a)
-  if n then return n end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+const limitPrelude = redisx.LuaNowMS + `
 local function debit_of(m)
   return tonumber(string.match(m, ':(%d+)$')) or 0
 end
@@ -313,12 +299,12 @@ func newLeaseToken() string {
 
 // Admit asks key's limits for a call. A refusal says which limit and how
 // long until it may admit. When Redis cannot answer, Admit refuses with
-// LimitUnavailable and RetryIn UnavailableRetry, and returns the error
-// (wrapping ErrLimiterUnavailable when Redis gave no answer).
-func (l *Limiter) Admit(ctx context.Context, key string, cfg LimitConfig) (LimitAdmission, error) {
+// Unavailable and RetryIn UnavailableRetry, and returns the error
+// (wrapping ErrUnavailable when Redis gave no answer).
+func (l *Limiter) Admit(ctx context.Context, key string, cfg Config) (Admission, error) {
 	lease := cfg.Lease
 	if lease <= 0 {
-		lease = DefaultLimitLease
+		lease = DefaultLease
 	}
 	token := ""
 	if cfg.Concurrency > 0 {
@@ -332,16 +318,16 @@ func (l *Limiter) Admit(ctx context.Context, key string, cfg LimitConfig) (Limit
 	res, err := l.run.Run(ctx, admitScript, limitKeys(key),
 		l.nowArg(), req, win, tok, per, cfg.Concurrency, lease.Milliseconds(), token)
 	if err != nil {
-		return LimitAdmission{Limit: LimitUnavailable, RetryIn: UnavailableRetry}, l.wrap(key, "admit", err)
+		return Admission{Limit: Unavailable, RetryIn: UnavailableRetry}, l.wrap(key, "admit", err)
 	}
 	r, err := redisx.ParseReply(res, 5)
 	if err != nil {
-		return LimitAdmission{Limit: LimitUnavailable, RetryIn: UnavailableRetry}, l.wrap(key, "admit", err)
+		return Admission{Limit: Unavailable, RetryIn: UnavailableRetry}, l.wrap(key, "admit", err)
 	}
 	if r.Int(0) == 1 {
-		return LimitAdmission{Allowed: true, Lease: token, Start: r.Str(4), At: time.Now()}, nil
+		return Admission{Allowed: true, Lease: token, Start: r.Str(4), At: time.Now()}, nil
 	}
-	a := LimitAdmission{Limit: Limit(r.Str(1)), RetryIn: time.Duration(r.Int(2)) * time.Millisecond}
+	a := Admission{Limit: Kind(r.Str(1)), RetryIn: time.Duration(r.Int(2)) * time.Millisecond}
 	if p := r.Int(3); p > 0 {
 		a.PausedUntil = time.UnixMilli(p).UTC()
 	}
@@ -370,7 +356,7 @@ return 1
 // caller saw its call actually leave later than its admission (a stalled
 // process), and the provider counts when it arrives. Later admissions then
 // keep their distance from the real start. No-op without a request limit.
-func (l *Limiter) Restamp(ctx context.Context, key string, cfg LimitConfig, a LimitAdmission) error {
+func (l *Limiter) Restamp(ctx context.Context, key string, cfg Config, a Admission) error {
 	if a.Start == "" || cfg.Per <= 0 {
 		return nil
 	}
@@ -383,7 +369,7 @@ func (l *Limiter) Restamp(ctx context.Context, key string, cfg LimitConfig, a Li
 
 // Release gives back an admission's concurrency lease when its call ends
 // (or was never made). A lease not released expires on its own.
-func (l *Limiter) Release(ctx context.Context, key string, a LimitAdmission) error {
+func (l *Limiter) Release(ctx context.Context, key string, a Admission) error {
 	if a.Lease == "" {
 		return nil
 	}
@@ -409,7 +395,7 @@ return redis.call('HINCRBY', KEYS[1], 'tokens_used', n)
 // Debit records that a call of key used tokens (its reply's usage); it
 // counts against the token limit for Per. It is a no-op without a token
 // limit or when tokens ≤ 0. It returns the tokens used within the window.
-func (l *Limiter) Debit(ctx context.Context, key string, cfg LimitConfig, tokens int64) (int64, error) {
+func (l *Limiter) Debit(ctx context.Context, key string, cfg Config, tokens int64) (int64, error) {
 	if cfg.Tokens <= 0 || cfg.Per <= 0 || tokens <= 0 {
 		return 0, nil
 	}
@@ -532,7 +518,7 @@ func (l *Limiter) Resume(ctx context.Context, key string) (until time.Time, reas
 // Register records key's configuration for inspection (inspector limits,
 // the agents API) and adds key to the index of limits keys. Workers call it
 // at start; it changes no usage.
-func (l *Limiter) Register(ctx context.Context, key string, cfg LimitConfig) error {
+func (l *Limiter) Register(ctx context.Context, key string, cfg Config) error {
 	err := l.rdb.HSet(ctx, rkeys.LimitState(key), "requests", cfg.Requests, "tokens", cfg.Tokens,
 		"per_ms", cfg.Per.Milliseconds(), "concurrency", cfg.Concurrency).Err()
 	if err == nil {
@@ -579,20 +565,20 @@ return {tonumber(h[1]) or 0, tonumber(h[2]) or 0, per, tonumber(h[4]) or 0, star
 // Status reads key's configuration and usage: requests started and
 // tokens used within the last Per, calls in flight, the pause, and the
 // refusals by limit since the key was first used.
-func (l *Limiter) Status(ctx context.Context, key string) (LimitStatus, error) {
+func (l *Limiter) Status(ctx context.Context, key string) (Status, error) {
 	res, err := statusScript.Run(ctx, l.rdb, limitKeys(key), l.nowArg()).Result()
 	if err != nil {
-		return LimitStatus{}, l.wrap(key, "status", err)
+		return Status{}, l.wrap(key, "status", err)
 	}
 	r, err := redisx.ParseReply(res, 13)
 	if err != nil {
-		return LimitStatus{}, l.wrap(key, "status", err)
+		return Status{}, l.wrap(key, "status", err)
 	}
 	per := time.Duration(r.Int(2)) * time.Millisecond
-	st := LimitStatus{
+	st := Status{
 		Key: key, Requests: int(r.Int(0)), Tokens: r.Int(1), Per: per, Concurrency: int(r.Int(3)),
 		RequestsInWindow: r.Int(4), TokensInWindow: r.Int(5), InFlight: r.Int(6), PauseReason: r.Str(8),
-		Refusals: map[Limit]int64{LimitRequests: r.Int(9), LimitTokens: r.Int(10), LimitConcurrency: r.Int(11), LimitPaused: r.Int(12)},
+		Refusals: map[Kind]int64{Requests: r.Int(9), Tokens: r.Int(10), Concurrency: r.Int(11), Paused: r.Int(12)},
 	}
 	if per > 0 {
 		st.PerText = per.String()

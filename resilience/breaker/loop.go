@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 // The breaker's background work: Start's loop flushes the successes that
 // Record's happy path counts in memory, and keeps the local CLOSED view
-// live (breaker_view.go).
+// live (view.go).
 
 // Flush writes the successes counted in memory by Record's happy path
 // (success_count += n, last_success_at = now) in one pipelined round trip.

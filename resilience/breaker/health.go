@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -28,7 +28,7 @@ const (
 )
 
 // HealthOf derives the health from a state and its consecutive failures.
-func HealthOf(state BreakerState, consecutiveFailures int) Health {
+func HealthOf(state State, consecutiveFailures int) Health {
 	switch state {
 	case StateOpen:
 		return HealthUnhealthy
@@ -41,25 +41,25 @@ func HealthOf(state BreakerState, consecutiveFailures int) Health {
 	return HealthHealthy
 }
 
-// BreakerSnapshot is one breaker as stored in Redis. Its JSON is the stable
+// Snapshot is one breaker as stored in Redis. Its JSON is the stable
 // breaker shape of DESIGN.md §3 (fields may be added, never renamed).
 //
 // State is the stored state: an OPEN breaker past its open_until still reads
 // "open" until the next Allow moves it to half_open. SuccessCount and
 // LastSuccessAt lag by up to one flush interval (happy-path successes are
 // batched in each process). OpenUntil is set only while open.
-type BreakerSnapshot struct {
-	Key                 string       `json:"key"`
-	State               BreakerState `json:"state"`
-	Health              Health       `json:"health"`
-	ConsecutiveFailures int          `json:"consecutive_failures"`
-	FailureCount        int64        `json:"failure_count"`
-	SuccessCount        int64        `json:"success_count"`
-	OpenUntil           *time.Time   `json:"open_until"`
-	LastFailureAt       *time.Time   `json:"last_failure_at"`
-	LastSuccessAt       *time.Time   `json:"last_success_at"`
-	Generation          int64        `json:"generation"`
-	TrialsInFlight      int          `json:"trials_in_flight"`
+type Snapshot struct {
+	Key                 string     `json:"key"`
+	State               State      `json:"state"`
+	Health              Health     `json:"health"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	FailureCount        int64      `json:"failure_count"`
+	SuccessCount        int64      `json:"success_count"`
+	OpenUntil           *time.Time `json:"open_until"`
+	LastFailureAt       *time.Time `json:"last_failure_at"`
+	LastSuccessAt       *time.Time `json:"last_success_at"`
+	Generation          int64      `json:"generation"`
+	TrialsInFlight      int        `json:"trials_in_flight"`
 	// Rate mode: the counted calls and failures in the current window,
 	// and the distinct tasks whose calls failed in it (0 in consecutive
 	// mode). Successes batched in a process arrive within a flush.
@@ -98,25 +98,25 @@ return {redis.call('HGETALL', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now
 
 // Get returns the snapshot of the breaker of key; a key never used reads as
 // a healthy closed breaker with zero counts.
-func (b *Breakers) Get(ctx context.Context, key string) (BreakerSnapshot, error) {
+func (b *Breakers) Get(ctx context.Context, key string) (Snapshot, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	res, err := snapshotScript.Run(ctx, b.rdb, breakerKeys(key), b.nowArg()).Result()
 	if err != nil {
-		return BreakerSnapshot{}, b.wrap(key, "get", err)
+		return Snapshot{}, b.wrap(key, "get", err)
 	}
 	return parseSnapshot(key, res)
 }
 
 // Health returns the snapshot of key; it is Get under the name the agents
 // view uses.
-func (b *Breakers) Health(ctx context.Context, key string) (BreakerSnapshot, error) {
+func (b *Breakers) Health(ctx context.Context, key string) (Snapshot, error) {
 	return b.Get(ctx, key)
 }
 
 // List returns the snapshot of every key in the breaker index, sorted by key,
 // in two round trips.
-func (b *Breakers) List(ctx context.Context) ([]BreakerSnapshot, error) {
+func (b *Breakers) List(ctx context.Context) ([]Snapshot, error) {
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
 	keys, err := b.rdb.SMembers(ctx, rkeys.Breakers()).Result()
@@ -125,7 +125,7 @@ func (b *Breakers) List(ctx context.Context) ([]BreakerSnapshot, error) {
 	}
 	sort.Strings(keys)
 	if len(keys) == 0 {
-		return []BreakerSnapshot{}, nil
+		return []Snapshot{}, nil
 	}
 	calls := make([]redisx.Call, len(keys))
 	now := b.nowArg()
@@ -133,7 +133,7 @@ func (b *Breakers) List(ctx context.Context) ([]BreakerSnapshot, error) {
 		calls[i] = redisx.Call{Script: snapshotScript, Keys: breakerKeys(k), Args: []any{now}}
 	}
 	rs := redisx.Pipelined(ctx, b.rdb, calls)
-	out := make([]BreakerSnapshot, 0, len(keys))
+	out := make([]Snapshot, 0, len(keys))
 	for i, k := range keys {
 		if rs[i].Err != nil {
 			return nil, b.wrap("*", "list", rs[i].Err)
@@ -147,10 +147,10 @@ func (b *Breakers) List(ctx context.Context) ([]BreakerSnapshot, error) {
 	return out, nil
 }
 
-func parseSnapshot(key string, res any) (BreakerSnapshot, error) {
+func parseSnapshot(key string, res any) (Snapshot, error) {
 	a, ok := res.([]any)
 	if !ok || len(a) != 5 {
-		return BreakerSnapshot{}, fmt.Errorf("breaker %q: unexpected snapshot reply %#v", key, res)
+		return Snapshot{}, fmt.Errorf("breaker %q: unexpected snapshot reply %#v", key, res)
 	}
 	flat, _ := a[0].([]any)
 	trials, _ := a[1].(int64)
@@ -171,9 +171,9 @@ func parseSnapshot(key string, res any) (BreakerSnapshot, error) {
 		}
 		return nil
 	}
-	s := BreakerSnapshot{
+	s := Snapshot{
 		Key:                 key,
-		State:               BreakerState(h["state"]),
+		State:               State(h["state"]),
 		ConsecutiveFailures: int(num("consecutive_failures")),
 		FailureCount:        num("failure_count"),
 		SuccessCount:        num("success_count"),

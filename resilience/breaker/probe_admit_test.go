@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -26,8 +26,8 @@ func TestBreakerProbeAdmission(t *testing.T) {
 			rdb, _ := backend.New(t)
 			ctx := context.Background()
 			clk := newFakeClock()
-			cfg := BreakerConfig{FailureThreshold: 2, Cooldown: 10 * time.Second, HalfOpenMaxCalls: 3, TrialLease: 5 * time.Second}
-			h := &harness{t: t, rdb: rdb, clk: clk, b: NewBreakers(rdb, WithClock(clk.Now)), key: "probe-" + backend.Name, cfg: cfg}
+			cfg := Config{FailureThreshold: 2, Cooldown: 10 * time.Second, HalfOpenMaxCalls: 3, TrialLease: 5 * time.Second}
+			h := &harness{t: t, rdb: rdb, clk: clk, b: New(rdb, WithClock(clk.Now)), key: "probe-" + backend.Name, cfg: cfg}
 			b, key := h.b, h.key
 
 			// CLOSED: tasks admitted, no trial token; probes never admitted.
@@ -126,9 +126,9 @@ func TestBreakerProbeOneTrialClusterWide(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	cfg := BreakerConfig{HalfOpenMaxCalls: 4, TrialLease: time.Minute}
+	cfg := Config{HalfOpenMaxCalls: 4, TrialLease: time.Minute}
 	const key = "probe-race"
-	require.NoError(t, NewBreakers(srv.Client()).Trip(ctx, key, 200*time.Millisecond))
+	require.NoError(t, New(srv.Client()).Trip(ctx, key, 200*time.Millisecond))
 	var admitted, tasksAdmitted atomic.Int32
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(3 * time.Second)
@@ -136,7 +136,7 @@ func TestBreakerProbeOneTrialClusterWide(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b := NewBreakers(srv.Client()) // one per "worker"
+			b := New(srv.Client()) // one per "worker"
 			for time.Now().Before(deadline) {
 				adm, err := b.AllowProbe(ctx, key, cfg)
 				if err == nil && adm.Allowed {
@@ -152,7 +152,7 @@ func TestBreakerProbeOneTrialClusterWide(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int32(1), admitted.Load())
 	require.Zero(t, tasksAdmitted.Load())
-	s, err := NewBreakers(srv.Client()).Get(ctx, key)
+	s, err := New(srv.Client()).Get(ctx, key)
 	require.NoError(t, err)
 	require.Equal(t, StateHalfOpen, s.State)
 	require.Equal(t, 1, s.TrialsInFlight)
@@ -167,8 +167,8 @@ func TestAllowTaskRoundTrips(t *testing.T) {
 	rdb.AddHook(hook)
 	ctx := context.Background()
 	require.NoError(t, allowTaskScript.Load(ctx, rdb).Err())
-	b := NewBreakers(rdb)
-	cfg := BreakerConfig{Mode: ModeConsecutive}
+	b := New(rdb)
+	cfg := Config{Mode: ModeConsecutive}
 	_, err := b.AllowTask(ctx, "rt", cfg)
 	require.NoError(t, err)
 	hook.take()
@@ -189,18 +189,18 @@ func TestBreakerProbeRedisDown(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	b := NewBreakers(srv.Client(), WithCallTimeout(300*time.Millisecond))
-	adm, err := b.AllowTask(ctx, "down", BreakerConfig{})
+	b := New(srv.Client(), WithCallTimeout(300*time.Millisecond))
+	adm, err := b.AllowTask(ctx, "down", Config{})
 	require.NoError(t, err)
 	require.True(t, adm.Allowed)
 	srv.Stop()
-	adm, err = b.AllowTask(ctx, "down", BreakerConfig{})
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	adm, err = b.AllowTask(ctx, "down", Config{})
+	require.ErrorIs(t, err, ErrUnavailable)
 	require.True(t, adm.Allowed, "last seen closed")
-	padm, err := b.AllowProbe(ctx, "down", BreakerConfig{})
-	require.ErrorIs(t, err, ErrBreakerUnavailable)
+	padm, err := b.AllowProbe(ctx, "down", Config{})
+	require.ErrorIs(t, err, ErrUnavailable)
 	require.False(t, padm.Allowed)
-	require.ErrorIs(t, b.RecordProbe(ctx, "down", ProbeResult{OK: true}), ErrBreakerUnavailable)
+	require.ErrorIs(t, b.RecordProbe(ctx, "down", ProbeResult{OK: true}), ErrUnavailable)
 }
 
 // TestProbeStatus: results are kept per key with a bounded window, and the
@@ -213,7 +213,7 @@ func TestProbeStatus(t *testing.T) {
 			rdb, _ := backend.New(t)
 			ctx := context.Background()
 			clk := newFakeClock()
-			b := NewBreakers(rdb, WithClock(clk.Now))
+			b := New(rdb, WithClock(clk.Now))
 			_, ok, err := b.ProbeStatus(ctx, "ps")
 			require.NoError(t, err)
 			require.False(t, ok)
@@ -241,7 +241,7 @@ func TestProbeStatus(t *testing.T) {
 			won, err := b.ClaimProbe(ctx, "ps", time.Hour)
 			require.NoError(t, err)
 			require.True(t, won)
-			won, err = NewBreakers(rdb).ClaimProbe(ctx, "ps", time.Hour)
+			won, err = New(rdb).ClaimProbe(ctx, "ps", time.Hour)
 			require.NoError(t, err)
 			require.False(t, won, "another worker within the interval")
 			_, err = b.ClaimProbe(ctx, "ps", 0)

@@ -1,4 +1,4 @@
-package resilience
+package limit
 
 import (
 	"fmt"
@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentq/agentq/resilience"
 )
 
-// MaxLimitPause caps a pause learnt from a provider's headers, so that a
+// MaxPause caps a pause learnt from a provider's headers, so that a
 // wrong or hostile header cannot stop a key for a day.
-const MaxLimitPause = RetryAfterCap
+const MaxPause = resilience.RetryAfterCap
 
 // ExhaustedFor reads a provider's reply (its HTTP status and headers) for
 // a statement that its key is exhausted, and returns how long the key
@@ -25,7 +27,7 @@ const MaxLimitPause = RetryAfterCap
 //   - a 429 with Retry-After (seconds or an HTTP date) or retry-after-ms.
 //
 // Several exhausted limits pause for the longest of their resets. The
-// pause is capped at MaxLimitPause.
+// pause is capped at MaxPause.
 func ExhaustedFor(status int, h http.Header, now time.Time) (d time.Duration, reason string, ok bool) {
 	if h == nil && status != http.StatusTooManyRequests {
 		return 0, "", false
@@ -34,8 +36,8 @@ func ExhaustedFor(status int, h http.Header, now time.Time) (d time.Duration, re
 		if w <= 0 {
 			return
 		}
-		if w > MaxLimitPause {
-			w = MaxLimitPause
+		if w > MaxPause {
+			w = MaxPause
 		}
 		if w > d {
 			d, reason, ok = w, why, true
@@ -57,7 +59,7 @@ func ExhaustedFor(status int, h http.Header, now time.Time) (d time.Duration, re
 		}
 	}
 	if status == http.StatusTooManyRequests {
-		if w, good := ParseRetryAfter(h, now); good {
+		if w, good := resilience.ParseRetryAfter(h, now); good {
 			take(w, fmt.Sprintf("provider: 429 with retry-after %s", w))
 		}
 	}

@@ -1,4 +1,4 @@
-package resilience
+package breaker
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 // Allow asks whether a call to the backend behind key may proceed. In CLOSED
 // it costs one EVALSHA (the first call per key and process also adds the key
 // to the index in the same round trip) — or nothing, after Start, while the
-// local view holds the breaker CLOSED (see breaker_view.go: the view follows
+// local view holds the breaker CLOSED (see view.go: the view follows
 // the breaker event channel and is re-read from Redis at least every
 // ViewTTL). When Redis is unavailable it returns
-// an error wrapping ErrBreakerUnavailable together with an Admission decided
+// an error wrapping ErrUnavailable together with an Admission decided
 // from the last state this process saw: closed or unknown → allowed; open
 // before its open_until → denied until then; otherwise denied for
 // FallbackRetry. A fallback admission is never a trial (no Token).
-func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Admission, error) {
+func (b *Breakers) Allow(ctx context.Context, key string, cfg Config) (Admission, error) {
 	if adm, ok := b.closedLocally(key); ok {
 		return adm, nil
 	}
@@ -36,7 +36,7 @@ func (b *Breakers) Allow(ctx context.Context, key string, cfg BreakerConfig) (Ad
 			adm := b.fallback(key)
 			b.log.Warn("breaker: redis unavailable, using last seen state",
 				"key", key, "allowed", adm.Allowed, "state", adm.State, "err", err)
-			return adm, fmt.Errorf("breaker %q: %w: %w", key, ErrBreakerUnavailable, err)
+			return adm, fmt.Errorf("breaker %q: %w: %w", key, ErrUnavailable, err)
 		}
 		return Admission{}, fmt.Errorf("breaker %q: allow: %w", key, err)
 	}
@@ -105,8 +105,8 @@ func (b *Breakers) remember(key string, ls lastSeen) {
 // Record is detached from the caller's cancellation (a shutdown must still
 // release its trial lease) but bounded by the call timeout. A fenced Record
 // returns an error wrapping ErrStaleAdmission (a *StaleError); Redis being
-// unreachable gives an error wrapping ErrBreakerUnavailable.
-func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, adm Admission, out Outcome, opts ...RecordOption) (BreakerState, error) {
+// unreachable gives an error wrapping ErrUnavailable.
+func (b *Breakers) Record(ctx context.Context, key string, cfg Config, adm Admission, out Outcome, opts ...RecordOption) (State, error) {
 	var ro recordOptions
 	for _, opt := range opts {
 		opt(&ro)
@@ -142,7 +142,7 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 			if st == "" {
 				st = adm.State
 			}
-			return st, fmt.Errorf("breaker %q: record: %w: %w", key, ErrBreakerUnavailable, err)
+			return st, fmt.Errorf("breaker %q: record: %w: %w", key, ErrUnavailable, err)
 		}
 		return "", fmt.Errorf("breaker %q: record: %w", key, err)
 	}
@@ -167,7 +167,7 @@ func (b *Breakers) Record(ctx context.Context, key string, cfg BreakerConfig, ad
 // the event subscription is live, so that it would have heard of one). A
 // success while the window holds failures is written at once, since a
 // late success would make the backend's rate look worse than it is.
-func (b *Breakers) batch(key string, cfg BreakerConfig, adm Admission) bool {
+func (b *Breakers) batch(key string, cfg Config, adm Admission) bool {
 	var windowMS int64
 	switch cfg.Mode {
 	case ModeRate:

@@ -1,0 +1,19 @@
+package redisx
+
+// LuaNowMS is the Lua helper every script that reads the clock starts
+// with; scripts concatenate it in front of their body:
+//
+//	now_ms(a) - a's number when a is one (an injected clock's
+//	  milliseconds, passed in ARGV by tests), else the Redis server's
+//	  TIME in ms: one clock for the whole fleet, whatever the workers'
+//	  clocks say.
+//
+// Pass "" in ARGV for the server's TIME.
+const LuaNowMS = `
+local function now_ms(a)
+  local n = tonumber(a)
+  if n then return n end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+`
