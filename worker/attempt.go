@@ -133,6 +133,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	runCtx, cancel := agent.WithTimeout(stamp.trace(obsCtx), timeout)
 	started := time.Now()
 	traceparent, tracestate := agentTrace(ctx, env)
+	failpoint("call_started") // test hook: die as the call starts, its start unwritten
 	data, runErr := sp.runner.Run(runCtx, agent.Request{
 		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
 		CorrelationID: env.CorrelationID, Attempt: attempt, Restart: env.Restarts,
