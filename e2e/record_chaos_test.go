@@ -22,8 +22,9 @@ import (
 // reply is lost and that is sent again must not be applied twice. These
 // run as subtests of TestChaos (one heavy test at a time).
 
-// testChaosRecordRedisPause: 900 mixed tasks are enqueued in batches while
-// three workers run them; when a third are done the redis-server is frozen
+// testChaosRecordRedisPause: 900 mixed tasks run on three workers (half
+// enqueued before they start, half in batches as they run); when a third
+// are done the redis-server is frozen
 // (SIGSTOP) for 20s and then resumed (SIGCONT). While it is frozen the
 // kernel still takes what clients send; the clients time out and, once
 // Redis is back, send again what Redis is about to run anyway. Every
@@ -31,7 +32,7 @@ import (
 // for, with exactly one terminal event in its history, and the dead-letter
 // store holds exactly the tasks designed to dead-letter.
 func testChaosRecordRedisPause(t *testing.T) {
-	testChaosRecord(t, "rp", 5, false, func(t *testing.T, srv *redistest.Server, _ *redis.Client) string {
+	testChaosRecord(t, "rp", 5, false, func(t *testing.T, srv *redistest.Server, _ *redis.Client, _ func() int64) string {
 		const pause = 20 * time.Second
 		srv.Pause()
 		time.Sleep(pause) // the outage itself: a frozen Redis for this long, by design
@@ -40,28 +41,37 @@ func testChaosRecordRedisPause(t *testing.T) {
 	})
 }
 
-// testChaosRecordRedisRestart: the same load, with a clean redis-server
-// shutdown (SIGTERM: replies to commands it ran can be lost as it closes
-// its connections) and a restart on the same AOF (fsync always) mid-load.
+// testChaosRecordRedisRestart: the same load, with clean redis-server
+// shutdowns (SIGTERM: the replies to the commands it ran in its last
+// moments are lost as it closes its connections) and restarts on the same
+// AOF (fsync always) mid-load: at a third, a half and two thirds of the
+// tasks done (one lost reply is a narrow window; three give it three
+// chances).
 func testChaosRecordRedisRestart(t *testing.T) {
-	testChaosRecord(t, "rs", 6, true, func(t *testing.T, srv *redistest.Server, rdb *redis.Client) string {
-		runID := chaosRedisRunID(t, rdb)
-		srv.Stop()
-		stoppedAt := time.Now()
-		// Down for a moment: long enough for calls in flight to fail and
-		// for an enqueuer run to find no Redis.
-		time.Sleep(time.Second)
-		srv.Restart()
-		require.NotEqual(t, runID, chaosRedisRunID(t, rdb), "a new redis-server process")
-		return fmt.Sprintf("redis-server shut down (SIGTERM) and restarted on the same AOF, back after %s", time.Since(stoppedAt).Round(time.Millisecond))
+	testChaosRecord(t, "rs", 6, true, func(t *testing.T, srv *redistest.Server, rdb *redis.Client, finished func() int64) string {
+		var downs []string
+		for i, at := range []int64{0, 450, 600} { // the first one now, at a third
+			poll(t, 60*time.Second, fmt.Sprintf("%d tasks to finish", at), func() bool { return finished() >= at })
+			runID := chaosRedisRunID(t, rdb)
+			srv.Stop()
+			stoppedAt := time.Now()
+			// Down for a moment: long enough for calls in flight to fail and
+			// for an enqueuer run to find no Redis.
+			time.Sleep(time.Second)
+			srv.Restart()
+			require.NotEqual(t, runID, chaosRedisRunID(t, rdb), "restart %d: a new redis-server process", i+1)
+			downs = append(downs, time.Since(stoppedAt).Round(time.Millisecond).String())
+		}
+		return fmt.Sprintf("redis-server shut down (SIGTERM) and restarted on the same AOF %d times, back after %v", len(downs), downs)
 	})
 }
 
 // testChaosRecord runs 900 chaosMix tasks (prefix, seed) on three workers,
-// enqueued in batches as they run, calls outage when a third are done,
+// half enqueued before they start and half in batches as they run,
+// calls outage when a third are done,
 // and checks every task's record: see testChaosRecordRedisPause.
 func testChaosRecord(t *testing.T, prefix string, seed uint64, aof bool,
-	outage func(t *testing.T, srv *redistest.Server, rdb *redis.Client) string) {
+	outage func(t *testing.T, srv *redistest.Server, rdb *redis.Client, finished func() int64) string) {
 	b := buildBins(t)
 	var opts []redistest.Option
 	if aof {
@@ -70,39 +80,57 @@ func testChaosRecord(t *testing.T, prefix string, seed uint64, aof bool,
 	srv := redistest.Start(t, opts...)
 	rdb := srv.Client()
 	be := newChaosBackend(t)
-	cfg := chaosConfig(t, be.srv.URL, 6, "")
+	cfg := chaosConfig(t, be.srv.URL, 12, "")
+
+	// Half the tasks are enqueued before the workers start, so that the
+	// workers are busy (not waiting for work) when the outage comes; the
+	// rest in batches as they run, so that enqueues meet the outage too.
+	const n, head, per = 900, 450, 25
+	// Two tasks in three have a call that outlasts beginGrace (50ms), so that its
+	// attempt's start is written before its outcome and the outcome is a
+	// write of its own; the third end sooner, their start written with
+	// the outcome (for a quick success, inside asynq's ack). Same seed: the
+	// same kinds.
+	quick, _, _ := chaosMix(prefix, n, 20, seed)
+	slow, all, kinds := chaosMix(prefix, n, 120, seed)
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = quick[i]
+		if i%3 != 0 {
+			lines[i] = slow[i]
+		}
+	}
+	got, code, errOut := chaosEnqueue(t, b, srv.URL(), lines[:head])
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, all[:head], got)
 	workers := make([]*proc, 3)
 	pids := make([]int, len(workers))
 	for i := range workers {
 		workers[i] = start(t, fmt.Sprintf("worker-%d", i), b.worker, "--config", cfg, "--redis", srv.URL())
 		pids[i] = workers[i].cmd.Process.Pid
 	}
-
-	const batches, per = 36, 25
-	const n = batches * per
-	lines, all, kinds := chaosMix(prefix, n, 20, seed)
 	var (
 		mu    sync.Mutex
-		acked []string
+		acked = got
 		fails int
 	)
 	enqDone := make(chan struct{})
 	go func() {
 		defer close(enqDone)
-		for i := 0; i < batches; i++ {
-			got, code, _ := chaosEnqueue(t, b, srv.URL(), lines[i*per:(i+1)*per])
+		for i := head; i < n; i += per {
+			got, code, _ := chaosEnqueue(t, b, srv.URL(), lines[i:i+per])
 			mu.Lock()
 			acked = append(acked, got...)
 			if code != 0 {
 				fails++
 			}
 			mu.Unlock()
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond)
 		}
 	}()
 	poll(t, 60*time.Second, "a third of the tasks to finish", func() bool { return be.finals.Load() >= n/3 })
 	before := be.finals.Load()
-	what := outage(t, srv, rdb)
+	what := outage(t, srv, rdb, be.finals.Load)
 	t.Logf("%s, with %d of %d tasks finished", what, before, n)
 	<-enqDone
 
