@@ -33,6 +33,8 @@ func TestChaos(t *testing.T) {
 	t.Run("RedisRestart", testChaosRedisRestart)
 	t.Run("RedisOutage", testChaosRedisOutage)
 	t.Run("SIGTERMUnderLoad", testChaosSIGTERMUnderLoad)
+	t.Run("RecordRedisPause", testChaosRecordRedisPause)
+	t.Run("RecordRedisRestart", testChaosRecordRedisRestart)
 }
 
 // chaosMix returns n task lines with a fixed mix of kinds: 60% quick

@@ -28,6 +28,10 @@ import (
 //	                         task record is marked dead_lettered
 //	after_dead_letter_recorded
 //	                         after both, before asynq's ack
+//	call_started             as an agent call starts, just before the
+//	                         runner runs (on a first delivery, before the
+//	                         attempt's start is written beginGrace into
+//	                         the call)
 const FailpointEnv = "AGENTQ_FAILPOINT"
 
 // failpoint kills the process with SIGKILL when AGENTQ_FAILPOINT equals name

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,8 +37,9 @@ type Server struct {
 	conf  string
 	extra []string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	paused bool // stopped with SIGSTOP (Pause) and not yet resumed
 }
 
 // Option configures Start.
@@ -172,8 +174,47 @@ func (s *Server) log() string {
 }
 
 // Stop shuts the server down with SIGTERM (a clean shutdown that flushes the
-// AOF) and waits for the port to close. Stopping a stopped server is a no-op.
+// AOF) and waits for the port to close. Stopping a stopped server is a no-op;
+// a paused one (Pause) is resumed first, so that it can act on the signal.
 func (s *Server) Stop() { s.signal(false) }
+
+// Pause freezes the server with SIGSTOP: it keeps its port (the kernel
+// still accepts connections and buffers what clients send) but answers
+// nothing until Resume, when it runs everything buffered meanwhile — a
+// Redis that stalls without closing a connection, so that clients time
+// out on commands that Redis then runs anyway. The test's cleanup resumes
+// a server left paused (Stop does too).
+func (s *Server) Pause() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		s.t.Fatalf("redistest: pause: the server on %s is not running", s.Addr)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("redistest: pause: %v", err)
+	}
+	s.paused = true
+	s.t.Cleanup(s.Resume)
+}
+
+// Resume lets a paused server (Pause) run again with SIGCONT. Resuming a
+// server that is not paused is a no-op.
+func (s *Server) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resumeLocked()
+}
+
+func (s *Server) resumeLocked() {
+	if !s.paused {
+		return
+	}
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+	s.paused = false
+}
 
 // Kill stops the server with SIGKILL.
 func (s *Server) Kill() { s.signal(true) }
@@ -185,8 +226,10 @@ func (s *Server) signal(kill bool) {
 		return
 	}
 	if kill {
-		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Process.Kill() // SIGKILL ends a stopped process too
+		s.paused = false
 	} else {
+		s.resumeLocked()
 		_ = s.cmd.Process.Signal(os.Interrupt)
 	}
 	deadline := time.Now().Add(10 * time.Second)
