@@ -99,8 +99,17 @@ func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *resilienc
 // AgentRefs names cfg's agents (sorted) with their breaker keys, fallbacks
 // and whether they have a health probe, for resilience.Breakers.Summaries.
 func AgentRefs(cfg *config.Config) []resilience.AgentRef {
-	refs := make([]resilience.AgentRef, 0, len(cfg.Agents))
-	for _, name := range cfg.AgentNames() {
+	return AgentRefsOf(cfg, cfg.AgentNames())
+}
+
+// AgentRefsOf is AgentRefs for the agents called names, in that order; a
+// name cfg does not configure (a Go-function agent registered in code) has
+// the settings config.Config.Agent gives it. It is the one builder of the
+// `GET /api/v1/agents` view: the HTTP API, the console and the worker's
+// ops listener all list agents through it.
+func AgentRefsOf(cfg *config.Config, names []string) []resilience.AgentRef {
+	refs := make([]resilience.AgentRef, 0, len(names))
+	for _, name := range names {
 		a, _ := cfg.Agent(name)
 		ref := resilience.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil}
 		if l := a.Limits; l != nil {

@@ -35,13 +35,11 @@ type spec struct {
 	limits *limitSpec
 }
 
-// buildSpec resolves the settings of agent name: its config block when it
-// has one, the defaults otherwise (a Go-function agent needs no block).
+// buildSpec takes the settings of agent name as config.Config.Agent
+// resolves them (its config block when it has one, the defaults otherwise:
+// a Go-function agent needs no block); it applies no default of its own.
 func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error) {
-	a, ok := cfg.Agent(name)
-	if !ok {
-		a = config.Agent{Name: name, Settings: cfg.Defaults}
-	}
+	a, _ := cfg.Agent(name)
 	if run == nil {
 		var err error
 		switch {
@@ -60,10 +58,6 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 			return nil, fmt.Errorf("agent %q: %w", name, err)
 		}
 	}
-	key := a.BreakerKey
-	if key == "" {
-		key = name
-	}
 	s := a.Settings
 	var probe *probeSpec
 	if a.Health != nil {
@@ -72,14 +66,14 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 	return &spec{
 		fallbackNames: a.Fallback,
 		probe:         probe,
-		limits:        newLimitSpec(a.Limits, key, s.Timeout, a.HTTP != nil),
+		limits:        newLimitSpec(a),
 		name:          name,
 		runner:        run,
 		timeout:       s.Timeout,
 		maxAttempts:   s.Retry.MaxAttempts,
 		backoff:       resilience.Backoff{Initial: s.Retry.InitialBackoff, Max: s.Retry.MaxBackoff, Jitter: s.Retry.Jitter},
 		maxRetryAfter: s.Retry.MaxRetryAfter,
-		breakerKey:    key,
+		breakerKey:    a.BreakerKey,
 		breaker: resilience.BreakerConfig{
 			Mode:             resilience.BreakerMode(s.CircuitBreaker.Mode),
 			FailureThreshold: s.CircuitBreaker.FailureThreshold,
@@ -90,7 +84,7 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 			Cooldown:         s.CircuitBreaker.Cooldown,
 			MaxCooldown:      s.CircuitBreaker.MaxCooldown,
 			HalfOpenMaxCalls: s.CircuitBreaker.HalfOpenMaxCalls,
-			TrialLease:       s.Timeout + 5*time.Second,
+			TrialLease:       config.Lease(s.Timeout),
 		},
 		restart: restart.Config{MaxRestarts: s.Restart.MaxRestarts, Delays: s.Restart.Delays, MaxPending: s.Restart.MaxPending},
 		policy:  s.Policy(),

@@ -25,6 +25,7 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/startstop"
@@ -469,17 +470,11 @@ func (w *Worker) OpsHandler() http.Handler {
 // AgentSummary is one agent's health (the /api/v1/agents view).
 type AgentSummary = resilience.AgentSummary
 
+// agentSummaries lists the worker's agents through inspect.AgentRefsOf,
+// the builder the HTTP API and the console use too: the settings shown are
+// config.Config.Agent's, the ones buildSpec ran the agents with.
 func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
-	refs := make([]resilience.AgentRef, 0, len(w.specs))
-	for _, name := range w.Agents() {
-		sp := w.specs[name]
-		ref := resilience.AgentRef{Name: name, BreakerKey: sp.breakerKey, Fallback: sp.fallbackNames, Probe: sp.probe != nil}
-		if sp.limits != nil && !sp.limits.pauseOnly {
-			ref.LimitKey, ref.Limits = sp.limits.key, sp.limits.cfg
-		}
-		refs = append(refs, ref)
-	}
-	return w.breakers.Summaries(ctx, refs)
+	return w.breakers.Summaries(ctx, inspect.AgentRefsOf(w.cfg, w.Agents()))
 }
 
 // CheckBearer reports whether r carries "Authorization: Bearer <token>",
