@@ -91,6 +91,34 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 	}, nil
 }
 
+// buildSpecs builds the spec of every agent cfg configures and of every
+// Go-function agent in funcs (which runs its config block's settings, or
+// the defaults), then links their fallbacks.
+func buildSpecs(cfg *config.Config, funcs map[string]agent.Runner) (map[string]*spec, error) {
+	specs := map[string]*spec{}
+	for _, name := range cfg.AgentNames() {
+		sp, err := buildSpec(cfg, name, funcs[name])
+		if err != nil {
+			return nil, err
+		}
+		specs[name] = sp
+	}
+	for name, r := range funcs {
+		if _, ok := specs[name]; ok {
+			continue
+		}
+		sp, err := buildSpec(cfg, name, r)
+		if err != nil {
+			return nil, err
+		}
+		specs[name] = sp
+	}
+	if err := linkFallbacks(specs); err != nil {
+		return nil, err
+	}
+	return specs, nil
+}
+
 // linkFallbacks points every spec at the specs of its fallback agents. A
 // name without a spec is an error naming it (a validated config only names
 // configured agents, each of which has a spec).

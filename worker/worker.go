@@ -101,9 +101,9 @@ type Worker struct {
 	acks *wakeup.Acks
 }
 
-// New builds a worker on rdb (which stays the caller's to close). It
-// returns an error naming the agent when an agent cannot be built.
-func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker, error) {
+// newOptions applies opts over the defaults: slog.Default, the token in
+// AGENTQ_API_TOKEN, the global tracer provider.
+func newOptions(opts []Option) options {
 	o := options{funcs: map[string]agent.Runner{}}
 	for _, f := range opts {
 		f(&o)
@@ -117,25 +117,15 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	if o.tp == nil {
 		o.tp = otel.GetTracerProvider()
 	}
-	specs := map[string]*spec{}
-	for name := range cfg.Agents {
-		sp, err := buildSpec(cfg, name, o.funcs[name])
-		if err != nil {
-			return nil, err
-		}
-		specs[name] = sp
-	}
-	for name, r := range o.funcs {
-		if _, ok := specs[name]; ok {
-			continue
-		}
-		sp, err := buildSpec(cfg, name, r)
-		if err != nil {
-			return nil, err
-		}
-		specs[name] = sp
-	}
-	if err := linkFallbacks(specs); err != nil {
+	return o
+}
+
+// New builds a worker on rdb (which stays the caller's to close). It
+// returns an error naming the agent when an agent cannot be built.
+func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker, error) {
+	o := newOptions(opts)
+	specs, err := buildSpecs(cfg, o.funcs)
+	if err != nil {
 		return nil, err
 	}
 	// The operator's classifier.rules come first for every failure.
