@@ -139,7 +139,8 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	host, _ := os.Hostname()
 	workerID := fmt.Sprintf("%s:%d", host, os.Getpid())
 	// One group-committing batcher: concurrent tasks' admissions and
-	// bookkeeping writes share pipelined round trips (see internal/rbatch).
+	// bookkeeping writes share pipelined round trips (redisx.Batcher, in
+	// internal/redisx).
 	// With redis.wait_replicas, every write a task's outcome depends on
 	// (its record, its dead letter, a restart's enqueue) waits for the
 	// replicas, best-effort: a replica that does not answer in time is
