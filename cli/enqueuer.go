@@ -52,12 +52,8 @@ func (o *enqueueOptions) Validate() error {
 	return nil
 }
 
-// NewEnqueuerCmd builds the `enqueuer` command tree.
-func NewEnqueuerCmd(app *App) *cobra.Command {
-	var g global
-	o := &enqueueOptions{}
-	root := newRoot(app, "enqueuer", "Enqueue agent tasks (prints each task ID)", &g)
-	root.Long = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR]
+// enqueuerLong is `enqueuer --help`.
+const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR]
 Enqueue JSON Lines:   enqueuer --file tasks.jsonl   (or --file - for standard input)
 Serve the HTTP API:   enqueuer serve [--http ADDR]   (see enqueuer serve --help)
 Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","fail_if_unavailable":true}
@@ -69,8 +65,34 @@ are refused with exit status 2.
 enqueue while the agent's circuit breaker is open: exit status 3, naming the
 agent and when its breaker may admit a trial again; with --file nothing is
 enqueued when any line is refused.`
+
+// NewEnqueuerCmd builds the `enqueuer` command tree.
+func NewEnqueuerCmd(app *App) *cobra.Command {
+	var g global
+	o := &enqueueOptions{}
+	root := newRoot(app, "enqueuer", "Enqueue agent tasks (prints each task ID)", &g)
+	root.Long = enqueuerLong
 	root.Args = noArgs
-	f := root.Flags()
+	o.addFlags(root)
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		defer startTracing(cmd.Context(), app, "agentq-enqueuer")()
+		// TRACEPARENT (W3C) makes the enqueue spans children of the caller's.
+		ctx := tracing.ExtractEnv(cmd.Context(), app.Getenv)
+		if o.file != "" {
+			return runEnqueueFile(ctx, app, &g, o)
+		}
+		return o.runOne(ctx, app, &g)
+	}
+	root.AddCommand(newServeCmd(app, &g))
+	return root
+}
+
+// addFlags defines the enqueuer's flags on cmd over o.
+func (o *enqueueOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
 	f.StringVar(&o.agent, "agent", "", "agent to run")
 	f.StringVar(&o.action, "action", "", "action name passed to the agent")
 	f.StringVar(&o.params, "params", "", "params as JSON, or @file to read them from a file")
@@ -82,58 +104,49 @@ enqueued when any line is refused.`
 	f.BoolVar(&o.json, "json", false, "print a JSON result object per task instead of the ID")
 	f.IntVar(&o.concurrency, "concurrency", 16, "batches of --file lines enqueued in parallel")
 	f.BoolVar(&o.failFast, "fail-if-unavailable", false, "refuse (exit 3) while the agent's circuit breaker is open")
-	root.RunE = func(cmd *cobra.Command, _ []string) error {
-		if err := o.Validate(); err != nil {
-			return err
-		}
-		defer startTracing(cmd.Context(), app, "agentq-enqueuer")()
-		// TRACEPARENT (W3C) makes the enqueue spans children of the caller's.
-		ctx := tracing.ExtractEnv(cmd.Context(), app.Getenv)
-		if o.file != "" {
-			return runEnqueueFile(ctx, app, &g, o)
-		}
-		params, err := readParams(o.params)
-		if err != nil {
-			return err
-		}
-		t := tasks.Task{ID: o.id, Agent: o.agent, Action: o.action, Params: params, Queue: o.queue, CorrelationID: o.correlationID}
-		cfg, err := g.loadConfig(app)
-		if err != nil {
-			return err
-		}
-		if t.Queue == "" {
-			t.Queue = cfg.AgentQueue(t.Agent)
-		}
-		if err := validateTask(t, cfg); err != nil {
-			return err
-		}
-		rdb, err := OpenRedis(cmd.Context(), app, cfg.Redis)
-		if err != nil {
-			return err
-		}
-		defer rdb.Close()
-		if o.failFast {
-			if err := api.CheckAvailable(cmd.Context(), breaker.New(rdb), cfg, t.Agent); err != nil {
-				return refusal(app, o.json, err)
-			}
-		}
-		client := newClient(cfg, rdb)
-		var opts []tasks.EnqueueOption
-		if o.in > 0 {
-			opts = append(opts, tasks.ProcessIn(o.in))
-		}
-		res, err := client.Enqueue(ctx, t, opts...)
-		if errors.Is(err, tasks.ErrInvalidEnvelope) {
-			return &ExitError{Code: ExitUsage, Err: err}
-		}
-		if err != nil {
-			return runtimeErr(err)
-		}
-		printResult(app, o.json, res)
-		return nil
+}
+
+// runOne enqueues the one task the flags describe. ctx carries the
+// caller's trace (TRACEPARENT); Redis is opened and checked with it too.
+func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error {
+	params, err := readParams(o.params)
+	if err != nil {
+		return err
 	}
-	root.AddCommand(newServeCmd(app, &g))
-	return root
+	t := tasks.Task{ID: o.id, Agent: o.agent, Action: o.action, Params: params, Queue: o.queue, CorrelationID: o.correlationID}
+	cfg, err := g.loadConfig(app)
+	if err != nil {
+		return err
+	}
+	if t.Queue == "" {
+		t.Queue = cfg.AgentQueue(t.Agent)
+	}
+	if err := validateTask(t, cfg); err != nil {
+		return err
+	}
+	rdb, err := OpenRedis(ctx, app, cfg.Redis)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	if o.failFast {
+		if err := api.CheckAvailable(ctx, breaker.New(rdb), cfg, t.Agent); err != nil {
+			return refusal(app, o.json, err)
+		}
+	}
+	var opts []tasks.EnqueueOption
+	if o.in > 0 {
+		opts = append(opts, tasks.ProcessIn(o.in))
+	}
+	res, err := newClient(cfg, rdb).Enqueue(ctx, t, opts...)
+	if errors.Is(err, tasks.ErrInvalidEnvelope) {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	if err != nil {
+		return runtimeErr(err)
+	}
+	printResult(app, o.json, res)
+	return nil
 }
 
 // refusal turns a fail-fast check's error into the command's error: an

@@ -9,28 +9,18 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/api"
+	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/console"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/tasks"
 )
 
-// newServeCmd builds `enqueuer serve`: the HTTP API of package api. The
-// process's main owns the signals: serve stops gracefully when the command's
-// context is done.
-func newServeCmd(app *App, g *global) *cobra.Command {
-	var (
-		addr           string
-		maxBody        int64
-		insecureNoAuth bool
-		noConsole      bool
-	)
-	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Serve the HTTP API (POST /api/v1/tasks, GET /api/v1/tasks/{id}, …)",
-		Long: `Serve agentq's HTTP API on --http (default ` + api.DefaultAddr + `, loopback only):
+// serveLong is `enqueuer serve --help`.
+const serveLong = `Serve agentq's HTTP API on --http (default ` + api.DefaultAddr + `, loopback only):
 
   POST /api/v1/tasks                      enqueue a task, or a batch {"tasks":[…]}
   GET  /api/v1/tasks/{id}                 a task's state and history
@@ -52,72 +42,113 @@ gracefully.
 
 The web console at /ui/ (Overview, Dead letters, Breakers, Restarts,
 Agents, and a task search) takes the same token: the Authorization header,
-or the login form at /ui/login (a session cookie). --no-console turns it off.`,
-		Args: noArgs,
+or the login form at /ui/login (a session cookie). --no-console turns it off.`
+
+// serveOptions are `enqueuer serve`'s flags.
+type serveOptions struct {
+	addr           string
+	maxBody        int64
+	insecureNoAuth bool
+	noConsole      bool
+}
+
+// Validate checks the flags and the token (api.EnvToken, token) before
+// anything touches Redis: a configuration mistake is exit 2 at once.
+func (o *serveOptions) Validate(token string) error {
+	if o.maxBody <= 0 {
+		return usageErr("--max-body must be positive (got %d)", o.maxBody)
+	}
+	return checkOpenAPIAuth(o.addr, token, o.insecureNoAuth)
+}
+
+// newServeCmd builds `enqueuer serve`: the HTTP API of package api. The
+// process's main owns the signals: serve stops gracefully when the command's
+// context is done.
+func newServeCmd(app *App, g *global) *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP API (POST /api/v1/tasks, GET /api/v1/tasks/{id}, …)",
+		Long:  serveLong,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if maxBody <= 0 {
-				return usageErr("--max-body must be positive (got %d)", maxBody)
-			}
-			token := app.Getenv(api.EnvToken)
-			if err := checkOpenAPIAuth(addr, token, insecureNoAuth); err != nil {
-				return err // before Redis: a configuration mistake is exit 2 at once
-			}
-			cfg, rdb, err := g.connect(cmd.Context(), app)
-			if err != nil {
-				return err
-			}
-			defer rdb.Close()
-			defer startTracing(cmd.Context(), app, "agentq-api")()
-			log := slog.New(slog.NewTextHandler(app.Err, nil))
-			ln, err := net.Listen("tcp", addr)
-			if err != nil {
-				return runtimeErr(fmt.Errorf("listen on %s: %w", addr, err))
-			}
-			// A name may resolve to more than loopback: judge the bound address too.
-			if err := checkOpenAPIAuth(ln.Addr().String(), token, insecureNoAuth); err != nil {
-				_ = ln.Close()
-				return err
-			}
-			switch {
-			case token == "" && insecureNoAuth && !api.IsLoopbackAddr(ln.Addr().String()):
-				log.Warn("--insecure-no-auth: the API accepts requests without authentication on a non-loopback address; anyone who can reach " + ln.Addr().String() + " can enqueue tasks and read dead letters")
-			case token == "":
-				log.Warn("no " + api.EnvToken + " set: the API accepts requests without authentication (loopback only)")
-			}
-			if len(cfg.Agents) == 0 {
-				log.Warn("the config names no agents: tasks for any agent name are accepted")
-			}
-			log.Info("enqueuer serve: HTTP API listening", "addr", "http://"+ln.Addr().String(), "auth", token != "", "agents", cfg.AgentNames(), "queues", cfg.ServedQueues())
-			// One allowance of wrong tokens per client address for the API,
-			// the console's bearer requests and its login form.
-			limiter := httpx.NewLimiter(httpx.LimiterOptions{Logger: log})
-			var ui http.Handler
-			if !noConsole {
-				sampler := console.NewSampler(rdb, console.SamplerOptions{Logger: log})
-				sampler.Start(cmd.Context())
-				defer sampler.Stop()
-				client := tasks.NewClient(rdb, cfg.ClientOptions()...)
-				copts := console.Options{Token: token, Sampler: sampler, Client: client, Logger: log, Limiter: limiter}
-				copts.Canceler = console.CancelFunc(func(ctx context.Context, id, reason string) error {
-					_, err := client.Cancel(ctx, id, reason)
-					return err
-				})
-				ui = console.New(rdb, cfg, copts).Handler()
-				log.Info("enqueuer serve: web console", "url", "http://"+ln.Addr().String()+console.Base)
-			}
-			srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: maxBody, Logger: log, UI: ui, Limiter: limiter})
-			if err := srv.Serve(cmd.Context(), ln); err != nil {
-				return runtimeErr(err)
-			}
-			log.Info("enqueuer serve: stopped")
-			return nil
+			return o.run(cmd.Context(), app, g)
 		},
 	}
-	cmd.Flags().StringVar(&addr, "http", api.DefaultAddr, "listen address of the HTTP API")
-	cmd.Flags().Int64Var(&maxBody, "max-body", api.DefaultMaxBody, "request body limit in bytes (larger bodies get 413 request_too_large)")
-	cmd.Flags().BoolVar(&noConsole, "no-console", false, "do not serve the web console at "+console.Base)
-	cmd.Flags().BoolVar(&insecureNoAuth, "insecure-no-auth", false, "serve without "+api.EnvToken+" on a non-loopback address (only behind something that authenticates callers)")
+	cmd.Flags().StringVar(&o.addr, "http", api.DefaultAddr, "listen address of the HTTP API")
+	cmd.Flags().Int64Var(&o.maxBody, "max-body", api.DefaultMaxBody, "request body limit in bytes (larger bodies get 413 request_too_large)")
+	cmd.Flags().BoolVar(&o.noConsole, "no-console", false, "do not serve the web console at "+console.Base)
+	cmd.Flags().BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without "+api.EnvToken+" on a non-loopback address (only behind something that authenticates callers)")
 	return cmd
+}
+
+// run serves the API (and the console) until ctx is done.
+func (o *serveOptions) run(ctx context.Context, app *App, g *global) error {
+	token := app.Getenv(api.EnvToken)
+	if err := o.Validate(token); err != nil {
+		return err
+	}
+	cfg, rdb, err := g.connect(ctx, app)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	defer startTracing(ctx, app, "agentq-api")()
+	log := slog.New(slog.NewTextHandler(app.Err, nil))
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return runtimeErr(fmt.Errorf("listen on %s: %w", o.addr, err))
+	}
+	// A name may resolve to more than loopback: judge the bound address too.
+	if err := checkOpenAPIAuth(ln.Addr().String(), token, o.insecureNoAuth); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	o.warnAuth(log, ln.Addr().String(), token)
+	if len(cfg.Agents) == 0 {
+		log.Warn("the config names no agents: tasks for any agent name are accepted")
+	}
+	log.Info("enqueuer serve: HTTP API listening", "addr", "http://"+ln.Addr().String(), "auth", token != "", "agents", cfg.AgentNames(), "queues", cfg.ServedQueues())
+	// One allowance of wrong tokens per client address for the API,
+	// the console's bearer requests and its login form.
+	limiter := httpx.NewLimiter(httpx.LimiterOptions{Logger: log})
+	var ui http.Handler
+	if !o.noConsole {
+		sampler := console.NewSampler(rdb, console.SamplerOptions{Logger: log})
+		sampler.Start(ctx)
+		defer sampler.Stop()
+		ui = newConsole(rdb, cfg, console.Options{Token: token, Sampler: sampler, Logger: log, Limiter: limiter})
+		log.Info("enqueuer serve: web console", "url", "http://"+ln.Addr().String()+console.Base)
+	}
+	srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: o.maxBody, Logger: log, UI: ui, Limiter: limiter})
+	if err := srv.Serve(ctx, ln); err != nil {
+		return runtimeErr(err)
+	}
+	log.Info("enqueuer serve: stopped")
+	return nil
+}
+
+// warnAuth logs that the API on addr accepts requests without
+// authentication, when it does.
+func (o *serveOptions) warnAuth(log *slog.Logger, addr, token string) {
+	switch {
+	case token == "" && o.insecureNoAuth && !api.IsLoopbackAddr(addr):
+		log.Warn("--insecure-no-auth: the API accepts requests without authentication on a non-loopback address; anyone who can reach " + addr + " can enqueue tasks and read dead letters")
+	case token == "":
+		log.Warn("no " + api.EnvToken + " set: the API accepts requests without authentication (loopback only)")
+	}
+}
+
+// newConsole is the web console's handler with opts, given a tasks client
+// on rdb and a canceler that cancels through it.
+func newConsole(rdb redis.UniversalClient, cfg *config.Config, opts console.Options) http.Handler {
+	client := tasks.NewClient(rdb, cfg.ClientOptions()...)
+	opts.Client = client
+	opts.Canceler = console.CancelFunc(func(ctx context.Context, id, reason string) error {
+		_, err := client.Cancel(ctx, id, reason)
+		return err
+	})
+	return console.New(rdb, cfg, opts).Handler()
 }
 
 // checkOpenAPIAuth refuses (exit 2) to serve on a non-loopback address

@@ -482,31 +482,49 @@ func (r *Redis) UseURL(u string) {
 
 // Agent returns the resolved settings of the agent called name and whether
 // the config names it. For an agent the config does not name it returns an
-// Agent with the default settings and BreakerKey = name, which is what a
-// Go-function agent registered only in code runs with.
+// Agent with the default settings, which is what a Go-function agent
+// registered only in code runs with.
+//
+// It is the one place an agent's defaults that depend on other settings are
+// applied (the worker, the API, the console and the CLIs all read an agent
+// through it): BreakerKey defaults to the agent's name and Limits.Key to the
+// breaker key. The returned Agent shares no slice or pointer with c.
 func (c *Config) Agent(name string) (Agent, bool) {
-	if a, ok := c.Agents[name]; ok {
-		if a.BreakerKey == "" {
-			a.BreakerKey = a.Name
-		}
-		a.Settings = a.Settings.Clone()
-		a.Fallback = slices.Clone(a.Fallback)
-		if a.Health != nil {
-			h := *a.Health
-			h.Command = slices.Clone(h.Command)
-			a.Health = &h
-		}
-		if a.Limits != nil {
-			l := *a.Limits
-			if l.Key == "" {
-				l.Key = a.BreakerKey
-			}
-			a.Limits = &l
-		}
-		return a, true
+	a, ok := c.Agents[name]
+	if !ok {
+		return Agent{Name: name, BreakerKey: name, Settings: c.Defaults.Clone()}, false
 	}
-	return Agent{Name: name, BreakerKey: name, Settings: c.Defaults.Clone()}, false
+	a.Name = name
+	if a.BreakerKey == "" {
+		a.BreakerKey = name
+	}
+	a.Settings = a.Settings.Clone()
+	a.Fallback = slices.Clone(a.Fallback)
+	if a.Health != nil {
+		h := *a.Health
+		h.Command = slices.Clone(h.Command)
+		a.Health = &h
+	}
+	if a.Limits != nil {
+		l := *a.Limits
+		if l.Key == "" {
+			l.Key = a.BreakerKey
+		}
+		a.Limits = &l
+	}
+	return a, true
 }
+
+// LeaseMargin is what a lease adds to the timeout of the call it covers: a
+// breaker's half-open trial and a concurrency slot a call holds are
+// presumed lost (and freed) Lease(timeout) after they were taken.
+const LeaseMargin = 5 * time.Second
+
+// Lease is how long a breaker trial or a limits slot taken for a call of
+// the given timeout (an agent's timeout, a health probe's) is held before
+// it is presumed lost: timeout + LeaseMargin, so that a call that ends by
+// its own timeout always hands its lease back first.
+func Lease(timeout time.Duration) time.Duration { return timeout + LeaseMargin }
 
 // ClientOptions are the tasks.Client options every producer (enqueuer,
 // the HTTP API, a requeue) takes from c: history.retention, the served

@@ -203,7 +203,8 @@ defaults:
 
 	require.Equal(t, c.Defaults, c.Agents["b"].Settings)
 	require.Equal(t, c.Defaults, c.Agents["c"].Settings)
-	require.Equal(t, "c", c.Agents["c"].BreakerKey)
+	cAgent, _ := c.Agent("c")
+	require.Equal(t, "c", cAgent.BreakerKey)
 
 	// Resolved agents do not share slices with the defaults.
 	a.Restart.Delays[0] = time.Hour

@@ -100,7 +100,9 @@ func (b *block) add(t reflect.Type, prefix []int) {
 // config decodes the root mapping over c. Its sections are decoded in the
 // order of Config's fields, whatever their order in the file, and agents
 // last: each agent starts from the resolved defaults and the file's agent
-// block overrides them field by field.
+// block overrides them field by field. Defaults that depend on other
+// fields (the breaker key, the limits key) are left unset: Config.Agent
+// applies them.
 func (d *decoder) config(root *yaml.Node, c *Config) {
 	v := reflect.ValueOf(c).Elem()
 	sections := map[string]*yaml.Node{}
@@ -119,9 +121,6 @@ func (d *decoder) config(root *yaml.Node, c *Config) {
 		d.lines[path] = p.key.Line
 		a := Agent{Name: name, Settings: c.Defaults.Clone()}
 		d.object(p.val, path, reflect.ValueOf(&a).Elem(), nil)
-		if a.BreakerKey == "" {
-			a.BreakerKey = name
-		}
 		c.Agents[name] = a
 	}
 }

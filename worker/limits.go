@@ -59,22 +59,20 @@ type limitSpec struct {
 	pauseOnly bool
 }
 
-// newLimitSpec resolves an agent's limits block; an HTTP agent without
-// one gets a pause-only spec on its breaker key (nil: none).
-func newLimitSpec(l *config.Limits, breakerKey string, timeout time.Duration, isHTTP bool) *limitSpec {
+// newLimitSpec is the limits of a, an agent as config.Config.Agent
+// resolves it (its limits key defaulted there); an HTTP agent without a
+// limits block gets a pause-only spec on its breaker key (nil: none).
+func newLimitSpec(a config.Agent) *limitSpec {
+	l := a.Limits
 	if l == nil {
-		if isHTTP {
-			return &limitSpec{key: breakerKey, pauseOnly: true}
+		if a.HTTP != nil {
+			return &limitSpec{key: a.BreakerKey, pauseOnly: true}
 		}
 		return nil
 	}
-	key := l.Key
-	if key == "" {
-		key = breakerKey
-	}
-	return &limitSpec{key: key, cfg: limit.Config{
+	return &limitSpec{key: l.Key, cfg: limit.Config{
 		Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency,
-		Lease: timeout + 5*time.Second,
+		Lease: config.Lease(a.Timeout),
 	}}
 }
 

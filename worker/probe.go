@@ -150,7 +150,7 @@ const maxProbePoll = time.Second
 type prober struct {
 	agent string
 	key   string
-	cfg   breaker.Config // the agent's, with TrialLease = probe timeout + margin
+	cfg   breaker.Config // the agent's, with TrialLease = config.Lease(probe timeout)
 	spec  *probeSpec
 	poll  time.Duration
 	br    *breaker.Breakers
@@ -162,7 +162,7 @@ type prober struct {
 
 func newProber(sp *spec, br *breaker.Breakers, m *metrics, log *slog.Logger) *prober {
 	cfg := sp.breaker
-	cfg.TrialLease = sp.probe.timeout + 5*time.Second
+	cfg.TrialLease = config.Lease(sp.probe.timeout)
 	return &prober{
 		agent: sp.name, key: sp.breakerKey, cfg: cfg, spec: sp.probe,
 		poll: min(sp.probe.interval, maxProbePoll), br: br, m: m,

@@ -36,13 +36,11 @@ type spec struct {
 	limits *limitSpec
 }
 
-// buildSpec resolves the settings of agent name: its config block when it
-// has one, the defaults otherwise (a Go-function agent needs no block).
+// buildSpec takes the settings of agent name as config.Config.Agent
+// resolves them (its config block when it has one, the defaults otherwise:
+// a Go-function agent needs no block); it applies no default of its own.
 func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error) {
-	a, ok := cfg.Agent(name)
-	if !ok {
-		a = config.Agent{Name: name, Settings: cfg.Defaults}
-	}
+	a, _ := cfg.Agent(name)
 	if run == nil {
 		var err error
 		switch {
@@ -61,10 +59,6 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 			return nil, fmt.Errorf("agent %q: %w", name, err)
 		}
 	}
-	key := a.BreakerKey
-	if key == "" {
-		key = name
-	}
 	s := a.Settings
 	var probe *probeSpec
 	if a.Health != nil {
@@ -73,14 +67,14 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 	return &spec{
 		fallbackNames: a.Fallback,
 		probe:         probe,
-		limits:        newLimitSpec(a.Limits, key, s.Timeout, a.HTTP != nil),
+		limits:        newLimitSpec(a),
 		name:          name,
 		runner:        run,
 		timeout:       s.Timeout,
 		maxAttempts:   s.Retry.MaxAttempts,
 		backoff:       resilience.Backoff{Initial: s.Retry.InitialBackoff, Max: s.Retry.MaxBackoff, Jitter: s.Retry.Jitter},
 		maxRetryAfter: s.Retry.MaxRetryAfter,
-		breakerKey:    key,
+		breakerKey:    a.BreakerKey,
 		breaker: breaker.Config{
 			Mode:             breaker.Mode(s.CircuitBreaker.Mode),
 			FailureThreshold: s.CircuitBreaker.FailureThreshold,
@@ -91,11 +85,39 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 			Cooldown:         s.CircuitBreaker.Cooldown,
 			MaxCooldown:      s.CircuitBreaker.MaxCooldown,
 			HalfOpenMaxCalls: s.CircuitBreaker.HalfOpenMaxCalls,
-			TrialLease:       s.Timeout + 5*time.Second,
+			TrialLease:       config.Lease(s.Timeout),
 		},
 		restart: restart.Config{MaxRestarts: s.Restart.MaxRestarts, Delays: s.Restart.Delays, MaxPending: s.Restart.MaxPending},
 		policy:  s.Policy(),
 	}, nil
+}
+
+// buildSpecs builds the spec of every agent cfg configures and of every
+// Go-function agent in funcs (which runs its config block's settings, or
+// the defaults), then links their fallbacks.
+func buildSpecs(cfg *config.Config, funcs map[string]agent.Runner) (map[string]*spec, error) {
+	specs := map[string]*spec{}
+	for _, name := range cfg.AgentNames() {
+		sp, err := buildSpec(cfg, name, funcs[name])
+		if err != nil {
+			return nil, err
+		}
+		specs[name] = sp
+	}
+	for name, r := range funcs {
+		if _, ok := specs[name]; ok {
+			continue
+		}
+		sp, err := buildSpec(cfg, name, r)
+		if err != nil {
+			return nil, err
+		}
+		specs[name] = sp
+	}
+	if err := linkFallbacks(specs); err != nil {
+		return nil, err
+	}
+	return specs, nil
 }
 
 // linkFallbacks points every spec at the specs of its fallback agents. A

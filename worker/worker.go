@@ -25,6 +25,7 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
@@ -103,9 +104,9 @@ type Worker struct {
 	acks *wakeup.Acks
 }
 
-// New builds a worker on rdb (which stays the caller's to close). It
-// returns an error naming the agent when an agent cannot be built.
-func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker, error) {
+// newOptions applies opts over the defaults: slog.Default, the token in
+// AGENTQ_API_TOKEN, the global tracer provider.
+func newOptions(opts []Option) options {
 	o := options{funcs: map[string]agent.Runner{}}
 	for _, f := range opts {
 		f(&o)
@@ -119,25 +120,15 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	if o.tp == nil {
 		o.tp = otel.GetTracerProvider()
 	}
-	specs := map[string]*spec{}
-	for name := range cfg.Agents {
-		sp, err := buildSpec(cfg, name, o.funcs[name])
-		if err != nil {
-			return nil, err
-		}
-		specs[name] = sp
-	}
-	for name, r := range o.funcs {
-		if _, ok := specs[name]; ok {
-			continue
-		}
-		sp, err := buildSpec(cfg, name, r)
-		if err != nil {
-			return nil, err
-		}
-		specs[name] = sp
-	}
-	if err := linkFallbacks(specs); err != nil {
+	return o
+}
+
+// New builds a worker on rdb (which stays the caller's to close). It
+// returns an error naming the agent when an agent cannot be built.
+func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker, error) {
+	o := newOptions(opts)
+	specs, err := buildSpecs(cfg, o.funcs)
+	if err != nil {
 		return nil, err
 	}
 	// The operator's classifier.rules come first for every failure.
@@ -151,7 +142,8 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	host, _ := os.Hostname()
 	workerID := fmt.Sprintf("%s:%d", host, os.Getpid())
 	// One group-committing batcher: concurrent tasks' admissions and
-	// bookkeeping writes share pipelined round trips (see internal/rbatch).
+	// bookkeeping writes share pipelined round trips (redisx.Batcher, in
+	// internal/redisx).
 	// With redis.wait_replicas, every write a task's outcome depends on
 	// (its record, its dead letter, a restart's enqueue) waits for the
 	// replicas, best-effort: a replica that does not answer in time is
@@ -474,17 +466,11 @@ func (w *Worker) OpsHandler() http.Handler {
 // AgentSummary is one agent's health (the /api/v1/agents view).
 type AgentSummary = breaker.AgentSummary
 
+// agentSummaries lists the worker's agents through inspect.AgentRefsOf,
+// the builder the HTTP API and the console use too: the settings shown are
+// config.Config.Agent's, the ones buildSpec ran the agents with.
 func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
-	refs := make([]breaker.AgentRef, 0, len(w.specs))
-	for _, name := range w.Agents() {
-		sp := w.specs[name]
-		ref := breaker.AgentRef{Name: name, BreakerKey: sp.breakerKey, Fallback: sp.fallbackNames, Probe: sp.probe != nil}
-		if sp.limits != nil && !sp.limits.pauseOnly {
-			ref.LimitKey, ref.Limits = sp.limits.key, sp.limits.cfg
-		}
-		refs = append(refs, ref)
-	}
-	return w.breakers.Summaries(ctx, refs)
+	return w.breakers.Summaries(ctx, inspect.AgentRefsOf(w.cfg, w.Agents()))
 }
 
 // CheckBearer reports whether r carries "Authorization: Bearer <token>",

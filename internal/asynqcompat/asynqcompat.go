@@ -1,14 +1,30 @@
-// Package asynqcompat writes tasks onto asynq queues the way asynq v0.26's
-// client does, so that agentq can enqueue many tasks in pipelined round
-// trips (asynq's client takes one round trip per task).
+// Package asynqcompat is agentq's copy of the asynq v0.26 internals it
+// depends on, isolated here. It holds three things:
 //
-// It is a copy of asynq internals, isolated here: the key layout (asynq's
-// internal/base), the two scripts its client runs to enqueue a task
-// (internal/rdb: enqueueCmd, scheduleCmd) and the protobuf encoding of its
-// TaskMessage (internal/proto). Its tests hold it to asynq.Client byte for
-// byte, check that the scripts are still asynq's, and fail loudly when the
-// asynq version in go.mod is not AsynqVersion: then everything here must be
-// checked against the new asynq before AsynqVersion is changed.
+//   - The client's enqueue, so that agentq can enqueue many tasks in
+//     pipelined round trips (asynq's client takes one round trip per
+//     task): the key layout (asynq's internal/base), the two scripts its
+//     client runs to enqueue a task (internal/rdb: enqueueCmd,
+//     scheduleCmd; Enqueue, Schedule) and the protobuf encoding of its
+//     TaskMessage (internal/proto; Task.Message).
+//   - The five scripts an asynq server runs that agentq's worker
+//     intercepts (server.go: dequeue, forward, retry, requeue, done),
+//     verbatim, so that internal/wakeup's AsynqClient recognises them by
+//     their SHA-1 in the EVALSHA asynq sends.
+//   - The sources two of those are rebuilt from. Agentq never runs them
+//     as they are: ForwardSource is run patched (wakeup's forwardScript
+//     replaces its reply, "return table.getn(ids)", to push a wake token
+//     per task moved and reply when the next task is due, and panics at
+//     start-up when that line is no longer in the source), and DoneSource
+//     is embedded in tasks' ack script, which writes a quick success's
+//     record and acknowledges its delivery in one script (the ack riding:
+//     worker/ack.go, tasks.Store.BeginTransitionAcked).
+//
+// Its tests hold it to asynq.Client byte for byte, check that every script
+// is still asynq's (TestScriptsAreAsynqs), and fail loudly when the asynq
+// version in go.mod is not AsynqVersion: then everything here, and the two
+// scripts built from it, must be checked against the new asynq before
+// AsynqVersion is changed.
 package asynqcompat
 
 import (

@@ -3,9 +3,10 @@
 // misses them), pipelines and group-commits script calls, reads their
 // array replies, and classifies Redis errors.
 //
-//   - Runner (script.go) is what every store runs its scripts through:
-//     Direct(rdb) for one round trip per call, a Batcher (batch.go) to
-//     share round trips between concurrent callers.
+//   - Runner (script.go) is what a store runs the scripts of its hot path
+//     through: Direct(rdb) for one round trip per call, a Batcher
+//     (batch.go) to share round trips between concurrent callers,
+//     Replicated (replicate.go) to WAIT for replicas after each call.
 //   - Pipelined (script.go) sends many script calls in one round trip and
 //     reruns, with EVAL, those the server did not know (NOSCRIPT: it
 //     restarted or was flushed); it is the one place that fallback lives.
@@ -14,6 +15,40 @@
 //   - IsUnavailable and Unanswered (errors.go) say whether Redis failed to
 //     answer: the worker's wait-for-Redis loop, the circuit breaker's
 //     fallback and the API's 503 all ask them.
+//
+// Which scripts go through a Runner. The writes a task's run makes many
+// times a second, and those its outcome depends on, do, so that the worker
+// can batch them and make them wait for replicas (redis.wait_replicas):
+// the task record's writes and the enqueues (tasks.Store, tasks.Client),
+// a dead letter's Put (deadletter.WithScriptRunner), the breaker's
+// admissions and records (resilience.WithScriptRunner) and the limiter's
+// (resilience.WithLimiterRunner). Every other script is run straight on
+// the client (redis.Script.Run, which has the same EVALSHA-then-EVAL
+// fallback as Direct), each for a reason:
+//
+//   - asynq's round trip: tasks' ackBeginScript (a quick success's record
+//     written inside asynq's done: a batching runner would hold the
+//     delivery's slot in asynq's processor), and internal/wakeup's
+//     forwardScript (asynq's forward, run on the client asynq was given,
+//     within asynq's own call).
+//   - best-effort, where a lost write costs a delay and nothing else:
+//     internal/wakeup's pushScript (a wake token: a lost one delays a task
+//     by at most the poll interval), worker's alertScript (the fleet's
+//     alert window), resilience's recordProbeScript (a health probe's
+//     result; the next probe writes another).
+//   - bookkeeping that repairs itself: restart's reserveScript (a slot in
+//     the restart index, written before the run's enqueue, which goes
+//     through the client's runner) and removeIfScoreScript (Repair frees
+//     an orphaned slot).
+//   - the operator's calls on dead letters, one at a time and not on a
+//     task's path: deadletter's putManyScript (imports), deleteScript,
+//     purgeScript, and a requeue's claimScript and releaseScript (the
+//     requeue's enqueue goes through the client's runner).
+//   - reads, which a replica wait would only slow: resilience's
+//     snapshotScript and statusScript, deadletter's listScript.
+//
+// internal/lint's TestDirectScriptCallsDocumented holds this list to the
+// code: a script run straight on a client that is not named here fails it.
 //
 // The packages that own keys (tasks, resilience, deadletter, restart,
 // worker's alerts) keep each script as a named redis.NewScript next to the

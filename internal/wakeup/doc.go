@@ -1,5 +1,7 @@
-// Package wakeup lets idle workers wait for work instead of polling Redis
-// for it, while asynq stays the transport.
+// Package wakeup sits between the worker's asynq server and Redis: it lets
+// idle workers wait for work instead of polling Redis for it, while asynq
+// stays the transport, and it lets a quick success's record write ride
+// asynq's acknowledgement of the delivery.
 //
 // Every write that makes a task pending also pushes a token onto its
 // queue's wake list (rkeys.Wake, in the queue's slot; capped at Cap): the
@@ -8,8 +10,25 @@
 // (Waiter: BLPOP, at most the poll interval), so one token wakes one
 // worker. Producers announce tasks scheduled for later on rkeys.DueChannel,
 // so that workers forward them when due (Dues) without polling the
-// scheduled sets. AsynqClient fits both into an asynq server, which makes
-// all its Redis calls through the client it is given.
+// scheduled sets.
+//
+// AsynqClient fits both into an asynq server, which makes all its Redis
+// calls through the client it is given: it recognises five of asynq's
+// scripts by their SHA-1 (asynqcompat holds verbatim copies) and changes
+// what happens around them (see AsynqClient for each). Two are not run as
+// asynq wrote them:
+//
+//   - forward: asynq's forward script is run patched (forwardScript:
+//     asynqcompat.ForwardSource with its reply replaced), so that it also
+//     pushes a wake token per task it moves and replies when the set's
+//     next task is due; it is asked of Redis only when Dues says a task
+//     may be due or the poll interval has passed.
+//   - done: a handler that succeeded quickly may leave its record write in
+//     Acks instead of making it (worker/ack.go says when); asynq's done of
+//     that delivery then runs the write's Ack.WithDone, one script that
+//     writes the record and acknowledges the delivery
+//     (tasks.Store.BeginTransitionAcked). Any other answer asynq gives
+//     such a delivery (retry, requeue) runs the write's Ack.Alone first.
 //
 // The bound: a task whose token is lost waits at most the poll interval
 // (worker.poll_interval) before an idle worker finds it, plus, for a
