@@ -53,9 +53,10 @@ bench: redis
 
 ## fuzz: a short run of each fuzz target (20s each)
 fuzz:
-	for f in FuzzDecode FuzzDecodeFast FuzzEventMarshal FuzzEnvelopeMarshal; do \
+	for f in FuzzDecode FuzzDecodeFast FuzzEnvelopeMarshal; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime 20s ./tasks/ || exit 1; \
 	done
+	$(GO) test -run '^$$' -fuzz '^FuzzEventMarshal$$' -fuzztime 20s ./internal/record/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20s ./config/
 	$(GO) test -run '^$$' -fuzz '^FuzzClassify$$' -fuzztime 20s ./resilience/
 

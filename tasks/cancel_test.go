@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -64,13 +65,16 @@ func TestCancel(t *testing.T) {
 
 	t.Run("restarting", func(t *testing.T) {
 		env := &Envelope{ID: "c-restart", Agent: "tool", Queue: DefaultQueue, EnqueuedAt: time.Now()}
-		_, err := c.Store().Create(ctx, env, StateActive, Event{Event: EventQueued})
+		_, err := c.Store().Record().Create(ctx, record.New{ID: env.ID, Seed: env.Seed(), State: StateActive})
 		require.NoError(t, err)
 		next := *env
 		next.Run, next.Restarts = 1, 1
 		require.NoError(t, c.EnqueueRun(ctx, &next, time.Hour))
 		require.NoError(t, rdb.ZAdd(ctx, rkeys.RestartPending(), redis.Z{Score: 1, Member: "c-restart"}).Err())
-		require.NoError(t, c.Store().Apply(ctx, env.ID, SetRestarting(Outcome{Attempt: 1, ErrorClass: "timeout"}, &next, time.Hour)))
+		out, err := c.Store().Record().Apply(ctx, delivery(env, 1), record.Restarting(record.Attempt{Attempt: 1, ErrorClass: "timeout"},
+			record.NextRun{Run: next.Run, Restarts: next.Restarts}, time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, record.Applied, out)
 
 		res, err := c.Cancel(ctx, "c-restart", "stop it")
 		require.NoError(t, err)
@@ -86,8 +90,9 @@ func TestCancel(t *testing.T) {
 		_, err := c.Enqueue(ctx, Task{ID: "c-active", Agent: "tool"})
 		require.NoError(t, err)
 		env := &Envelope{ID: "c-active", Agent: "tool", Queue: DefaultQueue}
-		_, err = c.Store().Begin(ctx, env)
+		out, err := c.Store().Record().Apply(ctx, delivery(env, 1), record.Started())
 		require.NoError(t, err)
+		require.Equal(t, record.Applied, out)
 		// asynq holds the run as active: DeleteTask refuses, CancelProcessing is published.
 		sub := rdb.Subscribe(ctx, "asynq:cancel")
 		defer sub.Close()
@@ -106,26 +111,37 @@ func TestCancel(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "c-active", msg.Payload)
 
-		// Every write a worker would make now is refused.
-		o := Outcome{Attempt: 1}
-		require.ErrorIs(t, c.Store().Apply(ctx, env.ID, SetSucceeded(o, json.RawMessage(`{}`))), ErrCanceled)
-		require.ErrorIs(t, c.Store().Apply(ctx, env.ID, SetRetrying(o, time.Second, time.Now())), ErrCanceled)
-		require.ErrorIs(t, c.Store().Apply(ctx, env.ID, SetCanceled(o)), ErrCanceled)
-		require.ErrorIs(t, c.Store().Apply(ctx, env.ID, SetDeferred(o, "x", time.Second)), ErrCanceled)
-		require.ErrorIs(t, c.Store().Apply(ctx, env.ID, SetDeadLettered(o)), ErrCanceled)
-		_, err = c.Store().ApplyIfRun(ctx, env.ID, 0, SetSucceeded(o, nil))
-		require.ErrorIs(t, err, ErrCanceled)
-		_, err = c.Store().Begin(ctx, env)
-		require.ErrorIs(t, err, ErrCanceled)
-		_, err = c.Store().Begin(ctx, &Envelope{ID: "c-active", Agent: "tool", Run: 1, Restarts: 1})
-		require.ErrorIs(t, err, ErrCanceled, "a later run (a restart) is refused too")
-		_, err = c.Store().BeginTransition(ctx, env, Patch{State: StateSucceeded}, Event{Event: EventSucceeded})
-		require.ErrorIs(t, err, ErrCanceled)
+		// Every write a worker would make now is refused, for the
+		// canceled run and for a later one (a restart).
+		a := record.Attempt{Attempt: 1, Agent: "tool", ErrorClass: "timeout", Error: "slow"}
+		next := record.NextRun{Run: 1, Restarts: 1}
+		canceled, err := rdb.HGetAll(ctx, rkeys.Task("c-active")).Result()
+		require.NoError(t, err)
+		for _, d := range []record.Delivery{delivery(env, 1), delivery(&Envelope{ID: "c-active", Agent: "tool", Run: 1, Restarts: 1}, 1)} {
+			for _, ch := range []record.Change{
+				record.Started(),
+				record.Succeeded(a, json.RawMessage(`{}`)),
+				record.Retrying(a, time.Second, time.Now().Add(time.Second)),
+				record.CallFailed(a),
+				record.Interrupted(a),
+				record.Restarting(a, next, time.Second),
+				record.RestartRecovered(a, next),
+				record.DeadLettered(a, "not_retryable"),
+				record.Deferred(a, "breaker open", time.Second),
+			} {
+				out, err := c.Store().Record().Apply(ctx, d, ch)
+				require.NoError(t, err)
+				require.Equal(t, record.Canceled, out, "run %d: %+v", d.Run, ch)
+			}
+		}
+		after, err := rdb.HGetAll(ctx, rkeys.Task("c-active")).Result()
+		require.NoError(t, err)
+		require.Equal(t, canceled, after, "the record is as the cancel left it")
 		v, err := c.Store().Get(ctx, "c-active")
 		require.NoError(t, err)
 		require.Equal(t, StateCanceled, v.State)
 		require.Equal(t, EventTaskCanceled, v.History[len(v.History)-1].Event, "nothing was written after the cancel")
-		rs, err := c.Store().RunState(ctx, "c-active")
+		rs, err := c.Store().Record().RunState(ctx, "c-active")
 		require.NoError(t, err)
 		require.True(t, rs.Ended(0))
 		require.True(t, rs.Ended(3), "a cancel ends every run")
@@ -143,7 +159,9 @@ func TestCancel(t *testing.T) {
 
 		_, err = c.Enqueue(ctx, Task{ID: "c-done", Agent: "tool"})
 		require.NoError(t, err)
-		require.NoError(t, c.Store().Apply(ctx, "c-done", SetSucceeded(Outcome{Attempt: 1}, nil)))
+		out, err := c.Store().Record().Apply(ctx, delivery(&Envelope{ID: "c-done", Agent: "tool"}, 1), record.Succeeded(record.Attempt{Attempt: 1}, nil))
+		require.NoError(t, err)
+		require.Equal(t, record.Applied, out)
 		_, err = c.Cancel(ctx, "c-done", "")
 		require.ErrorAs(t, err, &ended)
 		require.Equal(t, StateSucceeded, ended.State)

@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -54,27 +55,34 @@ func TestClientConformance(t *testing.T) {
 				require.ErrorIs(t, err, ErrInvalidEnvelope)
 			})
 
-			t.Run("begin fences stale runs", func(t *testing.T) {
-				env := &Envelope{ID: "job-2", Agent: "tool", Run: 1}
-				n, err := c.Store().Begin(ctx, env)
+			t.Run("apply fences stale runs", func(t *testing.T) {
+				rec := c.Store().Record()
+				out, err := rec.Apply(ctx, delivery(&Envelope{ID: "job-2", Agent: "tool", Run: 1}, 1), record.Started())
 				require.NoError(t, err)
-				require.Equal(t, 1, n)
-				_, err = c.Store().Begin(ctx, &Envelope{ID: "job-2", Agent: "tool", Run: 0})
-				require.ErrorIs(t, err, ErrStale)
-				n, err = c.Store().Begin(ctx, &Envelope{ID: "job-2", Agent: "tool", Run: 2})
+				require.Equal(t, record.Applied, out, "a missing record is seeded")
+				before := redistest.Dump(t, rdb)
+				out, err = rec.Apply(ctx, delivery(&Envelope{ID: "job-2", Agent: "tool", Run: 0}, 1), record.Started())
 				require.NoError(t, err)
-				require.Equal(t, 2, n)
+				require.Equal(t, record.Stale, out)
+				require.Equal(t, before, redistest.Dump(t, rdb), "a stale run writes nothing")
+				out, err = rec.Apply(ctx, delivery(&Envelope{ID: "job-2", Agent: "tool", Run: 2}, 1), record.Started())
+				require.NoError(t, err)
+				require.Equal(t, record.Applied, out)
+				v, err := c.Store().Get(ctx, "job-2")
+				require.NoError(t, err)
+				require.Equal(t, 2, v.Run)
+				require.Equal(t, 2, v.Attempts, "run 1's attempt and run 2's first")
 			})
 
-			t.Run("begin transition records start and outcome in one step", func(t *testing.T) {
+			t.Run("apply records start and outcome in one step", func(t *testing.T) {
+				rec := c.Store().Record()
 				res, err := c.Enqueue(ctx, Task{ID: "job-4", Agent: "tool", CorrelationID: "corr"})
 				require.NoError(t, err)
 				require.Equal(t, StatePending, res.State)
 				env := &Envelope{ID: "job-4", Agent: "tool", Run: 0}
-				n, err := c.Store().BeginTransition(ctx, env, Patch{State: StateSucceeded, ClearError: true, Result: json.RawMessage(`{"ok":true}`)},
-					Event{Event: EventSucceeded, Attempt: 1, Agent: "tool"})
+				out, err := rec.Apply(ctx, delivery(env, 1), record.Succeeded(record.Attempt{Attempt: 1, Agent: "tool"}, json.RawMessage(`{"ok":true}`)))
 				require.NoError(t, err)
-				require.Equal(t, 1, n)
+				require.Equal(t, record.Applied, out)
 				v, err := c.Store().Get(ctx, "job-4")
 				require.NoError(t, err)
 				require.Equal(t, StateSucceeded, v.State)
@@ -83,38 +91,37 @@ func TestClientConformance(t *testing.T) {
 				require.JSONEq(t, `{"ok":true}`, string(v.Result))
 				require.Len(t, v.History, 2)
 				require.Equal(t, EventSucceeded, v.History[1].Event)
+				require.EqualValues(t, 2, v.History[1].Seq)
 
-				// A record without Create's fields (a bare asynq task) is seeded.
-				n, err = c.Store().BeginTransition(ctx, &Envelope{ID: "job-5", Agent: "tool", Action: "go", Queue: "q", Restarts: 2, Run: 3},
-					Patch{State: StateRetrying, ErrorClass: "timeout", Error: "slow"}, Event{Event: EventRetrying, Attempt: 1})
+				// A record without Create's fields (a bare asynq task) is seeded from the envelope.
+				env5 := &Envelope{ID: "job-5", Agent: "tool", Action: "go", Queue: "q", Restarts: 2, Run: 3}
+				out, err = rec.Apply(ctx, delivery(env5, 1), record.Retrying(record.Attempt{Attempt: 1, Restart: 2, ErrorClass: "timeout", Error: "slow"}, time.Second, time.Now().Add(time.Second)))
 				require.NoError(t, err)
-				require.Equal(t, 1, n)
+				require.Equal(t, record.Applied, out)
 				v, err = c.Store().Get(ctx, "job-5")
 				require.NoError(t, err)
 				require.Equal(t, View{ID: "job-5", Agent: "tool", Action: "go", State: StateRetrying, Attempts: 1, Restarts: 2,
 					ErrorClass: "timeout", Error: "slow", Queue: "q", Run: 3}, View{ID: v.ID, Agent: v.Agent, Action: v.Action,
 					State: v.State, Attempts: v.Attempts, Restarts: v.Restarts, ErrorClass: v.ErrorClass, Error: v.Error, Queue: v.Queue, Run: v.Run})
 
-				// Patch fields override the delivery's run (a restart's outcome).
-				next, restarts := 4, 3
-				n, err = c.Store().BeginTransition(ctx, &Envelope{ID: "job-5", Agent: "tool", Restarts: 2, Run: 3},
-					Patch{State: StateRestarting, Run: &next, Restarts: &restarts}, Event{Event: EventRestarting, Attempt: 2})
+				// A restart moves the record to its next run.
+				out, err = rec.Apply(ctx, delivery(env5, 2), record.Restarting(record.Attempt{Attempt: 2, Restart: 2, ErrorClass: "timeout"},
+					record.NextRun{Run: 4, Restarts: 3}, time.Minute))
 				require.NoError(t, err)
-				require.Equal(t, 2, n)
+				require.Equal(t, record.Applied, out)
 				v, err = c.Store().Get(ctx, "job-5")
 				require.NoError(t, err)
+				require.Equal(t, StateRestarting, v.State)
 				require.Equal(t, 4, v.Run)
 				require.Equal(t, 3, v.Restarts)
+				require.Equal(t, 2, v.Attempts, "attempts from the delivery's attempt number")
 
 				// A superseded run writes nothing.
-				_, err = c.Store().BeginTransition(ctx, &Envelope{ID: "job-5", Agent: "tool", Run: 3},
-					Patch{State: StateSucceeded}, Event{Event: EventSucceeded, Attempt: 1})
-				require.ErrorIs(t, err, ErrStale)
-				after, err := c.Store().Get(ctx, "job-5")
+				before := redistest.Dump(t, rdb)
+				out, err = rec.Apply(ctx, delivery(env5, 3), record.Succeeded(record.Attempt{Attempt: 3}, nil))
 				require.NoError(t, err)
-				require.Equal(t, v.State, after.State)
-				require.Equal(t, v.Attempts, after.Attempts)
-				require.Len(t, after.History, len(v.History))
+				require.Equal(t, record.Stale, out)
+				require.Equal(t, before, redistest.Dump(t, rdb))
 			})
 
 			t.Run("run IDs are idempotent", func(t *testing.T) {
@@ -281,66 +288,7 @@ func TestCloseLeavesRedisOpen(t *testing.T) {
 	require.Equal(t, StatePending, res.State)
 }
 
-// TestBeginRefreshesOnlyAWornLifetime: a Begin or BeginTransition leaves
-// the record's and history's lifetimes alone while the record's is within
-// refreshSlack of what it would set (a quick first delivery: one write of
-// two keys, no EXPIRE), refreshes both otherwise, and gives a history it
-// creates a lifetime.
-func TestBeginRefreshesOnlyAWornLifetime(t *testing.T) {
-	t.Parallel()
-	rdb, _ := redistest.Backends()[1].New(t) // real redis-server
-	ctx := context.Background()
-	const retention = time.Hour // slack: 36s
-	c := NewClient(rdb, WithRetention(retention))
-	st := c.Store()
-	ttls := func(id string) (time.Duration, time.Duration) {
-		rec, err := rdb.TTL(ctx, rkeys.Task(id)).Result()
-		require.NoError(t, err)
-		hist, err := rdb.TTL(ctx, rkeys.TaskHistory(id)).Result()
-		require.NoError(t, err)
-		return rec, hist
-	}
-	setTTL := func(id string, d time.Duration) {
-		require.NoError(t, rdb.Expire(ctx, rkeys.Task(id), d).Err())
-		require.NoError(t, rdb.Expire(ctx, rkeys.TaskHistory(id), d).Err())
-	}
-	succeed := func(id string, delay time.Duration) {
-		_, err := st.BeginTransition(ctx, &Envelope{ID: id, Agent: "tool"}, Patch{State: StateSucceeded, ClearError: true},
-			Event{Event: EventSucceeded, Attempt: 1, DelayMS: delay.Milliseconds()})
-		require.NoError(t, err)
-	}
-
-	for _, id := range []string{"fresh", "worn", "delayed"} {
-		_, err := c.Enqueue(ctx, Task{ID: id, Agent: "tool"})
-		require.NoError(t, err)
-	}
-	setTTL("fresh", retention-30*time.Second)
-	succeed("fresh", 0)
-	rec, hist := ttls("fresh")
-	require.LessOrEqual(t, rec, retention-30*time.Second, "within the slack: not refreshed")
-	require.LessOrEqual(t, hist, retention-30*time.Second)
-	v, err := st.Get(ctx, "fresh")
-	require.NoError(t, err)
-	require.Equal(t, StateSucceeded, v.State)
-	require.Len(t, v.History, 2)
-
-	setTTL("worn", retention-time.Minute)
-	succeed("worn", 0)
-	rec, hist = ttls("worn")
-	require.Greater(t, rec, retention-time.Minute+10*time.Second, "past the slack: refreshed")
-	require.Greater(t, hist, retention-time.Minute+10*time.Second)
-
-	succeed("delayed", 2*time.Hour)
-	rec, hist = ttls("delayed")
-	require.Greater(t, rec, 3*time.Hour-time.Minute, "the event's delay counts")
-	require.Greater(t, hist, 3*time.Hour-time.Minute)
-
-	// A record a plain Begin seeded has no history; the event that creates
-	// it gives it the record's lifetime.
-	_, err = st.Begin(ctx, &Envelope{ID: "bare", Agent: "tool"})
-	require.NoError(t, err)
-	succeed("bare", 0)
-	rec, hist = ttls("bare")
-	require.Greater(t, rec, retention-time.Minute)
-	require.Greater(t, hist, retention-time.Minute, "the new history expires too")
+// delivery is the record's Delivery of env's attempt (as the worker makes it).
+func delivery(env *Envelope, attempt int) record.Delivery {
+	return record.Delivery{ID: env.ID, Run: env.Run, Restarts: env.Restarts, Attempt: attempt, Seed: env.Seed()}
 }

@@ -11,50 +11,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/wakeup"
 )
-
-// TestRunScriptWritesAsynqs: runScript writes exactly what asynq's own
-// enqueue and schedule scripts write (asynqcompat's copies, which
-// TestMatchesAsynqClient holds to asynq.Client), plus the wake-up token, and
-// refuses a task ID that exists as they do.
-func TestRunScriptWritesAsynqs(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	want, got := redistest.Start(t).Client(), redistest.Start(t).Client()
-	now := time.Now()
-	ts := []asynqcompat.Task{
-		{Type: TypeName, Payload: []byte(`{"id":"a"}`), ID: "a#0", Queue: "default", MaxRetry: asynqMaxRetry, Timeout: RunTimeout},
-		{Type: TypeName, Payload: []byte(`{"id":"b"}`), ID: "b#0", Queue: "critical", MaxRetry: asynqMaxRetry, Timeout: RunTimeout},
-	}
-	for _, delay := range []time.Duration{0, time.Hour} {
-		for _, tk := range ts {
-			for range 2 { // the second write of an ID is refused
-				ref := asynqcompat.Enqueue(tk, now)
-				if delay > 0 {
-					ref = asynqcompat.Schedule(tk, now.Add(delay))
-				}
-				n1, err := ref.Script.Run(ctx, want, ref.Keys, ref.Args...).Int()
-				require.NoError(t, err)
-				c := runCall(tk, now, delay, true)
-				n2, err := c.Script.Run(ctx, got, c.Keys, c.Args...).Int()
-				require.NoError(t, err)
-				require.Equal(t, n1, n2)
-			}
-		}
-		ts[0].ID, ts[1].ID = "c#0", "d#0"
-	}
-	for _, q := range []string{"default", "critical"} {
-		n, err := got.LLen(ctx, rkeys.Wake(q)).Result()
-		require.NoError(t, err)
-		require.EqualValues(t, 1, n, "one token per pending task written, none for refused or scheduled ones")
-		require.NoError(t, got.Del(ctx, rkeys.Wake(q)).Err())
-	}
-	require.Equal(t, redistest.Dump(t, want, "pending_since"), redistest.Dump(t, got, "pending_since"))
-}
 
 // TestEnqueueOneRoundTrip: Enqueue — the duplicate check of a caller's ID,
 // the run on its queue, the record and the wake-up — is one round trip,
@@ -156,35 +117,46 @@ func TestEnqueueSignals(t *testing.T) {
 }
 
 // TestEnqueueFreshWritesAsScript: a generated ID's enqueue (plain commands
-// in MULTI/EXEC) writes exactly what enqueueTaskScript writes, pending and
-// scheduled, token and all.
+// in MULTI/EXEC: wakeup.RunCommands and record.Store.FreshCalls) writes
+// exactly what a caller's ID's enqueue script (record.Store.EnqueueCall)
+// writes, pending and scheduled, token, record, first event (seq 1) and
+// lifetimes and all (one clock for both: the times match too).
 func TestEnqueueFreshWritesAsScript(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	viaScript, viaFresh := redistest.Start(t).Client(), redistest.Start(t).Client()
 	now := time.Now()
+	clock := WithClock(func() time.Time { return now })
+	sc, fc := NewClient(viaScript, clock), NewClient(viaFresh, clock)
+	var ids []string
 	for i, delay := range []time.Duration{0, 90 * time.Minute} {
 		env := &Envelope{ID: NewID(), Agent: "tool", Action: "run", Params: json.RawMessage(`{"n":1}`),
 			CorrelationID: "c-1", Queue: []string{"default", "other"}[i], EnqueuedAt: now.UTC()}
-		state, event := firstState(delay)
-		ev := Event{Event: event, DelayMS: delay.Milliseconds(), At: now}
-		b, _ := json.Marshal(ev)
-		sc := NewClient(viaScript)
+		ids = append(ids, env.ID)
+		n := newRecord(env, firstState(delay), delay)
 		tk, err := asynqTask(env, now, delay)
 		require.NoError(t, err)
-		keys := append([]string{rkeys.Task(env.ID), rkeys.TaskHistory(env.ID), rkeys.DLQEntries()}, runKeys(env.Queue, tk.ID, delay)...)
-		args := append([]any{"0", env.ID}, runArgs(tk, now, delay, true)...)
-		args = append(args, env.Agent, env.Action, env.Queue, env.EnqueuedAt.Format(time.RFC3339Nano),
-			string(state), string(b), sc.store.createTTL(ev), env.CorrelationID)
-		_, err = enqueueTaskScript.Run(ctx, viaScript, keys, args...).Result()
+		call := sc.store.rec.EnqueueCall(n, tk, now)
+		code, st, err := record.EnqueueReply(call.Script.Run(ctx, viaScript, call.Keys, call.Args...).Result())
 		require.NoError(t, err)
-		fc := NewClient(viaFresh)
-		require.NoError(t, fc.enqueueFresh(ctx, env, tk, now, delay, state, string(b), fc.store.createTTL(ev)))
+		require.Equal(t, record.CodeApplied, code)
+		require.Equal(t, n.State, st)
+		require.NoError(t, fc.enqueueFresh(ctx, n, tk, now, delay))
 	}
 	require.Equal(t, redistest.Dump(t, viaScript), redistest.Dump(t, viaFresh))
 	for _, rdb := range []*redis.Client{viaScript, viaFresh} {
 		ttl, err := rdb.TTL(ctx, rkeys.Wake("default")).Result()
 		require.NoError(t, err)
 		require.Equal(t, time.Duration(-1), ttl, "the wake list does not expire")
+	}
+	for _, id := range ids {
+		for _, k := range []string{rkeys.Task(id), rkeys.TaskHistory(id)} {
+			want, err := viaScript.TTL(ctx, k).Result()
+			require.NoError(t, err)
+			got, err := viaFresh.TTL(ctx, k).Result()
+			require.NoError(t, err)
+			require.Positive(t, want, k)
+			require.InDelta(t, want.Seconds(), got.Seconds(), 2, "%s: the same lifetime", k)
+		}
 	}
 }
