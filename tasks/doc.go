@@ -1,7 +1,6 @@
-// Package tasks is the producer side of agentq and the record of every
-// task: the envelope that travels through the queue, the Client other Go
-// services import to enqueue work, and the Store that keeps each task's
-// state and lifecycle history.
+// Package tasks is the producer side of agentq: the envelope that travels
+// through the queue, the Client other Go services import to enqueue and
+// cancel work, and read-only views of a task and its history.
 //
 // # Enqueueing
 //
@@ -29,21 +28,20 @@
 // for every restart or requeue. Each run has its own asynq task ID
 // (Envelope.AsynqID: "ID" then "ID#1", "ID#2", …), so scheduling a run twice
 // is a harmless conflict (ErrDuplicate from EnqueueRun), and a delivery of
-// an older run than the task record's is stale (ErrStale from Store.Begin,
-// or from Store.BeginTransition, which writes an attempt's start together
-// with its outcome when the worker did not record the start first) and is
-// dropped.
+// an older run than the task record's is stale: the worker's checked write
+// refuses it and the delivery is dropped.
 //
 // # Records and history
 //
-// The Store keeps, per task, a Redis hash (state, attempts, restarts, last
-// error class and error) and a list of Event values (queued, started,
+// Each task has a record (a Redis hash: state, attempts, restarts, last
+// error class and error, result) and a history of Event values (queued,
 // retrying, deferred, restarting, succeeded, dead_lettered, requeued,
-// canceled, task_canceled, …), written together in one round trip per
-// transition. Client.Cancel ends a task in state canceled for good: every
-// later write of a worker is refused (ErrCanceled). Both
-// expire after the retention period (7 days by default, config
-// history.retention) counted from the task's last event; dead letters keep
-// their own copy of the history and never expire. Store.Get returns the
-// View that `inspector task --json` prints (a stable JSON shape).
+// interrupted, task_canceled, …), each with a sequence number (Event.Seq)
+// that never changes. Only agentq's internal record package writes them,
+// one event per transition in one atomic step. Client.Cancel ends a task
+// in state canceled for good. Both keys expire after the retention period
+// (7 days by default, config history.retention) counted from the task's
+// last event; dead letters keep their own copy of the history and never
+// expire. Store.Get returns the View that `inspector task --json` prints (a
+// stable JSON shape).
 package tasks

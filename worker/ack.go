@@ -86,14 +86,14 @@ type ackCompleter struct {
 	p *pipeline
 }
 
-func (c *ackCompleter) succeed(ctx context.Context, d record.Delivery, ch record.Change) (record.Outcome, error) {
+func (c *ackCompleter) succeed(ctx context.Context, d record.Delivery, ch record.Change) (record.Outcome, bool, error) {
 	acks := acksOf(ctx)
 	id, ok := asynq.GetTaskID(ctx)
 	if acks == nil || !ok || ctx.Err() != nil || c.p.stopping.Load() {
-		return c.apply(ctx, d, ch)
+		return c.inlineCompleter.succeed(ctx, d, ch)
 	}
 	acks.Put(id, &successAck{rec: c.rec, p: c.p, d: d, c: ch})
-	return record.Applied, nil
+	return record.Applied, true, nil
 }
 
 // successAck is a success's record write waiting for asynq's ack.
@@ -114,10 +114,14 @@ func (s *successAck) WithDone(ctx context.Context, keys []string, args []any) *r
 		out, err = s.rec.ApplyAcked(ctx, s.d, s.c, done)
 		return err
 	})
-	if err != nil {
-		if !errors.Is(err, record.ErrNotActive) {
-			s.p.log.Error("could not record success", "task_id", s.d.ID, "err", err)
-		}
+	switch {
+	case errors.Is(err, record.ErrNotActive) && out == record.Applied:
+		// The record holds the success. asynq's done found the delivery
+		// gone: its lease was lost, or this is a resend whose first send
+		// acked it and lost the reply. Either way there is nothing for
+		// asynq to do.
+	case err != nil:
+		s.p.log.Error("could not record success", "task_id", s.d.ID, "err", err)
 		cmd.SetErr(err)
 		return cmd
 	}

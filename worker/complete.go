@@ -21,9 +21,9 @@ type completer interface {
 	// apply writes c for d.
 	apply(ctx context.Context, d record.Delivery, c record.Change) (record.Outcome, error)
 	// succeed writes the success c for d, or leaves it to ride asynq's
-	// ack of the delivery (then it answers Applied at once: what the write
-	// finds later is its own business, see ack.go).
-	succeed(ctx context.Context, d record.Delivery, c record.Change) (record.Outcome, error)
+	// ack of the delivery (rode: then it answers Applied at once, and the
+	// write reports what it finds itself, see ack.go).
+	succeed(ctx context.Context, d record.Delivery, c record.Change) (out record.Outcome, rode bool, err error)
 	// runState reads what a redelivery needs to know of its record.
 	runState(ctx context.Context, id string) (record.RunState, error)
 	// view reads the record and its history (a dead letter's copy).
@@ -44,8 +44,9 @@ func (c inlineCompleter) apply(ctx context.Context, d record.Delivery, ch record
 	return out, err
 }
 
-func (c inlineCompleter) succeed(ctx context.Context, d record.Delivery, ch record.Change) (record.Outcome, error) {
-	return c.apply(ctx, d, ch)
+func (c inlineCompleter) succeed(ctx context.Context, d record.Delivery, ch record.Change) (record.Outcome, bool, error) {
+	out, err := c.apply(ctx, d, ch)
+	return out, false, err
 }
 
 func (c inlineCompleter) runState(ctx context.Context, id string) (record.RunState, error) {

@@ -49,12 +49,12 @@ func (p *pipeline) succeed(ctx context.Context, log *taskLog, env *tasks.Envelop
 	if out := a.start.settle(); out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)
 	}
-	out, err := p.rec.succeed(ctx, a.start.d, record.Succeeded(a.report(p, env), a.call.data))
+	out, rode, err := p.rec.succeed(ctx, a.start.d, record.Succeeded(a.report(p, env), a.call.data))
 	if !applied(out, err) {
 		return p.answer(ctx, log, env, out, err)
 	}
-	if env.Restarts > 0 && acksOf(ctx) == nil {
-		p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "succeeded").Inc()
+	if !rode {
+		p.succeeded(a.start.d, out)
 	}
 	failpoint("after_success_recorded") // test hook: crash before asynq acks a success
 	return nil

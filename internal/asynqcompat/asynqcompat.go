@@ -16,9 +16,9 @@
 //     replaces its reply, "return table.getn(ids)", to push a wake token
 //     per task moved and reply when the next task is due, and panics at
 //     start-up when that line is no longer in the source), and DoneSource
-//     is embedded in tasks' ack script, which writes a quick success's
-//     record and acknowledges its delivery in one script (the ack riding:
-//     worker/ack.go, tasks.Store.BeginTransitionAcked).
+//     is embedded in internal/record's apply_acked script, which writes a
+//     success's record and acknowledges its delivery in one script (the
+//     ack riding: worker/ack.go, record.Store.ApplyAcked).
 //
 // Its tests hold it to asynq.Client byte for byte, check that every script
 // is still asynq's (TestScriptsAreAsynqs), and fail loudly when the asynq

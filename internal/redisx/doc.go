@@ -19,14 +19,14 @@
 // Which scripts go through a Runner. The writes a task's run makes many
 // times a second, and those its outcome depends on, do, so that the worker
 // can batch them and make them wait for replicas (redis.wait_replicas):
-// the task record's writes and the enqueues (tasks.Store, tasks.Client),
-// a dead letter's Put (deadletter.WithScriptRunner), the breaker's
-// admissions and records (resilience.WithScriptRunner) and the limiter's
-// (resilience.WithLimiterRunner). Every other script is run straight on
+// the task record's writes and the enqueues (internal/record's Store,
+// tasks.Client), a dead letter's Put (deadletter.WithScriptRunner), the
+// breaker's admissions and records (breaker.WithRunner) and the limiter's
+// (limit.WithRunner). Every other script is run straight on
 // the client (redis.Script.Run, which has the same EVALSHA-then-EVAL
 // fallback as Direct), each for a reason:
 //
-//   - asynq's round trip: tasks' ackBeginScript (a quick success's record
+//   - asynq's round trip: internal/record's applyAckedScript (a success's record
 //     written inside asynq's done: a batching runner would hold the
 //     delivery's slot in asynq's processor), and internal/wakeup's
 //     forwardScript (asynq's forward, run on the client asynq was given,
@@ -34,7 +34,7 @@
 //   - best-effort, where a lost write costs a delay and nothing else:
 //     internal/wakeup's pushScript (a wake token: a lost one delays a task
 //     by at most the poll interval), worker's alertScript (the fleet's
-//     alert window), resilience's recordProbeScript (a health probe's
+//     alert window), resilience/breaker's recordProbeScript (a health probe's
 //     result; the next probe writes another).
 //   - bookkeeping that repairs itself: restart's reserveScript (a slot in
 //     the restart index, written before the run's enqueue, which goes

@@ -27,7 +27,7 @@
 //     Acks instead of making it (worker/ack.go says when); asynq's done of
 //     that delivery then runs the write's Ack.WithDone, one script that
 //     writes the record and acknowledges the delivery
-//     (tasks.Store.BeginTransitionAcked). Any other answer asynq gives
+//     (record.Store.ApplyAcked). Any other answer asynq gives
 //     such a delivery (retry, requeue) runs the write's Ack.Alone first.
 //
 // The bound: a task whose token is lost waits at most the poll interval
