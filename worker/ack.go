@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/record"
@@ -71,8 +70,8 @@ func newAcks(rdb redis.UniversalClient, replicas int, p *pipeline) *wakeup.Acks 
 // asynq never acknowledged (its lease was lost).
 func forgetAck(ctx context.Context) {
 	if acks := acksOf(ctx); acks != nil && acks.Len() > 0 {
-		if id, ok := asynq.GetTaskID(ctx); ok {
-			acks.Forget(id)
+		if m := metaOf(ctx); m.ok {
+			acks.Forget(m.id)
 		}
 	}
 }
@@ -88,7 +87,8 @@ type ackCompleter struct {
 
 func (c *ackCompleter) succeed(ctx context.Context, d record.Delivery, ch record.Change) (record.Outcome, bool, error) {
 	acks := acksOf(ctx)
-	id, ok := asynq.GetTaskID(ctx)
+	m := metaOf(ctx)
+	id, ok := m.id, m.ok
 	if acks == nil || !ok || ctx.Err() != nil || c.p.stopping.Load() {
 		return c.inlineCompleter.succeed(ctx, d, ch)
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hibiken/asynq"
-
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience"
@@ -39,10 +37,7 @@ func (a *attemptResult) report(p *pipeline, env *tasks.Envelope) record.Attempt 
 // when the delivery must not run (stale, already ended, canceled, Redis
 // away).
 func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, g *admitted) (*attemptResult, error) {
-	n := 1
-	if r, ok := asynq.GetRetryCount(ctx); ok {
-		n = r + 1
-	}
+	n := metaOf(ctx).attemptNumber()
 	// The attempt's own context, which a lazy start that finds the task
 	// canceled ends (see beginLazy).
 	ctx, stop := context.WithCancel(ctx)

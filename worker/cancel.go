@@ -25,14 +25,12 @@ import (
 // the delivery back for a retry without waiting for this answer: that
 // leftover is deleted here (its redelivery would be acked unrun anyway).
 func (p *pipeline) canceled(ctx context.Context, log *taskLog, env *tasks.Envelope) error {
-	log.runEnd = runCanceled
 	log.Info("task canceled: delivery acked, its outcome is not recorded", "event", "canceled", "run", env.Run)
 	if ctx.Err() != nil {
-		q, _ := asynq.GetQueueName(ctx)
-		id, _ := asynq.GetTaskID(ctx)
-		p.dropLeftover(q, id)
+		m := metaOf(ctx)
+		p.dropLeftover(m.queue, m.id)
 	}
-	return nil
+	return acked(runCanceled)
 }
 
 // leftoverTries and leftoverEvery bound dropLeftover: asynq's processor

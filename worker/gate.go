@@ -145,5 +145,5 @@ func (p *pipeline) deferTask(ctx context.Context, log *taskLog, env *tasks.Envel
 		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: breaker open", "event", "defer", "breaker_key", sp.breakerKey, "state", adm.State, "delay_ms", wait.Milliseconds())
-	return snooze(wait, deferCause)
+	return deferUntil(wait, fmt.Sprintf("deferred: breaker %q is %s", sp.breakerKey, adm.State))
 }

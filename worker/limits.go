@@ -217,7 +217,7 @@ func (p *pipeline) deferLimit(ctx context.Context, log *taskLog, env *tasks.Enve
 		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: over a limit", "event", "defer", "limit_key", sp.limits.key, "limit", a.Limit, "delay_ms", wait.Milliseconds())
-	return snoozeEarly(wait, limitDeferCause)
+	return deferEarly(wait, limitDeferCause)
 }
 
 // limitDeferCause is the error text a limit's deferral hands asynq (its

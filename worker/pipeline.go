@@ -68,6 +68,7 @@ func (p *pipeline) quickStop() bool { return !p.stopping.Load() }
 // answers below.
 func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	defer p.recoverPanic(&err)
+	defer func() { err = toAsynq(err) }()
 	env, derr := tasks.Decode(t.Payload())
 	if derr != nil {
 		return p.deadLetterPayload(ctx, t, env, derr)
@@ -120,54 +121,109 @@ func (p *pipeline) report(env *tasks.Envelope, attempt int, class resilience.Cla
 		ErrorClass: string(class), Error: errText}
 }
 
-// The answers ProcessTask gives asynq. nil (ack) deletes the task: it is
-// done, dropped as stale, or ended in agentq's own stores. Every other
-// answer is a *delayed error that asynq's RetryDelayFunc and IsFailure
-// read (retryDelay, isFailure).
+// The answers ProcessTask gives asynq, one name each:
+//
+//	ack        nil: the delivery is done (succeeded, dead-lettered, dropped as
+//	           stale, already ended); acked(end) says so when its run ended
+//	           otherwise than the step decided (canceled meanwhile, a restart
+//	           that could not be scheduled) and ProcessTask turns it into nil
+//	retryAfter a failed attempt: back after its backoff, counted
+//	deferUntil a breaker's deferral: back after the delay, no attempt used
+//	deferEarly a limit's deferral: the same, up to a second early
+//	putBack    the worker's shutdown: back at once, no attempt used
+//	handBack   Redis could not take a write: back a second later, no attempt used
+//
+// Every answer but the ack is a *delayed, which asynq's RetryDelayFunc and
+// IsFailure read (retryDelay, isFailure).
 
-// delayed is returned to asynq to put the task back after a delay.
-// failure=false (deferral, cancellation) uses no attempt.
+// answerKind is which answer a *delayed is.
+type answerKind int
+
+const (
+	answerRetry answerKind = iota
+	answerDefer
+	answerDeferEarly
+	answerPutBack
+	answerHandBack
+)
+
+// delayed is an answer that puts the task back after a delay.
 type delayed struct {
-	delay   time.Duration
-	failure bool
-	cause   string
-	// early: the task may come back up to a second early (asynq keeps due
-	// times in whole seconds) rather than up to a second late; a limit's
-	// deferral then waits for the rest in its worker's line.
-	early bool
+	kind  answerKind
+	delay time.Duration
+	cause string
 }
 
 func (d *delayed) Error() string { return d.cause }
 
+// failure: only a failed attempt uses one.
+func (d *delayed) failure() bool { return d.kind == answerRetry }
+
+// exact: the task comes back at its delay, up to a second early (asynq
+// keeps due times in whole seconds); the other answers come back at most a
+// second late instead (see retryDelay).
+func (d *delayed) exact() bool { return d.kind == answerRetry || d.kind == answerDeferEarly }
+
 // retryAfter: a failed attempt; asynq retries it after d, counting it.
 func retryAfter(d time.Duration, cause string) error {
-	return &delayed{delay: d, failure: true, cause: cause}
+	return &delayed{kind: answerRetry, delay: d, cause: cause}
 }
 
-// snooze: back to the queue after d without using an attempt (a deferral).
-func snooze(d time.Duration, cause string) error {
-	return &delayed{delay: d, failure: false, cause: cause}
+// deferUntil: a breaker's deferral; back after d without using an attempt.
+func deferUntil(d time.Duration, cause string) error {
+	return &delayed{kind: answerDefer, delay: d, cause: cause}
 }
 
-// snoozeEarly is snooze for a task that may come back up to a second
-// early (a limit's deferral: it waits for the rest in its worker).
-func snoozeEarly(d time.Duration, cause string) error {
-	return &delayed{delay: d, failure: false, cause: cause, early: true}
+// deferEarly: a limit's deferral, which may come back up to a second early
+// (it waits for the rest in its worker's line).
+func deferEarly(d time.Duration, cause string) error {
+	return &delayed{kind: answerDeferEarly, delay: d, cause: cause}
 }
 
 // putBack: back to the queue at once without using an attempt (the
 // worker is shutting down).
-func putBack() error { return snooze(0, "canceled by worker shutdown") }
+func putBack() error {
+	return &delayed{kind: answerPutBack, cause: "interrupted by worker shutdown"}
+}
 
 // handBack: back to the queue a second later without using an attempt,
 // because Redis could not take the step's write; nothing is lost.
-func handBack(err error) error { return snooze(time.Second, err.Error()) }
+func handBack(err error) error {
+	return &delayed{kind: answerHandBack, delay: time.Second, cause: err.Error()}
+}
+
+// ackedAs is an ack whose run ended otherwise than its step decided: end
+// is the run's end for its span (runCanceled, runDeadLettered).
+type ackedAs struct{ end string }
+
+func (a *ackedAs) Error() string { return "acked: run " + a.end }
+
+// acked is the ack of a delivery whose run ended as end.
+func acked(end string) error { return &ackedAs{end: end} }
+
+// runEnd is how a step's answer says its run ended, or "" when it ended
+// as decided.
+func runEnd(answer error) string {
+	var a *ackedAs
+	if errors.As(answer, &a) {
+		return a.end
+	}
+	return ""
+}
+
+// toAsynq is the answer asynq hears: an ack for every ackedAs.
+func toAsynq(answer error) error {
+	if runEnd(answer) != "" {
+		return nil
+	}
+	return answer
+}
 
 // retryDelay is asynq's RetryDelayFunc: the delay the pipeline chose.
 func retryDelay(_ int, err error, _ *asynq.Task) time.Duration {
 	var d *delayed
 	if errors.As(err, &d) {
-		if !d.failure && d.delay > 0 && !d.early {
+		if !d.exact() && d.delay > 0 {
 			return ceilToSecond(time.Now(), d.delay)
 		}
 		return d.delay
@@ -191,7 +247,7 @@ func ceilToSecond(now time.Time, delay time.Duration) time.Duration {
 func isFailure(err error) bool {
 	var d *delayed
 	if errors.As(err, &d) {
-		return d.failure
+		return d.failure()
 	}
 	return err != nil
 }
@@ -205,11 +261,6 @@ type taskLog struct {
 	base *slog.Logger
 	env  *tasks.Envelope
 	l    *slog.Logger
-	// runEnd is how this delivery ended its run when a step's write found
-	// otherwise than the decision it took: runCanceled (the task was
-	// canceled meanwhile) or runDeadLettered (a restart that could not be
-	// scheduled). "" when the decision stands. Its run span says so.
-	runEnd string
 }
 
 func (t *taskLog) get() *slog.Logger {

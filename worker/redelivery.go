@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hibiken/asynq"
-
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/resilience"
@@ -23,7 +21,7 @@ import (
 //     up to a second early, waits for the rest of its computed delay; so
 //     does the first delivery of a delayed run (Envelope.NotBefore).
 func (p *pipeline) redelivered(ctx context.Context, log *taskLog, env *tasks.Envelope) (answer error, done bool) {
-	if n, ok := asynq.GetRetryCount(ctx); !ok || n == 0 {
+	if metaOf(ctx).retried == 0 {
 		// A first delivery of a delayed run (a scheduled task, a
 		// restart) may likewise come up to a second early.
 		if env.NotBefore > 0 {
@@ -57,7 +55,7 @@ func (p *pipeline) superseded(ctx context.Context, env *tasks.Envelope) bool {
 	if p.insp == nil {
 		return false
 	}
-	q, _ := asynq.GetQueueName(ctx)
+	q := metaOf(ctx).queue
 	next := *env
 	next.Run++
 	info, err := p.insp.GetTaskInfo(q, next.AsynqID())

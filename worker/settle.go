@@ -19,13 +19,13 @@ import (
 
 // settle decides what the attempt a leads to, under the task's agent sp's
 // policy, and takes that step: one method per decision.
-func (p *pipeline) settle(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a *attemptResult) error {
+func (p *pipeline) settle(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a *attemptResult) (answer error) {
 	d := sp.policy.Decide(resilience.DecideInput{
 		Verdict: a.call.verdict, Attempt: a.n, MaxAttempts: sp.maxAttempts,
 		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
 	})
 	outcome := runOutcome(d.Action)
-	defer func() { p.endRunSpan(env, a, cmp.Or(log.runEnd, outcome), string(a.call.verdict.Class)) }()
+	defer func() { p.endRunSpan(env, a, cmp.Or(runEnd(answer), outcome), string(a.call.verdict.Class)) }()
 	switch d.Action {
 	case resilience.ActionSucceed:
 		return p.succeed(ctx, log, env, a)
@@ -105,8 +105,10 @@ func (p *pipeline) restart(ctx context.Context, log *taskLog, env *tasks.Envelop
 			p.awaitRedis(ctx, env.ID)
 			return handBack(err)
 		}
-		log.runEnd = runDeadLettered
-		return p.deadLetter(bg, log, env, rep, reason)
+		if answer := p.deadLetter(bg, log, env, rep, reason); answer != nil {
+			return answer
+		}
+		return acked(runDeadLettered)
 	}
 	failpoint("before_restart_recorded") // test hook: crash between scheduling and recording
 	out, err := a.start.apply(ctx, record.Restarting(rep, record.NextRun{Run: next.Run, Restarts: next.Restarts}, delay))
@@ -198,7 +200,7 @@ func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *ta
 	// The asynq task ID is the only trustworthy identity of a payload that
 	// failed its checks: the payload's own ID may be the reason it failed,
 	// or name another task whose record must not be touched.
-	id, _ := asynq.GetTaskID(ctx)
+	id := metaOf(ctx).id
 	e := &tasks.Envelope{ID: id}
 	if env != nil {
 		e.Agent, e.Action, e.CorrelationID, e.Queue = env.Agent, env.Action, env.CorrelationID, env.Queue
@@ -209,7 +211,7 @@ func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *ta
 	if e.ID == "" {
 		e.ID = "payload-" + tasks.NewID()
 	}
-	q, _ := asynq.GetQueueName(ctx)
+	q := metaOf(ctx).queue
 	if e.Queue == "" {
 		e.Queue = q
 	}

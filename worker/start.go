@@ -35,13 +35,15 @@ type attemptStart struct {
 	fired chan struct{} // closed when the lazy start has returned
 	out   record.Outcome
 	err   error
+	// written: the start is in the record.
+	written bool
 }
 
 // beginNow writes the start now (a redelivery, a later run); a start that
 // is not Applied means the delivery must not run.
 func (p *pipeline) beginNow(ctx context.Context, d record.Delivery) (*attemptStart, record.Outcome, error) {
 	out, err := p.rec.apply(ctx, d, record.Started())
-	return &attemptStart{rec: p.rec, d: d}, out, err
+	return &attemptStart{rec: p.rec, d: d, written: applied(out, err)}, out, err
 }
 
 // beginLazy schedules the start's write beginGrace from now (a first
@@ -54,6 +56,7 @@ func (p *pipeline) beginLazy(ctx context.Context, d record.Delivery, stop func()
 	a.timer = time.AfterFunc(beginGrace, func() {
 		defer close(a.fired)
 		a.out, a.err = a.rec.apply(bg, d, record.Started())
+		a.written = applied(a.out, a.err)
 		if a.out == record.Canceled && a.err == nil && stop != nil {
 			stop()
 		}
@@ -78,10 +81,12 @@ func (a *attemptStart) settle() record.Outcome {
 // ensure makes sure the start is in the record before a step that must
 // not follow a superseded run (scheduling a restart, dead-lettering).
 func (a *attemptStart) ensure(ctx context.Context) (record.Outcome, error) {
-	if out := a.settle(); out != record.Applied {
+	if out := a.settle(); out != record.Applied || a.written {
 		return out, nil
 	}
-	return a.rec.apply(ctx, a.d, record.Started())
+	out, err := a.rec.apply(ctx, a.d, record.Started())
+	a.written = applied(out, err)
+	return out, err
 }
 
 // apply records a change of the attempt (with its start).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -40,10 +39,7 @@ func (p *pipeline) startAttemptSpan(ctx context.Context, env *tasks.Envelope, sp
 	run := tracing.RunSpanContext(parent, env.ID, env.EnqueuedAt, env.Run)
 	ctx, span := p.tracer.Start(trace.ContextWithRemoteSpanContext(ctx, run), tracing.SpanAttempt)
 	if span.IsRecording() {
-		n := 1
-		if r, ok := asynq.GetRetryCount(ctx); ok {
-			n = r + 1
-		}
+		n := metaOf(ctx).attemptNumber()
 		span.SetAttributes(attribute.String(tracing.AttrTaskID, env.ID), attribute.String(tracing.AttrAgent, env.Agent),
 			attribute.String(tracing.AttrAction, env.Action), attribute.Int(tracing.AttrAttempt, n),
 			attribute.Int(tracing.AttrRestart, env.Restarts), attribute.Int(tracing.AttrRun, env.Run),

@@ -11,15 +11,12 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/wakeup"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
-
-// deferCause is the error text a deferral hands asynq (TaskInfo.LastErr of
-// a deferred task); wakeDeferred recognises deferred tasks by it.
-const deferCause = "breaker open"
 
 // Bounds of one wake-up scan of a queue's retry set.
 const (
@@ -102,6 +99,42 @@ func (w *Worker) breakerEvent(ctx context.Context, insp *asynq.Inspector, keys m
 	}
 }
 
+// deferredOf lists the tasks of agents want in queue q's retry set that
+// wait on a deferral: their record's state is deferred (a retry of a
+// failed attempt is not, whatever its error said).
+func (w *Worker) deferredOf(ctx context.Context, insp *asynq.Inspector, q string, want map[string]bool) []string {
+	var ids, taskIDs []string
+	for page := 1; page <= wakeMaxPages; page++ {
+		infos, err := insp.ListRetryTasks(q, asynq.PageSize(wakePageSize), asynq.Page(page))
+		if err != nil {
+			if !errors.Is(err, asynq.ErrQueueNotFound) {
+				w.log.Warn("waking deferred tasks: cannot list retry set", "queue", q, "err", err)
+			}
+			break
+		}
+		for _, ti := range infos {
+			if env, err := tasks.Decode(ti.Payload); err == nil && want[env.Agent] {
+				ids, taskIDs = append(ids, ti.ID), append(taskIDs, env.ID)
+			}
+		}
+		if len(infos) < wakePageSize {
+			break
+		}
+	}
+	states, err := w.rec.States(ctx, taskIDs)
+	if err != nil {
+		w.log.Warn("waking deferred tasks: cannot read their records", "queue", q, "err", err)
+		return nil
+	}
+	var out []string
+	for i, st := range states {
+		if st == record.StateDeferred {
+			out = append(out, ids[i])
+		}
+	}
+	return out
+}
+
 // serves reports whether the worker serves queue q.
 func (w *Worker) serves(q string) bool { return slices.Contains(w.queues(), q) }
 
@@ -123,27 +156,7 @@ func (w *Worker) wake(ctx context.Context, insp *asynq.Inspector, agents []strin
 	}
 	moved := 0
 	for _, q := range w.queues() {
-		var ids []string
-		for page := 1; page <= wakeMaxPages; page++ {
-			infos, err := insp.ListRetryTasks(q, asynq.PageSize(wakePageSize), asynq.Page(page))
-			if err != nil {
-				if !errors.Is(err, asynq.ErrQueueNotFound) {
-					w.log.Warn("waking deferred tasks: cannot list retry set", "queue", q, "err", err)
-				}
-				break
-			}
-			for _, ti := range infos {
-				if ti.LastErr != deferCause {
-					continue
-				}
-				if env, err := tasks.Decode(ti.Payload); err == nil && want[env.Agent] {
-					ids = append(ids, ti.ID)
-				}
-			}
-			if len(infos) < wakePageSize {
-				break
-			}
-		}
+		ids := w.deferredOf(ctx, insp, q, want)
 		n := 0
 		for _, id := range ids {
 			if err := insp.RunTask(q, id); err == nil {

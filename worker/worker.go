@@ -102,6 +102,8 @@ type Worker struct {
 	// acks holds quick successes' record writes until asynq's ack of
 	// their delivery, which runs them (ack.go); nil: none ride it.
 	acks *wakeup.Acks
+	// rec reads task records (which deferred tasks a breaker's close wakes).
+	rec *record.Store
 }
 
 // newOptions applies opts over the defaults: slog.Default, the token in
@@ -171,6 +173,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	}
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
 	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
+	w.rec = rec
 	if !o.noGate {
 		for _, name := range w.Agents() {
 			if sp := specs[name]; sp.probe != nil {

@@ -240,3 +240,23 @@ func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
 	}
 	return ParseEvents(raw), nil
 }
+
+// States reads the states of tasks ids in one round trip: "" for a task
+// with no record.
+func (s *Store) States(ctx context.Context, ids []string) ([]State, error) {
+	cmds := make([]*redis.StringCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGet(ctx, rkeys.Task(id), FieldState)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("record: states: %w", err)
+	}
+	out := make([]State, len(ids))
+	for i, c := range cmds {
+		out[i] = State(c.Val())
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
+)
+
+// fakeCompleter is a completer that writes nothing: it records the changes
+// it is given and answers each with the outcome its answers function
+// chooses (Applied when nil).
+type fakeCompleter struct {
+	mu      sync.Mutex
+	writes  []fakeWrite
+	answers func(c record.Change) (record.Outcome, error)
+}
+
+type fakeWrite struct {
+	d record.Delivery
+	c record.Change
+}
+
+func (f *fakeCompleter) apply(_ context.Context, d record.Delivery, c record.Change) (record.Outcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writes = append(f.writes, fakeWrite{d, c})
+	if f.answers == nil {
+		return record.Applied, nil
+	}
+	return f.answers(c)
+}
+
+func (f *fakeCompleter) succeed(ctx context.Context, d record.Delivery, c record.Change) (record.Outcome, bool, error) {
+	out, err := f.apply(ctx, d, c)
+	return out, false, err
+}
+
+func (f *fakeCompleter) runState(context.Context, string) (record.RunState, error) {
+	return record.RunState{}, nil
+}
+
+func (f *fakeCompleter) view(context.Context, string) (*record.View, error) {
+	return &record.View{}, nil
+}
+
+func (f *fakeCompleter) ping(context.Context, string) error { return nil }
+
+// names lists the writes as "state/event@attempt" ("-" for no event).
+func (f *fakeCompleter) names() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, w := range f.writes {
+		ev := "-"
+		if w.c.Event != nil {
+			ev = w.c.Event.Event
+		}
+		out = append(out, fmt.Sprintf("%s/%s@%d", w.c.State, ev, w.d.Attempt))
+	}
+	return out
+}
+
+// answerOn answers out for the changes to state, Applied for the others.
+func answerOn(state record.State, out record.Outcome, err error) func(record.Change) (record.Outcome, error) {
+	return func(c record.Change) (record.Outcome, error) {
+		if c.State == state {
+			return out, err
+		}
+		return record.Applied, nil
+	}
+}
+
+// TestPipelineDecisionsFake: the pipeline's decisions, and its answers to
+// every outcome of the record's checked write, with a fake completer: no
+// redis-server and no asynq server (the dead letters and restarts it
+// schedules land on miniredis), each case in milliseconds. The e2e suite
+// and TestPipelineDecisions run the whole path.
+func TestPipelineDecisionsFake(t *testing.T) {
+	t.Parallel()
+	unavailable := &resilience.Failure{Status: 503, Text: "overloaded"}
+	redisDown := fmt.Errorf("dial tcp 127.0.0.1:1: %w", errors.New("connection refused"))
+	cases := []struct {
+		name     string
+		retried  int   // the delivery's asynq retry count
+		run      int   // the envelope's run
+		agentErr error // the agent's answer (nil: success)
+		answers  func(record.Change) (record.Outcome, error)
+		writes   []string
+		answer   string // "ack", or the *delayed kind
+		calls    int    // agent calls
+	}{
+		{name: "success", writes: []string{"succeeded/succeeded@1"}, answer: "ack", calls: 1},
+		{name: "retry", agentErr: unavailable, writes: []string{"retrying/retrying@1"}, answer: "retry", calls: 1},
+		{name: "retry counts the attempt from asynq's count", retried: 1, agentErr: unavailable,
+			writes: []string{"active/-@2", "retrying/retrying@2"}, answer: "retry", calls: 1},
+		{name: "last attempt restarts", retried: 2, agentErr: unavailable,
+			writes: []string{"active/-@3", "restarting/restarting@3"}, answer: "ack", calls: 1},
+		{name: "not retryable dead-letters", agentErr: &resilience.Failure{Status: 400, Text: "bad request"},
+			writes: []string{"active/-@1", "dead_lettered/dead_lettered@1"}, answer: "ack", calls: 1},
+		{name: "success of a superseded run is dropped", answers: answerOn(record.StateSucceeded, record.Stale, nil),
+			writes: []string{"succeeded/succeeded@1"}, answer: "ack", calls: 1},
+		{name: "retry of a canceled task is acked", agentErr: unavailable, answers: answerOn(record.StateRetrying, record.Canceled, nil),
+			writes: []string{"retrying/retrying@1"}, answer: "ack", calls: 1},
+		{name: "success Redis did not take goes back", answers: answerOn(record.StateSucceeded, record.Applied, redisDown),
+			writes: []string{"succeeded/succeeded@1"}, answer: "handBack", calls: 1},
+		{name: "redelivery of a stale run does not call the agent", retried: 1, answers: answerOn(record.StateActive, record.Stale, nil),
+			writes: []string{"active/-@2"}, answer: "ack", calls: 0},
+		{name: "redelivery of an ended run does not call the agent", retried: 1, answers: answerOn(record.StateActive, record.Ended, nil),
+			writes: []string{"active/-@2"}, answer: "ack", calls: 0},
+		{name: "a restart run's start is fenced", run: 1, answers: answerOn(record.StateActive, record.Canceled, nil),
+			writes: []string{"active/-@1"}, answer: "ack", calls: 0},
+		{name: "a retry Redis did not take is still a retry", agentErr: unavailable, answers: answerOn(record.StateRetrying, record.Applied, redisDown),
+			writes: []string{"retrying/retrying@1"}, answer: "retry", calls: 1},
+		{name: "a dead letter the record refuses is dropped", agentErr: &resilience.Failure{Status: 400, Text: "bad"},
+			answers: answerOn(record.StateDeadLettered, record.Canceled, nil),
+			writes:  []string{"active/-@1", "dead_lettered/dead_lettered@1"}, answer: "ack", calls: 1},
+	}
+	yaml := "redis: {url: \"redis://127.0.0.1:1\"}\nworker: {concurrency: 1}\n" +
+		"defaults:\n  retry: {max_attempts: 3, initial_backoff: 10ms, max_backoff: 10ms}\n" +
+		"  restart: {max_restarts: 2, delays: [1m]}\nagents:\n  a: {}\n"
+	cfg, err := config.Parse([]byte(yaml), "test.yaml")
+	require.NoError(t, err)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := miniredis.RunT(t)
+			rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			t.Cleanup(func() { _ = rdb.Close() })
+			calls := 0
+			w, err := New(cfg, rdb, WithoutBreaker(), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+				WithAgent("a", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
+					calls++
+					return json.RawMessage(`{"ok":true}`), tc.agentErr
+				})))
+			require.NoError(t, err)
+			fake := &fakeCompleter{answers: tc.answers}
+			w.pipe.rec, w.pipe.insp = fake, nil
+			env := &tasks.Envelope{ID: "t", Agent: "a", Queue: tasks.DefaultQueue, Run: tc.run, EnqueuedAt: time.Now()}
+			payload, err := tasks.Encode(env)
+			require.NoError(t, err)
+			ctx := withMeta(context.Background(), env.AsynqID(), env.Queue, tc.retried)
+			answer := w.pipe.ProcessTask(ctx, asynq.NewTask(tasks.TypeName, payload))
+			require.Equal(t, tc.writes, fake.names())
+			require.Equal(t, tc.answer, answerName(answer), "answer %v", answer)
+			require.Equal(t, tc.calls, calls)
+		})
+	}
+}
+
+// answerName names ProcessTask's answer as TestPipelineDecisionsFake's
+// cases do.
+func answerName(err error) string {
+	var d *delayed
+	switch {
+	case err == nil:
+		return "ack"
+	case errors.As(err, &d):
+		return map[answerKind]string{answerRetry: "retry", answerDefer: "defer", answerDeferEarly: "deferEarly",
+			answerPutBack: "putBack", answerHandBack: "handBack"}[d.kind]
+	}
+	return err.Error()
+}
