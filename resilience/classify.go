@@ -141,7 +141,6 @@ func (c Classifier) classify(err error, m *Match) (v Verdict) {
 		m.builtin("context canceled")
 		return Verdict{Class: Canceled}
 	}
-
 	var f *Failure
 	if !errors.As(err, &f) {
 		f = nil
@@ -155,8 +154,21 @@ func (c Classifier) classify(err error, m *Match) (v Verdict) {
 		}
 	}
 	text := scanText(err.Error())
-	ev := analyze(text)
+	v = c.backendHints(hdr, text)
+	if i := c.matchCustom(err, f, text); i >= 0 {
+		v.Class = c.Custom[i].Class
+		if m != nil {
+			*m = Match{Source: MatchConfig, Index: i, Name: c.Custom[i].Name}
+		}
+		return v
+	}
+	v.Class = c.builtinClass(err, f, status, text, m)
+	return v
+}
 
+// backendHints is what a failure's headers and text say of when to retry:
+// its Retry-After (headers first, then the text) and x-should-retry.
+func (c Classifier) backendHints(hdr http.Header, text string) (v Verdict) {
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
@@ -167,59 +179,49 @@ func (c Classifier) classify(err error, m *Match) (v Verdict) {
 		v.RetryAfter = d
 	}
 	v.ShouldRetry = shouldRetryHeader(hdr)
+	return v
+}
 
-	if i := c.matchCustom(err, f, text); i >= 0 {
-		v.Class = c.Custom[i].Class
-		if m != nil {
-			*m = Match{Source: MatchConfig, Index: i, Name: c.Custom[i].Name}
-		}
-		return v
-	}
-	if f != nil && f.Class != "" && f.Class.Valid() {
-		v.Class = f.Class
+// builtinClass is the built-in rules' class of err (f its *Failure or nil,
+// status its HTTP status or 0, text its scanned text), steps 3 to 8 of
+// Classify's order; m (when not nil) records which decided.
+func (c Classifier) builtinClass(err error, f *Failure, status int, text string, m *Match) Class {
+	switch {
+	case f != nil && f.Class != "" && f.Class.Valid():
 		m.builtin("runner verdict")
-		return v
-	}
-	if connectFailed(err) {
-		v.Class = NetworkTransient
+		return f.Class
+	case connectFailed(err):
 		m.builtin("connect timeout")
-		return v
-	}
-	if isTimeout(err) {
-		v.Class = Timeout
+		return NetworkTransient
+	case isTimeout(err):
 		m.builtin("deadline")
-		return v
+		return Timeout
 	}
 	rules := c.Rules
 	if rules == nil {
 		rules = defaultRules
 	}
+	ev := analyze(text)
 	if status != 0 {
-		v.Class = classifyWithStatus(rules, ev, status, false, m)
-		return v
+		return classifyWithStatus(rules, ev, status, false, m)
 	}
 	if cl := classifyChain(err); cl != "" {
-		v.Class = cl
 		m.builtin("go error chain")
-		return v
+		return cl
 	}
 	if toolDied(err, text) {
-		v.Class = LogicError
 		m.builtin("tool died")
-		return v
+		return LogicError
 	}
 	if s := ev.status(); s != 0 {
-		v.Class = classifyWithStatus(rules, ev, s, true, m)
-		return v
+		return classifyWithStatus(rules, ev, s, true, m)
 	}
 	if r := matchRule(rules, ev, 0, true); r != nil {
-		v.Class = r.Class
 		m.builtinRule(r, 0)
-		return v
+		return r.Class
 	}
-	v.Class = ProviderError
 	m.builtin("no rule matched")
-	return v
+	return ProviderError
 }
 
 // classifyWithStatus applies the text table, then the status table. quoted
