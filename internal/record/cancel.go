@@ -82,16 +82,16 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (Cancellation, er
 // ARGV and replies).
 var requeueScript = newScript("requeue.lua")
 
-// Requeued records that run (a requeue of a dead letter, already enqueued)
-// waits on its queue: state pending, a fresh restart budget, the error
-// cleared, and the "requeued" event ev. When the record has expired it is
-// rebuilt from seed and the dead letter's history hist (whose events keep
-// their seq). A record at a later run, or canceled, is left alone; one
-// whose run has already begun only gains ev.
-func (s *Store) Requeued(ctx context.Context, d Delivery, hist []Event, ev Event) error {
+// Requeued records that d's run (a requeue of a dead letter, already
+// enqueued) waits on its queue: state pending, a fresh restart budget, the
+// error cleared, and the "requeued" event ev. When the record has expired
+// it is rebuilt from d's seed, the dead letter's attempts and its history
+// hist (whose events keep their seq). A record at a later run, or
+// canceled, is left alone; one whose run has already begun only gains ev.
+func (s *Store) Requeued(ctx context.Context, d Delivery, attempts int, hist []Event, ev Event) error {
 	ev.Seq = 0
 	ev.At = s.stamp(ev.At)
-	seed := append(d.Seed.pairs(d.ID), FieldAttempts, countAttempts(hist))
+	seed := append(d.Seed.pairs(d.ID), FieldAttempts, attempts)
 	args := make([]any, 0, 6+len(seed)+len(hist))
 	args = append(args, d.Run, int64(s.retention/time.Second), string(ev.Marshal()), ev.At.Format(time.RFC3339Nano),
 		newWriteID(), len(seed)/2)
@@ -103,18 +103,4 @@ func (s *Store) Requeued(ctx context.Context, d Delivery, hist []Event, ev Event
 		return fmt.Errorf("record: requeue of %s: %w", d.ID, err)
 	}
 	return nil
-}
-
-// countAttempts counts the attempt outcomes of a history (an elided middle
-// counts those it replaced).
-func countAttempts(hist []Event) int {
-	n := 0
-	for _, h := range hist {
-		if h.Event == EventElided {
-			n += h.Attempts
-		} else if h.AttemptOutcome() {
-			n++
-		}
-	}
-	return n
 }
