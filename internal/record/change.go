@@ -103,6 +103,8 @@ type Change struct {
 	// Result is the agent's result data (a success); kept when it is at
 	// most MaxStoredResult bytes, otherwise replaced by a note saying so.
 	Result json.RawMessage
+	// Reason is a dead letter's reason.
+	Reason string
 	Event  *Event
 	// WriteID identifies the write (see the package doc).
 	WriteID string
@@ -178,7 +180,8 @@ func RestartRecovered(a Attempt, next NextRun) Change {
 func DeadLettered(a Attempt, reason string) Change {
 	ev := a.event(EventDeadLettered)
 	ev.Reason = reason
-	return change(Change{State: StateDeadLettered, Start: a.Attempt > 0, ErrorClass: a.ErrorClass, Error: a.Error, Event: ev})
+	return change(Change{State: StateDeadLettered, Start: a.Attempt > 0, ErrorClass: a.ErrorClass, Error: a.Error,
+		Reason: reason, Event: ev})
 }
 
 // Deferred: the task waits delay for its breaker or limits (no attempt
@@ -207,6 +210,9 @@ func (c Change) fields(at time.Time) []any {
 	}
 	if c.ErrorClass != "" {
 		fields = append(fields, FieldErrorClass, c.ErrorClass, FieldError, c.Error)
+	}
+	if c.Reason != "" {
+		fields = append(fields, FieldReason, c.Reason)
 	}
 	return fields
 }

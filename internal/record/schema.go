@@ -95,6 +95,9 @@ const (
 	FieldUpdatedAt     = "updated_at"
 	FieldCanceledAt    = "canceled_at"
 	FieldCancelReason  = "cancel_reason"
+	// FieldReason is why a dead-lettered task was (not_retryable,
+	// restarts_exhausted, …).
+	FieldReason = "reason"
 	// FieldCanceledFrom is the state a canceled task was canceled in.
 	FieldCanceledFrom = "canceled_from"
 	// FieldSeq is the sequence number of the record's last event.

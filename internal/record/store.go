@@ -192,6 +192,9 @@ type View struct {
 	UpdatedAt     string `json:"updated_at,omitempty"`
 	// Result is the agent's result data once the task succeeded.
 	Result json.RawMessage `json:"result,omitempty"`
+	// Reason is, for a dead-lettered task, why (not_retryable,
+	// restarts_exhausted, deadline_exceeded, …).
+	Reason string `json:"reason,omitempty"`
 	// CanceledAt and CancelReason are set once the task is canceled.
 	CanceledAt   string  `json:"canceled_at,omitempty"`
 	CancelReason string  `json:"cancel_reason,omitempty"`
@@ -219,6 +222,7 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 		ErrorClass: m[FieldErrorClass], Error: m[FieldError], Queue: m[FieldQueue],
 		CorrelationID: m[FieldCorrelationID], EnqueuedAt: m[FieldEnqueuedAt], UpdatedAt: m[FieldUpdatedAt],
 		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason], History: ParseEvents(l.Val()),
+		Reason: m[FieldReason],
 	}
 	v.Attempts, _ = strconv.Atoi(m[FieldAttempts])
 	v.Restarts, _ = strconv.Atoi(m[FieldRestarts])

@@ -15,6 +15,14 @@ func Task(id string) string { return Prefix + "{task:" + id + "}" }
 // TaskHistory is the list of lifecycle events (JSON) of task id.
 func TaskHistory(id string) string { return Prefix + "{task:" + id + "}:history" }
 
+// TaskEvents is the shard channel (SPUBLISH) on which every event of task
+// id is announced as it is recorded, in the task's slot.
+func TaskEvents(id string) string { return Prefix + "{task:" + id + "}:events" }
+
+// TaskOutput is the list of task id's live output events (progress and
+// output lines of its agents), numbered from the record's sequence.
+func TaskOutput(id string) string { return Prefix + "{task:" + id + "}:output" }
+
 // DLQ keys share the {dlq} tag: one script updates the entry and its indexes.
 
 // DLQEntries is the hash id -> dead letter JSON.

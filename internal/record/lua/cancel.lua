@@ -17,7 +17,7 @@ local seq = (tonumber(cur[6]) or 0) + 1
 redis.call("HSET", KEYS[1], F.state, S.canceled, F.error_class, "", F.error, ARGV[2], F.updated_at, ARGV[3],
   F.canceled_at, ARGV[3], F.cancel_reason, ARGV[4], F.canceled_from, cur[1], F.write_id, ARGV[6], F.seq, seq)
 redis.call("HDEL", KEYS[1], F.next_attempt_at)
-hist_append(KEYS[2], rec_seq(ARGV[1], seq), "0")
+rec_event(KEYS[1], KEYS[2], ARGV[1], seq, "0")
 redis.call("EXPIRE", KEYS[1], ARGV[5])
 redis.call("EXPIRE", KEYS[2], ARGV[5])
 return {R.applied, cur[1], cur[2] or "0", cur[3] or ""}

@@ -11,12 +11,12 @@ local function rec_create(rec, hist, a)
   if existed == 0 then
     redis.call("HSET", rec, F.id, ARGV[a], F.agent, ARGV[a + 1], F.action, ARGV[a + 2], F.queue, ARGV[a + 3],
       F.enqueued_at, ARGV[a + 4], F.correlation_id, ARGV[a + 5], F.state, ARGV[a + 6], F.run, "0", F.seq, "1")
-    redis.call("RPUSH", hist, rec_seq(ARGV[a + 7], 1))
+    rec_event(rec, hist, ARGV[a + 7], 1, "0")
   else
     local names = {F.id, F.agent, F.action, F.queue, F.enqueued_at, F.correlation_id, F.state}
     for i, f in ipairs(names) do redis.call("HSETNX", rec, f, ARGV[a + i - 1]) end
     redis.call("HSETNX", rec, F.run, "0")
-    hist_append(hist, rec_seq(ARGV[a + 7], redis.call("HINCRBY", rec, F.seq, 1)), "0")
+    rec_event(rec, hist, ARGV[a + 7], redis.call("HINCRBY", rec, F.seq, 1), "0")
   end
   redis.call("EXPIRE", rec, ARGV[a + 8])
   redis.call("EXPIRE", hist, ARGV[a + 8])

@@ -20,7 +20,7 @@ end
 
 -- hist_append(key, ev, merge) appends the event ev (JSON, with its seq) to
 -- the history key and returns the history's length (1: this call created
--- it), or 0 when ev was merged:
+-- it), or 0 when ev was merged, and the event as stored:
 --   * merge "1" (a deferral): when the last event is a deferral too, it is
 --     replaced by ev counted one more (count), keeping the first
 --     deferral's time as since. An hours-long outage is one event.
@@ -38,13 +38,14 @@ local function hist_append(key, ev, merge)
         local e = cjson.decode(ev)
         e.count = (tonumber(l.count) or 1) + 1
         e.since = l.since or l.at
-        redis.call("LSET", key, -1, cjson.encode(e))
-        return 0
+        local merged = cjson.encode(e)
+        redis.call("LSET", key, -1, merged)
+        return 0, merged
       end
     end
   end
   local len = redis.call("RPUSH", key, ev)
-  if len <= HEAD + 1 + TAIL then return len end
+  if len <= HEAD + 1 + TAIL then return len, ev end
   while redis.call("LLEN", key) > HEAD + 1 + TAIL do
     local m = redis.call("LINDEX", key, HEAD)
     local ok, mk = pcall(cjson.decode, m)
@@ -65,6 +66,20 @@ local function hist_append(key, ev, merge)
     end
     redis.call("LSET", key, HEAD, cjson.encode(mk))
   end
+  return len, ev
+end
+
+-- rec_event(rec, hist, ev, seq, merge): every event a script records goes
+-- through here. It appends the event ev (JSON without seq) with the
+-- sequence number seq to the history hist of the record rec (hist_append)
+-- and announces it, as stored, on the task's shard channel (rec ..
+-- ":events", rkeys.TaskEvents; SPUBLISH: on a Cluster it stays on the
+-- task's shard). A server without sharded pub/sub (miniredis, Redis < 7)
+-- announces nothing; waiters re-check on their own. Returns hist_append's
+-- length.
+local function rec_event(rec, hist, ev, seq, merge)
+  local len, stored = hist_append(hist, rec_seq(ev, seq), merge)
+  redis.pcall("SPUBLISH", rec .. ":events", stored)
   return len
 end
 
@@ -139,7 +154,7 @@ local function rec_apply(rec, hist, o)
   for i = last + 1, #ARGV do set[#set + 1] = ARGV[i] end
   redis.call("HSET", rec, unpack(set))
   local len = 0
-  if ev ~= "" then len = hist_append(hist, rec_seq(ev, seq), ARGV[o + 9]) end
+  if ev ~= "" then len = rec_event(rec, hist, ev, seq, ARGV[o + 9]) end
   rec_expire(rec, hist, ARGV[o + 6], tonumber(ARGV[o + 7]), len == 1)
   return {R.applied, attempts, seq}
 end
