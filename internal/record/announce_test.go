@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
@@ -59,4 +60,45 @@ func TestEventsAnnounced(t *testing.T) {
 	require.Equal(t, "marker", next().Event, "a write that was not applied was announced")
 	v := get(t, st, "a")
 	require.Equal(t, "not_retryable", v.Reason)
+}
+
+// TestOutput: live output events take numbers from the record's sequence
+// (between its history events), are announced, stay within the caps with
+// one truncation marker, and are refused once the run has ended.
+func TestOutput(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		create(t, st, "o")
+		d := Delivery{ID: "o", Attempt: 1}
+		out, kept, err := st.Output(ctx, d, []Event{{Event: EventProgress, Data: json.RawMessage(`{"pct":10}`)},
+			{Event: EventOutput, Data: json.RawMessage(`"hello"`)}})
+		require.NoError(t, err)
+		require.Equal(t, Applied, out)
+		require.Equal(t, 2, kept)
+		apply(t, st, d, Retrying(Attempt{Attempt: 1}, time.Millisecond, t0))
+		big := make([]Event, MaxOutputEvents)
+		for i := range big {
+			big[i] = Event{Event: EventOutput, Data: json.RawMessage(`"x"`)}
+		}
+		_, kept, err = st.Output(ctx, d, big)
+		require.NoError(t, err)
+		require.Equal(t, MaxOutputEvents-2, kept)
+		evs, state, err := st.Events(ctx, "o", 0)
+		require.NoError(t, err)
+		require.Equal(t, StateRetrying, state)
+		require.Len(t, evs, 2+MaxOutputEvents+1)
+		require.Equal(t, []string{EventQueued, EventProgress, EventOutput, EventRetrying}, []string{evs[0].Event, evs[1].Event, evs[2].Event, evs[3].Event})
+		require.JSONEq(t, `{"pct":10}`, string(evs[1].Data))
+		require.Equal(t, EventOutputTruncated, evs[len(evs)-1].Event)
+		for i, ev := range evs {
+			require.EqualValues(t, i+1, ev.Seq)
+		}
+		after, _, err := st.Events(ctx, "o", 3)
+		require.NoError(t, err)
+		require.EqualValues(t, 4, after[0].Seq)
+		apply(t, st, d, Succeeded(Attempt{Attempt: 1}, nil))
+		out, _, err = st.Output(ctx, d, []Event{{Event: EventOutput}})
+		require.NoError(t, err)
+		require.Equal(t, Ended, out)
+	})
 }

@@ -53,7 +53,7 @@ func renderSchema() string {
 	fields := map[string]string{}
 	for _, f := range []string{FieldID, FieldAgent, FieldAction, FieldQueue, FieldCorrelationID, FieldEnqueuedAt,
 		FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldResult,
-		FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason, FieldSeq, FieldWriteID} {
+		FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason, FieldOutputN, FieldOutputBytes, FieldSeq, FieldWriteID} {
 		fields[f] = f
 	}
 	states := map[string]string{}
@@ -66,7 +66,7 @@ func renderSchema() string {
 	}
 	events := map[string]string{}
 	for _, e := range []string{EventQueued, EventScheduled, EventSucceeded, EventFailed, EventRetrying, EventDeferred,
-		EventRestarting, EventDeadLettered, EventRequeued, EventInterrupted, EventTaskCanceled, EventElided} {
+		EventRestarting, EventDeadLettered, EventRequeued, EventInterrupted, EventTaskCanceled, EventElided, EventProgress, EventOutput, EventOutputTruncated} {
 		events[e] = e
 	}
 	codes := map[string]string{}

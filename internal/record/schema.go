@@ -52,6 +52,15 @@ const (
 	// for good. Reason holds the caller's reason ("" when none was given)
 	// and Error says "canceled: <reason>".
 	EventTaskCanceled = "task_canceled"
+	// EventProgress and EventOutput are live output of a task's agent
+	// (an exec agent's AGENTQ_EVENTS_FD lines, an HTTP backend's
+	// server-sent events), kept in the task's output list, not its history;
+	// Data holds what the agent sent. EventOutputTruncated says a task went
+	// over its output caps (MaxOutputEvents, MaxOutputBytes): what came
+	// after was dropped.
+	EventProgress        = "progress"
+	EventOutput          = "output"
+	EventOutputTruncated = "output_truncated"
 	// EventElided stands, in a long history, for the events between the
 	// first HistoryHead and the last HistoryTail: Count says how many,
 	// Attempts how many attempt outcomes were among them.
@@ -102,6 +111,10 @@ const (
 	FieldCanceledFrom = "canceled_from"
 	// FieldSeq is the sequence number of the record's last event.
 	FieldSeq = "seq"
+	// FieldOutputN and FieldOutputBytes count a task's live output events
+	// and their bytes (its caps: MaxOutputEvents, MaxOutputBytes).
+	FieldOutputN     = "out_n"
+	FieldOutputBytes = "out_bytes"
 	// FieldWriteID is the ID of the last write applied (see Change).
 	FieldWriteID = "write_id"
 )
@@ -133,6 +146,8 @@ type Event struct {
 	// Reason is, for EventTaskCanceled, the reason the cancel gave; for
 	// EventDeadLettered, why the task was dead-lettered.
 	Reason string `json:"reason,omitempty"`
+	// Data is, for EventProgress and EventOutput, what the agent sent.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // AttemptOutcome reports whether ev ends an attempt (and so counts one):
@@ -219,7 +234,7 @@ func appendInt(b []byte, key string, n int64) []byte {
 
 // plain reports whether Marshal may write ev itself.
 func (ev Event) plain() bool {
-	return PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
+	return len(ev.Data) == 0 && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
 		PlainText(ev.Event) && PlainText(ev.Agent) && PlainText(ev.ErrorClass) && PlainText(ev.Error) &&
 		PlainText(ev.Worker) && PlainText(ev.Reason)
 }

@@ -1,0 +1,113 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// A task's live output is bounded: at most MaxOutputEvents events and
+// MaxOutputBytes bytes of their JSON, each event's data at most
+// MaxOutputData bytes (larger data is replaced by a note saying how large
+// it was). What goes over the caps is dropped, and one
+// EventOutputTruncated event says so. The output list lives as long as
+// the task's record.
+const (
+	MaxOutputEvents = 1000
+	MaxOutputBytes  = 1 << 20
+	MaxOutputData   = 64 << 10
+)
+
+// outputScript is Store.Output (lua/output.lua documents its KEYS, ARGV
+// and replies).
+var outputScript = newScript("output.lua")
+
+// Output appends live output events (EventProgress or EventOutput, with
+// their Data) of d's run to the task's output list, numbered from the
+// record's sequence and announced like its history events, within the
+// task's caps. It answers how many it kept and, writing nothing, Stale,
+// Ended or Canceled when the run is no longer the task's live one; a task
+// with no record is Ended.
+func (s *Store) Output(ctx context.Context, d Delivery, evs []Event) (Outcome, int, error) {
+	if len(evs) == 0 {
+		return Applied, 0, nil
+	}
+	cut := Event{At: s.now().UTC(), Event: EventOutputTruncated,
+		Error: fmt.Sprintf("output over its caps (%d events, %d bytes): the rest was dropped", MaxOutputEvents, MaxOutputBytes)}
+	args := make([]any, 0, 4+len(evs))
+	args = append(args, d.Run, MaxOutputEvents, MaxOutputBytes, string(cut.Marshal()))
+	for _, ev := range evs {
+		ev.Seq = 0
+		ev.At = s.stamp(ev.At)
+		if len(ev.Data) > MaxOutputData {
+			ev.Data, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(ev.Data)})
+		}
+		args = append(args, string(ev.Marshal()))
+	}
+	code, rest, err := reply(s.runner.Run(ctx, outputScript, []string{rkeys.Task(d.ID), rkeys.TaskOutput(d.ID)}, args...))
+	if err != nil {
+		return Applied, 0, fmt.Errorf("record: output of %s: %w", d.ID, err)
+	}
+	switch code {
+	case CodeApplied:
+		kept := 0
+		if len(rest) > 0 {
+			n, _ := rest[0].(int64)
+			kept = int(n)
+		}
+		return Applied, kept, nil
+	case CodeStale:
+		return Stale, 0, nil
+	case CodeCanceled:
+		return Canceled, 0, nil
+	}
+	return Ended, 0, nil
+}
+
+// Events returns task id's history and output events numbered above
+// after, in sequence order, and the task's state ("" when it has no
+// record).
+func (s *Store) Events(ctx context.Context, id string, after int64) ([]Event, State, error) {
+	var st *redis.StringCmd
+	var h, o *redis.StringSliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		st = p.HGet(ctx, rkeys.Task(id), FieldState)
+		h = p.LRange(ctx, rkeys.TaskHistory(id), 0, -1)
+		o = p.LRange(ctx, rkeys.TaskOutput(id), 0, -1)
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, "", fmt.Errorf("record: events of %s: %w", id, err)
+	}
+	var out []Event
+	for _, ev := range append(ParseEvents(h.Val()), ParseEvents(o.Val())...) {
+		if ev.Seq > after {
+			out = append(out, ev)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Event) int { return int(a.Seq - b.Seq) })
+	return out, State(st.Val()), nil
+}
+
+// ParseSeq reads a sequence number ("" and anything else that is not a
+// number are 0).
+func ParseSeq(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// Terminal reports whether ev ends its task (succeeded, dead_lettered,
+// task_canceled).
+func (ev Event) Terminal() bool {
+	_, ok := TerminalEvents[ev.Event]
+	return ok
+}
