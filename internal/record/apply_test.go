@@ -239,3 +239,26 @@ func TestCancelOutcomes(t *testing.T) {
 		require.Equal(t, "why", v.CancelReason)
 	})
 }
+
+// TestCreateOptionalFields: a deadline and webhooks to notify are written
+// with the record (and only when set), by Create and when a write seeds a
+// missing record.
+func TestCreateOptionalFields(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		s := seed()
+		s.Deadline, s.Notify = t0.Add(time.Minute), []string{"ops", "billing"}
+		_, err := st.Create(ctx, New{ID: "x", Seed: s, State: StatePending})
+		require.NoError(t, err)
+		v := get(t, st, "x")
+		require.Equal(t, t0.Add(time.Minute).Format(time.RFC3339Nano), v.Deadline)
+		require.Equal(t, []string{"ops", "billing"}, v.Notify)
+		require.Equal(t, Applied, apply(t, st, Delivery{ID: "y", Attempt: 1, Seed: s}, Started()))
+		require.Equal(t, []string{"ops", "billing"}, get(t, st, "y").Notify)
+		create(t, st, "plain")
+		fields, err := rdb.HKeys(ctx, rkeys.Task("plain")).Result()
+		require.NoError(t, err)
+		require.NotContains(t, fields, FieldDeadline)
+		require.NotContains(t, fields, FieldNotify)
+	})
+}

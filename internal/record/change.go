@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -27,11 +28,28 @@ type Delivery struct {
 type Seed struct {
 	Agent, Action, Queue, CorrelationID string
 	EnqueuedAt                          time.Time
+	// Deadline is when the task gives up (zero: never).
+	Deadline time.Time
+	// Notify names the webhooks told of the task's events.
+	Notify []string
 }
 
 func (s Seed) pairs(id string) []any {
-	return []any{FieldID, id, FieldAgent, s.Agent, FieldAction, s.Action, FieldQueue, s.Queue,
-		FieldCorrelationID, s.CorrelationID, FieldEnqueuedAt, s.EnqueuedAt.UTC().Format(time.RFC3339Nano)}
+	return append([]any{FieldID, id, FieldAgent, s.Agent, FieldAction, s.Action, FieldQueue, s.Queue,
+		FieldCorrelationID, s.CorrelationID, FieldEnqueuedAt, s.EnqueuedAt.UTC().Format(time.RFC3339Nano)}, s.extra()...)
+}
+
+// extra are the seed's optional fields, as field/value pairs: only those
+// that are set, so that a task without them costs nothing.
+func (s Seed) extra() []any {
+	var out []any
+	if !s.Deadline.IsZero() {
+		out = append(out, FieldDeadline, s.Deadline.UTC().Format(time.RFC3339Nano))
+	}
+	if len(s.Notify) > 0 {
+		out = append(out, FieldNotify, strings.Join(s.Notify, ","))
+	}
+	return out
 }
 
 // Outcome is what Apply did.

@@ -44,8 +44,8 @@ func (n New) event(at time.Time) Event {
 // it runs.
 func (s *Store) createArgs(n New) []any {
 	ev := n.event(s.now())
-	return []any{n.ID, n.Seed.Agent, n.Seed.Action, n.Seed.Queue, n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano),
-		n.Seed.CorrelationID, string(n.State), string(ev.Marshal()), durx.CeilSeconds(s.lifetime(&ev))}
+	return append([]any{n.ID, n.Seed.Agent, n.Seed.Action, n.Seed.Queue, n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano),
+		n.Seed.CorrelationID, string(n.State), string(ev.Marshal()), durx.CeilSeconds(s.lifetime(&ev))}, n.Seed.extra()...)
 }
 
 // Create records a newly enqueued task and its first event (seq 1). It
@@ -102,10 +102,11 @@ func (s *Store) FreshCalls(n New) [][]any {
 	ev.Seq = 1
 	ttl := durx.CeilSeconds(s.lifetime(&ev))
 	rec, hist := rkeys.Task(n.ID), rkeys.TaskHistory(n.ID)
+	hset := append([]any{"hset", rec, FieldID, n.ID, FieldAgent, n.Seed.Agent, FieldAction, n.Seed.Action, FieldQueue, n.Seed.Queue,
+		FieldEnqueuedAt, n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano), FieldCorrelationID, n.Seed.CorrelationID,
+		FieldState, string(n.State), FieldRun, "0", FieldSeq, "1"}, n.Seed.extra()...)
 	return [][]any{
-		{"hset", rec, FieldID, n.ID, FieldAgent, n.Seed.Agent, FieldAction, n.Seed.Action, FieldQueue, n.Seed.Queue,
-			FieldEnqueuedAt, n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano), FieldCorrelationID, n.Seed.CorrelationID,
-			FieldState, string(n.State), FieldRun, "0", FieldSeq, "1"},
+		hset,
 		{"rpush", hist, string(ev.Marshal())},
 		{"expire", rec, ttl},
 		{"expire", hist, ttl},

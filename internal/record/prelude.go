@@ -53,7 +53,7 @@ func renderSchema() string {
 	fields := map[string]string{}
 	for _, f := range []string{FieldID, FieldAgent, FieldAction, FieldQueue, FieldCorrelationID, FieldEnqueuedAt,
 		FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldResult,
-		FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason, FieldOutputN, FieldOutputBytes, FieldSeq, FieldWriteID} {
+		FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason, FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldSeq, FieldWriteID} {
 		fields[f] = f
 	}
 	states := map[string]string{}

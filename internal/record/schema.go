@@ -109,6 +109,11 @@ const (
 	FieldReason = "reason"
 	// FieldCanceledFrom is the state a canceled task was canceled in.
 	FieldCanceledFrom = "canceled_from"
+	// FieldDeadline is when the task gives up (RFC 3339; "" for never).
+	FieldDeadline = "deadline"
+	// FieldNotify names the webhooks told of the task's events
+	// (comma-separated; "" for none).
+	FieldNotify = "notify"
 	// FieldSeq is the sequence number of the record's last event.
 	FieldSeq = "seq"
 	// FieldOutputN and FieldOutputBytes count a task's live output events

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -195,6 +196,10 @@ type View struct {
 	// Reason is, for a dead-lettered task, why (not_retryable,
 	// restarts_exhausted, deadline_exceeded, …).
 	Reason string `json:"reason,omitempty"`
+	// Deadline is when the task gives up (RFC 3339), when it has one.
+	Deadline string `json:"deadline,omitempty"`
+	// Notify names the webhooks told of the task's events.
+	Notify []string `json:"notify,omitempty"`
 	// CanceledAt and CancelReason are set once the task is canceled.
 	CanceledAt   string  `json:"canceled_at,omitempty"`
 	CancelReason string  `json:"cancel_reason,omitempty"`
@@ -222,13 +227,16 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 		ErrorClass: m[FieldErrorClass], Error: m[FieldError], Queue: m[FieldQueue],
 		CorrelationID: m[FieldCorrelationID], EnqueuedAt: m[FieldEnqueuedAt], UpdatedAt: m[FieldUpdatedAt],
 		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason], History: ParseEvents(l.Val()),
-		Reason: m[FieldReason],
+		Reason: m[FieldReason], Deadline: m[FieldDeadline],
 	}
 	v.Attempts, _ = strconv.Atoi(m[FieldAttempts])
 	v.Restarts, _ = strconv.Atoi(m[FieldRestarts])
 	v.Run, _ = strconv.Atoi(m[FieldRun])
 	if r := m[FieldResult]; r != "" && json.Valid([]byte(r)) {
 		v.Result = json.RawMessage(r)
+	}
+	if n := m[FieldNotify]; n != "" {
+		v.Notify = strings.Split(n, ",")
 	}
 	if v.ID == "" {
 		v.ID = id

@@ -1,7 +1,8 @@
 -- rec_create(rec, hist, a): records a newly enqueued task (Store.Create and
 -- the enqueue script), with its arguments from ARGV[a] on: a id, a+1 agent,
 -- a+2 action, a+3 queue, a+4 enqueued_at, a+5 correlation id, a+6 state,
--- a+7 the first event's JSON, a+8 lifetime (s). A new record is one HSET
+-- a+7 the first event's JSON, a+8 lifetime (s), then optional field/value
+-- pairs to the end of ARGV (deadline, notify). A new record is one HSET
 -- and its event gets seq 1; under a record a worker wrote first (a
 -- Cluster's enqueue writes the queue before the record) the fields are set
 -- one by one where missing (HSETNX) and the event gets the next seq.
@@ -9,13 +10,16 @@
 local function rec_create(rec, hist, a)
   local existed = redis.call("EXISTS", rec)
   if existed == 0 then
-    redis.call("HSET", rec, F.id, ARGV[a], F.agent, ARGV[a + 1], F.action, ARGV[a + 2], F.queue, ARGV[a + 3],
-      F.enqueued_at, ARGV[a + 4], F.correlation_id, ARGV[a + 5], F.state, ARGV[a + 6], F.run, "0", F.seq, "1")
+    local set = {F.id, ARGV[a], F.agent, ARGV[a + 1], F.action, ARGV[a + 2], F.queue, ARGV[a + 3],
+      F.enqueued_at, ARGV[a + 4], F.correlation_id, ARGV[a + 5], F.state, ARGV[a + 6], F.run, "0", F.seq, "1"}
+    for i = a + 9, #ARGV do set[#set + 1] = ARGV[i] end
+    redis.call("HSET", rec, unpack(set))
     rec_event(rec, hist, ARGV[a + 7], 1, "0")
   else
     local names = {F.id, F.agent, F.action, F.queue, F.enqueued_at, F.correlation_id, F.state}
     for i, f in ipairs(names) do redis.call("HSETNX", rec, f, ARGV[a + i - 1]) end
     redis.call("HSETNX", rec, F.run, "0")
+    for i = a + 9, #ARGV, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
     rec_event(rec, hist, ARGV[a + 7], redis.call("HINCRBY", rec, F.seq, 1), "0")
   end
   redis.call("EXPIRE", rec, ARGV[a + 8])
