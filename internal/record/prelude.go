@@ -3,6 +3,7 @@ package record
 import (
 	"embed"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -43,45 +44,75 @@ var codeNames = map[string]Code{
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// prelude is what every record script starts with: the schema rendered
-// from the Go constants (F: field names, S: states, R: reply codes,
-// TERMINAL, HEAD and TAIL), then lua/prelude.lua's functions.
-var prelude = renderSchema() + mustLua("prelude.lua")
+// prelude is what every record script starts with: TERMINAL, HEAD and
+// TAIL rendered from the Go constants, then lua/prelude.lua's functions.
+// The schema's names in the scripts (F.state, S.canceled, E.deferred,
+// R.stale, …) are replaced by their literal values when a script is built
+// (render), so a call pays nothing for them.
+var prelude = renderConsts() + mustLua("prelude.lua")
 
-// renderSchema renders the schema's Go constants as Lua tables.
-func renderSchema() string {
-	fields := map[string]string{}
-	for _, f := range []string{FieldID, FieldAgent, FieldAction, FieldQueue, FieldCorrelationID, FieldEnqueuedAt,
-		FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldResult,
-		FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason, FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldSeq, FieldWriteID} {
-		fields[f] = f
-	}
-	states := map[string]string{}
-	terminal := map[string]string{}
-	for _, s := range States {
-		states[string(s)] = string(s)
-		if s.Terminal() {
-			terminal[string(s)] = "true"
+// schema maps each table the scripts name (F: fields, S: states, E: event
+// kinds, R: reply codes) to its names and their Lua literals.
+var schema = func() map[string]map[string]string {
+	quoted := func(names ...string) map[string]string {
+		m := map[string]string{}
+		for _, n := range names {
+			m[n] = fmt.Sprintf("%q", n)
 		}
+		return m
 	}
-	events := map[string]string{}
-	for _, e := range []string{EventQueued, EventScheduled, EventSucceeded, EventFailed, EventRetrying, EventDeferred,
-		EventRestarting, EventDeadLettered, EventRequeued, EventInterrupted, EventTaskCanceled, EventElided, EventProgress, EventOutput, EventOutputTruncated} {
-		events[e] = e
+	states := make([]string, len(States))
+	for i, st := range States {
+		states[i] = string(st)
 	}
 	codes := map[string]string{}
 	for name, c := range codeNames {
 		codes[name] = fmt.Sprint(int64(c))
 	}
+	return map[string]map[string]string{
+		"F": quoted(FieldID, FieldAgent, FieldAction, FieldQueue, FieldCorrelationID, FieldEnqueuedAt,
+			FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldResult,
+			FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason,
+			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldSeq, FieldWriteID),
+		"S": quoted(states...),
+		"E": quoted(EventQueued, EventScheduled, EventSucceeded, EventFailed, EventRetrying, EventDeferred,
+			EventRestarting, EventDeadLettered, EventRequeued, EventInterrupted, EventTaskCanceled, EventElided,
+			EventProgress, EventOutput, EventOutputTruncated),
+		"R": codes,
+	}
+}()
+
+// renderConsts renders the constants the scripts use as values: the
+// terminal states (a set) and the history's bounds.
+func renderConsts() string {
+	terminal := map[string]string{}
+	for _, s := range States {
+		if s.Terminal() {
+			terminal[string(s)] = "true"
+		}
+	}
 	var b strings.Builder
 	b.WriteString("-- rendered from internal/record's Go constants\n")
-	luaTable(&b, "F", fields, true)
-	luaTable(&b, "S", states, true)
-	luaTable(&b, "E", events, true)
-	luaTable(&b, "R", codes, false)
 	luaTable(&b, "TERMINAL", terminal, false)
 	fmt.Fprintf(&b, "local HEAD, TAIL = %d, %d\n", HistoryHead, HistoryTail)
 	return b.String()
+}
+
+// schemaRef is a reference to the schema in a script: F.state, R.stale, …
+var schemaRef = regexp.MustCompile(`\b([FSER])\.([a-z_]+)\b`)
+
+// render replaces every schema reference in src by its literal; a name the
+// schema does not have is a bug in a script and panics when the package
+// loads.
+func render(src string) string {
+	return schemaRef.ReplaceAllStringFunc(src, func(ref string) string {
+		m := schemaRef.FindStringSubmatch(ref)
+		v, ok := schema[m[1]][m[2]]
+		if !ok {
+			panic("record: script names " + ref + ", which is not in the schema")
+		}
+		return v
+	})
 }
 
 // luaTable writes `local name = {k = v, …}` in key order; quote makes
@@ -118,5 +149,5 @@ func mustLua(name string) string {
 // newScript is the script whose body is lua/name after the prelude and
 // the fragments extra (other definitions the body calls).
 func newScript(name string, extra ...string) *redis.Script {
-	return redis.NewScript(prelude + strings.Join(extra, "") + mustLua(name))
+	return redis.NewScript(render(prelude + strings.Join(extra, "") + mustLua(name)))
 }
