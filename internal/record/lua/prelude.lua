@@ -124,35 +124,31 @@ local function rec_apply(rec, hist, o)
   end
   local attempts = tonumber(cur[3]) or 0
   local base = tonumber(cur[4]) or 0
-  local set = {F.write_id, ARGV[o + 2]}
+  -- The rare changes (a new run, a restart, an error to clear) go in a
+  -- second HSET; the common write is one HSET of the arguments.
+  local rare = nil
   if run < d then
     base = attempts
-    set[#set + 1] = F.run; set[#set + 1] = d
-    set[#set + 1] = F.restarts; set[#set + 1] = ARGV[o + 4]
-    set[#set + 1] = F.attempts_base; set[#set + 1] = base
+    rare = {F.run, d, F.restarts, ARGV[o + 4], F.attempts_base, base}
   end
   local n = tonumber(ARGV[o + 3])
-  if n > 0 and base + n > attempts then
-    attempts = base + n
-    set[#set + 1] = F.attempts; set[#set + 1] = attempts
-  end
+  if n > 0 and base + n > attempts then attempts = base + n end
   local nextrun = tonumber(ARGV[o + 5])
   if nextrun >= 0 then
-    set[#set + 1] = F.run; set[#set + 1] = nextrun
-    set[#set + 1] = F.attempts_base; set[#set + 1] = attempts
+    rare = rare or {}
+    rare[#rare + 1] = F.run; rare[#rare + 1] = nextrun
+    rare[#rare + 1] = F.attempts_base; rare[#rare + 1] = attempts
   end
   if ARGV[o + 10] == "1" and ((cur[7] or "") ~= "" or (cur[8] or "") ~= "") then
-    set[#set + 1] = F.error_class; set[#set + 1] = ""
-    set[#set + 1] = F.error; set[#set + 1] = ""
+    rare = rare or {}
+    rare[#rare + 1] = F.error_class; rare[#rare + 1] = ""
+    rare[#rare + 1] = F.error; rare[#rare + 1] = ""
   end
+  if rare then redis.call("HSET", rec, unpack(rare)) end
   local seq = tonumber(cur[5]) or 0
   local ev = ARGV[o + 8]
-  if ev ~= "" then
-    seq = seq + 1
-    set[#set + 1] = F.seq; set[#set + 1] = seq
-  end
-  for i = last + 1, #ARGV do set[#set + 1] = ARGV[i] end
-  redis.call("HSET", rec, unpack(set))
+  if ev ~= "" then seq = seq + 1 end
+  redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, attempts, F.seq, seq, unpack(ARGV, last + 1))
   local len = 0
   if ev ~= "" then len = rec_event(rec, hist, ev, seq, ARGV[o + 9]) end
   rec_expire(rec, hist, ARGV[o + 6], tonumber(ARGV[o + 7]), len == 1)

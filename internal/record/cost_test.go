@@ -1,0 +1,41 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/redistest"
+)
+
+// TestScriptCost (RECORD_COST=1): Redis CPU per call of the record's writes.
+func TestScriptCost(t *testing.T) {
+	if os.Getenv("RECORD_COST") == "" {
+		t.Skip("RECORD_COST=1 to measure")
+	}
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	st := NewStore(rdb)
+	ctx := context.Background()
+	const n = 20000
+	for i := range n {
+		_, err := st.Create(ctx, New{ID: fmt.Sprint("t", i), Seed: seed(), State: StatePending})
+		require.NoError(t, err)
+	}
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	for i := range n {
+		_, err := st.Apply(ctx, Delivery{ID: fmt.Sprint("t", i), Attempt: 1}, Succeeded(Attempt{Attempt: 1, Agent: "llm", Worker: "w:1"}, nil))
+		require.NoError(t, err)
+	}
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	for _, l := range strings.Split(info, "\n") {
+		if strings.HasPrefix(l, "cmdstat_") {
+			t.Log(l)
+		}
+	}
+}
