@@ -13,9 +13,10 @@ import (
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
-// TestEventsAnnounced: every event a script records is announced on the
-// task's shard channel, as stored (seq included, a merged deferral with its
-// count), in the same step; a write that is not applied announces nothing.
+// TestEventsAnnounced: once a task is watched, every event a script
+// records is announced on the task's shard channel, as stored (seq
+// included, a merged deferral with its count), in the same step; a write
+// that is not applied announces nothing, nor does an unwatched task.
 // A dead letter's reason is in the task's JSON.
 func TestEventsAnnounced(t *testing.T) {
 	t.Parallel()
@@ -41,13 +42,19 @@ func TestEventsAnnounced(t *testing.T) {
 		return Event{}
 	}
 	create(t, st, "a")
-	require.Equal(t, Event{Seq: 1, Event: EventQueued}, Event{Seq: next().Seq, Event: EventQueued})
 	d := Delivery{ID: "a", Attempt: 1}
+	// Not watched yet: not announced (the marker comes first).
+	apply(t, st, d, Started())
+	apply(t, st, d, CallFailed(Attempt{Attempt: 1, ErrorClass: "timeout"}))
+	require.NoError(t, rdb.SPublish(ctx, rkeys.TaskEvents("a"), `{"seq":0,"event":"marker"}`).Err())
+	require.Equal(t, "marker", next().Event, "an unwatched task's events are not announced")
+	require.NoError(t, st.Watch(ctx, "a"))
+	require.ErrorIs(t, st.Watch(ctx, "nope"), ErrNotFound)
 	apply(t, st, d, Deferred(Attempt{}, "breaker open", time.Second))
 	apply(t, st, d, Deferred(Attempt{}, "breaker open", time.Second))
-	require.EqualValues(t, 2, next().Seq)
+	require.EqualValues(t, 3, next().Seq)
 	merged := next()
-	require.EqualValues(t, 3, merged.Seq)
+	require.EqualValues(t, 4, merged.Seq)
 	require.Equal(t, 2, merged.Count, "the merged deferral, as stored")
 	dl := DeadLettered(Attempt{Attempt: 1, ErrorClass: "invalid_request"}, "not_retryable")
 	apply(t, st, d, dl)

@@ -111,3 +111,23 @@ func (ev Event) Terminal() bool {
 	_, ok := TerminalEvents[ev.Event]
 	return ok
 }
+
+// watchScript is Store.Watch (lua/watch.lua).
+var watchScript = newScript("watch.lua")
+
+// Watch marks task id watched: from now on every event recorded for it is
+// announced on its shard channel (rkeys.TaskEvents). Subscribe to the
+// channel first, then Watch, then read the events (Events): every event
+// is then either read or announced. An unwatched task's events are not
+// announced (it costs Redis nothing more); a task with no record is
+// ErrNotFound.
+func (s *Store) Watch(ctx context.Context, id string) error {
+	code, _, err := reply(s.runner.Run(ctx, watchScript, []string{rkeys.Task(id)}))
+	if err != nil {
+		return fmt.Errorf("record: watch %s: %w", id, err)
+	}
+	if code == CodeMissing {
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return nil
+}

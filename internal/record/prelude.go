@@ -44,8 +44,8 @@ var codeNames = map[string]Code{
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// prelude is what every record script starts with: TERMINAL, HEAD and
-// TAIL rendered from the Go constants, then lua/prelude.lua's functions.
+// prelude is what every record script starts with: HEAD and TAIL
+// rendered from the Go constants, then lua/prelude.lua's functions.
 // The schema's names in the scripts (F.state, S.canceled, E.deferred,
 // R.stale, …) are replaced by their literal values when a script is built
 // (render), so a call pays nothing for them.
@@ -73,7 +73,7 @@ var schema = func() map[string]map[string]string {
 		"F": quoted(FieldID, FieldAgent, FieldAction, FieldQueue, FieldCorrelationID, FieldEnqueuedAt,
 			FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldResult,
 			FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason,
-			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldSeq, FieldWriteID),
+			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldWatch, FieldSeq, FieldWriteID),
 		"S": quoted(states...),
 		"E": quoted(EventQueued, EventScheduled, EventSucceeded, EventFailed, EventRetrying, EventDeferred,
 			EventRestarting, EventDeadLettered, EventRequeued, EventInterrupted, EventTaskCanceled, EventElided,
@@ -82,20 +82,24 @@ var schema = func() map[string]map[string]string {
 	}
 }()
 
-// renderConsts renders the constants the scripts use as values: the
-// terminal states (a set) and the history's bounds.
+// renderConsts renders the history's bounds.
 func renderConsts() string {
-	terminal := map[string]string{}
+	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n", HistoryHead, HistoryTail)
+}
+
+// terminalRef is TERMINAL(x) in a script: whether the state x is terminal,
+// rendered as comparisons with the terminal states.
+var terminalRef = regexp.MustCompile(`TERMINAL\(([^()]*(?:\[[^\]]*\])?)\)`)
+
+// terminalExpr is the Lua expression "x is a terminal state".
+func terminalExpr(x string) string {
+	var parts []string
 	for _, s := range States {
 		if s.Terminal() {
-			terminal[string(s)] = "true"
+			parts = append(parts, fmt.Sprintf("%s == %q", x, string(s)))
 		}
 	}
-	var b strings.Builder
-	b.WriteString("-- rendered from internal/record's Go constants\n")
-	luaTable(&b, "TERMINAL", terminal, false)
-	fmt.Fprintf(&b, "local HEAD, TAIL = %d, %d\n", HistoryHead, HistoryTail)
-	return b.String()
+	return "(" + strings.Join(parts, " or ") + ")"
 }
 
 // schemaRef is a reference to the schema in a script: F.state, R.stale, …
@@ -105,6 +109,9 @@ var schemaRef = regexp.MustCompile(`\b([FSER])\.([a-z_]+)\b`)
 // schema does not have is a bug in a script and panics when the package
 // loads.
 func render(src string) string {
+	src = terminalRef.ReplaceAllStringFunc(src, func(ref string) string {
+		return terminalExpr(terminalRef.FindStringSubmatch(ref)[1])
+	})
 	return schemaRef.ReplaceAllStringFunc(src, func(ref string) string {
 		m := schemaRef.FindStringSubmatch(ref)
 		v, ok := schema[m[1]][m[2]]

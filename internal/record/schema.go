@@ -114,6 +114,9 @@ const (
 	// FieldNotify names the webhooks told of the task's events
 	// (comma-separated; "" for none).
 	FieldNotify = "notify"
+	// FieldWatch is set once someone waits for the task or follows its
+	// events (Store.Watch): from then on its events are announced.
+	FieldWatch = "watch"
 	// FieldSeq is the sequence number of the record's last event.
 	FieldSeq = "seq"
 	// FieldOutputN and FieldOutputBytes count a task's live output events

@@ -1,5 +1,7 @@
 -- internal/record's shared functions. Every record script starts with the
--- schema rendered from Go (F, S, E, R, TERMINAL, HEAD, TAIL), then these.
+-- schema (fields, states, events and reply codes as F, S, E, R and TERMINAL():
+-- rendered from Go when a script is
+-- built), HEAD and TAIL, then these.
 
 -- rec_seq(ev, seq): the event JSON ev (an object without "seq") with the
 -- sequence number seq as its first member.
@@ -69,17 +71,25 @@ local function hist_append(key, ev, merge)
   return len, ev
 end
 
--- rec_event(rec, hist, ev, seq, merge): every event a script records goes
--- through here. It appends the event ev (JSON without seq) with the
--- sequence number seq to the history hist of the record rec (hist_append)
--- and announces it, as stored, on the task's shard channel (rec ..
--- ":events", rkeys.TaskEvents; SPUBLISH: on a Cluster it stays on the
--- task's shard). A server without sharded pub/sub (miniredis, Redis < 7)
--- announces nothing; waiters re-check on their own. Returns hist_append's
--- length.
-local function rec_event(rec, hist, ev, seq, merge)
+-- rec_announce(rec, watched, ev): announces the stored event ev of the
+-- record rec on the task's shard channel (rec .. ":events",
+-- rkeys.TaskEvents; SPUBLISH: on a Cluster it stays on the task's shard)
+-- when someone watches the task (watched: the record's watch field, which
+-- Store.Watch sets), so that a task nobody waits for costs nothing more.
+-- A server without sharded pub/sub (miniredis, Redis < 7) announces
+-- nothing; waiters re-check on their own.
+local function rec_announce(rec, watched, ev)
+  if watched then redis.pcall("SPUBLISH", rec .. ":events", ev) end
+end
+
+-- rec_event(rec, hist, ev, seq, merge, watched): every history event a
+-- script records goes through here. It appends the event ev (JSON without
+-- seq) with the sequence number seq to the history hist of the record rec
+-- (hist_append) and announces it as stored (rec_announce). Returns
+-- hist_append's length.
+local function rec_event(rec, hist, ev, seq, merge, watched)
   local len, stored = hist_append(hist, rec_seq(ev, seq), merge)
-  redis.pcall("SPUBLISH", rec .. ":events", stored)
+  rec_announce(rec, watched, stored)
   return len
 end
 
@@ -110,13 +120,13 @@ end
 -- but the record needs them).
 local function rec_apply(rec, hist, o)
   local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
-    F.error_class, F.error)
+    F.error_class, F.error, F.watch)
   if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
   if cur[2] == S.canceled then return {R.canceled} end
   local run = tonumber(cur[1] or "-1")
   local d = tonumber(ARGV[o + 1])
   if run > d then return {R.stale} end
-  if run == d and TERMINAL[cur[2]] then return {R.ended} end
+  if run == d and TERMINAL(cur[2]) then return {R.ended} end
   local last = o + 11 + 2 * tonumber(ARGV[o + 11])
   if not cur[1] then
     if last == o + 11 then return {R.seed} end
@@ -150,7 +160,7 @@ local function rec_apply(rec, hist, o)
   if ev ~= "" then seq = seq + 1 end
   redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, attempts, F.seq, seq, unpack(ARGV, last + 1))
   local len = 0
-  if ev ~= "" then len = rec_event(rec, hist, ev, seq, ARGV[o + 9]) end
+  if ev ~= "" then len = rec_event(rec, hist, ev, seq, ARGV[o + 9], cur[9]) end
   rec_expire(rec, hist, ARGV[o + 6], tonumber(ARGV[o + 7]), len == 1)
   return {R.applied, attempts, seq}
 end

@@ -12,7 +12,7 @@
 -- had begun already (only the event is added), {R.stale} when the record
 -- is at a later run, {R.canceled} when the task is canceled (nothing
 -- written for either).
-local cur = redis.call("HMGET", KEYS[1], F.state, F.run, F.write_id, F.seq, F.attempts)
+local cur = redis.call("HMGET", KEYS[1], F.state, F.run, F.write_id, F.seq, F.attempts, F.watch)
 if cur[3] == ARGV[5] then return {R.again} end
 if cur[1] == S.canceled then return {R.canceled} end
 local run = tonumber(ARGV[1])
@@ -33,14 +33,14 @@ end
 seq = seq + 1
 if cur[2] and tonumber(cur[2]) == run then
   redis.call("HSET", KEYS[1], F.write_id, ARGV[5], F.seq, seq)
-  rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0")
+  rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0", cur[6])
   redis.call("EXPIRE", KEYS[2], ARGV[2])
   return {R.ended}
 end
 redis.call("HSET", KEYS[1], F.state, S.pending, F.run, ARGV[1], F.restarts, 0, F.error_class, "", F.error, "",
   F.updated_at, ARGV[4], F.attempts_base, cur[5] or 0, F.write_id, ARGV[5], F.seq, seq)
 redis.call("HDEL", KEYS[1], F.next_attempt_at, F.reason)
-rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0")
+rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0", cur[6])
 redis.call("EXPIRE", KEYS[1], ARGV[2])
 redis.call("EXPIRE", KEYS[2], ARGV[2])
 return {R.applied}
