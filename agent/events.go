@@ -122,13 +122,13 @@ func (p *eventsPipe) started(emit func(string, json.RawMessage)) {
 // what is left in the pipe, for at most eventsDrainGrace when a process
 // that left the group still holds the write end, then closes the pipe
 // and logs the lines it dropped (once, at debug).
-func (p *eventsPipe) finish(ctx context.Context) {
+func (p *eventsPipe) finish(ctx context.Context, req Request) {
 	_ = p.r.SetReadDeadline(time.Now().Add(eventsDrainGrace))
 	<-p.done
 	_ = p.r.Close()
 	if p.dropped > 0 {
 		if l := loggerOf(ctx); l != nil {
-			l.Debug("dropped lines of the agent's events that were not events", "fd_env", EventsFDEnv,
+			l.Debug("dropped lines of the agent's events that were not events", "task_id", req.TaskID, "agent", req.Agent,
 				"dropped", p.dropped, "first", p.sample)
 		}
 	}

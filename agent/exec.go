@@ -197,7 +197,7 @@ func (e *Exec) run(ctx context.Context, req Request) (json.RawMessage, error) {
 	}
 	if events != nil {
 		// Every event the agent wrote is reported before Run returns.
-		events.finish(ctx)
+		events.finish(ctx, req)
 	}
 
 	return e.outcome(ctx, start, waitErr, stdout, stderr)
