@@ -154,13 +154,7 @@ func main() {
 	case "events":
 		events(p)
 	case "env":
-		env := map[string]string{}
-		for _, kv := range os.Environ() {
-			k, v, _ := strings.Cut(kv, "=")
-			env[k] = v
-		}
-		wd, _ := os.Getwd()
-		succeed(map[string]any{"env": env, "cwd": wd})
+		printEnv()
 	default:
 		die(2, "testagent: unknown mode %q", mode)
 	}
@@ -399,4 +393,15 @@ func events(p params) {
 		write(`{"type":"output","data":"` + strings.Repeat("x", n) + `"}`)
 	}
 	succeed(map[string]any{"events": step})
+}
+
+// printEnv succeeds with the agent's environment and working directory.
+func printEnv() {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	wd, _ := os.Getwd()
+	succeed(map[string]any{"env": env, "cwd": wd})
 }
