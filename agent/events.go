@@ -60,7 +60,7 @@ func (r Request) EmitJSON(typ string, v any) error {
 	return nil
 }
 
-// emit calls emit with data capped at MaxEventData.
+// emitCapped calls emit with data capped at MaxEventData.
 func emitCapped(emit func(string, json.RawMessage), typ string, data json.RawMessage) {
 	if len(data) > MaxEventData {
 		data = truncatedNote(len(data))
