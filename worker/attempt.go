@@ -122,12 +122,15 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	started := time.Now()
 	traceparent, tracestate := agentTrace(ctx, env)
 	failpoint("call_started") // test hook: die as the call starts, before a first delivery's lazy start
-	data, runErr := sp.runner.Run(runCtx, agent.Request{
+	// The call's live output, written for this delivery (output.go).
+	output := p.newOutput(ctx, log, delivery(env, attempt))
+	data, runErr := sp.runner.Run(agent.WithLogger(runCtx, log.base), agent.Request{
 		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
 		CorrelationID: env.CorrelationID, Attempt: attempt, Restart: env.Restarts,
-		Traceparent: traceparent, Tracestate: tracestate,
+		Traceparent: traceparent, Tracestate: tracestate, Emit: output.emit,
 	})
 	elapsed := time.Since(started)
+	output.close() // before the outcome is written: output precedes it
 	// Only the worker's shutdown cancels ctx (context.Canceled); asynq's
 	// deadline on ctx (DeadlineExceeded) is a timeout like the agent's own.
 	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() != context.Canceled

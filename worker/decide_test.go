@@ -29,6 +29,7 @@ import (
 type fakeCompleter struct {
 	mu      sync.Mutex
 	writes  []fakeWrite
+	outputs []record.Event
 	answers func(c record.Change) (record.Outcome, error)
 }
 
@@ -61,6 +62,13 @@ func (f *fakeCompleter) view(context.Context, string) (*record.View, error) {
 }
 
 func (f *fakeCompleter) ping(context.Context, string) error { return nil }
+
+func (f *fakeCompleter) output(_ context.Context, _ record.Delivery, evs []record.Event) (record.Outcome, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outputs = append(f.outputs, evs...)
+	return record.Applied, len(evs), nil
+}
 
 // names lists the writes as "state/event@attempt" ("-" for no event).
 func (f *fakeCompleter) names() []string {
