@@ -26,7 +26,7 @@ type sse struct {
 // says so (after handing it the event); comments are skipped.
 func readSSE(body io.Reader, each func(sse) (stop bool)) error {
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 64<<10), 2<<20)
+	sc.Buffer(make([]byte, 4096), 2<<20)
 	var ev sse
 	for sc.Scan() {
 		line := sc.Text()
