@@ -124,7 +124,7 @@ func (o *serveOptions) run(ctx context.Context, app *App, g *global) error {
 		sampler := console.NewSampler(rdb, console.SamplerOptions{Logger: log})
 		sampler.Start(ctx)
 		defer sampler.Stop()
-		ui = newConsole(rdb, cfg, console.Options{Token: token, Sampler: sampler, Logger: log, Limiter: limiter})
+		ui = newConsole(rdb, cfg, console.Options{Token: token, Sampler: sampler, Logger: log, Limiter: limiter, Notifier: hub})
 		log.Info("enqueuer serve: web console", "url", "http://"+ln.Addr().String()+console.Base)
 	}
 	srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: o.maxBody, Logger: log, UI: ui, Limiter: limiter, Notifier: hub})
