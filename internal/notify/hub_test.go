@@ -207,7 +207,9 @@ func TestConnectionLost(t *testing.T) {
 	require.Eventually(t, func() bool { return len(seen()) == 1 }, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, b.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err())
 	b.apply(t, "k", record.Started())
-	b.apply(t, "k", retrying())
+	b.apply(t, "k", retrying()) // most likely announced to nobody
+	require.Eventually(t, func() bool { return len(seen()) == 2 }, 10*time.Second, 5*time.Millisecond,
+		"the event recorded while the connection was down was not caught")
 	require.Eventually(t, func() bool {
 		n, err := b.rdb.PubSubShardNumSub(ctx, "agentq:{task:k}:events").Result()
 		return err == nil && n["agentq:{task:k}:events"] == 1
