@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // TestMain checks that no Hub goroutine outlives its Stop.
@@ -233,4 +234,51 @@ func TestUnknownAndStop(t *testing.T) {
 	require.ErrorIs(t, waitDone(t, done), ErrStopped)
 	_, err = b.hub.Subscribe(context.Background(), "s")
 	require.ErrorIs(t, err, ErrStopped)
+}
+
+// TestCluster: on a Cluster, tasks on different masters are subscribed on
+// one connection per master (each channel on the master of its slot), and
+// their waiters are told by the announcements alone.
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t)
+	b := setup(t, c.Client(t), never)
+	ctx := context.Background()
+	masters := map[string]bool{}
+	var ids []string
+	for i := 0; len(masters) < 3 && i < 200; i++ {
+		id := fmt.Sprint("c", i)
+		m := c.MasterOf(t, "agentq:{task:"+id+"}")
+		if !masters[m] {
+			masters[m] = true
+			ids = append(ids, id)
+		}
+	}
+	require.Len(t, ids, 3, "a task on each master")
+	done := make(chan error, len(ids))
+	for _, id := range ids {
+		b.create(t, id)
+		go func() {
+			st, err := b.hub.Wait(ctx, id)
+			if err == nil && st != record.StateSucceeded {
+				err = fmt.Errorf("%s: state %s", id, st)
+			}
+			done <- err
+		}()
+	}
+	require.Eventually(t, func() bool {
+		for _, id := range ids {
+			if v, _ := b.rdb.HGet(ctx, rkeys.Task(id), record.FieldWatch).Result(); v != "1" {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, len(ids), b.hub.Conns(), "one pub/sub connection per master")
+	for _, id := range ids {
+		b.apply(t, id, record.Succeeded(record.Attempt{Attempt: 1}, nil))
+	}
+	for range ids {
+		require.NoError(t, waitDone(t, done))
+	}
 }
