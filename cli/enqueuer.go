@@ -30,11 +30,24 @@ type enqueueOptions struct {
 	concurrency                                           int
 	// failFast refuses tasks whose agent's breaker is open (exit 3).
 	failFast bool
+	// wait waits for the task to end and prints its result (--wait),
+	// for at most waitTimeout (0: no limit).
+	wait        bool
+	waitTimeout time.Duration
 }
 
 // Validate checks the flags before anything touches Redis.
 func (o *enqueueOptions) Validate() error {
+	if o.waitTimeout < 0 {
+		return usageErr("--wait-timeout must not be negative (got %s)", o.waitTimeout)
+	}
+	if o.waitTimeout > 0 && !o.wait {
+		return usageErr("--wait-timeout goes with --wait")
+	}
 	if o.file != "" {
+		if o.wait {
+			return usageErr("--wait goes with one task, not --file")
+		}
 		if o.agent != "" || o.params != "" || o.id != "" {
 			return usageErr("--file cannot be combined with --agent, --params or --id")
 		}
@@ -64,7 +77,11 @@ are refused with exit status 2.
 --fail-if-unavailable (or "fail_if_unavailable": true on a line) refuses to
 enqueue while the agent's circuit breaker is open: exit status 3, naming the
 agent and when its breaker may admit a trial again; with --file nothing is
-enqueued when any line is refused.`
+enqueued when any line is refused.
+--wait waits for the task to end and prints its result JSON (exit 0); a task
+that ends dead_lettered or canceled prints its failure (class, error,
+reason) on stderr, exit 4; --wait-timeout D gives up after D, exit 5 (the
+task goes on). With --json the task's whole JSON is printed on stdout.`
 
 // NewEnqueuerCmd builds the `enqueuer` command tree.
 func NewEnqueuerCmd(app *App) *cobra.Command {
@@ -104,6 +121,8 @@ func (o *enqueueOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.json, "json", false, "print a JSON result object per task instead of the ID")
 	f.IntVar(&o.concurrency, "concurrency", 16, "batches of --file lines enqueued in parallel")
 	f.BoolVar(&o.failFast, "fail-if-unavailable", false, "refuse (exit 3) while the agent's circuit breaker is open")
+	f.BoolVar(&o.wait, "wait", false, "wait for the task to end: print its result (exit 0), or its failure (exit 4); see --wait-timeout")
+	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up after this long (exit 5); 0 waits until the task ends")
 }
 
 // runOne enqueues the one task the flags describe. ctx carries the
@@ -144,6 +163,9 @@ func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error 
 	}
 	if err != nil {
 		return runtimeErr(err)
+	}
+	if o.wait {
+		return o.waitFor(ctx, app, newClient(cfg, rdb), res.ID)
 	}
 	printResult(app, o.json, res)
 	return nil
