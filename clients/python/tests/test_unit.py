@@ -322,6 +322,28 @@ class TestOpenAPI(unittest.TestCase):
             self.assertEqual(json.load(fh)["version"], v)
 
 
+class TestPackaging(unittest.TestCase):
+    def test_the_stdlib_backend_builds_a_wheel(self):
+        import importlib.util
+        import zipfile
+        spec = importlib.util.spec_from_file_location("agentq_build", os.path.join(PKG, "_build", "agentq_build.py"))
+        backend = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(backend)
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: __import__("shutil").rmtree(d, ignore_errors=True))
+        self.assertEqual(backend.get_requires_for_build_wheel(), [])
+        name = backend.build_wheel(d)
+        self.assertEqual(name, "agentq-%s-py3-none-any.whl" % agentq.__version__)
+        with zipfile.ZipFile(os.path.join(d, name)) as z:
+            names = set(z.namelist())
+            meta = z.read("agentq-%s.dist-info/METADATA" % agentq.__version__).decode()
+        for f in ("agentq/__init__.py", "agentq/client.py", "agentq/aio.py", "agentq/agent.py", "agentq/errors.py",
+                  "agentq/_types.py", "agentq/py.typed", "agentq-%s.dist-info/RECORD" % agentq.__version__):
+            self.assertIn(f, names)
+        self.assertIn("Requires-Python: >=3.9", meta)
+        self.assertTrue(backend.build_sdist(d).endswith(".tar.gz"))
+
+
 AGENT = r'''
 import sys, time
 sys.path.insert(0, %r)
