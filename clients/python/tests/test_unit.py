@@ -188,6 +188,33 @@ class TestClient(FakeCase):
         self.assertEqual(f.requests[0].path, "/api/v1/tasks/t/events")
         self.assertEqual(f.requests[0].headers["Accept"], "text/event-stream")
 
+    def test_events_arrive_live_over_chunked_encoding(self):
+        import threading
+        first_seen = threading.Event()
+
+        def stream(h):
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+
+            def chunk(b):
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+                h.wfile.flush()
+            chunk(b'id: 1\nevent: progress\ndata: {"seq":1,"event":"progress","data":1}\n\n')
+            # The second event is sent only once the client has yielded the first.
+            first_seen.wait(10)
+            chunk(b'id: 2\nevent: succeeded\ndata: {"seq":2,"event":"succeeded"}\n\n')
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+        f = self.fake(lambda r: stream)
+        got = []
+        for ev in self.client(f).events("t", timeout=20):
+            got.append(ev.event)
+            first_seen.set()
+        self.assertEqual(got, ["progress", "succeeded"])
+        self.assertEqual(len(f.requests), 1)
+
     def test_events_after(self):
         f = self.fake(lambda r: sse([(8, "task_canceled", {"reason": "x"}), (9, "never", {})]))
         got = list(self.client(f).events("t", after=7))
