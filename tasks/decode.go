@@ -56,7 +56,7 @@ func decodeFast(b []byte, e *Envelope) bool {
 			default:
 				e.Queue = s
 			}
-		case "restarts", "run", "not_before_ms":
+		case "restarts", "run", "not_before_ms", "deadline_ms":
 			var n int
 			if n, j, ok = plainInt(b, i); !ok {
 				return false
@@ -66,6 +66,8 @@ func decodeFast(b []byte, e *Envelope) bool {
 				e.Run = n
 			case "restarts":
 				e.Restarts = n
+			case "deadline_ms":
+				e.Deadline = int64(n)
 			default:
 				e.NotBefore = int64(n)
 			}
