@@ -50,7 +50,8 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 	for {
 		c := p.call(ctx, log, env, cur, n)
 		a := &attemptResult{n: n, start: start, served: cur.sp, call: c}
-		if c.verdict.Class == "" || cur.next >= len(sp.fallback) || ctx.Err() != nil || !sp.policy.FallsBack(c.verdict.Class) {
+		if c.verdict.Class == "" || cur.next >= len(sp.fallback) || ctx.Err() != nil || !sp.policy.FallsBack(c.verdict.Class) ||
+			env.PastDeadline(time.Now()) {
 			return a, nil
 		}
 		alt, _ := p.fallBack(ctx, log, sp, cur.next, string(c.verdict.Class))
@@ -98,6 +99,8 @@ type callResult struct {
 	verdict resilience.Verdict
 	errText string
 	elapsed time.Duration
+	// deadline: the task's deadline cut the call (class timeout).
+	deadline bool
 }
 
 // report is what the events of the call, attempt n of env's run, served
@@ -113,7 +116,7 @@ func (c callResult) report(env *tasks.Envelope, served *spec, n int, worker stri
 // fallback is not the task's agent.
 func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, attempt int) callResult {
 	sp, adm := g.sp, g.adm
-	timeout := callTimeout(ctx, sp.timeout, time.Now())
+	timeout, cut := callDeadline(env, callTimeout(ctx, sp.timeout, time.Now()), time.Now())
 	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quickStop), log, sp)
 	stamp := p.newStamper(ctx, sp, g.lim)
 	stamp.late() // the call leaves now: restamp its start if the worker stalled since its admission
@@ -140,6 +143,9 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	case runErr == nil:
 	case ctx.Err() == context.Canceled:
 		v.Class = resilience.Canceled
+	case timedOut && cut:
+		v.Class = resilience.Timeout
+		runErr = fmt.Errorf("%s: %w", deadlineText(env, "while its attempt was running: the call was stopped"), runErr)
 	case timedOut:
 		v.Class = resilience.Timeout
 		if !strings.Contains(runErr.Error(), "timed out") {
@@ -154,6 +160,10 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 
 	// Breaker bookkeeping, in the breaker of the agent called.
 	out := breakerOutcome(sp.policy, v.Class, reply)
+	deadlineCut := timedOut && cut
+	if deadlineCut {
+		out = breaker.OutcomeIgnore // the caller's deadline says nothing of the agent's health
+	}
 	if p.noGate {
 		// Gate off (WithoutBreaker): nothing to record.
 	} else if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out, breaker.ForTask(env.ID)); errors.Is(err, breaker.ErrStaleAdmission) {
@@ -173,14 +183,14 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 		}
 	}
 	p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), outcome).Inc()
-	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled) {
+	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled && !deadlineCut) {
 		p.alerts.failure(sp.name)
 	}
 	errText := ""
 	if runErr != nil {
 		errText = truncate(runErr.Error(), 2000)
 	}
-	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed}
+	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut}
 }
 
 // breakerOutcome is what a call whose failure class is class (""
