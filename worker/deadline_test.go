@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -161,4 +164,46 @@ agents:
 	q, err := c.Store().Get(ctx, "quick")
 	require.NoError(t, err)
 	require.Equal(t, tasks.StateSucceeded, q.State, "%v", eventsOf(q))
+}
+
+// TestDeadlineStopsRunningHTTPCall: a task whose deadline passes during
+// its HTTP agent's call (a loopback backend that answers only when the
+// request ends) has the call aborted at the deadline, well before the
+// agent's timeout, and ends dead_lettered (deadline_exceeded, timeout).
+func TestDeadlineStopsRunningHTTPCall(t *testing.T) {
+	t.Parallel()
+	aborted := make(chan struct{}, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+			return
+		}
+		select {
+		case aborted <- struct{}{}:
+		default:
+		}
+	}))
+	t.Cleanup(backend.Close)
+	_, rdb := runWorker(t, fmt.Sprintf(`
+worker: {concurrency: 2, shutdown_timeout: 2s}
+defaults:
+  timeout: 1m
+  retry: {max_attempts: 3, initial_backoff: 10ms, max_backoff: 10ms}
+agents:
+  slowapi: {http: {url: %q}}
+`, backend.URL))
+	c := tasks.NewClient(rdb)
+	start := time.Now()
+	_, err := c.Enqueue(context.Background(), tasks.Task{ID: "slow-call", Agent: "slowapi"}, tasks.Within(time.Second))
+	require.NoError(t, err)
+	v := waitState(t, rdb, "slow-call", 30*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+	require.Less(t, time.Since(start), 25*time.Second, "at its deadline, not at the agent's timeout (1m)")
+	requireDeadLetteredByDeadline(t, v, deadletter.NewStore(rdb))
+	select {
+	case <-aborted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the backend's request was not aborted")
+	}
 }
