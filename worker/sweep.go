@@ -125,19 +125,24 @@ func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, 
 			return false, false, nil // its worker enforces the deadline
 		}
 		if e, derr := tasks.Decode(info.Payload); derr == nil && e.ID == id {
+			if e.Deadline == 0 {
+				// This run has no deadline (a requeued dead letter runs
+				// without it): the entry is not its.
+				return true, false, nil
+			}
 			env = e
 		}
 	}
 	if env.Agent == "" { // no payload to read: the record's fields
 		env.Agent, env.Action, env.Queue, env.CorrelationID, env.Restarts = v.Agent, v.Action, queue, v.CorrelationID, v.Restarts
 	}
-	if env.Deadline == 0 {
+	if env.Deadline == 0 { // no payload read: the record's deadline
 		if dl, perr := time.Parse(time.RFC3339Nano, v.Deadline); perr == nil {
 			env.Deadline = dl.UnixMilli()
 		}
 	}
 	if !env.PastDeadline(now) {
-		return false, false, nil // a newer run with a later deadline (a requeue): not yet
+		return false, false, nil // not yet
 	}
 	log := &taskLog{base: p.log, env: env}
 	rep := p.report(env, 0, resilience.Timeout, deadlineText(env, "while the task was waiting ("+string(v.State)+")"))

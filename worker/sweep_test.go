@@ -78,6 +78,10 @@ func TestSweepDeadlines(t *testing.T) {
 	_, err = rec.Apply(ctx, record.Delivery{ID: "done", Attempt: 1}, record.Succeeded(record.Attempt{Attempt: 1}, json.RawMessage(`{}`)))
 	require.NoError(t, err)
 	require.NoError(t, rdb.ZAdd(ctx, rkeys.Deadlines(), redis.Z{Score: float64(deadline.UnixMilli()), Member: "ghost"}).Err())
+	// A requeued dead letter: its new run has no deadline, its old entry remains.
+	_, err = c.Enqueue(ctx, tasks.Task{ID: "requeued", Agent: "a"})
+	require.NoError(t, err)
+	require.NoError(t, rdb.ZAdd(ctx, rkeys.Deadlines(), redis.Z{Score: float64(deadline.UnixMilli()), Member: "requeued"}).Err())
 
 	n, err := w.sweep(ctx, time.Now())
 	require.NoError(t, err)
@@ -102,6 +106,9 @@ func TestSweepDeadlines(t *testing.T) {
 	v, err := rec.Get(ctx, "done")
 	require.NoError(t, err)
 	require.Equal(t, record.StateSucceeded, v.State)
+	v, err = rec.Get(ctx, "requeued")
+	require.NoError(t, err)
+	require.Equal(t, record.StatePending, v.State, "a run without a deadline is not swept")
 	v, err = rec.Get(ctx, "running")
 	require.NoError(t, err)
 	require.Equal(t, record.StatePending, v.State, "a running task is left to its worker")
