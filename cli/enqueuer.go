@@ -34,6 +34,10 @@ type enqueueOptions struct {
 	// for at most waitTimeout (0: no limit).
 	wait        bool
 	waitTimeout time.Duration
+	// deadline is --deadline (a duration from now or an RFC 3339 time);
+	// deadlineAt is when it is, set by Validate.
+	deadline   string
+	deadlineAt time.Time
 }
 
 // Validate checks the flags before anything touches Redis.
@@ -48,8 +52,8 @@ func (o *enqueueOptions) Validate() error {
 		if o.wait {
 			return usageErr("--wait goes with one task, not --file")
 		}
-		if o.agent != "" || o.params != "" || o.id != "" {
-			return usageErr("--file cannot be combined with --agent, --params or --id")
+		if o.agent != "" || o.params != "" || o.id != "" || o.deadline != "" {
+			return usageErr("--file cannot be combined with --agent, --params, --id or --deadline (a line has its own \"deadline\")")
 		}
 		return nil
 	}
@@ -62,14 +66,32 @@ func (o *enqueueOptions) Validate() error {
 	if o.in > tasks.MaxDelay {
 		return usageErr("--in is too large: a task may be delayed by at most %s (10 years)", tasks.MaxDelay)
 	}
+	return o.validateDeadline(time.Now())
+}
+
+// validateDeadline reads --deadline at now into deadlineAt: a bad, past
+// or impossible deadline (not after the first run is due) is a usage error.
+func (o *enqueueOptions) validateDeadline(now time.Time) error {
+	if o.deadline == "" {
+		return nil
+	}
+	dl, err := tasks.ParseDeadline(o.deadline, now)
+	if err == nil {
+		err = tasks.CheckDeadline(dl, now, o.in)
+	}
+	var ve *tasks.ValidationError
+	if errors.As(err, &ve) {
+		return usageErr("--deadline %s", ve.Reason)
+	}
+	o.deadlineAt = dl
 	return nil
 }
 
 // enqueuerLong is `enqueuer --help`.
-const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR]
+const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR] [--deadline DUR|TIME]
 Enqueue JSON Lines:   enqueuer --file tasks.jsonl   (or --file - for standard input)
 Serve the HTTP API:   enqueuer serve [--http ADDR]   (see enqueuer serve --help)
-Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","fail_if_unavailable":true}
+Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","deadline":"5m","fail_if_unavailable":true}
 A task ID given twice is not enqueued twice, nor is the ID of a dead letter.
 A task ID may not contain '#' (run N of task X has the ID X#N), and a task's
 queue must be one of the config's worker.queues (default: "default"): both
@@ -117,6 +139,7 @@ func (o *enqueueOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.queue, "queue", "", "queue (default: the agent's agents.NAME.queue, else \"default\")")
 	f.StringVar(&o.correlationID, "correlation-id", "", "correlation ID passed to the agent")
 	f.DurationVar(&o.in, "in", 0, "run no earlier than this long from now")
+	f.StringVar(&o.deadline, "deadline", "", "give up at this deadline: a duration from now (\"30s\") or an RFC 3339 time; the task then ends dead_lettered (deadline_exceeded)")
 	f.StringVar(&o.file, "file", "", "JSON Lines file of tasks, or - for standard input")
 	f.BoolVar(&o.json, "json", false, "print a JSON result object per task instead of the ID")
 	f.IntVar(&o.concurrency, "concurrency", 16, "batches of --file lines enqueued in parallel")
@@ -132,7 +155,8 @@ func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error 
 	if err != nil {
 		return err
 	}
-	t := tasks.Task{ID: o.id, Agent: o.agent, Action: o.action, Params: params, Queue: o.queue, CorrelationID: o.correlationID}
+	t := tasks.Task{ID: o.id, Agent: o.agent, Action: o.action, Params: params, Queue: o.queue, CorrelationID: o.correlationID,
+		Deadline: o.deadlineAt}
 	cfg, err := g.loadConfig(app)
 	if err != nil {
 		return err
