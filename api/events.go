@@ -46,7 +46,9 @@ func (s *Server) taskEvents(rw http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	ctx, cancel := s.bounded(r, 1)
+	// A burst of streams can queue behind the Redis pool: a longer bound
+	// than one call's before the 503.
+	ctx, cancel := s.bounded(r, 3)
 	ok, err := s.store.Exists(ctx, id)
 	cancel()
 	if err != nil {
