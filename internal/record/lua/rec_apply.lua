@@ -9,10 +9,11 @@
 --   error fields (when set), o+11 the number n of seed pairs, then the n
 --   pairs (record fields seeded when the record was not written by
 --   Create), then the field/value pairs to set.
--- Returns {R.applied, attempts, seq} or {R.again, attempts} (this write ID
--- was applied already), or, writing nothing, {R.canceled}, {R.stale} (a
--- newer run), {R.ended} (the run has ended) or {R.seed} (no seed pairs
--- but the record needs them).
+-- Returns R.applied, a bare code (the common answer: a table reply costs
+-- Redis 7.0 about a microsecond more, as much as a 5-field HMGET), or
+-- {R.again, attempts} (this write ID was applied already), or, writing
+-- nothing, {R.canceled}, {R.stale} (a newer run), {R.ended} (the run has
+-- ended) or {R.seed} (no seed pairs but the record needs them).
 -- The event gets the record's next seq, is appended to the history
 -- (hist_merge, hist_trim on their rare paths) and announced on the task's
 -- shard channel (rec .. ":events", rkeys.TaskEvents; SPUBLISH: on a
@@ -93,5 +94,5 @@ local function rec_apply(rec, hist, o)
   local fresh = redis.call("TTL", rec) >= tonumber(ARGV[o + 7])
   if not fresh then redis.call("EXPIRE", rec, ARGV[o + 6]) end
   if not fresh or created then redis.call("EXPIRE", hist, ARGV[o + 6]) end
-  return {R.applied, attempts, tonumber(seq)}
+  return R.applied
 end
