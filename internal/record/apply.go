@@ -13,12 +13,12 @@ import (
 )
 
 // applyScript is the checked write (lua/apply.lua: rec_apply, in
-// lua/prelude.lua, documents its KEYS, ARGV and replies).
-var applyScript = newScript("apply.lua")
+// lua/rec_apply.lua, documents its KEYS, ARGV and replies).
+var applyScript = newApplyScript("apply.lua")
 
 // applyAckedScript is the checked write and asynq's done of the delivery
 // in one script (lua/apply_acked.lua).
-var applyAckedScript = newScript("apply_acked.lua",
+var applyAckedScript = newApplyScript("apply_acked.lua",
 	"local function asynq_done(KEYS, ARGV)"+asynqcompat.DoneSource+"end\n")
 
 // Apply writes c for d, checked: only while d's run is current (or newer
@@ -122,7 +122,7 @@ func (s *Store) write(c Change) write {
 		ev.Seq = 0
 		ev.At = s.stamp(ev.At)
 		at = ev.At
-		w.event = string(ev.Marshal())
+		w.event = string(ev.Marshal()[1:]) // rec_apply's event: without its "{" (Marshal's first byte, always)
 	}
 	w.fields = c.fields(at)
 	return w

@@ -44,12 +44,18 @@ var codeNames = map[string]Code{
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// prelude is what every record script starts with: HEAD and TAIL
-// rendered from the Go constants, then lua/prelude.lua's functions.
-// The schema's names in the scripts (F.state, S.canceled, E.deferred,
-// R.stale, …) are replaced by their literal values when a script is built
-// (render), so a call pays nothing for them.
-var prelude = renderConsts() + mustLua("prelude.lua")
+// base is what every record script starts with: HEAD and TAIL rendered
+// from the Go constants, then lua/history.lua's functions. The schema's
+// names in the scripts (F.state, S.canceled, E.deferred, R.stale, …) are
+// replaced by their literal values when a script is built (render), so a
+// call pays nothing for them.
+var base = renderConsts() + mustLua("history.lua")
+
+// prelude is what the record scripts other than the checked write start
+// with: base, then lua/prelude.lua's functions. The checked write's
+// scripts (newApplyScript) have only base and rec_apply: every function a
+// script defines is a closure made on each call.
+var prelude = base + mustLua("prelude.lua")
 
 // schema maps each table the scripts name (F: fields, S: states, E: event
 // kinds, R: reply codes) to its names and their Lua literals.
@@ -157,4 +163,10 @@ func mustLua(name string) string {
 // the fragments extra (other definitions the body calls).
 func newScript(name string, extra ...string) *redis.Script {
 	return redis.NewScript(render(prelude + strings.Join(extra, "") + mustLua(name)))
+}
+
+// newApplyScript is the script whose body is lua/name after base,
+// lua/rec_apply.lua and the fragments extra.
+func newApplyScript(name string, extra ...string) *redis.Script {
+	return redis.NewScript(render(base + mustLua("rec_apply.lua") + strings.Join(extra, "") + mustLua(name)))
 }

@@ -11,7 +11,7 @@
 -- R.ended and R.canceled leave undone), and its error (NOT FOUND: the
 -- delivery was no longer active) is the reply.
 local r = rec_apply(KEYS[6], KEYS[7], 3)
-if r[1] == R.seed then return r end
+if type(r) == "table" and r[1] == R.seed then return r end
 local done = asynq_done(KEYS, ARGV)
 if type(done) == "table" and done.err then return done end
 return r

@@ -1,0 +1,33 @@
+package record
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestApplyScriptsAreLean: the checked write runs on every attempt's
+// outcome, and every function a script defines is a closure made on each
+// call: its scripts define rec_apply and the history's rare paths only,
+// and build the stored event with one concatenation (Go sends the event
+// without its "{").
+func TestApplyScriptsAreLean(t *testing.T) {
+	t.Parallel()
+	fn := regexp.MustCompile(`(?m)^local function (\w+)`)
+	for name, src := range map[string]string{
+		"apply.lua":       render(base + mustLua("rec_apply.lua") + mustLua("apply.lua")),
+		"apply_acked.lua": render(base + mustLua("rec_apply.lua") + mustLua("apply_acked.lua")),
+	} {
+		var defined []string
+		for _, m := range fn.FindAllStringSubmatch(src, -1) {
+			defined = append(defined, m[1])
+		}
+		require.Equal(t, []string{"hist_merge", "hist_trim", "rec_apply"}, defined, name)
+		require.NotContains(t, src, "string.sub", name)
+	}
+	w := NewStore(nil).write(Succeeded(Attempt{Attempt: 1}, nil))
+	require.False(t, strings.HasPrefix(w.event, "{"), w.event)
+	require.True(t, strings.HasPrefix(w.event, `"at":`), w.event)
+}

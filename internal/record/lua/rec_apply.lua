@@ -1,0 +1,98 @@
+-- rec_apply(rec, hist, o) is the checked write (Store.Apply) on the record
+-- rec and history hist, with its ARGV from ARGV[o+1] on:
+--   o+1 the delivery's run, o+2 the write ID, o+3 the attempt number
+--   within the run (0: the write starts no attempt), o+4 the delivery's
+--   restarts, o+5 the run the write moves the record to (-1: none; a
+--   restart), o+6 lifetime (s), o+7 the remaining lifetime that needs no
+--   refresh (s), o+8 the event's JSON without its opening "{" and without
+--   seq ("" for none), o+9 "1" to merge a deferral, o+10 "1" to clear the
+--   error fields (when set), o+11 the number n of seed pairs, then the n
+--   pairs (record fields seeded when the record was not written by
+--   Create), then the field/value pairs to set.
+-- Returns R.applied, a bare code (the common answer: a table reply costs
+-- Redis 7.0 about a microsecond more, as much as a 5-field HMGET), or
+-- {R.again, attempts} (this write ID was applied already), or, writing
+-- nothing, {R.canceled}, {R.stale} (a newer run), {R.ended} (the run has
+-- ended) or {R.seed} (no seed pairs but the record needs them).
+-- The event gets the record's next seq, is appended to the history
+-- (hist_merge, hist_trim on their rare paths) and announced on the task's
+-- shard channel (rec .. ":events", rkeys.TaskEvents; SPUBLISH: on a
+-- Cluster it stays on the task's shard) when someone watches the task (the
+-- record's watch field, which Store.Watch sets; a server without sharded
+-- pub/sub, miniredis or Redis < 7, announces nothing and waiters re-check
+-- on their own). Both keys get the lifetime unless the record's remaining
+-- lifetime is at least o+7 (a write moments after the last one spares
+-- Redis the EXPIREs); a history this write created gets it in any case.
+-- Every script that sets the record's lifetime sets the history's to at
+-- least as much.
+-- This is the hottest script (every attempt's outcome): its common path is
+-- written out rather than calling helpers, numbers it writes are formatted
+-- once, as strings, and it reads only the error_class of the error fields
+-- (error is set without error_class only on a canceled record, which it
+-- refuses first).
+local function rec_apply(rec, hist, o)
+  local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
+    F.error_class, F.watch)
+  if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
+  local state = cur[2]
+  if state == S.canceled then return {R.canceled} end
+  local run = tonumber(cur[1] or "-1")
+  local d = tonumber(ARGV[o + 1])
+  if run > d then return {R.stale} end
+  if run == d and TERMINAL(state) then return {R.ended} end
+  local last = o + 11 + 2 * tonumber(ARGV[o + 11])
+  if not cur[1] then
+    if last == o + 11 then return {R.seed} end
+    for i = o + 12, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
+  end
+  -- attempts, and a (what is written: the stored string when unchanged).
+  local a = cur[3] or "0"
+  local attempts = tonumber(a) or 0
+  local base = tonumber(cur[4]) or 0
+  -- The rare changes (a new run, a restart, an error to clear) go in a
+  -- second HSET; the common write is one HSET of the arguments.
+  local rare = nil
+  if run < d then
+    base = attempts
+    rare = {F.run, d, F.restarts, ARGV[o + 4], F.attempts_base, base}
+  end
+  local n = tonumber(ARGV[o + 3])
+  if n > 0 and base + n > attempts then
+    attempts = base + n
+    if base == 0 then a = ARGV[o + 3] else a = attempts end
+  end
+  local nextrun = tonumber(ARGV[o + 5])
+  if nextrun >= 0 then
+    rare = rare or {}
+    rare[#rare + 1] = F.run; rare[#rare + 1] = nextrun
+    rare[#rare + 1] = F.attempts_base; rare[#rare + 1] = attempts
+  end
+  if ARGV[o + 10] == "1" and (cur[7] or "") ~= "" then
+    rare = rare or {}
+    rare[#rare + 1] = F.error_class; rare[#rare + 1] = ""
+    rare[#rare + 1] = F.error; rare[#rare + 1] = ""
+  end
+  if rare then redis.call("HSET", rec, unpack(rare)) end
+  local seq = cur[5] or "0"
+  local ev = ARGV[o + 8]
+  if ev ~= "" then seq = tostring((tonumber(seq) or 0) + 1) end
+  redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
+  local created = false
+  if ev ~= "" then
+    ev = '{"seq":' .. seq .. ',' .. ev
+    local merged = nil
+    if ARGV[o + 9] == "1" then merged = hist_merge(hist, ev) end
+    if merged then
+      ev = merged
+    else
+      local len = redis.call("RPUSH", hist, ev)
+      if len > HEAD + 1 + TAIL then hist_trim(hist) end
+      created = len == 1
+    end
+    if cur[8] then redis.pcall("SPUBLISH", rec .. ":events", ev) end
+  end
+  local fresh = redis.call("TTL", rec) >= tonumber(ARGV[o + 7])
+  if not fresh then redis.call("EXPIRE", rec, ARGV[o + 6]) end
+  if not fresh or created then redis.call("EXPIRE", hist, ARGV[o + 6]) end
+  return R.applied
+end

@@ -1,0 +1,172 @@
+-- rendered from internal/record's Go constants
+local HEAD, TAIL = 20, 80
+-- internal/record's shared functions. Every record script starts with the
+-- schema (fields, states, events and reply codes as F, S, E, R and ( == "succeeded" or  == "dead_lettered" or  == "canceled"):
+-- rendered from Go when a script is
+-- built), HEAD and TAIL, then these.
+
+-- rec_seq(ev, seq): the event JSON ev (an object without "seq") with the
+-- sequence number seq as its first member.
+local function rec_seq(ev, seq)
+  return '{"seq":' .. seq .. ',' .. string.sub(ev, 2)
+end
+
+-- hist_count(mk, raw) counts the event raw into the elision marker mk.
+local function hist_count(mk, raw)
+  local ok, v = pcall(cjson.decode, raw)
+  if not ok or type(v) ~= "table" then mk.count = mk.count + 1 return end
+  mk.count = mk.count + (tonumber(v.count) or 1)
+  local e = v.event
+  if (tonumber(v.attempt) or 0) > 0 and (e == "succeeded" or e == "retrying" or e == "restarting" or e == "dead_lettered") then
+    mk.attempts = mk.attempts + 1
+  end
+end
+
+-- hist_append(key, ev, merge) appends the event ev (JSON, with its seq) to
+-- the history key and returns the history's length (1: this call created
+-- it), or 0 when ev was merged, and the event as stored:
+--   * merge "1" (a deferral): when the last event is a deferral too, it is
+--     replaced by ev counted one more (count), keeping the first
+--     deferral's time as since. An hours-long outage is one event.
+--   * past HEAD + 1 + TAIL events, the events after the first HEAD are
+--     folded into one history_elided event at index HEAD that counts them
+--     (and the attempt outcomes among them) and keeps the seq of the first.
+-- cjson encodes numbers with 14 significant digits: exact for every
+-- integer an event holds.
+local function hist_append(key, ev, merge)
+  if merge == "1" then
+    local last = redis.call("LINDEX", key, -1)
+    if last then
+      local ok, l = pcall(cjson.decode, last)
+      if ok and type(l) == "table" and l.event == "deferred" then
+        local e = cjson.decode(ev)
+        e.count = (tonumber(l.count) or 1) + 1
+        e.since = l.since or l.at
+        local merged = cjson.encode(e)
+        redis.call("LSET", key, -1, merged)
+        return 0, merged
+      end
+    end
+  end
+  local len = redis.call("RPUSH", key, ev)
+  if len <= HEAD + 1 + TAIL then return len, ev end
+  while redis.call("LLEN", key) > HEAD + 1 + TAIL do
+    local m = redis.call("LINDEX", key, HEAD)
+    local ok, mk = pcall(cjson.decode, m)
+    if ok and type(mk) == "table" and mk.event == "history_elided" then
+      hist_count(mk, redis.call("LINDEX", key, HEAD + 1))
+      redis.call("LSET", key, HEAD + 1, "\0agentq:elided")
+      redis.call("LREM", key, 1, "\0agentq:elided")
+    else
+      local at, seq = nil, nil
+      if ok and type(mk) == "table" then
+        if type(mk.at) == "string" then at = mk.at end
+        seq = tonumber(mk.seq)
+      end
+      local raw = m
+      mk = {seq = seq, event = "history_elided", at = at, count = 0, attempts = 0, attempt = 0, restart = 0,
+            error_class = "", error = "", delay_ms = 0}
+      hist_count(mk, raw)
+    end
+    redis.call("LSET", key, HEAD, cjson.encode(mk))
+  end
+  return len, ev
+end
+
+-- rec_announce(rec, watched, ev): announces the stored event ev of the
+-- record rec on the task's shard channel (rec .. ":events",
+-- rkeys.TaskEvents; SPUBLISH: on a Cluster it stays on the task's shard)
+-- when someone watches the task (watched: the record's watch field, which
+-- Store.Watch sets), so that a task nobody waits for costs nothing more.
+-- A server without sharded pub/sub (miniredis, Redis < 7) announces
+-- nothing; waiters re-check on their own.
+local function rec_announce(rec, watched, ev)
+  if watched then redis.pcall("SPUBLISH", rec .. ":events", ev) end
+end
+
+-- rec_event(rec, hist, ev, seq, merge, watched): every history event a
+-- script records goes through here. It appends the event ev (JSON without
+-- seq) with the sequence number seq to the history hist of the record rec
+-- (hist_append) and announces it as stored (rec_announce). Returns
+-- hist_append's length.
+local function rec_event(rec, hist, ev, seq, merge, watched)
+  local len, stored = hist_append(hist, rec_seq(ev, seq), merge)
+  rec_announce(rec, watched, stored)
+  return len
+end
+
+-- rec_expire(rec, hist, life, keep, created): gives both keys the lifetime
+-- life (seconds) unless the record's remaining lifetime is at least keep
+-- (a write moments after the last one spares Redis the EXPIREs); a history
+-- this write created (created) gets it in any case. Every script that sets
+-- the record's lifetime sets the history's to at least as much.
+local function rec_expire(rec, hist, life, keep, created)
+  local fresh = redis.call("TTL", rec) >= keep
+  if not fresh then redis.call("EXPIRE", rec, life) end
+  if not fresh or created then redis.call("EXPIRE", hist, life) end
+end
+
+-- rec_apply(rec, hist, o) is the checked write (Store.Apply) on the record
+-- rec and history hist, with its ARGV from ARGV[o+1] on:
+--   o+1 the delivery's run, o+2 the write ID, o+3 the attempt number
+--   within the run (0: the write starts no attempt), o+4 the delivery's
+--   restarts, o+5 the run the write moves the record to (-1: none; a
+--   restart), o+6 lifetime (s), o+7 the remaining lifetime that needs no
+--   refresh (s), o+8 event JSON ("" for none), o+9 "1" to merge a deferral,
+--   o+10 "1" to clear the error fields (when set), o+11 the number n of
+--   seed pairs, then the n pairs (record fields seeded when the record was
+--   not written by Create), then the field/value pairs to set.
+-- Returns {0, attempts, seq} or {1, attempts} (this write ID
+-- was applied already), or, writing nothing, {4}, {2} (a
+-- newer run), {3} (the run has ended) or {5} (no seed pairs
+-- but the record needs them).
+local function rec_apply(rec, hist, o)
+  local cur = redis.call("HMGET", rec, "run", "state", "attempts", "attempts_base", "seq", "write_id",
+    "error_class", "error", "watch")
+  if cur[6] == ARGV[o + 2] then return {1, tonumber(cur[3]) or 0} end
+  if cur[2] == "canceled" then return {4} end
+  local run = tonumber(cur[1] or "-1")
+  local d = tonumber(ARGV[o + 1])
+  if run > d then return {2} end
+  if run == d and (cur[2] == "succeeded" or cur[2] == "dead_lettered" or cur[2] == "canceled") then return {3} end
+  local last = o + 11 + 2 * tonumber(ARGV[o + 11])
+  if not cur[1] then
+    if last == o + 11 then return {5} end
+    for i = o + 12, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
+  end
+  local attempts = tonumber(cur[3]) or 0
+  local base = tonumber(cur[4]) or 0
+  -- The rare changes (a new run, a restart, an error to clear) go in a
+  -- second HSET; the common write is one HSET of the arguments.
+  local rare = nil
+  if run < d then
+    base = attempts
+    rare = {"run", d, "restarts", ARGV[o + 4], "attempts_base", base}
+  end
+  local n = tonumber(ARGV[o + 3])
+  if n > 0 and base + n > attempts then attempts = base + n end
+  local nextrun = tonumber(ARGV[o + 5])
+  if nextrun >= 0 then
+    rare = rare or {}
+    rare[#rare + 1] = "run"; rare[#rare + 1] = nextrun
+    rare[#rare + 1] = "attempts_base"; rare[#rare + 1] = attempts
+  end
+  if ARGV[o + 10] == "1" and ((cur[7] or "") ~= "" or (cur[8] or "") ~= "") then
+    rare = rare or {}
+    rare[#rare + 1] = "error_class"; rare[#rare + 1] = ""
+    rare[#rare + 1] = "error"; rare[#rare + 1] = ""
+  end
+  if rare then redis.call("HSET", rec, unpack(rare)) end
+  local seq = tonumber(cur[5]) or 0
+  local ev = ARGV[o + 8]
+  if ev ~= "" then seq = seq + 1 end
+  redis.call("HSET", rec, "write_id", ARGV[o + 2], "attempts", attempts, "seq", seq, unpack(ARGV, last + 1))
+  local len = 0
+  if ev ~= "" then len = rec_event(rec, hist, ev, seq, ARGV[o + 9], cur[9]) end
+  rec_expire(rec, hist, ARGV[o + 6], tonumber(ARGV[o + 7]), len == 1)
+  return {0, attempts, seq}
+end
+-- apply.lua: the checked write (Store.Apply).
+-- KEYS[1] task record, KEYS[2] history; ARGV: rec_apply's, from ARGV[1].
+-- Returns rec_apply's reply.
+return rec_apply(KEYS[1], KEYS[2], 0)
