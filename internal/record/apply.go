@@ -30,8 +30,14 @@ var applyAckedScript = newScript("apply_acked.lua",
 // Redis's: after one, whether c was applied is unknown, and sending c
 // again is safe.
 func (s *Store) Apply(ctx context.Context, d Delivery, c Change) (Outcome, error) {
-	keys := keys(d.ID)
-	out, err := s.apply(d, c, func(args []any) (any, error) { return s.runner.Run(ctx, applyScript, keys, args...) })
+	keys := s.outboxKeys(d.ID)
+	out, err := s.apply(d, c, func(args []any) (any, error) {
+		v, err := s.runner.Run(ctx, applyScript, keys, args...)
+		if r, ok := v.([]any); ok && err == nil && len(r) > 3 {
+			s.outboxed(ctx, d.ID, r[3])
+		}
+		return v, err
+	})
 	if err != nil {
 		return out, fmt.Errorf("record: %s of %s: %w", c.name(), d.ID, err)
 	}
@@ -63,7 +69,7 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 	if len(done.Keys) != 5 || len(done.Args) != 3 {
 		return Applied, fmt.Errorf("record: asynq's done call has %d keys and %d arguments, not 5 and 3", len(done.Keys), len(done.Args))
 	}
-	keys := append(append(make([]string, 0, 7), done.Keys...), keys(d.ID)...)
+	keys := append(append(make([]string, 0, 9), done.Keys...), s.outboxKeys(d.ID)...)
 	out, err := s.apply(d, c, func(args []any) (any, error) {
 		args = append(append(make([]any, 0, len(done.Args)+len(args)), done.Args...), args...)
 		return applyAckedScript.Run(ctx, s.rdb, keys, args...).Result()

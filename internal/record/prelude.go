@@ -6,8 +6,11 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // Code is the first element of every record script's reply.
@@ -82,9 +85,12 @@ var schema = func() map[string]map[string]string {
 	}
 }()
 
-// renderConsts renders the history's bounds.
+// renderConsts renders the history's bounds, the webhook outbox's
+// lifetime and where the task ID starts in a record's key.
 func renderConsts() string {
-	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n", HistoryHead, HistoryTail)
+	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n"+
+		"local OUTBOX_LIFE, TASK_ID_AT = %d, %d\n", HistoryHead, HistoryTail,
+		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1)
 }
 
 // terminalRef is TERMINAL(x) in a script: whether the state x is terminal,

@@ -82,15 +82,32 @@ local function rec_announce(rec, watched, ev)
   if watched then redis.pcall("SPUBLISH", rec .. ":events", ev) end
 end
 
--- rec_event(rec, hist, ev, seq, merge, watched): every history event a
--- script records goes through here. It appends the event ev (JSON without
--- seq) with the sequence number seq to the history hist of the record rec
--- (hist_append) and announces it as stored (rec_announce). Returns
--- hist_append's length.
-local function rec_event(rec, hist, ev, seq, merge, watched)
+-- rec_outbox(rec, ob, stored, notify): when the record names webhooks
+-- (notify: its notify field), pushes the stored event onto the task's
+-- webhook outbox ob[1] (rkeys.TaskOutbox, in the task's slot; it lives
+-- OUTBOX_LIFE seconds after its last push) and, when ob[2] is given (the
+-- webhooks' due set, rkeys.WebhooksDue: not on a Redis Cluster, where the
+-- caller adds the task in a second step), makes the task due now (LT 0:
+-- also when it waited for a retry). A task that names no webhook costs
+-- nothing more. Returns 1 when it pushed, else 0.
+local function rec_outbox(rec, ob, stored, notify)
+  if not notify or notify == "" or not ob then return 0 end
+  redis.call("RPUSH", ob[1], stored)
+  redis.call("EXPIRE", ob[1], OUTBOX_LIFE)
+  if ob[2] then redis.call("ZADD", ob[2], "LT", 0, string.sub(rec, TASK_ID_AT, -2)) end
+  return 1
+end
+
+-- rec_event(rec, hist, ev, seq, merge, watched, ob, notify): every history
+-- event a script records goes through here. It appends the event ev (JSON
+-- without seq) with the sequence number seq to the history hist of the
+-- record rec (hist_append), announces it as stored (rec_announce) and puts
+-- it in the webhook outbox (rec_outbox: ob, notify). Returns hist_append's
+-- length and rec_outbox's reply.
+local function rec_event(rec, hist, ev, seq, merge, watched, ob, notify)
   local len, stored = hist_append(hist, rec_seq(ev, seq), merge)
   rec_announce(rec, watched, stored)
-  return len
+  return len, rec_outbox(rec, ob, stored, notify)
 end
 
 -- rec_expire(rec, hist, life, keep, created): gives both keys the lifetime
@@ -104,8 +121,9 @@ local function rec_expire(rec, hist, life, keep, created)
   if not fresh or created then redis.call("EXPIRE", hist, life) end
 end
 
--- rec_apply(rec, hist, o) is the checked write (Store.Apply) on the record
--- rec and history hist, with its ARGV from ARGV[o+1] on:
+-- rec_apply(rec, hist, o, ob) is the checked write (Store.Apply) on the
+-- record rec and history hist (ob: rec_outbox's keys), with its ARGV from
+-- ARGV[o+1] on:
 --   o+1 the delivery's run, o+2 the write ID, o+3 the attempt number
 --   within the run (0: the write starts no attempt), o+4 the delivery's
 --   restarts, o+5 the run the write moves the record to (-1: none; a
@@ -114,13 +132,14 @@ end
 --   o+10 "1" to clear the error fields (when set), o+11 the number n of
 --   seed pairs, then the n pairs (record fields seeded when the record was
 --   not written by Create), then the field/value pairs to set.
--- Returns {R.applied, attempts, seq} or {R.again, attempts} (this write ID
+-- Returns {R.applied, attempts, seq, outboxed} (outboxed: rec_outbox's
+-- reply) or {R.again, attempts} (this write ID
 -- was applied already), or, writing nothing, {R.canceled}, {R.stale} (a
 -- newer run), {R.ended} (the run has ended) or {R.seed} (no seed pairs
 -- but the record needs them).
-local function rec_apply(rec, hist, o)
+local function rec_apply(rec, hist, o, ob)
   local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
-    F.error_class, F.error, F.watch)
+    F.error_class, F.error, F.watch, F.notify)
   if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
   if cur[2] == S.canceled then return {R.canceled} end
   local run = tonumber(cur[1] or "-1")
@@ -131,6 +150,7 @@ local function rec_apply(rec, hist, o)
   if not cur[1] then
     if last == o + 11 then return {R.seed} end
     for i = o + 12, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
+    cur[10] = redis.call("HGET", rec, F.notify)
   end
   local attempts = tonumber(cur[3]) or 0
   local base = tonumber(cur[4]) or 0
@@ -159,8 +179,8 @@ local function rec_apply(rec, hist, o)
   local ev = ARGV[o + 8]
   if ev ~= "" then seq = seq + 1 end
   redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, attempts, F.seq, seq, unpack(ARGV, last + 1))
-  local len = 0
-  if ev ~= "" then len = rec_event(rec, hist, ev, seq, ARGV[o + 9], cur[9]) end
+  local len, outboxed = 0, 0
+  if ev ~= "" then len, outboxed = rec_event(rec, hist, ev, seq, ARGV[o + 9], cur[9], ob, cur[10]) end
   rec_expire(rec, hist, ARGV[o + 6], tonumber(ARGV[o + 7]), len == 1)
-  return {R.applied, attempts, seq}
+  return {R.applied, attempts, seq, outboxed}
 end
