@@ -48,6 +48,10 @@ func WebhooksLeased() string { return Prefix + "{webhooks}:leased" }
 // `inspector webhooks` and `inspector webhooks retry`.
 func WebhooksGivenUp() string { return Prefix + "{webhooks}:given-up" }
 
+// WebhooksRepairClaim is the claim (SET NX PX) of the worker that runs the
+// next outbox repair on a Redis Cluster (webhook.Deliverer.Repair).
+func WebhooksRepairClaim() string { return Prefix + "{webhooks}:repair-claim" }
+
 // WebhooksStatus is the hash of each webhook's last outcome (name -> JSON:
 // last success, last error and when).
 func WebhooksStatus() string { return Prefix + "{webhooks}:status" }
