@@ -101,6 +101,15 @@ func (c *Config) Notify(agent string, notify []string) []string {
 	return out
 }
 
+// ResolveNotify is the notify list of a task of agent that names notify:
+// notify checked (CheckNotify), after the agent's own (Notify).
+func (c *Config) ResolveNotify(agent string, notify []string) ([]string, error) {
+	if err := c.CheckNotify(notify); err != nil {
+		return nil, err
+	}
+	return c.Notify(agent, notify), nil
+}
+
 // Hooks resolves the configured webhooks for a deliverer: each secret read
 // from getenv (os.Getenv when nil) and decoded. An error names the field
 // (never the secret's value).

@@ -1,0 +1,35 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/record"
+	wh "github.com/agentq/agentq/webhook"
+)
+
+// newDeliverer is the worker's webhook deliverer (package webhook): every
+// worker delivers the fleet's webhooks. nil when the config has none. The
+// secrets are read from the environment here, at start: a missing or bad
+// one is an error naming its field.
+func newDeliverer(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logger, m *metrics) (*wh.Deliverer, error) {
+	if len(cfg.Webhooks) == 0 {
+		return nil, nil
+	}
+	hooks, err := cfg.Hooks(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	rec := record.NewStore(rdb, record.WithRetention(cfg.History.Retention))
+	return wh.New(rdb, rec, wh.Options{Hooks: hooks, Logger: log, Registerer: m.reg}), nil
+}
+
+// deliverWebhooks runs the deliverer until ctx ends.
+func (w *Worker) deliverWebhooks(ctx context.Context) {
+	_ = w.hooks.Run(ctx)
+}
