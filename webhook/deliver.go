@@ -146,8 +146,9 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 	}
 	client := *base
 	client.CheckRedirect = agent.StrictRedirects()
-	// The lease covers one task's deliveries, renewed after each.
-	lease := 30 * time.Second
+	// The lease covers one delivery attempt with room to spare, renewed
+	// after each: a worker killed mid-delivery holds a task that long.
+	lease := 10 * time.Second
 	for _, h := range o.Hooks {
 		lease = max(lease, 2*h.Timeout+10*time.Second)
 	}
