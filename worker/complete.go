@@ -89,7 +89,7 @@ func (p *pipeline) answer(ctx context.Context, log *taskLog, env *tasks.Envelope
 		p.awaitRedis(ctx, env.ID)
 		return handBack(err)
 	case out == record.Stale:
-		log.Info("dropping a delivery of a superseded run; its outcome is not recorded", "run", env.Run)
+		log.Info("dropping stale delivery of a superseded run; its outcome, if it ran, is not recorded", "run", env.Run)
 	case out == record.Ended:
 		log.Warn("acking a delivery of a run that has already ended; its outcome is not recorded again", "run", env.Run)
 	case out == record.Canceled:
