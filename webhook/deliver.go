@@ -17,6 +17,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -320,19 +322,24 @@ func (d *Deliverer) Tick(ctx context.Context) (int, error) {
 			d.m.Pending.Set(float64(n))
 		}
 	}
-	total := 0
+	// The claimed tasks' deliveries go out side by side (a slow endpoint
+	// does not hold up the others); each task's in the order of its events.
+	var total atomic.Int64
+	var wg sync.WaitGroup
 	for _, x := range v[min(1, len(v)):] {
 		id, _ := x.(string)
-		n, err := d.task(ctx, id, float64(now.UnixMilli()+d.lease.Milliseconds()))
-		total += n
-		if err != nil {
-			if ctx.Err() != nil {
-				return total, ctx.Err()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := d.task(ctx, id, float64(now.UnixMilli()+d.lease.Milliseconds()))
+			total.Add(int64(n))
+			if err != nil && ctx.Err() == nil {
+				d.o.Logger.Warn("webhooks: task's deliveries failed", "task", id, "err", err)
 			}
-			d.o.Logger.Warn("webhooks: task's deliveries failed", "task", id, "err", err)
-		}
+		}()
 	}
-	return total, nil
+	wg.Wait()
+	return int(total.Load()), ctx.Err()
 }
 
 // task makes the due deliveries of task id, whose lease expires at token.
@@ -386,6 +393,11 @@ func (d *Deliverer) task(ctx context.Context, id string, token float64) (int, er
 			next = minNext(next, now.Add(d.o.MaxBackoff).UnixMilli())
 			continue
 		}
+		if !hook.wants(eventName(dl.Event)) {
+			// Taken by a worker that did not know the webhook's events.
+			_ = d.rdb.HDel(ctx, rkeys.TaskHooks(id), f).Err()
+			continue
+		}
 		n++
 		derr := d.send(ctx, hook, MessageID(id, seq, name), view, dl.Event)
 		if ctx.Err() != nil {
@@ -409,6 +421,15 @@ func (d *Deliverer) task(ctx context.Context, id string, token float64) (int, er
 		}
 	}
 	return n, d.release(ctx, id, token, next, givenUp, nil)
+}
+
+// eventName is the name of the recorded event raw.
+func eventName(raw json.RawMessage) string {
+	var ev struct {
+		Event string `json:"event"`
+	}
+	_ = json.Unmarshal(raw, &ev)
+	return ev.Event
 }
 
 func minNext(a, b int64) int64 {
