@@ -37,7 +37,8 @@ func dueScore(t *testing.T, rdb redis.UniversalClient, id string) (float64, bool
 // TestOutboxWrittenWithTheEvent: a task that names webhooks has each event
 // after its creation put in its webhook outbox, with the event's seq, by
 // the same script that records it (Apply, ApplyAcked's rec_apply, Cancel,
-// Requeued and a write that seeds the record), and is made due in the
+// Requeued and a write that seeds the record, whether or not the write's
+// delivery names the webhooks), and is made due in the
 // webhooks' due set in that step (not a Cluster); a write that is not
 // applied puts nothing there; a task that names none has no outbox and is
 // never due.
@@ -67,7 +68,10 @@ func TestOutboxWrittenWithTheEvent(t *testing.T) {
 	// A task waiting for a retry of its deliveries is made due at once by a new event.
 	require.NoError(t, rdb.ZAdd(ctx, rkeys.WebhooksDue(), redis.Z{Score: 5e12, Member: "n"}).Err())
 	ok := Succeeded(Attempt{Attempt: 2, Agent: "llm"}, nil)
-	d.Attempt = 2
+	// A delivery whose seed does not name the webhooks (its write comes
+	// without the outbox's keys): the record does, and the write is sent
+	// again with them.
+	d.Attempt, d.Seed = 2, seed()
 	apply(t, st, d, ok)
 	apply(t, st, d, ok) // sent again: recorded once
 	require.Equal(t, []string{"retrying", "succeeded"}, outbox(t, rdb, "n"))

@@ -37,11 +37,16 @@ const (
 	CodeMissing Code = 6
 	// CodeExists: the task or run to create exists already.
 	CodeExists Code = 7
+	// CodeOutbox: the record names webhooks and the write came without
+	// the webhook outbox's keys: nothing was written; send it again with
+	// them (a write for a task without webhooks spares Redis the keys).
+	CodeOutbox Code = 8
 )
 
 var codeNames = map[string]Code{
 	"applied": CodeApplied, "again": CodeRepeat, "stale": CodeStale, "ended": CodeEnded,
 	"canceled": CodeCanceled, "seed": CodeSeed, "missing": CodeMissing, "exists": CodeExists,
+	"outbox": CodeOutbox,
 }
 
 //go:embed lua/*.lua

@@ -82,32 +82,35 @@ local function rec_announce(rec, watched, ev)
   if watched then redis.pcall("SPUBLISH", rec .. ":events", ev) end
 end
 
--- rec_outbox(rec, ob, stored, notify): when the record names webhooks
--- (notify: its notify field), pushes the stored event onto the task's
--- webhook outbox ob[1] (rkeys.TaskOutbox, in the task's slot; it lives
--- OUTBOX_LIFE seconds after its last push) and, when ob[2] is given (the
+-- rec_outbox(rec, stored, outbox, due): the webhook outbox of a record
+-- that names webhooks (its notify field is set): pushes the stored event
+-- onto the task's outbox (rkeys.TaskOutbox, in the task's slot; it lives
+-- OUTBOX_LIFE seconds after its last push) and, when due is given (the
 -- webhooks' due set, rkeys.WebhooksDue: not on a Redis Cluster, where the
 -- caller adds the task in a second step), makes the task due now (LT 0:
--- also when it waited for a retry). A task that names no webhook costs
--- nothing more. Returns 1 when it pushed, else 0.
-local function rec_outbox(rec, ob, stored, notify)
-  if not notify or notify == "" or not ob then return 0 end
-  redis.call("RPUSH", ob[1], stored)
-  redis.call("EXPIRE", ob[1], OUTBOX_LIFE)
-  if ob[2] then redis.call("ZADD", ob[2], "LT", 0, string.sub(rec, TASK_ID_AT, -2)) end
-  return 1
+-- also when it waited for a retry).
+local function rec_outbox(rec, stored, outbox, due)
+  redis.call("RPUSH", outbox, stored)
+  redis.call("EXPIRE", outbox, OUTBOX_LIFE)
+  if due then redis.call("ZADD", due, "LT", 0, string.sub(rec, TASK_ID_AT, -2)) end
 end
 
--- rec_event(rec, hist, ev, seq, merge, watched, ob, notify): every history
--- event a script records goes through here. It appends the event ev (JSON
--- without seq) with the sequence number seq to the history hist of the
--- record rec (hist_append), announces it as stored (rec_announce) and puts
--- it in the webhook outbox (rec_outbox: ob, notify). Returns hist_append's
--- length and rec_outbox's reply.
-local function rec_event(rec, hist, ev, seq, merge, watched, ob, notify)
+-- rec_event(rec, hist, ev, seq, merge, watched, notify, outbox, due): every
+-- history event a script records goes through here. It appends the event
+-- ev (JSON without seq) with the sequence number seq to the history hist
+-- of the record rec (hist_append), announces it as stored (rec_announce)
+-- and, when the record names webhooks (notify: its notify field; outbox
+-- and due: rec_outbox's keys), puts it in the webhook outbox. A task that
+-- names no webhook costs nothing more. Returns hist_append's length and 1
+-- when the event went in the outbox (else 0).
+local function rec_event(rec, hist, ev, seq, merge, watched, notify, outbox, due)
   local len, stored = hist_append(hist, rec_seq(ev, seq), merge)
   rec_announce(rec, watched, stored)
-  return len, rec_outbox(rec, ob, stored, notify)
+  if notify and notify ~= "" and outbox then
+    rec_outbox(rec, stored, outbox, due)
+    return len, 1
+  end
+  return len, 0
 end
 
 -- rec_expire(rec, hist, life, keep, created): gives both keys the lifetime
@@ -121,9 +124,9 @@ local function rec_expire(rec, hist, life, keep, created)
   if not fresh or created then redis.call("EXPIRE", hist, life) end
 end
 
--- rec_apply(rec, hist, o, ob) is the checked write (Store.Apply) on the
--- record rec and history hist (ob: rec_outbox's keys), with its ARGV from
--- ARGV[o+1] on:
+-- rec_apply(rec, hist, o, outbox, due) is the checked write (Store.Apply)
+-- on the record rec and history hist (outbox, due: rec_outbox's keys),
+-- with its ARGV from ARGV[o+1] on:
 --   o+1 the delivery's run, o+2 the write ID, o+3 the attempt number
 --   within the run (0: the write starts no attempt), o+4 the delivery's
 --   restarts, o+5 the run the write moves the record to (-1: none; a
@@ -132,12 +135,13 @@ end
 --   o+10 "1" to clear the error fields (when set), o+11 the number n of
 --   seed pairs, then the n pairs (record fields seeded when the record was
 --   not written by Create), then the field/value pairs to set.
--- Returns {R.applied, attempts, seq, outboxed} (outboxed: rec_outbox's
--- reply) or {R.again, attempts} (this write ID
+-- Returns {R.applied, attempts, seq, outboxed} (outboxed: 1 when the
+-- event went in the webhook outbox) or {R.again, attempts} (this write ID
 -- was applied already), or, writing nothing, {R.canceled}, {R.stale} (a
--- newer run), {R.ended} (the run has ended) or {R.seed} (no seed pairs
--- but the record needs them).
-local function rec_apply(rec, hist, o, ob)
+-- newer run), {R.ended} (the run has ended), {R.seed} (no seed pairs
+-- but the record needs them) or {R.outbox} (the record names webhooks and
+-- outbox is nil: send the write again with rec_outbox's keys).
+local function rec_apply(rec, hist, o, outbox, due)
   local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
     F.error_class, F.error, F.watch, F.notify)
   if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
@@ -146,6 +150,7 @@ local function rec_apply(rec, hist, o, ob)
   local d = tonumber(ARGV[o + 1])
   if run > d then return {R.stale} end
   if run == d and TERMINAL(cur[2]) then return {R.ended} end
+  if cur[10] and cur[10] ~= "" and not outbox then return {R.outbox} end
   local last = o + 11 + 2 * tonumber(ARGV[o + 11])
   if not cur[1] then
     if last == o + 11 then return {R.seed} end
@@ -180,7 +185,7 @@ local function rec_apply(rec, hist, o, ob)
   if ev ~= "" then seq = seq + 1 end
   redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, attempts, F.seq, seq, unpack(ARGV, last + 1))
   local len, outboxed = 0, 0
-  if ev ~= "" then len, outboxed = rec_event(rec, hist, ev, seq, ARGV[o + 9], cur[9], ob, cur[10]) end
+  if ev ~= "" then len, outboxed = rec_event(rec, hist, ev, seq, ARGV[o + 9], cur[9], cur[10], outbox, due) end
   rec_expire(rec, hist, ARGV[o + 6], tonumber(ARGV[o + 7]), len == 1)
   return {R.applied, attempts, seq, outboxed}
 end

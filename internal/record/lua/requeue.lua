@@ -9,7 +9,7 @@
 -- missing, ARGV[7+2n..] history events (JSON) restored when the history
 -- is missing (their seq numbers are kept).
 -- Returns {R.applied, outboxed} when the record now shows the run as
--- pending (outboxed: rec_outbox's reply), {R.again} when this write ID did that already, {R.ended} when the run
+-- pending (outboxed: 1 when the event went in the webhook outbox), {R.again} when this write ID did that already, {R.ended} when the run
 -- had begun already (only the event is added; outboxed follows too), {R.stale} when the record
 -- is at a later run, {R.canceled} when the task is canceled (nothing
 -- written for either).
@@ -35,14 +35,14 @@ end
 seq = seq + 1
 if cur[2] and tonumber(cur[2]) == run then
   redis.call("HSET", KEYS[1], F.write_id, ARGV[5], F.seq, seq)
-  local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0", cur[6], {KEYS[3], KEYS[4]}, cur[7])
+  local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0", cur[6], cur[7], KEYS[3], KEYS[4])
   redis.call("EXPIRE", KEYS[2], ARGV[2])
   return {R.ended, outboxed}
 end
 redis.call("HSET", KEYS[1], F.state, S.pending, F.run, ARGV[1], F.restarts, 0, F.error_class, "", F.error, "",
   F.updated_at, ARGV[4], F.attempts_base, cur[5] or 0, F.write_id, ARGV[5], F.seq, seq)
 redis.call("HDEL", KEYS[1], F.next_attempt_at, F.reason)
-local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0", cur[6], {KEYS[3], KEYS[4]}, cur[7])
+local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0", cur[6], cur[7], KEYS[3], KEYS[4])
 redis.call("EXPIRE", KEYS[1], ARGV[2])
 redis.call("EXPIRE", KEYS[2], ARGV[2])
 return {R.applied, outboxed}
