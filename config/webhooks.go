@@ -14,8 +14,8 @@ import (
 
 // Seed values of a webhook's fields.
 const (
-	DefaultWebhookTimeout = 10 * time.Second
-	DefaultWebhookMaxAge  = 24 * time.Hour
+	DefaultWebhookTimeout = webhook.DefaultTimeout
+	DefaultWebhookMaxAge  = webhook.DefaultMaxAge
 )
 
 // Webhook is an endpoint that tasks may notify of their events (a task

@@ -38,6 +38,9 @@ const (
 	DefaultMaxBackoff     = 5 * time.Minute
 	DefaultJitter         = 0.2
 	DefaultRepairEvery    = time.Minute
+	// DefaultTimeout and DefaultMaxAge are a Hook's when it has none.
+	DefaultTimeout = 10 * time.Second
+	DefaultMaxAge  = 24 * time.Hour
 	// HooksLifetime is how long a task's deliveries are kept after their
 	// last change (a given-up delivery stays visible that long).
 	HooksLifetime = 7 * 24 * time.Hour
@@ -148,6 +151,21 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 	}
 	client := *base
 	client.CheckRedirect = agent.StrictRedirects()
+	hooks := make(map[string]Hook, len(o.Hooks))
+	for name, h := range o.Hooks {
+		if h.Timeout <= 0 {
+			h.Timeout = DefaultTimeout
+		}
+		if h.MaxAge <= 0 {
+			h.MaxAge = DefaultMaxAge
+		}
+		if len(h.Events) == 0 {
+			h.Events = DefaultEvents
+		}
+		h.Name = name
+		hooks[name] = h
+	}
+	o.Hooks = hooks
 	// The lease covers one delivery attempt with room to spare, renewed
 	// after each: a worker killed mid-delivery holds a task that long.
 	lease := 10 * time.Second
@@ -401,7 +419,9 @@ func (d *Deliverer) task(ctx context.Context, id string, token float64) (int, er
 		n++
 		derr := d.send(ctx, hook, MessageID(id, seq, name), view, dl.Event)
 		if ctx.Err() != nil {
-			return n, ctx.Err()
+			// Stopping: the attempt's outcome is unknown; hand the task
+			// back (due again shortly) rather than hold it for the lease.
+			return n, d.release(ctx, id, token, 0, givenUp, ctx.Err())
 		}
 		if err := d.record(ctx, id, f, hook, &dl, derr); err != nil {
 			return n, d.release(ctx, id, token, 0, false, err)
