@@ -375,15 +375,7 @@ func (d *Deliverer) task(ctx context.Context, id string, token float64) (int, er
 	if err != nil {
 		return 0, d.release(ctx, id, token, 0, false, err)
 	}
-	fields := make([]string, 0, len(raw))
-	for f := range raw {
-		fields = append(fields, f)
-	}
-	sort.Slice(fields, func(i, j int) bool {
-		si, ni, _ := splitField(fields[i])
-		sj, nj, _ := splitField(fields[j])
-		return si < sj || si == sj && ni < nj
-	})
+	fields := sortedFields(raw)
 	if view == nil {
 		view = &record.View{ID: id}
 	}
@@ -450,6 +442,21 @@ func eventName(raw json.RawMessage) string {
 	}
 	_ = json.Unmarshal(raw, &ev)
 	return ev.Event
+}
+
+// sortedFields are the fields of a deliveries hash in event order (then
+// by webhook).
+func sortedFields(raw map[string]string) []string {
+	fields := make([]string, 0, len(raw))
+	for f := range raw {
+		fields = append(fields, f)
+	}
+	sort.Slice(fields, func(i, j int) bool {
+		si, ni, _ := splitField(fields[i])
+		sj, nj, _ := splitField(fields[j])
+		return si < sj || si == sj && ni < nj
+	})
+	return fields
 }
 
 func minNext(a, b int64) int64 {
