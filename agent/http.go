@@ -190,12 +190,6 @@ func checkRedirect(hasHeaders bool) func(*http.Request, []*http.Request) error {
 	}
 }
 
-// StrictRedirects is the redirect rule of an http agent with configured
-// headers, for other clients that send credentials (webhook deliveries,
-// whose signature headers must not reach another host): a redirect must
-// stay on the first request's scheme and host, at most MaxRedirects.
-func StrictRedirects() func(*http.Request, []*http.Request) error { return checkRedirect(true) }
-
 // hostPort is u's lower-cased host with its port, the scheme's default when
 // u has none.
 func hostPort(u *url.URL) string {

@@ -200,6 +200,12 @@ agents:
 	owed := rcv.of("owed")
 	require.Equal(t, owed[0].id, owed[1].id, "the same webhook-id after the takeover")
 	verifyStandardWebhook(t, secret, owed[1])
+	waitHTTP(t, "http://"+ops2+"/readyz", 20*time.Second)
+	resp, err := http.Get("http://" + ops2 + "/metrics")
+	require.NoError(t, err)
+	metrics, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Contains(t, string(metrics), `agentq_webhook_deliveries_total{outcome="delivered",webhook="results"} 1`)
 
 	// Everything delivered: nothing pending.
 	for {

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,10 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -71,8 +70,12 @@ type Options struct {
 	// RepairEvery is how often, on a Redis Cluster, the outboxes are
 	// scanned for a task missing from the due set. Zero: DefaultRepairEvery.
 	RepairEvery time.Duration
-	// Registerer, when set, gets the deliverer's metrics.
-	Registerer prometheus.Registerer
+	// Observe, when set, is told of each delivery attempt's outcome:
+	// delivered, failed (to be retried) or given_up (the worker's metrics).
+	Observe func(webhook, outcome string)
+	// Pending, when set, is told after each claim how many tasks have
+	// deliveries still to make (due, waiting for a retry or being made).
+	Pending func(n int)
 }
 
 // Deliverer makes the webhook deliveries of every task (any number of
@@ -84,32 +87,8 @@ type Deliverer struct {
 	client  *http.Client
 	lease   time.Duration
 	cluster bool
-	m       *Metrics
 	// cursors are Repair's SCAN cursors by master address.
 	cursors map[string]uint64
-}
-
-// Metrics are the deliverer's Prometheus series.
-type Metrics struct {
-	// Deliveries counts attempts by webhook and outcome: delivered, failed
-	// (to be retried), given_up.
-	Deliveries *prometheus.CounterVec
-	// Pending is the number of tasks with deliveries to make (due or
-	// being delivered), as last seen by this worker.
-	Pending prometheus.Gauge
-}
-
-func newMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_webhook_deliveries_total",
-			Help: "Webhook delivery attempts by webhook and outcome (delivered, failed, given_up)."}, []string{"webhook", "outcome"}),
-		Pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentq_webhook_pending_tasks",
-			Help: "Tasks with webhook deliveries still to make (due, waiting for a retry or being delivered)."}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.Deliveries, m.Pending)
-	}
-	return m
 }
 
 // New returns a Deliverer of the webhooks o.Hooks on rdb, reading tasks
@@ -139,6 +118,12 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 	if o.RepairEvery <= 0 {
 		o.RepairEvery = DefaultRepairEvery
 	}
+	if o.Observe == nil {
+		o.Observe = func(string, string) {}
+	}
+	if o.Pending == nil {
+		o.Pending = func(int) {}
+	}
 	base := o.Client
 	if base == nil {
 		base = &http.Client{Transport: &http.Transport{
@@ -150,7 +135,7 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 		}}
 	}
 	client := *base
-	client.CheckRedirect = agent.StrictRedirects()
+	client.CheckRedirect = checkRedirect
 	hooks := make(map[string]Hook, len(o.Hooks))
 	for name, h := range o.Hooks {
 		if h.Timeout <= 0 {
@@ -173,7 +158,7 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 		lease = max(lease, 2*h.Timeout+10*time.Second)
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
-	return &Deliverer{rdb: rdb, store: store, o: o, client: &client, lease: lease, cluster: cluster, m: newMetrics(o.Registerer),
+	return &Deliverer{rdb: rdb, store: store, o: o, client: &client, lease: lease, cluster: cluster,
 		cursors: map[string]uint64{}}
 }
 
@@ -337,7 +322,7 @@ func (d *Deliverer) Tick(ctx context.Context) (int, error) {
 	}
 	if len(v) > 0 {
 		if n, ok := v[0].(int64); ok {
-			d.m.Pending.Set(float64(n))
+			d.o.Pending(int(n))
 		}
 	}
 	// The claimed tasks' deliveries go out side by side (a slow endpoint
@@ -521,7 +506,7 @@ func (d *Deliverer) release(ctx context.Context, id string, token float64, next 
 func (d *Deliverer) record(ctx context.Context, id, f string, hook Hook, dl *Delivery, derr error) error {
 	now := d.o.Now()
 	if derr == nil {
-		d.m.Deliveries.WithLabelValues(hook.Name, "delivered").Inc()
+		d.o.Observe(hook.Name, "delivered")
 		_, err := d.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			p.HDel(ctx, rkeys.TaskHooks(id), f)
 			p.HSet(ctx, rkeys.WebhooksStatus(), hook.Name+":ok", now.UnixMilli())
@@ -541,7 +526,7 @@ func (d *Deliverer) record(ctx context.Context, id, f string, hook Hook, dl *Del
 		d.o.Logger.Info("webhooks: delivery failed, will retry", "webhook", hook.Name, "task", id,
 			"attempts", dl.Attempts, "next", time.UnixMilli(dl.Next), "err", dl.LastError)
 	}
-	d.m.Deliveries.WithLabelValues(hook.Name, outcome).Inc()
+	d.o.Observe(hook.Name, outcome)
 	b, _ := json.Marshal(dl)
 	st, _ := json.Marshal(lastError{At: now.UnixMilli(), Error: dl.LastError})
 	_, err := d.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -597,6 +582,40 @@ func (d *Deliverer) send(ctx context.Context, hook Hook, msgID string, view *rec
 		return fmt.Errorf("%s answered HTTP %d", redact.URL(hook.URL), resp.StatusCode)
 	}
 	return nil
+}
+
+// MaxRedirects is the most redirects a delivery follows.
+const MaxRedirects = 5
+
+// ErrRedirect is wrapped by the error of a delivery redirected to another
+// scheme or host, or past MaxRedirects (the rule of HTTP agents with
+// configured headers: its signature headers must not go to another host).
+var ErrRedirect = errors.New("redirect refused")
+
+// checkRedirect is the CheckRedirect of the deliveries' client: a redirect
+// must stay on the first request's scheme and host (port included).
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	switch {
+	case len(via) > MaxRedirects:
+		return fmt.Errorf("%w: stopped after %d redirects", ErrRedirect, MaxRedirects)
+	case !strings.EqualFold(req.URL.Scheme, first.Scheme) || hostPort(req.URL) != hostPort(first):
+		return fmt.Errorf("%w: to %s: a delivery is signed for %s only", ErrRedirect, redact.URL(req.URL.String()), redact.Host(first.String()))
+	}
+	return nil
+}
+
+// hostPort is u's lower-cased host with its port, the scheme's default when
+// it has none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if strings.EqualFold(u.Scheme, "https") {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 func truncate(s string, n int) string {

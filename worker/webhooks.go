@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/config"
@@ -26,7 +27,15 @@ func newDeliverer(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logge
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	rec := record.NewStore(rdb, record.WithRetention(cfg.History.Retention))
-	return wh.New(rdb, rec, wh.Options{Hooks: hooks, Logger: log, Registerer: m.reg}), nil
+	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_webhook_deliveries_total",
+		Help: "Webhook delivery attempts by webhook and outcome (delivered, failed, given_up)."}, []string{"webhook", "outcome"})
+	pending := prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentq_webhook_pending_tasks",
+		Help: "Tasks with webhook deliveries still to make (due, waiting for a retry or being made), as this worker last saw."})
+	m.reg.MustRegister(deliveries, pending)
+	return wh.New(rdb, rec, wh.Options{Hooks: hooks, Logger: log,
+		Observe: func(hook, outcome string) { deliveries.WithLabelValues(hook, outcome).Inc() },
+		Pending: func(n int) { pending.Set(float64(n)) },
+	}), nil
 }
 
 // deliverWebhooks runs the deliverer until ctx ends.
