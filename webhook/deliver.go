@@ -365,6 +365,10 @@ func (d *Deliverer) task(ctx context.Context, id string, token float64) (int, er
 		view = &record.View{ID: id}
 	}
 	next, givenUp, n := int64(-1), false, 0
+	// blocked are the webhooks with an earlier delivery of this task still
+	// waiting (not due, or failed now): a webhook gets a task's events in
+	// order, so their later deliveries wait behind it.
+	blocked := map[string]bool{}
 	for _, f := range fields {
 		var dl Delivery
 		seq, name, ok := splitField(f)
@@ -376,9 +380,12 @@ func (d *Deliverer) task(ctx context.Context, id string, token float64) (int, er
 			givenUp = true
 			continue
 		}
+		if blocked[name] {
+			continue
+		}
 		now := d.o.Now()
 		if dl.Next > now.UnixMilli() {
-			next = minNext(next, dl.Next)
+			next, blocked[name] = minNext(next, dl.Next), true
 			continue
 		}
 		hook, ok := d.o.Hooks[name]
@@ -407,7 +414,7 @@ func (d *Deliverer) task(ctx context.Context, id string, token float64) (int, er
 			if dl.GivenUp != 0 {
 				givenUp = true
 			} else {
-				next = minNext(next, dl.Next)
+				next, blocked[name] = minNext(next, dl.Next), true
 			}
 		}
 		newToken := float64(d.o.Now().UnixMilli() + d.lease.Milliseconds())

@@ -325,3 +325,49 @@ func TestParseSecret(t *testing.T) {
 		require.NotContains(t, err.Error(), strings.TrimPrefix(bad, "whsec_"))
 	}
 }
+
+// TestDeliveriesInEventOrder: a webhook gets a task's events in order: a
+// later event waits while an earlier one to the same webhook is failing,
+// and does not hold up another webhook.
+func TestDeliveriesInEventOrder(t *testing.T) {
+	s := setup(t)
+	var down atomic.Bool
+	down.Store(true)
+	slow := newReceiver(t, func(int) int {
+		if down.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	fast := newReceiver(t, func(int) int { return http.StatusOK })
+	_, key := newSecret(t)
+	d := New(s.rdb, s.store, Options{Hooks: map[string]Hook{
+		"slow": hook("slow", slow.srv.URL, key, "retrying", "succeeded"),
+		"fast": hook("fast", fast.srv.URL, key, "retrying", "succeeded"),
+	}, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond})
+	s.finish(t, "o", []string{"slow", "fast"}, record.Retrying(record.Attempt{Attempt: 1, ErrorClass: "timeout"}, time.Millisecond, time.Now()))
+	_, err := s.store.Apply(s.ctx, record.Delivery{ID: "o", Attempt: 2}, record.Succeeded(record.Attempt{Attempt: 2}, nil))
+	require.NoError(t, err)
+	until(t, d, func() bool { return len(fast.requests()) == 2 && len(slow.requests()) >= 3 })
+	for _, r := range slow.requests() {
+		require.Contains(t, string(r.Body), `"type":"task.retrying"`, "nothing after the failing retrying event")
+	}
+	down.Store(false)
+	until(t, d, func() bool {
+		got := slow.requests()
+		return strings.Contains(string(got[len(got)-1].Body), `"type":"task.succeeded"`)
+	})
+	types := func(rs []received) []string {
+		var out []string
+		for _, r := range rs {
+			var b Body
+			require.NoError(t, json.Unmarshal(r.Body, &b))
+			if len(out) == 0 || out[len(out)-1] != b.Type {
+				out = append(out, b.Type)
+			}
+		}
+		return out
+	}
+	require.Equal(t, []string{"task.retrying", "task.succeeded"}, types(fast.requests()))
+	require.Equal(t, []string{"task.retrying", "task.succeeded"}, types(slow.requests()))
+}
