@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build test test-topology unit demo bench fuzz vet fmt clean redis chromium
+.PHONY: all build test test-topology test-clients unit demo bench fuzz vet fmt clean redis chromium node clients
 
 all: build
 
@@ -19,9 +19,24 @@ redis:
 chromium:
 	@./scripts/ensure-chromium.sh
 
-## test: unit + integration tests (with -race) against real redis-server processes the tests start themselves,
-## then the topology suite (Sentinel failover, Cluster) with its counts printed
-test: redis chromium
+## node: Node.js >= 18 and npm for the TypeScript client
+node:
+	@./scripts/ensure-node.sh
+
+## clients: the TypeScript client's dev dependency (npm ci, only when the lock file changed) and its build (dist/)
+clients: node
+	@cd clients/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent build
+
+## test-clients: the Python and TypeScript clients' unit suites (fake servers, real agent subprocesses);
+## their live suites run against a real serve, worker and redis-server in e2e (TestClientsPython, TestClientsTypeScript)
+test-clients: clients
+	python3 -m unittest discover -s clients/python/tests -p 'test_unit.py'
+	cd clients/typescript && node --test test/unit.test.mjs > .unit.out 2>&1 || { cat .unit.out; rm -f .unit.out; exit 1; }; \
+	grep -E '^# (tests|pass|fail)' .unit.out; rm -f .unit.out
+
+## test: unit + integration tests (with -race) against real redis-server processes the tests start themselves
+## (the clients' suites included), then the topology suite (Sentinel failover, Cluster) with its counts printed
+test: redis chromium test-clients
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestTopology' $(PKGS)
 	@$(MAKE) --no-print-directory test-topology
@@ -46,7 +61,7 @@ demo:
 ## make bench BENCH='IdleCost|PickupLatency|Enqueue|Throughput' (Throughput matches ThroughputProcs too)
 bench: redis
 	@{ $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -benchtime 1x -timeout 30m ./bench/... 2>&1; echo $$? > .bench.rc; } | tee .bench.out; rc=$$(cat .bench.rc); rm -f .bench.rc; \
-	for h in 'breaker Redis CPU per recorded call' 'limiter Redis CPU per admitted call' 'cluster pipeline/asynq throughput ratio' 'idle Redis CPU per worker' \
+	for h in 'wait notification p50' 'breaker Redis CPU per recorded call' 'limiter Redis CPU per admitted call' 'cluster pipeline/asynq throughput ratio' 'idle Redis CPU per worker' \
 		'single enqueue/asynq ratio' 'pipeline/asynq 4-process throughput ratio' 'pipeline/asynq Redis CPU per task ratio' 'pipeline/asynq throughput ratio'; do \
 		grep -h "^$$h: " .bench.out | tail -n 1; \
 	done; exit $$rc
@@ -67,4 +82,4 @@ fmt:
 	gofmt -l -w .
 
 clean:
-	rm -rf bin .bench.out .topology.out
+	rm -rf bin .bench.out .topology.out clients/typescript/dist

@@ -22,6 +22,15 @@ type Request struct {
 	// agents also get them as the traceparent and tracestate headers.
 	Traceparent string `json:"traceparent,omitempty"`
 	Tracestate  string `json:"tracestate,omitempty"`
+	// Emit, when set, takes the call's live output events as they come
+	// (typ EventProgress or EventOutput, data its JSON): the worker sets it
+	// per call and records them in the task's output (DESIGN.md "Live
+	// output from agents"). Exec agents write them to the descriptor named
+	// by AGENTQ_EVENTS_FD, HTTP agents' streamed replies are relayed, Go
+	// functions call it (or EmitJSON) themselves. It never blocks and may
+	// be called from any goroutine until Run returns; not part of the
+	// ActionRequest's JSON.
+	Emit func(typ string, data json.RawMessage) `json:"-"`
 }
 
 // Response is the ActionResponse an exec agent prints on stdout.

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,6 +124,16 @@ var errOutputTooLarge = errors.New("agent output too large")
 // worker either: it is SIGKILLed within milliseconds of the worker's death,
 // however the worker dies (see internal/procgroup).
 //
+// When req.Emit is set, the agent also gets a pipe as descriptor 3,
+// named by AGENTQ_EVENTS_FD=3 in its environment, to which it may write
+// its live output as JSON lines {"type":"progress"|"output","data":…}.
+// The runner reads the pipe while the agent runs (a writing agent never
+// waits on it) and reports each event to Emit; a line that is not such
+// an event is dropped (counted, and logged once per call at debug to
+// WithLogger's logger), one over MaxEventData becomes an output event
+// whose data notes its size. Every event written before the agent's
+// group is gone is reported before Run returns; the pipe is closed then.
+//
 // The values of the environment it passes through from the worker (but
 // PATH, HOME and the other variables of publicEnv) are redacted
 // (redact.Marker) from a failure's text and error (see secrets.go); the
@@ -158,16 +169,35 @@ func (e *Exec) run(ctx context.Context, req Request) (json.RawMessage, error) {
 		hurry atomic.Pointer[time.Timer] // a quick stop's SIGKILL (see WithQuickStop)
 	)
 	cmd := e.command(runCtx, in, stdout, stderr, &group, &hurry)
+	var events *eventsPipe
+	if req.Emit != nil {
+		// The agent's live output: a pipe it finds as AGENTQ_EVENTS_FD.
+		if events, err = newEventsPipe(); err != nil {
+			return nil, &resilience.Failure{Err: fmt.Errorf("agent: events pipe: %w", err)}
+		}
+		cmd.ExtraFiles = []*os.File{events.w}
+		cmd.Env = append(cmd.Env, EventsFDEnv+"="+strconv.Itoa(eventsFD))
+	}
 	start := time.Now()
 	if err := group.Start(cmd); err != nil { // Start and Wait on this goroutine
+		if events != nil {
+			events.abort()
+		}
 		if ctx.Err() != nil {
 			return nil, ctxFailure(ctx, start, ctx.Err())
 		}
 		return nil, startFailure(e.cfg.Command[0], err)
 	}
+	if events != nil {
+		events.started(req.Emit)
+	}
 	waitErr := group.Wait() // and SIGKILLs what is left of the group
 	if t := hurry.Load(); t != nil {
 		t.Stop()
+	}
+	if events != nil {
+		// Every event the agent wrote is reported before Run returns.
+		events.finish(ctx, req)
 	}
 
 	return e.outcome(ctx, start, waitErr, stdout, stderr)

@@ -220,6 +220,19 @@ func hostPort(u *url.URL) string {
 //   - a redirect it will not follow (see checkRedirect): a *RedirectError
 //     naming the Location, Class network_permanent.
 //   - ctx deadline: Class timeout; ctx canceled: Class canceled.
+//   - a 2xx reply of Content-Type text/event-stream: each event is
+//     relayed to req.Emit (when set) as an EventOutput as it arrives,
+//     its data the event's JSON when it is JSON, else the string. An
+//     OpenAI chat-completions stream (data: {"choices":[{"delta":…}]} …
+//     data: [DONE]) is assembled into the non-streaming chat.completion
+//     object; an Anthropic messages stream (message_start …
+//     message_stop) into the non-streaming message; any other stream's
+//     data is the JSON list of its events' data. An error event inside
+//     the stream fails the call with the status its error type stands
+//     for (overloaded_error 529, rate_limit_error 429, …) and the event
+//     as its Text; an OpenAI or Anthropic stream that ends before its end
+//     marker fails with io.ErrUnexpectedEOF (network_transient); a stream
+//     over MaxResponse is logic_error.
 func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
@@ -229,12 +242,18 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := h.do(ctx, start, hreq)
-	return scrub(h.secrets.get(secrets), data, err)
+	red := h.secrets.get(secrets)
+	emit := req.Emit
+	if emit != nil && red != nil {
+		emit = func(typ string, data json.RawMessage) { req.Emit(typ, red.JSON(data)) }
+	}
+	data, err := h.do(ctx, start, hreq, emit)
+	return scrub(red, data, err)
 }
 
-// do sends hreq and maps the reply (see Run).
-func (h *HTTP) do(ctx context.Context, start time.Time, hreq *http.Request) (json.RawMessage, error) {
+// do sends hreq and maps the reply (see Run); a streamed reply's events
+// go to emit (when set).
+func (h *HTTP) do(ctx context.Context, start time.Time, hreq *http.Request, emit func(string, json.RawMessage)) (json.RawMessage, error) {
 	resp, err := h.cfg.Client.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -260,6 +279,9 @@ func (h *HTTP) do(ctx context.Context, start time.Time, hreq *http.Request) (jso
 			Header: resp.Header.Clone(),
 			Text:   sanitizeText(truncate(string(text), maxErrorBody)),
 		}
+	}
+	if isEventStream(resp.Header) {
+		return h.stream(ctx, start, resp, emit)
 	}
 	return h.result(ctx, start, resp.Body)
 }

@@ -60,6 +60,7 @@ func setup(t *testing.T, opts api.Options) env {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := api.New(rdb, testConfig(), opts)
+	t.Cleanup(s.Close)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)
 	return env{url: hs.URL, srv: srv, rdb: rdb, store: tasks.NewStore(rdb)}

@@ -403,6 +403,9 @@ func (e errSameAs) Error() string { return fmt.Sprintf("same ID as tasks[%d]", e
 
 // getTask serves GET /api/v1/tasks/{id}.
 func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
+	if r.URL.Query().Has("wait") {
+		return s.getTaskWait(rw, r)
+	}
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
 	id := r.PathValue("id")

@@ -28,6 +28,7 @@ type handlerFunc func(s *Server, rw http.ResponseWriter, r *http.Request) error
 var routes = []Route{
 	{Method: http.MethodPost, Path: "/api/v1/tasks", Auth: true, handle: (*Server).enqueue},
 	{Method: http.MethodGet, Path: "/api/v1/tasks/{id}", Auth: true, handle: (*Server).getTask},
+	{Method: http.MethodGet, Path: "/api/v1/tasks/{id}/events", Auth: true, handle: (*Server).taskEvents},
 	{Method: http.MethodPost, Path: "/api/v1/tasks/{id}/cancel", Auth: true, handle: (*Server).cancelTask},
 	{Method: http.MethodGet, Path: "/api/v1/agents", Auth: true, handle: (*Server).agents},
 	{Method: http.MethodGet, Path: "/api/v1/deadletters", Auth: true, handle: (*Server).deadLetters},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/httpx"
+	"github.com/agentq/agentq/internal/notify"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
@@ -80,6 +82,13 @@ type Options struct {
 	// bearer requests and its login form draw on one allowance. Zero: a
 	// limiter of its own with the defaults.
 	Limiter *httpx.Limiter
+	// Notifier is the process's notifier (notify.Hub), shared by the
+	// waits (?wait=) and event streams, started and stopped by the
+	// caller. Zero: the server makes its own on first use (Close stops it).
+	Notifier *notify.Hub
+	// KeepAlive is how often an idle event stream gets a comment. Zero:
+	// DefaultKeepAlive.
+	KeepAlive time.Duration
 }
 
 // Server is the HTTP API on one Redis and one configuration.
@@ -93,6 +102,9 @@ type Server struct {
 	breakers *breaker.Breakers
 	mux      http.Handler
 	handler  http.Handler
+
+	ownHub     *notify.Hub // the notifier made when Options.Notifier is nil
+	ownHubOnce sync.Once
 }
 
 // New returns the API server on rdb. cfg gives the known agents (a task for
@@ -154,6 +166,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
+	defer s.Close()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

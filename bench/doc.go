@@ -9,9 +9,13 @@
 // (single, concurrent, batched with EnqueueMany, and the enqueuer binary's
 // --file), and what agentq costs its Redis: Redis CPU per task, and Redis
 // CPU, round trips and commands per idle worker (1, 10 and 50 idle workers
-// against asynq with its defaults and with a 10ms poll).
+// against asynq with its defaults and with a 10ms poll), and how soon a
+// waiter hears of its task's end (BenchmarkWaitNotify: the latency, the
+// Redis CPU per notified waiter, and no SPUBLISH for tasks nobody waits
+// for).
 //
-// Each benchmark prints its own headline line ("idle Redis CPU per worker:",
+// Each benchmark prints its own headline line ("wait notification p50:",
+// "idle Redis CPU per worker:",
 // "single enqueue/asynq ratio:", "pipeline/asynq 4-process throughput
 // ratio:", "pipeline/asynq Redis CPU per task ratio:", "pipeline/asynq
 // throughput ratio:"); the summary printed after the run, and `make bench`,

@@ -55,7 +55,9 @@ const (
 	hlThroughput = "pipeline/asynq throughput ratio"           // BenchmarkThroughput
 )
 
-var headlineOrder = []string{hlIdle, hlEnqueue, hlProcs, hlCPUPerTask, hlThroughput}
+// hlWait ("wait notification p50", BenchmarkWaitNotify) is printed first.
+
+var headlineOrder = []string{hlWait, hlIdle, hlEnqueue, hlProcs, hlCPUPerTask, hlThroughput}
 
 // headline prints a headline line now and keeps it for the end of the
 // summary.

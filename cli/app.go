@@ -25,6 +25,8 @@ const (
 	ExitFailure     = 1 // failed at run time: Redis unreachable, …
 	ExitUsage       = 2 // bad usage or bad input
 	ExitUnavailable = 3 // fail-fast enqueue refused: the agent's breaker is open
+	ExitTaskFailed  = 4 // enqueuer --wait: the task ended dead_lettered or canceled
+	ExitWaitTimeout = 5 // enqueuer --wait: --wait-timeout elapsed before the task ended
 )
 
 // ExitError carries the exit status of a failed command.

@@ -32,13 +32,30 @@ type enqueueOptions struct {
 	failFast bool
 	// notify names configured webhooks (--notify, repeatable or a comma list).
 	notify []string
+	// wait waits for the task to end and prints its result (--wait),
+	// for at most waitTimeout (0: no limit).
+	wait        bool
+	waitTimeout time.Duration
+	// deadline is --deadline (a duration from now or an RFC 3339 time);
+	// deadlineAt is when it is, set by Validate.
+	deadline   string
+	deadlineAt time.Time
 }
 
 // Validate checks the flags before anything touches Redis.
 func (o *enqueueOptions) Validate() error {
+	if o.waitTimeout < 0 {
+		return usageErr("--wait-timeout must not be negative (got %s)", o.waitTimeout)
+	}
+	if o.waitTimeout > 0 && !o.wait {
+		return usageErr("--wait-timeout goes with --wait")
+	}
 	if o.file != "" {
-		if o.agent != "" || o.params != "" || o.id != "" || len(o.notify) > 0 {
-			return usageErr("--file cannot be combined with --agent, --params, --id or --notify (a line has its own \"notify\")")
+		if o.wait {
+			return usageErr("--wait goes with one task, not --file")
+		}
+		if o.agent != "" || o.params != "" || o.id != "" || o.deadline != "" || len(o.notify) > 0 {
+			return usageErr("--file cannot be combined with --agent, --params, --id, --deadline or --notify (a line has its own \"deadline\" and \"notify\")")
 		}
 		return nil
 	}
@@ -51,14 +68,32 @@ func (o *enqueueOptions) Validate() error {
 	if o.in > tasks.MaxDelay {
 		return usageErr("--in is too large: a task may be delayed by at most %s (10 years)", tasks.MaxDelay)
 	}
+	return o.validateDeadline(time.Now())
+}
+
+// validateDeadline reads --deadline at now into deadlineAt: a bad, past
+// or impossible deadline (not after the first run is due) is a usage error.
+func (o *enqueueOptions) validateDeadline(now time.Time) error {
+	if o.deadline == "" {
+		return nil
+	}
+	dl, err := tasks.ParseDeadline(o.deadline, now)
+	if err == nil {
+		err = tasks.CheckDeadline(dl, now, o.in)
+	}
+	var ve *tasks.ValidationError
+	if errors.As(err, &ve) {
+		return usageErr("--deadline %s", ve.Reason)
+	}
+	o.deadlineAt = dl
 	return nil
 }
 
 // enqueuerLong is `enqueuer --help`.
-const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR] [--notify HOOK]
+const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR] [--deadline DUR|TIME] [--notify HOOK]
 Enqueue JSON Lines:   enqueuer --file tasks.jsonl   (or --file - for standard input)
 Serve the HTTP API:   enqueuer serve [--http ADDR]   (see enqueuer serve --help)
-Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","fail_if_unavailable":true,"notify":["hook"]}
+Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","deadline":"5m","fail_if_unavailable":true,"notify":["hook"]}
 A task ID given twice is not enqueued twice, nor is the ID of a dead letter.
 A task ID may not contain '#' (run N of task X has the ID X#N), and a task's
 queue must be one of the config's worker.queues (default: "default"): both
@@ -66,7 +101,11 @@ are refused with exit status 2.
 --fail-if-unavailable (or "fail_if_unavailable": true on a line) refuses to
 enqueue while the agent's circuit breaker is open: exit status 3, naming the
 agent and when its breaker may admit a trial again; with --file nothing is
-enqueued when any line is refused.`
+enqueued when any line is refused.
+--wait waits for the task to end and prints its result JSON (exit 0); a task
+that ends dead_lettered or canceled prints its failure (class, error,
+reason) on stderr, exit 4; --wait-timeout D gives up after D, exit 5 (the
+task goes on). With --json the task's whole JSON is printed on stdout.`
 
 // NewEnqueuerCmd builds the `enqueuer` command tree.
 func NewEnqueuerCmd(app *App) *cobra.Command {
@@ -102,10 +141,13 @@ func (o *enqueueOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.queue, "queue", "", "queue (default: the agent's agents.NAME.queue, else \"default\")")
 	f.StringVar(&o.correlationID, "correlation-id", "", "correlation ID passed to the agent")
 	f.DurationVar(&o.in, "in", 0, "run no earlier than this long from now")
+	f.StringVar(&o.deadline, "deadline", "", "give up at this deadline: a duration from now (\"30s\") or an RFC 3339 time; the task then ends dead_lettered (deadline_exceeded)")
 	f.StringVar(&o.file, "file", "", "JSON Lines file of tasks, or - for standard input")
 	f.BoolVar(&o.json, "json", false, "print a JSON result object per task instead of the ID")
 	f.IntVar(&o.concurrency, "concurrency", 16, "batches of --file lines enqueued in parallel")
 	f.BoolVar(&o.failFast, "fail-if-unavailable", false, "refuse (exit 3) while the agent's circuit breaker is open")
+	f.BoolVar(&o.wait, "wait", false, "wait for the task to end: print its result (exit 0), or its failure (exit 4); see --wait-timeout")
+	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up after this long (exit 5); 0 waits until the task ends")
 	f.StringSliceVar(&o.notify, "notify", nil, "configured webhook to tell of the task's events (repeatable, or a comma list); exit 2 for one the config does not have")
 }
 
@@ -116,7 +158,8 @@ func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error 
 	if err != nil {
 		return err
 	}
-	t := tasks.Task{ID: o.id, Agent: o.agent, Action: o.action, Params: params, Queue: o.queue, CorrelationID: o.correlationID}
+	t := tasks.Task{ID: o.id, Agent: o.agent, Action: o.action, Params: params, Queue: o.queue, CorrelationID: o.correlationID,
+		Deadline: o.deadlineAt}
 	cfg, err := g.loadConfig(app)
 	if err != nil {
 		return err
@@ -150,6 +193,9 @@ func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error 
 	}
 	if err != nil {
 		return runtimeErr(err)
+	}
+	if o.wait {
+		return o.waitFor(ctx, app, newClient(cfg, rdb), res.ID)
 	}
 	printResult(app, o.json, res)
 	return nil

@@ -447,9 +447,12 @@ func breakerTrip(app *App, g *global) *cobra.Command {
 }
 
 func taskCmd(app *App, g *global) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{Use: "task ID | task cancel ID...", Short: "Show a task's state and history; cancel tasks", Args: exactArgs(1, "one task ID"),
+	var asJSON, follow bool
+	cmd := &cobra.Command{Use: "task ID [--follow] | task cancel ID...", Short: "Show a task's state and history (--follow: its events as they happen); cancel tasks", Args: exactArgs(1, "one task ID"),
 		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
+			if follow {
+				return followTask(cmd.Context(), app, s.rdb, args[0], asJSON)
+			}
 			v, err := tasks.NewStore(s.rdb).Get(cmd.Context(), args[0])
 			if errors.Is(err, tasks.ErrNotFound) {
 				return runtimeErr(fmt.Errorf("no task with ID %q (never enqueued, or its history has expired)", args[0]))
@@ -474,7 +477,8 @@ func taskCmd(app *App, g *global) *cobra.Command {
 			printHistory(app, v.History)
 			return nil
 		})}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object (with --follow: one JSON line per event)")
+	cmd.Flags().BoolVar(&follow, "follow", false, "print the task's events (from the first) as they are recorded, one line each, until it ends")
 	cmd.AddCommand(taskCancelCmd(app, g))
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/console"
 	"github.com/agentq/agentq/internal/httpx"
+	"github.com/agentq/agentq/internal/notify"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -23,7 +24,8 @@ import (
 const serveLong = `Serve agentq's HTTP API on --http (default ` + api.DefaultAddr + `, loopback only):
 
   POST /api/v1/tasks                      enqueue a task, or a batch {"tasks":[…]}
-  GET  /api/v1/tasks/{id}                 a task's state and history
+  GET  /api/v1/tasks/{id}                 a task's state and history (?wait=30s: once it has ended)
+  GET  /api/v1/tasks/{id}/events          its events as Server-Sent Events, live, until it ends
   GET  /api/v1/agents                     configured agents with their circuit breaker
   GET  /api/v1/deadletters                dead letters (?limit=50&offset=0&agent=&class=)
   POST /api/v1/deadletters/{id}/requeue   requeue a dead letter
@@ -112,15 +114,20 @@ func (o *serveOptions) run(ctx context.Context, app *App, g *global) error {
 	// One allowance of wrong tokens per client address for the API,
 	// the console's bearer requests and its login form.
 	limiter := httpx.NewLimiter(httpx.LimiterOptions{Logger: log})
+	// One notifier for every wait and event stream of the API and the
+	// console: a few Redis connections however many wait.
+	hub := notify.New(rdb, tasks.NewStore(rdb).Record(), notify.Options{Logger: log})
+	hub.Start(ctx)
+	defer hub.Stop()
 	var ui http.Handler
 	if !o.noConsole {
 		sampler := console.NewSampler(rdb, console.SamplerOptions{Logger: log})
 		sampler.Start(ctx)
 		defer sampler.Stop()
-		ui = newConsole(rdb, cfg, console.Options{Token: token, Sampler: sampler, Logger: log, Limiter: limiter})
+		ui = newConsole(rdb, cfg, console.Options{Token: token, Sampler: sampler, Logger: log, Limiter: limiter, Notifier: hub})
 		log.Info("enqueuer serve: web console", "url", "http://"+ln.Addr().String()+console.Base)
 	}
-	srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: o.maxBody, Logger: log, UI: ui, Limiter: limiter})
+	srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: o.maxBody, Logger: log, UI: ui, Limiter: limiter, Notifier: hub})
 	if err := srv.Serve(ctx, ln); err != nil {
 		return runtimeErr(err)
 	}

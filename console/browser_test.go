@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
@@ -197,6 +198,25 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, hist, "context deadline exceeded after 30s")
 	require.True(t, eval(`!!document.querySelector('form[action$="/cancel"] button')`), "a retrying task can be canceled")
 	shot("task")
+
+	// The Task page shows its events live: an output line, then the end.
+	waitText := func(sel, want string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Contains(text(sel), want) }, 20*time.Second, 50*time.Millisecond, "%s shows %q (has %q)", sel, want, text(sel))
+	}
+	waitText("#live-events", "retrying")
+	live := record.Delivery{ID: "task-42", Attempt: 2}
+	_, err = f.store.Record().Apply(context.Background(), live, record.Started())
+	require.NoError(t, err)
+	_, _, err = f.store.Record().Output(context.Background(), live, []record.Event{{Event: record.EventOutput, Data: []byte(`"half way"`)}})
+	require.NoError(t, err)
+	waitText("#live-events", `output "half way"`)
+	_, err = f.store.Record().Apply(context.Background(), live, record.Succeeded(record.Attempt{Attempt: 2}, []byte(`{"summary":"ok"}`)))
+	require.NoError(t, err)
+	waitText("#live-events", "succeeded")
+	waitText("#task-state", "succeeded")
+	waitText("#live-status", "ended")
+	shot("task-live")
 
 	// Breakers: trip llm.example for 5m, then reset it.
 	require.NoError(t, chromedp.Do(ctx,

@@ -28,6 +28,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,6 +36,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/httpx"
+	"github.com/agentq/agentq/internal/notify"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience/breaker"
@@ -111,6 +113,10 @@ type Options struct {
 	// the API's (api.Options.Limiter) so both draw on one allowance. Zero:
 	// a limiter of its own with the defaults.
 	Limiter *httpx.Limiter
+	// Notifier is the process's notifier, shared with the API (serve
+	// passes its one), for the Task page's live events. Zero: the console
+	// makes its own on first use (Close stops it).
+	Notifier *notify.Hub
 }
 
 // Console is the web console on one Redis and one configuration.
@@ -126,6 +132,9 @@ type Console struct {
 	breakers *breaker.Breakers
 	pages    map[string]*template.Template
 	handler  http.Handler
+
+	ownHub     *notify.Hub // made when Options.Notifier is nil
+	ownHubOnce sync.Once
 }
 
 // New returns the console on rdb; cfg (nil: config.Default()) names the
@@ -205,6 +214,7 @@ func (c *Console) routes() http.Handler {
 		{"POST " + c.base + "deadletter/{id}/delete", (*Console).deleteDeadLetter},
 		{"GET " + c.base + "tasks", (*Console).taskSearch},
 		{"GET " + c.base + "tasks/{id}", (*Console).task},
+		{"GET " + c.base + "tasks/{id}/events", (*Console).taskEvents},
 		{"POST " + c.base + "tasks/{id}/cancel", (*Console).cancel},
 		{"GET " + c.base + "breakers", (*Console).breakerList},
 		{"POST " + c.base + "breakers/reset", (*Console).breakerReset},

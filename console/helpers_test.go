@@ -74,6 +74,7 @@ func (f *fixture) replica(t *testing.T, token string, log *slog.Logger) string {
 	t.Helper()
 	lim := httpx.NewLimiter(httpx.LimiterOptions{Logger: log})
 	c := New(f.rdb, f.cfg, Options{Token: token, Sampler: f.sampler, Client: f.client, Canceler: f.cancels, Logger: log, Limiter: lim})
+	t.Cleanup(c.Close)
 	hs := httptest.NewServer(api.New(f.rdb, f.cfg, api.Options{Token: token, Logger: log, UI: c.Handler(), Limiter: lim}).Handler())
 	t.Cleanup(hs.Close)
 	return hs.URL

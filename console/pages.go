@@ -528,7 +528,8 @@ func (c *Console) task(rw http.ResponseWriter, r *http.Request, s session) error
 			inDLQ = true
 		}
 	}
-	data := map[string]any{"T": v, "CanCancel": c.opts.Canceler != nil && cancellable[v.State], "InDLQ": inDLQ, "FromDLQ": fromDLQ}
+	data := map[string]any{"T": v, "CanCancel": c.opts.Canceler != nil && cancellable[v.State], "InDLQ": inDLQ, "FromDLQ": fromDLQ,
+		"Live": !fromDLQ && !v.State.Terminal()}
 	c.render(rw, r, s, http.StatusOK, "task.html", "", "Task "+id, data)
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/testbin"
 	"github.com/agentq/agentq/tasks"
 )
@@ -135,10 +135,7 @@ func tail(s string, n int) string {
 }
 
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 }
 
 // waitHTTP polls url until it answers 200.

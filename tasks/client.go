@@ -69,6 +69,14 @@ type Task struct {
 	// configured are ever called; the HTTP API and enqueuer refuse a name
 	// the config does not have and add the agent's agents.NAME.notify.
 	Notify []string
+	// Deadline is when the task gives up (zero: never; see also Within): a
+	// run still waiting then never starts, a running attempt is stopped
+	// (an exec agent's process group, an HTTP call), retries and restarts
+	// due after it are not made, and the task ends dead_lettered with
+	// reason deadline_exceeded and class timeout. It must be in the future
+	// and after the first run is due (CheckDeadline). A requeue of the
+	// dead letter runs without it.
+	Deadline time.Time
 }
 
 // EnqueueOption changes how one task is enqueued.
@@ -77,6 +85,7 @@ type EnqueueOption func(*enqueueOptions)
 type enqueueOptions struct {
 	processIn time.Duration
 	processAt time.Time
+	within    time.Duration
 }
 
 // newEnqueueOptions applies opts.
@@ -102,6 +111,29 @@ func ProcessIn(d time.Duration) EnqueueOption { return func(o *enqueueOptions) {
 
 // ProcessAt runs the task no earlier than t.
 func ProcessAt(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.processAt = t } }
+
+// Within gives the task (every task of an EnqueueMany) the deadline d from
+// now (see Task.Deadline); a Task.Deadline earlier than that is kept.
+// d must be positive.
+func Within(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.within = d } }
+
+// deadline is the deadline of t enqueued at now with these options (zero:
+// none), checked (CheckDeadline) against the delay of its first run.
+func (o enqueueOptions) deadline(t Task, now time.Time) (time.Time, error) {
+	dl := t.Deadline
+	if o.within != 0 {
+		if o.within < 0 {
+			return time.Time{}, &ValidationError{"deadline", fmt.Sprintf("is %s from now, which is already past", o.within)}
+		}
+		if w := now.Add(o.within); dl.IsZero() || w.Before(dl) {
+			dl = w
+		}
+	}
+	if err := CheckDeadline(dl, now, o.delay(now)); err != nil {
+		return time.Time{}, err
+	}
+	return dl, nil
+}
 
 // Result says what Enqueue did.
 type Result struct {
@@ -289,6 +321,9 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (re
 	if err := CheckDelay(o.delay(time.Now())); err != nil {
 		return Result{}, err
 	}
+	if err := env.setDeadline(o, t, time.Now()); err != nil {
+		return Result{}, err
+	}
 	ctx, span := c.startEnqueueSpan(ctx, env)
 	defer func() { endEnqueueSpan(span, res, err) }()
 	if !isCluster(c.store.rdb) {
@@ -304,6 +339,9 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (re
 	}
 	delay := o.delay(time.Now())
 	state := firstState(delay)
+	if err := c.indexDeadlines(ctx, env); err != nil {
+		return Result{}, err
+	}
 	err = c.EnqueueRun(ctx, env, delay)
 	if errors.Is(err, ErrDuplicate) {
 		_, st, _ := c.existing(ctx, env.ID)
@@ -342,6 +380,42 @@ func (c *Client) envelope(t Task, now time.Time) (*Envelope, error) {
 	return env, nil
 }
 
+// setDeadline sets env's deadline: t's with the options o, at now.
+func (env *Envelope) setDeadline(o enqueueOptions, t Task, now time.Time) error {
+	dl, err := o.deadline(t, now)
+	if err != nil {
+		return err
+	}
+	env.Deadline = 0
+	if !dl.IsZero() {
+		env.Deadline = dl.UnixMilli()
+	}
+	return nil
+}
+
+// indexDeadlines adds the tasks of envs that have a deadline to the
+// deadline index (rkeys.Deadlines), where the workers' sweeper finds them
+// (see package worker). Where the enqueue cannot do it in its own atomic
+// step (a Cluster, EnqueueMany), it is done before the task is queued: an
+// entry whose task was never enqueued is harmless (the sweeper drops an
+// entry without a record), a task queued without its entry would be
+// dead-lettered only when a worker takes it.
+func (c *Client) indexDeadlines(ctx context.Context, envs ...*Envelope) error {
+	var zs []redis.Z
+	for _, env := range envs {
+		if env.Deadline != 0 {
+			zs = append(zs, redis.Z{Score: float64(env.Deadline), Member: env.ID})
+		}
+	}
+	if len(zs) == 0 {
+		return nil
+	}
+	if err := c.store.rdb.ZAdd(ctx, rkeys.Deadlines(), zs...).Err(); err != nil {
+		return fmt.Errorf("tasks: enqueue %s: deadline index: %w", envs[0].ID, err)
+	}
+	return nil
+}
+
 // firstState is the state of a task whose first run is queued after
 // delay: pending, or scheduled when delayed.
 func firstState(delay time.Duration) State {
@@ -359,7 +433,7 @@ func newRecord(env *Envelope, state State, delay time.Duration) record.New {
 // Seed is the part of env's record that enqueueing it writes.
 func (env *Envelope) Seed() record.Seed {
 	return record.Seed{Agent: env.Agent, Action: env.Action, Queue: env.Queue, CorrelationID: env.CorrelationID,
-		EnqueuedAt: env.EnqueuedAt, Notify: env.Notify}
+		EnqueuedAt: env.EnqueuedAt, Deadline: env.DeadlineTime(), Notify: env.Notify}
 }
 
 // existing reports whether task id exists and its state: the state of its

@@ -125,6 +125,11 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	if err := CheckDelay(o.delay(time.Now())); err != nil {
 		return nil, err // every task's delay: no index to name
 	}
+	for i := range items {
+		if err := items[i].env.setDeadline(o, ts[i], time.Now()); err != nil {
+			return nil, &TaskError{Index: i, Err: err}
+		}
+	}
 	spans := c.startBatchSpans(ctx, items)
 	defer func() { endBatchSpans(spans, results, err) }()
 	results = make([]Result, len(ts))
@@ -141,6 +146,13 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 		if !items[i].done {
 			todo = append(todo, i)
 		}
+	}
+	envs := make([]*Envelope, len(todo))
+	for k, i := range todo {
+		envs[k] = items[i].env
+	}
+	if err := c.indexDeadlines(ctx, envs...); err != nil {
+		return results, batchFailure(items, err)
 	}
 	c.asynqEnqueueMany(ctx, items, todo, now, delay)
 	c.recordQueued(ctx, items, todo, results, delay)

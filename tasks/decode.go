@@ -15,6 +15,40 @@ import (
 // accepts and refuses exactly what it did before. On the payloads it
 // takes, it gives what encoding/json gives (FuzzDecodeFast), at a tenth
 // of the cost: every task's delivery starts here.
+// setString sets e's string field named key (one of decodeFast's).
+func (e *Envelope) setString(key, s string) {
+	switch key {
+	case "id":
+		e.ID = s
+	case "agent":
+		e.Agent = s
+	case "action":
+		e.Action = s
+	case "correlation_id":
+		e.CorrelationID = s
+	case "traceparent":
+		e.Traceparent = s
+	case "tracestate":
+		e.Tracestate = s
+	default:
+		e.Queue = s
+	}
+}
+
+// setInt sets e's number field named key (one of decodeFast's).
+func (e *Envelope) setInt(key string, n int) {
+	switch key {
+	case "run":
+		e.Run = n
+	case "restarts":
+		e.Restarts = n
+	case "deadline_ms":
+		e.Deadline = int64(n)
+	default:
+		e.NotBefore = int64(n)
+	}
+}
+
 func decodeFast(b []byte, e *Envelope) bool {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -40,35 +74,13 @@ func decodeFast(b []byte, e *Envelope) bool {
 			if s, j, ok = plainString(b, i); !ok {
 				return false
 			}
-			switch key {
-			case "id":
-				e.ID = s
-			case "agent":
-				e.Agent = s
-			case "action":
-				e.Action = s
-			case "correlation_id":
-				e.CorrelationID = s
-			case "traceparent":
-				e.Traceparent = s
-			case "tracestate":
-				e.Tracestate = s
-			default:
-				e.Queue = s
-			}
-		case "restarts", "run", "not_before_ms":
+			e.setString(key, s)
+		case "restarts", "run", "not_before_ms", "deadline_ms":
 			var n int
 			if n, j, ok = plainInt(b, i); !ok {
 				return false
 			}
-			switch key {
-			case "run":
-				e.Run = n
-			case "restarts":
-				e.Restarts = n
-			default:
-				e.NotBefore = int64(n)
-			}
+			e.setInt(key, n)
 		case "enqueued_at":
 			if _, j, ok = plainString(b, i); !ok || e.EnqueuedAt.UnmarshalJSON(b[i:j]) != nil {
 				return false

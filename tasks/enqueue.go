@@ -10,6 +10,7 @@ import (
 	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/wakeup"
 )
 
@@ -57,6 +58,10 @@ func (c *Client) enqueueFresh(ctx context.Context, n record.New, t asynqcompat.T
 	}
 	for _, cmd := range c.store.rec.FreshCalls(n) {
 		calls = append(calls, redisx.Call{Cmd: cmd})
+	}
+	if !n.Seed.Deadline.IsZero() {
+		// The deadline index entry, in the same MULTI (see indexDeadlines).
+		calls = append(calls, redisx.Call{Cmd: []any{"zadd", rkeys.Deadlines(), n.Seed.Deadline.UnixMilli(), n.ID}})
 	}
 	calls = append(calls, redisx.Call{Cmd: []any{"exec"}})
 	res, err := c.runner.RunCalls(ctx, calls)

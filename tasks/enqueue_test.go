@@ -43,6 +43,8 @@ func TestEnqueueOneRoundTrip(t *testing.T) {
 		{"caller ID", Task{ID: "job-1", Agent: "tool", Params: json.RawMessage(`{"a":1}`)}, nil, false},
 		{"duplicate", Task{ID: "job-1", Agent: "tool"}, nil, true},
 		{"scheduled", Task{ID: "job-2", Agent: "tool"}, []EnqueueOption{ProcessIn(time.Hour)}, false},
+		{"caller ID with a deadline", Task{ID: "job-3", Agent: "tool"}, []EnqueueOption{Within(time.Minute)}, false},
+		{"generated ID with a deadline", Task{Agent: "tool", Deadline: time.Now().Add(time.Hour)}, nil, false},
 	}
 	for _, tc := range cases {
 		before := rt.N.Load()
@@ -132,6 +134,9 @@ func TestEnqueueFreshWritesAsScript(t *testing.T) {
 	for i, delay := range []time.Duration{0, 90 * time.Minute} {
 		env := &Envelope{ID: NewID(), Agent: "tool", Action: "run", Params: json.RawMessage(`{"n":1}`),
 			CorrelationID: "c-1", Queue: []string{"default", "other"}[i], EnqueuedAt: now.UTC()}
+		if delay > 0 {
+			env.Deadline = now.Add(2 * time.Hour).UnixMilli() // and its entry in the deadline index
+		}
 		ids = append(ids, env.ID)
 		n := newRecord(env, firstState(delay), delay)
 		tk, err := asynqTask(env, now, delay)

@@ -48,6 +48,12 @@ type Envelope struct {
 	// keeps a delayed task's due time in whole seconds and may deliver it
 	// up to a second early; the worker waits for the rest.
 	NotBefore int64 `json:"not_before_ms,omitempty"`
+	// Deadline is when the task gives up (Unix ms; 0: never), set by its
+	// producer (Task.Deadline, Within): a run still waiting then never
+	// starts, a running attempt is stopped, and the task is dead-lettered
+	// with reason deadline_exceeded (see package worker). Every run of the
+	// task carries it (restarts copy the envelope).
+	Deadline int64 `json:"deadline_ms,omitempty"`
 	// Traceparent and Tracestate are the W3C trace context of the
 	// enqueue (the producer's span: see package tracing); empty when the
 	// producer was not traced. Every run of the task (restarts copy the
@@ -92,6 +98,8 @@ func (e *Envelope) Validate() error {
 		return &ValidationError{"restarts", "is negative"}
 	case e.Run < 0:
 		return &ValidationError{"run", "is negative"}
+	case e.Deadline < 0:
+		return &ValidationError{"deadline_ms", "is negative"}
 	}
 	if len(e.Params) > 0 && !json.Valid(e.Params) {
 		return &ValidationError{"params", "is not valid JSON"}
@@ -271,6 +279,10 @@ func (e *Envelope) marshal() ([]byte, error) {
 		b = append(b, `,"not_before_ms":`...)
 		b = strconv.AppendInt(b, e.NotBefore, 10)
 	}
+	if e.Deadline != 0 {
+		b = append(b, `,"deadline_ms":`...)
+		b = strconv.AppendInt(b, e.Deadline, 10)
+	}
 	b = appendField(b, `,"traceparent":"`, e.Traceparent)
 	b = appendField(b, `,"tracestate":"`, e.Tracestate)
 	return append(b, '}'), nil
@@ -298,6 +310,20 @@ func (e *Envelope) plain() bool {
 // (no '<', '>', '&', U+2028 or U+2029 in it).
 func plainJSON(raw []byte) bool {
 	return bytes.IndexAny(raw, "<>&\u2028\u2029") < 0
+}
+
+// DeadlineTime is the envelope's Deadline as a time (zero: none).
+func (e *Envelope) DeadlineTime() time.Time {
+	if e.Deadline == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(e.Deadline)
+}
+
+// PastDeadline reports whether the task has a deadline and now is at or
+// after it.
+func (e *Envelope) PastDeadline(now time.Time) bool {
+	return e.Deadline != 0 && now.UnixMilli() >= e.Deadline
 }
 
 // Decode parses an asynq payload. Unknown fields are ignored (newer

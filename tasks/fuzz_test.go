@@ -45,6 +45,7 @@ func FuzzDecodeFast(f *testing.F) {
 		`{"id":"0e4f784b5bd72d15d21f5c46","agent":"noop","params":{"n":1},"queue":"default","restarts":0,"run":0,"enqueued_at":"2026-11-23T19:27:13.701717467Z"}`,
 		`{"id":"a","agent":"tool","action":"x","correlation_id":"c","restarts":2,"run":3}`,
 		`{"id":"a","agent":"t","queue":"q","restarts":0,"run":1,"enqueued_at":"2026-11-23T19:27:13Z","not_before_ms":1795465955500}`,
+		`{"id":"a","agent":"t","run":0,"deadline_ms":1795465955500}`, `{"id":"a","agent":"t","deadline_ms":1.5}`, `{"id":"a","agent":"t","deadline_ms":null}`,
 		` { "id" : "a" , "agent":"t", "params" : [1, "}", {"a":[]}] } `,
 		`{"id":"a","agent":"t","params":"s\"}"}`, `{"id":"a","agent":"t","params":null}`,
 		`{"id":"a","ID":"b","agent":"t"}`, `{"id":"a\u0041","agent":"t"}`, `{"id":"é","agent":"t"}`,
@@ -74,15 +75,16 @@ func FuzzDecodeFast(f *testing.F) {
 // FuzzEnvelopeMarshal: Envelope.marshal writes the bytes json.Marshal
 // writes, for every valid envelope.
 func FuzzEnvelopeMarshal(f *testing.F) {
-	f.Add("0e4f784b5bd72d15d21f5c46", "noop", "", []byte(`{"n":1}`), "", "default", 0, 0, int64(1700000000123456789), true, int64(0), "", "")
-	f.Add("a", "tool", "go", []byte(` { "a" : [1, "x y", {"b":null}] } `), "corr", "q", 2, 3, int64(0), true, int64(1795465955500), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "k=v")
-	f.Add("a<b", "t", "x&y", []byte(`"<\u2028>"`), "é", "", 0, 0, int64(-62167219200000000), false, int64(0), "", "")
-	f.Add("a", "t", "", []byte("\"\xe2\x80\xa8\""), "", "", 0, 0, int64(1), true, int64(0), "", "")
-	f.Add("a", "t", "", []byte(`null`), "", "", 0, 0, int64(1), true, int64(0), "", "")
+	f.Add("0e4f784b5bd72d15d21f5c46", "noop", "", []byte(`{"n":1}`), "", "default", 0, 0, int64(1700000000123456789), true, int64(0), "", "", int64(0))
+	f.Add("a", "tool", "go", []byte(` { "a" : [1, "x y", {"b":null}] } `), "corr", "q", 2, 3, int64(0), true, int64(1795465955500), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "k=v", int64(1795465985500))
+	f.Add("a<b", "t", "x&y", []byte(`"<\u2028>"`), "é", "", 0, 0, int64(-62167219200000000), false, int64(0), "", "", int64(-1))
+	f.Add("a", "t", "", []byte("\"\xe2\x80\xa8\""), "", "", 0, 0, int64(1), true, int64(0), "", "", int64(0))
+	f.Add("a", "t", "", []byte(`null`), "", "", 0, 0, int64(1), true, int64(0), "", "", int64(0))
 	f.Fuzz(func(t *testing.T, id, agent, action string, params []byte, corr, queue string, restarts, run int,
-		at int64, utc bool, notBefore int64, tp, ts string) {
+		at int64, utc bool, notBefore int64, tp, ts string, deadline int64) {
 		e := &Envelope{ID: id, Agent: agent, Action: action, Params: params, CorrelationID: corr, Queue: queue,
-			Restarts: restarts, Run: run, EnqueuedAt: time.Unix(0, at), NotBefore: notBefore, Traceparent: tp, Tracestate: ts}
+			Restarts: restarts, Run: run, EnqueuedAt: time.Unix(0, at), NotBefore: notBefore, Traceparent: tp, Tracestate: ts,
+			Deadline: deadline}
 		if utc {
 			e.EnqueuedAt = e.EnqueuedAt.UTC()
 		}

@@ -21,6 +21,9 @@ type Request struct {
 	Queue string `json:"queue,omitempty"`
 	// In delays the first run by a Go duration ("30s", "5m"). Zero: now.
 	In string `json:"in,omitempty"`
+	// Deadline is when the task gives up (Task.Deadline): a Go duration
+	// from the enqueue ("30s") or an RFC 3339 time. Zero: never.
+	Deadline string `json:"deadline,omitempty"`
 	// FailIfUnavailable refuses the task while the agent's breaker is open
 	// (HTTP 409 agent_unavailable, exit status 3).
 	FailIfUnavailable bool `json:"fail_if_unavailable,omitempty"`
@@ -47,7 +50,54 @@ func (r Request) Task(served []string) (Task, time.Duration, error) {
 		}
 		delay = d
 	}
+	if r.Deadline != "" {
+		now := time.Now()
+		dl, err := ParseDeadline(r.Deadline, now)
+		if err != nil {
+			return Task{}, 0, err
+		}
+		if err := CheckDeadline(dl, now, delay); err != nil {
+			return Task{}, 0, err
+		}
+		t.Deadline = dl
+	}
 	return t, delay, nil
+}
+
+// ParseDeadline reads a task's deadline as producers write it (Request's
+// "deadline", `enqueuer --deadline`): a positive Go duration from now
+// ("30s", "5m") or an RFC 3339 time. A bad value is a *ValidationError
+// naming field "deadline".
+func ParseDeadline(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, &ValidationError{"deadline", fmt.Sprintf("is %q, which is already past: give a positive duration or a time in the future", s)}
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, &ValidationError{"deadline", fmt.Sprintf("is neither a Go duration such as \"30s\" nor an RFC 3339 time such as \"2026-01-02T15:04:05Z\": %q", s)}
+	}
+	return t, nil
+}
+
+// CheckDeadline returns a *ValidationError naming field "deadline" when
+// deadline (zero: none) is not after now, is not after the task's first
+// run is due (delay from now: the task could never run), or is further
+// out than MaxDelay.
+func CheckDeadline(deadline, now time.Time, delay time.Duration) error {
+	switch {
+	case deadline.IsZero():
+		return nil
+	case !deadline.After(now):
+		return &ValidationError{"deadline", fmt.Sprintf("is %s, which is already past", deadline.UTC().Format(time.RFC3339Nano))}
+	case delay > 0 && !deadline.After(now.Add(delay)):
+		return &ValidationError{"deadline", fmt.Sprintf("is %s, not after the task's first run is due (in %s): the task could never run", deadline.UTC().Format(time.RFC3339), delay)}
+	case deadline.Sub(now) > MaxDelay:
+		return &ValidationError{"deadline", fmt.Sprintf("is too far: a deadline may be at most %s (10 years) away", MaxDelay)}
+	}
+	return nil
 }
 
 // MaxDelay is the longest a task's first run may be delayed (Request.In,

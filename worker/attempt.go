@@ -50,7 +50,8 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 	for {
 		c := p.call(ctx, log, env, cur, n)
 		a := &attemptResult{n: n, start: start, served: cur.sp, call: c}
-		if c.verdict.Class == "" || cur.next >= len(sp.fallback) || ctx.Err() != nil || !sp.policy.FallsBack(c.verdict.Class) {
+		if c.verdict.Class == "" || cur.next >= len(sp.fallback) || ctx.Err() != nil || !sp.policy.FallsBack(c.verdict.Class) ||
+			env.PastDeadline(time.Now()) {
 			return a, nil
 		}
 		alt, _ := p.fallBack(ctx, log, sp, cur.next, string(c.verdict.Class))
@@ -98,6 +99,8 @@ type callResult struct {
 	verdict resilience.Verdict
 	errText string
 	elapsed time.Duration
+	// deadline: the task's deadline cut the call (class timeout).
+	deadline bool
 }
 
 // report is what the events of the call, attempt n of env's run, served
@@ -113,7 +116,7 @@ func (c callResult) report(env *tasks.Envelope, served *spec, n int, worker stri
 // fallback is not the task's agent.
 func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, attempt int) callResult {
 	sp, adm := g.sp, g.adm
-	timeout := callTimeout(ctx, sp.timeout, time.Now())
+	timeout, cut := callDeadline(env, callTimeout(ctx, sp.timeout, time.Now()), time.Now())
 	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quickStop), log, sp)
 	stamp := p.newStamper(ctx, sp, g.lim)
 	stamp.late() // the call leaves now: restamp its start if the worker stalled since its admission
@@ -122,12 +125,15 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	started := time.Now()
 	traceparent, tracestate := agentTrace(ctx, env)
 	failpoint("call_started") // test hook: die as the call starts, before a first delivery's lazy start
-	data, runErr := sp.runner.Run(runCtx, agent.Request{
+	// The call's live output, written for this delivery (output.go).
+	output := p.newOutput(ctx, log, delivery(env, attempt))
+	data, runErr := sp.runner.Run(agent.WithLogger(runCtx, log.base), agent.Request{
 		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
 		CorrelationID: env.CorrelationID, Attempt: attempt, Restart: env.Restarts,
-		Traceparent: traceparent, Tracestate: tracestate,
+		Traceparent: traceparent, Tracestate: tracestate, Emit: output.emit,
 	})
 	elapsed := time.Since(started)
+	output.close() // before the outcome is written: output precedes it
 	// Only the worker's shutdown cancels ctx (context.Canceled); asynq's
 	// deadline on ctx (DeadlineExceeded) is a timeout like the agent's own.
 	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() != context.Canceled
@@ -140,6 +146,9 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	case runErr == nil:
 	case ctx.Err() == context.Canceled:
 		v.Class = resilience.Canceled
+	case timedOut && cut:
+		v.Class = resilience.Timeout
+		runErr = fmt.Errorf("%s: %w", deadlineText(env, "while its attempt was running: the call was stopped"), runErr)
 	case timedOut:
 		v.Class = resilience.Timeout
 		if !strings.Contains(runErr.Error(), "timed out") {
@@ -154,33 +163,50 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 
 	// Breaker bookkeeping, in the breaker of the agent called.
 	out := breakerOutcome(sp.policy, v.Class, reply)
-	if p.noGate {
-		// Gate off (WithoutBreaker): nothing to record.
-	} else if st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out, breaker.ForTask(env.ID)); errors.Is(err, breaker.ErrStaleAdmission) {
-		log.Debug("breaker result from an older generation ignored", "err", err)
-	} else if err != nil {
-		log.Warn("breaker record failed", "err", err)
-	} else if st != adm.State {
-		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(st))
-		log.Info("breaker changed state", "breaker_key", sp.breakerKey, "state", st)
+	deadlineCut := timedOut && cut
+	if deadlineCut {
+		out = breaker.OutcomeIgnore // the caller's deadline says nothing of the agent's health
 	}
-
-	outcome := "success"
-	if v.Class != "" {
-		outcome = "failure"
-		if v.Class == resilience.Canceled {
-			outcome = "canceled"
-		}
-	}
-	p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), outcome).Inc()
-	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled) {
+	p.recordBreaker(ctx, log, env, sp, adm, out)
+	p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), callOutcome(v.Class)).Inc()
+	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled && !deadlineCut) {
 		p.alerts.failure(sp.name)
 	}
 	errText := ""
 	if runErr != nil {
 		errText = truncate(runErr.Error(), 2000)
 	}
-	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed}
+	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut}
+}
+
+// recordBreaker records a call's outcome out in the breaker of the agent
+// called (sp, admitted by adm), unless the gate is off (WithoutBreaker).
+func (p *pipeline) recordBreaker(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm breaker.Admission, out breaker.Outcome) {
+	if p.noGate {
+		return
+	}
+	st, err := p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, out, breaker.ForTask(env.ID))
+	switch {
+	case errors.Is(err, breaker.ErrStaleAdmission):
+		log.Debug("breaker result from an older generation ignored", "err", err)
+	case err != nil:
+		log.Warn("breaker record failed", "err", err)
+	case st != adm.State:
+		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(st))
+		log.Info("breaker changed state", "breaker_key", sp.breakerKey, "state", st)
+	}
+}
+
+// callOutcome is the outcome label of a call whose failure class is class
+// ("" succeeded): success, failure or canceled.
+func callOutcome(class resilience.Class) string {
+	switch class {
+	case "":
+		return "success"
+	case resilience.Canceled:
+		return "canceled"
+	}
+	return "failure"
 }
 
 // breakerOutcome is what a call whose failure class is class (""

@@ -30,6 +30,9 @@ type completer interface {
 	view(ctx context.Context, id string) (*record.View, error)
 	// ping reads the record's existence: it fails while Redis is away.
 	ping(ctx context.Context, id string) error
+	// output appends live output events of d's call (record.Store.Output):
+	// one try, not waiting out a Redis outage (output.go).
+	output(ctx context.Context, d record.Delivery, evs []record.Event) (record.Outcome, int, error)
 }
 
 // inlineCompleter writes every change through the record store when it is
@@ -55,6 +58,10 @@ func (c inlineCompleter) runState(ctx context.Context, id string) (record.RunSta
 
 func (c inlineCompleter) view(ctx context.Context, id string) (*record.View, error) {
 	return c.rec.Get(ctx, id)
+}
+
+func (c inlineCompleter) output(ctx context.Context, d record.Delivery, evs []record.Event) (record.Outcome, int, error) {
+	return c.rec.Output(ctx, d, evs)
 }
 
 func (c inlineCompleter) ping(ctx context.Context, id string) error {

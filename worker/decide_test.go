@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ import (
 type fakeCompleter struct {
 	mu      sync.Mutex
 	writes  []fakeWrite
+	outputs []record.Event
 	answers func(c record.Change) (record.Outcome, error)
 }
 
@@ -61,6 +63,13 @@ func (f *fakeCompleter) view(context.Context, string) (*record.View, error) {
 }
 
 func (f *fakeCompleter) ping(context.Context, string) error { return nil }
+
+func (f *fakeCompleter) output(_ context.Context, _ record.Delivery, evs []record.Event) (record.Outcome, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outputs = append(f.outputs, evs...)
+	return record.Applied, len(evs), nil
+}
 
 // names lists the writes as "state/event@attempt" ("-" for no event).
 func (f *fakeCompleter) names() []string {
@@ -105,6 +114,12 @@ func TestPipelineDecisionsFake(t *testing.T) {
 		writes   []string
 		answer   string // "ack", or the *delayed kind
 		calls    int    // agent calls
+		// deadline, when set, is the task's deadline from now; agent is
+		// the task's agent ("a" when empty); block: the agent waits for
+		// its context to end.
+		deadline time.Duration
+		agent    string
+		block    bool
 	}{
 		{name: "success", writes: []string{"succeeded/succeeded@1"}, answer: "ack", calls: 1},
 		{name: "retry", agentErr: unavailable, writes: []string{"retrying/retrying@1"}, answer: "retry", calls: 1},
@@ -131,10 +146,25 @@ func TestPipelineDecisionsFake(t *testing.T) {
 		{name: "a dead letter the record refuses is dropped", agentErr: &resilience.Failure{Status: 400, Text: "bad"},
 			answers: answerOn(record.StateDeadLettered, record.Canceled, nil),
 			writes:  []string{"active/-@1", "dead_lettered/dead_lettered@1"}, answer: "ack", calls: 1},
+		{name: "a delivery past its deadline is dead-lettered without calling the agent", deadline: -time.Second,
+			writes: []string{"dead_lettered/dead_lettered@0"}, answer: "ack", calls: 0},
+		{name: "a redelivery past its deadline is dead-lettered without calling the agent", retried: 1, deadline: -time.Millisecond,
+			writes: []string{"dead_lettered/dead_lettered@0"}, answer: "ack", calls: 0},
+		{name: "a retry due before the deadline is made", agentErr: unavailable, deadline: time.Hour,
+			writes: []string{"retrying/retrying@1"}, answer: "retry", calls: 1},
+		{name: "a retry due after the deadline dead-letters instead", agent: "b", agentErr: unavailable, deadline: time.Minute,
+			writes: []string{"active/-@1", "dead_lettered/dead_lettered@1"}, answer: "ack", calls: 1},
+		{name: "a restart due after the deadline dead-letters instead", retried: 2, agentErr: unavailable, deadline: 30 * time.Second,
+			writes: []string{"active/-@3", "dead_lettered/dead_lettered@3"}, answer: "ack", calls: 1},
+		{name: "a restart due before the deadline is made", retried: 2, agentErr: unavailable, deadline: time.Hour,
+			writes: []string{"active/-@3", "restarting/restarting@3"}, answer: "ack", calls: 1},
+		{name: "a call the deadline cuts dead-letters", block: true, deadline: 300 * time.Millisecond,
+			writes: []string{"active/-@1", "dead_lettered/dead_lettered@1"}, answer: "ack", calls: 1},
 	}
 	yaml := "redis: {url: \"redis://127.0.0.1:1\"}\nworker: {concurrency: 1}\n" +
 		"defaults:\n  retry: {max_attempts: 3, initial_backoff: 10ms, max_backoff: 10ms}\n" +
-		"  restart: {max_restarts: 2, delays: [1m]}\nagents:\n  a: {}\n"
+		"  restart: {max_restarts: 2, delays: [1m]}\nagents:\n  a: {}\n" +
+		"  b: {retry: {max_attempts: 3, initial_backoff: 1h, max_backoff: 1h}}\n"
 	cfg, err := config.Parse([]byte(yaml), "test.yaml")
 	require.NoError(t, err)
 	for _, tc := range cases {
@@ -144,15 +174,23 @@ func TestPipelineDecisionsFake(t *testing.T) {
 			rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 			t.Cleanup(func() { _ = rdb.Close() })
 			calls := 0
+			run := agent.Func(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
+				calls++
+				if tc.block {
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}
+				return json.RawMessage(`{"ok":true}`), tc.agentErr
+			})
 			w, err := New(cfg, rdb, WithoutBreaker(), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-				WithAgent("a", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
-					calls++
-					return json.RawMessage(`{"ok":true}`), tc.agentErr
-				})))
+				WithAgent("a", run), WithAgent("b", run))
 			require.NoError(t, err)
 			fake := &fakeCompleter{answers: tc.answers}
 			w.pipe.rec, w.pipe.insp = fake, nil
-			env := &tasks.Envelope{ID: "t", Agent: "a", Queue: tasks.DefaultQueue, Run: tc.run, EnqueuedAt: time.Now()}
+			env := &tasks.Envelope{ID: "t", Agent: cmp.Or(tc.agent, "a"), Queue: tasks.DefaultQueue, Run: tc.run, EnqueuedAt: time.Now()}
+			if tc.deadline != 0 {
+				env.Deadline = time.Now().Add(tc.deadline).UnixMilli()
+			}
 			payload, err := tasks.Encode(env)
 			require.NoError(t, err)
 			ctx := withMeta(context.Background(), env.AsynqID(), env.Queue, tc.retried)
@@ -160,6 +198,11 @@ func TestPipelineDecisionsFake(t *testing.T) {
 			require.Equal(t, tc.writes, fake.names())
 			require.Equal(t, tc.answer, answerName(answer), "answer %v", answer)
 			require.Equal(t, tc.calls, calls)
+			if last := fake.writes[len(fake.writes)-1].c; tc.deadline != 0 && last.State == record.StateDeadLettered {
+				require.Equal(t, ReasonDeadlineExceeded, last.Reason)
+				require.Equal(t, string(resilience.Timeout), last.ErrorClass)
+				require.Contains(t, last.Error, "deadline exceeded")
+			}
 		})
 	}
 }

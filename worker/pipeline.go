@@ -85,6 +85,9 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	if answer, done := p.redelivered(ctx, log, env); done {
 		return answer
 	}
+	if answer, done := p.pastDeadline(ctx, log, env); done {
+		return answer
+	}
 	g, answer := p.gate(ctx, log, env, sp)
 	if g == nil {
 		return answer

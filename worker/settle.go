@@ -24,6 +24,7 @@ func (p *pipeline) settle(ctx context.Context, log *taskLog, env *tasks.Envelope
 		Verdict: a.call.verdict, Attempt: a.n, MaxAttempts: sp.maxAttempts,
 		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
 	})
+	overDeadline(env, sp, a, &d, time.Now())
 	outcome := runOutcome(d.Action)
 	defer func() { p.endRunSpan(env, a, cmp.Or(runEnd(answer), outcome), string(a.call.verdict.Class)) }()
 	switch d.Action {

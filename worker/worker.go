@@ -283,6 +283,7 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 		startstop.Func(w.listen),
 		startstop.Func(w.registerLimits),
 		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),
+		startstop.Func(func(ctx context.Context) { w.sweepDeadlines(ctx, sweepInterval) }),
 		w.pipe.alerts,
 	}
 	for _, p := range w.probers {

@@ -20,6 +20,44 @@
     }
   } catch (err) { /* old browser: keep the address */ }
 
+  // A live task's events, as they are recorded (Server-Sent Events);
+  // the page then does not refresh itself.
+  var live = document.getElementById("live");
+  if (live && window.EventSource) {
+    var list = document.getElementById("live-events");
+    var status = document.getElementById("live-status");
+    var ended = false;
+    var es = new EventSource(live.getAttribute("data-events"));
+    status.textContent = "Connecting…";
+    es.onopen = function () { if (!ended) { status.textContent = "Live: new events appear here as they are recorded."; } };
+    es.onerror = function () { if (!ended) { status.textContent = "Reconnecting…"; } };
+    var add = function (e) {
+      var ev;
+      try { ev = JSON.parse(e.data); } catch (err) { return; }
+      var li = document.createElement("li");
+      li.setAttribute("data-seq", e.lastEventId);
+      var text = "#" + e.lastEventId + " " + (ev.at || "") + " " + e.type;
+      if (ev.attempt) { text += " attempt " + ev.attempt; }
+      if (ev.error_class) { text += " " + ev.error_class; }
+      if (ev.error) { text += ": " + ev.error; }
+      if (ev.reason) { text += " (" + ev.reason + ")"; }
+      if (ev.data !== undefined) { text += " " + JSON.stringify(ev.data); }
+      li.textContent = text;
+      list.appendChild(li);
+      if (e.type === "succeeded" || e.type === "dead_lettered" || e.type === "task_canceled") {
+        ended = true;
+        es.close();
+        var st = document.getElementById("task-state");
+        if (st) { st.textContent = e.type === "task_canceled" ? "canceled" : e.type; }
+        status.textContent = "The task has ended: reload the page for its full record.";
+      }
+    };
+    ["queued", "scheduled", "succeeded", "failed", "retrying", "deferred", "restarting", "dead_lettered",
+      "requeued", "interrupted", "task_canceled", "history_elided", "progress", "output", "output_truncated"
+    ].forEach(function (name) { es.addEventListener(name, add); });
+    return;
+  }
+
   var secs = parseInt(document.body.getAttribute("data-refresh") || "0", 10);
   if (!secs || !window.fetch || !window.DOMParser) { return; }
 

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -235,4 +236,29 @@ func TestGuardRefusesToRunByHand(t *testing.T) {
 	var ee *exec.ExitError
 	require.True(t, errors.As(err, &ee), "%v", err)
 	require.Equal(t, 2, ee.ExitCode())
+}
+
+// TestGroupPassesExtraFiles (#26): a command's ExtraFiles reach it
+// through the guard (an exec agent's events pipe is its descriptor 3),
+// and the guard does not hold the pipe: it ends when the command does.
+func TestGroupPassesExtraFiles(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	var g procgroup.Group
+	cmd := exec.Command("/bin/sh", "-c", "echo events >&3")
+	cmd.ExtraFiles = []*os.File{w}
+	require.NoError(t, g.Start(cmd))
+	require.NoError(t, w.Close())
+	done := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(r); done <- b }() // EOF once the command is gone
+	// Before Wait: the guard still runs, and must not hold the pipe.
+	select {
+	case b := <-done:
+		require.Equal(t, "events\n", string(b))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pipe did not end with the command: another process (the guard?) holds it")
+	}
+	require.NoError(t, g.Wait())
 }

@@ -71,9 +71,17 @@ func (s *Store) CreateCall(n New) redisx.Call {
 // a dead letter, with that ID), the run on its queue and the record. Read
 // its reply with EnqueueReply. Not on a Redis Cluster (the record and the
 // queue are in different slots).
+//
+// A task with a deadline (n.Seed.Deadline) is added to the deadline index
+// (rkeys.Deadlines) in the same step, so that no task is enqueued without
+// the entry the workers' deadline sweeper reads.
 func (s *Store) EnqueueCall(n New, t asynqcompat.Task, now time.Time) redisx.Call {
-	ks := append(append(keys(n.ID), rkeys.DLQEntries()), wakeup.RunKeys(t.Queue, t.ID, n.Delay)...)
-	args := append(wakeup.RunArgs(t, now, n.Delay, true), s.createArgs(n)...)
+	ks := append(append(append(keys(n.ID), rkeys.DLQEntries()), wakeup.RunKeys(t.Queue, t.ID, n.Delay)...), rkeys.Deadlines())
+	deadline := int64(0)
+	if !n.Seed.Deadline.IsZero() {
+		deadline = n.Seed.Deadline.UnixMilli()
+	}
+	args := append(append(wakeup.RunArgs(t, now, n.Delay, true), deadline), s.createArgs(n)...)
 	return redisx.Call{Script: enqueueScript, Keys: ks, Args: args}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -244,7 +245,25 @@ func (s *Server) signal(kill bool) {
 	s.cmd = nil
 }
 
-func freePort(t testing.TB) int {
+func freePort(t testing.TB) int { return FreePort(t) }
+
+// FreePort returns a loopback TCP port that is free now, picked below the
+// kernel's ephemeral range (32768 and up on Linux): a port the kernel
+// handed out for 127.0.0.1:0 and freed again is soon reused for some
+// outgoing connection, so a process started on it later can find it taken
+// ("address already in use"). Ports in [20000, 22700) are only ever taken
+// by another test's explicit pick, which the bind check below rules out
+// at the time of the pick (and a Cluster node's bus port, 10000 above,
+// is still below the ephemeral range).
+func FreePort(t testing.TB) int {
+	for range 50 {
+		port := 20000 + rand.IntN(2700)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err == nil {
+			_ = l.Close()
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("redistest: free port: %v", err)

@@ -142,6 +142,17 @@ func ProbeClaim(key string) string { return Prefix + "{breaker:" + key + "}:prob
 // interval, not once per worker.
 func RestartRepairClaim() string { return Prefix + "{restart}:repair-claim" }
 
+// Deadlines is the sorted set of tasks that have a deadline (id -> the
+// deadline, Unix ms), written when each is enqueued; the workers' sweeper
+// dead-letters the waiting ones whose deadline has passed and drops the
+// ended ones.
+func Deadlines() string { return Prefix + "{deadline}:index" }
+
+// DeadlineSweepClaim is the claim (SET NX PX) of the worker that runs the
+// next sweep of Deadlines, so that a fleet sweeps once per tick, not once
+// per worker.
+func DeadlineSweepClaim() string { return Prefix + "{deadline}:sweep-claim" }
+
 // AlertWindow is the hash (start: window start in ms, count: failures) in
 // which the fleet counts the failures of agent in the current alert window,
 // so that an alert is raised once per window for all workers together.

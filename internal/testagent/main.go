@@ -31,6 +31,16 @@
 //	{"mode": "env"}                  success, data = {"env": {NAME: value…},
 //	                                 "cwd": working directory}
 //	{"mode": "request"}              success, data = the ActionRequest as read
+//	{"mode": "events", "lines": [L…], "before": B, "wait_file": W, "after": A, "big": N}
+//	                                 writes to the descriptor named by
+//	                                 AGENTQ_EVENTS_FD (exits 2 without it):
+//	                                 the lines L as they are, one a line; B
+//	                                 progress events {"step": i}; then, when
+//	                                 W is given, waits until the file W
+//	                                 exists; then A more progress events;
+//	                                 then, when N > 0, one output event whose
+//	                                 data is a string of N bytes; succeeds
+//	                                 with {"events": B+A}
 //
 // In every mode, params "effects": F appends one line
 // "<task_id> <attempt> <restart> <pid> <mode>" to the file F (O_APPEND, one
@@ -141,14 +151,10 @@ func main() {
 		}
 		time.Sleep(time.Duration(ms) * time.Millisecond)
 		succeed(json.RawMessage(`{"slept_ms":` + strconv.Itoa(ms) + `}`))
+	case "events":
+		events(p)
 	case "env":
-		env := map[string]string{}
-		for _, kv := range os.Environ() {
-			k, v, _ := strings.Cut(kv, "=")
-			env[k] = v
-		}
-		wd, _ := os.Getwd()
-		succeed(map[string]any{"env": env, "cwd": wd})
+		printEnv()
 	default:
 		die(2, "testagent: unknown mode %q", mode)
 	}
@@ -343,4 +349,59 @@ func (p params) bool(k string) bool {
 		return b
 	}
 	return false
+}
+
+// events writes the events of mode "events" (see the package comment).
+func events(p params) {
+	fd, err := strconv.Atoi(os.Getenv("AGENTQ_EVENTS_FD"))
+	if err != nil {
+		die(2, "testagent: no AGENTQ_EVENTS_FD")
+	}
+	f := os.NewFile(uintptr(fd), "events")
+	write := func(line string) {
+		if _, err := f.WriteString(line + "\n"); err != nil {
+			die(2, "testagent: write events: %v", err)
+		}
+	}
+	var lines []string
+	if raw, ok := p["lines"]; ok {
+		if err := json.Unmarshal(raw, &lines); err != nil {
+			die(2, "testagent: lines: %v", err)
+		}
+	}
+	for _, l := range lines {
+		write(l)
+	}
+	step := 0
+	progress := func(n int) {
+		for range n {
+			step++
+			write(`{"type":"progress","data":{"step":` + strconv.Itoa(step) + `}}`)
+		}
+	}
+	progress(p.int("before", 0))
+	if w := p.str("wait_file", ""); w != "" {
+		for {
+			if _, err := os.Stat(w); err == nil {
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	progress(p.int("after", 0))
+	if n := p.int("big", 0); n > 0 {
+		write(`{"type":"output","data":"` + strings.Repeat("x", n) + `"}`)
+	}
+	succeed(map[string]any{"events": step})
+}
+
+// printEnv succeeds with the agent's environment and working directory.
+func printEnv() {
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	wd, _ := os.Getwd()
+	succeed(map[string]any{"env": env, "cwd": wd})
 }

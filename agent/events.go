@@ -1,0 +1,195 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Live output of an agent: events a call reports while it runs, through
+// Request.Emit (DESIGN.md "Live output from agents").
+const (
+	// EventProgress is an agent's report of its progress (its data is the
+	// agent's own: a fraction, a step name, …).
+	EventProgress = "progress"
+	// EventOutput is a piece of an agent's output: an exec agent's
+	// output line, an SSE event of an HTTP agent's streamed reply.
+	EventOutput = "output"
+	// MaxEventData caps one event's data (the record's per-event cap,
+	// record.MaxOutputData): larger data is replaced by a note
+	// {"truncated":true,"bytes":N}.
+	MaxEventData = 64 << 10
+	// EventsFDEnv names the environment variable that tells an exec agent
+	// the file descriptor it may write its events to.
+	EventsFDEnv = "AGENTQ_EVENTS_FD"
+)
+
+// eventsFD is the descriptor number of the events pipe in an exec agent:
+// the first of exec.Cmd.ExtraFiles (0, 1, 2 are stdin, stdout, stderr).
+const eventsFD = 3
+
+// maxEventLine caps one line an exec agent writes to its events pipe:
+// an event's data at MaxEventData and room for its envelope.
+const maxEventLine = MaxEventData + 1024
+
+// eventsDrainGrace is how long an exec agent's events pipe is still read
+// after the agent's group is gone (a process that left the group may keep
+// it open; what is already in the pipe is read at once).
+const eventsDrainGrace = 200 * time.Millisecond
+
+// EmitJSON reports one live event of the call (typ EventProgress or
+// EventOutput) with v as its data, marshaled to JSON; it does nothing
+// when the call has no Emit. A Go-function agent reports its progress
+// with it.
+func (r Request) EmitJSON(typ string, v any) error {
+	if r.Emit == nil {
+		return nil
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	r.Emit(typ, data)
+	return nil
+}
+
+// emitCapped calls emit with data capped at MaxEventData.
+func emitCapped(emit func(string, json.RawMessage), typ string, data json.RawMessage) {
+	if len(data) > MaxEventData {
+		data = truncatedNote(len(data))
+	}
+	emit(typ, data)
+}
+
+// truncatedNote stands for data of n bytes that was over MaxEventData.
+func truncatedNote(n int) json.RawMessage {
+	return json.RawMessage(`{"truncated":true,"bytes":` + strconv.Itoa(n) + `}`)
+}
+
+type logKey struct{}
+
+// WithLogger returns a context whose runs log their minor troubles (an
+// exec agent's events lines that were dropped) to l, at debug level.
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, logKey{}, l)
+}
+
+func loggerOf(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(logKey{}).(*slog.Logger); ok && l != nil {
+		return l
+	}
+	return nil
+}
+
+// eventsPipe is an exec agent's events pipe: the agent writes JSON lines
+// to w (its descriptor eventsFD), the runner drains r concurrently, so
+// that the agent never blocks on it, and reports each event to emit.
+type eventsPipe struct {
+	r, w *os.File
+	done chan struct{}
+	// dropped counts lines that were not events; sample is the first one.
+	dropped int
+	sample  string
+}
+
+// newEventsPipe opens the pipe of a call whose events go to emit.
+func newEventsPipe() (*eventsPipe, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	return &eventsPipe{r: r, w: w, done: make(chan struct{})}, nil
+}
+
+// started closes the runner's copy of the write end (the agent has its
+// own) and starts draining the read end into emit.
+func (p *eventsPipe) started(emit func(string, json.RawMessage)) {
+	_ = p.w.Close()
+	go func() {
+		defer close(p.done)
+		p.drain(p.r, emit)
+	}()
+}
+
+// finish waits for the drain once the agent's group is gone: it reads
+// what is left in the pipe, for at most eventsDrainGrace when a process
+// that left the group still holds the write end, then closes the pipe
+// and logs the lines it dropped (once, at debug).
+func (p *eventsPipe) finish(ctx context.Context, req Request) {
+	_ = p.r.SetReadDeadline(time.Now().Add(eventsDrainGrace))
+	<-p.done
+	_ = p.r.Close()
+	if p.dropped > 0 {
+		if l := loggerOf(ctx); l != nil {
+			l.Debug("dropped lines of the agent's events that were not events", "task_id", req.TaskID, "agent", req.Agent,
+				"dropped", p.dropped, "first", p.sample)
+		}
+	}
+}
+
+// abort closes both ends of a pipe whose agent never started.
+func (p *eventsPipe) abort() {
+	_ = p.w.Close()
+	_ = p.r.Close()
+}
+
+// drain reads events lines from r until it ends and reports each event:
+// a line {"type":"progress"|"output","data":…}; a line over maxEventLine
+// becomes an output event whose data is a note of its size; any other
+// line is dropped and counted.
+func (p *eventsPipe) drain(r io.Reader, emit func(string, json.RawMessage)) {
+	br := bufio.NewReaderSize(r, maxEventLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			n := len(line)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				n += len(line)
+			}
+			emit(EventOutput, truncatedNote(n))
+			if err != nil {
+				return
+			}
+			continue
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			p.line(line, emit)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// line reports one events line, or counts it dropped.
+func (p *eventsPipe) line(line []byte, emit func(string, json.RawMessage)) {
+	var ev struct {
+		Type string          `json:"type"`
+		Data json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(line, &ev); err != nil || (ev.Type != EventProgress && ev.Type != EventOutput) {
+		if p.dropped == 0 {
+			p.sample = preview(line, 120)
+		}
+		p.dropped++
+		return
+	}
+	if len(ev.Data) == 0 {
+		ev.Data = json.RawMessage("null")
+	}
+	// Compact: the line's own bytes may carry blanks; the record keeps
+	// one line per event.
+	var buf bytes.Buffer
+	if json.Compact(&buf, ev.Data) == nil {
+		ev.Data = buf.Bytes()
+	}
+	emitCapped(emit, ev.Type, ev.Data)
+}

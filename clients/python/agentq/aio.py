@@ -1,0 +1,92 @@
+"""AsyncClient: the Client's methods as coroutines, for asyncio.
+
+Standard library only: each call runs the synchronous client in the default
+executor (asyncio.to_thread), so it never blocks the event loop; events()
+is an async iterator over the same resumable stream.
+"""
+
+import asyncio
+import functools
+
+from .client import Client
+
+_DONE = object()
+
+
+class AsyncClient:
+    """The asyncio twin of Client (same constructor, same methods, awaited):
+
+        async with AsyncClient(url, token) as aq:
+            r = await aq.enqueue("llm", {"q": 1}, id="job-1")
+            task = await aq.wait(r["id"], timeout=300)
+            async for ev in aq.events("job-1"): ...
+    """
+
+    def __init__(self, url=None, token=None, **kw):
+        self.sync = Client(url, token, **kw)
+        self.url = self.sync.url
+
+    def __repr__(self):
+        return "AsyncClient(%r)" % (self.url,)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        return None
+
+    async def aclose(self):
+        return None
+
+    async def _run(self, fn, *a, **kw):
+        return await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(fn, *a, **kw))
+
+    async def enqueue(self, agent, params=None, **kw):
+        return await self._run(self.sync.enqueue, agent, params, **kw)
+
+    async def enqueue_batch(self, tasks, **kw):
+        return await self._run(self.sync.enqueue_batch, tasks, **kw)
+
+    async def get(self, id):
+        return await self._run(self.sync.get, id)
+
+    async def wait(self, id, timeout=None):
+        return await self._run(self.sync.wait, id, timeout)
+
+    async def events(self, id, after=None, *, timeout=None):
+        it = self.sync.events(id, after, timeout=timeout)
+        try:
+            while True:
+                ev = await self._run(next, it, _DONE)
+                if ev is _DONE:
+                    return
+                yield ev
+        finally:
+            await self._run(it.close)
+
+    async def cancel(self, id, reason=None):
+        return await self._run(self.sync.cancel, id, reason)
+
+    async def deadletters(self, limit=None, offset=None, **kw):
+        return await self._run(self.sync.deadletters, limit, offset, **kw)
+
+    async def iter_deadletters(self, **kw):
+        it = self.sync.iter_deadletters(**kw)
+        while True:
+            d = await self._run(next, it, _DONE)
+            if d is _DONE:
+                return
+            yield d
+
+    async def requeue(self, id, run=None):
+        return await self._run(self.sync.requeue, id, run)
+
+    async def agents(self):
+        return await self._run(self.sync.agents)
+
+    async def health(self):
+        return await self._run(self.sync.health)
+
+    async def openapi(self):
+        return await self._run(self.sync.openapi)

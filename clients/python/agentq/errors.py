@@ -1,0 +1,118 @@
+"""Typed errors: one class per API error ``code`` (the JSON error body's)."""
+
+
+class AgentqError(Exception):
+    """Base of every error this package raises."""
+
+
+class TransportError(AgentqError):
+    """The request did not get an HTTP answer (connection refused or reset,
+    a timeout). For an enqueue it may have landed: retry with the same id."""
+
+
+class WaitTimeout(AgentqError, TimeoutError):
+    """wait() gave up before the task ended; ``task`` is the last view."""
+
+    def __init__(self, task_id, task=None):
+        super().__init__("task %r has not ended yet" % (task_id,))
+        self.task = task
+
+
+class APIError(AgentqError):
+    """An error reply of the API: ``status`` (HTTP), ``code`` (stable),
+    ``message`` and the whole JSON ``body``. ``retry_after`` is the
+    Retry-After header in seconds when there was one."""
+
+    code = None
+
+    def __init__(self, status, code, message, body=None, retry_after=None):
+        super().__init__("%s (%d %s)" % (message, status, code))
+        self.status = status
+        self.code = code
+        self.message = message
+        self.body = body if isinstance(body, dict) else {}
+        self.retry_after = retry_after
+
+
+class InvalidRequest(APIError):
+    code = "invalid_request"
+
+
+class Unauthorized(APIError):
+    code = "unauthorized"
+
+
+class Forbidden(APIError):
+    code = "forbidden"
+
+
+class NotFound(APIError):
+    code = "not_found"
+
+
+class MethodNotAllowed(APIError):
+    code = "method_not_allowed"
+
+
+class AgentUnavailable(APIError):
+    """fail_if_unavailable and the agent's breaker is open; body has
+    agent, breaker_key, state, open_until."""
+
+    code = "agent_unavailable"
+
+
+class TaskEnded(APIError):
+    """Cancel of a task that has already ended; ``state`` says how."""
+
+    code = "task_ended"
+
+    @property
+    def state(self):
+        return self.body.get("state")
+
+
+class Conflict(APIError):
+    code = "conflict"
+
+
+class RequestTooLarge(APIError):
+    code = "request_too_large"
+
+
+class UnsupportedMediaType(APIError):
+    code = "unsupported_media_type"
+
+
+class TooManyRequests(APIError):
+    code = "too_many_requests"
+
+
+class Internal(APIError):
+    code = "internal"
+
+
+class Unavailable(APIError):
+    """Redis did not answer (503). An enqueue that got it may have landed."""
+
+    code = "unavailable"
+
+
+ERRORS = {c.code: c for c in (
+    InvalidRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
+    AgentUnavailable, TaskEnded, Conflict, RequestTooLarge,
+    UnsupportedMediaType, TooManyRequests, Internal, Unavailable)}
+
+
+def from_reply(status, body, retry_after=None):
+    """The typed error for an error reply (an unknown code: APIError)."""
+    code = body.get("code") if isinstance(body, dict) else None
+    msg = body.get("error") if isinstance(body, dict) else None
+    if not msg:
+        msg = body if isinstance(body, str) and body else "HTTP %d" % status
+    if not code:
+        code = {400: "invalid_request", 401: "unauthorized", 403: "forbidden",
+                404: "not_found", 405: "method_not_allowed", 413: "request_too_large",
+                415: "unsupported_media_type", 429: "too_many_requests",
+                500: "internal", 503: "unavailable"}.get(status, "http_%d" % status)
+    cls = ERRORS.get(code, APIError)
+    return cls(status, code, msg, body, retry_after)

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""A real exec agent written with agentq.agent, for the live tests:
+params {"mode": "echo"} succeeds with {"echo": params} after a progress, an
+output and usage; {"mode": "stream", "n": N, "ms": T} reports progress 0..N-1
+(T ms apart) then succeeds; {"mode": "sleep"} sleeps until SIGTERM;
+{"mode": "fail"} raises AgentError(..., 400) (invalid_request)."""
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from agentq.agent import AgentError, run  # noqa: E402
+
+
+def handle(req):
+    p = req.params or {}
+    mode = p.get("mode", "echo")
+    if mode == "echo":
+        req.progress({"pct": 50})
+        req.output("partial answer")
+        req.usage(input_tokens=12, output_tokens=30)
+        return {"echo": p, "task": req.task_id}
+    if mode == "stream":
+        for i in range(int(p.get("n", 5))):
+            req.progress({"i": i})
+            time.sleep(int(p.get("ms", 100)) / 1000)
+        return {"streamed": int(p.get("n", 5))}
+    if mode == "sleep":
+        time.sleep(3600)
+    if mode == "fail":
+        raise AgentError(p.get("error", "bad input: missing field q"), 400)
+    raise AgentError("unknown mode %r" % mode, 400)
+
+
+if __name__ == "__main__":
+    run(handle)

@@ -1,0 +1,180 @@
+"""The Python client against a real `enqueuer serve`, worker and
+redis-server (e2e/clients_test.go starts them and runs this suite).
+
+Environment: AGENTQ_URL, AGENTQ_API_TOKEN, AGENTQ_TEST_REDIS (host:port).
+Agents: "py" is tests/live_agent.py (agentq.agent), "tool" the Go testagent.
+"""
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import time
+import unittest
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.dirname(HERE)
+sys.path.insert(0, PKG)
+sys.path.insert(0, HERE)
+
+import agentq  # noqa: E402
+from agentq import AsyncClient, Client, Event, Reason, State  # noqa: E402
+from liveutil import DropProxy, redis_pause  # noqa: E402
+
+URL = os.environ.get("AGENTQ_URL")
+RUN = uuid.uuid4().hex[:8]
+
+
+def tid(name):
+    return "py-%s-%s" % (name, RUN)
+
+
+@unittest.skipUnless(URL, "AGENTQ_URL is not set: e2e/clients_test.go runs this suite against a real server")
+class Live(unittest.TestCase):
+    def setUp(self):
+        self.c = Client(URL, timeout=10)
+
+    def poll(self, fn, what, secs=30):
+        end = time.monotonic() + secs
+        while time.monotonic() < end:
+            v = fn()
+            if v:
+                return v
+            time.sleep(0.05)
+        self.fail("timed out waiting for " + what)
+
+    def test_health_agents_and_auth(self):
+        self.assertEqual(self.c.health(), {"status": "ok", "redis": "ok"})
+        names = {a.agent for a in self.c.agents()}
+        self.assertLessEqual({"py", "tool"}, names)
+        with self.assertRaises(agentq.Unauthorized) as e:
+            Client(URL, token="wrong", retries=0).get("x")
+        self.assertEqual(e.exception.code, "unauthorized")
+        with self.assertRaises(agentq.NotFound):
+            self.c.get(tid("none"))
+        with self.assertRaises(agentq.InvalidRequest):
+            self.c.enqueue("no-such-agent")
+        self.assertIn("openapi: 3", self.c.openapi())
+
+    def test_enqueue_wait_result_with_agent_events(self):
+        r = self.c.enqueue("py", {"mode": "echo", "n": 1}, id=tid("echo"), correlation_id="corr-" + RUN)
+        self.assertTrue(r.created)
+        dup = self.c.enqueue("py", {"mode": "echo", "n": 1}, id=tid("echo"))
+        self.assertTrue(dup.duplicate)
+        t = self.c.wait(r.id, timeout=60)
+        self.assertEqual(t.state, State.SUCCEEDED)
+        self.assertEqual(t.result, {"echo": {"mode": "echo", "n": 1}, "task": r.id})
+        self.assertEqual(t.correlation_id, "corr-" + RUN)
+        if "usage" in t:  # shown once the API reports usage
+            self.assertTrue(t.usage)
+        evs = list(self.c.events(r.id, timeout=60))
+        names = [e.event for e in evs]
+        self.assertEqual(names[0], Event.QUEUED)
+        self.assertEqual(names[-1], Event.SUCCEEDED)
+        self.assertIn({"pct": 50}, [e.data for e in evs if e.event == Event.PROGRESS])
+        self.assertIn("partial answer", [e.data for e in evs if e.event == Event.OUTPUT])
+        seqs = [e.seq for e in evs]
+        self.assertEqual(seqs, sorted(set(seqs)))
+
+    def test_batch(self):
+        ids = [tid("b%d" % i) for i in range(3)]
+        r = self.c.enqueue_batch([{"agent": "tool", "id": i, "params": {"mode": "echo", "i": n}} for n, i in enumerate(ids)])
+        self.assertEqual((r.created, r.duplicates, r.failed), (3, 0, 0))
+        for n, i in enumerate(ids):
+            self.assertEqual(self.c.wait(i, timeout=60).result, {"mode": "echo", "i": n})
+
+    def test_event_stream_drops_and_resumes(self):
+        host = URL.split("://", 1)[1].rstrip("/")
+        proxy = DropProxy(host, events=2)
+        self.addCleanup(proxy.close)
+        r = self.c.enqueue("py", {"mode": "stream", "n": 6, "ms": 150}, id=tid("stream"))
+        via = Client(proxy.url, timeout=10, backoff=0.05)
+        evs = list(via.events(r.id, timeout=60))
+        self.assertEqual(proxy.dropped, 1)
+        self.assertGreaterEqual(len(proxy.event_requests), 2)
+        last = [l for l in proxy.event_requests[1].split("\r\n") if l.lower().startswith("last-event-id:")]
+        self.assertEqual(len(last), 1, proxy.event_requests[1])
+        seqs = [e.seq for e in evs]
+        self.assertEqual(seqs, sorted(set(seqs)), "no event lost or repeated")
+        self.assertEqual([e.data["i"] for e in evs if e.event == Event.PROGRESS], list(range(6)))
+        self.assertEqual(evs[-1].event, Event.SUCCEEDED)
+        # The same events as a fresh, unbroken stream.
+        self.assertEqual(seqs, [e.seq for e in self.c.events(r.id, timeout=60)])
+        # ?after / Last-Event-ID from the middle.
+        self.assertEqual([e.seq for e in self.c.events(r.id, after=seqs[2], timeout=60)], seqs[3:])
+
+    def test_cancel_a_running_task(self):
+        r = self.c.enqueue("py", {"mode": "sleep"}, id=tid("cancel"))
+        self.poll(lambda: self.c.get(r.id).state == State.ACTIVE, "the task to run")
+        c = self.c.cancel(r.id, reason="user left")
+        self.assertEqual((c.state, c.previous_state, c.stopping), (State.CANCELED, State.ACTIVE, True))
+        t = self.c.wait(r.id, timeout=60)
+        self.assertEqual((t.state, t.cancel_reason), (State.CANCELED, "user left"))
+        with self.assertRaises(agentq.TaskEnded) as e:
+            self.c.cancel(r.id)
+        self.assertEqual(e.exception.state, State.CANCELED)
+
+    def test_dead_letter_listed_and_requeued(self):
+        r = self.c.enqueue("py", {"mode": "fail"}, id=tid("dead"))
+        t = self.c.wait(r.id, timeout=60)
+        self.assertEqual((t.state, t.error_class), (State.DEAD_LETTERED, agentq.ErrorClass.INVALID_REQUEST))
+        self.assertIn("bad input", t.error)
+        page = self.c.deadletters(agent="py", error_class="invalid_request", limit=1000)
+        dl = [d for d in page.deadletters if d.id == r.id]
+        self.assertEqual(len(dl), 1)
+        self.assertEqual(dl[0].reason, Reason.NOT_RETRYABLE)
+        self.assertIn(r.id, [d.id for d in self.c.iter_deadletters(agent="py")])
+        with self.assertRaises(agentq.Conflict):
+            self.c.requeue(r.id, run=dl[0].run + 7)
+        q = self.c.requeue(r.id, run=dl[0].run)
+        self.assertEqual((q.id, q.state), (r.id, State.PENDING))
+        with self.assertRaises((agentq.NotFound, agentq.Conflict)):
+            self.c.requeue(r.id, run=dl[0].run)  # gone (or dead-lettered again at run+1)
+        t = self.c.wait(r.id, timeout=60)
+        self.assertEqual((t.state, t.run), (State.DEAD_LETTERED, dl[0].run + 1))
+
+    def test_503_during_a_redis_pause_retried_to_one_task(self):
+        errs = []
+        c = Client(URL, timeout=10, retries=10, backoff=0.5)
+        once = c._once
+
+        def spy(*a, **kw):
+            try:
+                return once(*a, **kw)
+            except agentq.Unavailable as e:
+                errs.append(e)
+                raise
+        c._once = spy
+        redis_pause(os.environ["AGENTQ_TEST_REDIS"], 5000)
+        r = c.enqueue("tool", {"mode": "echo"}, id=tid("pause"))
+        self.assertTrue(errs, "the pause made the API answer 503")
+        self.assertEqual(errs[0].code, "unavailable")
+        self.assertTrue(r.created or r.duplicate)
+        t = self.c.wait(r.id, timeout=60)
+        self.assertEqual(t.state, State.SUCCEEDED)
+        self.assertEqual([e.event for e in t.history].count(Event.QUEUED), 1, "one task created")
+
+    def test_async_client(self):
+        async def main():
+            async with AsyncClient(URL) as aq:
+                r = await aq.enqueue("py", {"mode": "echo", "a": 1}, id=tid("async"))
+                t = await aq.wait(r.id, timeout=60)
+                names = [e.event async for e in aq.events(r.id, timeout=60)]
+                return t, names
+        t, names = asyncio.run(main())
+        self.assertEqual(t.state, State.SUCCEEDED)
+        self.assertEqual(names[-1], Event.SUCCEEDED)
+
+    def test_readme_example_runs(self):
+        with open(os.path.join(PKG, "README.md")) as fh:
+            code = re.search(r"```python\n(.*?)```", fh.read(), re.S).group(1)
+        env = dict(os.environ, PYTHONPATH=PKG, AGENTQ_EXAMPLE_ID=tid("readme"))
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("succeeded", out.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,459 @@
+"""Unit tests of the agentq Python client against a fake server, and of the
+exec-agent helpers with real subprocesses. Run:
+python3 -m unittest discover -s clients/python/tests -p 'test_unit.py'"""
+
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(PKG))
+sys.path.insert(0, PKG)
+sys.path.insert(0, HERE)
+
+import agentq  # noqa: E402
+from agentq import AsyncClient, Client, State  # noqa: E402
+from fake import Fake, sse  # noqa: E402
+
+
+def task(id, state, **kw):
+    return dict({"id": id, "agent": "a", "action": "", "state": state, "attempts": 1,
+                 "restarts": 0, "error_class": "", "error": "", "history": []}, **kw)
+
+
+class FakeCase(unittest.TestCase):
+    def fake(self, fn):
+        f = Fake(fn)
+        self.addCleanup(f.close)
+        return f
+
+    def client(self, f, **kw):
+        kw.setdefault("backoff", 0.005)
+        return Client(f.url, "tok", **kw)
+
+
+class TestClient(FakeCase):
+    def test_enqueue_sends_fields_and_token(self):
+        f = self.fake(lambda r: (202, {"id": "j1", "created": True, "duplicate": False, "state": "pending"}))
+        r = self.client(f).enqueue("llm", {"q": 1}, id="j1", action="ask", queue="q", correlation_id="c",
+                                   in_=90, deadline="10m", notify=["hook"], fail_if_unavailable=True)
+        self.assertEqual(r.id, "j1")
+        self.assertEqual(r["state"], State.PENDING)
+        req = f.requests[0]
+        self.assertEqual(req.method, "POST")
+        self.assertEqual(req.path, "/api/v1/tasks")
+        self.assertEqual(req.headers["Authorization"], "Bearer tok")
+        self.assertEqual(req.headers["Content-Type"], "application/json")
+        self.assertEqual(req.body, {"agent": "llm", "params": {"q": 1}, "id": "j1", "action": "ask",
+                                    "queue": "q", "correlation_id": "c", "in": "90s",
+                                    "deadline": "10m", "notify": ["hook"], "fail_if_unavailable": True})
+
+    def test_token_from_environment(self):
+        f = self.fake(lambda r: (200, {"status": "ok", "redis": "ok"}))
+        os.environ["AGENTQ_API_TOKEN"] = "envtok"
+        self.addCleanup(os.environ.pop, "AGENTQ_API_TOKEN")
+        Client(f.url).health()
+        self.assertEqual(f.requests[0].headers["Authorization"], "Bearer envtok")
+
+    def test_typed_errors_carry_code(self):
+        replies = {
+            "/api/v1/tasks/x/cancel": (409, {"code": "task_ended", "error": "task x has ended", "state": "succeeded"}),
+            "/api/v1/tasks/nope": (404, {"code": "not_found", "error": "no task"}),
+            "/api/v1/tasks": (400, {"code": "invalid_request", "error": "agent: unknown"}),
+            "/api/v1/deadletters/d/requeue": (409, {"code": "conflict", "error": "busy"}),
+        }
+        f = self.fake(lambda r: replies[r.path])
+        c = self.client(f)
+        with self.assertRaises(agentq.TaskEnded) as e:
+            c.cancel("x", reason="bye")
+        self.assertEqual((e.exception.status, e.exception.code, e.exception.state), (409, "task_ended", "succeeded"))
+        self.assertEqual(f.requests[-1].body, {"reason": "bye"})
+        with self.assertRaises(agentq.NotFound):
+            c.get("nope")
+        with self.assertRaises(agentq.InvalidRequest) as e:
+            c.enqueue("zz")
+        self.assertIn("agent: unknown", str(e.exception))
+        with self.assertRaises(agentq.Conflict):
+            c.requeue("d", run=2)
+        self.assertEqual(f.requests[-1].body, {"run": 2})
+        self.assertTrue(issubclass(agentq.Conflict, agentq.APIError))
+
+    def test_503_retried_with_the_same_id(self):
+        n = []
+
+        def fn(r):
+            n.append(r.body)
+            if len(n) < 3:
+                return 503, {"code": "unavailable", "error": "redis"}
+            return 200, {"id": "j", "created": False, "duplicate": True, "state": "pending"}
+        f = self.fake(fn)
+        r = self.client(f).enqueue("llm", id="j")
+        self.assertTrue(r.duplicate)
+        self.assertEqual(len(n), 3)
+        self.assertTrue(all(b["id"] == "j" for b in n))
+
+    def test_enqueue_without_id_is_not_retried(self):
+        f = self.fake(lambda r: (503, {"code": "unavailable", "error": "redis"}))
+        with self.assertRaises(agentq.Unavailable):
+            self.client(f).enqueue("llm")
+        self.assertEqual(len(f.requests), 1)
+        with self.assertRaises(agentq.Unavailable):
+            self.client(f).enqueue_batch([{"agent": "a", "id": "1"}, {"agent": "a"}])
+        self.assertEqual(len(f.requests), 2)
+
+    def test_cancel_is_not_retried(self):
+        f = self.fake(lambda r: (503, {"code": "unavailable", "error": "redis"}))
+        with self.assertRaises(agentq.Unavailable):
+            self.client(f).cancel("x")
+        self.assertEqual(len(f.requests), 1)
+
+    def test_batch_retried_when_every_task_has_an_id(self):
+        n = []
+
+        def fn(r):
+            n.append(r.body)
+            if len(n) < 2:
+                return 503, {"code": "unavailable", "error": "redis"}
+            return 202, {"results": [], "created": 2, "duplicates": 0, "failed": 0}
+        f = self.fake(fn)
+        r = self.client(f).enqueue_batch([{"agent": "a", "id": "1", "in_": 5}, {"agent": "a", "id": "2"}])
+        self.assertEqual(r.created, 2)
+        self.assertEqual(n[1]["tasks"][0], {"agent": "a", "id": "1", "in": "5s"})
+
+    def test_connection_error_is_typed_and_retried_for_reads(self):
+        f = self.fake(lambda r: (200, {}))
+        url = f.url
+        f.close()
+        c = Client(url, retries=2, backoff=0.001)
+        t0 = time.monotonic()
+        with self.assertRaises(agentq.TransportError):
+            c.get("x")
+        self.assertLess(time.monotonic() - t0, 30)
+
+    def test_wait_long_polls_until_ended(self):
+        calls = []
+
+        def fn(r):
+            calls.append(r.query.get("wait"))
+            if len(calls) < 3:
+                return 200, task("w", "active")
+            return 200, task("w", "succeeded", result={"ok": 1})
+        f = self.fake(fn)
+        t = self.client(f).wait("w")
+        self.assertEqual(t.state, State.SUCCEEDED)
+        self.assertEqual(t.result, {"ok": 1})
+        self.assertEqual(calls, ["60s", "60s", "60s"])
+
+    def test_wait_timeout(self):
+        def fn(r):
+            w = r.query.get("wait")
+            if w:
+                secs = float(w[:-2]) / 1000 if w.endswith("ms") else float(w[:-1])
+                time.sleep(min(secs, 0.3))
+            return 200, task("w", "retrying")
+        f = self.fake(fn)
+        with self.assertRaises(agentq.WaitTimeout) as e:
+            self.client(f).wait("w", timeout=0.5)
+        self.assertEqual(e.exception.task.state, State.RETRYING)
+        self.assertIsInstance(e.exception, TimeoutError)
+        for r in f.requests:
+            self.assertLessEqual(float(re.sub(r"m?s$", "", r.query.get("wait", "0"))), 500)
+
+    def test_events_resume_after_a_drop(self):
+        evs = [(1, "queued", {}), (2, "progress", {"data": {"pct": 10}}), (3, "output", {"data": "hi"}),
+               (4, "progress", {"data": {"pct": 90}}), (5, "succeeded", {})]
+        seen_last = []
+
+        def fn(r):
+            last = r.headers.get("Last-Event-ID")
+            seen_last.append(last)
+            after = int(last) if last else 0
+            rest = [e for e in evs if e[0] > after]
+            # The first connection drops in the middle of its third event.
+            return sse(rest, close_after=2 if len(seen_last) == 1 else None)
+        f = self.fake(fn)
+        got = list(self.client(f).events("t"))
+        self.assertEqual([e.seq for e in got], [1, 2, 3, 4, 5])
+        self.assertEqual([e.event for e in got], ["queued", "progress", "output", "progress", "succeeded"])
+        self.assertEqual(got[2].data, "hi")
+        self.assertEqual(seen_last, [None, "2"])
+        self.assertEqual(f.requests[0].path, "/api/v1/tasks/t/events")
+        self.assertEqual(f.requests[0].headers["Accept"], "text/event-stream")
+
+    def test_events_arrive_live_over_chunked_encoding(self):
+        import threading
+        first_seen = threading.Event()
+
+        def stream(h):
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+
+            def chunk(b):
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(b), b))
+                h.wfile.flush()
+            chunk(b'id: 1\nevent: progress\ndata: {"seq":1,"event":"progress","data":1}\n\n')
+            # The second event is sent only once the client has yielded the first.
+            first_seen.wait(10)
+            chunk(b'id: 2\nevent: succeeded\ndata: {"seq":2,"event":"succeeded"}\n\n')
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+        f = self.fake(lambda r: stream)
+        got = []
+        for ev in self.client(f).events("t", timeout=20):
+            got.append(ev.event)
+            first_seen.set()
+        self.assertEqual(got, ["progress", "succeeded"])
+        self.assertEqual(len(f.requests), 1)
+
+    def test_events_after(self):
+        f = self.fake(lambda r: sse([(8, "task_canceled", {"reason": "x"}), (9, "never", {})]))
+        got = list(self.client(f).events("t", after=7))
+        self.assertEqual([(e.seq, e.event, e.reason) for e in got], [(8, "task_canceled", "x")])
+        self.assertEqual(f.requests[0].headers["Last-Event-ID"], "7")
+
+    def test_events_not_found(self):
+        f = self.fake(lambda r: (404, {"code": "not_found", "error": "no task"}))
+        with self.assertRaises(agentq.NotFound):
+            list(self.client(f).events("t"))
+
+    def test_parse_sse(self):
+        lines = [b": comment\n", b"id: 3\n", b"event: output\n", b"data: {\"data\":\n", b"data: 1}\n", b"\n",
+                 b"data: not json\r\n", b"\r\n"]
+        got = list(agentq.parse_sse(lines))
+        self.assertEqual(got, [{"data": 1, "event": "output", "seq": 3}, {"data": "not json"}])
+
+    def test_deadletters_query(self):
+        f = self.fake(lambda r: (200, {"deadletters": [{"id": "d"}], "total": 1, "limit": 5, "offset": 0}))
+        p = self.client(f).deadletters(5, agent="llm", error_class="timeout")
+        self.assertEqual(p.deadletters[0].id, "d")
+        self.assertEqual(f.requests[0].query, {"limit": "5", "agent": "llm", "class": "timeout"})
+        self.assertEqual([d.id for d in self.client(f).iter_deadletters()], ["d"])
+
+    def test_ids_are_escaped(self):
+        f = self.fake(lambda r: (200, task("a/b c", "pending")))
+        self.client(f).get("a/b c")
+        self.assertEqual(f.requests[0].path, "/api/v1/tasks/a%2Fb%20c")
+
+    def test_durations(self):
+        import datetime
+        self.assertEqual(agentq.go_duration(1.5), "1500ms")
+        self.assertEqual(agentq.go_duration(datetime.timedelta(minutes=2)), "120s")
+        self.assertEqual(agentq.go_duration("5m"), "5m")
+
+
+class TestAsync(FakeCase):
+    def test_same_methods(self):
+        sync = {m for m in dir(Client) if not m.startswith("_")}
+        asyn = {m for m in dir(AsyncClient) if not m.startswith("_")}
+        self.assertLessEqual(sync, asyn)
+
+    def test_async_wait_and_events(self):
+        evs = [(1, "queued", {}), (2, "succeeded", {})]
+
+        def fn(r):
+            if r.path.endswith("/events"):
+                return sse(evs)
+            if r.method == "POST":
+                return 202, {"id": "a1", "created": True, "duplicate": False, "state": "pending"}
+            return 200, task("a1", "succeeded", result=7)
+
+        f = self.fake(fn)
+
+        async def main():
+            async with AsyncClient(f.url, "tok") as aq:
+                r = await aq.enqueue("llm", {"x": 1}, id="a1")
+                t = await aq.wait(r.id, timeout=5)
+                names = [e.event async for e in aq.events("a1")]
+                return t, names
+        t, names = asyncio.run(main())
+        self.assertEqual(t.result, 7)
+        self.assertEqual(names, ["queued", "succeeded"])
+
+
+def openapi():
+    with open(os.path.join(ROOT, "api", "openapi.yaml")) as fh:
+        return fh.read()
+
+
+def yaml_block(text, header, indent):
+    """The lines under `header` (at `indent` spaces) until the next line at
+    that indent or less."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line == " " * indent + header:
+            out = []
+            for l2 in lines[i + 1:]:
+                if l2.strip() and len(l2) - len(l2.lstrip()) <= indent:
+                    break
+                out.append(l2)
+            return out
+    raise AssertionError("%s not found in openapi.yaml" % header)
+
+
+class TestOpenAPI(unittest.TestCase):
+    """Every route and field api/openapi.yaml documents is reachable from
+    the client: a route added to the API without its method fails here."""
+
+    def test_every_route_has_a_method(self):
+        doc = openapi()
+        routes = set()
+        path = None
+        for line in yaml_block(doc, "paths:", 0):
+            m = re.match(r"^  (/\S+):\s*$", line)
+            if m:
+                path = m.group(1)
+            m = re.match(r"^    (get|post|put|patch|delete):\s*$", line)
+            if m:
+                routes.add((m.group(1).upper(), path))
+        self.assertIn(("POST", "/api/v1/tasks"), routes)
+        for r in sorted(routes):
+            self.assertIn(r, agentq.ROUTES, "route %s %s has no client method" % r)
+            for name in agentq.ROUTES[r]:
+                self.assertTrue(callable(getattr(Client, name, None)), name)
+                self.assertTrue(callable(getattr(AsyncClient, name, None)), name)
+
+    def test_every_task_field_is_an_enqueue_argument(self):
+        import inspect
+        props = yaml_block(openapi(), "TaskRequest:", 4)
+        fields = re.findall(r"^        ([a-z_]+):", "\n".join(yaml_block("\n".join(props), "properties:", 6)), re.M)
+        self.assertIn("correlation_id", fields)
+        params = set(inspect.signature(Client.enqueue).parameters)
+        for f in fields:
+            self.assertIn(f, agentq.TASK_FIELDS)
+            self.assertIn("in_" if f == "in" else f, params, "enqueue lacks %s" % f)
+
+    def test_constants_cover_the_enums(self):
+        doc = openapi()
+        states = re.search(r"enum: \[(pending, scheduled[^\]]*succeeded[^\]]*)\]", doc).group(1).split(", ")
+        self.assertEqual(set(states), {v for k, v in vars(State).items() if k.isupper() and isinstance(v, str)})
+        codes = re.search(r"enum: \[(invalid_request, [^\]]*)\]", doc).group(1).split(", ")
+        self.assertEqual(set(codes), set(agentq.errors.ERRORS))
+
+    def test_one_version(self):
+        with open(os.path.join(ROOT, "clients", "VERSION")) as fh:
+            v = fh.read().strip()
+        self.assertEqual(agentq.__version__, v)
+        with open(os.path.join(PKG, "pyproject.toml")) as fh:
+            self.assertIn('version = "%s"' % v, fh.read())
+        with open(os.path.join(ROOT, "clients", "typescript", "package.json")) as fh:
+            self.assertEqual(json.load(fh)["version"], v)
+
+
+class TestPackaging(unittest.TestCase):
+    def test_the_stdlib_backend_builds_a_wheel(self):
+        import importlib.util
+        import zipfile
+        spec = importlib.util.spec_from_file_location("agentq_build", os.path.join(PKG, "_build", "agentq_build.py"))
+        backend = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(backend)
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: __import__("shutil").rmtree(d, ignore_errors=True))
+        self.assertEqual(backend.get_requires_for_build_wheel(), [])
+        name = backend.build_wheel(d)
+        self.assertEqual(name, "agentq-%s-py3-none-any.whl" % agentq.__version__)
+        with zipfile.ZipFile(os.path.join(d, name)) as z:
+            names = set(z.namelist())
+            meta = z.read("agentq-%s.dist-info/METADATA" % agentq.__version__).decode()
+        for f in ("agentq/__init__.py", "agentq/client.py", "agentq/aio.py", "agentq/agent.py", "agentq/errors.py",
+                  "agentq/_types.py", "agentq/py.typed", "agentq-%s.dist-info/RECORD" % agentq.__version__):
+            self.assertIn(f, names)
+        self.assertIn("Requires-Python: >=3.9", meta)
+        self.assertTrue(backend.build_sdist(d).endswith(".tar.gz"))
+
+
+AGENT = r'''
+import sys, time
+sys.path.insert(0, %r)
+from agentq.agent import run, AgentError
+
+class RateLimitError(Exception):
+    status_code = 429
+
+def handle(req):
+    mode = req.params.get("mode")
+    req.progress({"pct": 50})
+    req.output("partial")
+    req.usage(input_tokens=3, output_tokens=4)
+    if mode == "boom":
+        raise ConnectionRefusedError("connect: connection refused")
+    if mode == "rate":
+        raise RateLimitError("slow down")
+    if mode == "agent_error":
+        raise AgentError("bad params", 400)
+    if mode == "sleep":
+        print("ready", file=sys.stderr, flush=True)
+        time.sleep(60)
+    return {"echo": req.params, "task": req.task_id}
+
+run(handle)
+'''
+
+
+class TestAgentHelpers(unittest.TestCase):
+    def agent(self, params, events=True, term=False):
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: __import__("shutil").rmtree(d, ignore_errors=True))
+        script = os.path.join(d, "agent.py")
+        with open(script, "w") as fh:
+            fh.write(AGENT % PKG)
+        r, w = os.pipe()
+        env = {"PATH": os.environ.get("PATH", "")}
+        if events:
+            env["AGENTQ_EVENTS_FD"] = str(w)
+        p = subprocess.Popen([sys.executable, script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, pass_fds=(w,) if events else ())
+        os.close(w)
+        p.stdin.write(json.dumps({"task_id": "t1", "agent": "py", "params": params, "attempt": 1}).encode())
+        p.stdin.close()
+        if term:
+            p.stderr.readline()
+            p.send_signal(signal.SIGTERM)
+        out = p.stdout.read()
+        err = p.stderr.read()
+        code = p.wait(timeout=30)
+        with os.fdopen(r, "rb") as fh:
+            lines = [json.loads(l) for l in fh.read().splitlines()]
+        p.stdout.close()
+        p.stderr.close()
+        return code, json.loads(out) if out.strip() else None, lines, err.decode()
+
+    def test_success_with_events_and_usage(self):
+        code, resp, lines, _ = self.agent({"mode": "echo", "n": 1})
+        self.assertEqual(code, 0)
+        self.assertEqual(resp, {"status": "success", "code": 0, "data": {"echo": {"mode": "echo", "n": 1}, "task": "t1"},
+                                "usage": {"input_tokens": 3, "output_tokens": 4}})
+        self.assertEqual(lines, [{"type": "progress", "data": {"pct": 50}}, {"type": "output", "data": "partial"}])
+
+    def test_without_events_fd(self):
+        code, resp, lines, _ = self.agent({"mode": "echo"}, events=False)
+        self.assertEqual((code, resp["status"], lines), (0, "success", []))
+
+    def test_exceptions_become_error_responses(self):
+        _, resp, _, _ = self.agent({"mode": "boom"})
+        self.assertEqual(resp["status"], "error")
+        self.assertEqual(resp["code"], 0)
+        self.assertEqual(resp["error"], "ConnectionRefusedError: connect: connection refused")
+        _, resp, _, _ = self.agent({"mode": "rate"})
+        self.assertEqual((resp["code"], resp["error"]), (429, "__main__.RateLimitError: slow down"))
+        _, resp, _, _ = self.agent({"mode": "agent_error"})
+        self.assertEqual((resp["code"], resp["error"]), (400, "bad params"))
+
+    def test_sigterm_exits_cleanly(self):
+        code, resp, _, err = self.agent({"mode": "sleep"}, term=True)
+        self.assertEqual(code, 143)
+        self.assertIsNone(resp)
+        self.assertNotIn("Traceback", err)
+
+
+if __name__ == "__main__":
+    unittest.main()

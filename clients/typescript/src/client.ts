@@ -1,0 +1,364 @@
+// The client of agentq's HTTP API: the platform's fetch, no dependencies.
+
+import { APIError, TransportError, UnavailableError, WaitTimeoutError, fromReply } from "./errors.js";
+import { parseSSE } from "./sse.js";
+import {
+  ENDED_STATES, TERMINAL_EVENTS,
+  type Agent, type BatchResponse, type CancelResponse, type DeadLetter, type DeadLetterPage,
+  type Duration, type EnqueueResponse, type RequeueResponse, type Task, type TaskEvent, type TaskRequest,
+} from "./types.js";
+
+export const DEFAULT_URL = "http://127.0.0.1:8080";
+/** The longest `?wait=` the API accepts, in milliseconds. */
+export const MAX_WAIT_MS = 60_000;
+
+/** Every route of the API and the client methods that serve it (the tests
+ * hold this table to api/openapi.yaml). */
+export const ROUTES: Record<string, readonly string[]> = {
+  "POST /api/v1/tasks": ["enqueue", "enqueueBatch"],
+  "GET /api/v1/tasks/{id}": ["get", "wait"],
+  "GET /api/v1/tasks/{id}/events": ["events"],
+  "POST /api/v1/tasks/{id}/cancel": ["cancel"],
+  "GET /api/v1/agents": ["agents"],
+  "GET /api/v1/deadletters": ["deadletters"],
+  "POST /api/v1/deadletters/{id}/requeue": ["requeue"],
+  "GET /api/v1/openapi.yaml": ["openapi"],
+  "GET /healthz": ["health"],
+};
+
+/** The fields of TaskRequest, as the API names them. */
+export const TASK_FIELDS: readonly (keyof TaskRequest)[] = [
+  "id", "agent", "action", "params", "correlation_id", "queue", "in", "deadline", "notify",
+  "fail_if_unavailable", "tenant", "priority", "max_tokens", "max_cost_usd",
+];
+
+export interface ClientOptions {
+  /** Default: $AGENTQ_URL, else http://127.0.0.1:8080. */
+  url?: string;
+  /** Bearer token. Default: $AGENTQ_API_TOKEN. */
+  token?: string;
+  /** Bound of every call, in ms (a wait adds its long poll). Default 10 s. */
+  timeout?: number;
+  /** Retries of idempotent calls on a connection error or 503. Default 4. */
+  retries?: number;
+  /** First backoff between retries, in ms (doubling). Default 200. */
+  backoff?: number;
+  /** A fetch to use instead of the global one. */
+  fetch?: typeof fetch;
+}
+
+interface CallOptions {
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+  idempotent?: boolean;
+  timeout?: number;
+}
+
+function env(name: string): string | undefined {
+  const p = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process;
+  return p?.env?.[name] || undefined;
+}
+
+/** A Go duration string from milliseconds (strings pass as they are). */
+export function goDuration(v: Duration): string {
+  if (typeof v === "string") return v;
+  if (!Number.isFinite(v) || v < 0) throw new TypeError(`a duration is a Go duration string or non-negative milliseconds, not ${v}`);
+  const ms = Math.round(v);
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}
+
+/** The JSON of one task: durations as Go durations, a Date deadline as RFC 3339, unset fields left out. */
+export function taskRequest(t: TaskRequest): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(t)) {
+    if (v === undefined || v === null) continue;
+    if (k === "in") out[k] = goDuration(v as Duration);
+    else if (k === "deadline") out[k] = v instanceof Date ? v.toISOString() : goDuration(v as Duration);
+    else out[k] = v;
+  }
+  return out;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function retryAfter(h: Headers): number | undefined {
+  const v = Number(h.get("retry-after"));
+  return Number.isFinite(v) && v > 0 ? v : undefined;
+}
+
+async function readBody(resp: Response): Promise<unknown> {
+  const text = await resp.text();
+  if ((resp.headers.get("content-type") ?? "").includes("json")) {
+    try {
+      return JSON.parse(text || "null");
+    } catch {
+      return text;
+    }
+  }
+  return text;
+}
+
+/**
+ * A client of agentq's HTTP API.
+ *
+ * ```ts
+ * const aq = new Client({ url: "http://127.0.0.1:8080", token });
+ * const r = await aq.enqueue({ agent: "llm", params: { q: 1 }, id: "job-1" });
+ * const task = await aq.wait(r.id, { timeout: 300_000 });
+ * ```
+ *
+ * Idempotent calls (reads, and an enqueue whose tasks all have an id) are
+ * retried on a connection error and on 503 with exponential backoff; the
+ * others are never retried.
+ */
+export class Client {
+  readonly url: string;
+  readonly token?: string;
+  readonly timeout: number;
+  readonly retries: number;
+  readonly backoff: number;
+  private readonly fetch: typeof fetch;
+
+  constructor(opts: ClientOptions | string = {}) {
+    const o = typeof opts === "string" ? { url: opts } : opts;
+    this.url = (o.url ?? env("AGENTQ_URL") ?? DEFAULT_URL).replace(/\/+$/, "");
+    this.token = o.token ?? env("AGENTQ_API_TOKEN");
+    this.timeout = o.timeout ?? 10_000;
+    this.retries = o.retries ?? 4;
+    this.backoff = o.backoff ?? 200;
+    const f = o.fetch ?? globalThis.fetch;
+    if (typeof f !== "function") throw new TypeError("agentq: no fetch in this runtime (Node >= 18 has one)");
+    this.fetch = f;
+  }
+
+  private headers(extra?: Record<string, string>): Record<string, string> {
+    const h: Record<string, string> = { Accept: "application/json", ...extra };
+    if (this.token) h.Authorization = `Bearer ${this.token}`;
+    return h;
+  }
+
+  private href(path: string, query?: CallOptions["query"]): string {
+    let u = this.url + path;
+    if (query) {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, String(v));
+      const s = q.toString();
+      if (s) u += `?${s}`;
+    }
+    return u;
+  }
+
+  private async once<T>(method: string, path: string, o: CallOptions): Promise<T> {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), o.timeout ?? this.timeout);
+    let resp: Response;
+    let body: unknown;
+    try {
+      const init: RequestInit = { method, signal: ctl.signal, headers: this.headers(o.body !== undefined ? { "Content-Type": "application/json" } : undefined) };
+      if (o.body !== undefined) init.body = JSON.stringify(o.body);
+      resp = await this.fetch(this.href(path, o.query), init);
+      body = await readBody(resp);
+    } catch (e) {
+      throw new TransportError(`${method} ${path}: ${ctl.signal.aborted ? "timed out" : (e as Error)?.message ?? e}`, { cause: e });
+    } finally {
+      clearTimeout(timer);
+    }
+    if (resp.status >= 400) throw fromReply(resp.status, body, retryAfter(resp.headers));
+    return body as T;
+  }
+
+  /** @internal */
+  async pause(attempt: number, err?: unknown): Promise<void> {
+    let d = this.backoff * 2 ** attempt;
+    const ra = err instanceof APIError ? err.retryAfter : undefined;
+    if (ra) d = Math.max(d, Math.min(ra * 1000, 30_000));
+    await sleep(Math.min(d, 10_000) * (0.5 + Math.random() / 2));
+  }
+
+  private async call<T>(method: string, path: string, o: CallOptions = {}): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.once<T>(method, path, o);
+      } catch (e) {
+        const retryable = e instanceof TransportError || e instanceof UnavailableError;
+        if (!retryable || !o.idempotent || attempt >= this.retries) throw e;
+        await this.pause(attempt, e);
+      }
+    }
+  }
+
+  private static path(fmt: string, id: string): string {
+    if (!id) throw new TypeError("agentq: an id is required");
+    return fmt.replace("{id}", encodeURIComponent(id));
+  }
+
+  /**
+   * Enqueue one task: `{id, created, duplicate, state}` (and the existing
+   * `task` when `duplicate`). With an `id` it is retried on a connection
+   * error or 503 — a try whose write landed makes the next one answer
+   * `duplicate`, so the task is created once; without one it is never
+   * retried.
+   */
+  enqueue(task: TaskRequest): Promise<EnqueueResponse> {
+    return this.call("POST", "/api/v1/tasks", { body: taskRequest(task), idempotent: !!task.id });
+  }
+
+  /** Enqueue a batch (at most 1000); retried like enqueue when every task has an id. */
+  enqueueBatch(tasks: TaskRequest[], opts: { fail_if_unavailable?: boolean } = {}): Promise<BatchResponse> {
+    const body: Record<string, unknown> = { tasks: tasks.map(taskRequest) };
+    if (opts.fail_if_unavailable !== undefined) body.fail_if_unavailable = opts.fail_if_unavailable;
+    return this.call("POST", "/api/v1/tasks", { body, idempotent: tasks.every((t) => !!t.id) });
+  }
+
+  /** The task JSON (state, attempts, history, `result` once succeeded). */
+  get(id: string): Promise<Task> {
+    return this.call("GET", Client.path("/api/v1/tasks/{id}", id), { idempotent: true });
+  }
+
+  /**
+   * Wait for the task to end (succeeded, dead_lettered, canceled) and
+   * return its JSON (`result`, `error_class`, `error`, `reason`). Long-polls
+   * `?wait=` (at most 60 s a call); `timeout` (ms, default none) throws a
+   * WaitTimeoutError carrying the last view.
+   */
+  async wait(id: string, opts: { timeout?: number } = {}): Promise<Task> {
+    const end = opts.timeout === undefined ? undefined : Date.now() + opts.timeout;
+    for (;;) {
+      const left = Math.max(0, Math.floor(end === undefined ? MAX_WAIT_MS : Math.min(MAX_WAIT_MS, end - Date.now())));
+      const t0 = Date.now();
+      const task = await this.call<Task>("GET", Client.path("/api/v1/tasks/{id}", id), {
+        query: left > 0 ? { wait: goDuration(left) } : undefined,
+        idempotent: true,
+        timeout: this.timeout + left,
+      });
+      if (ENDED_STATES.includes(task.state)) return task;
+      if (end !== undefined && Date.now() >= end) throw new WaitTimeoutError(id, task);
+      // A server without long polls answered at once: poll gently.
+      if (Date.now() - t0 < Math.min(left, 1000) * 0.9) await sleep(Math.min(500, left));
+    }
+  }
+
+  /**
+   * The task's events, oldest first, as an async iterable: each with its
+   * `event` name and `seq` (`data` for progress and output). Ends after the
+   * terminal event (succeeded, dead_lettered, task_canceled). A dropped
+   * connection is resumed after the last event seen (Last-Event-ID): no
+   * event is lost or repeated. `after` starts after that seq; `timeout`
+   * (ms) bounds the whole stream; `signal` stops it.
+   */
+  async *events(id: string, opts: { after?: number; timeout?: number; signal?: AbortSignal } = {}): AsyncGenerator<TaskEvent, void, undefined> {
+    const path = Client.path("/api/v1/tasks/{id}/events", id);
+    const end = opts.timeout === undefined ? undefined : Date.now() + opts.timeout;
+    let last = opts.after;
+    let failures = 0;
+    for (;;) {
+      if (opts.signal?.aborted) return;
+      if (end !== undefined && Date.now() >= end) throw new WaitTimeoutError(id);
+      const ctl = new AbortController();
+      const onAbort = () => ctl.abort();
+      opts.signal?.addEventListener("abort", onAbort);
+      // An idle stream (no byte for 90 s, keep-alives included) is reconnected;
+      // the overall timeout aborts too.
+      let idle: ReturnType<typeof setTimeout> | undefined;
+      const arm = () => {
+        clearTimeout(idle);
+        const left = end === undefined ? 90_000 : Math.min(90_000, end - Date.now());
+        idle = setTimeout(() => ctl.abort(), Math.max(1, left));
+      };
+      arm();
+      let progressed = false;
+      try {
+        let resp: Response;
+        try {
+          const h: Record<string, string> = { Accept: "text/event-stream" };
+          if (last !== undefined) h["Last-Event-ID"] = String(last);
+          resp = await this.fetch(this.href(path), { headers: this.headers(h), signal: ctl.signal });
+        } catch (e) {
+          if (opts.signal?.aborted) return;
+          if (failures >= this.retries) throw new TransportError(`GET ${path}: ${(e as Error)?.message ?? e}`, { cause: e });
+          await this.pause(failures++);
+          continue;
+        }
+        if (resp.status >= 400 || !resp.body) {
+          const err = fromReply(resp.status, await readBody(resp).catch(() => ""), retryAfter(resp.headers));
+          if (!(err instanceof UnavailableError) || failures >= this.retries) throw err;
+          await this.pause(failures++, err);
+          continue;
+        }
+        try {
+          for await (const ev of parseSSE(resp.body, arm)) {
+            progressed = true;
+            failures = 0;
+            if (typeof ev.seq === "number") last = ev.seq;
+            yield ev;
+            if (TERMINAL_EVENTS.includes(ev.event)) return;
+          }
+        } catch (e) {
+          if (e instanceof APIError) throw e;
+          // dropped: resume after the last event seen
+        }
+      } finally {
+        clearTimeout(idle);
+        opts.signal?.removeEventListener("abort", onAbort);
+        ctl.abort();
+      }
+      if (opts.signal?.aborted) return;
+      if (!progressed) {
+        if (failures >= this.retries + 4) throw new TransportError(`GET ${path}: the stream keeps ending without events`);
+        await this.pause(Math.min(failures++, 4));
+      }
+    }
+  }
+
+  /**
+   * Cancel the task: `{id, state, previous_state, removed, stopping,
+   * reason}`; a TaskEndedError (`.state`) when it has already ended. Not
+   * retried (a retry could meet its own cancel).
+   */
+  cancel(id: string, opts: { reason?: string } = {}): Promise<CancelResponse> {
+    return this.call("POST", Client.path("/api/v1/tasks/{id}/cancel", id), {
+      body: opts.reason !== undefined ? { reason: opts.reason } : undefined,
+    });
+  }
+
+  /** A page of dead letters, newest first. */
+  deadletters(opts: { limit?: number; offset?: number; agent?: string; class?: string } = {}): Promise<DeadLetterPage> {
+    return this.call("GET", "/api/v1/deadletters", {
+      query: { limit: opts.limit, offset: opts.offset, agent: opts.agent, class: opts.class },
+      idempotent: true,
+    });
+  }
+
+  /** Every dead letter the filters select, page by page. */
+  async *iterDeadletters(opts: { agent?: string; class?: string; page?: number } = {}): AsyncGenerator<DeadLetter, void, undefined> {
+    let offset = 0;
+    for (;;) {
+      const p = await this.deadletters({ limit: opts.page ?? 100, offset, agent: opts.agent, class: opts.class });
+      yield* p.deadletters;
+      offset += p.deadletters.length;
+      if (p.deadletters.length === 0 || offset >= p.total) return;
+    }
+  }
+
+  /** Requeue a dead letter as a fresh run; `run`: the run the caller saw (another is a ConflictError). Not retried. */
+  requeue(id: string, opts: { run?: number } = {}): Promise<RequeueResponse> {
+    return this.call("POST", Client.path("/api/v1/deadletters/{id}/requeue", id), {
+      body: opts.run !== undefined ? { run: opts.run } : undefined,
+    });
+  }
+
+  /** The configured agents with their breaker. */
+  async agents(): Promise<Agent[]> {
+    return (await this.call<{ agents: Agent[] }>("GET", "/api/v1/agents", { idempotent: true })).agents;
+  }
+
+  /** `{status: "ok", redis: "ok"}`; an UnavailableError when Redis does not answer. */
+  health(): Promise<{ status: string; redis: string }> {
+    return this.call("GET", "/healthz", { idempotent: true });
+  }
+
+  /** The API's OpenAPI document (YAML text). */
+  openapi(): Promise<string> {
+    return this.call("GET", "/api/v1/openapi.yaml", { idempotent: true });
+  }
+}

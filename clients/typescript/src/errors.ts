@@ -1,0 +1,87 @@
+// Typed errors: one class per API error `code` (the JSON error body's).
+
+/** Base of every error this package throws. */
+export class AgentqError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** No HTTP answer (connection refused or reset, a timeout). An enqueue that
+ * got it may have landed: retry with the same id. */
+export class TransportError extends AgentqError {}
+
+/** wait() or events() gave up before the task ended; `task` is the last view. */
+export class WaitTimeoutError extends AgentqError {
+  constructor(readonly taskId: string, readonly task?: unknown) {
+    super(`task ${JSON.stringify(taskId)} has not ended yet`);
+  }
+}
+
+/** An error reply of the API. */
+export class APIError extends AgentqError {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly body: Record<string, unknown> = {},
+    /** The Retry-After header, in seconds. */
+    readonly retryAfter?: number,
+  ) {
+    super(`${message} (${status} ${code})`);
+  }
+}
+
+export class InvalidRequestError extends APIError {}
+export class UnauthorizedError extends APIError {}
+export class ForbiddenError extends APIError {}
+export class NotFoundError extends APIError {}
+export class MethodNotAllowedError extends APIError {}
+/** fail_if_unavailable and the agent's breaker is open (body: agent, breaker_key, state, open_until). */
+export class AgentUnavailableError extends APIError {}
+/** Cancel of a task that has already ended; `state` says how. */
+export class TaskEndedError extends APIError {
+  get state(): string | undefined {
+    return this.body.state as string | undefined;
+  }
+}
+export class ConflictError extends APIError {}
+export class RequestTooLargeError extends APIError {}
+export class UnsupportedMediaTypeError extends APIError {}
+export class TooManyRequestsError extends APIError {}
+export class InternalError extends APIError {}
+/** Redis did not answer (503). An enqueue that got it may have landed. */
+export class UnavailableError extends APIError {}
+
+/** The error class of each API code. */
+export const ERRORS: Record<string, typeof APIError> = {
+  invalid_request: InvalidRequestError,
+  unauthorized: UnauthorizedError,
+  forbidden: ForbiddenError,
+  not_found: NotFoundError,
+  method_not_allowed: MethodNotAllowedError,
+  agent_unavailable: AgentUnavailableError,
+  task_ended: TaskEndedError,
+  conflict: ConflictError,
+  request_too_large: RequestTooLargeError,
+  unsupported_media_type: UnsupportedMediaTypeError,
+  too_many_requests: TooManyRequestsError,
+  internal: InternalError,
+  unavailable: UnavailableError,
+};
+
+const BY_STATUS: Record<number, string> = {
+  400: "invalid_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+  405: "method_not_allowed", 413: "request_too_large", 415: "unsupported_media_type",
+  429: "too_many_requests", 500: "internal", 503: "unavailable",
+};
+
+/** The typed error of an error reply. */
+export function fromReply(status: number, body: unknown, retryAfter?: number): APIError {
+  const obj = body && typeof body === "object" ? (body as Record<string, unknown>) : {};
+  const code = typeof obj.code === "string" && obj.code ? obj.code : BY_STATUS[status] ?? `http_${status}`;
+  const msg = typeof obj.error === "string" && obj.error ? obj.error : typeof body === "string" && body ? body : `HTTP ${status}`;
+  const Cls = ERRORS[code] ?? APIError;
+  return new Cls(status, code, msg, obj, retryAfter);
+}

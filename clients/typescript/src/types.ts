@@ -1,0 +1,216 @@
+// Named constants and the JSON shapes of agentq's HTTP API (api/openapi.yaml).
+// Results carry the API's field names as they are (snake_case).
+
+/** A task's state (the task JSON's `state`). */
+export const State = {
+  PENDING: "pending",
+  SCHEDULED: "scheduled",
+  ACTIVE: "active",
+  RETRYING: "retrying",
+  DEFERRED: "deferred",
+  RESTARTING: "restarting",
+  SUCCEEDED: "succeeded",
+  DEAD_LETTERED: "dead_lettered",
+  CANCELED: "canceled",
+} as const;
+export type State = (typeof State)[keyof typeof State];
+/** The states a task ends in. */
+export const ENDED_STATES: readonly State[] = [State.SUCCEEDED, State.DEAD_LETTERED, State.CANCELED];
+
+/** The classifier's error classes (`error_class`). */
+export const ErrorClass = {
+  NETWORK_TRANSIENT: "network_transient",
+  NETWORK_PERMANENT: "network_permanent",
+  TIMEOUT: "timeout",
+  RATE_LIMITED: "rate_limited",
+  QUOTA_EXHAUSTED: "quota_exhausted",
+  PROVIDER_ERROR: "provider_error",
+  CONTEXT_LENGTH: "context_length",
+  INVALID_REQUEST: "invalid_request",
+  NOT_SUPPORTED: "not_supported",
+  LOGIC_ERROR: "logic_error",
+  CANCELED: "canceled",
+} as const;
+export type ErrorClass = (typeof ErrorClass)[keyof typeof ErrorClass];
+
+/** Why a task was dead-lettered (a dead letter's `reason`). */
+export const Reason = {
+  NOT_RETRYABLE: "not_retryable",
+  ATTEMPTS_EXHAUSTED: "attempts_exhausted",
+  RESTARTS_EXHAUSTED: "restarts_exhausted",
+  RESTART_NOT_ENABLED: "restart_not_enabled",
+  RESTART_QUEUE_FULL: "restart_queue_full",
+  INVALID_PAYLOAD: "invalid_payload",
+  UNKNOWN_AGENT: "unknown_agent",
+  DEADLINE_EXCEEDED: "deadline_exceeded",
+  BUDGET_EXHAUSTED: "budget_exhausted",
+} as const;
+export type Reason = (typeof Reason)[keyof typeof Reason];
+
+/** Event names (an event's `event`, the SSE `event:` field). */
+export const EventName = {
+  QUEUED: "queued",
+  SCHEDULED: "scheduled",
+  SUCCEEDED: "succeeded",
+  FAILED: "failed",
+  RETRYING: "retrying",
+  DEFERRED: "deferred",
+  RESTARTING: "restarting",
+  DEAD_LETTERED: "dead_lettered",
+  REQUEUED: "requeued",
+  INTERRUPTED: "interrupted",
+  TASK_CANCELED: "task_canceled",
+  PROGRESS: "progress",
+  OUTPUT: "output",
+  OUTPUT_TRUNCATED: "output_truncated",
+  HISTORY_ELIDED: "history_elided",
+} as const;
+export type EventName = (typeof EventName)[keyof typeof EventName];
+/** The events that end a task's event stream. */
+export const TERMINAL_EVENTS: readonly string[] = [EventName.SUCCEEDED, EventName.DEAD_LETTERED, EventName.TASK_CANCELED];
+
+/** A duration: a Go duration string ("30s", "5m") or milliseconds. */
+export type Duration = string | number;
+
+/** One task to enqueue (TaskRequest). */
+export interface TaskRequest {
+  agent: string;
+  params?: unknown;
+  /** Task ID and idempotency key: give one to make retries safe. */
+  id?: string;
+  action?: string;
+  correlation_id?: string;
+  queue?: string;
+  /** Delay of the first run. */
+  in?: Duration;
+  /** A duration from enqueue, or an RFC 3339 time (string or Date). */
+  deadline?: Duration | Date;
+  /** Webhook names to notify. */
+  notify?: string[];
+  fail_if_unavailable?: boolean;
+  tenant?: string;
+  priority?: "high" | "normal" | "low";
+  max_tokens?: number;
+  max_cost_usd?: number;
+}
+
+export interface TaskEvent {
+  seq?: number;
+  at?: string;
+  event: EventName | string;
+  attempt?: number;
+  error_class?: ErrorClass | string;
+  error?: string;
+  delay_ms?: number;
+  restart?: number;
+  agent?: string;
+  duration_ms?: number;
+  worker?: string;
+  count?: number;
+  since?: string;
+  attempts?: number;
+  reason?: string;
+  /** What a progress or output event carries. */
+  data?: unknown;
+  [k: string]: unknown;
+}
+
+export interface Task {
+  id: string;
+  agent: string;
+  action: string;
+  state: State;
+  attempts: number;
+  restarts: number;
+  error_class: ErrorClass | "";
+  error: string;
+  result?: unknown;
+  reason?: Reason | string;
+  canceled_at?: string;
+  cancel_reason?: string;
+  queue?: string;
+  correlation_id?: string;
+  run?: number;
+  enqueued_at?: string;
+  updated_at?: string;
+  history: TaskEvent[];
+  [k: string]: unknown;
+}
+
+export interface EnqueueResponse {
+  id: string;
+  created: boolean;
+  duplicate: boolean;
+  state: State;
+  task?: Task;
+}
+
+export interface BatchItem {
+  index: number;
+  id: string;
+  created: boolean;
+  duplicate: boolean;
+  state?: State;
+  code?: string;
+  error?: string;
+}
+
+export interface BatchResponse {
+  results: BatchItem[];
+  created: number;
+  duplicates: number;
+  failed: number;
+  code?: string;
+  error?: string;
+}
+
+export interface CancelResponse {
+  id: string;
+  state: "canceled";
+  previous_state: State;
+  removed: boolean;
+  stopping: boolean;
+  reason: string;
+}
+
+export interface DeadLetter {
+  id: string;
+  agent: string;
+  action: string;
+  params: unknown;
+  correlation_id: string;
+  error_class: ErrorClass | string;
+  error: string;
+  reason?: Reason | string;
+  attempts: number;
+  restarts: number;
+  dead_lettered_at: string;
+  queue?: string;
+  run?: number;
+  enqueued_at?: string;
+  requeues?: number;
+  payload?: string;
+  history: TaskEvent[];
+  [k: string]: unknown;
+}
+
+export interface DeadLetterPage {
+  deadletters: DeadLetter[];
+  total: number;
+  limit: number;
+  offset: number;
+}
+
+export interface RequeueResponse {
+  id: string;
+  state: "pending";
+  deadletter: DeadLetter;
+}
+
+export interface Agent {
+  agent: string;
+  key: string;
+  state: "closed" | "open" | "half_open";
+  health: "healthy" | "degraded" | "unhealthy";
+  [k: string]: unknown;
+}

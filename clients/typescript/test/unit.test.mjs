@@ -1,0 +1,282 @@
+// Unit tests of the agentq TypeScript client against a fake server, and of
+// the exec-agent helpers with real subprocesses. Run: npm test.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { readFileSync, writeFileSync, mkdtempSync, openSync, readSync, closeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as aq from "../dist/index.js";
+import { fake, sse } from "./fake.mjs";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = join(HERE, "..", "..", "..");
+const task = (id, state, extra = {}) => ({ id, agent: "a", action: "", state, attempts: 1, restarts: 0, error_class: "", error: "", history: [], ...extra });
+
+async function withFake(t, fn) {
+  const f = await fake(fn);
+  t.after(() => f.close());
+  return f;
+}
+const client = (f, o = {}) => new aq.Client({ url: f.url, token: "tok", backoff: 5, ...o });
+
+test("enqueue sends the fields and the token", async (t) => {
+  const f = await withFake(t, () => [202, { id: "j1", created: true, duplicate: false, state: "pending" }]);
+  const r = await client(f).enqueue({ agent: "llm", params: { q: 1 }, id: "j1", action: "ask", queue: "q", correlation_id: "c", in: 90_000, deadline: "10m", notify: ["hook"], fail_if_unavailable: true });
+  assert.equal(r.id, "j1");
+  assert.equal(r.state, aq.State.PENDING);
+  const req = f.requests[0];
+  assert.equal(req.method, "POST");
+  assert.equal(req.path, "/api/v1/tasks");
+  assert.equal(req.headers.authorization, "Bearer tok");
+  assert.equal(req.headers["content-type"], "application/json");
+  assert.deepEqual(req.body, { agent: "llm", params: { q: 1 }, id: "j1", action: "ask", queue: "q", correlation_id: "c", in: "90s", deadline: "10m", notify: ["hook"], fail_if_unavailable: true });
+});
+
+test("the token comes from AGENTQ_API_TOKEN", async (t) => {
+  const f = await withFake(t, () => [200, { status: "ok", redis: "ok" }]);
+  process.env.AGENTQ_API_TOKEN = "envtok";
+  t.after(() => delete process.env.AGENTQ_API_TOKEN);
+  await new aq.Client({ url: f.url }).health();
+  assert.equal(f.requests[0].headers.authorization, "Bearer envtok");
+});
+
+test("typed errors carry the code", async (t) => {
+  const replies = {
+    "/api/v1/tasks/x/cancel": [409, { code: "task_ended", error: "task x has ended", state: "succeeded" }],
+    "/api/v1/tasks/nope": [404, { code: "not_found", error: "no task" }],
+    "/api/v1/tasks": [400, { code: "invalid_request", error: "agent: unknown" }],
+    "/api/v1/deadletters/d/requeue": [409, { code: "conflict", error: "busy" }],
+  };
+  const f = await withFake(t, (r) => replies[r.path]);
+  const c = client(f);
+  await assert.rejects(c.cancel("x", { reason: "bye" }), (e) => e instanceof aq.TaskEndedError && e.status === 409 && e.code === "task_ended" && e.state === "succeeded");
+  assert.deepEqual(f.requests.at(-1).body, { reason: "bye" });
+  await assert.rejects(c.get("nope"), aq.NotFoundError);
+  await assert.rejects(c.enqueue({ agent: "zz" }), (e) => e instanceof aq.InvalidRequestError && /agent: unknown/.test(e.message));
+  await assert.rejects(c.requeue("d", { run: 2 }), (e) => e instanceof aq.ConflictError && e instanceof aq.APIError);
+  assert.deepEqual(f.requests.at(-1).body, { run: 2 });
+});
+
+test("a 503 is retried with the same id", async (t) => {
+  const bodies = [];
+  const f = await withFake(t, (r) => {
+    bodies.push(r.body);
+    return bodies.length < 3 ? [503, { code: "unavailable", error: "redis" }] : [200, { id: "j", created: false, duplicate: true, state: "pending" }];
+  });
+  const r = await client(f).enqueue({ agent: "llm", id: "j" });
+  assert.equal(r.duplicate, true);
+  assert.equal(bodies.length, 3);
+  assert.ok(bodies.every((b) => b.id === "j"));
+});
+
+test("an enqueue without an id, a cancel and a mixed batch are not retried", async (t) => {
+  const f = await withFake(t, () => [503, { code: "unavailable", error: "redis" }]);
+  await assert.rejects(client(f).enqueue({ agent: "llm" }), aq.UnavailableError);
+  await assert.rejects(client(f).cancel("x"), aq.UnavailableError);
+  await assert.rejects(client(f).enqueueBatch([{ agent: "a", id: "1" }, { agent: "a" }]), aq.UnavailableError);
+  assert.equal(f.requests.length, 3);
+});
+
+test("a connection error is a TransportError, retried for reads", async (t) => {
+  const f = await fake(() => [200, {}]);
+  await f.close();
+  await assert.rejects(new aq.Client({ url: f.url, retries: 2, backoff: 1 }).get("x"), aq.TransportError);
+});
+
+test("a call times out", async (t) => {
+  const f = await withFake(t, () => new Promise(() => {}));
+  await assert.rejects(client(f, { timeout: 200, retries: 0 }).get("x"), (e) => e instanceof aq.TransportError && /timed out/.test(e.message));
+});
+
+test("wait long-polls until the task ends", async (t) => {
+  const waits = [];
+  const f = await withFake(t, (r) => {
+    waits.push(r.query.wait);
+    return waits.length < 3 ? [200, task("w", "active")] : [200, task("w", "succeeded", { result: { ok: 1 } })];
+  });
+  const got = await client(f).wait("w");
+  assert.equal(got.state, aq.State.SUCCEEDED);
+  assert.deepEqual(got.result, { ok: 1 });
+  assert.deepEqual(waits, ["60s", "60s", "60s"]);
+});
+
+test("wait times out with the last view", async (t) => {
+  const f = await withFake(t, async (r) => {
+    await new Promise((res) => setTimeout(res, 100));
+    return [200, task("w", "retrying")];
+  });
+  await assert.rejects(client(f).wait("w", { timeout: 300 }), (e) => e instanceof aq.WaitTimeoutError && e.task.state === "retrying");
+  for (const r of f.requests) if (r.query.wait) assert.ok(/^\d+m?s$/.test(r.query.wait) && parseInt(r.query.wait) <= 300);
+});
+
+test("events resume after a drop, without loss or repeats", async (t) => {
+  const evs = [[1, "queued", {}], [2, "progress", { data: { pct: 10 } }], [3, "output", { data: "hi" }], [4, "progress", { data: { pct: 90 } }], [5, "succeeded", {}]];
+  const lasts = [];
+  const f = await withFake(t, (r) => {
+    const last = r.headers["last-event-id"];
+    lasts.push(last);
+    const after = last ? Number(last) : 0;
+    return sse(evs.filter((e) => e[0] > after), lasts.length === 1 ? 2 : undefined);
+  });
+  const got = [];
+  for await (const ev of client(f).events("t")) got.push(ev);
+  assert.deepEqual(got.map((e) => e.seq), [1, 2, 3, 4, 5]);
+  assert.deepEqual(got.map((e) => e.event), ["queued", "progress", "output", "progress", "succeeded"]);
+  assert.equal(got[2].data, "hi");
+  assert.deepEqual(lasts, [undefined, "2"]);
+  assert.equal(f.requests[0].path, "/api/v1/tasks/t/events");
+  assert.equal(f.requests[0].headers.accept, "text/event-stream");
+});
+
+test("events after a seq; a 404 is typed", async (t) => {
+  const f = await withFake(t, (r) => r.path === "/api/v1/tasks/none/events" ? [404, { code: "not_found", error: "no" }] : sse([[8, "task_canceled", { reason: "x" }], [9, "never", {}]]));
+  const got = [];
+  for await (const ev of client(f).events("t", { after: 7 })) got.push([ev.seq, ev.event, ev.reason]);
+  assert.deepEqual(got, [[8, "task_canceled", "x"]]);
+  assert.equal(f.requests[0].headers["last-event-id"], "7");
+  await assert.rejects(async () => { for await (const _ of client(f).events("none")); }, aq.NotFoundError);
+});
+
+test("parseSSE: comments, multi-line data, CRLF, split chunks", async () => {
+  const text = ": c\r\nid: 3\r\nevent: output\r\ndata: {\"data\":\r\ndata: 1}\r\n\r\ndata: not json\n\n";
+  const bytes = new TextEncoder().encode(text);
+  const body = new ReadableStream({ start(c) { for (const b of bytes) c.enqueue(new Uint8Array([b])); c.close(); } });
+  const got = [];
+  for await (const ev of aq.parseSSE(body)) got.push(ev);
+  assert.deepEqual(got, [{ data: 1, event: "output", seq: 3 }, { data: "not json" }]);
+});
+
+test("dead letters: query and iteration; ids are escaped", async (t) => {
+  const f = await withFake(t, (r) => r.path.startsWith("/api/v1/deadletters") ? [200, { deadletters: [{ id: "d" }], total: 1, limit: 5, offset: 0 }] : [200, task("a/b c", "pending")]);
+  const p = await client(f).deadletters({ limit: 5, agent: "llm", class: "timeout" });
+  assert.equal(p.deadletters[0].id, "d");
+  assert.deepEqual(f.requests[0].query, { limit: "5", agent: "llm", class: "timeout" });
+  const ids = [];
+  for await (const d of client(f).iterDeadletters()) ids.push(d.id);
+  assert.deepEqual(ids, ["d"]);
+  await client(f).get("a/b c");
+  assert.equal(f.requests.at(-1).rawPath, "/api/v1/tasks/a%2Fb%20c");
+});
+
+// ---- held to api/openapi.yaml ----
+
+const openapi = readFileSync(join(ROOT, "api", "openapi.yaml"), "utf8");
+function block(text, header, indent) {
+  const lines = text.split("\n");
+  const i = lines.indexOf(" ".repeat(indent) + header);
+  assert.ok(i >= 0, `${header} not in openapi.yaml`);
+  const out = [];
+  for (const l of lines.slice(i + 1)) {
+    if (l.trim() && l.length - l.trimStart().length <= indent) break;
+    out.push(l);
+  }
+  return out;
+}
+
+test("every route of api/openapi.yaml has a client method", () => {
+  const routes = [];
+  let path;
+  for (const l of block(openapi, "paths:", 0)) {
+    let m = /^  (\/\S+):\s*$/.exec(l);
+    if (m) path = m[1];
+    m = /^    (get|post|put|patch|delete):\s*$/.exec(l);
+    if (m) routes.push(`${m[1].toUpperCase()} ${path}`);
+  }
+  assert.ok(routes.includes("POST /api/v1/tasks"));
+  for (const r of routes) {
+    assert.ok(aq.ROUTES[r], `route ${r} has no client method`);
+    for (const name of aq.ROUTES[r]) assert.equal(typeof aq.Client.prototype[name], "function", name);
+  }
+});
+
+test("every TaskRequest field is enqueue's", () => {
+  const props = block(block(openapi, "TaskRequest:", 4).join("\n"), "properties:", 6);
+  const fields = props.map((l) => /^        ([a-z_]+):/.exec(l)?.[1]).filter(Boolean);
+  assert.ok(fields.includes("correlation_id"));
+  for (const f of fields) assert.ok(aq.TASK_FIELDS.includes(f), `TaskRequest.${f} missing`);
+});
+
+test("the constants cover the API's enums", () => {
+  const states = /enum: \[(pending, scheduled[^\]]*succeeded[^\]]*)\]/.exec(openapi)[1].split(", ");
+  assert.deepEqual(new Set(states), new Set(Object.values(aq.State)));
+  const codes = /enum: \[(invalid_request, [^\]]*)\]/.exec(openapi)[1].split(", ");
+  assert.deepEqual(new Set(codes), new Set(Object.keys(aq.ERRORS)));
+});
+
+test("one version", () => {
+  const v = readFileSync(join(ROOT, "clients", "VERSION"), "utf8").trim();
+  assert.equal(aq.VERSION, v);
+  assert.equal(JSON.parse(readFileSync(join(HERE, "..", "package.json"), "utf8")).version, v);
+});
+
+// ---- agent helpers, real subprocesses ----
+
+const AGENT = `
+import { run, AgentError } from ${JSON.stringify(new URL("../dist/agent.js", import.meta.url).href)};
+class RateLimitError extends Error { constructor(m) { super(m); this.name = "RateLimitError"; this.status = 429; } }
+run(async (req) => {
+  const mode = req.params?.mode;
+  req.progress({ pct: 50 });
+  req.output("partial");
+  req.usage({ input_tokens: 3, output_tokens: 4 });
+  if (mode === "boom") throw new Error("connect ECONNREFUSED 127.0.0.1:443");
+  if (mode === "rate") throw new RateLimitError("slow down");
+  if (mode === "agent_error") throw new AgentError("bad params", 400);
+  if (mode === "sleep") { process.stderr.write("ready\\n"); await new Promise((r) => setTimeout(r, 60000)); }
+  return { echo: req.params, task: req.task_id };
+});
+`;
+
+function runAgent(params, { events = true, term = false } = {}) {
+  const d = mkdtempSync(join(tmpdir(), "agentq-ts-"));
+  const script = join(d, "agent.mjs");
+  writeFileSync(script, AGENT);
+  const evFile = join(d, "events");
+  writeFileSync(evFile, "");
+  const fd = openSync(evFile, "a");
+  const env = { PATH: process.env.PATH };
+  if (events) env.AGENTQ_EVENTS_FD = "3";
+  const p = spawn(process.execPath, [script], { env, stdio: ["pipe", "pipe", "pipe", events ? fd : "ignore"] });
+  closeSync(fd);
+  p.stdin.end(JSON.stringify({ task_id: "t1", agent: "ts", params, attempt: 1 }));
+  let out = "", err = "";
+  p.stdout.on("data", (c) => (out += c));
+  p.stderr.on("data", (c) => {
+    err += c;
+    if (term && err.includes("ready")) p.kill("SIGTERM");
+  });
+  return new Promise((resolve) => p.on("close", (code) => {
+    const lines = readFileSync(evFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l));
+    resolve({ code, resp: out.trim() ? JSON.parse(out) : null, lines, err });
+  }));
+}
+
+test("agent: success with events and usage", async () => {
+  const { code, resp, lines } = await runAgent({ mode: "echo", n: 1 });
+  assert.equal(code, 0);
+  assert.deepEqual(resp, { status: "success", code: 0, data: { echo: { mode: "echo", n: 1 }, task: "t1" }, usage: { input_tokens: 3, output_tokens: 4 } });
+  assert.deepEqual(lines, [{ type: "progress", data: { pct: 50 } }, { type: "output", data: "partial" }]);
+});
+
+test("agent: no events fd", async () => {
+  const { code, resp, lines } = await runAgent({ mode: "echo" }, { events: false });
+  assert.deepEqual([code, resp.status, lines], [0, "success", []]);
+});
+
+test("agent: errors become error responses", async () => {
+  let { resp } = await runAgent({ mode: "boom" });
+  assert.deepEqual(resp.status === "error" && [resp.code, resp.error], [0, "Error: connect ECONNREFUSED 127.0.0.1:443"]);
+  ({ resp } = await runAgent({ mode: "rate" }));
+  assert.deepEqual([resp.code, resp.error], [429, "RateLimitError: slow down"]);
+  ({ resp } = await runAgent({ mode: "agent_error" }));
+  assert.deepEqual([resp.code, resp.error], [400, "bad params"]);
+});
+
+test("agent: SIGTERM exits 143 cleanly", async () => {
+  const { code, resp, err } = await runAgent({ mode: "sleep" }, { term: true });
+  assert.equal(code, 143);
+  assert.equal(resp, null);
+  assert.ok(!/at .*\(/.test(err), err);
+});
