@@ -37,8 +37,10 @@ func testConfig() *config.Config {
 	cfg.Agents = map[string]config.Agent{
 		"tool": {Name: "tool", Settings: cfg.Defaults.Clone()},
 		"llm": {Name: "llm", BreakerKey: "llm.example", Settings: cfg.Defaults.Clone(),
-			Limits: &config.Limits{Key: "openai-prod", Requests: 500, Per: time.Minute, Concurrency: 20}},
+			Limits: &config.Limits{Key: "openai-prod", Requests: 500, Per: time.Minute, Concurrency: 20}, Notify: []string{"audit"}},
 	}
+	cfg.Webhooks = map[string]config.Webhook{"results": {URL: "https://hooks.example/r", Secret: "${RESULTS_SECRET}"},
+		"audit": {URL: "https://hooks.example/a", Secret: "${AUDIT_SECRET}"}}
 	return cfg
 }
 

@@ -157,6 +157,11 @@ func (s *Server) validate(tr TaskRequest, prefix string) (item, error) {
 	if tr.Queue == "" {
 		tr.Queue = s.cfg.AgentQueue(tr.Agent)
 	}
+	notify, err := s.cfg.ResolveNotify(tr.Agent, tr.Notify)
+	if err != nil {
+		return item{}, invalid("%sfield \"notify\": %v", prefix, err)
+	}
+	tr.Notify = notify
 	t, delay, err := tr.Task(s.cfg.ServedQueues())
 	var ve *tasks.ValidationError
 	if errors.As(err, &ve) {

@@ -30,6 +30,8 @@ type enqueueOptions struct {
 	concurrency                                           int
 	// failFast refuses tasks whose agent's breaker is open (exit 3).
 	failFast bool
+	// notify names configured webhooks (--notify, repeatable or a comma list).
+	notify []string
 	// wait waits for the task to end and prints its result (--wait),
 	// for at most waitTimeout (0: no limit).
 	wait        bool
@@ -52,8 +54,8 @@ func (o *enqueueOptions) Validate() error {
 		if o.wait {
 			return usageErr("--wait goes with one task, not --file")
 		}
-		if o.agent != "" || o.params != "" || o.id != "" || o.deadline != "" {
-			return usageErr("--file cannot be combined with --agent, --params, --id or --deadline (a line has its own \"deadline\")")
+		if o.agent != "" || o.params != "" || o.id != "" || o.deadline != "" || len(o.notify) > 0 {
+			return usageErr("--file cannot be combined with --agent, --params, --id, --deadline or --notify (a line has its own \"deadline\" and \"notify\")")
 		}
 		return nil
 	}
@@ -88,10 +90,10 @@ func (o *enqueueOptions) validateDeadline(now time.Time) error {
 }
 
 // enqueuerLong is `enqueuer --help`.
-const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR] [--deadline DUR|TIME]
+const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR] [--deadline DUR|TIME] [--notify HOOK]
 Enqueue JSON Lines:   enqueuer --file tasks.jsonl   (or --file - for standard input)
 Serve the HTTP API:   enqueuer serve [--http ADDR]   (see enqueuer serve --help)
-Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","deadline":"5m","fail_if_unavailable":true}
+Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","deadline":"5m","fail_if_unavailable":true,"notify":["hook"]}
 A task ID given twice is not enqueued twice, nor is the ID of a dead letter.
 A task ID may not contain '#' (run N of task X has the ID X#N), and a task's
 queue must be one of the config's worker.queues (default: "default"): both
@@ -146,6 +148,7 @@ func (o *enqueueOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.failFast, "fail-if-unavailable", false, "refuse (exit 3) while the agent's circuit breaker is open")
 	f.BoolVar(&o.wait, "wait", false, "wait for the task to end: print its result (exit 0), or its failure (exit 4); see --wait-timeout")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up after this long (exit 5); 0 waits until the task ends")
+	f.StringSliceVar(&o.notify, "notify", nil, "configured webhook to tell of the task's events (repeatable, or a comma list); exit 2 for one the config does not have")
 }
 
 // runOne enqueues the one task the flags describe. ctx carries the
@@ -163,6 +166,9 @@ func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error 
 	}
 	if t.Queue == "" {
 		t.Queue = cfg.AgentQueue(t.Agent)
+	}
+	if t.Notify, err = cfg.ResolveNotify(t.Agent, o.notify); err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--notify: %w", err)}
 	}
 	if err := validateTask(t, cfg); err != nil {
 		return err
@@ -380,6 +386,11 @@ func parseTaskLine(text string, cfg *config.Config) (fileItem, error) {
 	if r.Queue == "" {
 		r.Queue = cfg.AgentQueue(r.Agent)
 	}
+	notify, err := cfg.ResolveNotify(r.Agent, r.Notify)
+	if err != nil {
+		return fileItem{}, &ExitError{Code: ExitUsage, Err: fmt.Errorf("field \"notify\": %w", err)}
+	}
+	r.Notify = notify
 	t, in, err := r.Task(cfg.ServedQueues())
 	if err != nil {
 		return fileItem{}, &ExitError{Code: ExitUsage, Err: err}

@@ -57,6 +57,9 @@ type Config struct {
 	Alerts Alerts `yaml:"alerts"`
 	// Classifier holds the operator's classifier rules (classifier.go).
 	Classifier Classifier `yaml:"classifier"`
+	// Webhooks are the endpoints tasks may notify, by name (webhooks.go).
+	// Zero → none.
+	Webhooks map[string]Webhook `yaml:"webhooks"`
 	// Path is the file the config was loaded from ("" for Default).
 	Path string `yaml:"-"`
 
@@ -304,6 +307,10 @@ type Agent struct {
 	// enforced before each call across every worker; agents with the same
 	// limits key share them. Zero → no limits.
 	Limits *Limits `yaml:"limits"`
+	// Notify names webhooks (of the webhooks block) that every task of
+	// this agent enqueued by enqueuer or the HTTP API notifies, besides
+	// the task's own notify list. Zero → none.
+	Notify []string `yaml:"notify"`
 	// Settings are merged field by field over Config.Defaults: an agent's
 	// retry: {max_attempts: 5} keeps the default backoffs.
 	Settings `yaml:",inline"`
@@ -500,6 +507,7 @@ func (c *Config) Agent(name string) (Agent, bool) {
 	}
 	a.Settings = a.Settings.Clone()
 	a.Fallback = slices.Clone(a.Fallback)
+	a.Notify = slices.Clone(a.Notify)
 	if a.Health != nil {
 		h := *a.Health
 		h.Command = slices.Clone(h.Command)

@@ -132,6 +132,7 @@ func (c *Config) Validate() error {
 		v.httpURL("alerts.webhook_url", c.Alerts.WebhookURL)
 	}
 	v.classifier()
+	v.webhooks()
 	if len(v.errs) == 0 {
 		return nil
 	}

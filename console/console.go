@@ -221,6 +221,7 @@ func (c *Console) routes() http.Handler {
 		{"POST " + c.base + "breakers/trip", (*Console).breakerTrip},
 		{"GET " + c.base + "agents", (*Console).agents},
 		{"GET " + c.base + "restarts", (*Console).restarts},
+		{"GET " + c.base + "webhooks", (*Console).webhooks},
 	} {
 		mux.HandleFunc(rt.pattern, c.serve(rt.h))
 	}

@@ -24,7 +24,7 @@ import (
 
 // pageNames are the templates under templates/, each parsed with layout.html.
 var pageNames = []string{"overview.html", "deadletters.html", "deadletter.html", "bulk.html", "task.html",
-	"search.html", "breakers.html", "agents.html", "restarts.html", "login.html", "error.html"}
+	"search.html", "breakers.html", "agents.html", "restarts.html", "webhooks.html", "login.html", "error.html"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{

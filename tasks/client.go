@@ -64,6 +64,11 @@ type Task struct {
 	// queue (they know the config); a Client does so only when built
 	// WithQueues.
 	Queue string
+	// Notify names webhooks (the config's webhooks block) to tell of the
+	// task's events (its record keeps them). Only webhooks a worker has
+	// configured are ever called; the HTTP API and enqueuer refuse a name
+	// the config does not have and add the agent's agents.NAME.notify.
+	Notify []string
 	// Deadline is when the task gives up (zero: never; see also Within): a
 	// run still waiting then never starts, a running attempt is stopped
 	// (an exec agent's process group, an HTTP call), retries and restarts
@@ -358,7 +363,7 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (re
 func (c *Client) envelope(t Task, now time.Time) (*Envelope, error) {
 	env := &Envelope{
 		ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params,
-		CorrelationID: t.CorrelationID, Queue: t.Queue, EnqueuedAt: now,
+		CorrelationID: t.CorrelationID, Queue: t.Queue, EnqueuedAt: now, Notify: t.Notify,
 	}
 	if env.ID == "" {
 		env.ID = NewID()
@@ -428,7 +433,7 @@ func newRecord(env *Envelope, state State, delay time.Duration) record.New {
 // Seed is the part of env's record that enqueueing it writes.
 func (env *Envelope) Seed() record.Seed {
 	return record.Seed{Agent: env.Agent, Action: env.Action, Queue: env.Queue, CorrelationID: env.CorrelationID,
-		EnqueuedAt: env.EnqueuedAt, Deadline: env.DeadlineTime()}
+		EnqueuedAt: env.EnqueuedAt, Deadline: env.DeadlineTime(), Notify: env.Notify}
 }
 
 // existing reports whether task id exists and its state: the state of its

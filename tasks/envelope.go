@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,9 @@ type Envelope struct {
 	// to the agent.
 	Traceparent string `json:"traceparent,omitempty"`
 	Tracestate  string `json:"tracestate,omitempty"`
+	// Notify names the webhooks the task's events are told to (see
+	// CheckNotify); its record keeps them.
+	Notify []string `json:"notify,omitempty"`
 }
 
 // ErrInvalidEnvelope is the sentinel for envelopes that cannot be run.
@@ -99,6 +103,31 @@ func (e *Envelope) Validate() error {
 	}
 	if len(e.Params) > 0 && !json.Valid(e.Params) {
 		return &ValidationError{"params", "is not valid JSON"}
+	}
+	return CheckNotify(e.Notify)
+}
+
+// MaxNotify is the most webhooks a task may notify.
+const MaxNotify = 16
+
+// CheckNotify checks the syntax of a task's notify list: at most
+// MaxNotify names, each 1 to 64 of A-Z a-z 0-9 _ . - (a webhook name),
+// none twice. Whether each names a configured webhook is the config's
+// check (config.Config.CheckNotify: the HTTP API and enqueuer refuse an
+// unknown one); a name no worker has configured is never called.
+func CheckNotify(names []string) error {
+	if len(names) > MaxNotify {
+		return &ValidationError{"notify", fmt.Sprintf("names %d webhooks; at most %d", len(names), MaxNotify)}
+	}
+	for i, n := range names {
+		if n == "" || len(n) > 64 || strings.IndexFunc(n, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-')
+		}) >= 0 {
+			return &ValidationError{"notify", fmt.Sprintf("%q is not a webhook name (1 to 64 of A-Z a-z 0-9 _ . -)", n)}
+		}
+		if slices.Contains(names[:i], n) {
+			return &ValidationError{"notify", fmt.Sprintf("names %q twice", n)}
+		}
 	}
 	return nil
 }
@@ -272,7 +301,7 @@ func appendField(b []byte, key, s string) []byte {
 
 // plain reports whether marshal may write e itself.
 func (e *Envelope) plain() bool {
-	return record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
+	return len(e.Notify) == 0 && record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
 		record.PlainText(e.CorrelationID) && record.PlainText(e.Queue) && record.PlainText(e.Traceparent) && record.PlainText(e.Tracestate) &&
 		plainJSON(e.Params)
 }

@@ -27,13 +27,15 @@ type Request struct {
 	// FailIfUnavailable refuses the task while the agent's breaker is open
 	// (HTTP 409 agent_unavailable, exit status 3).
 	FailIfUnavailable bool `json:"fail_if_unavailable,omitempty"`
+	// Notify names configured webhooks to tell of the task's events.
+	Notify []string `json:"notify,omitempty"`
 }
 
 // Task checks r as every producer does (Task.Check with the queues the
 // workers serve, and In) and returns its task and delay. A bad field is a
 // *ValidationError naming it.
 func (r Request) Task(served []string) (Task, time.Duration, error) {
-	t := Task{ID: r.ID, Agent: r.Agent, Action: r.Action, Params: r.Params, CorrelationID: r.CorrelationID, Queue: r.Queue}
+	t := Task{ID: r.ID, Agent: r.Agent, Action: r.Action, Params: r.Params, CorrelationID: r.CorrelationID, Queue: r.Queue, Notify: r.Notify}
 	if err := t.Check(served); err != nil {
 		return Task{}, 0, err
 	}
@@ -120,7 +122,7 @@ func CheckDelay(delay time.Duration) error {
 // the workers serve (CheckQueue; nil served: any queue). A bad field is a
 // *ValidationError naming it.
 func (t Task) Check(served []string) error {
-	env := Envelope{ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params, CorrelationID: t.CorrelationID}
+	env := Envelope{ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params, CorrelationID: t.CorrelationID, Notify: t.Notify}
 	if env.ID == "" {
 		env.ID = "x" // a generated ID is always valid
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/tracing"
+	wh "github.com/agentq/agentq/webhook"
 )
 
 // Option configures a Worker.
@@ -104,6 +105,8 @@ type Worker struct {
 	acks *wakeup.Acks
 	// rec reads task records (which deferred tasks a breaker's close wakes).
 	rec *record.Store
+	// hooks delivers webhooks (webhooks.go); nil when none are configured.
+	hooks *wh.Deliverer
 }
 
 // newOptions applies opts over the defaults: slog.Default, the token in
@@ -170,6 +173,9 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: classifier.Classify, noGate: o.noGate,
 		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
+	}
+	if w.hooks, err = newDeliverer(cfg, rdb, o.logger, m); err != nil {
+		return nil, err
 	}
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
 	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
@@ -282,6 +288,9 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	}
 	for _, p := range w.probers {
 		out = append(out, p)
+	}
+	if w.hooks != nil {
+		out = append(out, startstop.Func(w.deliverWebhooks))
 	}
 	return out
 }

@@ -30,8 +30,17 @@ var applyAckedScript = newApplyScript("apply_acked.lua",
 // Redis's: after one, whether c was applied is unknown, and sending c
 // again is safe.
 func (s *Store) Apply(ctx context.Context, d Delivery, c Change) (Outcome, error) {
-	keys := keys(d.ID)
-	out, err := s.apply(d, c, func(args []any) (any, error) { return s.runner.Run(ctx, applyScript, keys, args...) })
+	out, err := s.apply(d, c, func(outbox bool, args []any) (any, error) {
+		keys := keys(d.ID)
+		if outbox {
+			keys = s.outboxKeys(d.ID)
+		}
+		v, err := s.runner.Run(ctx, applyScript, keys, args...)
+		if r, ok := v.([]any); ok && err == nil && len(r) > 3 {
+			s.outboxed(ctx, d.ID, r[3])
+		}
+		return v, err
+	})
 	if err != nil {
 		return out, fmt.Errorf("record: %s of %s: %w", c.name(), d.ID, err)
 	}
@@ -63,8 +72,12 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 	if len(done.Keys) != 5 || len(done.Args) != 3 {
 		return Applied, fmt.Errorf("record: asynq's done call has %d keys and %d arguments, not 5 and 3", len(done.Keys), len(done.Args))
 	}
-	keys := append(append(make([]string, 0, 7), done.Keys...), keys(d.ID)...)
-	out, err := s.apply(d, c, func(args []any) (any, error) {
+	out, err := s.apply(d, c, func(outbox bool, args []any) (any, error) {
+		rk := keys(d.ID)
+		if outbox {
+			rk = s.outboxKeys(d.ID)
+		}
+		keys := append(append(make([]string, 0, 9), done.Keys...), rk...)
 		args = append(append(make([]any, 0, len(done.Args)+len(args)), done.Args...), args...)
 		return applyAckedScript.Run(ctx, s.rdb, keys, args...).Result()
 	})
@@ -78,14 +91,22 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 	return out, nil
 }
 
-// apply makes the call of rec_apply (run, given its arguments) for d and
-// c, and maps the reply. The seed pairs go only with a second call, when
-// the first finds no record written by Create.
-func (s *Store) apply(d Delivery, c Change, run func(args []any) (any, error)) (Outcome, error) {
+// apply makes the call of rec_apply (run, given whether to pass the
+// webhook outbox's keys and its arguments) for d and c, and maps the
+// reply. The seed pairs go only with a second call, when the first finds
+// no record written by Create; the outbox's keys go when d's seed names
+// webhooks, or with a second call when the record does (CodeOutbox): a
+// task without webhooks costs Redis no more keys.
+func (s *Store) apply(d Delivery, c Change, run func(outbox bool, args []any) (any, error)) (Outcome, error) {
 	w := s.write(c)
-	code, _, err := reply(run(w.args(d, false)))
+	outbox := len(d.Seed.Notify) > 0
+	code, _, err := reply(run(outbox, w.args(d, false)))
+	if err == nil && code == CodeOutbox {
+		outbox = true
+		code, _, err = reply(run(outbox, w.args(d, false)))
+	}
 	if err == nil && code == CodeSeed {
-		code, _, err = reply(run(w.args(d, true)))
+		code, _, err = reply(run(outbox, w.args(d, true)))
 	}
 	if err != nil {
 		return Applied, err

@@ -53,7 +53,7 @@ func CancelText(reason string) string {
 // Errors: ErrNotFound (no record), *EndedError.
 func (s *Store) Cancel(ctx context.Context, id, reason string) (Cancellation, error) {
 	ev := Event{At: s.stamp(time.Time{}), Event: EventTaskCanceled, Error: CancelText(reason), Reason: reason}
-	code, rest, err := reply(s.runner.Run(ctx, cancelScript, keys(id), string(ev.Marshal()), ev.Error,
+	code, rest, err := reply(s.runner.Run(ctx, cancelScript, s.outboxKeys(id), string(ev.Marshal()), ev.Error,
 		ev.At.Format(time.RFC3339Nano), reason, int64(s.retention/time.Second), newWriteID()))
 	if err != nil {
 		return Cancellation{}, fmt.Errorf("record: cancel %s: %w", id, err)
@@ -71,6 +71,9 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (Cancellation, er
 	case CodeEnded:
 		return Cancellation{}, &EndedError{ID: id, State: State(str(0))}
 	case CodeApplied, CodeRepeat:
+		if len(rest) > 3 {
+			s.outboxed(ctx, id, rest[3])
+		}
 		c := Cancellation{Previous: State(str(0)), Queue: str(2)}
 		c.Run, _ = strconv.Atoi(str(1))
 		return c, nil
@@ -99,8 +102,12 @@ func (s *Store) Requeued(ctx context.Context, d Delivery, attempts int, hist []E
 	for _, h := range hist {
 		args = append(args, string(h.Marshal()))
 	}
-	if _, _, err := reply(s.runner.Run(ctx, requeueScript, keys(d.ID), args...)); err != nil {
+	_, rest, err := reply(s.runner.Run(ctx, requeueScript, s.outboxKeys(d.ID), args...))
+	if err != nil {
 		return fmt.Errorf("record: requeue of %s: %w", d.ID, err)
+	}
+	if len(rest) > 0 {
+		s.outboxed(ctx, d.ID, rest[0])
 	}
 	return nil
 }

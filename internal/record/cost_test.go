@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
@@ -31,11 +32,29 @@ func TestScriptCost(t *testing.T) {
 		_, err := st.Apply(ctx, Delivery{ID: fmt.Sprint("t", i), Attempt: 1}, Succeeded(Attempt{Attempt: 1, Agent: "llm", Worker: "w:1"}, nil))
 		require.NoError(t, err)
 	}
-	info, err := rdb.Info(ctx, "commandstats").Result()
+	logStats(t, rdb, "no webhooks")
+	// A task that names webhooks: its outcome also goes in its outbox and
+	// the due set, in the same script.
+	hooked := seed()
+	hooked.Notify = []string{"results"}
+	for i := range n {
+		_, err := st.Create(ctx, New{ID: fmt.Sprint("h", i), Seed: hooked, State: StatePending})
+		require.NoError(t, err)
+	}
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	for i := range n {
+		_, err := st.Apply(ctx, Delivery{ID: fmt.Sprint("h", i), Attempt: 1, Seed: hooked}, Succeeded(Attempt{Attempt: 1, Agent: "llm", Worker: "w:1"}, nil))
+		require.NoError(t, err)
+	}
+	logStats(t, rdb, "notify: [results]")
+}
+
+func logStats(t *testing.T, rdb *redis.Client, what string) {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	require.NoError(t, err)
 	for _, l := range strings.Split(info, "\n") {
 		if strings.HasPrefix(l, "cmdstat_") {
-			t.Log(l)
+			t.Log(what+": ", l)
 		}
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // Code is the first element of every record script's reply.
@@ -34,11 +37,16 @@ const (
 	CodeMissing Code = 6
 	// CodeExists: the task or run to create exists already.
 	CodeExists Code = 7
+	// CodeOutbox: the record names webhooks and the write came without
+	// the webhook outbox's keys: nothing was written; send it again with
+	// them (a write for a task without webhooks spares Redis the keys).
+	CodeOutbox Code = 8
 )
 
 var codeNames = map[string]Code{
 	"applied": CodeApplied, "again": CodeRepeat, "stale": CodeStale, "ended": CodeEnded,
 	"canceled": CodeCanceled, "seed": CodeSeed, "missing": CodeMissing, "exists": CodeExists,
+	"outbox": CodeOutbox,
 }
 
 //go:embed lua/*.lua
@@ -88,9 +96,12 @@ var schema = func() map[string]map[string]string {
 	}
 }()
 
-// renderConsts renders the history's bounds.
+// renderConsts renders the history's bounds, the webhook outbox's
+// lifetime and where the task ID starts in a record's key.
 func renderConsts() string {
-	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n", HistoryHead, HistoryTail)
+	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n"+
+		"local OUTBOX_LIFE, TASK_ID_AT = %d, %d\n", HistoryHead, HistoryTail,
+		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1)
 }
 
 // terminalRef is TERMINAL(x) in a script: whether the state x is terminal,

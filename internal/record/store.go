@@ -32,6 +32,10 @@ type Store struct {
 	retention time.Duration
 	now       func() time.Time
 	runner    redisx.Runner // WithRunner's, or redisx.Direct
+	// cluster: rdb is a Redis Cluster client, whose scripts cannot add a
+	// task to the webhooks' due set (another slot): the store does it
+	// right after (see outboxKeys).
+	cluster bool
 }
 
 // Option configures a Store.
@@ -70,6 +74,7 @@ func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 	if s.runner == nil {
 		s.runner = redisx.Direct(rdb)
 	}
+	_, s.cluster = rdb.(*redis.ClusterClient)
 	return s
 }
 
@@ -112,6 +117,32 @@ func refreshSlack(lifetime time.Duration) time.Duration {
 
 // keys are the record's and history's keys of task id.
 func keys(id string) []string { return []string{rkeys.Task(id), rkeys.TaskHistory(id)} }
+
+// OutboxLifetime is how long a task's webhook outbox lives after its last
+// event: long enough for any webhook's max_age.
+const OutboxLifetime = 30 * 24 * time.Hour
+
+// outboxKeys are keys(id) and the keys rec_outbox writes: the task's
+// webhook outbox and, but on a Redis Cluster (another slot), the webhooks'
+// due set.
+func (s *Store) outboxKeys(id string) []string {
+	if s.cluster {
+		return []string{rkeys.Task(id), rkeys.TaskHistory(id), rkeys.TaskOutbox(id)}
+	}
+	return []string{rkeys.Task(id), rkeys.TaskHistory(id), rkeys.TaskOutbox(id), rkeys.WebhooksDue()}
+}
+
+// outboxed is the second step of a write that put an event in task id's
+// webhook outbox on a Redis Cluster (flag: the script's outboxed reply,
+// 1 when it did): the task is made due in the webhooks' due set. When
+// this step is lost (the process dies between the two, Redis fails), the
+// webhook deliverer's repair finds the outbox (webhook.Deliverer). Its
+// error is not the write's: the write was applied.
+func (s *Store) outboxed(ctx context.Context, id string, flag any) {
+	if n, _ := flag.(int64); n == 1 && s.cluster {
+		_ = s.rdb.ZAddArgs(ctx, rkeys.WebhooksDue(), redis.ZAddArgs{LT: true, Members: []redis.Z{{Score: 0, Member: id}}}).Err()
+	}
+}
 
 // reply splits a record script's reply into its code and the rest.
 func reply(v any, err error) (Code, []any, error) {

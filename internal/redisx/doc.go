@@ -46,6 +46,11 @@
 //     requeue's enqueue goes through the client's runner).
 //   - reads, which a replica wait would only slow: resilience's
 //     snapshotScript and statusScript, deadletter's listScript.
+//   - webhook deliveries (package webhook), which repair themselves: a
+//     lease that expires puts its task back, the outbox stays until it is
+//     taken, and a delivery is at least once anyway: claimScript,
+//     renewScript, releaseScript, takeScript, repairScript, and retryScript
+//     (the operator's `inspector webhooks retry`).
 //
 // internal/lint's TestDirectScriptCallsDocumented holds this list to the
 // code: a script run straight on a client that is not named here fails it.

@@ -23,6 +23,39 @@ func TaskEvents(id string) string { return Prefix + "{task:" + id + "}:events" }
 // output lines of its agents), numbered from the record's sequence.
 func TaskOutput(id string) string { return Prefix + "{task:" + id + "}:output" }
 
+// TaskOutbox is the list of task id's events that its webhooks are still
+// to be told of (the webhook outbox: the record's scripts push each event
+// of a task that names webhooks, in the step that records it).
+func TaskOutbox(id string) string { return Prefix + "{task:" + id + "}:outbox" }
+
+// TaskHooks is the hash of task id's webhook deliveries ("<seq>:<webhook>"
+// -> JSON: attempts, first and next try, last error), in the task's slot.
+func TaskHooks(id string) string { return Prefix + "{task:" + id + "}:hooks" }
+
+// Webhook keys share the {webhooks} tag: one script claims from both sets.
+
+// WebhooksDue is the sorted set of the tasks with webhook deliveries to
+// make (task ID -> when to look, Unix ms; 0: now).
+func WebhooksDue() string { return Prefix + "{webhooks}:due" }
+
+// WebhooksLeased is the sorted set of the tasks a worker is delivering
+// (task ID -> lease expiry, Unix ms): a lease past its expiry goes back to
+// WebhooksDue.
+func WebhooksLeased() string { return Prefix + "{webhooks}:leased" }
+
+// WebhooksGivenUp is the sorted set of the tasks with a delivery given up
+// after its webhook's max_age (task ID -> when, Unix ms), kept for
+// `inspector webhooks` and `inspector webhooks retry`.
+func WebhooksGivenUp() string { return Prefix + "{webhooks}:given-up" }
+
+// WebhooksRepairClaim is the claim (SET NX PX) of the worker that runs the
+// next outbox repair on a Redis Cluster (webhook.Deliverer.Repair).
+func WebhooksRepairClaim() string { return Prefix + "{webhooks}:repair-claim" }
+
+// WebhooksStatus is the hash of each webhook's last outcome (name -> JSON:
+// last success, last error and when).
+func WebhooksStatus() string { return Prefix + "{webhooks}:status" }
+
 // DLQ keys share the {dlq} tag: one script updates the entry and its indexes.
 
 // DLQEntries is the hash id -> dead letter JSON.

@@ -4,14 +4,15 @@
 -- and ARGV shadow the script's: it reads only the first five keys and three
 -- arguments, which is where they are.
 -- KEYS[1..5] asynq's done keys (active, lease, task hash, processed
--- counters), KEYS[6] task record, KEYS[7] history
+-- counters), KEYS[6] task record, KEYS[7] history, KEYS[8] webhook outbox,
+-- KEYS[9] the webhooks' due set
 -- ARGV[1..3] asynq's done arguments, ARGV[4..] rec_apply's.
--- Returns rec_apply's reply. On R.seed nothing is written and asynq's done
+-- Returns rec_apply's reply. On R.seed and R.outbox nothing is written and asynq's done
 -- has not run; otherwise it has, after the record write (which R.stale,
 -- R.ended and R.canceled leave undone), and its error (NOT FOUND: the
 -- delivery was no longer active) is the reply.
-local r = rec_apply(KEYS[6], KEYS[7], 3)
-if type(r) == "table" and r[1] == R.seed then return r end
+local r = rec_apply(KEYS[6], KEYS[7], 3, KEYS[8], KEYS[9])
+if type(r) == "table" and (r[1] == R.seed or r[1] == R.outbox) then return r end
 local done = asynq_done(KEYS, ARGV)
 if type(done) == "table" and done.err then return done end
 return r

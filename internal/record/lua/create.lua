@@ -6,6 +6,8 @@
 -- and its event gets seq 1; under a record a worker wrote first (a
 -- Cluster's enqueue writes the queue before the record) the fields are set
 -- one by one where missing (HSETNX) and the event gets the next seq.
+-- Its event (queued or scheduled: what the producer itself did) is not put
+-- in the webhook outbox: webhooks are told of what happens after.
 -- Returns R.applied when the record was created, R.exists when it existed.
 local function rec_create(rec, hist, a)
   local existed = redis.call("EXISTS", rec)
@@ -14,13 +16,13 @@ local function rec_create(rec, hist, a)
       F.enqueued_at, ARGV[a + 4], F.correlation_id, ARGV[a + 5], F.state, ARGV[a + 6], F.run, "0", F.seq, "1"}
     for i = a + 9, #ARGV do set[#set + 1] = ARGV[i] end
     redis.call("HSET", rec, unpack(set))
-    rec_event(rec, hist, ARGV[a + 7], 1, "0", false)
+    rec_event(rec, hist, ARGV[a + 7], 1, "0", false, nil)
   else
     local names = {F.id, F.agent, F.action, F.queue, F.enqueued_at, F.correlation_id, F.state}
     for i, f in ipairs(names) do redis.call("HSETNX", rec, f, ARGV[a + i - 1]) end
     redis.call("HSETNX", rec, F.run, "0")
     for i = a + 9, #ARGV, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
-    rec_event(rec, hist, ARGV[a + 7], redis.call("HINCRBY", rec, F.seq, 1), "0", redis.call("HEXISTS", rec, F.watch) == 1)
+    rec_event(rec, hist, ARGV[a + 7], redis.call("HINCRBY", rec, F.seq, 1), "0", redis.call("HEXISTS", rec, F.watch) == 1, nil)
   end
   redis.call("EXPIRE", rec, ARGV[a + 8])
   redis.call("EXPIRE", hist, ARGV[a + 8])

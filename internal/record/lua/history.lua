@@ -60,3 +60,16 @@ local function hist_trim(key)
     redis.call("LSET", key, HEAD, cjson.encode(mk))
   end
 end
+
+-- rec_outbox(rec, stored, outbox, due): the webhook outbox of a record
+-- that names webhooks (its notify field is set): pushes the stored event
+-- onto the task's outbox (rkeys.TaskOutbox, in the task's slot; it lives
+-- OUTBOX_LIFE seconds after its last push) and, when due is given (the
+-- webhooks' due set, rkeys.WebhooksDue: not on a Redis Cluster, where the
+-- caller adds the task in a second step), makes the task due now (LT 0:
+-- also when it waited for a retry).
+local function rec_outbox(rec, stored, outbox, due)
+  redis.call("RPUSH", outbox, stored)
+  redis.call("EXPIRE", outbox, OUTBOX_LIFE)
+  if due then redis.call("ZADD", due, "LT", 0, string.sub(rec, TASK_ID_AT, -2)) end
+end

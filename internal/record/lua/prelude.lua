@@ -34,15 +34,22 @@ local function rec_announce(rec, watched, ev)
   if watched then redis.pcall("SPUBLISH", rec .. ":events", ev) end
 end
 
--- rec_event(rec, hist, ev, seq, merge, watched): every history event a
--- script records goes through here. It appends the event ev (JSON without
--- seq) with the sequence number seq to the history hist of the record rec
--- (hist_append) and announces it as stored (rec_announce). Returns
--- hist_append's length.
-local function rec_event(rec, hist, ev, seq, merge, watched)
+-- rec_event(rec, hist, ev, seq, merge, watched, notify, outbox, due): every
+-- history event a script records goes through here. It appends the event
+-- ev (JSON without seq) with the sequence number seq to the history hist
+-- of the record rec (hist_append), announces it as stored (rec_announce)
+-- and, when the record names webhooks (notify: its notify field; outbox
+-- and due: rec_outbox's keys), puts it in the webhook outbox. A task that
+-- names no webhook costs nothing more. Returns hist_append's length and 1
+-- when the event went in the outbox (else 0).
+local function rec_event(rec, hist, ev, seq, merge, watched, notify, outbox, due)
   local len, stored = hist_append(hist, rec_seq(ev, seq), merge)
   rec_announce(rec, watched, stored)
-  return len
+  if notify and notify ~= "" and outbox then
+    rec_outbox(rec, stored, outbox, due)
+    return len, 1
+  end
+  return len, 0
 end
 
 -- rec_expire(rec, hist, life, keep, created): gives both keys the lifetime

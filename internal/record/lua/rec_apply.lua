@@ -1,5 +1,6 @@
--- rec_apply(rec, hist, o) is the checked write (Store.Apply) on the record
--- rec and history hist, with its ARGV from ARGV[o+1] on:
+-- rec_apply(rec, hist, o, outbox, due) is the checked write (Store.Apply)
+-- on the record rec and history hist (outbox, due: rec_outbox's keys, nil
+-- when the write came without them), with its ARGV from ARGV[o+1] on:
 --   o+1 the delivery's run, o+2 the write ID, o+3 the attempt number
 --   within the run (0: the write starts no attempt), o+4 the delivery's
 --   restarts, o+5 the run the write moves the record to (-1: none; a
@@ -13,7 +14,10 @@
 -- Redis 7.0 about a microsecond more, as much as a 5-field HMGET), or
 -- {R.again, attempts} (this write ID was applied already), or, writing
 -- nothing, {R.canceled}, {R.stale} (a newer run), {R.ended} (the run has
--- ended) or {R.seed} (no seed pairs but the record needs them).
+-- ended), {R.seed} (no seed pairs but the record needs them) or
+-- {R.outbox} (the record names webhooks and outbox is nil: send the write
+-- again with rec_outbox's keys). A write whose event went in the webhook
+-- outbox answers {R.applied, attempts, seq, 1} instead of the bare code.
 -- The event gets the record's next seq, is appended to the history
 -- (hist_merge, hist_trim on their rare paths) and announced on the task's
 -- shard channel (rec .. ":events", rkeys.TaskEvents; SPUBLISH: on a
@@ -30,9 +34,9 @@
 -- once, as strings, and it reads only the error_class of the error fields
 -- (error is set without error_class only on a canceled record, which it
 -- refuses first).
-local function rec_apply(rec, hist, o)
+local function rec_apply(rec, hist, o, outbox, due)
   local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
-    F.error_class, F.watch)
+    F.error_class, F.watch, F.notify)
   if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
   local state = cur[2]
   if state == S.canceled then return {R.canceled} end
@@ -40,10 +44,13 @@ local function rec_apply(rec, hist, o)
   local d = tonumber(ARGV[o + 1])
   if run > d then return {R.stale} end
   if run == d and TERMINAL(state) then return {R.ended} end
+  local notify = cur[9]
+  if notify and notify ~= "" and not outbox then return {R.outbox} end
   local last = o + 11 + 2 * tonumber(ARGV[o + 11])
   if not cur[1] then
     if last == o + 11 then return {R.seed} end
     for i = o + 12, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
+    notify = redis.call("HGET", rec, F.notify)
   end
   -- attempts, and a (what is written: the stored string when unchanged).
   local a = cur[3] or "0"
@@ -77,7 +84,7 @@ local function rec_apply(rec, hist, o)
   local ev = ARGV[o + 8]
   if ev ~= "" then seq = tostring((tonumber(seq) or 0) + 1) end
   redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
-  local created = false
+  local created, outboxed = false, false
   if ev ~= "" then
     ev = '{"seq":' .. seq .. ',' .. ev
     local merged = nil
@@ -90,9 +97,14 @@ local function rec_apply(rec, hist, o)
       created = len == 1
     end
     if cur[8] then redis.pcall("SPUBLISH", rec .. ":events", ev) end
+    if notify and notify ~= "" and outbox then
+      rec_outbox(rec, ev, outbox, due)
+      outboxed = true
+    end
   end
   local fresh = redis.call("TTL", rec) >= tonumber(ARGV[o + 7])
   if not fresh then redis.call("EXPIRE", rec, ARGV[o + 6]) end
   if not fresh or created then redis.call("EXPIRE", hist, ARGV[o + 6]) end
+  if outboxed then return {R.applied, attempts, tonumber(seq), 1} end
   return R.applied
 end

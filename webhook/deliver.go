@@ -1,0 +1,633 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/redact"
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// Defaults of Options.
+const (
+	DefaultPoll           = time.Second
+	DefaultBatch          = 16
+	DefaultInitialBackoff = time.Second
+	DefaultMaxBackoff     = 5 * time.Minute
+	DefaultJitter         = 0.2
+	DefaultRepairEvery    = time.Minute
+	// DefaultTimeout and DefaultMaxAge are a Hook's when it has none.
+	DefaultTimeout = 10 * time.Second
+	DefaultMaxAge  = 24 * time.Hour
+	// HooksLifetime is how long a task's deliveries are kept after their
+	// last change (a given-up delivery stays visible that long).
+	HooksLifetime = 7 * 24 * time.Hour
+	// maxErrorText caps the last error kept per delivery.
+	maxErrorText = 512
+)
+
+// Options configure a Deliverer.
+type Options struct {
+	// Hooks are the configured webhooks by name.
+	Hooks map[string]Hook
+	// Client sends the deliveries; zero: a client of its own. Its
+	// CheckRedirect is replaced by agent.StrictRedirects (a copy is used).
+	Client *http.Client
+	// Now is the clock; zero: time.Now.
+	Now func() time.Time
+	// Logger; zero: slog.Default(). URLs are logged redacted, secrets never.
+	Logger *slog.Logger
+	// Poll is how often the due set is looked at. Zero: DefaultPoll.
+	Poll time.Duration
+	// Batch is the most tasks claimed at once. Zero: DefaultBatch.
+	Batch int
+	// InitialBackoff, MaxBackoff and Jitter shape the retries of a failed
+	// delivery: min(MaxBackoff, InitialBackoff·2^(n-1)) ±Jitter after the
+	// n-th failure. Zero: the defaults.
+	InitialBackoff, MaxBackoff time.Duration
+	Jitter                     float64
+	// RepairEvery is how often, on a Redis Cluster, the outboxes are
+	// scanned for a task missing from the due set. Zero: DefaultRepairEvery.
+	RepairEvery time.Duration
+	// Observe, when set, is told of each delivery attempt's outcome:
+	// delivered, failed (to be retried) or given_up (the worker's metrics).
+	Observe func(webhook, outcome string)
+	// Pending, when set, is told after each claim how many tasks have
+	// deliveries still to make (due, waiting for a retry or being made).
+	Pending func(n int)
+}
+
+// Deliverer makes the webhook deliveries of every task (any number of
+// workers run one each; a lease keeps each task's deliveries with one).
+type Deliverer struct {
+	rdb     redis.UniversalClient
+	store   *record.Store
+	o       Options
+	client  *http.Client
+	lease   time.Duration
+	cluster bool
+	// cursors are Repair's SCAN cursors by master address.
+	cursors map[string]uint64
+}
+
+// New returns a Deliverer of the webhooks o.Hooks on rdb, reading tasks
+// through store.
+func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultBatch
+	}
+	if o.InitialBackoff <= 0 {
+		o.InitialBackoff = DefaultInitialBackoff
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultMaxBackoff
+	}
+	if o.Jitter <= 0 || o.Jitter > 1 {
+		o.Jitter = DefaultJitter
+	}
+	if o.RepairEvery <= 0 {
+		o.RepairEvery = DefaultRepairEvery
+	}
+	if o.Observe == nil {
+		o.Observe = func(string, string) {}
+	}
+	if o.Pending == nil {
+		o.Pending = func(int) {}
+	}
+	base := o.Client
+	if base == nil {
+		base = &http.Client{Transport: &http.Transport{
+			Proxy:               http.ProxyFromEnvironment,
+			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout: 10 * time.Second,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     90 * time.Second,
+		}}
+	}
+	client := *base
+	client.CheckRedirect = checkRedirect
+	hooks := make(map[string]Hook, len(o.Hooks))
+	for name, h := range o.Hooks {
+		if h.Timeout <= 0 {
+			h.Timeout = DefaultTimeout
+		}
+		if h.MaxAge <= 0 {
+			h.MaxAge = DefaultMaxAge
+		}
+		if len(h.Events) == 0 {
+			h.Events = DefaultEvents
+		}
+		h.Name = name
+		hooks[name] = h
+	}
+	o.Hooks = hooks
+	// The lease covers one delivery attempt with room to spare, renewed
+	// after each: a worker killed mid-delivery holds a task that long.
+	lease := 10 * time.Second
+	for _, h := range o.Hooks {
+		lease = max(lease, 2*h.Timeout+10*time.Second)
+	}
+	_, cluster := rdb.(*redis.ClusterClient)
+	return &Deliverer{rdb: rdb, store: store, o: o, client: &client, lease: lease, cluster: cluster,
+		cursors: map[string]uint64{}}
+}
+
+// Run delivers until ctx ends.
+func (d *Deliverer) Run(ctx context.Context) error {
+	t := time.NewTicker(d.o.Poll)
+	defer t.Stop()
+	lastRepair := time.Time{}
+	for {
+		if _, err := d.Tick(ctx); err != nil && ctx.Err() == nil {
+			d.o.Logger.Warn("webhooks: delivery pass failed", "err", err)
+		}
+		if d.cluster && d.o.Now().Sub(lastRepair) >= d.o.RepairEvery {
+			lastRepair = d.o.Now()
+			if n, err := d.Repair(ctx); err != nil && ctx.Err() == nil {
+				d.o.Logger.Warn("webhooks: outbox repair failed", "err", err)
+			} else if n > 0 {
+				d.o.Logger.Info("webhooks: outbox repair made tasks due", "tasks", n)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// claimScript claims due tasks (KEYS[1] due set, KEYS[2] leased set;
+// ARGV[1] now ms, ARGV[2] lease ms, ARGV[3] the most tasks). It first puts
+// the tasks whose lease has expired (a worker died or stalled) back in the
+// due set, then moves up to ARGV[3] due tasks that no live lease holds to
+// the leased set, with the expiry now + lease (the lease's token).
+// Returns {pending, id1, id2, …}: pending is the number of tasks in both
+// sets.
+var claimScript = redis.NewScript(`
+local now, lease, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local lost = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now, "LIMIT", 0, 100)
+for _, id in ipairs(lost) do
+  redis.call("ZREM", KEYS[2], id)
+  redis.call("ZADD", KEYS[1], "LT", 0, id)
+end
+local out = {0}
+local cand = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit * 4)
+for _, id in ipairs(cand) do
+  if #out > limit then break end
+  if not redis.call("ZSCORE", KEYS[2], id) then
+    redis.call("ZREM", KEYS[1], id)
+    redis.call("ZADD", KEYS[2], now + lease, id)
+    out[#out + 1] = id
+  end
+end
+out[1] = redis.call("ZCARD", KEYS[1]) + redis.call("ZCARD", KEYS[2])
+return out
+`)
+
+// renewScript extends a lease still held (KEYS[1] leased set; ARGV[1]
+// task, ARGV[2] the lease's expiry (token), ARGV[3] the new expiry).
+// Returns 1 when renewed, 0 when the lease was lost.
+var renewScript = redis.NewScript(`
+local cur = redis.call("ZSCORE", KEYS[1], ARGV[1])
+if not cur or tonumber(cur) ~= tonumber(ARGV[2]) then return 0 end
+redis.call("ZADD", KEYS[1], ARGV[3], ARGV[1])
+return 1
+`)
+
+// releaseScript ends a lease (KEYS[1] due set, KEYS[2] leased set, KEYS[3]
+// given-up set; ARGV[1] task, ARGV[2] the lease's expiry (token), ARGV[3]
+// when the task's next delivery is due (ms; -1: none), ARGV[4] "1" when
+// the task has a given-up delivery (it is then in the given-up set, else
+// not)). The task goes back to the due set at ARGV[3] (or sooner, when an
+// event came meanwhile); a lease another worker holds is left alone.
+// Returns 1.
+var releaseScript = redis.NewScript(`
+local cur = redis.call("ZSCORE", KEYS[2], ARGV[1])
+if cur and tonumber(cur) == tonumber(ARGV[2]) then redis.call("ZREM", KEYS[2], ARGV[1]) end
+if tonumber(ARGV[3]) >= 0 then redis.call("ZADD", KEYS[1], "LT", ARGV[3], ARGV[1]) end
+if ARGV[4] == "1" then
+  if not redis.call("ZSCORE", KEYS[3], ARGV[1]) then redis.call("ZADD", KEYS[3], ARGV[5], ARGV[1]) end
+else
+  redis.call("ZREM", KEYS[3], ARGV[1])
+end
+return 1
+`)
+
+// takeScript moves a task's outbox entries into its deliveries (KEYS[1]
+// outbox, KEYS[2] deliveries hash; ARGV[1] how many entries were read,
+// ARGV[2] the first of them as read, ARGV[3] the hash's lifetime (s),
+// ARGV[4..] field/value pairs of the new deliveries). The entries go only
+// when the outbox still starts with them (a second holder of a lost lease
+// took them already: nothing is written); a delivery already there is
+// kept. Returns 1 when taken, 0 otherwise.
+var takeScript = redis.NewScript(`
+if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[2] then return 0 end
+for i = 4, #ARGV, 2 do redis.call("HSETNX", KEYS[2], ARGV[i], ARGV[i + 1]) end
+redis.call("LTRIM", KEYS[1], tonumber(ARGV[1]), -1)
+if #ARGV >= 4 then redis.call("EXPIRE", KEYS[2], ARGV[3]) end
+return 1
+`)
+
+// Delivery is one delivery of one event of a task to one webhook, as kept
+// in the task's deliveries hash (field "<seq>:<webhook>").
+type Delivery struct {
+	// Event is the task's event, as recorded.
+	Event json.RawMessage `json:"event"`
+	// Attempts made so far.
+	Attempts int `json:"attempts"`
+	// First is when the delivery was first due (ms): it is given up
+	// max_age after.
+	First int64 `json:"first"`
+	// Next is when the next attempt is due (ms).
+	Next int64 `json:"next"`
+	// LastError is the last attempt's error ("" before any failure).
+	LastError string `json:"last_error,omitempty"`
+	// GivenUp is when the delivery was given up (ms; 0: not given up).
+	GivenUp int64 `json:"given_up,omitempty"`
+}
+
+// field is a delivery's field in the deliveries hash.
+func field(seq int64, hook string) string { return strconv.FormatInt(seq, 10) + ":" + hook }
+
+// splitField is field's inverse.
+func splitField(f string) (int64, string, bool) {
+	s, name, ok := strings.Cut(f, ":")
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, name, ok && err == nil
+}
+
+// MessageID is the webhook-id of the delivery of task id's event seq to
+// the webhook hook: the same on every attempt, so receivers drop
+// duplicates by it.
+func MessageID(id string, seq int64, hook string) string {
+	sum := sha256.Sum256([]byte(id + "\x00" + strconv.FormatInt(seq, 10) + "\x00" + hook))
+	return "msg_" + base64.RawURLEncoding.EncodeToString(sum[:18])
+}
+
+// Body is what a delivery POSTs (JSON).
+type Body struct {
+	// Type is "task." and the webhook event name (Type).
+	Type string `json:"type"`
+	// Timestamp is when the event was recorded.
+	Timestamp time.Time `json:"timestamp"`
+	Data      BodyData  `json:"data"`
+}
+
+// BodyData is a delivery's data: the event and the task as
+// GET /api/v1/tasks/{id} shows it when the delivery is made.
+type BodyData struct {
+	Event json.RawMessage `json:"event"`
+	Task  *record.View    `json:"task"`
+}
+
+// Tick claims the due tasks and makes their due deliveries, once; it
+// returns how many deliveries it attempted.
+func (d *Deliverer) Tick(ctx context.Context) (int, error) {
+	now := d.o.Now()
+	v, err := claimScript.Run(ctx, d.rdb, []string{rkeys.WebhooksDue(), rkeys.WebhooksLeased()},
+		now.UnixMilli(), d.lease.Milliseconds(), d.o.Batch).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("webhooks: claim: %w", err)
+	}
+	if len(v) > 0 {
+		if n, ok := v[0].(int64); ok {
+			d.o.Pending(int(n))
+		}
+	}
+	// The claimed tasks' deliveries go out side by side (a slow endpoint
+	// does not hold up the others); each task's in the order of its events.
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	for _, x := range v[min(1, len(v)):] {
+		id, _ := x.(string)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := d.task(ctx, id, float64(now.UnixMilli()+d.lease.Milliseconds()))
+			total.Add(int64(n))
+			if err != nil && ctx.Err() == nil {
+				d.o.Logger.Warn("webhooks: task's deliveries failed", "task", id, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return int(total.Load()), ctx.Err()
+}
+
+// task makes the due deliveries of task id, whose lease expires at token.
+func (d *Deliverer) task(ctx context.Context, id string, token float64) (int, error) {
+	view, err := d.store.Get(ctx, id)
+	if errors.Is(err, record.ErrNotFound) {
+		view = nil // the record expired: deliveries already taken still go, with the ID alone
+	} else if err != nil {
+		return 0, d.release(ctx, id, token, 0, false, err)
+	}
+	if err := d.take(ctx, id, view); err != nil {
+		return 0, d.release(ctx, id, token, 0, false, err)
+	}
+	raw, err := d.rdb.HGetAll(ctx, rkeys.TaskHooks(id)).Result()
+	if err != nil {
+		return 0, d.release(ctx, id, token, 0, false, err)
+	}
+	fields := sortedFields(raw)
+	if view == nil {
+		view = &record.View{ID: id}
+	}
+	next, givenUp, n := int64(-1), false, 0
+	// blocked are the webhooks with an earlier delivery of this task still
+	// waiting (not due, or failed now): a webhook gets a task's events in
+	// order, so their later deliveries wait behind it.
+	blocked := map[string]bool{}
+	for _, f := range fields {
+		var dl Delivery
+		seq, name, ok := splitField(f)
+		if !ok || json.Unmarshal([]byte(raw[f]), &dl) != nil {
+			_ = d.rdb.HDel(ctx, rkeys.TaskHooks(id), f).Err()
+			continue
+		}
+		if dl.GivenUp != 0 {
+			givenUp = true
+			continue
+		}
+		if blocked[name] {
+			continue
+		}
+		now := d.o.Now()
+		if dl.Next > now.UnixMilli() {
+			next, blocked[name] = minNext(next, dl.Next), true
+			continue
+		}
+		hook, ok := d.o.Hooks[name]
+		if !ok {
+			// Not configured here (a config being rolled out): another
+			// worker may have it; look again later.
+			next = minNext(next, now.Add(d.o.MaxBackoff).UnixMilli())
+			continue
+		}
+		if !hook.wants(eventName(dl.Event)) {
+			// Taken by a worker that did not know the webhook's events.
+			_ = d.rdb.HDel(ctx, rkeys.TaskHooks(id), f).Err()
+			continue
+		}
+		n++
+		derr := d.send(ctx, hook, MessageID(id, seq, name), view, dl.Event)
+		if ctx.Err() != nil {
+			// Stopping: the attempt's outcome is unknown; hand the task
+			// back (due again shortly) rather than hold it for the lease.
+			return n, d.release(ctx, id, token, 0, givenUp, ctx.Err())
+		}
+		if err := d.record(ctx, id, f, hook, &dl, derr); err != nil {
+			return n, d.release(ctx, id, token, 0, false, err)
+		}
+		if derr != nil {
+			if dl.GivenUp != 0 {
+				givenUp = true
+			} else {
+				next, blocked[name] = minNext(next, dl.Next), true
+			}
+		}
+		newToken := float64(d.o.Now().UnixMilli() + d.lease.Milliseconds())
+		if ok, err := renewScript.Run(ctx, d.rdb, []string{rkeys.WebhooksLeased()}, id, token, newToken).Int(); err == nil && ok == 1 {
+			token = newToken
+		} else if err == nil {
+			return n, nil // the lease was lost (this worker stalled): its new holder goes on
+		}
+	}
+	return n, d.release(ctx, id, token, next, givenUp, nil)
+}
+
+// eventName is the name of the recorded event raw.
+func eventName(raw json.RawMessage) string {
+	var ev struct {
+		Event string `json:"event"`
+	}
+	_ = json.Unmarshal(raw, &ev)
+	return ev.Event
+}
+
+// sortedFields are the fields of a deliveries hash in event order (then
+// by webhook).
+func sortedFields(raw map[string]string) []string {
+	fields := make([]string, 0, len(raw))
+	for f := range raw {
+		fields = append(fields, f)
+	}
+	sort.Slice(fields, func(i, j int) bool {
+		si, ni, _ := splitField(fields[i])
+		sj, nj, _ := splitField(fields[j])
+		return si < sj || si == sj && ni < nj
+	})
+	return fields
+}
+
+func minNext(a, b int64) int64 {
+	if a < 0 || b < a {
+		return b
+	}
+	return a
+}
+
+// take moves task id's outbox entries into its deliveries: one per
+// webhook the task names (view.Notify) whose events include the entry's.
+func (d *Deliverer) take(ctx context.Context, id string, view *record.View) error {
+	entries, err := d.rdb.LRange(ctx, rkeys.TaskOutbox(id), 0, -1).Result()
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	now := d.o.Now().UnixMilli()
+	args := []any{len(entries), entries[0], int64(HooksLifetime / time.Second)}
+	var notify []string
+	if view != nil {
+		notify = view.Notify
+	}
+	for _, e := range entries {
+		evs := record.ParseEvents([]string{e})
+		if len(evs) == 0 {
+			continue
+		}
+		for _, name := range notify {
+			h, ok := d.o.Hooks[name]
+			if ok && !h.wants(evs[0].Event) {
+				continue
+			}
+			b, _ := json.Marshal(Delivery{Event: json.RawMessage(e), First: now, Next: now})
+			args = append(args, field(evs[0].Seq, name), string(b))
+		}
+	}
+	return takeScript.Run(ctx, d.rdb, []string{rkeys.TaskOutbox(id), rkeys.TaskHooks(id)}, args...).Err()
+}
+
+// release ends the lease on task id (token), due again at next (ms; -1:
+// no delivery left to make), and returns cause.
+func (d *Deliverer) release(ctx context.Context, id string, token float64, next int64, givenUp bool, cause error) error {
+	gu := "0"
+	if givenUp {
+		gu = "1"
+	}
+	if cause != nil {
+		next = d.o.Now().Add(d.o.InitialBackoff).UnixMilli()
+	}
+	err := releaseScript.Run(context.WithoutCancel(ctx), d.rdb,
+		[]string{rkeys.WebhooksDue(), rkeys.WebhooksLeased(), rkeys.WebhooksGivenUp()},
+		id, token, next, gu, d.o.Now().UnixMilli()).Err()
+	if cause != nil {
+		return cause
+	}
+	return err
+}
+
+// record writes the outcome of one attempt of the delivery dl (field f of
+// task id's deliveries) to hook: gone when delivered, else rescheduled or
+// given up.
+func (d *Deliverer) record(ctx context.Context, id, f string, hook Hook, dl *Delivery, derr error) error {
+	now := d.o.Now()
+	if derr == nil {
+		d.o.Observe(hook.Name, "delivered")
+		_, err := d.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.HDel(ctx, rkeys.TaskHooks(id), f)
+			p.HSet(ctx, rkeys.WebhooksStatus(), hook.Name+":ok", now.UnixMilli())
+			return nil
+		})
+		return err
+	}
+	dl.Attempts++
+	dl.LastError = truncate(derr.Error(), maxErrorText)
+	outcome := "failed"
+	if now.Sub(time.UnixMilli(dl.First)) >= hook.MaxAge {
+		dl.GivenUp, outcome = now.UnixMilli(), "given_up"
+		d.o.Logger.Warn("webhooks: delivery given up after max_age", "webhook", hook.Name, "task", id,
+			"attempts", dl.Attempts, "err", dl.LastError)
+	} else {
+		dl.Next = min(now.Add(d.backoff(dl.Attempts)).UnixMilli(), dl.First+hook.MaxAge.Milliseconds())
+		d.o.Logger.Info("webhooks: delivery failed, will retry", "webhook", hook.Name, "task", id,
+			"attempts", dl.Attempts, "next", time.UnixMilli(dl.Next), "err", dl.LastError)
+	}
+	d.o.Observe(hook.Name, outcome)
+	b, _ := json.Marshal(dl)
+	st, _ := json.Marshal(lastError{At: now.UnixMilli(), Error: dl.LastError})
+	_, err := d.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, rkeys.TaskHooks(id), f, string(b))
+		p.Expire(ctx, rkeys.TaskHooks(id), HooksLifetime)
+		p.HSet(ctx, rkeys.WebhooksStatus(), hook.Name+":error", string(st))
+		return nil
+	})
+	return err
+}
+
+// lastError is a webhook's last failure in the status hash.
+type lastError struct {
+	At    int64  `json:"at"`
+	Error string `json:"error"`
+}
+
+// backoff is the wait after the n-th failure.
+func (d *Deliverer) backoff(n int) time.Duration {
+	b := float64(d.o.InitialBackoff) * math.Pow(2, float64(n-1))
+	b = min(b, float64(d.o.MaxBackoff))
+	b *= 1 + d.o.Jitter*(2*rand.Float64()-1)
+	return time.Duration(b)
+}
+
+// send POSTs one delivery; nil when the webhook answered 2xx.
+func (d *Deliverer) send(ctx context.Context, hook Hook, msgID string, view *record.View, event json.RawMessage) error {
+	var ev record.Event
+	_ = json.Unmarshal(event, &ev)
+	body, err := json.Marshal(Body{Type: Type(ev.Event), Timestamp: ev.At, Data: BodyData{Event: event, Task: view}})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, hook.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(body))
+	if err != nil {
+		return redact.Error(err)
+	}
+	ts := d.o.Now().Unix()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "agentq-webhook")
+	req.Header.Set("webhook-id", msgID)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	req.Header.Set("webhook-signature", Sign(hook.Key, msgID, ts, body))
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return redact.Error(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("%s answered HTTP %d", redact.URL(hook.URL), resp.StatusCode)
+	}
+	return nil
+}
+
+// MaxRedirects is the most redirects a delivery follows.
+const MaxRedirects = 5
+
+// ErrRedirect is wrapped by the error of a delivery redirected to another
+// scheme or host, or past MaxRedirects (the rule of HTTP agents with
+// configured headers: its signature headers must not go to another host).
+var ErrRedirect = errors.New("redirect refused")
+
+// checkRedirect is the CheckRedirect of the deliveries' client: a redirect
+// must stay on the first request's scheme and host (port included).
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	first := via[0].URL
+	switch {
+	case len(via) > MaxRedirects:
+		return fmt.Errorf("%w: stopped after %d redirects", ErrRedirect, MaxRedirects)
+	case !strings.EqualFold(req.URL.Scheme, first.Scheme) || hostPort(req.URL) != hostPort(first):
+		return fmt.Errorf("%w: to %s: a delivery is signed for %s only", ErrRedirect, redact.URL(req.URL.String()), redact.Host(first.String()))
+	}
+	return nil
+}
+
+// hostPort is u's lower-cased host with its port, the scheme's default when
+// it has none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if strings.EqualFold(u.Scheme, "https") {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
