@@ -262,3 +262,22 @@ func TestCreateOptionalFields(t *testing.T) {
 		require.NotContains(t, fields, FieldNotify)
 	})
 }
+
+// TestRequeueClearsDeadlineAndReason: a requeued dead letter's new run has
+// no deadline (the requeue is the operator's) and no dead-letter reason.
+func TestRequeueClearsDeadlineAndReason(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		s := seed()
+		s.Deadline = t0.Add(time.Minute)
+		_, err := st.Create(ctx, New{ID: "r", Seed: s, State: StatePending})
+		require.NoError(t, err)
+		apply(t, st, Delivery{ID: "r", Attempt: 1}, DeadLettered(Attempt{ErrorClass: "timeout"}, "deadline_exceeded"))
+		require.Equal(t, "deadline_exceeded", get(t, st, "r").Reason)
+		require.NoError(t, st.Requeued(ctx, Delivery{ID: "r", Run: 1, Seed: seed()}, 1, nil, Event{Event: EventRequeued}))
+		v := get(t, st, "r")
+		require.Equal(t, StatePending, v.State)
+		require.Empty(t, v.Deadline)
+		require.Empty(t, v.Reason)
+	})
+}
