@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -58,7 +59,16 @@ func webhooksRetryCmd(app *App, g *global) *cobra.Command {
 		Args: exactArgs(1, "one webhook name"),
 		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
 			if err := s.cfg.CheckNotify(args[:1]); err != nil {
-				return usageErr("%v", err)
+				// Not configured (no --config, or another one): a webhook
+				// Redis has deliveries to is known too, as `inspector
+				// webhooks` lists it; any other name is most likely a typo.
+				list, lerr := webhook.Statuses(cmd.Context(), s.rdb, nil)
+				if lerr != nil {
+					return runtimeErr(lerr)
+				}
+				if !slices.ContainsFunc(list, func(st webhook.Status) bool { return st.Name == args[0] }) {
+					return usageErr("unknown webhook %q: neither in the config nor with deliveries in Redis (%v)", args[0], err)
+				}
 			}
 			n, err := webhook.Retry(cmd.Context(), s.rdb, args[0], time.Now())
 			if err != nil {

@@ -8,9 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/webhook"
 )
 
 // TestEnqueuerNotifyAndInspectorWebhooks: enqueuer --notify (repeatable or
@@ -70,4 +73,32 @@ agents:
 	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--config", cfg, "--redis", b.url, "webhooks", "retry", "results")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "webhook results: 0 deliveries due now")
+}
+
+// TestInspectorWebhooksRetryKnownInRedis: without --config, `inspector
+// webhooks` lists a webhook Redis has deliveries to, and `webhooks retry`
+// of that name makes them due (exit 0); a name neither configured nor in
+// Redis is still refused (exit 2).
+func TestInspectorWebhooksRetryKnownInRedis(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rdb := b.rdb.(redis.UniversalClient)
+	ctx := context.Background()
+	// A delivery given up, as the deliverer leaves it (field "<seq>:<webhook>").
+	dl, err := json.Marshal(webhook.Delivery{Event: json.RawMessage(`{"seq":1,"event":"queued"}`), Attempts: 3, First: 1, Next: 1, GivenUp: 2, LastError: "refused"})
+	require.NoError(t, err)
+	require.NoError(t, rdb.HSet(ctx, rkeys.TaskHooks("w1"), "1:results", string(dl)).Err())
+	require.NoError(t, rdb.ZAdd(ctx, rkeys.WebhooksGivenUp(), redis.Z{Score: 2, Member: "w1"}).Err())
+
+	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", b.url, "webhooks", "--json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"name":"results"`)
+
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "webhooks", "retry", "results")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "webhook results: 1 deliveries due now")
+
+	_, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "webhooks", "retry", "resluts")
+	require.Equal(t, 2, code)
+	require.Contains(t, errOut, `unknown webhook "resluts"`)
 }
