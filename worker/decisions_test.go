@@ -91,6 +91,9 @@ func TestPipelineDecisions(t *testing.T) {
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.reason, e.Reason)
+			last := e.History[len(e.History)-1]
+			require.Equal(t, tasks.EventDeadLettered, last.Event)
+			require.Equal(t, v.History[len(v.History)-1].Seq, last.Seq, "the dead letter's copy of its event has the record's seq")
 			require.Equal(t, tc.attempt, e.Attempts)
 		})
 	}

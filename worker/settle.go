@@ -146,10 +146,14 @@ func (p *pipeline) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 	if v == nil {
 		v = &record.View{}
 	}
+	// The dead letter's copy of the event gets the number the record will
+	// give it: the task's writes come one after another.
+	copied := *c.Event
+	copied.Seq = v.Seq + 1
 	e := &deadletter.Entry{
 		ID: env.ID, Agent: env.Agent, Action: env.Action, Params: env.Params, CorrelationID: env.CorrelationID,
 		ErrorClass: rep.ErrorClass, Error: rep.Error, Reason: reason, Attempts: max(v.Attempts, rep.Attempt), Restarts: env.Restarts,
-		DeadLetteredAt: c.Event.At, History: append(v.History, *c.Event), Queue: env.Queue, Run: env.Run, EnqueuedAt: env.EnqueuedAt,
+		DeadLetteredAt: c.Event.At, History: append(v.History, copied), Queue: env.Queue, Run: env.Run, EnqueuedAt: env.EnqueuedAt,
 	}
 	if err := untilRedis(ctx, func() error { _, err := p.dlq.Put(ctx, e); return err }); err != nil {
 		return p.putFailed(env.ID, err)

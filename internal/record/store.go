@@ -227,6 +227,9 @@ type View struct {
 	// Reason is, for a dead-lettered task, why (not_retryable,
 	// restarts_exhausted, deadline_exceeded, …).
 	Reason string `json:"reason,omitempty"`
+	// Seq is the sequence number of the task's last event (history or
+	// output); not in the JSON.
+	Seq int64 `json:"-"`
 	// Deadline is when the task gives up (RFC 3339), when it has one.
 	Deadline string `json:"deadline,omitempty"`
 	// Notify names the webhooks told of the task's events.
@@ -258,7 +261,7 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 		ErrorClass: m[FieldErrorClass], Error: m[FieldError], Queue: m[FieldQueue],
 		CorrelationID: m[FieldCorrelationID], EnqueuedAt: m[FieldEnqueuedAt], UpdatedAt: m[FieldUpdatedAt],
 		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason], History: ParseEvents(l.Val()),
-		Reason: m[FieldReason], Deadline: m[FieldDeadline],
+		Reason: m[FieldReason], Deadline: m[FieldDeadline], Seq: ParseSeq(m[FieldSeq]),
 	}
 	v.Attempts, _ = strconv.Atoi(m[FieldAttempts])
 	v.Restarts, _ = strconv.Atoi(m[FieldRestarts])
