@@ -262,3 +262,23 @@ func TestCreateOptionalFields(t *testing.T) {
 		require.NotContains(t, fields, FieldNotify)
 	})
 }
+
+// TestRequeueDropsDeadline: a requeued dead letter runs without its
+// deadline (docs/DESIGN.md, *Deadlines*), so its record no longer shows
+// one: the task JSON omits deadline when the task has none.
+func TestRequeueDropsDeadline(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		s := seed()
+		s.Deadline = t0.Add(time.Minute)
+		_, err := st.Create(ctx, New{ID: "dl", Seed: s, State: StatePending})
+		require.NoError(t, err)
+		d := Delivery{ID: "dl", Attempt: 1, Seed: s}
+		require.Equal(t, Applied, apply(t, st, d, DeadLettered(Attempt{Attempt: 1, ErrorClass: "timeout"}, "deadline_exceeded")))
+		require.NotEmpty(t, get(t, st, "dl").Deadline)
+		require.NoError(t, st.Requeued(ctx, Delivery{ID: "dl", Run: 1, Seed: seed()}, 1, nil, Event{Event: EventRequeued}))
+		v := get(t, st, "dl")
+		require.Equal(t, StatePending, v.State)
+		require.Empty(t, v.Deadline, "the requeued run has no deadline")
+	})
+}
