@@ -63,7 +63,10 @@ func (w *outputWriter) emit(typ string, data json.RawMessage) {
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
-	ev := record.Event{At: time.Now().UTC(), Event: typ, Data: append(json.RawMessage(nil), data...)}
+	// The attempt and restart that sent it, as the attempt's outcome
+	// names them.
+	ev := record.Event{At: time.Now().UTC(), Event: typ, Attempt: w.d.Attempt, Restart: w.d.Restarts,
+		Data: append(json.RawMessage(nil), data...)}
 	w.mu.Lock()
 	if w.closed || w.stopped || len(w.pending) > record.MaxOutputEvents || w.bytes > record.MaxOutputBytes {
 		w.dropped++

@@ -110,6 +110,11 @@ agents:
 	}
 	require.Equal(t, []string{`{"step":1}`, `{"step":2}`, `{"step":3}`, `{"step":4}`}, progress)
 	require.Equal(t, record.EventSucceeded, evs[len(evs)-1].Event, "%v", eventNames(evs))
+	for _, ev := range evs {
+		if ev.Event == record.EventProgress {
+			require.Equal(t, 1, ev.Attempt, "a progress event names the attempt that sent it (as the attempt's outcome does)")
+		}
+	}
 	require.Equal(t, record.EventProgress, evs[len(evs)-2].Event, "the output precedes the outcome: %v", eventNames(evs))
 }
 

@@ -37,6 +37,11 @@ func (h *Hub) Follow(ctx context.Context, id string, after int64, emit func(reco
 		defer t.Stop()
 		tick = t.C
 	}
+	// read is the last event read from the record: what the Sub is told it
+	// has seen. Not after, which the caller chose: a number the task has not
+	// reached would make the Hub drop the task's next announcements, for
+	// every waiter of the task in this process.
+	var read int64
 	for {
 		evs, state, err := h.rec.Events(ctx, id, after)
 		if err != nil {
@@ -49,12 +54,12 @@ func (h *Hub) Follow(ctx context.Context, id string, after int64, emit func(reco
 			if err := emit(ev); err != nil {
 				return err
 			}
-			after = ev.Seq
+			after, read = ev.Seq, ev.Seq
 		}
 		if state.Terminal() {
 			return nil
 		}
-		sub.Seen(after)
+		sub.Seen(read)
 		if err := h.sleep(ctx, sub, tick, o.Idle); err != nil {
 			return err
 		}

@@ -282,3 +282,38 @@ func TestCluster(t *testing.T) {
 		require.NoError(t, waitDone(t, done))
 	}
 }
+
+// TestFollowAfterPastLast: a follower resuming after a number the task
+// has not reached (a stale or foreign Last-Event-ID) neither silences the
+// task's other waiters on the same Hub nor outlives the task: both are
+// told of each event and end after the terminal one.
+func TestFollowAfterPastLast(t *testing.T) {
+	t.Parallel()
+	b := realRedis(t, never)
+	b.create(t, "p")
+	seen, done := b.follow(t, "p", 0)
+	require.Eventually(t, func() bool { return len(seen()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	sleeping := make(chan struct{})
+	var once sync.Once
+	far := make(chan error, 1)
+	go func() {
+		far <- b.hub.Follow(context.Background(), "p", 1000, func(ev record.Event) error {
+			return fmt.Errorf("event %d is not after 1000", ev.Seq)
+		}, FollowOptions{KeepAlive: 5 * time.Millisecond, Idle: func() error {
+			once.Do(func() { close(sleeping) })
+			return nil
+		}})
+	}()
+	select {
+	case <-sleeping: // it has read the record and waits for news
+	case <-time.After(20 * time.Second):
+		t.Fatal("the far follower never waited")
+	}
+	b.apply(t, "p", record.Started())
+	b.apply(t, "p", retrying())
+	require.Eventually(t, func() bool { return len(seen()) == 2 }, 10*time.Second, 5*time.Millisecond,
+		"the other follower was not told: %v", seen())
+	b.apply(t, "p", record.Succeeded(record.Attempt{Attempt: 1}, nil))
+	require.NoError(t, waitDone(t, done))
+	require.NoError(t, waitDone(t, far), "the far follower outlived the task")
+}

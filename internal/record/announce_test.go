@@ -97,6 +97,7 @@ func TestOutput(t *testing.T) {
 		require.Equal(t, []string{EventQueued, EventProgress, EventOutput, EventRetrying}, []string{evs[0].Event, evs[1].Event, evs[2].Event, evs[3].Event})
 		require.JSONEq(t, `{"pct":10}`, string(evs[1].Data))
 		require.Equal(t, EventOutputTruncated, evs[len(evs)-1].Event)
+		require.Equal(t, 1, evs[len(evs)-1].Attempt, "the marker names the attempt whose output went over")
 		for i, ev := range evs {
 			require.EqualValues(t, i+1, ev.Seq)
 		}

@@ -38,7 +38,7 @@ func (s *Store) Output(ctx context.Context, d Delivery, evs []Event) (Outcome, i
 	if len(evs) == 0 {
 		return Applied, 0, nil
 	}
-	cut := Event{At: s.now().UTC(), Event: EventOutputTruncated,
+	cut := Event{At: s.now().UTC(), Event: EventOutputTruncated, Attempt: d.Attempt, Restart: d.Restarts,
 		Error: fmt.Sprintf("output over its caps (%d events, %d bytes): the rest was dropped", MaxOutputEvents, MaxOutputBytes)}
 	args := make([]any, 0, 4+len(evs))
 	args = append(args, d.Run, MaxOutputEvents, MaxOutputBytes, string(cut.Marshal()))
