@@ -42,11 +42,13 @@ func (h *Hub) Follow(ctx context.Context, id string, after int64, emit func(reco
 	// reached would make the Hub drop the task's next announcements, for
 	// every waiter of the task in this process.
 	var read int64
+	var outFrom int64 // the output list's cursor: each output event is read once
 	for {
-		evs, state, err := h.rec.Events(ctx, id, after)
+		evs, state, next, err := h.rec.EventsFrom(ctx, id, after, outFrom)
 		if err != nil {
 			return err
 		}
+		outFrom = next
 		if state == "" {
 			return fmt.Errorf("%w: %s", record.ErrNotFound, id)
 		}

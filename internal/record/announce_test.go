@@ -110,3 +110,29 @@ func TestOutput(t *testing.T) {
 		require.Equal(t, Ended, out)
 	})
 }
+
+// TestEventsFromCursor: a follower's cursor on the output list reads each
+// output event once, and what it gets equals Events' answer.
+func TestEventsFromCursor(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		create(t, st, "c")
+		d := Delivery{ID: "c", Attempt: 1}
+		_, _, err := st.Output(ctx, d, []Event{{Event: EventOutput, Data: json.RawMessage(`1`)}, {Event: EventOutput, Data: json.RawMessage(`2`)}})
+		require.NoError(t, err)
+		evs, _, cur, err := st.EventsFrom(ctx, "c", 0, 0)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, cur)
+		require.Len(t, evs, 3)
+		apply(t, st, d, Retrying(Attempt{Attempt: 1}, time.Millisecond, t0))
+		_, _, err = st.Output(ctx, d, []Event{{Event: EventProgress, Data: json.RawMessage(`3`)}})
+		require.NoError(t, err)
+		more, _, cur2, err := st.EventsFrom(ctx, "c", 3, cur)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, cur2)
+		all, _, err := st.Events(ctx, "c", 3)
+		require.NoError(t, err)
+		require.Equal(t, all, more)
+		require.Equal(t, []string{EventRetrying, EventProgress}, []string{more[0].Event, more[1].Event})
+	})
+}

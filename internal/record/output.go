@@ -74,16 +74,27 @@ func (s *Store) Output(ctx context.Context, d Delivery, evs []Event) (Outcome, i
 // after, in sequence order, and the task's state ("" when it has no
 // record).
 func (s *Store) Events(ctx context.Context, id string, after int64) ([]Event, State, error) {
+	evs, state, _, err := s.EventsFrom(ctx, id, after, 0)
+	return evs, state, err
+}
+
+// EventsFrom is Events reading the output list from index outFrom on (a
+// follower's cursor: the output list only grows, so the entries before
+// what it read last time were read then), and returns the cursor for the
+// next read. The history (at most HistoryHead + 1 + HistoryTail events) is
+// read whole. A follower of a chatty task then reads each output event
+// once, not once per wake.
+func (s *Store) EventsFrom(ctx context.Context, id string, after, outFrom int64) ([]Event, State, int64, error) {
 	var st *redis.StringCmd
 	var h, o *redis.StringSliceCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		st = p.HGet(ctx, rkeys.Task(id), FieldState)
 		h = p.LRange(ctx, rkeys.TaskHistory(id), 0, -1)
-		o = p.LRange(ctx, rkeys.TaskOutput(id), 0, -1)
+		o = p.LRange(ctx, rkeys.TaskOutput(id), outFrom, -1)
 		return nil
 	})
 	if err != nil && err != redis.Nil {
-		return nil, "", fmt.Errorf("record: events of %s: %w", id, err)
+		return nil, "", outFrom, fmt.Errorf("record: events of %s: %w", id, err)
 	}
 	var out []Event
 	for _, ev := range append(ParseEvents(h.Val()), ParseEvents(o.Val())...) {
@@ -92,7 +103,7 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]Event, St
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Event) int { return int(a.Seq - b.Seq) })
-	return out, State(st.Val()), nil
+	return out, State(st.Val()), outFrom + int64(len(o.Val())), nil
 }
 
 // ParseSeq reads a sequence number ("" and anything else that is not a
