@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -103,8 +102,7 @@ type Server struct {
 	mux      http.Handler
 	handler  http.Handler
 
-	ownHub     *notify.Hub // the notifier made when Options.Notifier is nil
-	ownHubOnce sync.Once
+	hubs *notify.Lazy // Options.Notifier, or the server's own
 }
 
 // New returns the API server on rdb. cfg gives the known agents (a task for
@@ -144,6 +142,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 		dlq:      deadletter.NewStore(rdb),
 		breakers: breaker.New(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger)),
 	}
+	s.hubs = notify.NewLazy(opts.Notifier, rdb, s.store.Record(), notify.Options{Logger: opts.Logger})
 	s.mux = s.buildMux()
 	s.handler = s.guard(s.mux, opts.Addr)
 	return s

@@ -34,26 +34,12 @@ func parseWait(s string) (time.Duration, error) {
 }
 
 // hub is the notifier the waits and event streams share: Options.Notifier,
-// else the server's own, started on first use (Close stops it).
-func (s *Server) hub() *notify.Hub {
-	if s.opts.Notifier != nil {
-		return s.opts.Notifier
-	}
-	s.ownHubOnce.Do(func() {
-		s.ownHub = notify.New(s.rdb, s.store.Record(), notify.Options{Logger: s.opts.Logger})
-		s.ownHub.Start(context.Background())
-	})
-	return s.ownHub
-}
+// else the server's own, started on first use.
+func (s *Server) hub() *notify.Hub { return s.hubs.Hub() }
 
 // Close stops the server's own notifier (when it made one: no
 // Options.Notifier); Serve calls it as it returns.
-func (s *Server) Close() {
-	s.ownHubOnce.Do(func() {}) // none is made after Close
-	if s.ownHub != nil {
-		s.ownHub.Stop()
-	}
-}
+func (s *Server) Close() { s.hubs.Close() }
 
 // getTaskWait serves GET /api/v1/tasks/{id}?wait=D: the task's JSON as
 // soon as it has ended, or when D has elapsed (its current state).

@@ -28,7 +28,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -133,8 +132,7 @@ type Console struct {
 	pages    map[string]*template.Template
 	handler  http.Handler
 
-	ownHub     *notify.Hub // made when Options.Notifier is nil
-	ownHubOnce sync.Once
+	hubs *notify.Lazy // Options.Notifier, or the console's own
 }
 
 // New returns the console on rdb; cfg (nil: config.Default()) names the
@@ -174,6 +172,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
 		rdb: rdb, cfg: cfg, opts: opts, key: keyFor(opts.Token), base: Base,
 		dlq: deadletter.NewStore(rdb), client: opts.Client, store: opts.Client.Store(), breakers: opts.Breakers,
 	}
+	c.hubs = notify.NewLazy(opts.Notifier, rdb, c.store.Record(), notify.Options{Logger: opts.Logger})
 	c.pages = parsePages()
 	c.handler = c.routes()
 	return c

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 
@@ -11,24 +10,10 @@ import (
 
 // hub is the notifier of the live events: Options.Notifier, else the
 // console's own, started on first use.
-func (c *Console) hub() *notify.Hub {
-	if c.opts.Notifier != nil {
-		return c.opts.Notifier
-	}
-	c.ownHubOnce.Do(func() {
-		c.ownHub = notify.New(c.rdb, c.store.Record(), notify.Options{Logger: c.opts.Logger})
-		c.ownHub.Start(context.Background())
-	})
-	return c.ownHub
-}
+func (c *Console) hub() *notify.Hub { return c.hubs.Hub() }
 
 // Close stops the console's own notifier, when it made one.
-func (c *Console) Close() {
-	c.ownHubOnce.Do(func() {})
-	if c.ownHub != nil {
-		c.ownHub.Stop()
-	}
-}
+func (c *Console) Close() { c.hubs.Close() }
 
 // taskEvents serves GET /ui/tasks/{id}/events: the task's events as
 // Server-Sent Events, behind the console's login (the Task page's live
