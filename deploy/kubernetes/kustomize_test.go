@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -394,7 +395,12 @@ func checkTriggerRedis(t *testing.T, s *rendered, md map[string]string) {
 	case r.Cluster != nil:
 		require.Equal(t, strings.Join(r.Cluster.Addrs, ","), md["addresses"])
 	default:
-		require.NotEmpty(t, md["address"], "the redis trigger's host:port")
+		// The config's URL is the example the Secret's AGENTQ_REDIS_URL
+		// replaces: the trigger names the same server and database.
+		u, err := url.Parse(r.URL)
+		require.NoError(t, err)
+		require.Equal(t, u.Host, md["address"], "the redis trigger's host:port is redis.url's")
+		require.Equal(t, strings.TrimPrefix(u.Path, "/"), md["databaseIndex"], "the redis trigger's database is redis.url's")
 	}
 	for k, v := range md {
 		if strings.HasSuffix(k, "FromEnv") {
