@@ -433,6 +433,19 @@ func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// workers serves GET /api/v1/workers: the worker registry
+// (inspect.Workers), live workers first.
+func (s *Server) workers(rw http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := s.bounded(r, 1)
+	defer cancel()
+	out, err := inspect.Workers(ctx, s.rdb, s.opts.Now())
+	if err != nil {
+		return err
+	}
+	writeJSON(rw, http.StatusOK, map[string]any{"workers": out})
+	return nil
+}
+
 // DeadLetterPage is the reply of GET /api/v1/deadletters.
 type DeadLetterPage struct {
 	DeadLetters []*deadletter.Entry `json:"deadletters"`

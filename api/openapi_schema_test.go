@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
@@ -37,6 +38,8 @@ func TestOpenAPISchemasDocumentEveryField(t *testing.T) {
 		"Agent":      breaker.AgentSummary{},
 		"Limits":     limit.Status{},
 		"Probe":      breaker.ProbeStatus{},
+		"Worker":     inspect.WorkerInfo{},
+		"WorkerTask": inspect.WorkerTask{},
 	} {
 		s, ok := doc.Components.Schemas[schema]
 		require.True(t, ok, "schema %s is documented", schema)

@@ -57,6 +57,7 @@ func TestBrowser(t *testing.T) {
 	f := newFixture(t, testToken)
 	f.seedDeadLetters(t, 120)
 	f.seedTask(t, "task-42")
+	aliveWorker, goneWorker := f.seedWorkers(t)
 	// A chart with something in it: an hour of synthetic samples (the
 	// sampler's real readings are TestSamplerLifecycle's).
 	f.sampler.addSynthetic(time.Now(), time.Hour)
@@ -247,6 +248,20 @@ func TestBrowser(t *testing.T) {
 	))
 	shot("restarts")
 
+	// Workers: a live one and a gone one with its orphaned task, nothing
+	// cut off at 1366×768 (the tables fit their boxes, the page its width).
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/workers"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#worker-tasks`)),
+	))
+	require.Contains(t, text(`tr[data-id="`+aliveWorker+`"]`), "alive")
+	require.Contains(t, text(`tr[data-id="`+goneWorker+`"]`), "gone")
+	require.Contains(t, text(`#worker-tasks tr[data-id="task-orphan"] td.orphan`), "between")
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Workers page scrolls sideways at 1366")
+	require.True(t, eval(`[...document.querySelectorAll('.scroll')].every(s => s.scrollWidth <= s.clientWidth + 1)`),
+		"a Workers table is cut off at 1366 (wider than its box)")
+	shot("workers")
+
 	// Phone width: the Overview still fits (nothing wider than the screen).
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
@@ -261,6 +276,13 @@ func TestBrowser(t *testing.T) {
 	))
 	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the dead letters scroll sideways at phone width")
 	shot("deadletters-phone")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/workers"),
+		chromedp.WaitVisible(chromedp.CSS("#worker-tasks")),
+	))
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Workers page scrolls sideways at phone width")
+	require.True(t, eval(`!!document.querySelector('header nav a[href="/ui/workers"]')`), "the Workers link at phone width")
+	shot("workers-phone")
 
 	cancel()
 	<-done

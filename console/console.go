@@ -221,6 +221,7 @@ func (c *Console) routes() http.Handler {
 		{"GET " + c.base + "agents", (*Console).agents},
 		{"GET " + c.base + "restarts", (*Console).restarts},
 		{"GET " + c.base + "webhooks", (*Console).webhooks},
+		{"GET " + c.base + "workers", (*Console).workers},
 	} {
 		mux.HandleFunc(rt.pattern, c.serve(rt.h))
 	}

@@ -24,7 +24,7 @@ import (
 
 // pageNames are the templates under templates/, each parsed with layout.html.
 var pageNames = []string{"overview.html", "deadletters.html", "deadletter.html", "bulk.html", "task.html",
-	"search.html", "breakers.html", "agents.html", "restarts.html", "webhooks.html", "login.html", "error.html"}
+	"search.html", "breakers.html", "agents.html", "restarts.html", "webhooks.html", "workers.html", "login.html", "error.html"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
@@ -56,6 +56,9 @@ func parsePages() map[string]*template.Template {
 				return ""
 			}
 			return (time.Duration(ms) * time.Millisecond).String()
+		},
+		"age": func(ms int64) string {
+			return (time.Duration(max(0, ms)) * time.Millisecond).Round(time.Second).String()
 		},
 		"short": func(s string, n int) string {
 			s = strings.Join(strings.Fields(s), " ")

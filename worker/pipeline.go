@@ -55,6 +55,9 @@ type pipeline struct {
 	// stopping is set when the worker starts shutting down: from then on a
 	// call's canceled context is the shutdown's, not a task's cancel.
 	stopping atomic.Bool
+	// track notes a delivery in flight for the worker registry
+	// (Heartbeat.Track); nil: not tracked.
+	track func(delivery, id, agent, queue string) (done func())
 }
 
 // quickStop reports whether a call whose context was canceled was stopped
@@ -74,6 +77,9 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		return p.deadLetterPayload(ctx, t, env, derr)
 	}
 	forgetAck(ctx)
+	if m := metaOf(ctx); p.track != nil && m.ok {
+		defer p.track(m.id, env.ID, env.Agent, m.queue)()
+	}
 	p.freeRestartSlot(ctx, env)
 	sp, ok := p.specs[env.Agent]
 	if !ok {

@@ -107,6 +107,8 @@ type Worker struct {
 	rec *record.Store
 	// hooks delivers webhooks (webhooks.go); nil when none are configured.
 	hooks *wh.Deliverer
+	// hb keeps this worker's entry in the worker registry (heartbeat.go).
+	hb *Heartbeat
 }
 
 // newOptions applies opts over the defaults: slog.Default, the token in
@@ -177,6 +179,8 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	if w.hooks, err = newDeliverer(cfg, rdb, o.logger, m); err != nil {
 		return nil, err
 	}
+	w.hb = NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0)
+	w.pipe.track = w.hb.Track
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
 	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
 	w.rec = rec
@@ -231,6 +235,9 @@ func (w *Worker) Handler() asynq.Handler {
 	})
 }
 
+// RegistryID is this worker's ID in the worker registry (inspect.Workers).
+func (w *Worker) RegistryID() string { return w.hb.ID() }
+
 // Run processes tasks until ctx ends, then shuts down gracefully: it stops
 // taking work, lets in-flight tasks finish for up to shutdown_timeout, puts
 // the rest back on their queue without using an attempt, and stops their
@@ -279,7 +286,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // components are the worker's background components, in start order.
 func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
-		ops, w.breakers,
+		ops, w.breakers, w.hb,
 		startstop.Func(w.listen),
 		startstop.Func(w.registerLimits),
 		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),
@@ -302,10 +309,7 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 // after an empty round, TaskCheckInterval, is a millisecond), and its
 // forwarder asks Redis only when a delayed task may be due.
 func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
-	queues := w.cfg.Worker.Queues
-	if len(queues) == 0 {
-		queues = map[string]int{tasks.DefaultQueue: 1}
-	}
+	queues := serveQueues(w.cfg)
 	rdb := wakeup.NewAsynqClient(w.rdb, w.waiter, w.dues, len(queues), func(err error) {
 		w.log.Warn("cannot wake idle workers for requeued tasks; they find them within worker.poll_interval", "err", err)
 	})
@@ -323,6 +327,14 @@ func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 		Logger:                   asynqLogger{w.log},
 		LogLevel:                 asynq.WarnLevel,
 	})
+}
+
+// serveQueues are the queues a worker serves, with their priorities.
+func serveQueues(cfg *config.Config) map[string]int {
+	if len(cfg.Worker.Queues) == 0 {
+		return map[string]int{tasks.DefaultQueue: 1}
+	}
+	return cfg.Worker.Queues
 }
 
 // asynqEmptySleep is asynq's sleep after an empty dequeue round, which

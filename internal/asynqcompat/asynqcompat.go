@@ -49,6 +49,10 @@ func TaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
 // PendingKey is asynq's list of the pending task IDs of queue (base.PendingKey).
 func PendingKey(queue string) string { return "asynq:{" + queue + "}:pending" }
 
+// LeaseKey is asynq's sorted set of the leased (active) task IDs of queue,
+// scored by lease expiry in Unix seconds (base.LeaseKey).
+func LeaseKey(queue string) string { return "asynq:{" + queue + "}:lease" }
+
 // ScheduledKey is asynq's sorted set of the scheduled task IDs of queue
 // (base.ScheduledKey).
 func ScheduledKey(queue string) string { return "asynq:{" + queue + "}:scheduled" }

@@ -24,7 +24,7 @@ const asynqModule = "github.com/hibiken/asynq"
 // recheck is what to do when asynq is upgraded.
 const recheck = `internal/asynqcompat copies asynq ` + asynqcompat.AsynqVersion + `'s internals, which tasks.Client.EnqueueMany writes with.
 Before changing asynqcompat.AsynqVersion, compare against the new asynq:
-  - its key layout (internal/base: AllQueues, TaskKey, PendingKey, ScheduledKey),
+  - its key layout (internal/base: AllQueues, TaskKey, PendingKey, ScheduledKey, LeaseKey) and its lease recovery (recoverer.go: inspect.Workers's recovery window),
   - the scripts its client runs (internal/rdb/rdb.go: enqueueCmd, scheduleCmd) and their arguments (RDB.Enqueue, RDB.Schedule),
   - its TaskMessage (internal/proto/asynq.proto) and what Client.Enqueue puts in it (options, defaults, new fields),
 then run TestMatchesAsynqClient here and TestAsynqEnqueueManyMatchesAsynq in tasks.`

@@ -35,7 +35,8 @@
 //     internal/wakeup's pushScript (a wake token: a lost one delays a task
 //     by at most the poll interval), worker's alertScript (the fleet's
 //     alert window), resilience/breaker's recordProbeScript (a health probe's
-//     result; the next probe writes another).
+//     result; the next probe writes another), worker's heartbeatScript (a
+//     worker's registry entry; the next heartbeat writes another).
 //   - bookkeeping that repairs itself: restart's reserveScript (a slot in
 //     the restart index, written before the run's enqueue, which goes
 //     through the client's runner) and removeIfScoreScript (Repair frees

@@ -197,3 +197,16 @@ func LimitTokens(key string) string { return Prefix + "{limit:" + key + "}:token
 
 // Limits is the set of every limits key in use (for listing).
 func Limits() string { return Prefix + "limits" }
+
+// Worker registry keys share the {workers} tag: one script writes a
+// worker's entry and drops the entries of workers long gone.
+
+// Workers is the hash of the worker registry (worker process ID -> JSON:
+// host, pid, version, queues, concurrency, started, last heartbeat, tasks
+// in flight), which each worker rewrites every heartbeat.
+func Workers() string { return Prefix + "{workers}:entries" }
+
+// WorkersBeats is the sorted set of the registry's workers (ID -> last
+// heartbeat, Unix ms), by which the heartbeat script finds the entries to
+// drop.
+func WorkersBeats() string { return Prefix + "{workers}:beats" }

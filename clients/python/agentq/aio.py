@@ -85,6 +85,9 @@ class AsyncClient:
     async def agents(self):
         return await self._run(self.sync.agents)
 
+    async def workers(self):
+        return await self._run(self.sync.workers)
+
     async def health(self):
         return await self._run(self.sync.health)
 

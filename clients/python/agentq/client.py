@@ -24,6 +24,7 @@ ROUTES = {
     ("GET", "/api/v1/tasks/{id}/events"): ("events",),
     ("POST", "/api/v1/tasks/{id}/cancel"): ("cancel",),
     ("GET", "/api/v1/agents"): ("agents",),
+    ("GET", "/api/v1/workers"): ("workers",),
     ("GET", "/api/v1/deadletters"): ("deadletters",),
     ("POST", "/api/v1/deadletters/{id}/requeue"): ("requeue",),
     ("GET", "/api/v1/openapi.yaml"): ("openapi",),
@@ -289,6 +290,14 @@ class Client:
     def agents(self):
         """The configured agents with their breaker (a list)."""
         return self._call("GET", "/api/v1/agents", idempotent=True).body["agents"]
+
+    def workers(self):
+        """The worker processes of the registry (a list, live ones first):
+        ``id``, ``host``, ``pid``, ``version``, ``queues``, ``concurrency``,
+        ``started``, ``last_heartbeat``, ``state`` (``alive`` or ``gone``),
+        ``tasks`` in flight (a gone worker's ``orphaned`` ones with
+        ``recovery_from``/``recovery_by``)."""
+        return self._call("GET", "/api/v1/workers", idempotent=True).body["workers"]
 
     def health(self):
         """``{"status": "ok", "redis": "ok"}``; Unavailable when Redis does not answer."""

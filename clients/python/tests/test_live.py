@@ -49,6 +49,7 @@ class Live(unittest.TestCase):
         self.assertEqual(self.c.health(), {"status": "ok", "redis": "ok"})
         names = {a.agent for a in self.c.agents()}
         self.assertLessEqual({"py", "tool"}, names)
+        self.poll(lambda: any(w.state == "alive" for w in self.c.workers()), "a live worker in the registry")
         with self.assertRaises(agentq.Unauthorized) as e:
             Client(URL, token="wrong", retries=0).get("x")
         self.assertEqual(e.exception.code, "unauthorized")

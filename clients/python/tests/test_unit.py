@@ -239,6 +239,17 @@ class TestClient(FakeCase):
         self.assertEqual(f.requests[0].query, {"limit": "5", "agent": "llm", "class": "timeout"})
         self.assertEqual([d.id for d in self.client(f).iter_deadletters()], ["d"])
 
+    def test_workers(self):
+        w = {"id": "h:1:ab", "state": "gone", "orphaned": 1,
+             "tasks": [{"id": "t", "agent": "llm", "orphaned": True, "recovery_by": "2026-03-01T12:00:00Z"}]}
+        f = self.fake(lambda r: (200, {"workers": [w]}))
+        got = self.client(f).workers()
+        self.assertEqual(f.requests[0].path, "/api/v1/workers")
+        self.assertEqual(f.requests[0].method, "GET")
+        self.assertEqual(got[0].state, "gone")
+        self.assertEqual(got[0].tasks[0].id, "t")
+        self.assertTrue(got[0].tasks[0].orphaned)
+
     def test_ids_are_escaped(self):
         f = self.fake(lambda r: (200, task("a/b c", "pending")))
         self.client(f).get("a/b c")

@@ -5,7 +5,7 @@ import { parseSSE } from "./sse.js";
 import {
   ENDED_STATES, TERMINAL_EVENTS,
   type Agent, type BatchResponse, type CancelResponse, type DeadLetter, type DeadLetterPage,
-  type Duration, type EnqueueResponse, type RequeueResponse, type Task, type TaskEvent, type TaskRequest,
+  type Duration, type EnqueueResponse, type RequeueResponse, type Task, type TaskEvent, type TaskRequest, type Worker,
 } from "./types.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:8080";
@@ -20,6 +20,7 @@ export const ROUTES: Record<string, readonly string[]> = {
   "GET /api/v1/tasks/{id}/events": ["events"],
   "POST /api/v1/tasks/{id}/cancel": ["cancel"],
   "GET /api/v1/agents": ["agents"],
+  "GET /api/v1/workers": ["workers"],
   "GET /api/v1/deadletters": ["deadletters"],
   "POST /api/v1/deadletters/{id}/requeue": ["requeue"],
   "GET /api/v1/openapi.yaml": ["openapi"],
@@ -350,6 +351,11 @@ export class Client {
   /** The configured agents with their breaker. */
   async agents(): Promise<Agent[]> {
     return (await this.call<{ agents: Agent[] }>("GET", "/api/v1/agents", { idempotent: true })).agents;
+  }
+
+  /** The worker processes of the registry, live ones first (a gone one's orphaned tasks say when lease recovery puts them back). */
+  async workers(): Promise<Worker[]> {
+    return (await this.call<{ workers: Worker[] }>("GET", "/api/v1/workers", { idempotent: true })).workers;
   }
 
   /** `{status: "ok", redis: "ok"}`; an UnavailableError when Redis does not answer. */

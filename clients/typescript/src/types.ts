@@ -207,6 +207,37 @@ export interface RequeueResponse {
   deadletter: DeadLetter;
 }
 
+/** A task in flight on a worker (GET /api/v1/workers). */
+export interface WorkerTask {
+  id: string;
+  agent: string;
+  queue: string;
+  delivery?: string;
+  started: string;
+  running_ms: number;
+  /** A gone worker's task that asynq still holds leased. */
+  orphaned: boolean;
+  lease_expires_at?: string;
+  recovery_from?: string;
+  recovery_by?: string;
+}
+
+/** A worker process of the registry (GET /api/v1/workers). */
+export interface Worker {
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  queues: Record<string, number>;
+  concurrency: number;
+  started: string;
+  last_heartbeat: string;
+  heartbeat_age_ms: number;
+  state: "alive" | "gone";
+  tasks: WorkerTask[];
+  orphaned: number;
+}
+
 export interface Agent {
   agent: string;
   key: string;

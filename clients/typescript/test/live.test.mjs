@@ -33,6 +33,7 @@ test("health, agents, auth, typed errors", { skip }, async () => {
   assert.deepEqual(await c.health(), { status: "ok", redis: "ok" });
   const names = (await c.agents()).map((a) => a.agent);
   assert.ok(names.includes("ts") && names.includes("tool"), names.join(","));
+  await poll(async () => (await c.workers()).some((w) => w.state === "alive"), "a live worker in the registry");
   await assert.rejects(new aq.Client({ url: URL_, token: "wrong", retries: 0 }).get("x"), (e) => e instanceof aq.UnauthorizedError && e.code === "unauthorized");
   await assert.rejects(c.get(tid("none")), aq.NotFoundError);
   await assert.rejects(c.enqueue({ agent: "no-such-agent" }), aq.InvalidRequestError);

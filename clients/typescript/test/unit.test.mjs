@@ -160,6 +160,17 @@ test("dead letters: query and iteration; ids are escaped", async (t) => {
   assert.equal(f.requests.at(-1).rawPath, "/api/v1/tasks/a%2Fb%20c");
 });
 
+test("workers: the registry's workers and their tasks", async (t) => {
+  const w = { id: "h:1:ab", state: "gone", orphaned: 1, tasks: [{ id: "t", agent: "llm", orphaned: true, recovery_by: "2026-03-01T12:00:00Z" }] };
+  const f = await withFake(t, () => [200, { workers: [w] }]);
+  const got = await client(f).workers();
+  assert.equal(f.requests[0].path, "/api/v1/workers");
+  assert.equal(f.requests[0].method, "GET");
+  assert.equal(got[0].state, "gone");
+  assert.equal(got[0].tasks[0].id, "t");
+  assert.equal(got[0].tasks[0].orphaned, true);
+});
+
 // ---- held to api/openapi.yaml ----
 
 const openapi = readFileSync(join(ROOT, "api", "openapi.yaml"), "utf8");

@@ -1,0 +1,189 @@
+package inspect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// The worker registry's timings: package worker's heartbeat writes each
+// worker's entry every HeartbeatInterval; a worker whose last heartbeat is
+// older than GoneAfter is gone (killed, frozen or cut off from Redis); its
+// entry is dropped KeepGone after its last heartbeat, and the registry
+// keeps at most MaxWorkerEntries entries (the oldest heartbeats go first).
+const (
+	HeartbeatInterval = 5 * time.Second
+	GoneAfter         = 3 * HeartbeatInterval
+	KeepGone          = time.Hour
+	MaxWorkerEntries  = 1000
+)
+
+// Worker states.
+const (
+	WorkerAlive = "alive"
+	WorkerGone  = "gone"
+)
+
+// asynq's lease recovery: asynq's recoverer, which every worker serving
+// the queue runs once a minute, takes back the tasks whose lease expired
+// at least leaseSkew ago (asynq's recoverer.go).
+const (
+	leaseSkew       = 30 * time.Second
+	recoverInterval = time.Minute
+)
+
+// WorkerEntry is one worker process as its heartbeat writes it in the
+// registry (rkeys.Workers), and the fields `inspector workers --json` and
+// GET /api/v1/workers show of it.
+type WorkerEntry struct {
+	// ID names the process: "host:pid:random".
+	ID      string `json:"id"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Version string `json:"version"`
+	// Queues are the queues it serves with their priorities.
+	Queues      map[string]int `json:"queues"`
+	Concurrency int            `json:"concurrency"`
+	Started     time.Time      `json:"started"`
+	// LastHeartbeat is when it last wrote its entry.
+	LastHeartbeat time.Time `json:"last_heartbeat"`
+	// Tasks are the tasks it ran at its last heartbeat, oldest first.
+	Tasks []WorkerTask `json:"tasks"`
+}
+
+// WorkerTask is a task in flight on a worker.
+type WorkerTask struct {
+	ID    string `json:"id"`
+	Agent string `json:"agent"`
+	Queue string `json:"queue"`
+	// Delivery is asynq's ID of the delivery when it is not the task's
+	// (the key of its lease).
+	Delivery string    `json:"delivery,omitempty"`
+	Started  time.Time `json:"started"`
+	// RunningMS is how long it has run: until now on a live worker, until
+	// the last heartbeat on a gone one (filled by Workers).
+	RunningMS int64 `json:"running_ms"`
+	// Orphaned (a gone worker's task that asynq still holds leased) and
+	// when its lease expires; asynq's lease recovery puts it back on its
+	// queue between RecoveryFrom and RecoveryBy (while a worker serves the
+	// queue). Filled by Workers.
+	Orphaned       bool       `json:"orphaned"`
+	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
+	RecoveryFrom   *time.Time `json:"recovery_from,omitempty"`
+	RecoveryBy     *time.Time `json:"recovery_by,omitempty"`
+}
+
+// WorkerInfo is a worker as the operator's views show it: its entry, its
+// state and, when gone, its orphaned tasks.
+type WorkerInfo struct {
+	WorkerEntry
+	// State is WorkerAlive or WorkerGone.
+	State string `json:"state"`
+	// HeartbeatAgeMS is how long ago its last heartbeat was.
+	HeartbeatAgeMS int64 `json:"heartbeat_age_ms"`
+	// Orphaned counts its orphaned tasks (a gone worker's).
+	Orphaned int `json:"orphaned"`
+}
+
+// Workers lists the worker registry as of now: live workers first, then
+// gone ones, each group by host and pid. An entry older than KeepGone is
+// left out (the next heartbeat of any worker drops it). For a gone worker,
+// each of its tasks that asynq still holds leased is Orphaned, with its
+// lease expiry and recovery window. It reads one hash (at most
+// MaxWorkerEntries entries) and, for gone workers' tasks, one ZSCORE each
+// in one pipeline.
+func Workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]WorkerInfo, error) {
+	raw, err := rdb.HGetAll(ctx, rkeys.Workers()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("inspect: workers: %w", err)
+	}
+	out := make([]WorkerInfo, 0, len(raw))
+	for _, v := range raw {
+		var e WorkerEntry
+		if json.Unmarshal([]byte(v), &e) != nil || now.Sub(e.LastHeartbeat) > KeepGone {
+			continue
+		}
+		out = append(out, workerInfo(e, now))
+	}
+	if err := markOrphans(ctx, rdb, out); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.State != b.State {
+			return a.State == WorkerAlive
+		}
+		if a.Host != b.Host {
+			return a.Host < b.Host
+		}
+		if a.PID != b.PID {
+			return a.PID < b.PID
+		}
+		return a.ID < b.ID
+	})
+	return out, nil
+}
+
+// workerInfo is e's state as of now, with its tasks' run times.
+func workerInfo(e WorkerEntry, now time.Time) WorkerInfo {
+	w := WorkerInfo{WorkerEntry: e, State: WorkerAlive, HeartbeatAgeMS: max(0, now.Sub(e.LastHeartbeat).Milliseconds())}
+	until := now
+	if now.Sub(e.LastHeartbeat) > GoneAfter {
+		w.State, until = WorkerGone, e.LastHeartbeat
+	}
+	if w.Tasks == nil {
+		w.Tasks = []WorkerTask{}
+	}
+	for i := range w.Tasks {
+		w.Tasks[i].RunningMS = max(0, until.Sub(w.Tasks[i].Started).Milliseconds())
+	}
+	return w
+}
+
+// markOrphans looks up the lease of every gone worker's task: one still
+// leased is orphaned until asynq's recovery takes it back.
+func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo) error {
+	type ref struct{ w, t int }
+	var refs []ref
+	var cmds []*redis.FloatCmd
+	pipe := rdb.Pipeline()
+	for i := range ws {
+		if ws[i].State != WorkerGone {
+			continue
+		}
+		for j, t := range ws[i].Tasks {
+			id := t.Delivery
+			if id == "" {
+				id = t.ID
+			}
+			refs = append(refs, ref{i, j})
+			cmds = append(cmds, pipe.ZScore(ctx, asynqcompat.LeaseKey(t.Queue), id))
+		}
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("inspect: workers: leases: %w", err)
+	}
+	for k, c := range cmds {
+		score, err := c.Result()
+		if err != nil { // redis.Nil: no longer leased (recovered, or it ended)
+			continue
+		}
+		t := &ws[refs[k].w].Tasks[refs[k].t]
+		lease := time.Unix(int64(score), 0).UTC()
+		from, by := lease.Add(leaseSkew), lease.Add(leaseSkew+recoverInterval)
+		t.Orphaned, t.LeaseExpiresAt, t.RecoveryFrom, t.RecoveryBy = true, &lease, &from, &by
+		ws[refs[k].w].Orphaned++
+	}
+	return nil
+}

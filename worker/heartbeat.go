@@ -1,0 +1,199 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/startstop"
+	"github.com/agentq/agentq/tasks"
+)
+
+// Version is the version a worker reports in the worker registry (set it
+// with -ldflags "-X github.com/agentq/agentq/worker.Version=…"); empty:
+// the module's version from the build info, or its VCS revision.
+var Version = ""
+
+// version is Version, or what the build info says.
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return "devel-" + s.Value[:12]
+		}
+	}
+	return "devel"
+}
+
+// Heartbeat keeps a worker process's entry in the worker registry
+// (rkeys.Workers; read with inspect.Workers): from Start, and then every
+// inspect.HeartbeatInterval, it writes the entry (its identity, queues,
+// concurrency and the tasks Track says are in flight) in one small script
+// call, which also drops the entries of workers gone for inspect.KeepGone.
+// An idle worker costs Redis that one write per interval and nothing
+// else. Stop (idempotent) ends the loop and removes the entry: a worker
+// that shut down cleanly left no task behind. A worker killed with
+// SIGKILL stops writing; readers show it gone after inspect.GoneAfter.
+type Heartbeat struct {
+	startstop.Loop
+	rdb      redis.UniversalClient
+	log      *slog.Logger
+	now      func() time.Time
+	interval time.Duration
+
+	mu    sync.Mutex
+	entry inspect.WorkerEntry
+	tasks map[string]inspect.WorkerTask // in flight, by delivery ID
+}
+
+// NewHeartbeat is the registry entry of this process (host and pid from
+// the OS, a random suffix to the ID) serving queues with concurrency.
+// now is the clock (nil: time.Now), interval the heartbeat's (zero:
+// inspect.HeartbeatInterval).
+func NewHeartbeat(rdb redis.UniversalClient, queues map[string]int, concurrency int, log *slog.Logger,
+	now func() time.Time, interval time.Duration) *Heartbeat {
+	if now == nil {
+		now = time.Now
+	}
+	if interval <= 0 {
+		interval = inspect.HeartbeatInterval
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	host, _ := os.Hostname()
+	pid := os.Getpid()
+	return &Heartbeat{rdb: rdb, log: log, now: now, interval: interval, tasks: map[string]inspect.WorkerTask{},
+		entry: inspect.WorkerEntry{
+			ID: host + ":" + strconv.Itoa(pid) + ":" + tasks.NewID()[:8], Host: host, PID: pid, Version: version(),
+			Queues: maps.Clone(queues), Concurrency: concurrency, Started: now().UTC(),
+		}}
+}
+
+// ID is the worker's ID in the registry.
+func (h *Heartbeat) ID() string { return h.entry.ID }
+
+// Track notes a task in flight (its delivery's asynq ID, which is also
+// the key of its lease) until the returned func is called. It touches no
+// Redis: the next heartbeat writes it.
+func (h *Heartbeat) Track(delivery, id, agent, queue string) (done func()) {
+	t := inspect.WorkerTask{ID: id, Agent: agent, Queue: queue, Started: h.now().UTC()}
+	if delivery != id {
+		t.Delivery = delivery
+	}
+	h.mu.Lock()
+	h.tasks[delivery] = t
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		delete(h.tasks, delivery)
+		h.mu.Unlock()
+	}
+}
+
+// Start writes the entry now and then every interval until ctx ends or Stop.
+func (h *Heartbeat) Start(ctx context.Context) {
+	h.Go(ctx, func(ctx context.Context) {
+		t := time.NewTicker(h.interval)
+		defer t.Stop()
+		for {
+			if err := h.Beat(ctx); err != nil && ctx.Err() == nil {
+				h.log.Warn("worker registry: heartbeat not written; the next one tries again", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// Stop ends the loop and removes the entry (once).
+func (h *Heartbeat) Stop() {
+	if !h.Loop.Stop() || !h.Started() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	pipe := h.rdb.TxPipeline()
+	pipe.HDel(ctx, rkeys.Workers(), h.entry.ID)
+	pipe.ZRem(ctx, rkeys.WorkersBeats(), h.entry.ID)
+	if _, err := pipe.Exec(ctx); err != nil {
+		h.log.Warn("worker registry: entry not removed; it shows as gone until dropped", "err", err)
+	}
+}
+
+// Beat writes the entry once (Start's loop calls it).
+func (h *Heartbeat) Beat(ctx context.Context) error {
+	now := h.now().UTC()
+	h.mu.Lock()
+	e := h.entry
+	e.LastHeartbeat = now
+	e.Tasks = slices.SortedFunc(maps.Values(h.tasks), func(a, b inspect.WorkerTask) int {
+		return a.Started.Compare(b.Started)
+	})
+	h.mu.Unlock()
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("worker registry: %w", err)
+	}
+	err = heartbeatScript.Run(ctx, h.rdb, []string{rkeys.Workers(), rkeys.WorkersBeats()},
+		e.ID, b, now.UnixMilli(), inspect.KeepGone.Milliseconds(), inspect.MaxWorkerEntries, heartbeatDropMax).Err()
+	if err != nil {
+		return fmt.Errorf("worker registry: heartbeat: %w", err)
+	}
+	return nil
+}
+
+// heartbeatDropMax bounds the entries one heartbeat drops.
+const heartbeatDropMax = 100
+
+// heartbeatScript writes a worker's registry entry and drops, up to a
+// bound, the entries whose last heartbeat is older than the keep time and
+// the oldest beyond the cap; both keys expire the keep time after the
+// last heartbeat of any worker.
+//
+//	KEYS[1] rkeys.Workers (hash)   KEYS[2] rkeys.WorkersBeats (zset)
+//	ARGV    id, entry JSON, now ms, keep ms, max entries, max drops
+//	returns the number of entries dropped
+var heartbeatScript = redis.NewScript(`
+local now, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
+local cap, most = tonumber(ARGV[5]), tonumber(ARGV[6])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], now, ARGV[1])
+local drop = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - keep), 'LIMIT', 0, most)
+local over = redis.call('ZCARD', KEYS[2]) - #drop - cap
+if over > 0 then
+  local oldest = redis.call('ZRANGE', KEYS[2], #drop, #drop + math.min(over, most) - 1)
+  for _, id in ipairs(oldest) do drop[#drop + 1] = id end
+end
+for _, id in ipairs(drop) do
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+end
+redis.call('PEXPIRE', KEYS[1], keep)
+redis.call('PEXPIRE', KEYS[2], keep)
+return #drop
+`)

@@ -1,0 +1,148 @@
+package worker_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/worker"
+)
+
+// fakeClock is a clock the test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type hbSetup struct {
+	rdb   *redis.Client
+	clock *fakeClock
+	ctx   context.Context
+}
+
+func setupHeartbeat(t *testing.T) hbSetup {
+	t.Helper()
+	srv := redistest.Start(t)
+	return hbSetup{rdb: srv.Client(), clock: &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, ctx: context.Background()}
+}
+
+func (s hbSetup) heartbeat() *worker.Heartbeat {
+	return worker.NewHeartbeat(s.rdb, map[string]int{"default": 1, "slow": 2}, 4, nil, s.clock.now, time.Hour)
+}
+
+func (s hbSetup) list(t *testing.T) []inspect.WorkerInfo {
+	t.Helper()
+	ws, err := inspect.Workers(s.ctx, s.rdb, s.clock.now())
+	require.NoError(t, err)
+	return ws
+}
+
+// TestWorkerRegistryAliveThenGone: a worker's heartbeat lists it alive
+// with its tasks in flight; once it stops beating (no Stop: a SIGKILL)
+// it is gone after inspect.GoneAfter, with the tasks asynq still holds
+// leased shown orphaned, their lease expiry and recovery window; a task
+// no longer leased is not orphaned.
+func TestWorkerRegistryAliveThenGone(t *testing.T) {
+	t.Parallel()
+	s := setupHeartbeat(t)
+	hb := s.heartbeat()
+	doneA := hb.Track("task-a", "task-a", "llm", "slow")
+	s.clock.add(2 * time.Second)
+	hb.Track("run-b", "task-b", "tool", "default")
+	doneC := hb.Track("task-c", "task-c", "tool", "default")
+	doneC()
+	s.clock.add(time.Second)
+	require.NoError(t, hb.Beat(s.ctx))
+
+	ws := s.list(t)
+	require.Len(t, ws, 1)
+	w := ws[0]
+	require.Equal(t, hb.ID(), w.ID)
+	require.Equal(t, inspect.WorkerAlive, w.State)
+	require.Equal(t, 4, w.Concurrency)
+	require.Equal(t, map[string]int{"default": 1, "slow": 2}, w.Queues)
+	require.NotZero(t, w.PID)
+	require.NotEmpty(t, w.Version)
+	require.Len(t, w.Tasks, 2, "task-c ended")
+	require.Equal(t, "task-a", w.Tasks[0].ID, "oldest first")
+	require.Equal(t, int64(3000), w.Tasks[0].RunningMS)
+	require.Equal(t, "task-b", w.Tasks[1].ID)
+	require.Equal(t, "run-b", w.Tasks[1].Delivery)
+	require.False(t, w.Tasks[0].Orphaned, "a live worker's tasks are not orphaned")
+	_ = doneA
+
+	// asynq holds task-a leased (lease 30 s after the last heartbeat);
+	// run-b is no longer leased (recovered, or ended).
+	lease := s.clock.now().Add(30 * time.Second).Truncate(time.Second)
+	require.NoError(t, s.rdb.ZAdd(s.ctx, asynqcompat.LeaseKey("slow"), redis.Z{Score: float64(lease.Unix()), Member: "task-a"}).Err())
+
+	s.clock.add(inspect.GoneAfter)
+	require.Equal(t, inspect.WorkerAlive, s.list(t)[0].State, "still alive at exactly GoneAfter")
+	s.clock.add(time.Second)
+	w = s.list(t)[0]
+	require.Equal(t, inspect.WorkerGone, w.State)
+	require.Equal(t, 1, w.Orphaned)
+	require.True(t, w.Tasks[0].Orphaned)
+	require.Equal(t, int64(3000), w.Tasks[0].RunningMS, "a gone worker's task ran until its last heartbeat")
+	require.Equal(t, lease, *w.Tasks[0].LeaseExpiresAt)
+	require.Equal(t, lease.Add(30*time.Second), *w.Tasks[0].RecoveryFrom)
+	require.True(t, w.Tasks[0].RecoveryBy.After(*w.Tasks[0].RecoveryFrom))
+	require.False(t, w.Tasks[1].Orphaned)
+	require.Nil(t, w.Tasks[1].LeaseExpiresAt)
+}
+
+// TestWorkerRegistryBounded: entries of workers gone for KeepGone are
+// dropped by the next heartbeat of any worker (and hidden until then),
+// the registry keeps at most MaxWorkerEntries, its keys expire, and Stop
+// removes the worker's own entry.
+func TestWorkerRegistryBounded(t *testing.T) {
+	t.Parallel()
+	s := setupHeartbeat(t)
+	old := s.heartbeat()
+	require.NoError(t, old.Beat(s.ctx))
+	s.clock.add(inspect.KeepGone + time.Second)
+	require.Empty(t, s.list(t), "an entry older than KeepGone is not listed")
+	require.EqualValues(t, 1, s.rdb.HLen(s.ctx, rkeys.Workers()).Val())
+
+	// Many short-lived workers, then one more: the oldest go beyond the cap.
+	pipe := s.rdb.Pipeline()
+	for i := range inspect.MaxWorkerEntries + 5 {
+		id := "w-" + time.Duration(i).String()
+		pipe.HSet(s.ctx, rkeys.Workers(), id, `{"id":"`+id+`"}`)
+		pipe.ZAdd(s.ctx, rkeys.WorkersBeats(), redis.Z{Score: float64(s.clock.now().UnixMilli() - int64(inspect.MaxWorkerEntries+5-i)), Member: id})
+	}
+	_, err := pipe.Exec(s.ctx)
+	require.NoError(t, err)
+	hb := s.heartbeat()
+	hb.Start(s.ctx)
+	require.Eventually(t, func() bool {
+		return s.rdb.HExists(s.ctx, rkeys.Workers(), hb.ID()).Val() &&
+			!s.rdb.HExists(s.ctx, rkeys.Workers(), old.ID()).Val()
+	}, 10*time.Second, 10*time.Millisecond, "the heartbeat wrote its entry and dropped the old one")
+	require.LessOrEqual(t, s.rdb.HLen(s.ctx, rkeys.Workers()).Val(), int64(inspect.MaxWorkerEntries), "capped")
+	require.Equal(t, s.rdb.HLen(s.ctx, rkeys.Workers()).Val(), s.rdb.ZCard(s.ctx, rkeys.WorkersBeats()).Val())
+	require.False(t, s.rdb.HExists(s.ctx, rkeys.Workers(), "w-0s").Val(), "the oldest went first")
+	ttl := s.rdb.PTTL(s.ctx, rkeys.Workers()).Val()
+	require.True(t, ttl > 0 && ttl <= inspect.KeepGone, "the registry expires: %s", ttl)
+
+	hb.Stop()
+	hb.Stop() // idempotent
+	require.False(t, s.rdb.HExists(s.ctx, rkeys.Workers(), hb.ID()).Val(), "a clean stop removes the entry")
+	never := s.heartbeat()
+	never.Stop() // never started: writes nothing
+}
