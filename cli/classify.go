@@ -120,7 +120,7 @@ func classifyCmd(app *App, g *global) *cobra.Command {
 // runClassify classifies text with cfg's classifier.rules first, exactly
 // as the worker does, and prints the verdict.
 func runClassify(app *App, cfg *config.Config, o *classifyOptions, text string) error {
-	settings := cfg.Defaults
+	settings := cfg.Defaults.Settings
 	if o.agent != "" {
 		a, ok := cfg.Agent(o.agent)
 		if !ok {

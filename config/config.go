@@ -46,8 +46,9 @@ type Config struct {
 	// Worker holds the worker process's settings.
 	Worker Worker `yaml:"worker"`
 	// Defaults are the agent settings every agent starts from, with the seed
-	// values applied for everything the file's defaults block leaves out.
-	Defaults Settings `yaml:"defaults"`
+	// values applied for everything the file's defaults block leaves out,
+	// and the settings of the tenants Tenants does not name.
+	Defaults Defaults `yaml:"defaults"`
 	// Agents are the configured agents by name, each with its settings
 	// merged field by field over Defaults.
 	Agents map[string]Agent `yaml:"agents"`
@@ -60,6 +61,9 @@ type Config struct {
 	// Webhooks are the endpoints tasks may notify, by name (webhooks.go).
 	// Zero → none.
 	Webhooks map[string]Webhook `yaml:"webhooks"`
+	// Tenants are the named tenants' dispatch settings (tenants.go); every
+	// other tenant takes Defaults.Tenant. Zero → none named.
+	Tenants map[string]Tenant `yaml:"tenants"`
 	// Path is the file the config was loaded from ("" for Default).
 	Path string `yaml:"-"`
 
@@ -144,6 +148,15 @@ type Worker struct {
 	// its queue. A tick asks Redis only when the worker knows a task may be
 	// due (or poll_interval has passed). Zero → 50ms.
 	ForwardInterval time.Duration `yaml:"forward_interval"`
+}
+
+// Defaults is the defaults block: the agent settings every agent starts
+// from, and defaults.tenant.
+type Defaults struct {
+	Settings `yaml:",inline"`
+	// Tenant is the dispatch settings of every tenant Config.Tenants does
+	// not name, the default tenant included. Zero → weight 1, no cap.
+	Tenant Tenant `yaml:"tenant"`
 }
 
 // Settings are the per-agent resilience settings. The defaults block holds

@@ -31,7 +31,7 @@ func TestDefault(t *testing.T) {
 		Retry:          Retry{MaxAttempts: 3, InitialBackoff: 500 * time.Millisecond, MaxBackoff: 5 * time.Second, Jitter: 0.2, MaxRetryAfter: 60 * time.Second},
 		CircuitBreaker: Breaker{Window: 30 * time.Second, FailureRate: 0.5, MinCalls: 100, MinFailingTasks: 3, Cooldown: 60 * time.Second, MaxCooldown: 10 * time.Minute, HalfOpenMaxCalls: 1},
 		Restart:        Restart{MaxRestarts: 3, Delays: []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute}, MaxPending: 10000},
-	}, c.Defaults)
+	}, c.Defaults.Settings)
 	require.Empty(t, c.Agents)
 	require.Equal(t, 168*time.Hour, c.History.Retention)
 	require.Equal(t, Alerts{Threshold: 10, Window: 5 * time.Minute}, c.Alerts)
@@ -90,7 +90,7 @@ func TestDesignSample(t *testing.T) {
 	require.Equal(t, "127.0.0.1:9090", c.Worker.HTTPAddr)
 	want := DefaultSettings()
 	want.CircuitBreaker.Mode = BreakerModeRate // the sample names the default mode
-	require.Equal(t, want, c.Defaults)
+	require.Equal(t, want, c.Defaults.Settings)
 	require.Equal(t, []string{"git_agent", "llm"}, c.AgentNames())
 
 	git, ok := c.Agent("git_agent")
@@ -121,7 +121,7 @@ func TestDesignSample(t *testing.T) {
 	// An agent the file does not name gets the defaults.
 	fn, ok := c.Agent("summarize")
 	require.False(t, ok)
-	require.Equal(t, Agent{Name: "summarize", BreakerKey: "summarize", Settings: c.Defaults}, fn)
+	require.Equal(t, Agent{Name: "summarize", BreakerKey: "summarize", Settings: c.Defaults.Settings}, fn)
 }
 
 func TestFullFile(t *testing.T) {
@@ -144,7 +144,7 @@ func TestFullFile(t *testing.T) {
 			resilience.RateLimited:   {Retry: &tru, Breaker: &fal},
 			resilience.ProviderError: {Exhausted: &dl},
 		},
-	}, c.Defaults)
+	}, c.Defaults.Settings)
 
 	tool := c.Agents["tool"]
 	require.Equal(t, &Exec{Command: []string{"/usr/bin/tool", "--json"}, Env: []string{"PATH", "MODE=fast"}, Dir: "/tmp", MaxOutputBytes: 1 << 20}, tool.Exec)
@@ -201,8 +201,8 @@ defaults:
 	require.Equal(t, legacyBreaker(0, time.Minute, 4), a.CircuitBreaker)
 	require.Equal(t, Restart{MaxRestarts: 3, Delays: []time.Duration{5 * time.Second, 10 * time.Second}, MaxPending: 7}, a.Restart)
 
-	require.Equal(t, c.Defaults, c.Agents["b"].Settings)
-	require.Equal(t, c.Defaults, c.Agents["c"].Settings)
+	require.Equal(t, c.Defaults.Settings, c.Agents["b"].Settings)
+	require.Equal(t, c.Defaults.Settings, c.Agents["c"].Settings)
 	cAgent, _ := c.Agent("c")
 	require.Equal(t, "c", cAgent.BreakerKey)
 
@@ -493,7 +493,7 @@ func TestNullValuesKeepDefaults(t *testing.T) {
 	c, err := Parse([]byte("worker:\n  concurrency:\ndefaults:\n  retry:\n  timeout: ~\nagents:\n  a:\n    exec:\n"), "n.yaml")
 	require.NoError(t, err)
 	require.Equal(t, 20, c.Worker.Concurrency)
-	require.Equal(t, DefaultSettings(), c.Defaults)
+	require.Equal(t, DefaultSettings(), c.Defaults.Settings)
 	require.Nil(t, c.Agents["a"].Exec)
 }
 

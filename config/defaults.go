@@ -95,7 +95,7 @@ func Default() *Config {
 			PollInterval:    DefaultPollInterval,
 			ForwardInterval: DefaultForwardInterval,
 		},
-		Defaults: DefaultSettings(),
+		Defaults: Defaults{Settings: DefaultSettings(), Tenant: Tenant{Weight: 1}},
 		Agents:   map[string]Agent{},
 		History:  History{Retention: DefaultRetention},
 		Alerts:   Alerts{Threshold: DefaultAlertThreshold, Window: DefaultAlertWindow},

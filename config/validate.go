@@ -116,7 +116,7 @@ func (c *Config) Validate() error {
 	v := &validator{c: c}
 	v.redis()
 	v.worker()
-	v.settings("defaults", c.Defaults, nil)
+	v.settings("defaults", c.Defaults.Settings, nil)
 	for _, name := range c.AgentNames() {
 		v.agent(name, c.Agents[name])
 	}
@@ -133,6 +133,7 @@ func (c *Config) Validate() error {
 	}
 	v.classifier()
 	v.webhooks()
+	v.tenants()
 	if len(v.errs) == 0 {
 		return nil
 	}
@@ -486,7 +487,7 @@ func (v *validator) agent(name string, a Agent) {
 	if a.Limits != nil {
 		v.limits(prefix+".limits", a.Limits)
 	}
-	base := v.c.Defaults
+	base := v.c.Defaults.Settings
 	v.settings(prefix, a.Settings, &base)
 }
 

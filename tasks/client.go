@@ -497,7 +497,7 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 	if err := c.register(ctx, env.Queue); err != nil {
 		return fmt.Errorf("tasks: enqueue %s: register queue: %w", env.ID, err)
 	}
-	call := wakeup.RunCall(t, now, delay, true)
+	call := wakeup.RunCall(t, laneOf(env), now, delay, true)
 	res, err := c.runner.Run(ctx, call.Script, call.Keys, call.Args...)
 	added, err := asynqcompat.Added(redisx.Result{Val: res, Err: err})
 	switch {

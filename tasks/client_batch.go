@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/wakeup"
@@ -369,7 +370,7 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 			items[i].err = err
 			continue
 		}
-		calls = append(calls, wakeup.RunCall(t, now, delay, !announced[t.Queue]))
+		calls = append(calls, wakeup.RunCall(t, laneOf(items[i].env), now, delay, !announced[t.Queue]))
 		announced[t.Queue] = true
 		keep = append(keep, i)
 	}
@@ -385,6 +386,12 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 			it.queued = true
 		}
 	}
+}
+
+// laneOf is the lane env's runs wait in for a worker (package
+// internal/fair): its tenant and priority.
+func laneOf(env *Envelope) fair.Lane {
+	return fair.Lane{} // TODO(fair): env.Tenant, env.Priority once the envelope carries them
 }
 
 // asynqTask is the asynq task that puts env's run on its queue at now,

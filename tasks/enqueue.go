@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -31,12 +32,12 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 	}
 	n := newRecord(env, firstState(delay), delay)
 	if !caller {
-		if err := c.enqueueFresh(ctx, n, t, now, delay); err != nil {
+		if err := c.enqueueFresh(ctx, n, t, laneOf(env), now, delay); err != nil {
 			return Result{}, fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)
 		}
 		return Result{ID: env.ID, State: n.State}, nil
 	}
-	call := c.store.rec.EnqueueCall(n, t, now)
+	call := c.store.rec.EnqueueCall(n, t, laneOf(env), now)
 	code, st, err := record.EnqueueReply(c.runner.Run(ctx, call.Script, call.Keys, call.Args...))
 	if err != nil {
 		return Result{}, fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)
@@ -50,10 +51,10 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 // with concurrent enqueues (the client's batcher), with the WAIT of
 // redis.wait_replicas when asked: the run on its queue
 // (wakeup.RunCommands) and the record (record.Store.FreshCalls).
-func (c *Client) enqueueFresh(ctx context.Context, n record.New, t asynqcompat.Task, now time.Time, delay time.Duration) error {
+func (c *Client) enqueueFresh(ctx context.Context, n record.New, t asynqcompat.Task, lane fair.Lane, now time.Time, delay time.Duration) error {
 	calls := make([]redisx.Call, 0, 11)
 	calls = append(calls, redisx.Call{Cmd: []any{"multi"}})
-	for _, cmd := range wakeup.RunCommands(t, now, delay) {
+	for _, cmd := range wakeup.RunCommands(t, lane, now, delay) {
 		calls = append(calls, redisx.Call{Cmd: cmd})
 	}
 	for _, cmd := range c.store.rec.FreshCalls(n) {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -141,12 +142,13 @@ func TestEnqueueFreshWritesAsScript(t *testing.T) {
 		n := newRecord(env, firstState(delay), delay)
 		tk, err := asynqTask(env, now, delay)
 		require.NoError(t, err)
-		call := sc.store.rec.EnqueueCall(n, tk, now)
+		lane := []fair.Lane{{Tenant: "acme"}, {Priority: fair.High}}[i]
+		call := sc.store.rec.EnqueueCall(n, tk, lane, now)
 		code, st, err := record.EnqueueReply(call.Script.Run(ctx, viaScript, call.Keys, call.Args...).Result())
 		require.NoError(t, err)
 		require.Equal(t, record.CodeApplied, code)
 		require.Equal(t, n.State, st)
-		require.NoError(t, fc.enqueueFresh(ctx, n, tk, now, delay))
+		require.NoError(t, fc.enqueueFresh(ctx, n, tk, lane, now, delay))
 	}
 	require.Equal(t, redistest.Dump(t, viaScript), redistest.Dump(t, viaFresh))
 	for _, rdb := range []*redis.Client{viaScript, viaFresh} {

@@ -291,6 +291,7 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 		startstop.Func(w.registerLimits),
 		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),
 		startstop.Func(func(ctx context.Context) { w.sweepDeadlines(ctx, sweepInterval) }),
+		startstop.Func(func(ctx context.Context) { w.tenants(ctx, fairRepairInterval) }),
 		w.pipe.alerts,
 	}
 	for _, p := range w.probers {
@@ -315,6 +316,7 @@ func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 	})
 	rdb.OnWait = func(c wakeup.Cause) { w.metrics.idleWaits.WithLabelValues(string(c)).Inc() }
 	rdb.Acks = w.acks
+	rdb.Fair = w.cfg.Fair()
 	return asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              w.cfg.Worker.Concurrency,
 		Queues:                   queues,

@@ -46,6 +46,13 @@ const AllQueues = "asynq:queues"
 // TaskKey is asynq's hash of task id on queue (base.TaskKey).
 func TaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
 
+// TaskKeyPrefix is the prefix of asynq's task hashes of queue
+// (base.TaskKeyPrefix).
+func TaskKeyPrefix(queue string) string { return "asynq:{" + queue + "}:t:" }
+
+// ActiveKey is asynq's list of the active task IDs of queue (base.ActiveKey).
+func ActiveKey(queue string) string { return "asynq:{" + queue + "}:active" }
+
 // PendingKey is asynq's list of the pending task IDs of queue (base.PendingKey).
 func PendingKey(queue string) string { return "asynq:{" + queue + "}:pending" }
 

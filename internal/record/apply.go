@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/durx"
+	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // applyScript is the checked write (lua/apply.lua: rec_apply, in
@@ -18,7 +19,7 @@ var applyScript = newApplyScript("apply.lua")
 
 // applyAckedScript is the checked write and asynq's done of the delivery
 // in one script (lua/apply_acked.lua).
-var applyAckedScript = newApplyScript("apply_acked.lua",
+var applyAckedScript = newApplyScript("apply_acked.lua", wakeup.ReleaseLua,
 	"local function asynq_done(KEYS, ARGV)"+asynqcompat.DoneSource+"end\n")
 
 // Apply writes c for d, checked: only while d's run is current (or newer
@@ -77,7 +78,7 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 		if outbox {
 			rk = s.outboxKeys(d.ID)
 		}
-		keys := append(append(make([]string, 0, 9), done.Keys...), rk...)
+		keys := append(append(append(make([]string, 0, 13), done.Keys...), rk...), wakeup.ReleaseKeys(wakeup.QueueOf(done.Keys[0]))...)
 		args = append(append(make([]any, 0, len(done.Args)+len(args)), done.Args...), args...)
 		return applyAckedScript.Run(ctx, s.rdb, keys, args...).Result()
 	})

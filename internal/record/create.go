@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -67,7 +68,7 @@ func (s *Store) CreateCall(n New) redisx.Call {
 }
 
 // EnqueueCall is an enqueue of n with a caller's ID (t: its asynq task, due
-// after n.Delay from now) in one script: the duplicate check (a record, or
+// after n.Delay from now, waiting in lane) in one script: the duplicate check (a record, or
 // a dead letter, with that ID), the run on its queue and the record. Read
 // its reply with EnqueueReply. Not on a Redis Cluster (the record and the
 // queue are in different slots).
@@ -75,13 +76,13 @@ func (s *Store) CreateCall(n New) redisx.Call {
 // A task with a deadline (n.Seed.Deadline) is added to the deadline index
 // (rkeys.Deadlines) in the same step, so that no task is enqueued without
 // the entry the workers' deadline sweeper reads.
-func (s *Store) EnqueueCall(n New, t asynqcompat.Task, now time.Time) redisx.Call {
-	ks := append(append(append(keys(n.ID), rkeys.DLQEntries()), wakeup.RunKeys(t.Queue, t.ID, n.Delay)...), rkeys.Deadlines())
+func (s *Store) EnqueueCall(n New, t asynqcompat.Task, lane fair.Lane, now time.Time) redisx.Call {
+	ks := append(append(append(keys(n.ID), rkeys.DLQEntries()), wakeup.RunKeys(t.Queue, t.ID, lane, n.Delay)...), rkeys.Deadlines())
 	deadline := int64(0)
 	if !n.Seed.Deadline.IsZero() {
 		deadline = n.Seed.Deadline.UnixMilli()
 	}
-	args := append(append(wakeup.RunArgs(t, now, n.Delay, true), deadline), s.createArgs(n)...)
+	args := append(append(wakeup.RunArgs(t, lane, now, n.Delay, true), deadline), s.createArgs(n)...)
 	return redisx.Call{Script: enqueueScript, Keys: ks, Args: args}
 }
 

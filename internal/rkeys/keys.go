@@ -169,6 +169,51 @@ func Wake(queue string) string { return Prefix + "{" + queue + "}:wake" }
 // (waiter id) also blocks, so that its shutdown can end the wait at once.
 func WakeStop(queue, id string) string { return Prefix + "{" + queue + "}:wake-stop:" + id }
 
+// Fair dispatch keys (package internal/fair) share the queue's hash tag with
+// asynq's keys of the queue, so the dequeue, forward and acknowledgement
+// scripts touch them in the same step, on Redis Cluster too.
+
+// FairReady is the sorted set of the tenants of queue that have runs
+// waiting in their lanes and are not at their concurrency cap (tenant ->
+// its pass: the lowest pass is served next).
+func FairReady(queue string) string { return Prefix + "{" + queue + "}:fair:ready" }
+
+// FairCapped is the sorted set of the tenants of queue that have runs
+// waiting but are at their concurrency cap (tenant -> its pass); a
+// tenant's acknowledged run moves it back to FairReady.
+func FairCapped(queue string) string { return Prefix + "{" + queue + "}:fair:capped" }
+
+// FairInflight is the hash of the runs of queue in asynq's active list
+// that the fair dequeue handed out, by tenant (tenant -> count).
+func FairInflight(queue string) string { return Prefix + "{" + queue + "}:fair:inflight" }
+
+// FairTenants is the set of the tenants of queue that have had a lane:
+// what `inspector tenants` and the repair look at (pruned by the repair
+// when a tenant has nothing waiting and nothing in flight).
+func FairTenants(queue string) string { return Prefix + "{" + queue + "}:fair:tenants" }
+
+// FairConf is the hash of the named tenants' settings the workers last
+// wrote for queue (tenant -> "<weight> <concurrency>").
+func FairConf(queue string) string { return Prefix + "{" + queue + "}:fair:conf" }
+
+// FairState is the hash of queue's dispatch clock: vt (the virtual time:
+// the pass last served) and p (the default tenant's pass while its runs
+// wait in asynq's own pending list).
+func FairState(queue string) string { return Prefix + "{" + queue + "}:fair:state" }
+
+// FairLanePrefix starts the lane keys of queue; the scripts append
+// "<h|n|l>:<tenant>" (FairLane).
+func FairLanePrefix(queue string) string { return Prefix + "{" + queue + "}:fair:lane:" }
+
+// FairLane is the list of the runs of tenant at priority p ("h", "n" or
+// "l") waiting on queue, newest first (LPUSH, served from the right as
+// asynq's pending list is).
+func FairLane(queue, p, tenant string) string { return FairLanePrefix(queue) + p + ":" + tenant }
+
+// FairRepairClaim is the claim (SET NX PX) of the worker that runs the
+// next repair of queue's fair dispatch state.
+func FairRepairClaim(queue string) string { return Prefix + "{" + queue + "}:fair:repair-claim" }
+
 // DueChannel is the pub/sub channel on which producers announce a task
 // scheduled for later ("<due Unix s> <queue>"), so that a worker forwards it
 // when it is due rather than when it next polls.

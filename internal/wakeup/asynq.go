@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -57,6 +58,9 @@ type AsynqClient struct {
 	// OnWait, when set before the server starts, hears why each idle wait
 	// ended (the worker's agentq_idle_waits_total).
 	OnWait func(Cause)
+	// Fair, when set before the server starts, is the fleet's tenant
+	// configuration the fair dequeue serves by (package internal/fair).
+	Fair fair.Config
 	// Acks, when set before the server starts, holds the writes that ride
 	// asynq's acknowledgement of their delivery: asynq's done of such a
 	// delivery runs Ack.WithDone instead, and any other of asynq's scripts
@@ -112,28 +116,25 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 		}
 	}
 	switch {
-	case sha == dequeueSHA:
-		return c.dequeued(ctx, run())
+	case sha == dequeueSHA && len(keys) == 4 && len(args) == 2:
+		q := queueOf(keys[0])
+		return c.dequeued(ctx, c.fairCall(ctx, fairDequeueScript, keys, args, fair.DequeueKeys(q), c.Fair.DequeueArgs(q)...))
 	case sha == forwardSHA && len(keys) == 2 && len(args) == 4:
 		return c.forward(ctx, keys, args)
-	case sha == retrySHA && len(keys) >= 4 && len(args) >= 3:
-		cmd := run()
+	case sha == retrySHA && len(keys) == 8 && len(args) >= 3:
+		cmd := c.fairCall(ctx, retryScript, keys, args, ReleaseKeys(queueOf(keys[1])))
 		if cmd.Err() == nil {
 			if at, ok := toInt64(args[2]); ok {
 				c.dues.Lower(keys[3], at)
 			}
 		}
 		return cmd
-	case sha == requeueSHA && len(keys) >= 3:
-		cmd := run()
-		if cmd.Err() == nil {
-			if q := queueOf(keys[2]); q != "" {
-				if err := Push(ctx, c.UniversalClient, q, 1); err != nil {
-					c.onErr(err)
-				}
-			}
-		}
-		return cmd
+	case sha == requeueSHA && len(keys) == 4 && len(args) == 1:
+		q := queueOf(keys[2])
+		ready, tenants, prefix := fair.Keys(q)
+		return c.fairCall(ctx, requeueScript, keys, args, append([]string{ready, tenants}, ReleaseKeys(q)...), prefix)
+	case sha == doneSHA && len(keys) == 5:
+		return c.fairCall(ctx, doneScript, keys, args, ReleaseKeys(queueOf(keys[0])))
 	}
 	return run()
 }
@@ -176,19 +177,26 @@ const errorPause = 100 * time.Millisecond
 // verbatim but for its reply), which also wakes a worker per task moved
 // and replies when the next task of the set is due.
 //
+// A run whose task hash names a lane (package internal/fair) goes to its
+// lane instead of asynq's pending list.
+//
 // KEYS[1] the scheduled or retry set, KEYS[2] pending, KEYS[3] the queue's
-// wake list (rkeys.Wake; same slot)
+// wake list (rkeys.Wake; same slot), KEYS[4] the fair ready set, KEYS[5]
+// the tenant registry
 // ARGV[1..4] asynq's (now Unix s, task key prefix, now Unix ns, group key
-// prefix), ARGV[5] the wake list's cap
+// prefix), ARGV[5] the wake list's cap, ARGV[6] the lane prefix
 // Returns {moved, earliest score left or -1}.
-var forwardScript = redis.NewScript(PushLua + forwardBody())
+var forwardScript = redis.NewScript(PushLua + fair.LaneLua + forwardBody())
 
 func forwardBody() string {
 	const asynqReply = "return table.getn(ids)"
-	if strings.Count(asynqcompat.ForwardSource, asynqReply) != 1 {
-		panic("wakeup: asynq's forward script no longer ends with " + asynqReply)
+	const asynqPush = `redis.call("LPUSH", KEYS[2], id)`
+	if strings.Count(asynqcompat.ForwardSource, asynqReply) != 1 || strings.Count(asynqcompat.ForwardSource, asynqPush) != 1 {
+		panic("wakeup: asynq's forward script no longer has " + asynqPush + " and ends with " + asynqReply)
 	}
-	return strings.Replace(asynqcompat.ForwardSource, asynqReply, `local n = table.getn(ids)
+	src := strings.Replace(asynqcompat.ForwardSource, asynqPush,
+		`agentq_lane_push(KEYS[2], ARGV[6], KEYS[4], KEYS[5], taskKey, id, false)`, 1)
+	return strings.Replace(src, asynqReply, `local n = table.getn(ids)
 if n > 0 then agentq_wake(KEYS[3], n, tonumber(ARGV[5])) end
 local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 return {n, first[2] or "-1"}`, 1)
@@ -208,8 +216,9 @@ func (c *AsynqClient) forward(ctx context.Context, keys []string, args []any) *r
 		cmd.SetVal(int64(0))
 		return cmd
 	}
-	res, err := forwardScript.Run(ctx, c.UniversalClient, []string{keys[0], keys[1], rkeys.Wake(q)},
-		args[0], args[1], args[2], args[3], Cap).Slice()
+	ready, tenants, prefix := fair.Keys(q)
+	res, err := forwardScript.Run(ctx, c.UniversalClient, []string{keys[0], keys[1], rkeys.Wake(q), ready, tenants},
+		args[0], args[1], args[2], args[3], Cap, prefix).Slice()
 	var moved, next int64
 	if err == nil {
 		moved, next, err = forwardReply(res)

@@ -1,6 +1,7 @@
 package wakeup_test
 
 import (
+	"fmt"
 	"context"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/wakeup"
@@ -37,14 +39,14 @@ func TestRunScriptWritesAsynqs(t *testing.T) {
 				}
 				n1, err := ref.Script.Run(ctx, want, ref.Keys, ref.Args...).Int()
 				require.NoError(t, err)
-				c := wakeup.RunCall(tk, now, delay, true)
+				c := wakeup.RunCall(tk, fair.Lane{}, now, delay, true)
 				n2, err := c.Script.Run(ctx, got, c.Keys, c.Args...).Int()
 				require.NoError(t, err)
 				require.Equal(t, n1, n2)
 				require.Equal(t, 1-i, n2)
 				if i == 0 {
 					_, err := cmds.TxPipelined(ctx, func(p redis.Pipeliner) error {
-						for _, cmd := range wakeup.RunCommands(tk, now, delay) {
+						for _, cmd := range wakeup.RunCommands(tk, fair.Lane{}, now, delay) {
 							p.Do(ctx, cmd...)
 						}
 						return nil
@@ -63,4 +65,39 @@ func TestRunScriptWritesAsynqs(t *testing.T) {
 		require.NoError(t, got.Del(ctx, rkeys.Wake(q)).Err())
 	}
 	require.Equal(t, redistest.Dump(t, want, "pending_since"), redistest.Dump(t, got, "pending_since"))
+}
+
+// TestRunLaneWrites: a run of a lane other than the default waits in its
+// lane, its task hash names the lane, and its tenant joins the ready set
+// and the registry; RunCommands writes what RunCall writes, pending and
+// scheduled (a scheduled run joins at its forward).
+func TestRunLaneWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	got, cmds := redistest.Start(t).Client(), redistest.Start(t).Client()
+	now := time.Now()
+	lanes := []fair.Lane{{Tenant: "acme"}, {Tenant: "acme", Priority: fair.Low}, {Priority: fair.High}}
+	for i, lane := range lanes {
+		for _, delay := range []time.Duration{0, time.Hour} {
+			tk := asynqcompat.Task{Type: "agentq:task", Payload: []byte(`{}`), ID: fmt.Sprintf("t%d-%d#0", i, delay), Queue: "q",
+				MaxRetry: 1, Timeout: time.Hour}
+			c := wakeup.RunCall(tk, lane, now, delay, false)
+			require.NoError(t, c.Script.Run(ctx, got, c.Keys, c.Args...).Err())
+			_, err := cmds.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				for _, cmd := range wakeup.RunCommands(tk, lane, now, delay) {
+					p.Do(ctx, cmd...)
+				}
+				return nil
+			})
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, redistest.Dump(t, got), redistest.Dump(t, cmds), "RunCommands writes what RunCall writes")
+	require.Equal(t, []string{"t0-0#0"}, got.LRange(ctx, rkeys.FairLane("q", "n", "acme"), 0, -1).Val())
+	require.Equal(t, []string{"t1-0#0"}, got.LRange(ctx, rkeys.FairLane("q", "l", "acme"), 0, -1).Val())
+	require.Equal(t, []string{"t2-0#0"}, got.LRange(ctx, rkeys.FairLane("q", "h", ""), 0, -1).Val())
+	require.Zero(t, got.LLen(ctx, asynqcompat.PendingKey("q")).Val(), "no lane run in asynq's pending list")
+	require.ElementsMatch(t, []string{"acme", ""}, got.ZRange(ctx, rkeys.FairReady("q"), 0, -1).Val())
+	require.Equal(t, []any{"acme", "l"}, got.HMGet(ctx, asynqcompat.TaskKey("q", "t1-3600000000000#0"), fair.FieldTenant, fair.FieldPriority).Val(),
+		"a scheduled run's task hash names its lane, for its forward")
 }

@@ -71,6 +71,10 @@ func ParseDue(msg string) (queue string, at int64, ok bool) {
 	return q, at, true
 }
 
+// QueueOf is the queue of one of asynq's keys of a queue
+// ("asynq:{queue}:active" → "queue"); "" when key is not one.
+func QueueOf(key string) string { return queueOf(key) }
+
 // queueOf is the queue of one of asynq's keys of a queue
 // ("asynq:{queue}:pending" → "queue"); "" when key is not one.
 func queueOf(key string) string {

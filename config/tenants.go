@@ -1,0 +1,100 @@
+package config
+
+import (
+	"sort"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/agentq/agentq/internal/fair"
+)
+
+// Tenant is one tenant's dispatch settings (YAML tenants.NAME and
+// defaults.tenant; see docs/DESIGN.md, "Tenants").
+type Tenant struct {
+	// Weight is the tenant's share of the dispatches of a queue while other
+	// tenants have work there too: a tenant of weight 3 is served three
+	// times as often as one of weight 1. Zero → defaults.tenant.weight (1).
+	Weight float64 `yaml:"weight"`
+	// Concurrency caps the tenant's runs in flight on a queue, across the
+	// whole fleet; a tenant at its cap holds no worker slot while it waits.
+	// Zero → no cap (in tenants.NAME too, whatever defaults.tenant says).
+	Concurrency int `yaml:"concurrency"`
+}
+
+// MaxTenantLen bounds a tenant's name, in bytes.
+const MaxTenantLen = 128
+
+// TenantOf returns tenant's settings: its own block, or defaults.tenant
+// for a tenant the config does not name (the default tenant "" too).
+func (c *Config) TenantOf(tenant string) Tenant {
+	if t, ok := c.Tenants[tenant]; ok {
+		return t
+	}
+	return c.Defaults.Tenant
+}
+
+// TenantNames returns the names of the configured tenants, sorted.
+func (c *Config) TenantNames() []string {
+	names := make([]string, 0, len(c.Tenants))
+	for n := range c.Tenants {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Fair returns the tenants' settings as the fair dispatch reads them.
+func (c *Config) Fair() fair.Config {
+	fc := fair.Config{Default: fair.Settings(c.Defaults.Tenant)}
+	if len(c.Tenants) > 0 {
+		fc.Named = make(map[string]fair.Settings, len(c.Tenants))
+		for n, t := range c.Tenants {
+			if t.Weight == 0 {
+				t.Weight = c.Defaults.Tenant.Weight
+			}
+			fc.Named[n] = fair.Settings(t)
+		}
+	}
+	return fc
+}
+
+// CheckTenant reports what is wrong with tenant as a task's tenant name
+// ("" when nothing): at most MaxTenantLen bytes of UTF-8 without control
+// characters. The empty name is the default tenant.
+func CheckTenant(tenant string) string {
+	switch {
+	case len(tenant) > MaxTenantLen:
+		return "is longer than 128 bytes"
+	case !utf8.ValidString(tenant):
+		return "is not valid UTF-8"
+	case strings.IndexFunc(tenant, unicode.IsControl) >= 0:
+		return "contains a control character"
+	}
+	return ""
+}
+
+func (v *validator) tenants() {
+	if v.c.Defaults.Tenant.Weight == 0 {
+		v.fail("defaults.tenant.weight", "must be greater than 0 (a tenant's share of the dispatches)")
+	}
+	v.tenant("defaults.tenant", v.c.Defaults.Tenant)
+	for _, name := range v.c.TenantNames() {
+		path := join("tenants", name)
+		if name == "" {
+			v.fail(path, "a tenant's name must not be empty (the default tenant takes defaults.tenant)")
+		} else if why := CheckTenant(name); why != "" {
+			v.fail(path, "invalid tenant name: %s", why)
+		}
+		v.tenant(path, v.c.Tenants[name])
+	}
+}
+
+func (v *validator) tenant(path string, t Tenant) {
+	if t.Weight < 0 || t.Weight > 1000 {
+		v.fail(path+".weight", "must be greater than 0 and at most 1000, got %g", t.Weight)
+	}
+	if t.Concurrency < 0 {
+		v.fail(path+".concurrency", "must not be negative (0: no cap), got %d", t.Concurrency)
+	}
+}

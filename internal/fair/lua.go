@@ -1,0 +1,146 @@
+package fair
+
+// LaneLua defines the Lua functions that put a run in its lane. The
+// scripts that make a run pending include it: internal/wakeup's enqueue
+// (agentq_run), its forward of the scheduled and retry sets and its
+// requeue.
+//
+//   - agentq_lane_fields(task, tenant, code): the task hash carries the
+//     run's lane (code "": the default lane, nothing written).
+//   - agentq_lane_join(ready, tenants, tenant): a tenant with a run in a
+//     lane joins the ready set at pass 0 unless it is there or capped (a
+//     tenant that joins is served next) and the tenant registry.
+//   - agentq_lane_push(pending, prefix, ready, tenants, task, id, front):
+//     push run id onto the lane its task hash names (asynq's pending list
+//     for none), behind the others (LPUSH, a new run) or, front, ahead of
+//     them (RPUSH, as asynq's requeue does).
+const LaneLua = `
+local function agentq_lane_fields(task, tenant, code)
+  if code ~= "" then redis.call("HSET", task, "` + FieldTenant + `", tenant, "` + FieldPriority + `", code) end
+end
+local function agentq_lane_join(ready, tenants, tenant)
+  redis.call("ZADD", ready, "NX", 0, tenant)
+  redis.call("SADD", tenants, tenant)
+end
+local function agentq_lane_push(pending, prefix, ready, tenants, task, id, front)
+  local cmd = "LPUSH"
+  if front then cmd = "RPUSH" end
+  local f = redis.call("HMGET", task, "` + FieldTenant + `", "` + FieldPriority + `")
+  local t, c = f[1] or "", f[2] or "n"
+  if t == "" and c == "n" then
+    redis.call(cmd, pending, id)
+    return
+  end
+  redis.call(cmd, prefix .. c .. ":" .. t, id)
+  agentq_lane_join(ready, tenants, t)
+end
+`
+
+// ReleaseLua defines agentq_release(t, inflight, capped, ready): a run the
+// dequeue counted for tenant t (its task hash's aq_c, read before asynq's
+// script ran; nil: not counted) left asynq's active list, so t's in-flight
+// count is lowered and t, if it waited at its cap, goes back to the ready
+// set at its pass. Returns 1 when t was capped (a worker should be woken
+// for it), else 0. asynq's done, retry and requeue, as internal/wakeup
+// runs them, and internal/record's apply_acked include it.
+const ReleaseLua = `
+local function agentq_release(t, inflight, capped, ready)
+  if not t then return 0 end
+  if redis.call("HINCRBY", inflight, t, -1) <= 0 then redis.call("HDEL", inflight, t) end
+  local p = redis.call("ZSCORE", capped, t)
+  if not p then return 0 end
+  redis.call("ZREM", capped, t)
+  redis.call("ZADD", ready, p, t)
+  return 1
+end
+`
+
+// DequeueLua is the fair dequeue of one queue, run in place of asynq's
+// dequeue (asynqcompat.DequeueScript, whose keys and arguments come
+// first and whose reply it keeps).
+//
+// KEYS[1] pending, KEYS[2] paused, KEYS[3] active, KEYS[4] lease (asynq's),
+// KEYS[5] ready, KEYS[6] capped, KEYS[7] in flight, KEYS[8] the tenants'
+// settings, KEYS[9] the dispatch clock (rkeys.Fair*)
+// ARGV[1] lease expiry (Unix s), ARGV[2] task key prefix (asynq's),
+// ARGV[3] lane prefix, ARGV[4] default weight, ARGV[5] default
+// concurrency (0: none)
+// Returns the run's message (asynq's TaskMessage), or nil when the queue
+// is paused or has nothing to hand out (empty, or every tenant with work
+// at its cap).
+//
+// With no tenant in the ready set and no default cap this is asynq's
+// dequeue of the pending list plus one ZCARD. Otherwise it takes the
+// tenant with the lowest pass (the default tenant's runs in the pending
+// list take part at max(its pass, vt)); a tenant at its cap moves to the
+// capped set and the next is tried; the tenant's high lane is served
+// first, then normal, then low; its pass advances by 1/weight from
+// max(pass, vt), and vt becomes the pass served.
+const DequeueLua = `
+if redis.call("EXISTS", KEYS[2]) == 1 then return nil end
+local defcap = tonumber(ARGV[5])
+local function take(list, t)
+  local id = redis.call("RPOPLPUSH", list, KEYS[3])
+  if not id then return nil end
+  local key = ARGV[2] .. id
+  if t then
+    redis.call("HSET", key, "state", "active", "` + FieldCounted + `", t)
+    redis.call("HINCRBY", KEYS[7], t, 1)
+  else
+    redis.call("HSET", key, "state", "active")
+  end
+  redis.call("HDEL", key, "pending_since")
+  redis.call("ZADD", KEYS[4], ARGV[1], id)
+  return redis.call("HGET", key, "msg")
+end
+if defcap == 0 and redis.call("ZCARD", KEYS[5]) == 0 then
+  return take(KEYS[1], nil)
+end
+local clock = redis.call("HMGET", KEYS[9], "vt", "p")
+local vt = tonumber(clock[1]) or 0
+local function settings(t)
+  local s = redis.call("HGET", KEYS[8], t)
+  if s then
+    local w, c = string.match(s, "^(%S+) (%S+)$")
+    if w then return tonumber(w), tonumber(c) end
+  end
+  return tonumber(ARGV[4]), defcap
+end
+for _ = 1, 64 do
+  local first = redis.call("ZRANGE", KEYS[5], 0, 0, "WITHSCORES")
+  local t, p = first[1], tonumber(first[2])
+  if t ~= "" and not redis.call("ZSCORE", KEYS[5], "") and not redis.call("ZSCORE", KEYS[6], "")
+      and redis.call("LLEN", KEYS[1]) > 0 then
+    local dp = math.max(tonumber(clock[2]) or 0, vt)
+    if t == nil or dp < p then t, p = "", dp end
+  end
+  if t == nil then return nil end
+  local w, cap = settings(t)
+  if cap > 0 and (tonumber(redis.call("HGET", KEYS[7], t)) or 0) >= cap then
+    redis.call("ZREM", KEYS[5], t)
+    redis.call("ZADD", KEYS[6], p, t)
+  else
+    local h, l = ARGV[3] .. "h:" .. t, ARGV[3] .. "l:" .. t
+    local n = KEYS[1]
+    if t ~= "" then n = ARGV[3] .. "n:" .. t end
+    local msg = take(h, t) or take(n, t) or take(l, t)
+    local np = math.max(p, vt) + 1 / w
+    if p > vt then vt = p end
+    local left = redis.call("LLEN", h) + redis.call("LLEN", l)
+    if t ~= "" then left = left + redis.call("LLEN", n) end
+    if left > 0 then
+      redis.call("ZADD", KEYS[5], np, t)
+    else
+      redis.call("ZREM", KEYS[5], t)
+    end
+    if t == "" then
+      clock[2] = np
+      redis.call("HSET", KEYS[9], "vt", vt, "p", np)
+    else
+      redis.call("HSET", KEYS[9], "vt", vt)
+    end
+    if msg then return msg end
+  end
+end
+return nil
+`

@@ -1,0 +1,91 @@
+package wakeup
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// ReleaseLua defines agentq_release_wake(t, inflight, capped, ready,
+// wake): fair.ReleaseLua's agentq_release, and a wake token on the
+// queue's wake list when it moved t back to the ready set. The scripts
+// that take a run out of asynq's active list include it (asynq's done,
+// retry and requeue as AsynqClient runs them; internal/record's
+// apply_acked).
+var ReleaseLua = PushLua + fair.ReleaseLua + fmt.Sprintf(`
+local function agentq_release_wake(t, inflight, capped, ready, wake)
+  if agentq_release(t, inflight, capped, ready) == 1 then agentq_wake(wake, 1, %d) end
+end
+`, Cap)
+
+// ReleaseKeys are the keys agentq_release_wake takes for queue.
+func ReleaseKeys(queue string) []string {
+	return append(fair.ReleaseKeys(queue), rkeys.Wake(queue))
+}
+
+// counted reads, before asynq's script runs, the tenant the dequeue
+// counted the run of task hash key for (nil: none).
+const countedLua = `redis.call("HGET", %s, "` + fair.FieldCounted + `")`
+
+// wrap runs asynq's script src (as a function of KEYS and ARGV) for the
+// run whose task hash is taskKey (a Lua expression), and releases the
+// run's count when it succeeded; the release's keys are the last four.
+func wrap(name, src, taskKey string, hdel bool) string {
+	drop := ""
+	if hdel {
+		drop = `if t then redis.call("HDEL", ` + taskKey + `, "` + fair.FieldCounted + `") end`
+	}
+	return ReleaseLua + "local function " + name + "(KEYS, ARGV)" + src + "\nend\n" +
+		"local t = " + fmt.Sprintf(countedLua, taskKey) + "\n" +
+		"local r = " + name + "(KEYS, ARGV)\n" +
+		"if type(r) == \"table\" and r.err then return r end\n" + drop + "\n" +
+		"local n = #KEYS\n" +
+		"agentq_release_wake(t, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])\n" +
+		"return r\n"
+}
+
+// fairDequeueScript is fair.DequeueLua (its KEYS and ARGV are asynq's
+// dequeue's followed by fair.DequeueKeys and Config.DequeueArgs).
+var fairDequeueScript = redis.NewScript(fair.DequeueLua)
+
+// doneScript is asynq's done (asynqcompat.DoneSource) and the release of
+// the run's count. KEYS: asynq's five, then ReleaseKeys. ARGV: asynq's.
+var doneScript = redis.NewScript(wrap("asynq_done", asynqcompat.DoneSource, "KEYS[3]", false))
+
+// retryScript is asynq's retry (asynqcompat.RetrySource) and the release
+// of the run's count. KEYS: asynq's eight, then ReleaseKeys. ARGV:
+// asynq's. The run's lane stays in its task hash, for its forward.
+var retryScript = redis.NewScript(wrap("asynq_retry", asynqcompat.RetrySource, "KEYS[1]", true))
+
+// requeueScript is asynq's requeue (asynqcompat.RequeueSource) of a
+// shutting-down server's run, which goes back to the front of its lane
+// (asynq's pending list for the default lane), the release of its count,
+// and a wake token so that another worker takes it at once. KEYS: asynq's
+// four (active, lease, pending, task hash), then the ready set, the tenant
+// registry, and ReleaseKeys. ARGV: asynq's one (the ID), then the lane
+// prefix.
+var requeueScript = redis.NewScript(fair.LaneLua + wrap("asynq_requeue", requeueBody(), "KEYS[4]", true))
+
+func requeueBody() string {
+	const push = `redis.call("RPUSH", KEYS[3], ARGV[1])`
+	if strings.Count(asynqcompat.RequeueSource, push) != 1 {
+		panic("wakeup: asynq's requeue script no longer has " + push)
+	}
+	return strings.Replace(asynqcompat.RequeueSource, push,
+		`agentq_lane_push(KEYS[3], ARGV[2], KEYS[5], KEYS[6], KEYS[4], ARGV[1], true)
+agentq_wake(KEYS[#KEYS], 1, `+fmt.Sprint(Cap)+`)`, 1)
+}
+
+// fairCall runs script, the fair version of one of asynq's, with asynq's
+// keys and arguments followed by extraKeys and extraArgs.
+func (c *AsynqClient) fairCall(ctx context.Context, script *redis.Script, keys []string, args []any, extraKeys []string, extraArgs ...any) *redis.Cmd {
+	ks := append(append(make([]string, 0, len(keys)+len(extraKeys)), keys...), extraKeys...)
+	as := append(append(make([]any, 0, len(args)+len(extraArgs)), args...), extraArgs...)
+	return script.Run(ctx, c.UniversalClient, ks, as...)
+}
