@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/hibiken/asynq"
 	"go.opentelemetry.io/otel/trace"
 
@@ -40,6 +42,7 @@ type pipeline struct {
 	rec      completer // the one way to the task record (complete.go)
 	dlq      *deadletter.Store
 	restarts *restart.Scheduler
+	rdb      redis.UniversalClient // where the tenants' lanes are (internal/fair)
 	breakers *breaker.Breakers
 	limiter  *limit.Limiter // provider limits (limits.go)
 	lines    limitLines     // this process's waiting lines, per limits key

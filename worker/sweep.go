@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentq/agentq/internal/fair"
+
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
@@ -154,7 +156,9 @@ func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, 
 	// Take the waiting run off its queue (or, if a worker took it
 	// meanwhile, stop it: its writes are refused now).
 	if p.insp != nil {
-		if p.insp.DeleteTask(queue, aid) != nil {
+		if ok, _ := fair.Remove(ctx, p.rdb, queue, aid); ok {
+			// it waited in its tenant's lane
+		} else if p.insp.DeleteTask(queue, aid) != nil {
 			_ = p.insp.CancelProcessing(aid)
 		}
 		if v.State == record.StateRestarting {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentq/agentq/internal/fair"
+
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
@@ -159,7 +161,10 @@ func (w *Worker) wake(ctx context.Context, insp *asynq.Inspector, agents []strin
 		ids := w.deferredOf(ctx, insp, q, want)
 		n := 0
 		for _, id := range ids {
-			if err := insp.RunTask(q, id); err == nil {
+			// To its lane (package internal/fair), as its forward would.
+			if ok, err := fair.RunNow(ctx, w.rdb, q, asynqcompat.RetryKey(q), id, time.Now().UnixNano()); ok && err == nil {
+				n++
+			} else if err := insp.RunTask(q, id); err == nil {
 				n++
 			}
 		}

@@ -168,7 +168,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		dues: wakeup.NewDues(cfg.Worker.PollInterval, nil),
 	}
 	w.pipe = &pipeline{
-		log: o.logger, specs: specs,
+		log: o.logger, specs: specs, rdb: rdb,
 		dlq:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
 		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
 		limiter:  limit.New(rdb, limit.WithRunner(batch)),

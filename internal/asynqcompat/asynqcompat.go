@@ -53,6 +53,10 @@ func TaskKeyPrefix(queue string) string { return "asynq:{" + queue + "}:t:" }
 // ActiveKey is asynq's list of the active task IDs of queue (base.ActiveKey).
 func ActiveKey(queue string) string { return "asynq:{" + queue + "}:active" }
 
+// RetryKey is asynq's sorted set of the retry task IDs of queue
+// (base.RetryKey).
+func RetryKey(queue string) string { return "asynq:{" + queue + "}:retry" }
+
 // PendingKey is asynq's list of the pending task IDs of queue (base.PendingKey).
 func PendingKey(queue string) string { return "asynq:{" + queue + "}:pending" }
 

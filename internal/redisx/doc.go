@@ -30,7 +30,9 @@
 //     written inside asynq's done: a batching runner would hold the
 //     delivery's slot in asynq's processor), and internal/wakeup's
 //     forwardScript (asynq's forward, run on the client asynq was given,
-//     within asynq's own call).
+//     within asynq's own call), as are the fair versions of asynq's
+//     dequeue, done, retry and requeue that it runs in their place
+//     (AsynqClient.fairCall).
 //   - best-effort, where a lost write costs a delay and nothing else:
 //     internal/wakeup's pushScript (a wake token: a lost one delays a task
 //     by at most the poll interval), worker's alertScript (the fleet's
@@ -40,7 +42,11 @@
 //   - bookkeeping that repairs itself: restart's reserveScript (a slot in
 //     the restart index, written before the run's enqueue, which goes
 //     through the client's runner) and removeIfScoreScript (Repair frees
-//     an orphaned slot).
+//     an orphaned slot); internal/fair's repairScript (the tenants' ready
+//     sets and in-flight counts, recounted), removeScript (a canceled or
+//     expired run taken out of its lane: one left there is dropped unrun
+//     when a worker takes it) and runNowScript (a deferred run woken into
+//     its lane: one left waits for its own due time).
 //   - the operator's calls on dead letters, one at a time and not on a
 //     task's path: deadletter's putManyScript (imports), deleteScript,
 //     purgeScript, and a requeue's claimScript and releaseScript (the

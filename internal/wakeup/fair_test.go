@@ -269,3 +269,29 @@ func TestFairDefaultTenantShares(t *testing.T) {
 	require.InDelta(t, 100, counts["a"], 2, "%v", counts)
 	require.InDelta(t, 50, counts["b"], 2, "%v", counts)
 }
+
+// TestFairRemoveAndRunNow: a canceled run is taken out of its lane (the
+// default lane's are left to asynq's inspector), and a deferred run woken
+// early goes to its lane.
+func TestFairRemoveAndRunNow(t *testing.T) {
+	t.Parallel()
+	b := setupFair(t, fair.Config{})
+	id := b.enqueue(fair.Lane{Tenant: "a", Priority: fair.Low}, 1)[0]
+	plain := b.enqueue(fair.Lane{}, 1)[0]
+	ok, err := fair.Remove(b.ctx, b.rdb, fairQ, id)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Zero(t, b.rdb.Exists(b.ctx, asynqcompat.TaskKey(fairQ, id), rkeys.FairLane(fairQ, "l", "a")).Val())
+	ok, err = fair.Remove(b.ctx, b.rdb, fairQ, plain)
+	require.NoError(t, err)
+	require.False(t, ok, "the default lane's runs are asynq's")
+
+	id = b.enqueue(fair.Lane{Tenant: "a", Priority: fair.High}, 1)[0]
+	require.Equal(t, id, b.dequeue())
+	b.retry(id, time.Now().Add(time.Hour).Unix())
+	ok, err = fair.RunNow(b.ctx, b.rdb, fairQ, asynqcompat.RetryKey(fairQ), id, time.Now().UnixNano())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []string{id}, b.rdb.LRange(b.ctx, rkeys.FairLane(fairQ, "h", "a"), 0, -1).Val())
+	require.Equal(t, id, b.dequeue())
+}
