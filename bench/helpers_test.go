@@ -263,7 +263,7 @@ func interleave(b *testing.B, srv *redistest.Server, rounds int, warm []side, si
 	for r := range rounds {
 		for _, s := range sides {
 			flush(b, srv)
-			redisUS = 0
+			redisUS, enqUS = 0, 0
 			v, err := s.run(ctx)
 			if err != nil {
 				b.Fatalf("round %d %s: %v", r+1, s.name, err)
@@ -271,6 +271,9 @@ func interleave(b *testing.B, srv *redistest.Server, rounds int, warm []side, si
 			out[s.name] = append(out[s.name], v)
 			if redisUS > 0 {
 				out[s.name+redisSuffix] = append(out[s.name+redisSuffix], redisUS)
+			}
+			if enqUS > 0 {
+				out[s.name+enqSuffix] = append(out[s.name+enqSuffix], enqUS)
 			}
 		}
 	}
@@ -283,6 +286,12 @@ func interleave(b *testing.B, srv *redistest.Server, rounds int, warm []side, si
 var redisUS float64
 
 const redisSuffix = "/redis-us"
+
+// enqUS is the Redis CPU per task (µs) of the last round's enqueue
+// (runAgentqFill), filed under the side's name + enqSuffix.
+var enqUS float64
+
+const enqSuffix = "/enq-us"
 
 // pauseQueue pauses the default queue, so that a server can start (and
 // its start-up Redis work happen) before the timed part begins.
@@ -367,11 +376,29 @@ func ms(d time.Duration) string {
 // returns tasks/s from the first agent call to the n-th completion seen by
 // asynq.
 func runAgentq(ctx context.Context, srv *redistest.Server, c, n int, opts ...worker.Option) (float64, error) {
+	return runAgentqFill(ctx, srv, c, n, func(ctx context.Context, rdb redis.UniversalClient) error {
+		return prefill(ctx, rdb, n)
+	}, opts...)
+}
+
+// runAgentqFill is runAgentq over the tasks fill enqueues (n of them); it
+// notes the Redis CPU per task of the fill in enqUS.
+func runAgentqFill(ctx context.Context, srv *redistest.Server, c, n int, fill func(context.Context, redis.UniversalClient) error,
+	opts ...worker.Option) (float64, error) {
 	rdb := newClient(srv)
 	defer rdb.Close()
-	if err := prefill(ctx, rdb, n); err != nil {
+	e0, err := redisCPU(ctx, rdb)
+	if err != nil {
 		return 0, err
 	}
+	if err := fill(ctx, rdb); err != nil {
+		return 0, err
+	}
+	e1, err := redisCPU(ctx, rdb)
+	if err != nil {
+		return 0, err
+	}
+	enqUS = (e1 - e0) / float64(n) * 1e6
 	var first firstMark
 	noop := agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
 		first.hit()

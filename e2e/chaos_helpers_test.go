@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -127,15 +128,32 @@ defaults:
   retry: {max_attempts: 4, initial_backoff: 50ms, max_backoff: 200ms, jitter: 0.1}
   circuit_breaker: {failure_threshold: 1000000, cooldown: 1s}
   restart: {max_restarts: 3, delays: [200ms]}
+tenants:
+  t2: {concurrency: 4}
 agents:
   llm:
     http: {url: %q}
 `, concurrency, extraWorker, url))
 }
 
-// chaosLine is one enqueuer --file line for a task of agent llm.
+// chaosLine is one enqueuer --file line for a task of agent llm. Tasks
+// are spread over four tenants (the default one, t1, t2 capped at 4 by
+// chaosConfig, and t3 at high or low priority), so that the chaos runs
+// go through the fair dispatch's lanes, caps and their releases.
 func chaosLine(id string, p chaosParams) string {
-	b, _ := json.Marshal(map[string]any{"id": id, "agent": "llm", "action": "chat", "params": p})
+	m := map[string]any{"id": id, "agent": "llm", "action": "chat", "params": p}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	switch x := h.Sum32() % 8; {
+	case x < 2:
+	case x < 4:
+		m["tenant"] = "t1"
+	case x < 6:
+		m["tenant"] = "t2"
+	default:
+		m["tenant"], m["priority"] = "t3", []string{"high", "low"}[x%2]
+	}
+	b, _ := json.Marshal(m)
 	return string(b)
 }
 
@@ -335,6 +353,26 @@ func chaosCheckOutcomes(t *testing.T, rdb redis.UniversalClient, kinds map[strin
 	require.Zero(t, qi.Pending+qi.Active+qi.Scheduled+qi.Retry+qi.Archived,
 		"asynq still holds tasks: pending %d active %d scheduled %d retry %d archived %d",
 		qi.Pending, qi.Active, qi.Scheduled, qi.Retry, qi.Archived)
+	chaosFairDrained(t, rdb, tasks.DefaultQueue)
+}
+
+// chaosFairDrained checks that the fair dispatch holds nothing of queue
+// once every task ended: no run in a lane, no tenant ready or capped, no
+// in-flight count left (each release ran with its run's acknowledgement,
+// through crashes and restarts).
+func chaosFairDrained(t *testing.T, rdb redis.UniversalClient, queue string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tn := range []string{"", "t1", "t2", "t3"} {
+		for _, p := range []string{"h", "n", "l"} {
+			require.Zero(t, rdb.LLen(ctx, rkeys.FairLane(queue, p, tn)).Val(), "lane %s of tenant %q still holds runs", p, tn)
+		}
+	}
+	require.Zero(t, rdb.ZCard(ctx, rkeys.FairReady(queue)).Val(), "tenants still ready")
+	require.Zero(t, rdb.ZCard(ctx, rkeys.FairCapped(queue)).Val(), "tenants still capped")
+	left, err := rdb.HGetAll(ctx, rkeys.FairInflight(queue)).Result()
+	require.NoError(t, err)
+	require.Empty(t, left, "in-flight counts left behind")
 }
 
 // chaosCPUTicks is a process's user+system CPU time in clock ticks (USER_HZ,

@@ -109,8 +109,8 @@ end
 for _ = 1, 64 do
   local first = redis.call("ZRANGE", KEYS[5], 0, 0, "WITHSCORES")
   local t, p = first[1], tonumber(first[2])
-  if t ~= "" and not redis.call("ZSCORE", KEYS[5], "") and not redis.call("ZSCORE", KEYS[6], "")
-      and redis.call("LLEN", KEYS[1]) > 0 then
+  if t ~= "" and redis.call("LLEN", KEYS[1]) > 0 and not redis.call("ZSCORE", KEYS[5], "")
+      and not redis.call("ZSCORE", KEYS[6], "") then
     local dp = math.max(tonumber(clock[2]) or 0, vt)
     if t == nil or dp < p then t, p = "", dp end
   end
@@ -123,11 +123,17 @@ for _ = 1, 64 do
     local h, l = ARGV[3] .. "h:" .. t, ARGV[3] .. "l:" .. t
     local n = KEYS[1]
     if t ~= "" then n = ARGV[3] .. "n:" .. t end
-    local msg = take(h, t) or take(n, t) or take(l, t)
+    local msg, from = take(h, t), h
+    if not msg then msg, from = take(n, t), n end
+    if not msg then msg, from = take(l, t), l end
     local np = math.max(p, vt) + 1 / w
     if p > vt then vt = p end
-    local left = redis.call("LLEN", h) + redis.call("LLEN", l)
-    if t ~= "" then left = left + redis.call("LLEN", n) end
+    local left = 0
+    if from ~= KEYS[1] then left = redis.call("LLEN", from) end
+    if left == 0 then
+      left = redis.call("LLEN", h) + redis.call("LLEN", l)
+      if t ~= "" then left = left + redis.call("LLEN", n) end
+    end
     if left > 0 then
       redis.call("ZADD", KEYS[5], np, t)
     else
