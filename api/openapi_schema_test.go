@@ -54,6 +54,26 @@ func TestOpenAPISchemasDocumentEveryField(t *testing.T) {
 	}
 }
 
+// TestOpenAPITaskRequestDocumentsEveryField: every field a task of POST
+// /api/v1/tasks may carry (tasks.Request, which the handler decodes
+// refusing unknown fields) is a property of TaskRequest, tenant and
+// priority among them.
+func TestOpenAPITaskRequestDocumentsEveryField(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(openAPIDoc, &doc))
+	props := doc.Components.Schemas["TaskRequest"].Properties
+	for _, f := range jsonFields(reflect.TypeOf(tasks.Request{})) {
+		require.Contains(t, props, f, "schema TaskRequest lacks a field the API takes")
+	}
+}
+
 // jsonFields lists the JSON names encoding/json gives t's fields, embedded
 // structs flattened.
 func jsonFields(t reflect.Type) []string {

@@ -40,6 +40,8 @@ type enqueueOptions struct {
 	// deadlineAt is when it is, set by Validate.
 	deadline   string
 	deadlineAt time.Time
+	// tenant and priority are --tenant and --priority (tasks.Task's).
+	tenant, priority string
 }
 
 // Validate checks the flags before anything touches Redis.
@@ -54,8 +56,8 @@ func (o *enqueueOptions) Validate() error {
 		if o.wait {
 			return usageErr("--wait goes with one task, not --file")
 		}
-		if o.agent != "" || o.params != "" || o.id != "" || o.deadline != "" || len(o.notify) > 0 {
-			return usageErr("--file cannot be combined with --agent, --params, --id, --deadline or --notify (a line has its own \"deadline\" and \"notify\")")
+		if o.agent != "" || o.params != "" || o.id != "" || o.deadline != "" || len(o.notify) > 0 || o.tenant != "" || o.priority != "" {
+			return usageErr("--file cannot be combined with --agent, --params, --id, --deadline, --notify, --tenant or --priority (a line has its own \"deadline\", \"notify\", \"tenant\" and \"priority\")")
 		}
 		return nil
 	}
@@ -68,7 +70,23 @@ func (o *enqueueOptions) Validate() error {
 	if o.in > tasks.MaxDelay {
 		return usageErr("--in is too large: a task may be delayed by at most %s (10 years)", tasks.MaxDelay)
 	}
+	if err := flagCheck("--tenant", tasks.CheckTenant(o.tenant)); err != nil {
+		return err
+	}
+	if err := flagCheck("--priority", tasks.CheckPriority(o.priority)); err != nil {
+		return err
+	}
 	return o.validateDeadline(time.Now())
+}
+
+// flagCheck turns a field check's *tasks.ValidationError into a usage
+// error naming flag.
+func flagCheck(flag string, err error) error {
+	var ve *tasks.ValidationError
+	if errors.As(err, &ve) {
+		return usageErr("%s %s", flag, ve.Reason)
+	}
+	return err
 }
 
 // validateDeadline reads --deadline at now into deadlineAt: a bad, past
@@ -90,10 +108,10 @@ func (o *enqueueOptions) validateDeadline(now time.Time) error {
 }
 
 // enqueuerLong is `enqueuer --help`.
-const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR] [--deadline DUR|TIME] [--notify HOOK]
+const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR] [--deadline DUR|TIME] [--notify HOOK] [--tenant T] [--priority high|normal|low]
 Enqueue JSON Lines:   enqueuer --file tasks.jsonl   (or --file - for standard input)
 Serve the HTTP API:   enqueuer serve [--http ADDR]   (see enqueuer serve --help)
-Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","deadline":"5m","fail_if_unavailable":true,"notify":["hook"]}
+Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","deadline":"5m","fail_if_unavailable":true,"notify":["hook"],"tenant":"T","priority":"high"}
 A task ID given twice is not enqueued twice, nor is the ID of a dead letter.
 A task ID may not contain '#' (run N of task X has the ID X#N), and a task's
 queue must be one of the config's worker.queues (default: "default"): both
@@ -148,6 +166,8 @@ func (o *enqueueOptions) addFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.failFast, "fail-if-unavailable", false, "refuse (exit 3) while the agent's circuit breaker is open")
 	f.BoolVar(&o.wait, "wait", false, "wait for the task to end: print its result (exit 0), or its failure (exit 4); see --wait-timeout")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up after this long (exit 5); 0 waits until the task ends")
+	f.StringVar(&o.tenant, "tenant", "", "tenant the task is for (at most 128 bytes; default: the default tenant); dispatch is fair across tenants")
+	f.StringVar(&o.priority, "priority", "", "priority within its tenant: high, normal or low (default: normal)")
 	f.StringSliceVar(&o.notify, "notify", nil, "configured webhook to tell of the task's events (repeatable, or a comma list); exit 2 for one the config does not have")
 }
 
@@ -159,7 +179,7 @@ func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error 
 		return err
 	}
 	t := tasks.Task{ID: o.id, Agent: o.agent, Action: o.action, Params: params, Queue: o.queue, CorrelationID: o.correlationID,
-		Deadline: o.deadlineAt}
+		Deadline: o.deadlineAt, Tenant: o.tenant, Priority: o.priority}
 	cfg, err := g.loadConfig(app)
 	if err != nil {
 		return err

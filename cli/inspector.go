@@ -466,6 +466,7 @@ func taskCmd(app *App, g *global) *cobra.Command {
 			}
 			w := table(app)
 			tprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nState:\t%s\nAttempts:\t%d\nRestarts:\t%d\n", v.ID, v.Agent, v.Action, v.State, v.Attempts, v.Restarts)
+			tprintf(w, "Tenant:\t%s\nPriority:\t%s\n", tenantName(v.Tenant), tasks.PriorityOf(v.Priority))
 			if v.ErrorClass != "" {
 				tprintf(w, "Class:\t%s\nError:\t%s\n", v.ErrorClass, v.Error)
 			}
@@ -481,6 +482,15 @@ func taskCmd(app *App, g *global) *cobra.Command {
 	cmd.Flags().BoolVar(&follow, "follow", false, "print the task's events (from the first) as they are recorded, one line each, until it ends")
 	cmd.AddCommand(taskCancelCmd(app, g))
 	return cmd
+}
+
+// tenantName is how the inspector's tables show a task's tenant: the
+// default tenant ("") as "(default)".
+func tenantName(tenant string) string {
+	if tenant == "" {
+		return "(default)"
+	}
+	return tenant
 }
 
 // cancelOptions are `inspector task cancel`'s.

@@ -43,6 +43,10 @@ type Entry struct {
 	Queue          string        `json:"queue"`
 	Run            int           `json:"run"`
 	EnqueuedAt     time.Time     `json:"enqueued_at"`
+	// Tenant and Priority are the task's (absent: the default tenant,
+	// normal priority); a requeue keeps them.
+	Tenant   string `json:"tenant,omitempty"`
+	Priority string `json:"priority,omitempty"`
 	// Requeues counts how often the task was requeued from the store.
 	Requeues int `json:"requeues"`
 	// Payload is the raw asynq payload when it could not be decoded
@@ -79,6 +83,7 @@ func (e *Entry) TaskView() *tasks.View {
 		ID: e.ID, Agent: e.Agent, Action: e.Action, State: tasks.StateDeadLettered,
 		Attempts: e.Attempts, Restarts: e.Restarts, ErrorClass: e.ErrorClass, Error: e.Error,
 		Queue: e.Queue, CorrelationID: e.CorrelationID, Run: e.Run, History: e.History,
+		Tenant: e.Tenant, Priority: tasks.PriorityOf(e.Priority),
 	}
 	if !e.EnqueuedAt.IsZero() {
 		v.EnqueuedAt = e.EnqueuedAt.UTC().Format(time.RFC3339Nano)

@@ -32,6 +32,7 @@ func (s *Store) RequeueTaskRun(ctx context.Context, client *tasks.Client, id str
 		env := &tasks.Envelope{
 			ID: e.ID, Agent: e.Agent, Action: e.Action, Params: e.Params, CorrelationID: e.CorrelationID,
 			Queue: e.Queue, Restarts: 0, Run: e.Run + 1, EnqueuedAt: e.EnqueuedAt,
+			Tenant: e.Tenant, Priority: tasks.NormPriority(e.Priority),
 		}
 		if env.EnqueuedAt.IsZero() {
 			env.EnqueuedAt = client.Store().Now().UTC()

@@ -64,6 +64,16 @@ type Task struct {
 	// queue (they know the config); a Client does so only when built
 	// WithQueues.
 	Queue string
+	// Tenant is who the task is for: any string of at most MaxTenantLen
+	// bytes without control characters (CheckTenant), with no
+	// configuration needed; zero: the default tenant. Dispatch is fair
+	// across the tenants of a queue (see Tenants in docs/DESIGN.md).
+	// Every run of the task keeps it (retries, restarts, requeues).
+	Tenant string
+	// Priority orders the tenant's own tasks: PriorityHigh,
+	// PriorityNormal or PriorityLow (case-sensitive; zero: normal). Every
+	// run of the task keeps it.
+	Priority string
 	// Notify names webhooks (the config's webhooks block) to tell of the
 	// task's events (its record keeps them). Only webhooks a worker has
 	// configured are ever called; the HTTP API and enqueuer refuse a name
@@ -363,7 +373,8 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (re
 func (c *Client) envelope(t Task, now time.Time) (*Envelope, error) {
 	env := &Envelope{
 		ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params,
-		CorrelationID: t.CorrelationID, Queue: t.Queue, EnqueuedAt: now, Notify: t.Notify,
+		CorrelationID: t.CorrelationID, Queue: t.Queue, Tenant: t.Tenant, Priority: NormPriority(t.Priority),
+		EnqueuedAt: now, Notify: t.Notify,
 	}
 	if env.ID == "" {
 		env.ID = NewID()
@@ -433,7 +444,8 @@ func newRecord(env *Envelope, state State, delay time.Duration) record.New {
 // Seed is the part of env's record that enqueueing it writes.
 func (env *Envelope) Seed() record.Seed {
 	return record.Seed{Agent: env.Agent, Action: env.Action, Queue: env.Queue, CorrelationID: env.CorrelationID,
-		EnqueuedAt: env.EnqueuedAt, Deadline: env.DeadlineTime(), Notify: env.Notify}
+		EnqueuedAt: env.EnqueuedAt, Deadline: env.DeadlineTime(), Notify: env.Notify,
+		Tenant: env.Tenant, Priority: NormPriority(env.Priority)}
 }
 
 // existing reports whether task id exists and its state: the state of its

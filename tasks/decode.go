@@ -30,6 +30,10 @@ func (e *Envelope) setString(key, s string) {
 		e.Traceparent = s
 	case "tracestate":
 		e.Tracestate = s
+	case "tenant":
+		e.Tenant = s
+	case "priority":
+		e.Priority = s
 	default:
 		e.Queue = s
 	}
@@ -69,7 +73,7 @@ func decodeFast(b []byte, e *Envelope) bool {
 		}
 		i = skipSpace(b, i+1)
 		switch key {
-		case "id", "agent", "action", "correlation_id", "queue", "traceparent", "tracestate":
+		case "id", "agent", "action", "correlation_id", "queue", "traceparent", "tracestate", "tenant", "priority":
 			var s string
 			if s, j, ok = plainString(b, i); !ok {
 				return false

@@ -37,6 +37,15 @@ type Envelope struct {
 	Params        json.RawMessage `json:"params,omitempty"`
 	CorrelationID string          `json:"correlation_id,omitempty"`
 	Queue         string          `json:"queue,omitempty"`
+	// Tenant is who the task is for (see CheckTenant): the key of fair
+	// dispatch and of per-tenant caps (dispatch order: see Tenants in
+	// docs/DESIGN.md). Empty: the default tenant.
+	Tenant string `json:"tenant,omitempty"`
+	// Priority orders a tenant's own tasks: PriorityHigh or PriorityLow,
+	// or empty for PriorityNormal. It is stored normalised: a producer's
+	// "normal" becomes empty (Client, Decode), so that a task of normal
+	// priority carries no field; PriorityOf gives the name.
+	Priority string `json:"priority,omitempty"`
 	// Restarts is how many restarts the current budget has used.
 	Restarts int `json:"restarts"`
 	// Run numbers the runs of this task: 0 for the first, +1 for every
@@ -101,10 +110,70 @@ func (e *Envelope) Validate() error {
 	case e.Deadline < 0:
 		return &ValidationError{"deadline_ms", "is negative"}
 	}
+	if err := CheckTenant(e.Tenant); err != nil {
+		return err
+	}
+	if err := CheckPriority(e.Priority); err != nil {
+		return err
+	}
 	if len(e.Params) > 0 && !json.Valid(e.Params) {
 		return &ValidationError{"params", "is not valid JSON"}
 	}
 	return CheckNotify(e.Notify)
+}
+
+// Task priorities (Task.Priority, Envelope.Priority; the API's and the
+// enqueuer's "priority"): they order a tenant's own tasks. An empty
+// priority is PriorityNormal.
+const (
+	PriorityHigh   = "high"
+	PriorityNormal = record.PriorityNormal
+	PriorityLow    = "low"
+)
+
+// Priorities lists the task priorities, highest first.
+var Priorities = []string{PriorityHigh, PriorityNormal, PriorityLow}
+
+// CheckPriority returns a *ValidationError naming field "priority" when p
+// is not empty (normal) or one of Priorities (case-sensitive).
+func CheckPriority(p string) error {
+	if p == "" || slices.Contains(Priorities, p) {
+		return nil
+	}
+	return &ValidationError{"priority", fmt.Sprintf("is %q; expected one of %s (empty: %s)",
+		p, strings.Join(Priorities, ", "), PriorityNormal)}
+}
+
+// NormPriority is p as envelopes keep it: PriorityNormal is empty.
+func NormPriority(p string) string {
+	if p == PriorityNormal {
+		return ""
+	}
+	return p
+}
+
+// PriorityOf names priority p as the task JSON shows it: PriorityNormal
+// for an empty p, else p.
+func PriorityOf(p string) string {
+	if p == "" {
+		return PriorityNormal
+	}
+	return p
+}
+
+// MaxTenantLen bounds a task's tenant (bytes).
+const MaxTenantLen = 128
+
+// CheckTenant returns a *ValidationError naming field "tenant" when t is
+// longer than MaxTenantLen bytes, is not valid UTF-8 or contains a
+// character CheckText refuses (control and bidirectional formatting
+// characters). Any other string is a tenant, and needs no configuration;
+// the empty one is the default tenant.
+func CheckTenant(t string) error {
+	if len(t) > MaxTenantLen {
+		return &ValidationError{"tenant", fmt.Sprintf("is %d bytes long; at most %d", len(t), MaxTenantLen)}
+	}
+	return CheckText("tenant", t)
 }
 
 // MaxNotify is the most webhooks a task may notify.
@@ -251,7 +320,7 @@ func (e *Envelope) marshal() ([]byte, error) {
 		return json.Marshal(e)
 	}
 	b := make([]byte, 0, 160+len(e.ID)+len(e.Agent)+len(e.Action)+len(e.Params)+len(e.CorrelationID)+
-		len(e.Queue)+len(e.Traceparent)+len(e.Tracestate))
+		len(e.Queue)+len(e.Tenant)+len(e.Priority)+len(e.Traceparent)+len(e.Tracestate))
 	b = append(b, `{"id":"`...)
 	b = append(b, e.ID...)
 	b = append(b, `","agent":"`...)
@@ -268,6 +337,8 @@ func (e *Envelope) marshal() ([]byte, error) {
 	}
 	b = appendField(b, `,"correlation_id":"`, e.CorrelationID)
 	b = appendField(b, `,"queue":"`, e.Queue)
+	b = appendField(b, `,"tenant":"`, e.Tenant)
+	b = appendField(b, `,"priority":"`, e.Priority)
 	b = append(b, `,"restarts":`...)
 	b = strconv.AppendInt(b, int64(e.Restarts), 10)
 	b = append(b, `,"run":`...)
@@ -302,7 +373,8 @@ func appendField(b []byte, key, s string) []byte {
 // plain reports whether marshal may write e itself.
 func (e *Envelope) plain() bool {
 	return len(e.Notify) == 0 && record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
-		record.PlainText(e.CorrelationID) && record.PlainText(e.Queue) && record.PlainText(e.Traceparent) && record.PlainText(e.Tracestate) &&
+		record.PlainText(e.CorrelationID) && record.PlainText(e.Queue) && record.PlainText(e.Tenant) && record.PlainText(e.Priority) &&
+		record.PlainText(e.Traceparent) && record.PlainText(e.Tracestate) &&
 		plainJSON(e.Params)
 }
 
@@ -343,6 +415,7 @@ func Decode(b []byte) (*Envelope, error) {
 	if e.Queue == "" {
 		e.Queue = DefaultQueue
 	}
+	e.Priority = NormPriority(e.Priority)
 	return &e, nil
 }
 

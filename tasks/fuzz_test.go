@@ -53,6 +53,8 @@ func FuzzDecodeFast(f *testing.F) {
 		`{"id":"a","agent":"t","enqueued_at":"nope"}`, `{"id":"a","agent":"t"}x`, `{}`, `{"id":"a","id":"b","agent":"t"}`,
 		`{"id":"a","agent":"t","params":{"a":1}}`,
 		`{"id":"a","agent":"t","run":0,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"}`,
+		`{"id":"a","agent":"t","tenant":"team-a","priority":"high"}`, `{"id":"a","agent":"t","tenant":"é","priority":"normal"}`,
+		`{"id":"a","agent":"t","tenant":null}`, `{"id":"a","agent":"t","Tenant":"x"}`,
 		`{"id":"a","agent":"t","traceparent":null}`, `{"id":"a","agent":"t","tracestate":"a\u003db"}`, `{"id":"a","agent":"t","Traceparent":"x"}`, `{"id":"a","agent":"t","params":{]}`, `{"id":"a","agent":"t","params":tru}`,
 	} {
 		f.Add([]byte(s))
@@ -75,16 +77,16 @@ func FuzzDecodeFast(f *testing.F) {
 // FuzzEnvelopeMarshal: Envelope.marshal writes the bytes json.Marshal
 // writes, for every valid envelope.
 func FuzzEnvelopeMarshal(f *testing.F) {
-	f.Add("0e4f784b5bd72d15d21f5c46", "noop", "", []byte(`{"n":1}`), "", "default", 0, 0, int64(1700000000123456789), true, int64(0), "", "", int64(0))
-	f.Add("a", "tool", "go", []byte(` { "a" : [1, "x y", {"b":null}] } `), "corr", "q", 2, 3, int64(0), true, int64(1795465955500), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "k=v", int64(1795465985500))
-	f.Add("a<b", "t", "x&y", []byte(`"<\u2028>"`), "é", "", 0, 0, int64(-62167219200000000), false, int64(0), "", "", int64(-1))
-	f.Add("a", "t", "", []byte("\"\xe2\x80\xa8\""), "", "", 0, 0, int64(1), true, int64(0), "", "", int64(0))
-	f.Add("a", "t", "", []byte(`null`), "", "", 0, 0, int64(1), true, int64(0), "", "", int64(0))
+	f.Add("0e4f784b5bd72d15d21f5c46", "noop", "", []byte(`{"n":1}`), "", "default", 0, 0, int64(1700000000123456789), true, int64(0), "", "", int64(0), "", "")
+	f.Add("a", "tool", "go", []byte(` { "a" : [1, "x y", {"b":null}] } `), "corr", "q", 2, 3, int64(0), true, int64(1795465955500), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "k=v", int64(1795465985500), "team-a", "high")
+	f.Add("a<b", "t", "x&y", []byte(`"<\u2028>"`), "é", "", 0, 0, int64(-62167219200000000), false, int64(0), "", "", int64(-1), "é<&>", "low")
+	f.Add("a", "t", "", []byte("\"\xe2\x80\xa8\""), "", "", 0, 0, int64(1), true, int64(0), "", "", int64(0), "", "normal")
+	f.Add("a", "t", "", []byte(`null`), "", "", 0, 0, int64(1), true, int64(0), "", "", int64(0), "x\"y", "")
 	f.Fuzz(func(t *testing.T, id, agent, action string, params []byte, corr, queue string, restarts, run int,
-		at int64, utc bool, notBefore int64, tp, ts string, deadline int64) {
+		at int64, utc bool, notBefore int64, tp, ts string, deadline int64, tenant, priority string) {
 		e := &Envelope{ID: id, Agent: agent, Action: action, Params: params, CorrelationID: corr, Queue: queue,
 			Restarts: restarts, Run: run, EnqueuedAt: time.Unix(0, at), NotBefore: notBefore, Traceparent: tp, Tracestate: ts,
-			Deadline: deadline}
+			Deadline: deadline, Tenant: tenant, Priority: priority}
 		if utc {
 			e.EnqueuedAt = e.EnqueuedAt.UTC()
 		}

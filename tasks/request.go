@@ -19,6 +19,10 @@ type Request struct {
 	CorrelationID string          `json:"correlation_id,omitempty"`
 	// Queue is the asynq queue. Zero: "default".
 	Queue string `json:"queue,omitempty"`
+	// Tenant is who the task is for (Task.Tenant). Zero: the default tenant.
+	Tenant string `json:"tenant,omitempty"`
+	// Priority is "high", "normal" or "low" (Task.Priority). Zero: normal.
+	Priority string `json:"priority,omitempty"`
 	// In delays the first run by a Go duration ("30s", "5m"). Zero: now.
 	In string `json:"in,omitempty"`
 	// Deadline is when the task gives up (Task.Deadline): a Go duration
@@ -35,7 +39,8 @@ type Request struct {
 // workers serve, and In) and returns its task and delay. A bad field is a
 // *ValidationError naming it.
 func (r Request) Task(served []string) (Task, time.Duration, error) {
-	t := Task{ID: r.ID, Agent: r.Agent, Action: r.Action, Params: r.Params, CorrelationID: r.CorrelationID, Queue: r.Queue, Notify: r.Notify}
+	t := Task{ID: r.ID, Agent: r.Agent, Action: r.Action, Params: r.Params, CorrelationID: r.CorrelationID, Queue: r.Queue, Notify: r.Notify,
+		Tenant: r.Tenant, Priority: r.Priority}
 	if err := t.Check(served); err != nil {
 		return Task{}, 0, err
 	}
@@ -116,13 +121,15 @@ func CheckDelay(delay time.Duration) error {
 }
 
 // Check validates t as a producer's task before it is enqueued: the
-// envelope's fields, an action and correlation ID without control or
+// envelope's fields (a tenant within CheckTenant, a priority CheckPriority
+// accepts), an action and correlation ID without control or
 // bidirectional formatting characters (CheckText), a caller ID without
 // '#' (ValidateID), and a queue
 // the workers serve (CheckQueue; nil served: any queue). A bad field is a
 // *ValidationError naming it.
 func (t Task) Check(served []string) error {
-	env := Envelope{ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params, CorrelationID: t.CorrelationID, Notify: t.Notify}
+	env := Envelope{ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params, CorrelationID: t.CorrelationID, Notify: t.Notify,
+		Tenant: t.Tenant, Priority: t.Priority}
 	if env.ID == "" {
 		env.ID = "x" // a generated ID is always valid
 	}

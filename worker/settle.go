@@ -154,6 +154,7 @@ func (p *pipeline) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 		ID: env.ID, Agent: env.Agent, Action: env.Action, Params: env.Params, CorrelationID: env.CorrelationID,
 		ErrorClass: rep.ErrorClass, Error: rep.Error, Reason: reason, Attempts: max(v.Attempts, rep.Attempt), Restarts: env.Restarts,
 		DeadLetteredAt: c.Event.At, History: append(v.History, copied), Queue: env.Queue, Run: env.Run, EnqueuedAt: env.EnqueuedAt,
+		Tenant: env.Tenant, Priority: env.Priority,
 	}
 	if err := untilRedis(ctx, func() error { _, err := p.dlq.Put(ctx, e); return err }); err != nil {
 		return p.putFailed(env.ID, err)
@@ -209,6 +210,9 @@ func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *ta
 	e := &tasks.Envelope{ID: id}
 	if env != nil {
 		e.Agent, e.Action, e.CorrelationID, e.Queue = env.Agent, env.Action, env.CorrelationID, env.Queue
+		if tasks.CheckTenant(env.Tenant) == nil && tasks.CheckPriority(env.Priority) == nil {
+			e.Tenant, e.Priority = env.Tenant, env.Priority
+		}
 		if json.Valid(env.Params) {
 			e.Params = env.Params
 		}
@@ -234,6 +238,7 @@ func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *ta
 		ID: e.ID, Agent: e.Agent, Action: e.Action, Params: e.Params, CorrelationID: e.CorrelationID,
 		ErrorClass: string(resilience.InvalidRequest), Error: msg, Reason: ReasonInvalidPayload,
 		DeadLetteredAt: now, History: []tasks.Event{*c.Event}, Queue: e.Queue, Payload: t.Payload(),
+		Tenant: e.Tenant, Priority: e.Priority,
 	}
 	bg := context.WithoutCancel(ctx)
 	if _, err := p.dlq.Put(bg, entry); err != nil {

@@ -137,6 +137,7 @@ func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, 
 	}
 	if env.Agent == "" { // no payload to read: the record's fields
 		env.Agent, env.Action, env.Queue, env.CorrelationID, env.Restarts = v.Agent, v.Action, queue, v.CorrelationID, v.Restarts
+		env.Tenant, env.Priority = v.Tenant, tasks.NormPriority(v.Priority)
 	}
 	if env.Deadline == 0 { // no payload read: the record's deadline
 		if dl, perr := time.Parse(time.RFC3339Nano, v.Deadline); perr == nil {

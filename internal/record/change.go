@@ -32,6 +32,10 @@ type Seed struct {
 	Deadline time.Time
 	// Notify names the webhooks told of the task's events.
 	Notify []string
+	// Tenant is who the task is for ("": the default tenant) and Priority
+	// its priority ("high", "low"; "" for normal). Only those that are set
+	// are written.
+	Tenant, Priority string
 }
 
 func (s Seed) pairs(id string) []any {
@@ -48,6 +52,12 @@ func (s Seed) extra() []any {
 	}
 	if len(s.Notify) > 0 {
 		out = append(out, FieldNotify, strings.Join(s.Notify, ","))
+	}
+	if s.Tenant != "" {
+		out = append(out, FieldTenant, s.Tenant)
+	}
+	if s.Priority != "" {
+		out = append(out, FieldPriority, s.Priority)
 	}
 	return out
 }

@@ -114,6 +114,12 @@ const (
 	// FieldNotify names the webhooks told of the task's events
 	// (comma-separated; "" for none).
 	FieldNotify = "notify"
+	// FieldTenant is who the task is for (absent: the default tenant) and
+	// FieldPriority its priority ("high", "low"; absent: normal).
+	FieldTenant   = "tenant"
+	FieldPriority = "priority"
+	// PriorityNormal is the priority View shows for a record without one.
+	PriorityNormal = "normal"
 	// FieldWatch is set once someone waits for the task or follows its
 	// events (Store.Watch): from then on its events are announced.
 	FieldWatch = "watch"

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -234,6 +235,11 @@ type View struct {
 	Deadline string `json:"deadline,omitempty"`
 	// Notify names the webhooks told of the task's events.
 	Notify []string `json:"notify,omitempty"`
+	// Tenant is who the task is for (absent: the default tenant).
+	Tenant string `json:"tenant,omitempty"`
+	// Priority is the task's priority: "high", "normal" or "low" (Get
+	// shows "normal" for a record without one).
+	Priority string `json:"priority,omitempty"`
 	// CanceledAt and CancelReason are set once the task is canceled.
 	CanceledAt   string  `json:"canceled_at,omitempty"`
 	CancelReason string  `json:"cancel_reason,omitempty"`
@@ -262,6 +268,7 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 		CorrelationID: m[FieldCorrelationID], EnqueuedAt: m[FieldEnqueuedAt], UpdatedAt: m[FieldUpdatedAt],
 		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason], History: ParseEvents(l.Val()),
 		Reason: m[FieldReason], Deadline: m[FieldDeadline], Seq: ParseSeq(m[FieldSeq]),
+		Tenant: m[FieldTenant], Priority: cmp.Or(m[FieldPriority], PriorityNormal),
 	}
 	v.Attempts, _ = strconv.Atoi(m[FieldAttempts])
 	v.Restarts, _ = strconv.Atoi(m[FieldRestarts])

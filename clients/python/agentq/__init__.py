@@ -1,7 +1,7 @@
 """agentq: a client of agentq's HTTP API (Client, AsyncClient) and helpers
 for exec agents (agentq.agent). Standard library only; Python 3.9+."""
 
-from ._types import ErrorClass, Event, Reason, Result, State
+from ._types import ErrorClass, Event, Priority, Reason, Result, State
 from .aio import AsyncClient
 from .client import ROUTES, TASK_FIELDS, Client, go_duration, parse_sse, task_request
 from .errors import (AgentqError, AgentUnavailable, APIError, Conflict, Forbidden,
@@ -12,7 +12,7 @@ from .errors import (AgentqError, AgentUnavailable, APIError, Conflict, Forbidde
 __version__ = "1.0.0"
 
 __all__ = [
-    "Client", "AsyncClient", "State", "ErrorClass", "Reason", "Event", "Result",
+    "Client", "AsyncClient", "State", "Priority", "ErrorClass", "Reason", "Event", "Result",
     "ROUTES", "TASK_FIELDS", "go_duration", "parse_sse", "task_request",
     "AgentqError", "APIError", "TransportError", "WaitTimeout", "InvalidRequest",
     "Unauthorized", "Forbidden", "NotFound", "MethodNotAllowed", "AgentUnavailable",

@@ -38,6 +38,14 @@ class State:
     ENDED = frozenset({SUCCEEDED, DEAD_LETTERED, CANCELED})
 
 
+class Priority:
+    """A task's priority (``priority``): it orders a tenant's own tasks."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
 class ErrorClass:
     """The classifier's error classes (``error_class``)."""
 

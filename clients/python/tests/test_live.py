@@ -60,7 +60,8 @@ class Live(unittest.TestCase):
         self.assertIn("openapi: 3", self.c.openapi())
 
     def test_enqueue_wait_result_with_agent_events(self):
-        r = self.c.enqueue("py", {"mode": "echo", "n": 1}, id=tid("echo"), correlation_id="corr-" + RUN)
+        r = self.c.enqueue("py", {"mode": "echo", "n": 1}, id=tid("echo"), correlation_id="corr-" + RUN,
+                           tenant="team-" + RUN, priority="high")
         self.assertTrue(r.created)
         dup = self.c.enqueue("py", {"mode": "echo", "n": 1}, id=tid("echo"))
         self.assertTrue(dup.duplicate)
@@ -68,6 +69,7 @@ class Live(unittest.TestCase):
         self.assertEqual(t.state, State.SUCCEEDED)
         self.assertEqual(t.result, {"echo": {"mode": "echo", "n": 1}, "task": r.id})
         self.assertEqual(t.correlation_id, "corr-" + RUN)
+        self.assertEqual((t.tenant, t.priority), ("team-" + RUN, "high"))
         if "usage" in t:  # shown once the API reports usage
             self.assertTrue(t.usage)
         evs = list(self.c.events(r.id, timeout=60))
@@ -84,7 +86,9 @@ class Live(unittest.TestCase):
         r = self.c.enqueue_batch([{"agent": "tool", "id": i, "params": {"mode": "echo", "i": n}} for n, i in enumerate(ids)])
         self.assertEqual((r.created, r.duplicates, r.failed), (3, 0, 0))
         for n, i in enumerate(ids):
-            self.assertEqual(self.c.wait(i, timeout=60).result, {"mode": "echo", "i": n})
+            t = self.c.wait(i, timeout=60)
+            self.assertEqual(t.result, {"mode": "echo", "i": n})
+            self.assertEqual((t.tenant, t.priority), (None, "normal"), "the default tenant, normal priority")
 
     def test_event_stream_drops_and_resumes(self):
         host = URL.split("://", 1)[1].rstrip("/")

@@ -44,7 +44,8 @@ class TestClient(FakeCase):
     def test_enqueue_sends_fields_and_token(self):
         f = self.fake(lambda r: (202, {"id": "j1", "created": True, "duplicate": False, "state": "pending"}))
         r = self.client(f).enqueue("llm", {"q": 1}, id="j1", action="ask", queue="q", correlation_id="c",
-                                   in_=90, deadline="10m", notify=["hook"], fail_if_unavailable=True)
+                                   in_=90, deadline="10m", notify=["hook"], fail_if_unavailable=True,
+                                   tenant="team-a", priority="high")
         self.assertEqual(r.id, "j1")
         self.assertEqual(r["state"], State.PENDING)
         req = f.requests[0]
@@ -54,7 +55,8 @@ class TestClient(FakeCase):
         self.assertEqual(req.headers["Content-Type"], "application/json")
         self.assertEqual(req.body, {"agent": "llm", "params": {"q": 1}, "id": "j1", "action": "ask",
                                     "queue": "q", "correlation_id": "c", "in": "90s",
-                                    "deadline": "10m", "notify": ["hook"], "fail_if_unavailable": True})
+                                    "deadline": "10m", "notify": ["hook"], "fail_if_unavailable": True,
+                                    "tenant": "team-a", "priority": "high"})
 
     def test_token_from_environment(self):
         f = self.fake(lambda r: (200, {"status": "ok", "redis": "ok"}))

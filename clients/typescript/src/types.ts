@@ -69,6 +69,14 @@ export type EventName = (typeof EventName)[keyof typeof EventName];
 /** The events that end a task's event stream. */
 export const TERMINAL_EVENTS: readonly string[] = [EventName.SUCCEEDED, EventName.DEAD_LETTERED, EventName.TASK_CANCELED];
 
+/** A task's priority (`priority`): it orders a tenant's own tasks. */
+export const Priority = {
+  HIGH: "high",
+  NORMAL: "normal",
+  LOW: "low",
+} as const;
+export type Priority = (typeof Priority)[keyof typeof Priority];
+
 /** A duration: a Go duration string ("30s", "5m") or milliseconds. */
 export type Duration = string | number;
 
@@ -88,8 +96,10 @@ export interface TaskRequest {
   /** Webhook names to notify. */
   notify?: string[];
   fail_if_unavailable?: boolean;
+  /** Who the task is for (at most 128 bytes, no control characters); default: the default tenant. */
   tenant?: string;
-  priority?: "high" | "normal" | "low";
+  /** Orders the tenant's own tasks; default "normal". */
+  priority?: Priority;
   max_tokens?: number;
   max_cost_usd?: number;
 }
@@ -130,6 +140,10 @@ export interface Task {
   cancel_reason?: string;
   queue?: string;
   correlation_id?: string;
+  /** The task's tenant; absent for the default tenant. */
+  tenant?: string;
+  /** The task's priority ("normal" when it was given none). */
+  priority?: Priority;
   run?: number;
   enqueued_at?: string;
   updated_at?: string;

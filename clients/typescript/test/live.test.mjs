@@ -41,13 +41,14 @@ test("health, agents, auth, typed errors", { skip }, async () => {
 });
 
 test("enqueue → wait → result, with the agent's progress and output", { skip }, async () => {
-  const r = await c.enqueue({ agent: "ts", params: { mode: "echo", n: 1 }, id: tid("echo"), correlation_id: `corr-${RUN}` });
+  const r = await c.enqueue({ agent: "ts", params: { mode: "echo", n: 1 }, id: tid("echo"), correlation_id: `corr-${RUN}`, tenant: `team-${RUN}`, priority: aq.Priority.HIGH });
   assert.equal(r.created, true);
   assert.equal((await c.enqueue({ agent: "ts", params: { mode: "echo", n: 1 }, id: tid("echo") })).duplicate, true);
   const t = await c.wait(r.id, { timeout: 60_000 });
   assert.equal(t.state, aq.State.SUCCEEDED);
   assert.deepEqual(t.result, { echo: { mode: "echo", n: 1 }, task: r.id });
   assert.equal(t.correlation_id, `corr-${RUN}`);
+  assert.deepEqual([t.tenant, t.priority], [`team-${RUN}`, "high"]);
   if ("usage" in t) assert.ok(t.usage); // shown once the API reports usage
   const evs = await collect(c.events(r.id, { timeout: 60_000 }));
   assert.equal(evs[0].event, aq.EventName.QUEUED);
@@ -62,7 +63,11 @@ test("batch", { skip }, async () => {
   const ids = [0, 1, 2].map((i) => tid(`b${i}`));
   const r = await c.enqueueBatch(ids.map((id, i) => ({ agent: "tool", id, params: { mode: "echo", i } })));
   assert.deepEqual([r.created, r.duplicates, r.failed], [3, 0, 0]);
-  for (const [i, id] of ids.entries()) assert.deepEqual((await c.wait(id, { timeout: 60_000 })).result, { mode: "echo", i });
+  for (const [i, id] of ids.entries()) {
+    const t = await c.wait(id, { timeout: 60_000 });
+    assert.deepEqual(t.result, { mode: "echo", i });
+    assert.deepEqual([t.tenant, t.priority], [undefined, "normal"], "the default tenant, normal priority");
+  }
 });
 
 test("an event stream that drops resumes without loss or repeats", { skip }, async (t) => {

@@ -23,7 +23,7 @@ const client = (f, o = {}) => new aq.Client({ url: f.url, token: "tok", backoff:
 
 test("enqueue sends the fields and the token", async (t) => {
   const f = await withFake(t, () => [202, { id: "j1", created: true, duplicate: false, state: "pending" }]);
-  const r = await client(f).enqueue({ agent: "llm", params: { q: 1 }, id: "j1", action: "ask", queue: "q", correlation_id: "c", in: 90_000, deadline: "10m", notify: ["hook"], fail_if_unavailable: true });
+  const r = await client(f).enqueue({ agent: "llm", params: { q: 1 }, id: "j1", action: "ask", queue: "q", correlation_id: "c", in: 90_000, deadline: "10m", notify: ["hook"], fail_if_unavailable: true, tenant: "team-a", priority: "high" });
   assert.equal(r.id, "j1");
   assert.equal(r.state, aq.State.PENDING);
   const req = f.requests[0];
@@ -31,7 +31,7 @@ test("enqueue sends the fields and the token", async (t) => {
   assert.equal(req.path, "/api/v1/tasks");
   assert.equal(req.headers.authorization, "Bearer tok");
   assert.equal(req.headers["content-type"], "application/json");
-  assert.deepEqual(req.body, { agent: "llm", params: { q: 1 }, id: "j1", action: "ask", queue: "q", correlation_id: "c", in: "90s", deadline: "10m", notify: ["hook"], fail_if_unavailable: true });
+  assert.deepEqual(req.body, { agent: "llm", params: { q: 1 }, id: "j1", action: "ask", queue: "q", correlation_id: "c", in: "90s", deadline: "10m", notify: ["hook"], fail_if_unavailable: true, tenant: "team-a", priority: "high" });
 });
 
 test("the token comes from AGENTQ_API_TOKEN", async (t) => {
