@@ -578,3 +578,37 @@ func TestFileSizeCap(t *testing.T) {
 		require.Nil(t, data)
 	}
 }
+
+// TestTenantsConfig: tenants and defaults.tenant load, named tenants
+// without a weight take the default's, and bad values name their field.
+func TestTenantsConfig(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(`
+defaults: {tenant: {weight: 2, concurrency: 7}}
+tenants:
+  acme: {weight: 3}
+  trial: {concurrency: 5}
+`), "t.yaml")
+	require.NoError(t, err)
+	fc := c.Fair()
+	require.Equal(t, 2.0, fc.Default.Weight)
+	require.Equal(t, 7, fc.Default.Concurrency)
+	require.Equal(t, 3.0, fc.Named["acme"].Weight)
+	require.Equal(t, 0, fc.Named["acme"].Concurrency, "a named tenant's cap is its own")
+	require.Equal(t, 2.0, fc.Named["trial"].Weight, "a named tenant without a weight takes the default's")
+	require.Equal(t, "other", fc.Label("somebody"))
+	require.Equal(t, "acme", fc.Label("acme"))
+	require.Equal(t, "default", fc.Label(""))
+	for _, tc := range []struct{ yaml, field string }{
+		{`tenants: {acme: {weight: -1}}`, "tenants.acme.weight"},
+		{`tenants: {acme: {weight: 1001}}`, "tenants.acme.weight"},
+		{`tenants: {acme: {concurrency: -1}}`, "tenants.acme.concurrency"},
+		{`defaults: {tenant: {weight: 0}}`, "defaults.tenant.weight"},
+		{`tenants: {acme: {wieght: 1}}`, "tenants.acme.wieght"},
+		{"tenants: {\"a\\tb\": {weight: 1}}", "tenants.a\tb"},
+	} {
+		_, err := Parse([]byte(tc.yaml), "t.yaml")
+		require.Error(t, err, tc.yaml)
+		require.Contains(t, err.Error(), tc.field, tc.yaml)
+	}
+}

@@ -2,11 +2,9 @@ package config
 
 import (
 	"sort"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/tasks"
 )
 
 // Tenant is one tenant's dispatch settings (YAML tenants.NAME and
@@ -21,9 +19,6 @@ type Tenant struct {
 	// Zero → no cap (in tenants.NAME too, whatever defaults.tenant says).
 	Concurrency int `yaml:"concurrency"`
 }
-
-// MaxTenantLen bounds a tenant's name, in bytes.
-const MaxTenantLen = 128
 
 // TenantOf returns tenant's settings: its own block, or defaults.tenant
 // for a tenant the config does not name (the default tenant "" too).
@@ -59,21 +54,6 @@ func (c *Config) Fair() fair.Config {
 	return fc
 }
 
-// CheckTenant reports what is wrong with tenant as a task's tenant name
-// ("" when nothing): at most MaxTenantLen bytes of UTF-8 without control
-// characters. The empty name is the default tenant.
-func CheckTenant(tenant string) string {
-	switch {
-	case len(tenant) > MaxTenantLen:
-		return "is longer than 128 bytes"
-	case !utf8.ValidString(tenant):
-		return "is not valid UTF-8"
-	case strings.IndexFunc(tenant, unicode.IsControl) >= 0:
-		return "contains a control character"
-	}
-	return ""
-}
-
 func (v *validator) tenants() {
 	if v.c.Defaults.Tenant.Weight == 0 {
 		v.fail("defaults.tenant.weight", "must be greater than 0 (a tenant's share of the dispatches)")
@@ -83,8 +63,8 @@ func (v *validator) tenants() {
 		path := join("tenants", name)
 		if name == "" {
 			v.fail(path, "a tenant's name must not be empty (the default tenant takes defaults.tenant)")
-		} else if why := CheckTenant(name); why != "" {
-			v.fail(path, "invalid tenant name: %s", why)
+		} else if err := tasks.CheckTenant(name); err != nil {
+			v.fail(path, "invalid tenant name: %s", err)
 		}
 		v.tenant(path, v.c.Tenants[name])
 	}

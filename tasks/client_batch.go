@@ -391,7 +391,7 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 // laneOf is the lane env's runs wait in for a worker (package
 // internal/fair): its tenant and priority.
 func laneOf(env *Envelope) fair.Lane {
-	return fair.Lane{} // TODO(fair): env.Tenant, env.Priority once the envelope carries them
+	return fair.Lane{Tenant: env.Tenant, Priority: env.Priority}
 }
 
 // asynqTask is the asynq task that puts env's run on its queue at now,
