@@ -53,6 +53,17 @@ func PendingKey(queue string) string { return "asynq:{" + queue + "}:pending" }
 // scored by lease expiry in Unix seconds (base.LeaseKey).
 func LeaseKey(queue string) string { return "asynq:{" + queue + "}:lease" }
 
+// ActiveKey is asynq's list of the active task IDs of queue (base.ActiveKey).
+func ActiveKey(queue string) string { return "asynq:{" + queue + "}:active" }
+
+// RetryKey is asynq's sorted set of the task IDs of queue waiting for a
+// retry (base.RetryKey); agentq's deferred tasks wait there too.
+func RetryKey(queue string) string { return "asynq:{" + queue + "}:retry" }
+
+// PausedKey is asynq's marker of a paused queue (base.PausedKey): while it
+// exists, asynq's dequeue takes nothing from the queue.
+func PausedKey(queue string) string { return "asynq:{" + queue + "}:paused" }
+
 // ScheduledKey is asynq's sorted set of the scheduled task IDs of queue
 // (base.ScheduledKey).
 func ScheduledKey(queue string) string { return "asynq:{" + queue + "}:scheduled" }

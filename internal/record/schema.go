@@ -87,10 +87,12 @@ const (
 	FieldAction        = "action"
 	FieldQueue         = "queue"
 	FieldCorrelationID = "correlation_id"
-	FieldEnqueuedAt    = "enqueued_at"
-	FieldState         = "state"
-	FieldRun           = "run"
-	FieldRestarts      = "restarts"
+	// FieldTenant is the task's tenant ("" for none); listings filter on it.
+	FieldTenant     = "tenant"
+	FieldEnqueuedAt = "enqueued_at"
+	FieldState      = "state"
+	FieldRun        = "run"
+	FieldRestarts   = "restarts"
 	// FieldAttempts is the task's total attempt count: FieldAttemptsBase
 	// (the attempts of its earlier runs) plus the current run's attempt
 	// number.
