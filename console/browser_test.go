@@ -278,10 +278,14 @@ func TestBrowser(t *testing.T) {
 	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the task list scrolls sideways at 1366")
 	shot("tasks")
 	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SetAttributeValue(chromedp.CSS("body"), "data-old", "1"),
 		chromedp.SendKeys(chromedp.CSS(`header input[type=search]`), "order-7"),
 		chromedp.Submit(chromedp.CSS(`header form.search`)),
+		chromedp.WaitNotPresent(chromedp.CSS("body[data-old]")),
 		chromedp.WaitVisible(chromedp.CSS(`#tasks a[href$="/tasks/by-corr"]`)),
 	))
+	require.True(t, eval(`document.querySelector('input[name=correlation_id]').value === "order-7"`), "the search lists the correlation ID's tasks")
+	require.True(t, eval(`document.querySelectorAll('#tasks tbody tr').length === 1`), "only by-corr has correlation ID order-7")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(f.url+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="default"]`))))
 	require.True(t, eval(`(window.confirm = () => true, true)`))
 	clickAndLoad(`tr[data-queue="default"] button.pause`)
