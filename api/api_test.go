@@ -182,7 +182,7 @@ func TestEnqueueBadRequests(t *testing.T) {
 			r := do(t, tc.method, e.url+tc.path, "", tc.body)
 			requireError(t, r, tc.status, tc.code, tc.contains...)
 			if tc.status == 405 {
-				require.Equal(t, "POST", r.header.Get("Allow"))
+				require.Equal(t, "GET, POST", r.header.Get("Allow"), "GET lists tasks, POST enqueues")
 			}
 		})
 	}

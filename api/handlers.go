@@ -598,3 +598,55 @@ func (s *Server) decodeOptional(r *http.Request, what string, v any) error {
 	}
 	return nil
 }
+
+// listTasks serves GET /api/v1/tasks?queue=&state=&agent=&tenant=
+// &correlation_id=&limit=&cursor=: a page of waiting and running tasks
+// (inspect.Tasks).
+func (s *Server) listTasks(rw http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := intParam(q, "limit", inspect.DefaultTaskLimit, 1, inspect.MaxTaskLimit)
+	if err != nil {
+		return err
+	}
+	f := inspect.TaskFilter{Queue: q.Get("queue"), States: inspect.ParseStates(q.Get("state")), Agent: q.Get("agent"),
+		Tenant: q.Get("tenant"), CorrelationID: q.Get("correlation_id"), Limit: limit, Cursor: q.Get("cursor")}
+	if err := f.Validate(); err != nil {
+		return invalid("%v", err)
+	}
+	ctx, cancel := s.bounded(r, 2)
+	defer cancel()
+	page, err := inspect.Tasks(ctx, s.rdb, f)
+	if errors.Is(err, inspect.ErrBadCursor) {
+		return invalid("parameter \"cursor\" is not a cursor this API returned")
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(rw, http.StatusOK, page)
+	return nil
+}
+
+// pauseQueue serves POST /api/v1/queues/{name}/pause.
+func (s *Server) pauseQueue(rw http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(rw, r, inspect.PauseQueue)
+}
+
+// resumeQueue serves POST /api/v1/queues/{name}/resume.
+func (s *Server) resumeQueue(rw http.ResponseWriter, r *http.Request) error {
+	return s.setPaused(rw, r, inspect.ResumeQueue)
+}
+
+func (s *Server) setPaused(rw http.ResponseWriter, r *http.Request,
+	do func(context.Context, redis.UniversalClient, string, []string) (inspect.PauseResult, error)) error {
+	ctx, cancel := s.bounded(r, 3)
+	defer cancel()
+	res, err := do(ctx, s.rdb, r.PathValue("name"), s.cfg.ServedQueues())
+	if errors.Is(err, inspect.ErrUnknownQueue) {
+		return newErr(http.StatusNotFound, CodeNotFound, "%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(rw, http.StatusOK, res)
+	return nil
+}

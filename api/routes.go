@@ -27,6 +27,7 @@ type handlerFunc func(s *Server, rw http.ResponseWriter, r *http.Request) error
 // routes is the route table: the one list the mux and the OpenAPI test use.
 var routes = []Route{
 	{Method: http.MethodPost, Path: "/api/v1/tasks", Auth: true, handle: (*Server).enqueue},
+	{Method: http.MethodGet, Path: "/api/v1/tasks", Auth: true, handle: (*Server).listTasks},
 	{Method: http.MethodGet, Path: "/api/v1/tasks/{id}", Auth: true, handle: (*Server).getTask},
 	{Method: http.MethodGet, Path: "/api/v1/tasks/{id}/events", Auth: true, handle: (*Server).taskEvents},
 	{Method: http.MethodPost, Path: "/api/v1/tasks/{id}/cancel", Auth: true, handle: (*Server).cancelTask},
@@ -34,6 +35,8 @@ var routes = []Route{
 	{Method: http.MethodGet, Path: "/api/v1/workers", Auth: true, handle: (*Server).workers},
 	{Method: http.MethodGet, Path: "/api/v1/deadletters", Auth: true, handle: (*Server).deadLetters},
 	{Method: http.MethodPost, Path: "/api/v1/deadletters/{id}/requeue", Auth: true, handle: (*Server).requeue},
+	{Method: http.MethodPost, Path: "/api/v1/queues/{name}/pause", Auth: true, handle: (*Server).pauseQueue},
+	{Method: http.MethodPost, Path: "/api/v1/queues/{name}/resume", Auth: true, handle: (*Server).resumeQueue},
 	{Method: http.MethodGet, Path: "/api/v1/openapi.yaml", Auth: false, handle: (*Server).openAPI},
 	{Method: http.MethodGet, Path: "/healthz", Auth: false, handle: (*Server).healthz},
 }

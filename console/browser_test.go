@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/tasks"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 )
@@ -58,6 +59,8 @@ func TestBrowser(t *testing.T) {
 	f.seedDeadLetters(t, 120)
 	f.seedTask(t, "task-42")
 	aliveWorker, goneWorker := f.seedWorkers(t)
+	_, err0 := f.client.Enqueue(context.Background(), tasks.Task{ID: "by-corr", Agent: "llm", CorrelationID: "order-7"})
+	require.NoError(t, err0)
 	// A chart with something in it: an hour of synthetic samples (the
 	// sampler's real readings are TestSamplerLifecycle's).
 	f.sampler.addSynthetic(time.Now(), time.Hour)
@@ -261,6 +264,40 @@ func TestBrowser(t *testing.T) {
 	require.True(t, eval(`[...document.querySelectorAll('.scroll')].every(s => s.scrollWidth <= s.clientWidth + 1)`),
 		"a Workers table is cut off at 1366 (wider than its box)")
 	shot("workers")
+	// Tasks: the Overview's pending count of a queue lists its tasks; the
+	// search box finds a task by correlation ID; pause and resume the
+	// queue from its row (confirm answered yes).
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="default"]`)),
+		chromedp.Click(chromedp.CSS(`tr[data-queue="default"] a[href$="state=pending"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tasks`)),
+	))
+	require.Contains(t, text("main h1"), "default")
+	require.Contains(t, text("#tasks"), "dl-120", "the requeued dead letter is pending")
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the task list scrolls sideways at 1366")
+	shot("tasks")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SetAttributeValue(chromedp.CSS("body"), "data-old", "1"),
+		chromedp.SendKeys(chromedp.CSS(`header input[type=search]`), "order-7"),
+		chromedp.Submit(chromedp.CSS(`header form.search`)),
+		chromedp.WaitNotPresent(chromedp.CSS("body[data-old]")),
+		chromedp.WaitVisible(chromedp.CSS(`#tasks a[href$="/tasks/by-corr"]`)),
+	))
+	require.True(t, eval(`document.querySelector('input[name=correlation_id]').value === "order-7"`), "the search lists the correlation ID's tasks")
+	require.True(t, eval(`document.querySelectorAll('#tasks tbody tr').length === 1`), "only by-corr has correlation ID order-7")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(f.url+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="default"]`))))
+	require.True(t, eval(`(window.confirm = () => true, true)`))
+	clickAndLoad(`tr[data-queue="default"] button.pause`)
+	require.Contains(t, text(".flash"), "paused")
+	require.Contains(t, text(`tr[data-queue="default"]`), "paused")
+	paused, err := f.rdb.Exists(context.Background(), "asynq:{default}:paused").Result()
+	require.NoError(t, err)
+	require.EqualValues(t, 1, paused)
+	shot("overview-paused")
+	require.True(t, eval(`(window.confirm = () => true, true)`))
+	clickAndLoad(`tr[data-queue="default"] button.resume`)
+	require.Contains(t, text(".flash"), "resumed")
 
 	// Phone width: the Overview still fits (nothing wider than the screen).
 	require.NoError(t, chromedp.Do(ctx,
@@ -283,6 +320,14 @@ func TestBrowser(t *testing.T) {
 	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Workers page scrolls sideways at phone width")
 	require.True(t, eval(`!!document.querySelector('header nav a[href="/ui/workers"]')`), "the Workers link at phone width")
 	shot("workers-phone")
+	for _, page := range []string{"tasks", "tasks?queue=default&state=pending"} {
+		require.NoError(t, chromedp.Do(ctx,
+			chromedp.Navigate(f.url+"/ui/"+page),
+			chromedp.WaitVisible(chromedp.CSS("#tasks")),
+		))
+		require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "%s scrolls sideways at phone width", page)
+	}
+	shot("tasks-phone")
 
 	cancel()
 	<-done

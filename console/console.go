@@ -211,7 +211,9 @@ func (c *Console) routes() http.Handler {
 		{"GET " + c.base + "deadletter/{id}", (*Console).deadLetter},
 		{"POST " + c.base + "deadletter/{id}/requeue", (*Console).requeue},
 		{"POST " + c.base + "deadletter/{id}/delete", (*Console).deleteDeadLetter},
-		{"GET " + c.base + "tasks", (*Console).taskSearch},
+		{"GET " + c.base + "tasks", (*Console).taskList},
+		{"POST " + c.base + "queues/{name}/pause", (*Console).queuePause},
+		{"POST " + c.base + "queues/{name}/resume", (*Console).queueResume},
 		{"GET " + c.base + "tasks/{id}", (*Console).task},
 		{"GET " + c.base + "tasks/{id}/events", (*Console).taskEvents},
 		{"POST " + c.base + "tasks/{id}/cancel", (*Console).cancel},
@@ -391,6 +393,10 @@ func (f flashMsg) text() string {
 		return fmt.Sprintf("Breaker %s tripped (open) for %s.", f.Key, f.For)
 	case "canceled":
 		return fmt.Sprintf("Canceled task %s.", f.ID)
+	case "paused":
+		return fmt.Sprintf("Queue %s paused: its tasks are held, none starts, until it is resumed.", f.Key)
+	case "resumed":
+		return fmt.Sprintf("Queue %s resumed.", f.Key)
 	}
 	return ""
 }

@@ -24,7 +24,7 @@ import (
 
 // pageNames are the templates under templates/, each parsed with layout.html.
 var pageNames = []string{"overview.html", "deadletters.html", "deadletter.html", "bulk.html", "task.html",
-	"search.html", "breakers.html", "agents.html", "restarts.html", "webhooks.html", "workers.html", "login.html", "error.html"}
+	"tasks.html", "breakers.html", "agents.html", "restarts.html", "webhooks.html", "workers.html", "login.html", "error.html"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{
@@ -69,7 +69,15 @@ func parsePages() map[string]*template.Template {
 		},
 		"pretty": prettyJSON,
 		"path":   url.PathEscape,
-		"pct":    func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
+		"dict": func(kv ...any) map[string]any {
+			m := map[string]any{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				k, _ := kv[i].(string)
+				m[k] = kv[i+1]
+			}
+			return m
+		},
+		"pct": func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -486,17 +494,6 @@ func (w *exportWriter) start() {
 func (w *exportWriter) Write(p []byte) (int, error) {
 	w.start()
 	return w.rw.Write(p)
-}
-
-// taskSearch serves GET /ui/tasks?id=: the task's page, or the search form.
-func (c *Console) taskSearch(rw http.ResponseWriter, r *http.Request, s session) error {
-	id := strings.TrimSpace(r.URL.Query().Get("id"))
-	if id != "" {
-		http.Redirect(rw, r, c.base+"tasks/"+url.PathEscape(id), http.StatusSeeOther)
-		return nil
-	}
-	c.render(rw, r, s, http.StatusOK, "search.html", "", "Find a task", nil)
-	return nil
 }
 
 // cancellable are the states a task can be canceled in.

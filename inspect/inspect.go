@@ -39,6 +39,9 @@ type QueueStats struct {
 	Retry     int    `json:"retry"`
 	Processed int    `json:"processed_today"`
 	Failed    int    `json:"failed_today"`
+	// Paused: the queue is paused (`inspector queue pause`): its tasks
+	// are held, none starts.
+	Paused bool `json:"paused"`
 }
 
 // Queues reads every asynq queue's sizes and today's counts, sorted by
@@ -57,7 +60,8 @@ func Queues(rdb redis.UniversalClient) ([]QueueStats, error) {
 			return nil, fmt.Errorf("inspect: queue %s: %w", q, err)
 		}
 		out = append(out, QueueStats{Queue: q, Pending: info.Pending, Active: info.Active,
-			Scheduled: info.Scheduled, Retry: info.Retry, Processed: info.Processed, Failed: info.Failed})
+			Scheduled: info.Scheduled, Retry: info.Retry, Processed: info.Processed, Failed: info.Failed,
+			Paused: info.Paused})
 	}
 	return out, nil
 }

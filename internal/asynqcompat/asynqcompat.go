@@ -50,19 +50,23 @@ func TaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
 // (base.TaskKeyPrefix).
 func TaskKeyPrefix(queue string) string { return "asynq:{" + queue + "}:t:" }
 
-// ActiveKey is asynq's list of the active task IDs of queue (base.ActiveKey).
-func ActiveKey(queue string) string { return "asynq:{" + queue + "}:active" }
-
-// RetryKey is asynq's sorted set of the retry task IDs of queue
-// (base.RetryKey).
-func RetryKey(queue string) string { return "asynq:{" + queue + "}:retry" }
-
 // PendingKey is asynq's list of the pending task IDs of queue (base.PendingKey).
 func PendingKey(queue string) string { return "asynq:{" + queue + "}:pending" }
 
 // LeaseKey is asynq's sorted set of the leased (active) task IDs of queue,
 // scored by lease expiry in Unix seconds (base.LeaseKey).
 func LeaseKey(queue string) string { return "asynq:{" + queue + "}:lease" }
+
+// ActiveKey is asynq's list of the active task IDs of queue (base.ActiveKey).
+func ActiveKey(queue string) string { return "asynq:{" + queue + "}:active" }
+
+// RetryKey is asynq's sorted set of the task IDs of queue waiting for a
+// retry (base.RetryKey); agentq's deferred tasks wait there too.
+func RetryKey(queue string) string { return "asynq:{" + queue + "}:retry" }
+
+// PausedKey is asynq's marker of a paused queue (base.PausedKey): while it
+// exists, asynq's dequeue takes nothing from the queue.
+func PausedKey(queue string) string { return "asynq:{" + queue + "}:paused" }
 
 // ScheduledKey is asynq's sorted set of the scheduled task IDs of queue
 // (base.ScheduledKey).

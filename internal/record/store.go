@@ -262,11 +262,41 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 	if len(m) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
+	v := viewOf(id, m)
+	v.History = ParseEvents(l.Val())
+	return v, nil
+}
+
+// Views reads the records of tasks ids (without their histories) in one
+// round trip: nil for a task with no record. Listings use it: a history
+// can be long, and a page of tasks does not show it.
+func (s *Store) Views(ctx context.Context, ids []string) ([]*View, error) {
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, rkeys.Task(id))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record: views: %w", err)
+	}
+	out := make([]*View, len(ids))
+	for i, c := range cmds {
+		if m := c.Val(); len(m) > 0 {
+			out[i] = viewOf(ids[i], m)
+		}
+	}
+	return out, nil
+}
+
+// viewOf builds task id's View (without history) from its record hash m.
+func viewOf(id string, m map[string]string) *View {
 	v := &View{
 		ID: m[FieldID], Agent: m[FieldAgent], Action: m[FieldAction], State: State(m[FieldState]),
 		ErrorClass: m[FieldErrorClass], Error: m[FieldError], Queue: m[FieldQueue],
 		CorrelationID: m[FieldCorrelationID], EnqueuedAt: m[FieldEnqueuedAt], UpdatedAt: m[FieldUpdatedAt],
-		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason], History: ParseEvents(l.Val()),
+		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason],
 		Reason: m[FieldReason], Deadline: m[FieldDeadline], Seq: ParseSeq(m[FieldSeq]),
 		Tenant: m[FieldTenant], Priority: cmp.Or(m[FieldPriority], PriorityNormal),
 	}
@@ -282,7 +312,7 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 	if v.ID == "" {
 		v.ID = id
 	}
-	return v, nil
+	return v
 }
 
 // History returns task id's events, oldest first.

@@ -79,6 +79,23 @@ class AsyncClient:
                 return
             yield d
 
+    async def tasks(self, **kw):
+        return await self._run(self.sync.tasks, **kw)
+
+    async def iter_tasks(self, **kw):
+        it = self.sync.iter_tasks(**kw)
+        while True:
+            t = await self._run(next, it, _DONE)
+            if t is _DONE:
+                return
+            yield t
+
+    async def pause_queue(self, name):
+        return await self._run(self.sync.pause_queue, name)
+
+    async def resume_queue(self, name):
+        return await self._run(self.sync.resume_queue, name)
+
     async def requeue(self, id, run=None):
         return await self._run(self.sync.requeue, id, run)
 

@@ -20,6 +20,7 @@ MAX_WAIT = 60.0  # the longest ?wait= the API accepts, in seconds
 # (tests/test_unit.py holds this table to api/openapi.yaml).
 ROUTES = {
     ("POST", "/api/v1/tasks"): ("enqueue", "enqueue_batch"),
+    ("GET", "/api/v1/tasks"): ("tasks", "iter_tasks"),
     ("GET", "/api/v1/tasks/{id}"): ("get", "wait"),
     ("GET", "/api/v1/tasks/{id}/events"): ("events",),
     ("POST", "/api/v1/tasks/{id}/cancel"): ("cancel",),
@@ -27,6 +28,8 @@ ROUTES = {
     ("GET", "/api/v1/workers"): ("workers",),
     ("GET", "/api/v1/deadletters"): ("deadletters",),
     ("POST", "/api/v1/deadletters/{id}/requeue"): ("requeue",),
+    ("POST", "/api/v1/queues/{name}/pause"): ("pause_queue",),
+    ("POST", "/api/v1/queues/{name}/resume"): ("resume_queue",),
     ("GET", "/api/v1/openapi.yaml"): ("openapi",),
     ("GET", "/healthz"): ("health",),
 }
@@ -260,6 +263,42 @@ class Client:
         already ended. Not retried (a retry could meet its own cancel)."""
         body = {"reason": reason} if reason is not None else None
         return self._call("POST", self._path("/api/v1/tasks/%s/cancel", id), body=body).body
+
+    # ---- task listings, queues ----
+
+    def tasks(self, *, queue=None, state=None, agent=None, tenant=None, correlation_id=None,
+              limit=None, cursor=None):
+        """A page of waiting and running tasks: ``{"tasks", "next_cursor"}``.
+        ``state``: a state or a list of them (pending, active, scheduled,
+        retrying, deferred, restarting). Each task is its record without
+        history, with ``listed_as``. Pass ``next_cursor`` as ``cursor`` for
+        the next page; ``""`` when the listing is complete (a page may be
+        short, even empty, before that)."""
+        if isinstance(state, (list, tuple)):
+            state = ",".join(state)
+        q = {"queue": queue, "state": state, "agent": agent, "tenant": tenant,
+             "correlation_id": correlation_id, "limit": limit, "cursor": cursor}
+        return self._call("GET", "/api/v1/tasks", q, idempotent=True).body
+
+    def iter_tasks(self, *, page=100, **filters):
+        """Every task the filters (those of ``tasks``) select, page by page."""
+        cursor = None
+        while True:
+            p = self.tasks(limit=page, cursor=cursor, **filters)
+            for t in p["tasks"]:
+                yield t
+            cursor = p["next_cursor"]
+            if not cursor:
+                return
+
+    def pause_queue(self, name):
+        """Pause a queue (its tasks are held, none starts): ``{"queue",
+        "paused", "changed"}``; NotFound for an unknown queue."""
+        return self._call("POST", self._path("/api/v1/queues/%s/pause", name), idempotent=True).body
+
+    def resume_queue(self, name):
+        """Resume a paused queue: ``{"queue", "paused", "changed"}``."""
+        return self._call("POST", self._path("/api/v1/queues/%s/resume", name), idempotent=True).body
 
     # ---- dead letters, agents ----
 

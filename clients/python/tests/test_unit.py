@@ -252,6 +252,23 @@ class TestClient(FakeCase):
         self.assertEqual(got[0].tasks[0].id, "t")
         self.assertTrue(got[0].tasks[0].orphaned)
 
+    def test_tasks_query_and_pages(self):
+        pages = {None: {"tasks": [{"id": "a", "listed_as": "pending"}], "next_cursor": "c1"},
+                 "c1": {"tasks": [{"id": "b", "listed_as": "pending"}], "next_cursor": ""}}
+        f = self.fake(lambda r: (200, pages[r.query.get("cursor")]))
+        p = self.client(f).tasks(queue="q", state=["retrying", "deferred"], correlation_id="o", limit=5)
+        self.assertEqual(p["next_cursor"], "c1")
+        self.assertEqual(f.requests[0].path, "/api/v1/tasks")
+        self.assertEqual(f.requests[0].query, {"queue": "q", "state": "retrying,deferred", "correlation_id": "o", "limit": "5"})
+        self.assertEqual([t["id"] for t in self.client(f).iter_tasks(agent="llm")], ["a", "b"])
+
+    def test_pause_resume_queue(self):
+        f = self.fake(lambda r: (200, {"queue": "a b", "paused": r.path.endswith("/pause"), "changed": True}))
+        self.assertTrue(self.client(f).pause_queue("a b")["paused"])
+        self.assertFalse(self.client(f).resume_queue("a b")["paused"])
+        self.assertEqual([(r.method, r.path) for r in f.requests],
+                         [("POST", "/api/v1/queues/a%20b/pause"), ("POST", "/api/v1/queues/a%20b/resume")])
+
     def test_ids_are_escaped(self):
         f = self.fake(lambda r: (200, task("a/b c", "pending")))
         self.client(f).get("a/b c")

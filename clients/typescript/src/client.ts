@@ -5,7 +5,8 @@ import { parseSSE } from "./sse.js";
 import {
   ENDED_STATES, TERMINAL_EVENTS,
   type Agent, type BatchResponse, type CancelResponse, type DeadLetter, type DeadLetterPage,
-  type Duration, type EnqueueResponse, type RequeueResponse, type Task, type TaskEvent, type TaskRequest, type Worker,
+  type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Task,
+  type TaskEvent, type TaskFilter, type TaskPage, type TaskRequest, type Worker,
 } from "./types.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:8080";
@@ -16,6 +17,7 @@ export const MAX_WAIT_MS = 60_000;
  * hold this table to api/openapi.yaml). */
 export const ROUTES: Record<string, readonly string[]> = {
   "POST /api/v1/tasks": ["enqueue", "enqueueBatch"],
+  "GET /api/v1/tasks": ["tasks", "iterTasks"],
   "GET /api/v1/tasks/{id}": ["get", "wait"],
   "GET /api/v1/tasks/{id}/events": ["events"],
   "POST /api/v1/tasks/{id}/cancel": ["cancel"],
@@ -23,6 +25,8 @@ export const ROUTES: Record<string, readonly string[]> = {
   "GET /api/v1/workers": ["workers"],
   "GET /api/v1/deadletters": ["deadletters"],
   "POST /api/v1/deadletters/{id}/requeue": ["requeue"],
+  "POST /api/v1/queues/{name}/pause": ["pauseQueue"],
+  "POST /api/v1/queues/{name}/resume": ["resumeQueue"],
   "GET /api/v1/openapi.yaml": ["openapi"],
   "GET /healthz": ["health"],
 };
@@ -320,6 +324,39 @@ export class Client {
     return this.call("POST", Client.path("/api/v1/tasks/{id}/cancel", id), {
       body: opts.reason !== undefined ? { reason: opts.reason } : undefined,
     });
+  }
+
+  /** A page of waiting and running tasks (each without history, with
+   * `listed_as`); follow `next_cursor` until it is "" (a page may be short,
+   * even empty, before that). */
+  tasks(opts: TaskFilter & { limit?: number; cursor?: string } = {}): Promise<TaskPage> {
+    const state = Array.isArray(opts.state) ? opts.state.join(",") : opts.state;
+    return this.call("GET", "/api/v1/tasks", {
+      query: { queue: opts.queue, state, agent: opts.agent, tenant: opts.tenant, correlation_id: opts.correlation_id,
+        limit: opts.limit, cursor: opts.cursor },
+      idempotent: true,
+    });
+  }
+
+  /** Every task the filters select, page by page. */
+  async *iterTasks(opts: TaskFilter & { page?: number } = {}): AsyncGenerator<ListedTask, void, undefined> {
+    let cursor: string | undefined;
+    for (;;) {
+      const p = await this.tasks({ ...opts, limit: opts.page ?? 100, cursor });
+      yield* p.tasks;
+      if (!p.next_cursor) return;
+      cursor = p.next_cursor;
+    }
+  }
+
+  /** Pause a queue: its tasks are held, none starts (a NotFoundError for an unknown queue). */
+  pauseQueue(name: string): Promise<PauseResult> {
+    return this.call("POST", Client.path("/api/v1/queues/{id}/pause", name), { idempotent: true });
+  }
+
+  /** Resume a paused queue. */
+  resumeQueue(name: string): Promise<PauseResult> {
+    return this.call("POST", Client.path("/api/v1/queues/{id}/resume", name), { idempotent: true });
   }
 
   /** A page of dead letters, newest first. */

@@ -215,6 +215,35 @@ export interface DeadLetterPage {
   offset: number;
 }
 
+/** A task of a listing (GET /api/v1/tasks): its record without history,
+ * and where the listing found it. */
+export interface ListedTask extends Omit<Task, "history"> {
+  listed_as: "pending" | "active" | "scheduled" | "retrying" | "deferred" | "restarting";
+  tenant?: string;
+}
+
+export interface TaskPage {
+  tasks: ListedTask[];
+  /** Pass as `cursor` for the next page; "" when the listing is complete. */
+  next_cursor: string;
+}
+
+export interface TaskFilter {
+  queue?: string;
+  /** A state or several (pending, active, scheduled, retrying, deferred, restarting). */
+  state?: string | string[];
+  agent?: string;
+  tenant?: string;
+  correlation_id?: string;
+}
+
+export interface PauseResult {
+  queue: string;
+  paused: boolean;
+  /** false: the queue already was as asked. */
+  changed: boolean;
+}
+
 export interface RequeueResponse {
   id: string;
   state: "pending";

@@ -171,6 +171,22 @@ test("workers: the registry's workers and their tasks", async (t) => {
   assert.equal(got[0].tasks[0].orphaned, true);
 });
 
+test("task listings: query, cursor pages; pause and resume a queue", async (t) => {
+  const pages = { "": { tasks: [{ id: "a", listed_as: "pending" }], next_cursor: "c1" }, c1: { tasks: [{ id: "b", listed_as: "pending" }], next_cursor: "" } };
+  const f = await withFake(t, (r) => r.path === "/api/v1/tasks" ? [200, pages[r.query.cursor ?? ""]]
+    : [200, { queue: "a b", paused: r.path.endsWith("/pause"), changed: true }]);
+  const p = await client(f).tasks({ queue: "q", state: ["retrying", "deferred"], correlation_id: "o", limit: 5 });
+  assert.equal(p.next_cursor, "c1");
+  assert.deepEqual(f.requests[0].query, { queue: "q", state: "retrying,deferred", correlation_id: "o", limit: "5" });
+  const ids = [];
+  for await (const tk of client(f).iterTasks({ agent: "llm" })) ids.push(tk.id);
+  assert.deepEqual(ids, ["a", "b"]);
+  assert.equal((await client(f).pauseQueue("a b")).paused, true);
+  assert.equal(f.requests.at(-1).rawPath, "/api/v1/queues/a%20b/pause");
+  assert.equal((await client(f).resumeQueue("a b")).paused, false);
+  assert.equal(f.requests.at(-1).method, "POST");
+});
+
 // ---- held to api/openapi.yaml ----
 
 const openapi = readFileSync(join(ROOT, "api", "openapi.yaml"), "utf8");
