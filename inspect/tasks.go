@@ -126,6 +126,8 @@ type source struct {
 var sources = []source{
 	{name: "pending", perQueue: true, states: []record.State{record.StatePending},
 		read: listSource(asynqcompat.PendingKey), listed: always(record.StatePending)},
+	{name: "lanes", perQueue: true, states: []record.State{record.StatePending},
+		read: laneSource, listed: always(record.StatePending)},
 	{name: "active", perQueue: true, states: []record.State{record.StateActive},
 		read: listSource(asynqcompat.ActiveKey), listed: always(record.StateActive)},
 	{name: "scheduled", perQueue: true, states: []record.State{record.StateScheduled},
@@ -181,6 +183,58 @@ func listSource(key func(string) string) func(context.Context, redis.UniversalCl
 		}
 		return out, len(ids) < n, nil
 	}
+}
+
+// laneSource reads the tenants' lanes of queue (internal/fair: the
+// pending runs of every tenant but the default tenant's normal ones, which
+// wait in asynq's pending list): tenant by tenant (sorted), each tenant's
+// high, normal and low lane, each newest first by index, as listSource.
+// The position is "<lane> <index> <tenant>": a tenant added or gone moves
+// no other tenant's position.
+func laneSource(ctx context.Context, rdb redis.UniversalClient, queue, pos string, n int) ([]entry, bool, error) {
+	tenants, err := rdb.SMembers(ctx, rkeys.FairTenants(queue)).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("inspect: tasks: %w", err)
+	}
+	tenants = append(tenants, "")
+	slices.Sort(tenants)
+	tenants = slices.Compact(tenants)
+	ti, li, off := 0, 0, int64(0)
+	if pos != "" {
+		f := strings.SplitN(pos, " ", 3)
+		if len(f) != 3 {
+			return nil, false, ErrBadCursor
+		}
+		b, e1 := strconv.Atoi(f[0])
+		c, e2 := strconv.ParseInt(f[1], 10, 64)
+		if e1 != nil || e2 != nil || b < 0 || b > 2 || c < 0 {
+			return nil, false, ErrBadCursor
+		}
+		ti, li, off = sort.SearchStrings(tenants, f[2]), b, c
+		if ti < len(tenants) && tenants[ti] != f[2] {
+			li, off = 0, 0 // its tenant is gone: the next one from its start
+		}
+	}
+	var out []entry
+	for ; ti < len(tenants) && len(out) < n; ti, li, off = ti+1, 0, 0 {
+		for ; li < 3 && len(out) < n; li, off = li+1, 0 {
+			code := [3]string{"h", "n", "l"}[li]
+			if tenants[ti] == "" && code == "n" {
+				continue // asynq's pending list: the "pending" source
+			}
+			ids, err := rdb.LRange(ctx, rkeys.FairLane(queue, code, tenants[ti]), off, off+int64(n-len(out))-1).Result()
+			if err != nil {
+				return nil, false, fmt.Errorf("inspect: tasks: %w", err)
+			}
+			for i, id := range ids {
+				out = append(out, entry{id: id, after: fmt.Sprintf("%d %d %s", li, off+int64(i)+1, tenants[ti])})
+			}
+			if len(out) >= n {
+				return out, false, nil
+			}
+		}
+	}
+	return out, true, nil
 }
 
 // zsetSource reads a sorted set by score, then member. The position is

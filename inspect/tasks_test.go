@@ -65,8 +65,11 @@ func TestTasksPagesThrough10000Pending(t *testing.T) {
 	for b := 0; b < n; b += 1000 {
 		batch := make([]tasks.Task, 0, 1000)
 		for i := b; i < b+1000; i++ {
+			// Spread over tenants and priorities: most wait in the
+			// tenants' lanes (internal/fair), not asynq's pending list.
 			batch = append(batch, tasks.Task{ID: fmt.Sprintf("t%05d", i), Agent: []string{"a", "b"}[i%2],
-				Queue: "bulk", CorrelationID: fmt.Sprintf("c%d", i%10)})
+				Queue: "bulk", CorrelationID: fmt.Sprintf("c%d", i%10),
+				Tenant: []string{"", "x", "", "y"}[i%4], Priority: []string{"", "high", "low"}[(i/4)%3]})
 		}
 		_, err := c.EnqueueMany(ctx, batch)
 		require.NoError(t, err)
@@ -78,6 +81,9 @@ func TestTasksPagesThrough10000Pending(t *testing.T) {
 	require.Len(t, ids, n)
 	ids, _ = pageAll(t, rdb, inspect.TaskFilter{Limit: 1000})
 	require.Len(t, ids, n+1)
+
+	ids, _ = pageAll(t, rdb, inspect.TaskFilter{Queue: "bulk", Tenant: "x", Limit: 500})
+	require.Len(t, ids, n/4)
 
 	ids, _ = pageAll(t, rdb, inspect.TaskFilter{Queue: "bulk", Agent: "b", Limit: 333})
 	require.Len(t, ids, n/2)
