@@ -363,16 +363,36 @@ func chaosCheckOutcomes(t *testing.T, rdb redis.UniversalClient, kinds map[strin
 func chaosFairDrained(t *testing.T, rdb redis.UniversalClient, queue string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, tn := range []string{"", "t1", "t2", "t3"} {
-		for _, p := range []string{"h", "n", "l"} {
-			require.Zero(t, rdb.LLen(ctx, rkeys.FairLane(queue, p, tn)).Val(), "lane %s of tenant %q still holds runs", p, tn)
+	var left []string
+	drained := func() bool {
+		left = left[:0]
+		tenants, err := rdb.SMembers(ctx, rkeys.FairTenants(queue)).Result()
+		if err != nil {
+			left = append(left, err.Error())
+			return false
 		}
+		for _, tn := range append(tenants, "") {
+			for _, p := range []string{"h", "n", "l"} {
+				if n := rdb.LLen(ctx, rkeys.FairLane(queue, p, tn)).Val(); n > 0 {
+					left = append(left, fmt.Sprintf("lane %s of tenant %q holds %d runs", p, tn, n))
+				}
+			}
+		}
+		for _, k := range []string{rkeys.FairReady(queue), rkeys.FairCapped(queue)} {
+			if m := rdb.ZRange(ctx, k, 0, -1).Val(); len(m) > 0 {
+				left = append(left, fmt.Sprintf("%s holds %v", k, m))
+			}
+		}
+		if m := rdb.HGetAll(ctx, rkeys.FairInflight(queue)).Val(); len(m) > 0 {
+			left = append(left, fmt.Sprintf("in-flight counts left: %v", m))
+		}
+		return len(left) == 0
 	}
-	require.Zero(t, rdb.ZCard(ctx, rkeys.FairReady(queue)).Val(), "tenants still ready")
-	require.Zero(t, rdb.ZCard(ctx, rkeys.FairCapped(queue)).Val(), "tenants still capped")
-	left, err := rdb.HGetAll(ctx, rkeys.FairInflight(queue)).Result()
-	require.NoError(t, err)
-	require.Empty(t, left, "in-flight counts left behind")
+	deadline := time.Now().Add(15 * time.Second)
+	for !drained() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Empty(t, left, "the fair dispatch of queue %s still holds state after every task ended", queue)
 }
 
 // chaosCPUTicks is a process's user+system CPU time in clock ticks (USER_HZ,

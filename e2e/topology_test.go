@@ -41,6 +41,8 @@ defaults:
   retry: {max_attempts: 4, initial_backoff: 50ms, max_backoff: 200ms, jitter: 0.1}
   circuit_breaker: {mode: rate, cooldown: 1s}   # the default mode: its window and failing-task keys share the breaker's hash tag
   restart: {max_restarts: 3, delays: [200ms]}
+tenants:
+  t1: {concurrency: 3}                          # the API's producers are tenants t0..t3; one capped
 agents:
   llm:  {http: {url: %q}, queue: llm}
   tool: {http: {url: %q}, queue: tools}
@@ -97,7 +99,7 @@ func startStream(b bins, cfg, api string, stop <-chan struct{}) *stream {
 				default:
 				}
 				id := fmt.Sprintf("api-%d-%d", g, n)
-				body := fmt.Sprintf(`{"id":%q,"agent":%q,"params":{"kind":"ok"}}`, id, agent(n))
+				body := fmt.Sprintf(`{"id":%q,"agent":%q,"tenant":"t%d","params":{"kind":"ok"}}`, id, agent(n), g)
 				resp, err := client.Post(api+"/api/v1/tasks", "application/json", strings.NewReader(body))
 				if err != nil {
 					s.refused.Add(1)
@@ -124,7 +126,8 @@ func startStream(b bins, cfg, api string, stop <-chan struct{}) *stream {
 			var lines []string
 			for i := range fileChunk {
 				n := chunk*fileChunk + i
-				lines = append(lines, fmt.Sprintf(`{"id":"file-%d","agent":%q,"params":{"kind":"ok"}}`, n, agent(n)))
+				lines = append(lines, fmt.Sprintf(`{"id":"file-%d","agent":%q,"priority":%q,"params":{"kind":"ok"}}`, n, agent(n),
+					[]string{"normal", "high", "low"}[n%3]))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			cmd := exec.CommandContext(ctx, b.enqueuer, "--config", cfg, "--file", "-")
@@ -281,6 +284,9 @@ func testFailover(t *testing.T, b bins, f failover) {
 		f.name, len(acked), s.refused.Load(), lost, len(dups), old, newMaster,
 		promotedAfter.Seconds(), firstDone.Seconds())
 	require.Zero(t, lost)
+	for _, q := range []string{"llm", "tools"} {
+		chaosFairDrained(t, rdb, q)
+	}
 	for _, p := range procs {
 		require.True(t, chaosAlive(p), "%s exited during the failover (no restart, no crash loop)", p.log)
 	}
