@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 	"github.com/chromedp/chromedp"
@@ -44,6 +45,24 @@ func screenshotDir(t *testing.T) string {
 	return dir
 }
 
+// fitsJS answers "" when nothing on the page is cut off at the window's
+// width, else what is: the page scrolls sideways, a table is wider than
+// its box (.scroll), or a button, field, chart or table reaches past
+// either edge of the screen.
+const fitsJS = `(() => {
+  const W = window.innerWidth;
+  if (document.documentElement.scrollWidth > W + 1) return 'the page scrolls sideways: ' + document.documentElement.scrollWidth + ' > ' + W;
+  for (const s of document.querySelectorAll('main .scroll')) {
+    if (s.scrollWidth > s.clientWidth + 1) return 'a table is wider than its box: ' + (s.querySelector('table') || s).id + ' ' + s.scrollWidth + ' > ' + s.clientWidth;
+  }
+  for (const el of document.querySelectorAll('main button, main input, main select, main svg, main table, main figure')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0) continue;
+    if (r.left < -1 || r.right > W + 1) return 'cut off: ' + el.outerHTML.slice(0, 100) + ' spans ' + Math.round(r.left) + '..' + Math.round(r.right) + ' of ' + W;
+  }
+  return '';
+})()`
+
 // TestBrowser drives headless Chromium through the console: log in, list
 // dead letters and requeue one, search a task and read its history, trip
 // and reset a breaker, every page at 1366×768 and the Overview at phone
@@ -61,9 +80,9 @@ func TestBrowser(t *testing.T) {
 	aliveWorker, goneWorker := f.seedWorkers(t)
 	_, err0 := f.client.Enqueue(context.Background(), tasks.Task{ID: "by-corr", Agent: "llm", CorrelationID: "order-7"})
 	require.NoError(t, err0)
-	// A chart with something in it: an hour of synthetic samples (the
+	// A chart with something in it: an hour of synthetic minutes in Redis (the
 	// sampler's real readings are TestSamplerLifecycle's).
-	f.sampler.addSynthetic(time.Now(), time.Hour)
+	f.sampler.addSynthetic(t, time.Now(), time.Hour)
 
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
@@ -120,6 +139,15 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err, js)
 		return v
 	}
+	// fits checks that nothing on the page is cut off at the current
+	// width: the page does not scroll sideways, no table is wider than its
+	// box, and every button, field, chart and table lies within the screen.
+	fits := func(page string) {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fitsJS))
+		require.NoError(t, err)
+		require.Empty(t, v, "%s: something is cut off", page)
+	}
 
 	// clickAndLoad clicks a form's button and waits for the page the POST
 	// redirects to (the old document is marked, so its flash does not count).
@@ -149,6 +177,7 @@ func TestBrowser(t *testing.T) {
 		require.Contains(t, text("header nav"), name)
 	}
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(".chart polyline.s-pending"))))
+	fits("the Overview at 1366")
 	shot("overview")
 
 	// Dead letters: the list pages through 120; requeue dl-120 and see it leave.
@@ -222,7 +251,11 @@ func TestBrowser(t *testing.T) {
 	waitText("#live-status", "ended")
 	shot("task-live")
 
-	// Breakers: trip llm.example for 5m, then reset it.
+	// Breakers: trip llm.example for 5m, then reset it. It has a history
+	// (every timestamp and count filled in), as a breaker in use has.
+	ms := time.Now().UnixMilli()
+	require.NoError(t, f.rdb.HSet(context.Background(), rkeys.Breaker("llm.example"), "failure_count", 123456,
+		"success_count", 9876543, "consecutive_failures", 17, "last_failure_at", ms-5000, "last_success_at", ms-60000).Err())
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/breakers"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-key="llm.example"]`)),
@@ -233,6 +266,7 @@ func TestBrowser(t *testing.T) {
 	snap, err := breaker.New(f.rdb).Get(context.Background(), "llm.example")
 	require.NoError(t, err)
 	require.Equal(t, breaker.StateOpen, snap.State)
+	fits("the Breakers page at 1366")
 	shot("breakers")
 	clickAndLoad(`tr[data-key="llm.example"] button.reset`)
 	require.Contains(t, text(".flash"), "reset")
@@ -306,7 +340,15 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("section.cards")),
 	))
 	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Overview scrolls sideways at phone width")
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(".chart polyline.s-pending"))))
+	fits("the Overview at phone width")
 	shot("overview-phone")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/breakers"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-key="llm.example"] button.trip`)),
+	))
+	fits("the Breakers page at phone width")
+	shot("breakers-phone")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(f.url+"/ui/deadletters"),
 		chromedp.WaitVisible(chromedp.CSS("#deadletters")),

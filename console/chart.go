@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// The Overview's charts: inline SVG drawn on the server from the sampler's
-// samples (no script, no image requests).
+// The Overview's charts: inline SVG drawn on the server from the minutes
+// kept in Redis (internal/charts; no script, no image requests).
 
 const (
 	chartW, chartH       = 640, 170
@@ -54,11 +54,12 @@ type legend struct {
 	Last        int
 }
 
-// charts are the Overview's two charts.
-type charts struct {
+// overviewCharts are the Overview's two charts.
+type overviewCharts struct {
 	Queues, Outcomes chart
 	Window, Every    time.Duration
-	Samples          int
+	Keep             time.Duration
+	Samples          int // minutes with data
 }
 
 func newChart(title string, maxV int, start time.Time, window time.Duration) chart {
@@ -108,17 +109,33 @@ func (c chart) x(at, start time.Time, window time.Duration) float64 {
 
 func ff(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 
-func buildCharts(samples []Sample, now time.Time, window, every time.Duration) charts {
-	start := now.Add(-window)
-	out := charts{Window: window, Every: every, Samples: len(samples)}
+// buildCharts draws the minutes of samples over the window that ends
+// with now's minute: queue sizes as lines (minutes with a reading), the
+// attempts of each minute as a stacked bar.
+func buildCharts(samples []Sample, now time.Time, window time.Duration) overviewCharts {
+	end := now.UTC().Truncate(time.Minute).Add(time.Minute)
+	start := end.Add(-window)
+	out := overviewCharts{Window: window, Samples: len(samples)}
 	maxQ, maxO := 0, 0
+	var readings []Sample
 	for _, s := range samples {
-		maxQ = max(maxQ, s.Pending, s.Active, s.Scheduled, s.Retry)
+		if s.queues {
+			readings = append(readings, s)
+			maxQ = max(maxQ, s.Pending, s.Active, s.Scheduled, s.Retry)
+		}
 		maxO = max(maxO, s.Succeeded+s.Failed)
 	}
 	q := newChart("Queue sizes", maxQ, start, window)
-	o := newChart("Runs finished (succeeded, failed)", maxO, start, window)
-	q.Empty, o.Empty = len(samples) == 0, len(samples) == 0
+	o := newChart("Attempts per minute (succeeded, failed)", maxO, start, window)
+	q.Empty, o.Empty = len(readings) == 0, len(samples) == 0
+	q.Lines, q.Legend = queueLines(q, readings, start, window)
+	o.Bars, o.Legend = outcomeBars(o, samples, start, window)
+	out.Queues, out.Outcomes = q, o
+	return out
+}
+
+// queueLines are the queue sizes' lines and legend (the last readings).
+func queueLines(q chart, readings []Sample, start time.Time, window time.Duration) ([]line, []legend) {
 	series := []struct {
 		class, name string
 		get         func(Sample) int
@@ -128,23 +145,29 @@ func buildCharts(samples []Sample, now time.Time, window, every time.Duration) c
 		{"s-scheduled", "scheduled", func(s Sample) int { return s.Scheduled }},
 		{"s-retry", "retry", func(s Sample) int { return s.Retry }},
 	}
+	var lines []line
+	var legends []legend
 	for _, se := range series {
 		var pts []string
 		last := 0
-		for _, s := range samples {
+		for _, s := range readings {
 			last = se.get(s)
-			pts = append(pts, ff(q.x(s.At, start, window))+","+strconv.Itoa(q.y(last)))
+			pts = append(pts, ff(q.x(s.At.Add(time.Minute/2), start, window))+","+strconv.Itoa(q.y(last)))
 		}
-		if len(pts) == 1 { // one sample: a short flat line
+		if len(pts) == 1 { // one reading: a short flat line
 			pts = append(pts, strconv.Itoa(q.Right)+","+strconv.Itoa(q.y(last)))
 		}
-		q.Lines = append(q.Lines, line{Class: se.class, Points: strings.Join(pts, " ")})
-		q.Legend = append(q.Legend, legend{Class: se.class, Name: se.name, Last: last})
+		lines = append(lines, line{Class: se.class, Points: strings.Join(pts, " ")})
+		legends = append(legends, legend{Class: se.class, Name: se.name, Last: last})
 	}
-	if every <= 0 {
-		every = DefaultSampleEvery
-	}
-	bw := max(1.0, float64(o.Right-o.Left)*float64(every)/float64(window)*0.8)
+	return lines, legends
+}
+
+// outcomeBars are one stacked bar per minute (succeeded below, failed
+// above) and the legend (totals over the window).
+func outcomeBars(o chart, samples []Sample, start time.Time, window time.Duration) ([]bar, []legend) {
+	bw := max(1.0, float64(o.Right-o.Left)*float64(time.Minute)/float64(window)*0.8)
+	var bars []bar
 	okSum, failSum := 0, 0
 	for _, s := range samples {
 		if s.Succeeded+s.Failed == 0 {
@@ -152,18 +175,27 @@ func buildCharts(samples []Sample, now time.Time, window, every time.Duration) c
 		}
 		okSum += s.Succeeded
 		failSum += s.Failed
-		x := o.x(s.At, start, window) - bw
+		x := o.x(s.At, start, window) + bw/8
 		yOK := o.y(s.Succeeded)
 		yAll := o.y(s.Succeeded + s.Failed)
-		label := s.At.UTC().Format("15:04:05") + ": " + strconv.Itoa(s.Succeeded) + " succeeded, " + strconv.Itoa(s.Failed) + " failed"
+		label := s.At.UTC().Format("15:04") + ": " + strconv.Itoa(s.Succeeded) + " succeeded, " + strconv.Itoa(s.Failed) + " failed"
 		if s.Succeeded > 0 {
-			o.Bars = append(o.Bars, bar{Class: "s-ok", X: ff(x), W: ff(bw), Y: strconv.Itoa(yOK), H: strconv.Itoa(o.Base - yOK), Title: label})
+			bars = append(bars, bar{Class: "s-ok", X: ff(x), W: ff(bw), Y: strconv.Itoa(yOK), H: strconv.Itoa(o.Base - yOK), Title: label})
 		}
 		if s.Failed > 0 {
-			o.Bars = append(o.Bars, bar{Class: "s-fail", X: ff(x), W: ff(bw), Y: strconv.Itoa(yAll), H: strconv.Itoa(yOK - yAll), Title: label})
+			bars = append(bars, bar{Class: "s-fail", X: ff(x), W: ff(bw), Y: strconv.Itoa(yAll), H: strconv.Itoa(yOK - yAll), Title: label})
 		}
 	}
-	o.Legend = []legend{{Class: "s-ok", Name: "succeeded", Last: okSum}, {Class: "s-fail", Name: "failed", Last: failSum}}
-	out.Queues, out.Outcomes = q, o
-	return out
+	return bars, []legend{{Class: "s-ok", Name: "succeeded", Last: okSum}, {Class: "s-fail", Name: "failed", Last: failSum}}
+}
+
+// hours writes d as "1 hour", "24 hours" or, below an hour, "30m0s".
+func hours(d time.Duration) string {
+	switch {
+	case d == time.Hour:
+		return "1 hour"
+	case d > time.Hour && d%time.Hour == 0:
+		return strconv.Itoa(int(d/time.Hour)) + " hours"
+	}
+	return d.String()
 }

@@ -1,8 +1,8 @@
 // Package console is agentq's web console, served by `enqueuer serve` at
 // /ui/: Overview (queues, dead letters, restarts, breakers, agent health
-// and a chart of the last hour), Dead letters (filter, page, open, requeue,
-// delete, export), Task (search by ID: state and history; cancel), Breakers
-// (reset, trip), Agents and Restarts.
+// and charts of the last hour, kept in Redis per minute), Dead letters
+// (filter, page, open, requeue, delete, export), Task (search by ID: state
+// and history; cancel), Breakers (reset, trip), Agents and Restarts.
 //
 // Pages are rendered on the server with html/template; the CSS and the
 // little JavaScript (auto-refresh, confirmations) are embedded in the
@@ -85,7 +85,8 @@ type Options struct {
 	Token string
 	// Canceler cancels tasks from the Task page. Zero: no Cancel button.
 	Canceler Canceler
-	// Sampler feeds the Overview's chart. Zero: no chart.
+	// Sampler stores readings of the queue sizes in Redis and reads the
+	// Overview's charts back from there (internal/charts). Zero: no charts.
 	Sampler *Sampler
 	// Client requeues dead letters. Zero: tasks.NewClient(rdb,
 	// cfg.ClientOptions()...).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/charts"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience/breaker"
@@ -375,28 +377,46 @@ func TestTaskPageAndCancel(t *testing.T) {
 	require.NotContains(t, r.body, "Cancel task")
 }
 
-func TestSampler(t *testing.T) {
+// TestSamplerStoresInRedis: a reading is stored as its minute's in
+// Redis; attempts the workers counted join it; the charts draw both.
+func TestSamplerStoresInRedis(t *testing.T) {
 	t.Parallel()
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	s := NewSampler(nil, SamplerOptions{Every: time.Minute, Window: 10 * time.Minute, Now: func() time.Time { return now }})
-	s.add(Sample{At: now, Pending: 3, processed: 10, failedToday: 2})
-	s.add(Sample{At: now.Add(time.Minute), Pending: 5, processed: 17, failedToday: 3})
-	s.add(Sample{At: now.Add(2 * time.Minute), processed: 4, failedToday: 1}) // a new day
-	got := s.Samples()
-	require.Len(t, got, 3)
-	require.Equal(t, 0, got[0].Succeeded)
-	require.Equal(t, 6, got[1].Succeeded)
-	require.Equal(t, 1, got[1].Failed)
-	require.Equal(t, 3, got[2].Succeeded)
-	require.Equal(t, 1, got[2].Failed)
-	s.add(Sample{At: now.Add(12 * time.Minute)})
-	require.Len(t, s.Samples(), 2, "samples older than the window are dropped")
-
-	ch := buildCharts(s.Samples(), now.Add(12*time.Minute), 10*time.Minute, time.Minute)
+	f := newFixture(t, "")
+	f.seedTask(t, "t1")
+	now := time.Date(2026, 1, 1, 12, 0, 20, 0, time.UTC)
+	s := NewSampler(f.rdb, SamplerOptions{Window: 10 * time.Minute, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	s.SampleNow(ctx)
+	c := charts.NewCounter(f.rdb, charts.CounterOptions{Now: func() time.Time { return now.Add(time.Minute) }})
+	c.Succeeded()
+	c.Succeeded()
+	c.Failed()
+	require.NoError(t, c.Flush(ctx))
+	now = now.Add(time.Minute)
+	got, err := s.Samples(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []Sample{
+		{At: now.Add(-time.Minute).Truncate(time.Minute), Pending: 1, queues: true},
+		{At: now.Truncate(time.Minute), Succeeded: 2, Failed: 1},
+	}, got)
+	ch := buildCharts(got, now, 10*time.Minute)
 	require.Len(t, ch.Queues.Lines, 4)
-	require.NotEmpty(t, ch.Outcomes.Bars)
+	require.False(t, ch.Queues.Empty)
+	require.Len(t, ch.Outcomes.Bars, 2)
+	require.Equal(t, 2, ch.Outcomes.Legend[0].Last)
+	for _, b := range ch.Outcomes.Bars {
+		x, _ := strconv.ParseFloat(b.X, 64)
+		w, _ := strconv.ParseFloat(b.W, 64)
+		require.LessOrEqual(t, x+w, float64(ch.Outcomes.Right), "the current minute's bar is inside the plot")
+	}
+	now = now.Add(20 * time.Minute)
+	got, err = s.Samples(ctx)
+	require.NoError(t, err)
+	require.Empty(t, got, "minutes older than the window are not read")
 }
 
+// TestSamplerLifecycle: a started sampler stores readings until stopped;
+// Stop is idempotent.
 func TestSamplerLifecycle(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "")
@@ -404,17 +424,50 @@ func TestSamplerLifecycle(t *testing.T) {
 	s := NewSampler(f.rdb, SamplerOptions{Every: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	s.Start(ctx)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(s.Samples()) < 2 {
-		require.True(t, time.Now().Before(deadline), "the sampler took no samples")
-		time.Sleep(10 * time.Millisecond)
-	}
-	require.Equal(t, 1, s.Samples()[0].Pending)
+	require.Eventually(t, func() bool {
+		got, err := s.Samples(ctx)
+		return err == nil && len(got) > 0 && got[len(got)-1].Pending == 1
+	}, 10*time.Second, 10*time.Millisecond, "the sampler stored no reading")
 	cancel()
 	s.Stop() // returns once the loop has ended
-	n := len(s.Samples())
 	s.Stop()
-	require.Equal(t, n, len(s.Samples()))
+}
+
+// TestChartsSameOnEveryConsole: the Overview's charts come from Redis: two
+// consoles (two `enqueuer serve`) draw the same charts, and a console
+// started afresh (a restart: nothing in its memory) draws them too.
+func TestChartsSameOnEveryConsole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	f.seedTask(t, "t1")
+	now := time.Now().UTC()
+	clock := func() time.Time { return now }
+	log := slog.New(slog.DiscardHandler)
+	sampler := func() *Sampler { return NewSampler(f.rdb, SamplerOptions{Now: clock, Logger: log}) }
+	a, b := sampler(), sampler()
+	a.SampleNow(context.Background()) // console A reads the queues; B never does
+	c := charts.NewCounter(f.rdb, charts.CounterOptions{Now: clock})
+	for range 7 {
+		c.Succeeded()
+	}
+	c.Failed()
+	require.NoError(t, c.Flush(context.Background()))
+	urlA, urlB := f.replicaWith(t, testToken, log, a), f.replicaWith(t, testToken, log, b)
+	bearer := "Authorization: Bearer " + testToken
+	chartsOf := func(url string) string {
+		t.Helper()
+		r := call(t, "GET", url+"/ui/", nil, bearer)
+		require.Equal(t, http.StatusOK, r.status)
+		i, j := strings.Index(r.body, `<section class="charts">`), strings.Index(r.body, `id="chart-note"`)
+		require.True(t, i >= 0 && j > i, "the Overview has its charts")
+		return r.body[i:j]
+	}
+	got := chartsOf(urlA)
+	require.Contains(t, got, `<polyline class="s-pending"`)
+	require.Contains(t, got, "7 succeeded, 1 failed")
+	require.Equal(t, got, chartsOf(urlB), "two consoles draw the same charts")
+	restarted := f.replicaWith(t, testToken, log, sampler())
+	require.Equal(t, got, chartsOf(restarted), "a console started afresh draws the same charts")
 }
 
 // TestDeadLettersPastTheEnd: an offset past the last dead letter (a shared

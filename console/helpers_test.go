@@ -72,8 +72,14 @@ func newFixture(t *testing.T, token string) *fixture {
 // does), and returns its URL.
 func (f *fixture) replica(t *testing.T, token string, log *slog.Logger) string {
 	t.Helper()
+	return f.replicaWith(t, token, log, f.sampler)
+}
+
+// replicaWith is replica with sampler as its console's.
+func (f *fixture) replicaWith(t *testing.T, token string, log *slog.Logger, sampler *Sampler) string {
+	t.Helper()
 	lim := httpx.NewLimiter(httpx.LimiterOptions{Logger: log})
-	c := New(f.rdb, f.cfg, Options{Token: token, Sampler: f.sampler, Client: f.client, Canceler: f.cancels, Logger: log, Limiter: lim})
+	c := New(f.rdb, f.cfg, Options{Token: token, Sampler: sampler, Client: f.client, Canceler: f.cancels, Logger: log, Limiter: lim})
 	t.Cleanup(c.Close)
 	hs := httptest.NewServer(api.New(f.rdb, f.cfg, api.Options{Token: token, Logger: log, UI: c.Handler(), Limiter: lim}).Handler())
 	t.Cleanup(hs.Close)

@@ -67,6 +67,7 @@ func parsePages() map[string]*template.Template {
 			}
 			return s
 		},
+		"hours":  hours,
 		"pretty": prettyJSON,
 		"path":   url.PathEscape,
 		"dict": func(kv ...any) map[string]any {
@@ -159,8 +160,14 @@ func (c *Console) overview(rw http.ResponseWriter, r *http.Request, s session) e
 		"BreakerStates": []count{{"closed", byState["closed"]}, {"half_open", byState["half_open"]}, {"open", byState["open"]}},
 		"Agents":        agents,
 	}
-	if c.opts.Sampler != nil {
-		data["Charts"] = buildCharts(c.opts.Sampler.Samples(), c.opts.Now(), c.opts.Sampler.Window(), c.opts.Sampler.Every())
+	if sm := c.opts.Sampler; sm != nil {
+		samples, err := sm.Samples(ctx)
+		if err != nil {
+			return err
+		}
+		ch := buildCharts(samples, sm.opts.Now(), sm.Window())
+		ch.Keep, ch.Every = sm.Keep(), sm.Every()
+		data["Charts"] = ch
 	}
 	c.render(rw, r, s, http.StatusOK, "overview.html", "overview", "Overview", data)
 	return nil

@@ -3,12 +3,12 @@ package console
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/charts"
 	"github.com/agentq/agentq/internal/startstop"
 )
 
@@ -20,27 +20,34 @@ const (
 	DefaultSampleWindow = time.Hour
 )
 
-// Sample is one reading of every asynq queue, summed.
+// Sample is one minute of the Overview's charts, as kept in Redis
+// (internal/charts): the queue sizes read in it, summed over the queues,
+// and the attempts that ended in it.
 type Sample struct {
+	// At is the minute's start.
 	At        time.Time `json:"at"`
 	Pending   int       `json:"pending"`
 	Active    int       `json:"active"`
 	Scheduled int       `json:"scheduled"`
 	Retry     int       `json:"retry"`
-	// Succeeded and Failed are the runs asynq counted as processed without
-	// and with an error since the previous sample (0 for the first one).
+	// Succeeded and Failed are the attempts the workers counted as
+	// succeeded and failed in the minute.
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
 
-	processed, failedToday int // asynq's counters of the day, for the next delta
+	queues bool // the queue sizes were read in this minute
 }
 
 // SamplerOptions configure a Sampler. The zero value is usable.
 type SamplerOptions struct {
 	// Every is the sampling interval. Zero: DefaultSampleEvery.
 	Every time.Duration
-	// Window is how long samples are kept. Zero: DefaultSampleWindow.
+	// Window is how far back the Overview's charts reach. Zero:
+	// DefaultSampleWindow.
 	Window time.Duration
+	// Keep is how long the per-minute series are kept in Redis. Zero:
+	// charts.DefaultKeep (24 hours).
+	Keep time.Duration
 	// Now is the clock samples are stamped with. Zero: time.Now.
 	Now func() time.Time
 	// Logger logs failed readings (at debug level: Redis being away is
@@ -48,19 +55,19 @@ type SamplerOptions struct {
 	Logger *slog.Logger
 }
 
-// Sampler keeps the last hour of queue sizes and of successes and failures
-// for the Overview's chart, in the memory of the serving process (a
-// restarted `enqueuer serve` starts a new chart; several share nothing).
-// It reads asynq's queue sizes and its processed/failed counters of the
-// day (summed over queues) every SamplerOptions.Every. Start/Stop follow
-// internal/startstop: the loop ends when Start's ctx ends or Stop is called.
+// Sampler feeds the Overview's charts, which are kept in Redis per minute
+// (internal/charts), so that every `enqueuer serve` shows the same charts
+// and a restart loses none: every SamplerOptions.Every it reads asynq's
+// queue sizes (summed over queues) and stores them as the minute's
+// reading (one small script call, which also trims minutes older than
+// Keep); the attempts that succeeded and failed per minute are counted
+// by the workers. Samples reads the last Window back from Redis.
+// Start/Stop follow internal/startstop: the loop ends when Start's ctx
+// ends or Stop is called.
 type Sampler struct {
 	startstop.Loop
 	rdb  redis.UniversalClient
 	opts SamplerOptions
-
-	mu      sync.Mutex
-	samples []Sample
 }
 
 // NewSampler returns a sampler of rdb's asynq queues; Start begins it.
@@ -70,6 +77,9 @@ func NewSampler(rdb redis.UniversalClient, opts SamplerOptions) *Sampler {
 	}
 	if opts.Window <= 0 {
 		opts.Window = DefaultSampleWindow
+	}
+	if opts.Keep <= 0 {
+		opts.Keep = charts.DefaultKeep
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -103,10 +113,14 @@ func (s *Sampler) Stop() { s.Loop.Stop() }
 // Every is the sampling interval.
 func (s *Sampler) Every() time.Duration { return s.opts.Every }
 
-// Window is how long samples are kept.
+// Keep is how long the per-minute series are kept in Redis.
+func (s *Sampler) Keep() time.Duration { return s.opts.Keep }
+
+// Window is how far back the charts reach.
 func (s *Sampler) Window() time.Duration { return s.opts.Window }
 
-// SampleNow reads the queues once and appends a sample (nothing on error).
+// SampleNow reads the queues once and stores the reading in Redis as the
+// current minute's (nothing on error).
 func (s *Sampler) SampleNow(ctx context.Context) {
 	qs, err := inspect.Queues(s.rdb)
 	if err != nil {
@@ -115,44 +129,33 @@ func (s *Sampler) SampleNow(ctx context.Context) {
 		}
 		return
 	}
-	smp := Sample{At: s.opts.Now().UTC()}
-	for _, q := range qs {
-		smp.Pending += q.Pending
-		smp.Active += q.Active
-		smp.Scheduled += q.Scheduled
-		smp.Retry += q.Retry
-		smp.processed += q.Processed
-		smp.failedToday += q.Failed
+	var q charts.Queues
+	for _, x := range qs {
+		q.Pending += x.Pending
+		q.Active += x.Active
+		q.Scheduled += x.Scheduled
+		q.Retry += x.Retry
 	}
-	s.add(smp)
+	if err := charts.RecordQueues(ctx, s.rdb, s.opts.Now(), q, s.opts.Keep); err != nil && ctx.Err() == nil {
+		s.opts.Logger.Debug("console sampler: storing the reading failed", "err", err)
+	}
 }
 
-func (s *Sampler) add(smp Sample) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if n := len(s.samples); n > 0 {
-		prev := s.samples[n-1]
-		dp, df := smp.processed-prev.processed, smp.failedToday-prev.failedToday
-		if dp < 0 || df < 0 { // a new day: the counters started again
-			dp, df = smp.processed, smp.failedToday
+// Samples reads the minutes of the last Window before now from Redis,
+// oldest first (only those that hold something).
+func (s *Sampler) Samples(ctx context.Context) ([]Sample, error) {
+	now := s.opts.Now()
+	minutes, err := charts.Read(ctx, s.rdb, now.Add(-s.opts.Window).Add(time.Minute), now)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Sample, 0, len(minutes))
+	for _, m := range minutes {
+		smp := Sample{At: m.At, Succeeded: m.Succeeded, Failed: m.Failed}
+		if q := m.Queues; q != nil {
+			smp.Pending, smp.Active, smp.Scheduled, smp.Retry, smp.queues = q.Pending, q.Active, q.Scheduled, q.Retry, true
 		}
-		smp.Failed = df
-		smp.Succeeded = max(0, dp-df)
+		out = append(out, smp)
 	}
-	s.samples = append(s.samples, smp)
-	cut := smp.At.Add(-s.opts.Window)
-	i := 0
-	for i < len(s.samples) && s.samples[i].At.Before(cut) {
-		i++
-	}
-	if i > 0 {
-		s.samples = append(s.samples[:0:0], s.samples[i:]...)
-	}
-}
-
-// Samples returns a copy of the samples kept, oldest first.
-func (s *Sampler) Samples() []Sample {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Sample(nil), s.samples...)
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/internal/charts"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/tasks"
 )
@@ -87,4 +88,36 @@ func TestHandlerOnOwnServerRecords(t *testing.T) {
 		v := waitState(t, rdb, id, 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
 		require.Equal(t, tasks.StateSucceeded, v.State)
 	}
+}
+
+// TestAttemptsCountedForCharts: a worker counts its attempts per minute for
+// the console's charts (internal/charts) and adds them to Redis in batches:
+// after Run returns (its last flush), every success is counted once.
+// TestSuccessRidesAsynqsAck bounds the scripts per task with this counter
+// running: it adds none per task.
+func TestAttemptsCountedForCharts(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	const n = 50
+	ids := enqueueN(t, rdb, "tool", n)
+	start := time.Now()
+	w := newTestWorker(t, srv, "", startYAML, WithAgent("tool", quickAgent))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	for _, id := range ids {
+		waitState(t, rdb, id, 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+	}
+	cancel()
+	require.NoError(t, <-done)
+	minutes, err := charts.Read(context.Background(), rdb, start, time.Now())
+	require.NoError(t, err)
+	ok, failed := 0, 0
+	for _, m := range minutes {
+		ok += m.Succeeded
+		failed += m.Failed
+	}
+	require.Equal(t, n, ok)
+	require.Zero(t, failed)
 }

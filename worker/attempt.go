@@ -169,6 +169,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	}
 	p.recordBreaker(ctx, log, env, sp, adm, out)
 	p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), callOutcome(v.Class)).Inc()
+	p.chartAttempt(v.Class)
 	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled && !deadlineCut) {
 		p.alerts.failure(sp.name)
 	}
@@ -194,6 +195,18 @@ func (p *pipeline) recordBreaker(ctx context.Context, log *taskLog, env *tasks.E
 	case st != adm.State:
 		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(st))
 		log.Info("breaker changed state", "breaker_key", sp.breakerKey, "state", st)
+	}
+}
+
+// chartAttempt counts an attempt whose failure class is class (""
+// succeeded) in the console's per-minute charts; a canceled one is not
+// counted.
+func (p *pipeline) chartAttempt(class resilience.Class) {
+	switch callOutcome(class) {
+	case "success":
+		p.charts.Succeeded()
+	case "failure":
+		p.charts.Failed()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/charts"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/resilience/breaker"
@@ -61,6 +62,9 @@ type pipeline struct {
 	// track notes a delivery in flight for the worker registry
 	// (Heartbeat.Track); nil: not tracked.
 	track func(delivery, id, agent, queue string) (done func())
+	// charts counts attempts per minute for the console's charts
+	// (internal/charts); nil: not counted.
+	charts *charts.Counter
 }
 
 // quickStop reports whether a call whose context was canceled was stopped

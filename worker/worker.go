@@ -26,6 +26,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/charts"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
@@ -179,6 +180,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	if w.hooks, err = newDeliverer(cfg, rdb, o.logger, m); err != nil {
 		return nil, err
 	}
+	w.pipe.charts = charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger})
 	w.hb = NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0)
 	w.pipe.track = w.hb.Track
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
@@ -243,7 +245,8 @@ func (w *Worker) RegistryID() string { return w.hb.ID() }
 // the rest back on their queue without using an attempt, and stops their
 // agents (killing exec process groups). Its background components (the ops
 // server, the breakers' flush loop and subscription, the wake-up and
-// restart-repair loops, the alert sender, health probers) share one
+// restart-repair loops, the alert sender, health probers, the charts'
+// attempt counter) share one
 // lifecycle (internal/startstop): started in order before the first task,
 // stopped in reverse after the last.
 func (w *Worker) Run(ctx context.Context) error {
@@ -286,7 +289,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // components are the worker's background components, in start order.
 func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
-		ops, w.breakers, w.hb,
+		ops, w.breakers, w.hb, w.pipe.charts,
 		startstop.Func(w.listen),
 		startstop.Func(w.registerLimits),
 		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),

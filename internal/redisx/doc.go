@@ -38,7 +38,11 @@
 //     by at most the poll interval), worker's alertScript (the fleet's
 //     alert window), resilience/breaker's recordProbeScript (a health probe's
 //     result; the next probe writes another), worker's heartbeatScript (a
-//     worker's registry entry; the next heartbeat writes another).
+//     worker's registry entry; the next heartbeat writes another),
+//     internal/charts' chartCountScript (a worker's attempt counts for the
+//     console's charts, once per flush, kept for the next flush when it
+//     fails) and chartQueuesScript (a console's reading of the queue
+//     sizes; the next reading writes another).
 //   - bookkeeping that repairs itself: restart's reserveScript (a slot in
 //     the restart index, written before the run's enqueue, which goes
 //     through the client's runner) and removeIfScoreScript (Repair frees

@@ -255,3 +255,16 @@ func Workers() string { return Prefix + "{workers}:entries" }
 // heartbeat, Unix ms), by which the heartbeat script finds the entries to
 // drop.
 func WorkersBeats() string { return Prefix + "{workers}:beats" }
+
+// Chart keys share the {charts} tag: one script writes a minute's counts
+// and trims the old ones from both.
+
+// ChartCounts is the hash of the console's per-minute chart series: field
+// "<unix minute>:ok" and "<unix minute>:fail" (attempts that succeeded and
+// failed in that minute, HINCRBY by every worker) and "<unix minute>:q"
+// (the queue sizes read in that minute: "pending active scheduled retry").
+func ChartCounts() string { return Prefix + "{charts}:counts" }
+
+// ChartMinutes is the sorted set of the minutes ChartCounts holds (unix
+// minute -> the same), by which old minutes are trimmed.
+func ChartMinutes() string { return Prefix + "{charts}:minutes" }
