@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -114,6 +115,37 @@ func TestApplyAcked(t *testing.T) {
 			_, err = st.ApplyAcked(ctx, d, c, done)
 			require.ErrorIs(t, err, ErrNotActive)
 			require.Equal(t, []string{"1:queued", "2:succeeded"}, events(get(t, st, "ack-1")), "one succeeded event")
+		})
+
+		t.Run("counted run releases its tenant", func(t *testing.T) {
+			// A run the fair dispatch counted (internal/fair): its
+			// acknowledgement lowers its tenant's count and moves the
+			// capped tenant back to the ready set, with a wake token,
+			// for a task with webhooks (outbox keys) and one without.
+			for _, tc := range []struct {
+				id     string
+				notify []string
+			}{{"ack-t1", nil}, {"ack-t2", []string{"hook"}}} {
+				sd := seed()
+				sd.Notify = tc.notify
+				ok2, err := st.Create(ctx, New{ID: tc.id, Seed: sd, State: StatePending})
+				require.NoError(t, err)
+				require.True(t, ok2)
+				done := activeDelivery(t, rdb, tc.id)
+				require.NoError(t, rdb.HSet(ctx, asynqcompat.TaskKey("default", tc.id), fair.FieldCounted, "acme").Err())
+				require.NoError(t, rdb.HSet(ctx, rkeys.FairInflight("default"), "acme", 2).Err())
+				require.NoError(t, rdb.ZAdd(ctx, rkeys.FairCapped("default"), redis.Z{Score: 7, Member: "acme"}).Err())
+				require.NoError(t, rdb.Del(ctx, rkeys.Wake("default")).Err())
+				out, err := st.ApplyAcked(ctx, Delivery{ID: tc.id, Attempt: 1, Seed: sd}, ok(), done)
+				require.NoError(t, err)
+				require.Equal(t, Applied, out)
+				requireAcked(t, rdb, tc.id)
+				require.Equal(t, "1", rdb.HGet(ctx, rkeys.FairInflight("default"), "acme").Val(), tc.id)
+				require.Equal(t, 7.0, rdb.ZScore(ctx, rkeys.FairReady("default"), "acme").Val(), tc.id)
+				require.Zero(t, rdb.ZCard(ctx, rkeys.FairCapped("default")).Val(), tc.id)
+				require.EqualValues(t, 1, rdb.LLen(ctx, rkeys.Wake("default")).Val(), tc.id)
+				require.NoError(t, rdb.Del(ctx, rkeys.FairReady("default")).Err())
+			}
 		})
 
 		t.Run("record not written yet is seeded", func(t *testing.T) {

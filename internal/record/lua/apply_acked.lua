@@ -5,18 +5,22 @@
 -- arguments, which is where they are.
 -- KEYS[1..5] asynq's done keys (active, lease, task hash, processed
 -- counters), KEYS[6] task record, KEYS[7] history, KEYS[8] webhook outbox,
--- KEYS[9] the webhooks' due set, KEYS[10..13] the fair dispatch's release
--- keys (internal/wakeup's ReleaseKeys: the run's tenant count is lowered
--- when asynq's done ran)
+-- KEYS[9] the webhooks' due set (KEYS[8..9] only when the task names
+-- webhooks), and last the fair dispatch's four release keys
+-- (internal/wakeup's ReleaseKeys: the run's tenant count is lowered when
+-- asynq's done ran)
 -- ARGV[1..3] asynq's done arguments, ARGV[4..] rec_apply's.
 -- Returns rec_apply's reply. On R.seed and R.outbox nothing is written and asynq's done
 -- has not run; otherwise it has, after the record write (which R.stale,
 -- R.ended and R.canceled leave undone), and its error (NOT FOUND: the
 -- delivery was no longer active) is the reply.
-local r = rec_apply(KEYS[6], KEYS[7], 3, KEYS[8], KEYS[9])
+local n = #KEYS
+local outbox, due = nil, nil
+if n == 13 then outbox, due = KEYS[8], KEYS[9] end
+local r = rec_apply(KEYS[6], KEYS[7], 3, outbox, due)
 if type(r) == "table" and (r[1] == R.seed or r[1] == R.outbox) then return r end
 local counted = redis.call("HGET", KEYS[3], "aq_c")
 local done = asynq_done(KEYS, ARGV)
 if type(done) == "table" and done.err then return done end
-agentq_release_wake(counted, KEYS[10], KEYS[11], KEYS[12], KEYS[13])
+agentq_release_wake(counted, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
 return r
