@@ -22,19 +22,27 @@ import (
 // changes what five of asynq's scripts (recognised by their SHA-1, held to
 // asynq's source by asynqcompat's tests) do around the call:
 //
-//   - dequeue: when every queue came back empty (one full round of asynq's
-//     processor), it waits on the Waiter (a BLPOP on the wake lists, at most
-//     the poll interval) before answering asynq, whose own sleep after an
-//     empty round is then set to a millisecond. So an idle worker sends one
+//   - dequeue: it runs the fair dequeue (internal/fair's DequeueLua: the
+//     tenants' lanes, weights, caps and priorities; asynq's own dequeue
+//     plus one ZCARD for a queue without tenants) instead. When every
+//     queue came back empty (one full round of asynq's processor), it
+//     waits on the Waiter (a BLPOP on the wake lists, at most the poll
+//     interval) before answering asynq, whose own sleep after an empty
+//     round is then set to a millisecond. So an idle worker sends one
 //     blocking command per poll interval instead of polling, and wakes as
 //     soon as a token is pushed.
 //   - forward (scheduled and retry sets to pending): it asks Redis only
 //     when Dues says a task may be due, or the poll interval has passed,
 //     and runs forwardScript instead, which also pushes a wake token per
 //     task moved and replies the next due time.
-//   - retry: it tells Dues when the retry is due.
-//   - requeue (a shutting-down server's unfinished tasks): it pushes a
-//     wake token, so that another worker takes them at once.
+//   - retry: it runs asynq's retry with the release of the run's tenant
+//     count (internal/fair's ReleaseLua) in one script, and tells Dues
+//     when the retry is due.
+//   - requeue (a shutting-down server's unfinished tasks): it puts the
+//     run back at the front of its lane (asynq's pending list for the
+//     default lane), releases its tenant count and pushes a wake token, so
+//     that another worker takes it at once, in one script.
+//   - done, when no write rides it: asynq's done with the release.
 //   - done (a delivery that succeeded): when its handler left a write to
 //     ride the ack (Acks), the write's WithDone runs instead, writing both
 //     in one script; any other of asynq's scripts on such a task runs

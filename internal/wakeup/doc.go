@@ -12,6 +12,10 @@
 // so that workers forward them when due (Dues) without polling the
 // scheduled sets.
 //
+// AsynqClient also runs agentq's fair dispatch (package internal/fair) in
+// place of asynq's dequeue, and releases a run's tenant count in the same
+// script as asynq's done, retry and requeue.
+//
 // AsynqClient fits both into an asynq server, which makes all its Redis
 // calls through the client it is given: it recognises five of asynq's
 // scripts by their SHA-1 (asynqcompat holds verbatim copies) and changes
