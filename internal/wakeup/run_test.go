@@ -1,8 +1,8 @@
 package wakeup_test
 
 import (
-	"fmt"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
