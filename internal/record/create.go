@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/durx"
+	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/wakeup"
