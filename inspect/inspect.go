@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/restart"
@@ -30,22 +31,30 @@ type Stats struct {
 	Breakers        int              `json:"breakers"`
 }
 
-// QueueStats is one asynq queue's size, from asynq's Inspector.
+// QueueStats is one asynq queue's size, from asynq's Inspector and the
+// queue's tenants (fair dispatch).
 type QueueStats struct {
-	Queue     string `json:"queue"`
-	Pending   int    `json:"pending"`
-	Active    int    `json:"active"`
-	Scheduled int    `json:"scheduled"`
-	Retry     int    `json:"retry"`
-	Processed int    `json:"processed_today"`
-	Failed    int    `json:"failed_today"`
+	Queue string `json:"queue"`
+	// Pending counts the runs waiting for a worker: asynq's pending list
+	// and the runs waiting in tenants' lanes (PendingInLanes of them).
+	Pending        int   `json:"pending"`
+	PendingInLanes int64 `json:"pending_in_lanes"`
+	// Tenants counts the tenants with runs waiting or in flight (the
+	// default tenant too).
+	Tenants   int `json:"tenants"`
+	Active    int `json:"active"`
+	Scheduled int `json:"scheduled"`
+	Retry     int `json:"retry"`
+	Processed int `json:"processed_today"`
+	Failed    int `json:"failed_today"`
 	// Paused: the queue is paused (`inspector queue pause`): its tasks
 	// are held, none starts.
 	Paused bool `json:"paused"`
 }
 
-// Queues reads every asynq queue's sizes and today's counts, sorted by
-// name. A queue asynq has never seen is not listed.
+// Queues reads every asynq queue's sizes, today's counts and its tenants'
+// lanes (fair.Count), sorted by name. A queue asynq has never seen is not
+// listed.
 func Queues(rdb redis.UniversalClient) ([]QueueStats, error) {
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	qs, err := insp.Queues()
@@ -59,8 +68,12 @@ func Queues(rdb redis.UniversalClient) ([]QueueStats, error) {
 		if err != nil {
 			return nil, fmt.Errorf("inspect: queue %s: %w", q, err)
 		}
-		out = append(out, QueueStats{Queue: q, Pending: info.Pending, Active: info.Active,
-			Scheduled: info.Scheduled, Retry: info.Retry, Processed: info.Processed, Failed: info.Failed,
+		w, err := fair.Count(context.Background(), rdb, q)
+		if err != nil {
+			return nil, fmt.Errorf("inspect: %w", err)
+		}
+		out = append(out, QueueStats{Queue: q, Pending: info.Pending + int(w.InLanes), PendingInLanes: w.InLanes, Tenants: w.Tenants,
+			Active: info.Active, Scheduled: info.Scheduled, Retry: info.Retry, Processed: info.Processed, Failed: info.Failed,
 			Paused: info.Paused})
 	}
 	return out, nil

@@ -41,7 +41,7 @@ func TestCollect(t *testing.T) {
 	st, bl, err = inspect.Collect(ctx, rdb, nil)
 	require.NoError(t, err)
 	require.Len(t, st.Queues, 1)
-	require.Equal(t, inspect.QueueStats{Queue: "default", Pending: 1, Scheduled: 1}, st.Queues[0])
+	require.Equal(t, inspect.QueueStats{Queue: "default", Pending: 1, Tenants: 1, Scheduled: 1}, st.Queues[0])
 	require.EqualValues(t, 2, st.DeadLetters)
 	require.Equal(t, map[string]int64{"llm": 1, "tool": 1}, st.DeadLetterAgent)
 	require.Equal(t, map[string]int64{"timeout": 2}, st.DeadLetterClass)

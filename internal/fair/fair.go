@@ -3,14 +3,11 @@ package fair
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -84,113 +81,6 @@ func Publish(ctx context.Context, rdb redis.Cmdable, queue string, c Config) err
 		return fmt.Errorf("fair: publish the tenants' settings of queue %s: %w", queue, err)
 	}
 	return nil
-}
-
-// Tenant is what `inspector tenants` shows of one tenant on one queue.
-type Tenant struct {
-	Queue  string `json:"queue"`
-	Tenant string `json:"tenant"`
-	// Pending counts its runs waiting in its lanes, by priority.
-	Pending  int64            `json:"pending"`
-	ByPrio   map[string]int64 `json:"pending_by_priority,omitempty"`
-	InFlight int64            `json:"in_flight"`
-	// Concurrency is its cap (0: none); Weight its share.
-	Concurrency int     `json:"concurrency"`
-	Weight      float64 `json:"weight"`
-	// Capped is true while it waits at its cap.
-	Capped bool `json:"capped"`
-	// OldestWaiting is when its oldest waiting run became pending (nil:
-	// none waits).
-	OldestWaiting *time.Time `json:"oldest_waiting,omitempty"`
-}
-
-// Snapshot reads the tenants of queue: every tenant in its registry, and
-// the default tenant (with asynq's pending list as its normal lane).
-func Snapshot(ctx context.Context, rdb redis.UniversalClient, queue string, c Config) ([]Tenant, error) {
-	names, err := rdb.SMembers(ctx, rkeys.FairTenants(queue)).Result()
-	if err != nil {
-		return nil, fmt.Errorf("fair: tenants of queue %s: %w", queue, err)
-	}
-	names = append(names, "")
-	sort.Strings(names)
-	names = dedupe(names)
-	type reads struct {
-		lens, oldest [3]*redis.Cmd
-		inflight     *redis.StringCmd
-		capped       *redis.FloatCmd
-	}
-	rs := make([]reads, len(names))
-	codes := [3]string{"h", "n", "l"}
-	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, t := range names {
-			for j, code := range codes {
-				key := rkeys.FairLane(queue, code, t)
-				if t == "" && code == "n" {
-					key = asynqcompat.PendingKey(queue)
-				}
-				rs[i].lens[j] = p.Do(ctx, "llen", key)
-				rs[i].oldest[j] = p.Do(ctx, "lindex", key, -1)
-			}
-			rs[i].inflight = p.HGet(ctx, rkeys.FairInflight(queue), t)
-			rs[i].capped = p.ZScore(ctx, rkeys.FairCapped(queue), t)
-		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return nil, fmt.Errorf("fair: tenants of queue %s: %w", queue, err)
-	}
-	out := make([]Tenant, 0, len(names))
-	for i, t := range names {
-		s := c.Of(t)
-		tn := Tenant{Queue: queue, Tenant: t, Concurrency: s.Concurrency, Weight: s.weight(), ByPrio: map[string]int64{}}
-		var oldest []string
-		for j, code := range codes {
-			n, _ := rs[i].lens[j].Int64()
-			tn.Pending += n
-			if n > 0 {
-				tn.ByPrio[[3]string{High, Normal, Low}[j]] = n
-				if id, err := rs[i].oldest[j].Text(); err == nil {
-					oldest = append(oldest, id)
-				}
-			}
-			_ = code
-		}
-		tn.InFlight, _ = rs[i].inflight.Int64()
-		tn.Capped = rs[i].capped.Err() == nil
-		tn.OldestWaiting = oldestOf(ctx, rdb, queue, oldest)
-		if tn.Pending == 0 && tn.InFlight == 0 && t != "" {
-			continue
-		}
-		out = append(out, tn)
-	}
-	return out, nil
-}
-
-// oldestOf is the earliest pending_since of the runs ids (the oldest of
-// each lane of a tenant); nil when none is known.
-func oldestOf(ctx context.Context, rdb redis.UniversalClient, queue string, ids []string) *time.Time {
-	var best *time.Time
-	for _, id := range ids {
-		ns, err := rdb.HGet(ctx, asynqcompat.TaskKey(queue, id), "pending_since").Int64()
-		if err != nil {
-			continue
-		}
-		at := time.Unix(0, ns).UTC()
-		if best == nil || at.Before(*best) {
-			best = &at
-		}
-	}
-	return best
-}
-
-func dedupe(s []string) []string {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // Label is the name metrics give tenant: named tenants by name, the

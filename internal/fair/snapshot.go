@@ -1,0 +1,235 @@
+package fair
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// Tenant is what `inspector tenants` (and GET /api/v1/tenants, the
+// console's Tenants page) shows of one tenant on one queue.
+type Tenant struct {
+	Queue string `json:"queue"`
+	// Tenant is its name ("": the default tenant).
+	Tenant string `json:"tenant"`
+	// Pending counts its runs waiting in its lanes (the default tenant's
+	// normal lane is asynq's pending list); ByPrio the same by priority
+	// (only the priorities with runs).
+	Pending int64            `json:"pending"`
+	ByPrio  map[string]int64 `json:"pending_by_priority,omitempty"`
+	// InFlight counts its runs in asynq's active list: the dequeue's count
+	// (rkeys.FairInflight); for the default tenant, the runs of the active
+	// list no other tenant's count claims.
+	InFlight int64 `json:"in_flight"`
+	// Concurrency is its cap (0: none); Weight its share.
+	Concurrency int     `json:"concurrency"`
+	Weight      float64 `json:"weight"`
+	// Capped is true while it waits at its cap.
+	Capped bool `json:"capped"`
+	// OldestWaiting is when its oldest waiting run became pending (nil:
+	// none waits, or it is not known).
+	OldestWaiting *time.Time `json:"oldest_waiting,omitempty"`
+}
+
+// Waiting sums up a queue's tenants for `inspector stats`.
+type Waiting struct {
+	// Tenants counts the tenants with runs waiting or in flight (the
+	// default tenant too).
+	Tenants int
+	// InLanes counts the runs waiting in tenants' lanes, beside asynq's
+	// pending list (which asynq's own counts cover).
+	InLanes int64
+}
+
+// prios are the priorities' codes, in the order they are served, and
+// their names.
+var prios = [3]struct{ code, name string }{{"h", High}, {"n", Normal}, {"l", Low}}
+
+// laneKey is the list tenant's runs of priority code wait in on queue.
+func laneKey(queue, code, tenant string) string {
+	if tenant == "" && code == "n" {
+		return asynqcompat.PendingKey(queue)
+	}
+	return rkeys.FairLane(queue, code, tenant)
+}
+
+// Snapshot reads the tenants of queue: every tenant of its registry with
+// runs waiting or in flight, and the default tenant (always, with asynq's
+// pending list as its normal lane), sorted by name, with c's settings.
+// It costs three round trips whatever the number of tenants: the
+// registry, one pipeline of the lanes' lengths and oldest runs, the
+// in-flight counts and the capped set, and one pipeline of the oldest
+// runs' pending_since.
+func Snapshot(ctx context.Context, rdb redis.Cmdable, queue string, c Config) ([]Tenant, error) {
+	out, err := read(ctx, rdb, queue, c, true)
+	if err != nil {
+		return nil, fmt.Errorf("fair: tenants of queue %s: %w", queue, err)
+	}
+	return out, nil
+}
+
+// Count sums up the tenants of queue (Waiting): Snapshot without the
+// oldest runs, two round trips.
+func Count(ctx context.Context, rdb redis.Cmdable, queue string) (Waiting, error) {
+	ts, err := read(ctx, rdb, queue, Config{}, false)
+	if err != nil {
+		return Waiting{}, fmt.Errorf("fair: tenants of queue %s: %w", queue, err)
+	}
+	var w Waiting
+	for _, t := range ts {
+		if t.Pending > 0 || t.InFlight > 0 {
+			w.Tenants++
+		}
+		w.InLanes += t.Pending
+		if t.Tenant == "" {
+			w.InLanes -= t.ByPrio[Normal]
+		}
+	}
+	return w, nil
+}
+
+// laneReads are a tenant's reads of the first pipeline.
+type laneReads struct {
+	lens   [3]*redis.IntCmd
+	oldest [3]*redis.StringCmd
+}
+
+func read(ctx context.Context, rdb redis.Cmdable, queue string, c Config, oldest bool) ([]Tenant, error) {
+	names, err := rdb.SMembers(ctx, rkeys.FairTenants(queue)).Result()
+	if err != nil {
+		return nil, err
+	}
+	names = append(names, "")
+	sort.Strings(names)
+	names = dedupe(names)
+	rs := make([]laneReads, len(names))
+	var inflight *redis.MapStringStringCmd
+	var capped *redis.StringSliceCmd
+	var active *redis.IntCmd
+	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, t := range names {
+			for j, pr := range prios {
+				key := laneKey(queue, pr.code, t)
+				rs[i].lens[j] = p.LLen(ctx, key)
+				if oldest {
+					rs[i].oldest[j] = p.LIndex(ctx, key, -1)
+				}
+			}
+		}
+		inflight = p.HGetAll(ctx, rkeys.FairInflight(queue))
+		capped = p.ZRange(ctx, rkeys.FairCapped(queue), 0, -1)
+		active = p.LLen(ctx, asynqcompat.ActiveKey(queue))
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, err
+	}
+	counts, othersInFlight := inflightCounts(inflight.Val())
+	isCapped := make(map[string]bool, len(capped.Val()))
+	for _, t := range capped.Val() {
+		isCapped[t] = true
+	}
+	out := make([]Tenant, 0, len(names))
+	var oldestIDs [][]string
+	for i, t := range names {
+		s := c.Of(t)
+		tn := Tenant{Queue: queue, Tenant: t, Concurrency: s.Concurrency, Weight: s.weight(), ByPrio: map[string]int64{},
+			InFlight: counts[t], Capped: isCapped[t]}
+		if t == "" {
+			// Without a cap, the dequeue counts the default tenant's runs
+			// only while other tenants have work: the rest of the active
+			// list is its.
+			tn.InFlight = max(tn.InFlight, active.Val()-othersInFlight)
+		}
+		var ids []string
+		for j, pr := range prios {
+			n := rs[i].lens[j].Val()
+			tn.Pending += n
+			if n > 0 {
+				tn.ByPrio[pr.name] = n
+				if oldest {
+					if id, err := rs[i].oldest[j].Result(); err == nil {
+						ids = append(ids, id)
+					}
+				}
+			}
+		}
+		if tn.Pending == 0 && tn.InFlight == 0 && !tn.Capped && t != "" {
+			continue
+		}
+		out = append(out, tn)
+		oldestIDs = append(oldestIDs, ids)
+	}
+	if oldest {
+		if err := readOldest(ctx, rdb, queue, out, oldestIDs); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// inflightCounts parses the in-flight hash: the counts by tenant, and the
+// sum of the named (non-default) tenants'.
+func inflightCounts(h map[string]string) (map[string]int64, int64) {
+	counts := make(map[string]int64, len(h))
+	var others int64
+	for t, v := range h {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			continue
+		}
+		counts[t] = n
+		if t != "" {
+			others += n
+		}
+	}
+	return counts, others
+}
+
+// readOldest sets each tenant's OldestWaiting: the earliest pending_since
+// of the oldest run of each of its lanes (ids[i] for ts[i]), in one
+// pipeline.
+func readOldest(ctx context.Context, rdb redis.Cmdable, queue string, ts []Tenant, ids [][]string) error {
+	cmds := make([][]*redis.StringCmd, len(ts))
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range ts {
+			for _, id := range ids[i] {
+				cmds[i] = append(cmds[i], p.HGet(ctx, asynqcompat.TaskKey(queue, id), "pending_since"))
+			}
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return err
+	}
+	for i := range ts {
+		for _, cmd := range cmds[i] {
+			ns, err := cmd.Int64()
+			if err != nil {
+				continue
+			}
+			at := time.Unix(0, ns).UTC()
+			if ts[i].OldestWaiting == nil || at.Before(*ts[i].OldestWaiting) {
+				ts[i].OldestWaiting = &at
+			}
+		}
+	}
+	return nil
+}
+
+func dedupe(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
