@@ -34,7 +34,7 @@ func NewInspectorCmd(app *App) *cobra.Command {
 	breaker := &cobra.Command{Use: "breaker", Short: "Change a breaker: reset KEY | trip KEY --for DUR", Args: cobra.ArbitraryArgs, RunE: group}
 	breaker.AddCommand(breakerReset(app, g), breakerTrip(app, g))
 	root.AddCommand(dlq, breaker, breakersCmd(app, g), limitsCmd(app, g), taskCmd(app, g), restartsCmd(app, g), statsCmd(app, g),
-		classifyCmd(app, g), webhooksCmd(app, g), workersCmd(app, g), tasksCmd(app, g), queueCmd(app, g))
+		classifyCmd(app, g), webhooksCmd(app, g), workersCmd(app, g), tasksCmd(app, g), queueCmd(app, g), tenantsCmd(app, g))
 	return root
 }
 
@@ -641,13 +641,14 @@ func statsCmd(app *App, g *global) *cobra.Command {
 				return nil
 			}
 			w := table(app)
-			fmt.Fprintln(w, "QUEUE\tPENDING\tACTIVE\tSCHEDULED\tRETRY\tPROCESSED TODAY\tFAILED TODAY\tPAUSED")
+			fmt.Fprintln(w, "QUEUE\tPENDING\tIN LANES\tTENANTS\tACTIVE\tSCHEDULED\tRETRY\tPROCESSED TODAY\tFAILED TODAY\tPAUSED")
 			for _, q := range st.Queues {
 				paused := "-"
 				if q.Paused {
 					paused = "paused"
 				}
-				tprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", q.Queue, q.Pending, q.Active, q.Scheduled, q.Retry, q.Processed, q.Failed, paused)
+				tprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", q.Queue, q.Pending, q.PendingInLanes, q.Tenants, q.Active, q.Scheduled, q.Retry,
+					q.Processed, q.Failed, paused)
 			}
 			_ = w.Flush()
 			tprintf(app.Out, "dead letters: %d   restarts pending: %d   breakers: %d (%d open)\n",
