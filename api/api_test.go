@@ -53,13 +53,19 @@ type env struct {
 
 func setup(t *testing.T, opts api.Options) env {
 	t.Helper()
+	return setupWith(t, opts, testConfig())
+}
+
+// setupWith is setup with the API's config cfg.
+func setupWith(t *testing.T, opts api.Options, cfg *config.Config) env {
+	t.Helper()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = rdb.Close() })
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := api.New(rdb, testConfig(), opts)
+	s := api.New(rdb, cfg, opts)
 	t.Cleanup(s.Close)
 	hs := httptest.NewServer(s.Handler())
 	t.Cleanup(hs.Close)

@@ -446,6 +446,20 @@ func (s *Server) workers(rw http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// tenants serves GET /api/v1/tenants[?queue=Q]: each tenant of each queue
+// (of Q only, when given) as `inspector tenants --json` shows it
+// (inspect.Tenants), sorted by queue then tenant.
+func (s *Server) tenants(rw http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := s.bounded(r, 2)
+	defer cancel()
+	out, err := inspect.Tenants(ctx, s.rdb, s.cfg, r.URL.Query().Get("queue"))
+	if err != nil {
+		return err
+	}
+	writeJSON(rw, http.StatusOK, map[string]any{"tenants": out})
+	return nil
+}
+
 // DeadLetterPage is the reply of GET /api/v1/deadletters.
 type DeadLetterPage struct {
 	DeadLetters []*deadletter.Entry `json:"deadletters"`

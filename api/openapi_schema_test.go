@@ -40,6 +40,7 @@ func TestOpenAPISchemasDocumentEveryField(t *testing.T) {
 		"Probe":      breaker.ProbeStatus{},
 		"Worker":     inspect.WorkerInfo{},
 		"WorkerTask": inspect.WorkerTask{},
+		"Tenant":     inspect.Tenant{},
 	} {
 		s, ok := doc.Components.Schemas[schema]
 		require.True(t, ok, "schema %s is documented", schema)

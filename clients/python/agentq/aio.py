@@ -105,6 +105,9 @@ class AsyncClient:
     async def workers(self):
         return await self._run(self.sync.workers)
 
+    async def tenants(self, queue=None):
+        return await self._run(self.sync.tenants, queue)
+
     async def health(self):
         return await self._run(self.sync.health)
 

@@ -26,6 +26,7 @@ ROUTES = {
     ("POST", "/api/v1/tasks/{id}/cancel"): ("cancel",),
     ("GET", "/api/v1/agents"): ("agents",),
     ("GET", "/api/v1/workers"): ("workers",),
+    ("GET", "/api/v1/tenants"): ("tenants",),
     ("GET", "/api/v1/deadletters"): ("deadletters",),
     ("POST", "/api/v1/deadletters/{id}/requeue"): ("requeue",),
     ("POST", "/api/v1/queues/{name}/pause"): ("pause_queue",),
@@ -337,6 +338,15 @@ class Client:
         ``tasks`` in flight (a gone worker's ``orphaned`` ones with
         ``recovery_from``/``recovery_by``)."""
         return self._call("GET", "/api/v1/workers", idempotent=True).body["workers"]
+
+    def tenants(self, queue=None):
+        """The tenants of each queue (of ``queue`` only, when given), by
+        queue then tenant (a list): ``queue``, ``tenant`` (``""`` is the
+        default tenant), ``pending`` (and ``pending_by_priority``),
+        ``in_flight``, ``concurrency`` (its cap, 0 = none), ``weight``,
+        ``capped`` and ``oldest_waiting`` (RFC 3339, absent when none
+        waits)."""
+        return self._call("GET", "/api/v1/tenants", {"queue": queue}, idempotent=True).body["tenants"]
 
     def health(self):
         """``{"status": "ok", "redis": "ok"}``; Unavailable when Redis does not answer."""

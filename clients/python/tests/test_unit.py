@@ -269,6 +269,19 @@ class TestClient(FakeCase):
         self.assertEqual([(r.method, r.path) for r in f.requests],
                          [("POST", "/api/v1/queues/a%20b/pause"), ("POST", "/api/v1/queues/a%20b/resume")])
 
+    def test_tenants(self):
+        tn = {"queue": "default", "tenant": "acme", "pending": 5, "pending_by_priority": {"normal": 5},
+              "in_flight": 2, "concurrency": 2, "weight": 3, "capped": True, "oldest_waiting": "2026-03-01T12:00:00Z"}
+        f = self.fake(lambda r: (200, {"tenants": [tn]}))
+        got = self.client(f).tenants()
+        self.assertEqual(f.requests[0].path, "/api/v1/tenants")
+        self.assertEqual(f.requests[0].method, "GET")
+        self.assertEqual(got[0].tenant, "acme")
+        self.assertEqual(got[0].in_flight, 2)
+        self.assertTrue(got[0].capped)
+        self.client(f).tenants(queue="other")
+        self.assertEqual(f.requests[1].query, {"queue": "other"})
+
     def test_ids_are_escaped(self):
         f = self.fake(lambda r: (200, task("a/b c", "pending")))
         self.client(f).get("a/b c")

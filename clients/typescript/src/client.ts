@@ -6,7 +6,7 @@ import {
   ENDED_STATES, TERMINAL_EVENTS,
   type Agent, type BatchResponse, type CancelResponse, type DeadLetter, type DeadLetterPage,
   type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Task,
-  type TaskEvent, type TaskFilter, type TaskPage, type TaskRequest, type Worker,
+  type TaskEvent, type TaskFilter, type TaskPage, type TaskRequest, type Tenant, type Worker,
 } from "./types.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:8080";
@@ -23,6 +23,7 @@ export const ROUTES: Record<string, readonly string[]> = {
   "POST /api/v1/tasks/{id}/cancel": ["cancel"],
   "GET /api/v1/agents": ["agents"],
   "GET /api/v1/workers": ["workers"],
+  "GET /api/v1/tenants": ["tenants"],
   "GET /api/v1/deadletters": ["deadletters"],
   "POST /api/v1/deadletters/{id}/requeue": ["requeue"],
   "POST /api/v1/queues/{name}/pause": ["pauseQueue"],
@@ -393,6 +394,11 @@ export class Client {
   /** The worker processes of the registry, live ones first (a gone one's orphaned tasks say when lease recovery puts them back). */
   async workers(): Promise<Worker[]> {
     return (await this.call<{ workers: Worker[] }>("GET", "/api/v1/workers", { idempotent: true })).workers;
+  }
+
+  /** The tenants of each queue (of `opts.queue` only), by queue then tenant: waiting, in flight, cap, weight, capped, oldest waiting. */
+  async tenants(opts: { queue?: string } = {}): Promise<Tenant[]> {
+    return (await this.call<{ tenants: Tenant[] }>("GET", "/api/v1/tenants", { query: { queue: opts.queue }, idempotent: true })).tenants;
   }
 
   /** `{status: "ok", redis: "ok"}`; an UnavailableError when Redis does not answer. */

@@ -281,6 +281,24 @@ export interface Worker {
   orphaned: number;
 }
 
+/** A tenant on a queue, as fair dispatch sees it (GET /api/v1/tenants). */
+export interface Tenant {
+  queue: string;
+  /** "" is the default tenant (tasks that name none). */
+  tenant: string;
+  /** Runs waiting for a worker, and the same by priority (only those with runs). */
+  pending: number;
+  pending_by_priority?: Partial<Record<"high" | "normal" | "low", number>>;
+  in_flight: number;
+  /** Its cap on runs in flight across the fleet (0: none). */
+  concurrency: number;
+  weight: number;
+  /** It waits at its cap. */
+  capped: boolean;
+  /** When its oldest waiting run became pending (absent: none waits). */
+  oldest_waiting?: string;
+}
+
 export interface Agent {
   agent: string;
   key: string;

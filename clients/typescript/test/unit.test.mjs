@@ -187,6 +187,19 @@ test("task listings: query, cursor pages; pause and resume a queue", async (t) =
   assert.equal(f.requests.at(-1).method, "POST");
 });
 
+test("tenants: each tenant of each queue, or of one queue", async (t) => {
+  const tn = { queue: "default", tenant: "acme", pending: 5, pending_by_priority: { normal: 5 }, in_flight: 2, concurrency: 2, weight: 3, capped: true, oldest_waiting: "2026-03-01T12:00:00Z" };
+  const f = await withFake(t, () => [200, { tenants: [tn] }]);
+  const got = await client(f).tenants();
+  assert.equal(f.requests[0].path, "/api/v1/tenants");
+  assert.equal(f.requests[0].method, "GET");
+  assert.equal(got[0].tenant, "acme");
+  assert.equal(got[0].in_flight, 2);
+  assert.equal(got[0].capped, true);
+  await client(f).tenants({ queue: "other" });
+  assert.deepEqual(f.requests[1].query, { queue: "other" });
+});
+
 // ---- held to api/openapi.yaml ----
 
 const openapi = readFileSync(join(ROOT, "api", "openapi.yaml"), "utf8");
