@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/fair/fairtest"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience/breaker"
@@ -80,6 +81,7 @@ func TestBrowser(t *testing.T) {
 	aliveWorker, goneWorker := f.seedWorkers(t)
 	_, err0 := f.client.Enqueue(context.Background(), tasks.Task{ID: "by-corr", Agent: "llm", CorrelationID: "order-7"})
 	require.NoError(t, err0)
+	fairtest.Seed(t, f.rdb, "bulk") // tenants on queue bulk: acme at its cap
 	// A chart with something in it: an hour of synthetic minutes in Redis (the
 	// sampler's real readings are TestSamplerLifecycle's).
 	f.sampler.addSynthetic(t, time.Now(), time.Hour)
@@ -333,6 +335,18 @@ func TestBrowser(t *testing.T) {
 	clickAndLoad(`tr[data-queue="default"] button.resume`)
 	require.Contains(t, text(".flash"), "resumed")
 
+	// Tenants: acme at its cap on queue bulk, nothing cut off at 1366×768.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/tenants"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tenants`)),
+	))
+	require.Contains(t, text(`tr[data-queue="bulk"][data-tenant="acme"] td.capped`), "at cap")
+	require.Contains(t, text(`tr[data-queue="bulk"][data-tenant=""] td.tenant`), "(default)")
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Tenants page scrolls sideways at 1366")
+	require.True(t, eval(`[...document.querySelectorAll('.scroll')].every(s => s.scrollWidth <= s.clientWidth + 1)`),
+		"the Tenants table is cut off at 1366 (wider than its box)")
+	shot("tenants")
+
 	// Phone width: the Overview still fits (nothing wider than the screen).
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
@@ -370,6 +384,13 @@ func TestBrowser(t *testing.T) {
 		require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "%s scrolls sideways at phone width", page)
 	}
 	shot("tasks-phone")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/tenants"),
+		chromedp.WaitVisible(chromedp.CSS("#tenants")),
+	))
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Tenants page scrolls sideways at phone width")
+	require.True(t, eval(`!!document.querySelector('header nav a[href="/ui/tenants"]')`), "the Tenants link at phone width")
+	shot("tenants-phone")
 
 	cancel()
 	<-done

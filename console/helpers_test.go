@@ -23,9 +23,11 @@ import (
 
 const testToken = "console-s3cret"
 
-// testConfig names two agents: llm (breaker key llm.example) and tool.
+// testConfig names two agents: llm (breaker key llm.example) and tool,
+// and tenant acme (weight 3, cap 2: fairtest.Config).
 func testConfig() *config.Config {
 	cfg := config.Default()
+	cfg.Tenants = map[string]config.Tenant{"acme": {Weight: 3, Concurrency: 2}}
 	cfg.Agents = map[string]config.Agent{
 		"tool": {Name: "tool", Settings: cfg.Defaults.Clone()},
 		"llm":  {Name: "llm", BreakerKey: "llm.example", Fallback: []string{"tool"}, Settings: cfg.Defaults.Clone()},
