@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/tasks"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -40,6 +42,12 @@ type metrics struct {
 	limitRefusals  *prometheus.CounterVec
 	limitDeferrals *prometheus.CounterVec
 	limitPauses    *prometheus.CounterVec
+	// tenantTasks counts the runs that ended (succeeded, restarted,
+	// dead_lettered) by tenant label (tenant) and outcome.
+	tenantTasks *prometheus.CounterVec
+	// tenants are the configured tenants: the only tenant names that are
+	// their own label (fair.Config.Label).
+	tenants fair.Config
 	// idleWaits counts the idle waits of the worker's dequeue by how they
 	// ended (internal/wakeup.Cause: token, bound, stopped, error).
 	idleWaits *prometheus.CounterVec
@@ -52,6 +60,27 @@ func (m *metrics) agent(name string) string {
 		return UnknownAgentLabel
 	}
 	return name
+}
+
+// tenant is the tenant label of a task of tenant name: its name for a
+// tenant the config names (tenants), "default" for the default tenant,
+// "other" for every other, so that producers' tenant names cannot grow
+// the worker's series without bound.
+func (m *metrics) tenant(name string) string { return m.tenants.Label(name) }
+
+// ended counts a run of env's tenant that ended with outcome (succeeded,
+// restarted, dead_lettered).
+func (m *metrics) ended(env *tasks.Envelope, outcome string) {
+	m.tenantTasks.WithLabelValues(m.tenant(tenantOf(env)), outcome).Inc()
+}
+
+// tenantOf is the tenant of env ("": the default tenant, also for a nil
+// env).
+func tenantOf(env *tasks.Envelope) string {
+	if env == nil {
+		return ""
+	}
+	return "" // LEAD: return env.Tenant once tasks.Envelope carries it (issue 28).
 }
 
 // runs sets the agents the worker runs: from then on, any other name is
@@ -117,6 +146,10 @@ func newMetrics() *metrics {
 			Help: "Waits of an idle worker for work, by how they ended: token (woken by an enqueue, forward or restart), bound (worker.poll_interval passed), stopped, error.",
 		}, []string{"end"}),
 	}
+	m.tenantTasks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_tenant_tasks_total",
+		Help: "Runs that ended on this worker (succeeded, restarted, dead_lettered), by tenant: a tenant named in the config by its name, the default tenant as default, every other as other.",
+	}, []string{"tenant", "outcome"})
 	m.limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentq_limit_refusals_total",
 		Help: "Admissions refused by a provider limit in this worker, by limits key and limit (requests, tokens, concurrency, paused); a task waiting in its worker may be refused several times.",
@@ -129,7 +162,7 @@ func newMetrics() *metrics {
 		Name: "agentq_limit_pauses_total",
 		Help: "Fleet-wide pauses of a limits key this worker wrote (or extended) because a provider's reply said the key was exhausted.",
 	}, []string{"key"})
-	m.reg.MustRegister(m.limitRefusals, m.limitDeferrals, m.limitPauses, m.shortReplication, m.idleWaits, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
+	m.reg.MustRegister(m.limitRefusals, m.limitDeferrals, m.limitPauses, m.shortReplication, m.idleWaits, m.tenantTasks, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
 		m.restarts, m.restartResults, m.breakerState, m.rejections, m.alerts,
 		m.fallbacks, m.probes, m.probeDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -57,6 +57,7 @@ func (p *pipeline) succeed(ctx context.Context, log *taskLog, env *tasks.Envelop
 	if !rode {
 		p.succeeded(a.start.d, out)
 	}
+	p.metrics.ended(env, "succeeded")
 	failpoint("after_success_recorded") // test hook: crash before asynq acks a success
 	return nil
 }
@@ -120,6 +121,7 @@ func (p *pipeline) restart(ctx context.Context, log *taskLog, env *tasks.Envelop
 		return p.answer(ctx, log, env, out, nil)
 	}
 	p.metrics.restarts.WithLabelValues(p.metrics.agent(env.Agent), rep.ErrorClass).Inc()
+	p.metrics.ended(env, "restarted")
 	if env.Restarts > 0 {
 		p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "restarted").Inc()
 	}
@@ -168,6 +170,7 @@ func (p *pipeline) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 		p.log.Error("could not record dead letter in task history", "task_id", env.ID, "err", err)
 	}
 	p.metrics.deadLetters.WithLabelValues(p.metrics.agent(env.Agent), rep.ErrorClass, reason).Inc()
+	p.metrics.ended(env, "dead_lettered")
 	if env.Restarts > 0 {
 		p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "dead_lettered").Inc()
 	}
@@ -246,6 +249,7 @@ func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *ta
 	}
 	_, _ = p.rec.apply(bg, delivery(e, 0), c)
 	p.metrics.deadLetters.WithLabelValues(p.metrics.agent(e.Agent), string(resilience.InvalidRequest), ReasonInvalidPayload).Inc()
+	p.metrics.ended(env, "dead_lettered")
 	p.log.Error("dead-lettered", "event", "dead_letter", "task_id", e.ID, "class", resilience.InvalidRequest,
 		"reason", ReasonInvalidPayload, "error", msg)
 	return nil

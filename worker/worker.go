@@ -147,6 +147,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	classifier := resilience.Classifier{Custom: custom}
 	m := newMetrics()
 	m.runs(slices.Collect(maps.Keys(specs)))
+	m.tenants = cfg.Fair()
 	host, _ := os.Hostname()
 	workerID := fmt.Sprintf("%s:%d", host, os.Getpid())
 	// One group-committing batcher: concurrent tasks' admissions and
