@@ -57,9 +57,21 @@ func TestTenants(t *testing.T) {
 	require.Equal(t, int64(1), only[1].Pending)
 	require.Equal(t, int64(0), only[0].Pending, "the default tenant of a queue without its runs")
 
+	// A queue without tenants: the dequeue does not count the default
+	// tenant's runs, yet they are in flight.
+	fairtest.Enqueue(t, rdb, "plain", fair.Lane{}, "p", 3, time.Now())
+	require.NotEmpty(t, fairtest.Dequeue(t, rdb, "plain", fair.Config{}))
+	require.NotEmpty(t, fairtest.Dequeue(t, rdb, "plain", fair.Config{}))
+	plain, err := inspect.Tenants(ctx, rdb, cfg, "plain")
+	require.NoError(t, err)
+	require.Len(t, plain, 1)
+	require.Equal(t, int64(1), plain[0].Pending)
+	require.Equal(t, int64(2), plain[0].InFlight, "the default tenant's uncounted runs in flight")
+
 	qs, err := inspect.Queues(rdb)
 	require.NoError(t, err)
-	require.Len(t, qs, 2)
+	require.Len(t, qs, 3)
+	qs = []inspect.QueueStats{qs[0], qs[2]} // default, other
 	inLanes := want["acme"].Pending + want["beta"].Pending
 	require.Equal(t, inLanes, qs[0].PendingInLanes)
 	require.Equal(t, int(inLanes+want[""].Pending), qs[0].Pending, "pending counts the runs in tenants' lanes")
