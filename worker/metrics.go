@@ -80,7 +80,7 @@ func tenantOf(env *tasks.Envelope) string {
 	if env == nil {
 		return ""
 	}
-	return "" // LEAD: return env.Tenant once tasks.Envelope carries it (issue 28).
+	return env.Tenant
 }
 
 // runs sets the agents the worker runs: from then on, any other name is
