@@ -30,12 +30,16 @@
 // backlog. The default tenant's runs in asynq's pending list take part
 // with a pass kept in rkeys.FairState.
 //
-// A tenant's cap counts its runs in asynq's active list: the dequeue that
-// hands one out marks the task hash (aq_c) and raises rkeys.FairInflight;
-// asynq's done, retry and requeue of a marked run lower it in the same
-// script (ReleaseLua) and move the tenant back from the capped set to the
-// ready set, with a wake token. A tenant at its cap is not served, so it
-// holds no worker slot while it waits.
+// A capped tenant's runs in asynq's active list are counted: the dequeue
+// that hands one out marks the task hash (aq_c) and raises
+// rkeys.FairInflight; asynq's done, retry and requeue of a marked run
+// lower it in the same script (ReleaseLua) and move the tenant back from
+// the capped set to the ready set, with a wake token. A tenant at its cap
+// is not served, so it holds no worker slot while it waits. An uncapped
+// tenant's runs are not counted (the dispatch and the acknowledgement pay
+// nothing for it); `inspector tenants` counts what runs from asynq's
+// active list and the lane each task hash names. A cap set while a
+// tenant's runs are in flight counts the runs dispatched after it.
 //
 // Why nothing is lost or stuck: a run is always in exactly one of a lane,
 // asynq's pending list, asynq's active list (with a lease, which asynq's

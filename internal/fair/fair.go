@@ -45,9 +45,14 @@ func (c Config) Of(tenant string) Settings {
 }
 
 // DequeueArgs are the arguments DequeueLua takes after asynq's two: the
-// lane prefix, the default weight and the default concurrency.
+// lane prefix, the default weight, the default concurrency, and whether
+// the config names tenants.
 func (c Config) DequeueArgs(queue string) []any {
-	return []any{rkeys.FairLanePrefix(queue), c.Default.weight(), c.Default.Concurrency}
+	named := "0"
+	if len(c.Named) > 0 {
+		named = "1"
+	}
+	return []any{rkeys.FairLanePrefix(queue), c.Default.weight(), c.Default.Concurrency, named}
 }
 
 // DequeueKeys are the keys DequeueLua takes after asynq's four.

@@ -64,7 +64,8 @@ end
 // settings, KEYS[9] the dispatch clock (rkeys.Fair*)
 // ARGV[1] lease expiry (Unix s), ARGV[2] task key prefix (asynq's),
 // ARGV[3] lane prefix, ARGV[4] default weight, ARGV[5] default
-// concurrency (0: none)
+// concurrency (0: none), ARGV[6] "1" when the config names tenants (their
+// settings are read from KEYS[8]), else "0"
 // Returns the run's message (asynq's TaskMessage), or nil when the queue
 // is paused or has nothing to hand out (empty, or every tenant with work
 // at its cap).
@@ -99,6 +100,7 @@ end
 local clock = redis.call("HMGET", KEYS[9], "vt", "p")
 local vt = tonumber(clock[1]) or 0
 local function settings(t)
+  if ARGV[6] ~= "1" then return tonumber(ARGV[4]), defcap end
   local s = redis.call("HGET", KEYS[8], t)
   if s then
     local w, c = string.match(s, "^(%S+) (%S+)$")
@@ -123,9 +125,11 @@ for _ = 1, 64 do
     local h, l = ARGV[3] .. "h:" .. t, ARGV[3] .. "l:" .. t
     local n = KEYS[1]
     if t ~= "" then n = ARGV[3] .. "n:" .. t end
-    local msg, from = take(h, t), h
-    if not msg then msg, from = take(n, t), n end
-    if not msg then msg, from = take(l, t), l end
+    local counted = nil
+    if cap > 0 then counted = t end
+    local msg, from = take(h, counted), h
+    if not msg then msg, from = take(n, counted), n end
+    if not msg then msg, from = take(l, counted), l end
     local np = math.max(p, vt) + 1 / w
     if p > vt then vt = p end
     local left = 0

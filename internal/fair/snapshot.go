@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,9 +23,8 @@ type Tenant struct {
 	// (only the priorities with runs).
 	Pending int64            `json:"pending"`
 	ByPrio  map[string]int64 `json:"pending_by_priority,omitempty"`
-	// InFlight counts its runs in asynq's active list: the dequeue's count
-	// (rkeys.FairInflight); for the default tenant, the runs of the active
-	// list no other tenant's count claims.
+	// InFlight counts its runs in asynq's active list (by the lane their
+	// task hash names; the dispatch counts only capped tenants').
 	InFlight int64 `json:"in_flight"`
 	// Concurrency is its cap (0: none); Weight its share.
 	Concurrency int     `json:"concurrency"`
@@ -63,10 +61,11 @@ func laneKey(queue, code, tenant string) string {
 // Snapshot reads the tenants of queue: every tenant of its registry with
 // runs waiting or in flight, and the default tenant (always, with asynq's
 // pending list as its normal lane), sorted by name, with c's settings.
-// It costs three round trips whatever the number of tenants: the
-// registry, one pipeline of the lanes' lengths and oldest runs, the
-// in-flight counts and the capped set, and one pipeline of the oldest
-// runs' pending_since.
+// It costs four round trips whatever the number of tenants: the
+// registry, one pipeline of the lanes' lengths and oldest runs, the capped
+// set and asynq's active list, one pipeline of the active runs' tenants
+// (bounded by the fleet's concurrency), and one of the oldest runs'
+// pending_since.
 func Snapshot(ctx context.Context, rdb redis.Cmdable, queue string, c Config) ([]Tenant, error) {
 	out, err := read(ctx, rdb, queue, c, true)
 	if err != nil {
@@ -110,9 +109,7 @@ func read(ctx context.Context, rdb redis.Cmdable, queue string, c Config, oldest
 	sort.Strings(names)
 	names = dedupe(names)
 	rs := make([]laneReads, len(names))
-	var inflight *redis.MapStringStringCmd
-	var capped *redis.StringSliceCmd
-	var active *redis.IntCmd
+	var capped, active *redis.StringSliceCmd
 	_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, t := range names {
 			for j, pr := range prios {
@@ -123,15 +120,17 @@ func read(ctx context.Context, rdb redis.Cmdable, queue string, c Config, oldest
 				}
 			}
 		}
-		inflight = p.HGetAll(ctx, rkeys.FairInflight(queue))
 		capped = p.ZRange(ctx, rkeys.FairCapped(queue), 0, -1)
-		active = p.LLen(ctx, asynqcompat.ActiveKey(queue))
+		active = p.LRange(ctx, asynqcompat.ActiveKey(queue), 0, -1)
 		return nil
 	})
 	if err != nil && err != redis.Nil {
 		return nil, err
 	}
-	counts, othersInFlight := inflightCounts(inflight.Val())
+	counts, err := activeCounts(ctx, rdb, queue, active.Val())
+	if err != nil {
+		return nil, err
+	}
 	isCapped := make(map[string]bool, len(capped.Val()))
 	for _, t := range capped.Val() {
 		isCapped[t] = true
@@ -142,12 +141,6 @@ func read(ctx context.Context, rdb redis.Cmdable, queue string, c Config, oldest
 		s := c.Of(t)
 		tn := Tenant{Queue: queue, Tenant: t, Concurrency: s.Concurrency, Weight: s.weight(), ByPrio: map[string]int64{},
 			InFlight: counts[t], Capped: isCapped[t]}
-		if t == "" {
-			// Without a cap, the dequeue counts the default tenant's runs
-			// only while other tenants have work: the rest of the active
-			// list is its.
-			tn.InFlight = max(tn.InFlight, active.Val()-othersInFlight)
-		}
 		var ids []string
 		for j, pr := range prios {
 			n := rs[i].lens[j].Val()
@@ -175,22 +168,28 @@ func read(ctx context.Context, rdb redis.Cmdable, queue string, c Config, oldest
 	return out, nil
 }
 
-// inflightCounts parses the in-flight hash: the counts by tenant, and the
-// sum of the named (non-default) tenants'.
-func inflightCounts(h map[string]string) (map[string]int64, int64) {
-	counts := make(map[string]int64, len(h))
-	var others int64
-	for t, v := range h {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			continue
-		}
-		counts[t] = n
-		if t != "" {
-			others += n
-		}
+// activeCounts counts the runs of asynq's active list ids by the tenant
+// their task hash names (none: the default tenant), in one pipeline: the
+// active list is bounded by the fleet's concurrency.
+func activeCounts(ctx context.Context, rdb redis.Cmdable, queue string, ids []string) (map[string]int64, error) {
+	counts := map[string]int64{}
+	if len(ids) == 0 {
+		return counts, nil
 	}
-	return counts, others
+	cmds := make([]*redis.StringCmd, len(ids))
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGet(ctx, asynqcompat.TaskKey(queue, id), FieldTenant)
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, err
+	}
+	for _, c := range cmds {
+		counts[c.Val()]++ // "" for none: the default tenant
+	}
+	return counts, nil
 }
 
 // readOldest sets each tenant's OldestWaiting: the earliest pending_since
