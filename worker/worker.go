@@ -38,6 +38,7 @@ import (
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/tracing"
+	"github.com/agentq/agentq/schedule"
 	wh "github.com/agentq/agentq/webhook"
 )
 
@@ -110,6 +111,9 @@ type Worker struct {
 	hooks *wh.Deliverer
 	// hb keeps this worker's entry in the worker registry (heartbeat.go).
 	hb *Heartbeat
+	// sched fires the config's schedules (package schedule); nil when
+	// none are configured.
+	sched *schedule.Scheduler
 }
 
 // newOptions applies opts over the defaults: slog.Default, the token in
@@ -183,6 +187,13 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	w.pipe.charts = charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger})
 	w.hb = NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0)
 	w.pipe.track = w.hb.Track
+	if len(cfg.Schedules) > 0 {
+		defs, err := cfg.ScheduleDefs()
+		if err != nil {
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		w.sched = schedule.New(rdb, client, defs, schedule.Options{Logger: o.logger})
+	}
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
 	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
 	w.rec = rec
@@ -302,6 +313,9 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	}
 	if w.hooks != nil {
 		out = append(out, startstop.Func(w.deliverWebhooks))
+	}
+	if w.sched != nil {
+		out = append(out, w.sched)
 	}
 	return out
 }
