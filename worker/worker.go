@@ -36,9 +36,9 @@ import (
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/restart"
+	"github.com/agentq/agentq/schedule"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/tracing"
-	"github.com/agentq/agentq/schedule"
 	wh "github.com/agentq/agentq/webhook"
 )
 
