@@ -13,6 +13,7 @@ import (
 	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/resilience/limit"
+	"github.com/agentq/agentq/schedule"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -40,6 +41,7 @@ func TestOpenAPISchemasDocumentEveryField(t *testing.T) {
 		"Probe":      breaker.ProbeStatus{},
 		"Worker":     inspect.WorkerInfo{},
 		"WorkerTask": inspect.WorkerTask{},
+		"Schedule":   schedule.Status{},
 	} {
 		s, ok := doc.Components.Schemas[schema]
 		require.True(t, ok, "schema %s is documented", schema)
