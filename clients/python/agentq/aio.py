@@ -105,6 +105,9 @@ class AsyncClient:
     async def workers(self):
         return await self._run(self.sync.workers)
 
+    async def schedules(self):
+        return await self._run(self.sync.schedules)
+
     async def health(self):
         return await self._run(self.sync.health)
 

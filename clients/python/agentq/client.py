@@ -26,6 +26,7 @@ ROUTES = {
     ("POST", "/api/v1/tasks/{id}/cancel"): ("cancel",),
     ("GET", "/api/v1/agents"): ("agents",),
     ("GET", "/api/v1/workers"): ("workers",),
+    ("GET", "/api/v1/schedules"): ("schedules",),
     ("GET", "/api/v1/deadletters"): ("deadletters",),
     ("POST", "/api/v1/deadletters/{id}/requeue"): ("requeue",),
     ("POST", "/api/v1/queues/{name}/pause"): ("pause_queue",),
@@ -337,6 +338,12 @@ class Client:
         ``tasks`` in flight (a gone worker's ``orphaned`` ones with
         ``recovery_from``/``recovery_by``)."""
         return self._call("GET", "/api/v1/workers", idempotent=True).body["workers"]
+
+    def schedules(self):
+        """The configured schedules (a list): ``name``, ``cron``,
+        ``timezone``, ``agent``, ``next_fire``, ``last_fire``,
+        ``last_task_id`` and ``last_task_state``."""
+        return self._call("GET", "/api/v1/schedules", idempotent=True).body["schedules"]
 
     def health(self):
         """``{"status": "ok", "redis": "ok"}``; Unavailable when Redis does not answer."""

@@ -5,7 +5,7 @@ import { parseSSE } from "./sse.js";
 import {
   ENDED_STATES, TERMINAL_EVENTS,
   type Agent, type BatchResponse, type CancelResponse, type DeadLetter, type DeadLetterPage,
-  type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Task,
+  type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Schedule, type Task,
   type TaskEvent, type TaskFilter, type TaskPage, type TaskRequest, type Worker,
 } from "./types.js";
 
@@ -23,6 +23,7 @@ export const ROUTES: Record<string, readonly string[]> = {
   "POST /api/v1/tasks/{id}/cancel": ["cancel"],
   "GET /api/v1/agents": ["agents"],
   "GET /api/v1/workers": ["workers"],
+  "GET /api/v1/schedules": ["schedules"],
   "GET /api/v1/deadletters": ["deadletters"],
   "POST /api/v1/deadletters/{id}/requeue": ["requeue"],
   "POST /api/v1/queues/{name}/pause": ["pauseQueue"],
@@ -393,6 +394,11 @@ export class Client {
   /** The worker processes of the registry, live ones first (a gone one's orphaned tasks say when lease recovery puts them back). */
   async workers(): Promise<Worker[]> {
     return (await this.call<{ workers: Worker[] }>("GET", "/api/v1/workers", { idempotent: true })).workers;
+  }
+
+  /** The configured schedules: next and last fire, the last task's ID and state. */
+  async schedules(): Promise<Schedule[]> {
+    return (await this.call<{ schedules: Schedule[] }>("GET", "/api/v1/schedules", { idempotent: true })).schedules;
   }
 
   /** `{status: "ok", redis: "ok"}`; an UnavailableError when Redis does not answer. */
