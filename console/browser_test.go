@@ -78,6 +78,7 @@ func TestBrowser(t *testing.T) {
 	f.seedDeadLetters(t, 120)
 	f.seedTask(t, "task-42")
 	aliveWorker, goneWorker := f.seedWorkers(t)
+	schedID := f.setSchedules(t)
 	_, err0 := f.client.Enqueue(context.Background(), tasks.Task{ID: "by-corr", Agent: "llm", CorrelationID: "order-7"})
 	require.NoError(t, err0)
 	// A chart with something in it: an hour of synthetic minutes in Redis (the
@@ -173,7 +174,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("section.cards")),
 	))
 	require.Equal(t, "Overview", text("main h1"))
-	for _, name := range []string{"Overview", "Dead letters", "Breakers", "Restarts", "Agents"} {
+	for _, name := range []string{"Overview", "Dead letters", "Breakers", "Restarts", "Agents", "Schedules"} {
 		require.Contains(t, text("header nav"), name)
 	}
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(".chart polyline.s-pending"))))
@@ -333,6 +334,16 @@ func TestBrowser(t *testing.T) {
 	clickAndLoad(`tr[data-queue="default"] button.resume`)
 	require.Contains(t, text(".flash"), "resumed")
 
+	// Schedules: the last fired task, linked, and its state; nothing cut off.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/schedules"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#schedules`)),
+	))
+	require.Contains(t, text(`#schedules tr[data-name="beat"] td.task`), schedID)
+	require.Equal(t, "pending", text(`#schedules tr[data-name="beat"] td.state`))
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Schedules page scrolls sideways at 1366")
+	shot("schedules")
+
 	// Phone width: the Overview still fits (nothing wider than the screen).
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
@@ -370,6 +381,15 @@ func TestBrowser(t *testing.T) {
 		require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "%s scrolls sideways at phone width", page)
 	}
 	shot("tasks-phone")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/schedules"),
+		chromedp.WaitVisible(chromedp.CSS("#schedules")),
+	))
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Schedules page scrolls sideways at phone width")
+	require.True(t, eval(`[...document.querySelectorAll('#schedules td')].every(td => td.getBoundingClientRect().right <= window.innerWidth + 1)`),
+		"a cell of the Schedules page is cut off at phone width")
+	require.Contains(t, text(`#schedules tr[data-name="beat"] td.task`), schedID)
+	shot("schedules-phone")
 
 	cancel()
 	<-done

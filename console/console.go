@@ -225,6 +225,7 @@ func (c *Console) routes() http.Handler {
 		{"GET " + c.base + "restarts", (*Console).restarts},
 		{"GET " + c.base + "webhooks", (*Console).webhooks},
 		{"GET " + c.base + "workers", (*Console).workers},
+		{"GET " + c.base + "schedules", (*Console).schedules},
 	} {
 		mux.HandleFunc(rt.pattern, c.serve(rt.h))
 	}
