@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +38,10 @@ agents:
 schedules:
   beat: {cron: "@every 2s", agent: api, action: beat, params: {n: 1}}
 `, be.srv.URL+"/ok"))
-	for i := range 3 {
-		start(t, fmt.Sprintf("worker%d", i), b.worker, "--config", cfg, "--redis", srv.URL())
+	ops := make([]string, 3)
+	for i := range ops {
+		ops[i] = freeAddr(t)
+		start(t, fmt.Sprintf("worker%d", i), b.worker, "--config", cfg, "--redis", srv.URL(), "--http", ops[i])
 	}
 	ctx := context.Background()
 	ticks := func() []string {
@@ -77,7 +82,36 @@ schedules:
 		}
 		require.Equal(t, 1, enq, "%s was queued %d times", id, enq)
 	}
+	// The workers' own count: fired once per tick, fleet-wide (read until
+	// no tick lands between two readings).
+	require.Eventually(t, func() bool {
+		before := firedTicks(t, ops)
+		n := len(ticks())
+		return firedTicks(t, ops) == before && before == n
+	}, 30*time.Second, 100*time.Millisecond, "the workers' fired ticks are not one per tick")
+
 	st, err := rdb.HGetAll(ctx, rkeys.Schedule("beat")).Result()
 	require.NoError(t, err)
 	require.Contains(t, st["last_task"], "sched:beat:")
+}
+
+// firedTicks sums agentq_schedule_ticks_total{outcome="fired"} over the
+// workers' /metrics.
+func firedTicks(t *testing.T, ops []string) int {
+	t.Helper()
+	total := 0
+	for _, o := range ops {
+		resp, err := http.Get("http://" + o + "/metrics")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, `agentq_schedule_ticks_total{outcome="fired",schedule="beat"}`) {
+				n, err := strconv.Atoi(strings.TrimSpace(line[strings.LastIndex(line, " "):]))
+				require.NoError(t, err, line)
+				total += n
+			}
+		}
+	}
+	return total
 }

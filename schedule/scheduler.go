@@ -68,6 +68,9 @@ func (realClock) Wait(ctx context.Context, d time.Duration) bool {
 type Options struct {
 	Clock  Clock        // zero: the system clock
 	Logger *slog.Logger // zero: slog.Default
+	// Observe, when set, is told of each tick this process handled: the
+	// schedule and the outcome (fired, duplicate, skipped, error).
+	Observe func(schedule, outcome string)
 }
 
 // Scheduler fires a process's schedules. Start runs it until ctx ends or
@@ -79,6 +82,7 @@ type Scheduler struct {
 	defs   []Def
 	clock  Clock
 	log    *slog.Logger
+	obs    func(schedule, outcome string)
 }
 
 // New builds a Scheduler of defs enqueueing through client on rdb.
@@ -89,7 +93,7 @@ func New(rdb redis.UniversalClient, client *tasks.Client, defs []Def, o Options)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Scheduler{rdb: rdb, client: client, defs: slices.Clone(defs), clock: o.Clock, log: o.Logger}
+	return &Scheduler{rdb: rdb, client: client, defs: slices.Clone(defs), clock: o.Clock, log: o.Logger, obs: o.Observe}
 }
 
 // Start begins firing; it returns at once.
@@ -108,11 +112,17 @@ const (
 	Skipped   Outcome = "skipped"   // overlap skip: the last task had not ended
 )
 
+// retryDelay is how soon a tick whose enqueue failed (Redis unreachable)
+// is tried again, for as long as it is the schedule's latest tick.
+const retryDelay = time.Second
+
 // run is the loop: the missed-tick policy once, then each tick as it
-// comes. cursors hold, per schedule, the latest tick handled.
+// comes. cursors hold, per schedule, the latest tick handled; retry, the
+// tick to try again (zero: none).
 func (s *Scheduler) run(ctx context.Context) {
 	now := s.clock.Now()
 	cursors := make([]time.Time, len(s.defs))
+	retry := make([]time.Time, len(s.defs))
 	for i, d := range s.defs {
 		cursors[i] = now
 		st, err := s.state(ctx, d.Name)
@@ -121,41 +131,72 @@ func (s *Scheduler) run(ctx context.Context) {
 			continue
 		}
 		if !st.LastFire.IsZero() {
-			if t := latest(d.Spec, st.LastFire, now); !t.IsZero() {
-				s.fire(ctx, d, t, "missed")
+			if t := latest(d.Spec, st.LastFire, now); !t.IsZero() && !s.fire(ctx, d, t, "missed") {
+				retry[i] = t
 			}
 		}
 	}
 	for ctx.Err() == nil {
-		next := time.Time{}
-		for i, d := range s.defs {
-			if n := d.Spec.Next(cursors[i]); !n.IsZero() && (next.IsZero() || n.Before(next)) {
-				next = n
-			}
-		}
+		next := s.wake(cursors, retry, s.clock.Now())
 		if next.IsZero() || !s.clock.Wait(ctx, next.Sub(s.clock.Now())) {
 			return
 		}
 		now = s.clock.Now()
 		for i, d := range s.defs {
-			if t := latest(d.Spec, cursors[i], now); !t.IsZero() {
-				s.fire(ctx, d, t, "tick")
-				cursors[i] = t
+			t := latest(d.Spec, cursors[i], now)
+			switch {
+			case !t.IsZero():
+				cursors[i], retry[i] = t, time.Time{}
+			case !retry[i].IsZero() && !now.Before(retry[i].Add(retryDelay)):
+				t, retry[i] = retry[i], time.Time{}
+			default:
+				continue
+			}
+			if !s.fire(ctx, d, t, "tick") {
+				retry[i] = t
 			}
 		}
 	}
 }
 
-// fire fires one tick and logs a failure (the next tick is tried anyway).
-func (s *Scheduler) fire(ctx context.Context, d Def, t time.Time, why string) {
+// wake is when the loop next has something to do: the earliest next tick,
+// or a failed tick's retry.
+func (s *Scheduler) wake(cursors, retry []time.Time, now time.Time) time.Time {
+	var next time.Time
+	for i, d := range s.defs {
+		n := d.Spec.Next(cursors[i])
+		if !retry[i].IsZero() {
+			if r := now.Add(retryDelay); n.IsZero() || r.Before(n) {
+				n = r
+			}
+		}
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	return next
+}
+
+// fire fires one tick and logs a failure; it reports whether the tick was
+// handled (false: try it again).
+func (s *Scheduler) fire(ctx context.Context, d Def, t time.Time, why string) bool {
 	out, err := s.Fire(ctx, d, t)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("schedule: fire", "schedule", d.Name, "tick", t.UTC(), "err", err)
+			s.observe(d.Name, "error")
 		}
-		return
+		return false
 	}
+	s.observe(d.Name, string(out))
 	s.log.Debug("schedule tick", "schedule", d.Name, "tick", t.UTC(), "outcome", out, "why", why)
+	return true
+}
+
+func (s *Scheduler) observe(name, outcome string) {
+	if s.obs != nil {
+		s.obs(name, outcome)
+	}
 }
 
 // maxWalk bounds the ticks latest walks when Prev's window misses.

@@ -243,3 +243,43 @@ func TestStartStop(t *testing.T) {
 	var never Scheduler
 	never.Stop()
 }
+
+// hookClock is a fakeClock that runs hook before each wait (n counts them).
+type hookClock struct {
+	fakeClock
+	n    int
+	hook func(n int)
+}
+
+func (c *hookClock) Wait(ctx context.Context, d time.Duration) bool {
+	c.n++
+	c.hook(c.n)
+	return c.fakeClock.Wait(ctx, d)
+}
+
+// TestTickRetriedWhileRedisIsDown: a tick whose enqueue fails (Redis
+// down) is tried again until it lands, and observed as an error then as
+// fired.
+func TestTickRetriedWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	f := fixture{rdb: rdb, client: tasks.NewClient(rdb)}
+	d := f.def(t, "r", "@every 1m", "")
+	from := utc("2026-11-25T10:00:30Z")
+	clock := &hookClock{fakeClock: fakeClock{now: from, end: from.Add(60 * time.Second)}}
+	clock.hook = func(n int) {
+		switch n {
+		case 1: // before the 10:01 tick
+			srv.Stop()
+		case 3: // two failed tries later
+			srv.Restart()
+		}
+	}
+	var outcomes []string
+	s := New(rdb, f.client, []Def{d}, Options{Clock: clock, Observe: func(_, o string) { outcomes = append(outcomes, o) }})
+	s.run(context.Background())
+	require.Equal(t, []string{"error", "error", "fired"}, outcomes)
+	require.Equal(t, []string{"sched:r:20261125T100100Z"}, f.fired(t, "r"))
+}

@@ -187,12 +187,8 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	w.pipe.charts = charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger})
 	w.hb = NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0)
 	w.pipe.track = w.hb.Track
-	if len(cfg.Schedules) > 0 {
-		defs, err := cfg.ScheduleDefs()
-		if err != nil {
-			return nil, fmt.Errorf("worker: %w", err)
-		}
-		w.sched = schedule.New(rdb, client, defs, schedule.Options{Logger: o.logger})
+	if w.sched, err = newScheduler(cfg, rdb, client, o.logger, m); err != nil {
+		return nil, err
 	}
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
 	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
