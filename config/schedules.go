@@ -32,7 +32,8 @@ type Schedule struct {
 	// Queue is the queue the tasks go to; it must be one of worker.queues.
 	// Zero → "default".
 	Queue string `yaml:"queue"`
-	// Tenant is the tasks' tenant. Zero → none.
+	// Tenant is the tasks' tenant (tasks.Task.Tenant: fair dispatch across
+	// a queue's tenants). Zero → the default tenant.
 	Tenant string `yaml:"tenant"`
 	// Overlap is "allow" (fire every tick) or "skip" (skip a tick while
 	// the task of the last fired tick has not ended). Zero → allow.
@@ -65,8 +66,8 @@ func (c *Config) ScheduleDefs() ([]schedule.Def, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s.cron: %w", join("schedules", name), err)
 		}
-		out = append(out, schedule.Def{Name: name, Spec: sp, Overlap: s.Overlap, Tenant: s.Tenant,
-			Task: tasks.Task{Agent: s.Agent, Action: s.Action, Params: s.Params, Queue: s.Queue}})
+		out = append(out, schedule.Def{Name: name, Spec: sp, Overlap: s.Overlap,
+			Task: tasks.Task{Agent: s.Agent, Action: s.Action, Params: s.Params, Queue: s.Queue, Tenant: s.Tenant}})
 	}
 	return out, nil
 }
@@ -105,8 +106,11 @@ func (v *validator) schedules() {
 				v.fail(path+".queue", "queue %q is not one of worker.queues: no worker would run its tasks", s.Queue)
 			}
 		}
-		if err := tasks.CheckText(path+".action", s.Action); err != nil {
+		if err := tasks.CheckText("action", s.Action); err != nil {
 			v.fail(path+".action", "%v", err)
+		}
+		if err := tasks.CheckTenant(s.Tenant); err != nil {
+			v.fail(path+".tenant", "%v", err)
 		}
 		switch s.Overlap {
 		case "", schedule.OverlapAllow, schedule.OverlapSkip:

@@ -1,11 +1,13 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/schedule"
+	"github.com/agentq/agentq/tasks"
 )
 
 // TestSchedules: a schedules block decodes, params as JSON, and becomes
@@ -38,7 +40,7 @@ schedules:
 	require.Equal(t, "nightly", n.Name)
 	require.Equal(t, "Europe/Paris", n.Spec.Location().String())
 	require.Equal(t, schedule.OverlapSkip, n.Overlap)
-	require.Equal(t, "acme", n.Tenant)
+	require.Equal(t, "acme", n.Task.Tenant)
 	require.Equal(t, "cron", n.Task.Queue)
 	require.Equal(t, "report", n.Task.Action)
 	require.JSONEq(t, `{"repo": ".", "depth": 2, "tags": ["a", "b"]}`, string(n.Task.Params))
@@ -68,6 +70,7 @@ func TestScheduleErrors(t *testing.T) {
 		{"params list", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    params: [1]\n", 7, "schedules.s.params", "must be a mapping"},
 		{"params not json", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    params: 'x='\n", 7, "schedules.s.params", "not JSON"},
 		{"unserved queue", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    queue: nightly\n", 7, "schedules.s.queue", "worker.queues"},
+		{"tenant too long", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    tenant: " + strings.Repeat("t", tasks.MaxTenantLen+1) + "\n", 7, "schedules.s.tenant", "at most"},
 		{"bad name", agents + "schedules:\n  'a:b': {cron: '@daily', agent: tool}\n", 4, "schedules.a:b", "invalid schedule name"},
 		{"unknown field", agents + "schedules:\n  s: {cron: '@daily', agent: tool, overlaps: skip}\n", 4, "schedules.s.overlaps", "did you mean overlap?"},
 	}

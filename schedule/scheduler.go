@@ -28,12 +28,9 @@ type Def struct {
 	Spec *Spec
 	// Overlap is OverlapAllow ("" too) or OverlapSkip.
 	Overlap string
-	// Task is the task each tick enqueues; its ID is set per tick (TickID).
+	// Task is the task each tick enqueues (with the schedule's tenant in
+	// Task.Tenant); its ID is set per tick (TickID).
 	Task tasks.Task
-	// Tenant is the schedule's tenant (schedules.NAME.tenant).
-	// TODO(tenant): pass it on as the task's tenant once tasks.Task has the
-	// field (issue 30, another change); until then it is kept here only.
-	Tenant string
 }
 
 // TickID is the task ID of schedule name's tick at t:

@@ -92,6 +92,7 @@ func TestFireOncePerTickAcrossSchedulers(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	d := f.def(t, "s", "@every 2s", "")
+	d.Task.Tenant, d.Task.Params = "acme", []byte(`{"n":1}`)
 	tick := utc("2026-11-25T10:15:00Z")
 	outs := make(chan Outcome, 3)
 	var wg sync.WaitGroup
@@ -115,6 +116,10 @@ func TestFireOncePerTickAcrossSchedulers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, tick, st.LastFire)
 	require.Equal(t, "sched:s:20261125T101500Z", st.LastTask)
+	v, err := f.client.Store().Get(context.Background(), st.LastTask)
+	require.NoError(t, err)
+	require.Equal(t, "acme", v.Tenant, "the schedule's tenant is the task's")
+	require.Equal(t, "tick", v.Action)
 }
 
 // TestLoopAcrossDST: the loop, on an injected clock, fires each tick of a
