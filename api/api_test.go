@@ -41,6 +41,8 @@ func testConfig() *config.Config {
 	}
 	cfg.Webhooks = map[string]config.Webhook{"results": {URL: "https://hooks.example/r", Secret: "${RESULTS_SECRET}"},
 		"audit": {URL: "https://hooks.example/a", Secret: "${AUDIT_SECRET}"}}
+	cfg.Schedules = map[string]config.Schedule{"beat": {Cron: "@every 1m", Agent: "tool", Action: "beat"},
+		"nightly": {Cron: "30 1 * * *", Timezone: "Europe/Paris", Agent: "llm", Overlap: "skip"}}
 	return cfg
 }
 

@@ -460,6 +460,19 @@ func (s *Server) tenants(rw http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// schedules serves GET /api/v1/schedules: every configured schedule with
+// its next and last fire and its last task's ID and state.
+func (s *Server) schedules(rw http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := s.bounded(r, 1)
+	defer cancel()
+	out, err := inspect.Schedules(ctx, s.rdb, s.cfg, s.opts.Now())
+	if err != nil {
+		return err
+	}
+	writeJSON(rw, http.StatusOK, map[string]any{"schedules": out})
+	return nil
+}
+
 // DeadLetterPage is the reply of GET /api/v1/deadletters.
 type DeadLetterPage struct {
 	DeadLetters []*deadletter.Entry `json:"deadletters"`

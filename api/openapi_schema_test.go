@@ -13,6 +13,7 @@ import (
 	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/resilience/limit"
+	"github.com/agentq/agentq/schedule"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -41,6 +42,7 @@ func TestOpenAPISchemasDocumentEveryField(t *testing.T) {
 		"Worker":     inspect.WorkerInfo{},
 		"WorkerTask": inspect.WorkerTask{},
 		"Tenant":     inspect.Tenant{},
+		"Schedule":   schedule.Status{},
 	} {
 		s, ok := doc.Components.Schemas[schema]
 		require.True(t, ok, "schema %s is documented", schema)

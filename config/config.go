@@ -64,6 +64,9 @@ type Config struct {
 	// Tenants are the named tenants' dispatch settings (tenants.go); every
 	// other tenant takes Defaults.Tenant. Zero → none named.
 	Tenants map[string]Tenant `yaml:"tenants"`
+	// Schedules are the tasks enqueued on a schedule, by name
+	// (schedules.go). Zero → none.
+	Schedules map[string]Schedule `yaml:"schedules"`
 	// Path is the file the config was loaded from ("" for Default).
 	Path string `yaml:"-"`
 

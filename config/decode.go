@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -148,6 +149,10 @@ func (d *decoder) object(n *yaml.Node, path string, v reflect.Value, hold func(n
 // value decodes n over v according to v's type. A null node leaves v as it
 // is (the seed value, or the defaults' value for an agent).
 func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) {
+	if v.Type() == paramsType {
+		d.params(n, path, v)
+		return
+	}
 	switch v.Kind() {
 	case reflect.Struct:
 		d.object(n, path, v, nil)
@@ -332,4 +337,38 @@ func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) bool {
 	}
 	d.fail(s, path, "must be a duration such as 30s, got %s", describe(s))
 	return false
+}
+
+var paramsType = reflect.TypeFor[Params]()
+
+// params decodes a schedule's params: a mapping, kept as its JSON, or a
+// string holding a JSON object.
+func (d *decoder) params(n *yaml.Node, path string, v reflect.Value) {
+	n = deref(n)
+	if isNull(n) {
+		return
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+		if !json.Valid([]byte(n.Value)) {
+			d.fail(n, path, "must be a mapping or a JSON object, got a string that is not JSON")
+			return
+		}
+		v.SetBytes([]byte(n.Value))
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "must be a mapping, got %s", describe(n))
+		return
+	}
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		d.fail(n, path, "must be a mapping: %v", err)
+		return
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		d.fail(n, path, "cannot be written as JSON: %v", err)
+		return
+	}
+	v.SetBytes(b)
 }

@@ -31,6 +31,8 @@
 //	    fallback: [summarize]              # configured agents, in order; no cycles
 //	    health: {url: https://llm.example/healthz, interval: 30s, timeout: 5s}
 //	  summarize: {timeout: 2m}             # a Go-function agent registered in code
+//	schedules:                           # each tick enqueued once, whatever the number of workers
+//	  nightly: {cron: "30 1 * * *", timezone: Europe/Paris, agent: git_agent, action: status, overlap: skip}
 //	history:
 //	  retention: 168h
 //	alerts: {threshold: 10, window: 5m, webhook_url: https://hooks.example/agentq}

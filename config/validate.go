@@ -134,6 +134,7 @@ func (c *Config) Validate() error {
 	v.classifier()
 	v.webhooks()
 	v.tenants()
+	v.schedules()
 	if len(v.errs) == 0 {
 		return nil
 	}

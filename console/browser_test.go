@@ -79,6 +79,7 @@ func TestBrowser(t *testing.T) {
 	f.seedDeadLetters(t, 120)
 	f.seedTask(t, "task-42")
 	aliveWorker, goneWorker := f.seedWorkers(t)
+	schedID := f.setSchedules(t)
 	_, err0 := f.client.Enqueue(context.Background(), tasks.Task{ID: "by-corr", Agent: "llm", CorrelationID: "order-7"})
 	require.NoError(t, err0)
 	fairtest.Seed(t, f.rdb, "bulk") // tenants on queue bulk: acme at its cap
@@ -175,7 +176,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("section.cards")),
 	))
 	require.Equal(t, "Overview", text("main h1"))
-	for _, name := range []string{"Overview", "Dead letters", "Breakers", "Restarts", "Agents"} {
+	for _, name := range []string{"Overview", "Dead letters", "Breakers", "Restarts", "Agents", "Schedules"} {
 		require.Contains(t, text("header nav"), name)
 	}
 	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(".chart polyline.s-pending"))))
@@ -347,6 +348,16 @@ func TestBrowser(t *testing.T) {
 		"the Tenants table is cut off at 1366 (wider than its box)")
 	shot("tenants")
 
+	// Schedules: the last fired task, linked, and its state; nothing cut off.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/schedules"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#schedules`)),
+	))
+	require.Contains(t, text(`#schedules tr[data-name="beat"] td.task`), schedID)
+	require.Equal(t, "pending", text(`#schedules tr[data-name="beat"] td.state`))
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Schedules page scrolls sideways at 1366")
+	shot("schedules")
+
 	// Phone width: the Overview still fits (nothing wider than the screen).
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
@@ -391,6 +402,15 @@ func TestBrowser(t *testing.T) {
 	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Tenants page scrolls sideways at phone width")
 	require.True(t, eval(`!!document.querySelector('header nav a[href="/ui/tenants"]')`), "the Tenants link at phone width")
 	shot("tenants-phone")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/schedules"),
+		chromedp.WaitVisible(chromedp.CSS("#schedules")),
+	))
+	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Schedules page scrolls sideways at phone width")
+	require.True(t, eval(`[...document.querySelectorAll('#schedules td')].every(td => td.getBoundingClientRect().right <= window.innerWidth + 1)`),
+		"a cell of the Schedules page is cut off at phone width")
+	require.Contains(t, text(`#schedules tr[data-name="beat"] td.task`), schedID)
+	shot("schedules-phone")
 
 	cancel()
 	<-done

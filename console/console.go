@@ -226,6 +226,7 @@ func (c *Console) routes() http.Handler {
 		{"GET " + c.base + "webhooks", (*Console).webhooks},
 		{"GET " + c.base + "workers", (*Console).workers},
 		{"GET " + c.base + "tenants", (*Console).tenants},
+		{"GET " + c.base + "schedules", (*Console).schedules},
 	} {
 		mux.HandleFunc(rt.pattern, c.serve(rt.h))
 	}

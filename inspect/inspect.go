@@ -1,7 +1,8 @@
 // Package inspect gathers the operator's views that more than one front end
 // shows: queue, dead-letter, restart and breaker counts (`inspector stats`,
 // the console's Overview and its sampler) and the configured agents'
-// breaker references (`GET /api/v1/agents`, the console's Agents page).
+// breaker references (`GET /api/v1/agents`, the console's Agents page)
+// and the schedules' status (Schedules).
 package inspect
 
 import (

@@ -36,6 +36,7 @@ import (
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/restart"
+	"github.com/agentq/agentq/schedule"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/tracing"
 	wh "github.com/agentq/agentq/webhook"
@@ -110,6 +111,9 @@ type Worker struct {
 	hooks *wh.Deliverer
 	// hb keeps this worker's entry in the worker registry (heartbeat.go).
 	hb *Heartbeat
+	// sched fires the config's schedules (package schedule); nil when
+	// none are configured.
+	sched *schedule.Scheduler
 }
 
 // newOptions applies opts over the defaults: slog.Default, the token in
@@ -184,6 +188,9 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	w.pipe.charts = charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger})
 	w.hb = NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0)
 	w.pipe.track = w.hb.Track
+	if w.sched, err = newScheduler(cfg, rdb, client, o.logger, m); err != nil {
+		return nil, err
+	}
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
 	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
 	w.rec = rec
@@ -303,6 +310,9 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	}
 	if w.hooks != nil {
 		out = append(out, startstop.Func(w.deliverWebhooks))
+	}
+	if w.sched != nil {
+		out = append(out, w.sched)
 	}
 	return out
 }

@@ -62,6 +62,9 @@
 //     taken, and a delivery is at least once anyway: claimScript,
 //     renewScript, releaseScript, takeScript, repairScript, and retryScript
 //     (the operator's `inspector webhooks retry`).
+//   - a schedule's state (package schedule's recordScript): written after
+//     the tick's enqueue, which is what makes a tick once; the state only
+//     feeds the missed-tick policy and the operators' view.
 //
 // internal/lint's TestDirectScriptCallsDocumented holds this list to the
 // code: a script run straight on a client that is not named here fails it.

@@ -268,3 +268,9 @@ func ChartCounts() string { return Prefix + "{charts}:counts" }
 // ChartMinutes is the sorted set of the minutes ChartCounts holds (unix
 // minute -> the same), by which old minutes are trimmed.
 func ChartMinutes() string { return Prefix + "{charts}:minutes" }
+
+// Schedule is the hash of schedule name's state (last_fire and
+// last_skipped, Unix ms of the ticks; last_task, the last fired tick's
+// task ID), one per configured schedule, expiring when the schedule stops
+// firing (package schedule).
+func Schedule(name string) string { return Prefix + "{schedule:" + name + "}" }

@@ -108,6 +108,9 @@ class AsyncClient:
     async def tenants(self, queue=None):
         return await self._run(self.sync.tenants, queue)
 
+    async def schedules(self):
+        return await self._run(self.sync.schedules)
+
     async def health(self):
         return await self._run(self.sync.health)
 

@@ -27,6 +27,7 @@ ROUTES = {
     ("GET", "/api/v1/agents"): ("agents",),
     ("GET", "/api/v1/workers"): ("workers",),
     ("GET", "/api/v1/tenants"): ("tenants",),
+    ("GET", "/api/v1/schedules"): ("schedules",),
     ("GET", "/api/v1/deadletters"): ("deadletters",),
     ("POST", "/api/v1/deadletters/{id}/requeue"): ("requeue",),
     ("POST", "/api/v1/queues/{name}/pause"): ("pause_queue",),
@@ -347,6 +348,12 @@ class Client:
         ``capped`` and ``oldest_waiting`` (RFC 3339, absent when none
         waits)."""
         return self._call("GET", "/api/v1/tenants", {"queue": queue}, idempotent=True).body["tenants"]
+
+    def schedules(self):
+        """The configured schedules (a list): ``name``, ``cron``,
+        ``timezone``, ``agent``, ``next_fire``, ``last_fire``,
+        ``last_task_id`` and ``last_task_state``."""
+        return self._call("GET", "/api/v1/schedules", idempotent=True).body["schedules"]
 
     def health(self):
         """``{"status": "ok", "redis": "ok"}``; Unavailable when Redis does not answer."""

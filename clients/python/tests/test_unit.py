@@ -282,6 +282,13 @@ class TestClient(FakeCase):
         self.client(f).tenants(queue="other")
         self.assertEqual(f.requests[1].query, {"queue": "other"})
 
+    def test_schedules(self):
+        f = self.fake(lambda r: (200, {"schedules": [{"name": "nightly", "cron": "30 1 * * *", "last_task_id": "sched:nightly:20261125T003000Z"}]}))
+        got = self.client(f).schedules()
+        self.assertEqual(got[0].name, "nightly")
+        self.assertEqual(got[0].last_task_id, "sched:nightly:20261125T003000Z")
+        self.assertEqual((f.requests[0].method, f.requests[0].path), ("GET", "/api/v1/schedules"))
+
     def test_ids_are_escaped(self):
         f = self.fake(lambda r: (200, task("a/b c", "pending")))
         self.client(f).get("a/b c")

@@ -5,7 +5,7 @@ import { parseSSE } from "./sse.js";
 import {
   ENDED_STATES, TERMINAL_EVENTS,
   type Agent, type BatchResponse, type CancelResponse, type DeadLetter, type DeadLetterPage,
-  type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Task,
+  type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Schedule, type Task,
   type TaskEvent, type TaskFilter, type TaskPage, type TaskRequest, type Tenant, type Worker,
 } from "./types.js";
 
@@ -24,6 +24,7 @@ export const ROUTES: Record<string, readonly string[]> = {
   "GET /api/v1/agents": ["agents"],
   "GET /api/v1/workers": ["workers"],
   "GET /api/v1/tenants": ["tenants"],
+  "GET /api/v1/schedules": ["schedules"],
   "GET /api/v1/deadletters": ["deadletters"],
   "POST /api/v1/deadletters/{id}/requeue": ["requeue"],
   "POST /api/v1/queues/{name}/pause": ["pauseQueue"],
@@ -399,6 +400,11 @@ export class Client {
   /** The tenants of each queue (of `opts.queue` only), by queue then tenant: waiting, in flight, cap, weight, capped, oldest waiting. */
   async tenants(opts: { queue?: string } = {}): Promise<Tenant[]> {
     return (await this.call<{ tenants: Tenant[] }>("GET", "/api/v1/tenants", { query: { queue: opts.queue }, idempotent: true })).tenants;
+  }
+
+  /** The configured schedules: next and last fire, the last task's ID and state. */
+  async schedules(): Promise<Schedule[]> {
+    return (await this.call<{ schedules: Schedule[] }>("GET", "/api/v1/schedules", { idempotent: true })).schedules;
   }
 
   /** `{status: "ok", redis: "ok"}`; an UnavailableError when Redis does not answer. */

@@ -306,3 +306,19 @@ export interface Agent {
   health: "healthy" | "degraded" | "unhealthy";
   [k: string]: unknown;
 }
+
+/** A schedule of the config; each tick's task ID is `sched:NAME:<tick, UTC>`. */
+export interface Schedule {
+  name: string;
+  cron: string;
+  timezone: string;
+  agent: string;
+  action?: string;
+  queue: string;
+  overlap: "allow" | "skip";
+  next_fire: string | null;
+  last_fire: string | null;
+  last_skipped?: string;
+  last_task_id?: string;
+  last_task_state?: State;
+}

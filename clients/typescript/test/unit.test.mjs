@@ -200,6 +200,15 @@ test("tenants: each tenant of each queue, or of one queue", async (t) => {
   assert.deepEqual(f.requests[1].query, { queue: "other" });
 });
 
+test("schedules", async (t) => {
+  const f = await withFake(t, () => [200, { schedules: [{ name: "nightly", cron: "30 1 * * *", last_task_id: "sched:nightly:20261125T003000Z" }] }]);
+  const got = await client(f).schedules();
+  assert.equal(got[0].name, "nightly");
+  assert.equal(got[0].last_task_id, "sched:nightly:20261125T003000Z");
+  assert.equal(f.requests[0].method, "GET");
+  assert.equal(f.requests[0].path, "/api/v1/schedules");
+});
+
 // ---- held to api/openapi.yaml ----
 
 const openapi = readFileSync(join(ROOT, "api", "openapi.yaml"), "utf8");

@@ -1,0 +1,83 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/schedule"
+	"github.com/agentq/agentq/tasks"
+)
+
+// TestSchedules: a schedules block decodes, params as JSON, and becomes
+// the scheduler's definitions.
+func TestSchedules(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte(`
+worker:
+  queues: {default: 1, cron: 2}
+agents:
+  tool: {timeout: 5s}
+schedules:
+  nightly:
+    cron: "30 2 * * *"
+    timezone: Europe/Paris
+    agent: tool
+    action: report
+    params: {repo: ".", depth: 2, tags: [a, b]}
+    queue: cron
+    tenant: acme
+    overlap: skip
+  fast: {cron: "@every 2s", agent: tool, params: '{"x": 1}'}
+`), "agentq.yaml")
+	require.NoError(t, err)
+	require.Equal(t, []string{"fast", "nightly"}, c.ScheduleNames())
+	defs, err := c.ScheduleDefs()
+	require.NoError(t, err)
+	require.Len(t, defs, 2)
+	n := defs[1]
+	require.Equal(t, "nightly", n.Name)
+	require.Equal(t, "Europe/Paris", n.Spec.Location().String())
+	require.Equal(t, schedule.OverlapSkip, n.Overlap)
+	require.Equal(t, "acme", n.Task.Tenant)
+	require.Equal(t, "cron", n.Task.Queue)
+	require.Equal(t, "report", n.Task.Action)
+	require.JSONEq(t, `{"repo": ".", "depth": 2, "tags": ["a", "b"]}`, string(n.Task.Params))
+	require.JSONEq(t, `{"x": 1}`, string(defs[0].Task.Params))
+	require.Equal(t, "UTC", defs[0].Spec.Location().String())
+	require.Equal(t, "", defs[0].Overlap)
+}
+
+// TestScheduleErrors: each bad schedule is an error naming its field.
+func TestScheduleErrors(t *testing.T) {
+	t.Parallel()
+	const agents = "agents:\n  tool: {}\n"
+	tests := []struct {
+		name  string
+		yaml  string
+		line  int
+		field string
+		want  string
+	}{
+		{"bad cron", agents + "schedules:\n  s: {cron: '61 * * * *', agent: tool}\n", 4, "schedules.s.cron", "invalid schedule"},
+		{"no cron", agents + "schedules:\n  s: {agent: tool}\n", 4, "schedules.s.cron", "must be set"},
+		{"bad every", agents + "schedules:\n  s: {cron: '@every 10ms', agent: tool}\n", 4, "schedules.s.cron", "whole seconds"},
+		{"unknown timezone", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    timezone: Europe/Pariss\n", 7, "schedules.s.timezone", `unknown timezone "Europe/Pariss"`},
+		{"unknown agent", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: toll\n", 6, "schedules.s.agent", `unknown agent "toll"`},
+		{"no agent", agents + "schedules:\n  s: {cron: '@daily'}\n", 4, "schedules.s.agent", "must name an agent"},
+		{"overlap", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    overlap: queue\n", 7, "schedules.s.overlap", "allow or skip"},
+		{"params list", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    params: [1]\n", 7, "schedules.s.params", "must be a mapping"},
+		{"params not json", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    params: 'x='\n", 7, "schedules.s.params", "not JSON"},
+		{"unserved queue", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    queue: nightly\n", 7, "schedules.s.queue", "worker.queues"},
+		{"tenant too long", agents + "schedules:\n  s:\n    cron: '@daily'\n    agent: tool\n    tenant: " + strings.Repeat("t", tasks.MaxTenantLen+1) + "\n", 7, "schedules.s.tenant", "at most"},
+		{"bad name", agents + "schedules:\n  'a:b': {cron: '@daily', agent: tool}\n", 4, "schedules.a:b", "invalid schedule name"},
+		{"unknown field", agents + "schedules:\n  s: {cron: '@daily', agent: tool, overlaps: skip}\n", 4, "schedules.s.overlaps", "did you mean overlap?"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			requireFieldError(t, tt.yaml, tt.line, tt.field, tt.want)
+		})
+	}
+}
