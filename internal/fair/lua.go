@@ -61,7 +61,7 @@ end
 //
 // KEYS[1] pending, KEYS[2] paused, KEYS[3] active, KEYS[4] lease (asynq's),
 // KEYS[5] ready, KEYS[6] capped, KEYS[7] in flight, KEYS[8] the tenants'
-// settings, KEYS[9] the dispatch clock (rkeys.Fair*)
+// settings, KEYS[9] the default tenant's pass (rkeys.Fair*)
 // ARGV[1] lease expiry (Unix s), ARGV[2] task key prefix (asynq's),
 // ARGV[3] lane prefix, ARGV[4] default weight, ARGV[5] default
 // concurrency (0: none), ARGV[6] "1" when the config names tenants (their
@@ -73,10 +73,13 @@ end
 // With no tenant in the ready set and no default cap this is asynq's
 // dequeue of the pending list plus one ZCARD. Otherwise it takes the
 // tenant with the lowest pass (the default tenant's runs in the pending
-// list take part at max(its pass, vt)); a tenant at its cap moves to the
-// capped set and the next is tried; the tenant's high lane is served
-// first, then normal, then low; its pass advances by 1/weight from
-// max(pass, vt), and vt becomes the pass served.
+// list take part at max(their pass, the lowest)); a tenant at its cap
+// moves to the capped set and the next is tried; the tenant's high lane
+// is served first, then normal, then low, and its pass advances by
+// 1/weight — a tenant that joined (pass 0, served at once) goes to the
+// end of the round (the highest pass + 1/weight). A tenant stays in the
+// ready set when its lanes empty, and leaves it when a dispatch finds them
+// empty (one look, not one per dispatch).
 const DequeueLua = `
 if redis.call("EXISTS", KEYS[2]) == 1 then return nil end
 local defcap = tonumber(ARGV[5])
@@ -97,8 +100,6 @@ end
 if defcap == 0 and redis.call("ZCARD", KEYS[5]) == 0 then
   return take(KEYS[1], nil)
 end
-local clock = redis.call("HMGET", KEYS[9], "vt", "p")
-local vt = tonumber(clock[1]) or 0
 local function settings(t)
   if ARGV[6] ~= "1" then return tonumber(ARGV[4]), defcap end
   local s = redis.call("HGET", KEYS[8], t)
@@ -111,10 +112,11 @@ end
 for _ = 1, 64 do
   local first = redis.call("ZRANGE", KEYS[5], 0, 0, "WITHSCORES")
   local t, p = first[1], tonumber(first[2])
+  local pending = false
   if t ~= "" and redis.call("LLEN", KEYS[1]) > 0 and not redis.call("ZSCORE", KEYS[5], "")
       and not redis.call("ZSCORE", KEYS[6], "") then
-    local dp = math.max(tonumber(clock[2]) or 0, vt)
-    if t == nil or dp < p then t, p = "", dp end
+    local dp = math.max(tonumber(redis.call("HGET", KEYS[9], "p")) or 0, p or 0)
+    if t == nil or dp <= p then t, p, pending = "", dp, true end
   end
   if t == nil then return nil end
   local w, cap = settings(t)
@@ -122,34 +124,26 @@ for _ = 1, 64 do
     redis.call("ZREM", KEYS[5], t)
     redis.call("ZADD", KEYS[6], p, t)
   else
-    local h, l = ARGV[3] .. "h:" .. t, ARGV[3] .. "l:" .. t
-    local n = KEYS[1]
-    if t ~= "" then n = ARGV[3] .. "n:" .. t end
     local counted = nil
     if cap > 0 then counted = t end
-    local msg, from = take(h, counted), h
-    if not msg then msg, from = take(n, counted), n end
-    if not msg then msg, from = take(l, counted), l end
-    local np = math.max(p, vt) + 1 / w
-    if p > vt then vt = p end
-    local left = 0
-    if from ~= KEYS[1] then left = redis.call("LLEN", from) end
-    if left == 0 then
-      left = redis.call("LLEN", h) + redis.call("LLEN", l)
-      if t ~= "" then left = left + redis.call("LLEN", n) end
-    end
-    if left > 0 then
-      redis.call("ZADD", KEYS[5], np, t)
-    else
+    local n = KEYS[1]
+    if t ~= "" then n = ARGV[3] .. "n:" .. t end
+    local msg = take(ARGV[3] .. "h:" .. t, counted) or take(n, counted) or take(ARGV[3] .. "l:" .. t, counted)
+    if not msg then
       redis.call("ZREM", KEYS[5], t)
-    end
-    if t == "" then
-      clock[2] = np
-      redis.call("HSET", KEYS[9], "vt", vt, "p", np)
     else
-      redis.call("HSET", KEYS[9], "vt", vt)
+      local np = p + 1 / w
+      if p == 0 then
+        local last = redis.call("ZRANGE", KEYS[5], -1, -1, "WITHSCORES")
+        np = (tonumber(last[2]) or 0) + 1 / w
+      end
+      if pending then
+        redis.call("HSET", KEYS[9], "p", np)
+      else
+        redis.call("ZADD", KEYS[5], np, t)
+      end
+      return msg
     end
-    if msg then return msg end
   end
 end
 return nil

@@ -196,9 +196,8 @@ func FairTenants(queue string) string { return Prefix + "{" + queue + "}:fair:te
 // wrote for queue (tenant -> "<weight> <concurrency>").
 func FairConf(queue string) string { return Prefix + "{" + queue + "}:fair:conf" }
 
-// FairState is the hash of queue's dispatch clock: vt (the virtual time:
-// the pass last served) and p (the default tenant's pass while its runs
-// wait in asynq's own pending list).
+// FairState is the hash of queue's dispatch state: p, the default
+// tenant's pass while its runs wait in asynq's own pending list.
 func FairState(queue string) string { return Prefix + "{" + queue + "}:fair:state" }
 
 // FairLanePrefix starts the lane keys of queue; the scripts append

@@ -285,6 +285,7 @@ func TestFairRemoveAndRunNow(t *testing.T) {
 	ok, err = fair.Remove(b.ctx, b.rdb, fairQ, plain)
 	require.NoError(t, err)
 	require.False(t, ok, "the default lane's runs are asynq's")
+	require.NoError(t, b.rdb.Del(b.ctx, asynqcompat.PendingKey(fairQ)).Err())
 
 	id = b.enqueue(fair.Lane{Tenant: "a", Priority: fair.High}, 1)[0]
 	require.Equal(t, id, b.dequeue())
