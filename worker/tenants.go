@@ -3,14 +3,14 @@ package worker
 import (
 	"context"
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/wakeup"
-	"github.com/agentq/agentq/tasks"
 )
 
 // fairRepairInterval is how often the fleet repairs each queue's fair
@@ -21,14 +21,8 @@ const fairRepairInterval = 15 * time.Second
 
 // queueNames are the queues the worker serves, sorted.
 func (w *Worker) queueNames() []string {
-	if len(w.cfg.Worker.Queues) == 0 {
-		return []string{tasks.DefaultQueue}
-	}
-	names := make([]string, 0, len(w.cfg.Worker.Queues))
-	for q := range w.cfg.Worker.Queues {
-		names = append(names, q)
-	}
-	sort.Strings(names)
+	names := slices.Collect(maps.Keys(serveQueues(w.cfg)))
+	slices.Sort(names)
 	return names
 }
 
