@@ -83,9 +83,7 @@ end
 const DequeueLua = `
 if redis.call("EXISTS", KEYS[2]) == 1 then return nil end
 local defcap = tonumber(ARGV[5])
-local function take(list, t)
-  local id = redis.call("RPOPLPUSH", list, KEYS[3])
-  if not id then return nil end
+local function mark(id, t)
   local key = ARGV[2] .. id
   if t then
     redis.call("HSET", key, "state", "active", "` + FieldCounted + `", t)
@@ -97,8 +95,17 @@ local function take(list, t)
   redis.call("ZADD", KEYS[4], ARGV[1], id)
   return redis.call("HGET", key, "msg")
 end
+local function take(t, h, n, l)
+  local got = redis.call("LMPOP", 3, h, n, l, "RIGHT")
+  if not got then return nil end
+  local id = got[2][1]
+  redis.call("LPUSH", KEYS[3], id)
+  return mark(id, t)
+end
 if defcap == 0 and redis.call("ZCARD", KEYS[5]) == 0 then
-  return take(KEYS[1], nil)
+  local id = redis.call("RPOPLPUSH", KEYS[1], KEYS[3])
+  if not id then return nil end
+  return mark(id, nil)
 end
 local function settings(t)
   if ARGV[6] ~= "1" then return tonumber(ARGV[4]), defcap end
@@ -128,7 +135,7 @@ for _ = 1, 64 do
     if cap > 0 then counted = t end
     local n = KEYS[1]
     if t ~= "" then n = ARGV[3] .. "n:" .. t end
-    local msg = take(ARGV[3] .. "h:" .. t, counted) or take(n, counted) or take(ARGV[3] .. "l:" .. t, counted)
+    local msg = take(counted, ARGV[3] .. "h:" .. t, n, ARGV[3] .. "l:" .. t)
     if not msg then
       redis.call("ZREM", KEYS[5], t)
     else
