@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -72,6 +73,7 @@ func TestRecorderTotalsExact(t *testing.T) {
 	require.NoError(t, totalsScript.Load(ctx, s.rdb).Err())
 	var wg sync.WaitGroup
 	var want Counts
+	var costSum float64
 	var mu sync.Mutex
 	for w, rec := range recs {
 		for g := range 8 {
@@ -84,7 +86,11 @@ func TestRecorderTotalsExact(t *testing.T) {
 							CostUSD: float64(100+i)*0.0000025 + float64(7+g)*0.00001, Priced: true}}
 					rec.Add(e)
 					mu.Lock()
-					want.Plus(countsOf(e))
+					want.InputTokens += e.InputTokens
+					want.OutputTokens += e.OutputTokens
+					want.CachedTokens += e.CachedTokens
+					want.CostMicroUSD += int64(math.Round(e.CostUSD * 1e6)) // each attempt's cost to the micro-dollar
+					costSum += e.CostUSD
 					mu.Unlock()
 				}
 			}()
@@ -112,6 +118,7 @@ func TestRecorderTotalsExact(t *testing.T) {
 	require.Equal(t, want.InputTokens+want.OutputTokens, got.TotalTokens)
 	require.Equal(t, want.CostMicroUSD, got.CostMicroUSD, "cost to the micro-dollar")
 	require.InDelta(t, float64(want.CostMicroUSD)/1e6, got.CostUSD, 1e-9)
+	require.InDelta(t, costSum, got.CostUSD, 0.005, "to the cent")
 
 	byTenant, err := Summarize(ctx, s.rdb, "tenant", 24*time.Hour, s.clock.Now())
 	require.NoError(t, err)
