@@ -15,6 +15,7 @@ import (
 	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/schedule"
 	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/usage"
 )
 
 // TestOpenAPISchemasDocumentEveryField: every JSON field the API answers
@@ -33,16 +34,20 @@ func TestOpenAPISchemasDocumentEveryField(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal(openAPIDoc, &doc))
 	for schema, v := range map[string]any{
-		"Task":       tasks.View{},
-		"Event":      tasks.Event{},
-		"DeadLetter": deadletter.Entry{},
-		"Agent":      breaker.AgentSummary{},
-		"Limits":     limit.Status{},
-		"Probe":      breaker.ProbeStatus{},
-		"Worker":     inspect.WorkerInfo{},
-		"WorkerTask": inspect.WorkerTask{},
-		"Tenant":     inspect.Tenant{},
-		"Schedule":   schedule.Status{},
+		"Task":        tasks.View{},
+		"Event":       tasks.Event{},
+		"DeadLetter":  deadletter.Entry{},
+		"Agent":       breaker.AgentSummary{},
+		"Limits":      limit.Status{},
+		"Probe":       breaker.ProbeStatus{},
+		"Worker":      inspect.WorkerInfo{},
+		"WorkerTask":  inspect.WorkerTask{},
+		"Tenant":      inspect.Tenant{},
+		"Schedule":    schedule.Status{},
+		"UsageReport": usage.Report{},
+		"UsageGroup":  usage.Group{},
+		"UsageHour":   usage.HourTotal{},
+		"UsageCounts": usage.Counts{},
 	} {
 		s, ok := doc.Components.Schemas[schema]
 		require.True(t, ok, "schema %s is documented", schema)

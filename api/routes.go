@@ -35,6 +35,7 @@ var routes = []Route{
 	{Method: http.MethodGet, Path: "/api/v1/workers", Auth: true, handle: (*Server).workers},
 	{Method: http.MethodGet, Path: "/api/v1/tenants", Auth: true, handle: (*Server).tenants},
 	{Method: http.MethodGet, Path: "/api/v1/schedules", Auth: true, handle: (*Server).schedules},
+	{Method: http.MethodGet, Path: "/api/v1/usage", Auth: true, handle: (*Server).usageTotals},
 	{Method: http.MethodGet, Path: "/api/v1/deadletters", Auth: true, handle: (*Server).deadLetters},
 	{Method: http.MethodPost, Path: "/api/v1/deadletters/{id}/requeue", Auth: true, handle: (*Server).requeue},
 	{Method: http.MethodPost, Path: "/api/v1/queues/{name}/pause", Auth: true, handle: (*Server).pauseQueue},

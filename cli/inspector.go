@@ -34,7 +34,8 @@ func NewInspectorCmd(app *App) *cobra.Command {
 	breaker := &cobra.Command{Use: "breaker", Short: "Change a breaker: reset KEY | trip KEY --for DUR", Args: cobra.ArbitraryArgs, RunE: group}
 	breaker.AddCommand(breakerReset(app, g), breakerTrip(app, g))
 	root.AddCommand(dlq, breaker, breakersCmd(app, g), limitsCmd(app, g), taskCmd(app, g), restartsCmd(app, g), statsCmd(app, g),
-		classifyCmd(app, g), webhooksCmd(app, g), workersCmd(app, g), tasksCmd(app, g), queueCmd(app, g), tenantsCmd(app, g), schedulesCmd(app, g))
+		classifyCmd(app, g), webhooksCmd(app, g), workersCmd(app, g), tasksCmd(app, g), queueCmd(app, g), tenantsCmd(app, g), schedulesCmd(app, g),
+		usageCmd(app, g))
 	return root
 }
 

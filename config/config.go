@@ -54,6 +54,8 @@ type Config struct {
 	Agents map[string]Agent `yaml:"agents"`
 	// History is the task-history retention.
 	History History `yaml:"history"`
+	// Usage configures the fleet's usage totals (package usage).
+	Usage UsageTotals `yaml:"usage"`
 	// Alerts configures failure alerts.
 	Alerts Alerts `yaml:"alerts"`
 	// Classifier holds the operator's classifier rules (classifier.go).
@@ -443,6 +445,17 @@ func expandBraced(s string, getenv func(string) string) string {
 type History struct {
 	// Retention is how long a task's history is kept. Zero → 168h (7 days).
 	Retention time.Duration `yaml:"retention"`
+}
+
+// UsageTotals configures the fleet's usage totals per agent, tenant, model
+// and hour (usage.Recorder).
+type UsageTotals struct {
+	// Retention is how long an hour's totals are kept after the hour ends.
+	// Zero → 2160h (90 days).
+	Retention time.Duration `yaml:"retention"`
+	// MaxSeries bounds the (agent, tenant, model) series one hour counts.
+	// Zero → 10000.
+	MaxSeries int `yaml:"max_series"`
 }
 
 // Alerts configures failure alerts.

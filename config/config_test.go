@@ -317,6 +317,8 @@ func TestErrors(t *testing.T) {
 		{"zero forward_interval", "worker:\n  forward_interval: -1ms\n", 2, "worker.forward_interval", "positive"},
 		{"zero window", "alerts:\n  window: 0s\n", 2, "alerts.window", "positive"},
 		{"zero retention", "history:\n  retention: 0s\n", 2, "history.retention", "positive"},
+		{"zero usage retention", "usage:\n  retention: 0s\n", 2, "usage.retention", "positive"},
+		{"zero usage max_series", "usage:\n  max_series: 0\n", 2, "usage.max_series", "at least 1"},
 		{"zero max_retry_after", "defaults:\n  retry: {max_retry_after: 0s}\n", 2, "defaults.retry.max_retry_after", "positive"},
 		{"max_backoff below initial", "defaults:\n  retry:\n    initial_backoff: 2s\n    max_backoff: 1s\n", 4, "defaults.retry.max_backoff", "must not be less than initial_backoff"},
 		{"agent initial above inherited max", "agents:\n  a:\n    retry: {initial_backoff: 10s}\n", 3, "agents.a.retry.initial_backoff", "max_backoff (5s) must not be less than initial_backoff (10s)"},

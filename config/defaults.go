@@ -14,6 +14,12 @@ import (
 // defaults) is defined there and only named here: config imports resilience
 // and tasks, never the other way round.
 const (
+	// DefaultUsageRetention and DefaultUsageMaxSeries are usage's
+	// DefaultRetention and DefaultMaxSeries (written again here: package
+	// usage may come to import config; a worker test checks they agree).
+	DefaultUsageRetention = 90 * 24 * time.Hour
+	DefaultUsageMaxSeries = 10000
+
 	DefaultRedisURL         = "redis://127.0.0.1:6379/0"
 	DefaultWaitTimeout      = time.Second
 	DefaultConcurrency      = 20
@@ -98,6 +104,7 @@ func Default() *Config {
 		Defaults: Defaults{Settings: DefaultSettings(), Tenant: Tenant{Weight: 1}},
 		Agents:   map[string]Agent{},
 		History:  History{Retention: DefaultRetention},
+		Usage:    UsageTotals{Retention: DefaultUsageRetention, MaxSeries: DefaultUsageMaxSeries},
 		Alerts:   Alerts{Threshold: DefaultAlertThreshold, Window: DefaultAlertWindow},
 	}
 }

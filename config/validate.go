@@ -126,6 +126,8 @@ func (c *Config) Validate() error {
 		v.attemptLength(name)
 	}
 	v.positive("history.retention", c.History.Retention)
+	v.positive("usage.retention", c.Usage.Retention)
+	v.atLeast("usage.max_series", c.Usage.MaxSeries, 1)
 	v.atLeast("alerts.threshold", c.Alerts.Threshold, 1)
 	v.positive("alerts.window", c.Alerts.Window)
 	if c.Alerts.WebhookURL != "" {

@@ -80,6 +80,7 @@ func TestBrowser(t *testing.T) {
 	f.seedTask(t, "task-42")
 	aliveWorker, goneWorker := f.seedWorkers(t)
 	schedID := f.setSchedules(t)
+	f.seedUsage(t)
 	_, err0 := f.client.Enqueue(context.Background(), tasks.Task{ID: "by-corr", Agent: "llm", CorrelationID: "order-7"})
 	require.NoError(t, err0)
 	fairtest.Seed(t, f.rdb, "bulk") // tenants on queue bulk: acme at its cap
@@ -301,6 +302,15 @@ func TestBrowser(t *testing.T) {
 	require.True(t, eval(`[...document.querySelectorAll('.scroll')].every(s => s.scrollWidth <= s.clientWidth + 1)`),
 		"a Workers table is cut off at 1366 (wider than its box)")
 	shot("workers")
+	// Usage: the totals' charts and table, nothing cut off at 1366×768.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/usage"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#usage`)),
+		chromedp.WaitVisible(chromedp.CSS(`.chart rect.s-in`)),
+	))
+	require.Contains(t, text(`#usage tr[data-key="llm"]`), "2500")
+	fits("the Usage page at 1366")
+	shot("usage")
 	// Tasks: the Overview's pending count of a queue lists its tasks; the
 	// search box finds a task by correlation ID; pause and resume the
 	// queue from its row (confirm answered yes).
@@ -387,6 +397,14 @@ func TestBrowser(t *testing.T) {
 	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Workers page scrolls sideways at phone width")
 	require.True(t, eval(`!!document.querySelector('header nav a[href="/ui/workers"]')`), "the Workers link at phone width")
 	shot("workers-phone")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/usage?by=tenant&since=168h0m0s"),
+		chromedp.WaitVisible(chromedp.CSS("#usage")),
+		chromedp.WaitVisible(chromedp.CSS(`.chart rect.s-cost`)),
+	))
+	require.Contains(t, text(`#usage tr[data-key="acme"]`), "acme")
+	fits("the Usage page at phone width")
+	shot("usage-phone")
 	for _, page := range []string{"tasks", "tasks?queue=default&state=pending"} {
 		require.NoError(t, chromedp.Do(ctx,
 			chromedp.Navigate(f.url+"/ui/"+page),

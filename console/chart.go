@@ -52,6 +52,7 @@ type tick struct {
 type legend struct {
 	Class, Name string
 	Last        int
+	Text        string // shown instead of Last when set
 }
 
 // overviewCharts are the Overview's two charts.

@@ -227,6 +227,7 @@ func (c *Console) routes() http.Handler {
 		{"GET " + c.base + "workers", (*Console).workers},
 		{"GET " + c.base + "tenants", (*Console).tenants},
 		{"GET " + c.base + "schedules", (*Console).schedules},
+		{"GET " + c.base + "usage", (*Console).usagePage},
 	} {
 		mux.HandleFunc(rt.pattern, c.serve(rt.h))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/usage"
 )
 
 // Dead-letter reasons the pipeline itself gives (stable strings).
@@ -65,6 +66,9 @@ type pipeline struct {
 	// charts counts attempts per minute for the console's charts
 	// (internal/charts); nil: not counted.
 	charts *charts.Counter
+	// usage receives every attempt's usage: by default a usage.Recorder
+	// adding it to the fleet's totals (WithUsageSink); never nil after New.
+	usage usage.Sink
 }
 
 // quickStop reports whether a call whose context was canceled was stopped

@@ -39,6 +39,7 @@ import (
 	"github.com/agentq/agentq/schedule"
 	"github.com/agentq/agentq/tasks"
 	"github.com/agentq/agentq/tracing"
+	"github.com/agentq/agentq/usage"
 	wh "github.com/agentq/agentq/webhook"
 )
 
@@ -52,6 +53,7 @@ type options struct {
 	listener net.Listener
 	noGate   bool
 	tp       trace.TracerProvider
+	sink     usage.Sink
 }
 
 // WithAgent registers a Go runner (for example an agent.Func) under name.
@@ -82,6 +84,12 @@ func WithoutBreaker() Option { return func(o *options) { o.noGate = true } }
 // installed one), as it is when New runs: a provider that is not
 // tracing.Active (no-op) costs nothing.
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
+
+// WithUsageSink sends every attempt's usage to s instead of the worker's
+// own usage.Recorder (the fleet's totals in Redis). A sink that is also a
+// startstop.Service (a *usage.Recorder) is started and stopped with the
+// worker's other background components.
+func WithUsageSink(s usage.Sink) Option { return func(o *options) { o.sink = s } }
 
 // Worker runs tasks from Redis until its context ends.
 type Worker struct {
@@ -186,6 +194,11 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		return nil, err
 	}
 	w.pipe.charts = charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger})
+	w.pipe.usage = o.sink
+	if w.pipe.usage == nil {
+		w.pipe.usage = usage.NewRecorder(rdb, usage.RecorderOptions{
+			Retention: cfg.Usage.Retention, MaxSeries: cfg.Usage.MaxSeries, Logger: o.logger})
+	}
 	w.hb = NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0)
 	w.pipe.track = w.hb.Track
 	if w.sched, err = newScheduler(cfg, rdb, client, o.logger, m); err != nil {
@@ -254,7 +267,7 @@ func (w *Worker) RegistryID() string { return w.hb.ID() }
 // agents (killing exec process groups). Its background components (the ops
 // server, the breakers' flush loop and subscription, the wake-up and
 // restart-repair loops, the alert sender, health probers, the charts'
-// attempt counter) share one
+// attempt counter, the usage totals' recorder) share one
 // lifecycle (internal/startstop): started in order before the first task,
 // stopped in reverse after the last.
 func (w *Worker) Run(ctx context.Context) error {
@@ -307,6 +320,9 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	}
 	for _, p := range w.probers {
 		out = append(out, p)
+	}
+	if svc, ok := w.pipe.usage.(startstop.Service); ok {
+		out = append(out, svc)
 	}
 	if w.hooks != nil {
 		out = append(out, startstop.Func(w.deliverWebhooks))

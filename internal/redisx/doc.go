@@ -42,7 +42,9 @@
 //     internal/charts' chartCountScript (a worker's attempt counts for the
 //     console's charts, once per flush, kept for the next flush when it
 //     fails) and chartQueuesScript (a console's reading of the queue
-//     sizes; the next reading writes another).
+//     sizes; the next reading writes another), and usage's totalsScript
+//     (a worker's usage totals, once per flush, kept for the next flush
+//     when it fails).
 //   - bookkeeping that repairs itself: restart's reserveScript (a slot in
 //     the restart index, written before the run's enqueue, which goes
 //     through the client's runner) and removeIfScoreScript (Repair frees

@@ -273,3 +273,20 @@ func ChartMinutes() string { return Prefix + "{charts}:minutes" }
 // task ID), one per configured schedule, expiring when the schedule stops
 // firing (package schedule).
 func Schedule(name string) string { return Prefix + "{schedule:" + name + "}" }
+
+// Usage totals keys share the {usage} tag: one script adds a flush's
+// counts to every hour it touches. On Redis Cluster they all sit in one
+// slot, which is fine at this scale (one small script call per worker per
+// flush interval, a bounded number of series per hour).
+
+// UsageHour is the hash of the fleet's usage totals of the hour that
+// starts at unix hour h (Unix seconds / 3600): field
+// "<agent>\x1f<tenant>\x1f<model>\x1f<counter>" (counters: in, out,
+// cached, total, cost in micro-dollars, n attempts), HINCRBY by every
+// worker; it expires usage.retention after the hour ends.
+func UsageHour(h int64) string { return Prefix + "{usage}:h:" + strconv.FormatInt(h, 10) }
+
+// UsageSeries is the set of the series ("<agent>\x1f<tenant>\x1f<model>")
+// that UsageHour(h) counts, by which the flush script bounds them; it
+// expires with UsageHour(h).
+func UsageSeries(h int64) string { return Prefix + "{usage}:s:" + strconv.FormatInt(h, 10) }

@@ -111,6 +111,9 @@ class AsyncClient:
     async def schedules(self):
         return await self._run(self.sync.schedules)
 
+    async def usage(self, by=None, since=None):
+        return await self._run(self.sync.usage, by, since)
+
     async def health(self):
         return await self._run(self.sync.health)
 

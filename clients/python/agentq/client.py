@@ -28,6 +28,7 @@ ROUTES = {
     ("GET", "/api/v1/workers"): ("workers",),
     ("GET", "/api/v1/tenants"): ("tenants",),
     ("GET", "/api/v1/schedules"): ("schedules",),
+    ("GET", "/api/v1/usage"): ("usage",),
     ("GET", "/api/v1/deadletters"): ("deadletters",),
     ("POST", "/api/v1/deadletters/{id}/requeue"): ("requeue",),
     ("POST", "/api/v1/queues/{name}/pause"): ("pause_queue",),
@@ -354,6 +355,16 @@ class Client:
         ``timezone``, ``agent``, ``next_fire``, ``last_fire``,
         ``last_task_id`` and ``last_task_state``."""
         return self._call("GET", "/api/v1/schedules", idempotent=True).body["schedules"]
+
+    def usage(self, by=None, since=None):
+        """The fleet's token usage and cost over the window ``since`` (a
+        duration such as ``"24h"``; default 24h), grouped ``by`` agent
+        (default), tenant or model: ``{"by", "from", "to", "total",
+        "groups", "hours"}``; each group has ``key``, ``input_tokens``,
+        ``output_tokens``, ``cached_tokens``, ``total_tokens``,
+        ``cost_usd`` and ``attempts``; ``hours`` are the per-hour totals."""
+        q = {"by": by, "since": since}
+        return self._call("GET", "/api/v1/usage", q, idempotent=True).body
 
     def health(self):
         """``{"status": "ok", "redis": "ok"}``; Unavailable when Redis does not answer."""

@@ -252,6 +252,20 @@ class TestClient(FakeCase):
         self.assertEqual(got[0].tasks[0].id, "t")
         self.assertTrue(got[0].tasks[0].orphaned)
 
+    def test_usage(self):
+        rep = {"by": "tenant", "total": {"total_tokens": 30, "cost_usd": 0.5},
+               "groups": [{"by": "tenant", "key": "acme", "total_tokens": 30, "cost_usd": 0.5, "attempts": 2}],
+               "hours": [{"hour": "2026-03-01T12:00:00Z", "total_tokens": 30}]}
+        f = self.fake(lambda r: (200, rep))
+        got = self.client(f).usage(by="tenant", since="2h")
+        self.assertEqual(f.requests[0].path, "/api/v1/usage")
+        self.assertEqual(f.requests[0].method, "GET")
+        self.assertEqual(f.requests[0].query, {"by": "tenant", "since": "2h"})
+        self.assertEqual(got["groups"][0]["key"], "acme")
+        self.assertEqual(got["hours"][0]["total_tokens"], 30)
+        self.client(f).usage()
+        self.assertEqual(f.requests[1].query, {})
+
     def test_tasks_query_and_pages(self):
         pages = {None: {"tasks": [{"id": "a", "listed_as": "pending"}], "next_cursor": "c1"},
                  "c1": {"tasks": [{"id": "b", "listed_as": "pending"}], "next_cursor": ""}}

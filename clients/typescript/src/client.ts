@@ -6,7 +6,7 @@ import {
   ENDED_STATES, TERMINAL_EVENTS,
   type Agent, type BatchResponse, type CancelResponse, type DeadLetter, type DeadLetterPage,
   type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Schedule, type Task,
-  type TaskEvent, type TaskFilter, type TaskPage, type TaskRequest, type Tenant, type Worker,
+  type TaskEvent, type TaskFilter, type TaskPage, type TaskRequest, type Tenant, type UsageReport, type Worker,
 } from "./types.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:8080";
@@ -25,6 +25,7 @@ export const ROUTES: Record<string, readonly string[]> = {
   "GET /api/v1/workers": ["workers"],
   "GET /api/v1/tenants": ["tenants"],
   "GET /api/v1/schedules": ["schedules"],
+  "GET /api/v1/usage": ["usage"],
   "GET /api/v1/deadletters": ["deadletters"],
   "POST /api/v1/deadletters/{id}/requeue": ["requeue"],
   "POST /api/v1/queues/{name}/pause": ["pauseQueue"],
@@ -405,6 +406,11 @@ export class Client {
   /** The configured schedules: next and last fire, the last task's ID and state. */
   async schedules(): Promise<Schedule[]> {
     return (await this.call<{ schedules: Schedule[] }>("GET", "/api/v1/schedules", { idempotent: true })).schedules;
+  }
+
+  /** The fleet's token usage and cost over the window `since` (a duration such as "24h"; default 24h), grouped `by` agent (default), tenant or model, with the per-hour totals. */
+  usage(opts: { by?: "agent" | "tenant" | "model"; since?: string } = {}): Promise<UsageReport> {
+    return this.call("GET", "/api/v1/usage", { query: { by: opts.by, since: opts.since }, idempotent: true });
   }
 
   /** `{status: "ok", redis: "ok"}`; an UnavailableError when Redis does not answer. */

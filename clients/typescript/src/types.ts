@@ -299,6 +299,38 @@ export interface Tenant {
   oldest_waiting?: string;
 }
 
+/** Usage totals (GET /api/v1/usage): tokens, cost (USD, exact to the micro-dollar) and the attempts that reported usage. */
+export interface UsageCounts {
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  total_tokens: number;
+  cost_usd: number;
+  attempts: number;
+}
+
+/** The totals of one agent, tenant or model. */
+export interface UsageGroup extends UsageCounts {
+  by: "agent" | "tenant" | "model";
+  /** The agent, tenant or model ("-": none named; "other": series beyond the bound). */
+  key: string;
+}
+
+/** The totals of one hour (its start), all series together. */
+export interface UsageHour extends UsageCounts {
+  hour: string;
+}
+
+/** The reply of GET /api/v1/usage. */
+export interface UsageReport {
+  by: "agent" | "tenant" | "model";
+  from: string;
+  to: string;
+  total: UsageCounts;
+  groups: UsageGroup[];
+  hours: UsageHour[];
+}
+
 export interface Agent {
   agent: string;
   key: string;

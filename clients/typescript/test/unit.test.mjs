@@ -171,6 +171,19 @@ test("workers: the registry's workers and their tasks", async (t) => {
   assert.equal(got[0].tasks[0].orphaned, true);
 });
 
+test("usage: the fleet's totals, grouped, with the window", async (t) => {
+  const rep = { by: "tenant", total: { total_tokens: 30, cost_usd: 0.5 }, groups: [{ by: "tenant", key: "acme", total_tokens: 30, cost_usd: 0.5, attempts: 2 }], hours: [{ hour: "2026-03-01T12:00:00Z", total_tokens: 30 }] };
+  const f = await withFake(t, () => [200, rep]);
+  const got = await client(f).usage({ by: "tenant", since: "2h" });
+  assert.equal(f.requests[0].path, "/api/v1/usage");
+  assert.equal(f.requests[0].method, "GET");
+  assert.deepEqual(f.requests[0].query, { by: "tenant", since: "2h" });
+  assert.equal(got.groups[0].key, "acme");
+  assert.equal(got.hours[0].total_tokens, 30);
+  await client(f).usage();
+  assert.deepEqual(f.requests[1].query, {});
+});
+
 test("task listings: query, cursor pages; pause and resume a queue", async (t) => {
   const pages = { "": { tasks: [{ id: "a", listed_as: "pending" }], next_cursor: "c1" }, c1: { tasks: [{ id: "b", listed_as: "pending" }], next_cursor: "" } };
   const f = await withFake(t, (r) => r.path === "/api/v1/tasks" ? [200, pages[r.query.cursor ?? ""]]

@@ -1,0 +1,316 @@
+package usage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// The fleet's totals, in Redis: one hash per hour (rkeys.UsageHour) of
+// counters per series (agent, tenant, model), added to by every worker's
+// Recorder with HINCRBY, so sums are exact: tokens as counted, cost in
+// integer micro-dollars. Each hour's keys expire Retention after the hour
+// ends. An hour counts at most MaxSeries series; see totalsScript for what
+// happens beyond.
+
+// DefaultRetention is how long an hour's totals are kept (usage.retention).
+const DefaultRetention = 90 * 24 * time.Hour
+
+// DefaultMaxSeries bounds the distinct (agent, tenant, model) series one
+// hour counts (usage.max_series).
+const DefaultMaxSeries = 10000
+
+// Other is the tenant (and, past the overflow, the agent and model) that
+// series beyond an hour's bound are counted under.
+const Other = "other"
+
+// sep separates the parts of a series and its counter in a field name; it
+// is removed from names (Clean).
+const sep = "\x1f"
+
+// counters are the field suffixes of a series, in Counts' order.
+var counters = [...]string{"in", "out", "cached", "total", "cost", "n"}
+
+// ErrBadGroup is returned for a grouping other than agent, tenant or model.
+var ErrBadGroup = errors.New("usage: group by agent, tenant or model")
+
+// Series names one series of the totals.
+type Series struct {
+	Agent  string `json:"agent"`
+	Tenant string `json:"tenant"`
+	Model  string `json:"model"`
+}
+
+func (s Series) field() string { return s.Agent + sep + s.Tenant + sep + s.Model }
+
+// Counts are totals: tokens, cost and the attempts that reported usage.
+type Counts struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	CachedTokens int64 `json:"cached_tokens"`
+	TotalTokens  int64 `json:"total_tokens"`
+	// CostMicroUSD is the cost in millionths of a dollar: the exact sum.
+	CostMicroUSD int64 `json:"-"`
+	// CostUSD is CostMicroUSD in dollars (set by the readers).
+	CostUSD  float64 `json:"cost_usd"`
+	Attempts int64   `json:"attempts"`
+}
+
+func (c *Counts) values() [6]int64 {
+	return [6]int64{c.InputTokens, c.OutputTokens, c.CachedTokens, c.TotalTokens, c.CostMicroUSD, c.Attempts}
+}
+
+func (c *Counts) set(i int, v int64) {
+	switch i {
+	case 0:
+		c.InputTokens = v
+	case 1:
+		c.OutputTokens = v
+	case 2:
+		c.CachedTokens = v
+	case 3:
+		c.TotalTokens = v
+	case 4:
+		c.CostMicroUSD = v
+	case 5:
+		c.Attempts = v
+	}
+}
+
+// Plus adds o to c.
+func (c *Counts) Plus(o Counts) {
+	c.InputTokens += o.InputTokens
+	c.OutputTokens += o.OutputTokens
+	c.CachedTokens += o.CachedTokens
+	c.TotalTokens += o.TotalTokens
+	c.CostMicroUSD += o.CostMicroUSD
+	c.Attempts += o.Attempts
+	c.CostUSD = float64(c.CostMicroUSD) / 1e6
+}
+
+// MicroUSD is usd in millionths of a dollar, rounded.
+func MicroUSD(usd float64) int64 { return int64(math.Round(usd * 1e6)) }
+
+// countsOf are an Entry's counts (one attempt).
+func countsOf(e Entry) Counts {
+	total := e.TotalTokens
+	if total == 0 {
+		total = e.InputTokens + e.OutputTokens
+	}
+	return Counts{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, CachedTokens: e.CachedTokens,
+		TotalTokens: total, CostMicroUSD: MicroUSD(e.CostUSD), Attempts: 1}
+}
+
+// Clean is name as a series part: the separator removed, "" as "-".
+func Clean(name string) string {
+	name = strings.ReplaceAll(name, sep, "")
+	if name == "" {
+		return "-"
+	}
+	return name
+}
+
+// unixHour is the hour t falls in, in hours since the Unix epoch.
+func unixHour(t time.Time) int64 { return t.Unix() / 3600 }
+
+// totalsScript adds a flush's counts to the hours they fall in, bounding
+// each hour's series.
+//
+//	KEYS[2i-1] rkeys.UsageHour(h), KEYS[2i] rkeys.UsageSeries(h), per hour
+//	ARGV[1] the bound N (usage.max_series); then per hour, in KEYS' order:
+//	        the Unix second at which its keys expire, the number m of its
+//	        series, then m times: agent, tenant, model and the six
+//	        counters (in, out, cached, total, cost µ$, attempts)
+//	returns the number of series folded into another
+//
+// A series new to an hour that already counts N series is counted as
+// (agent, "other", model), which is admitted while the hour counts fewer
+// than N + N/10 series, else as ("other", "other", "other"): at most
+// N + N/10 + 1 series per hour.
+var totalsScript = redis.NewScript(`
+local n = tonumber(ARGV[1])
+local over = n + math.floor(n / 10)
+local folded = 0
+local sep = '\031'
+local function admit(set, s, cap)
+  if redis.call('SISMEMBER', set, s) == 1 then return true end
+  if redis.call('SCARD', set) < cap then redis.call('SADD', set, s) return true end
+  return false
+end
+local a = 2
+for h = 1, #KEYS, 2 do
+  local hash, set = KEYS[h], KEYS[h + 1]
+  local exp = ARGV[a]
+  local m = tonumber(ARGV[a + 1])
+  a = a + 2
+  for _ = 1, m do
+    local s = ARGV[a] .. sep .. ARGV[a + 1] .. sep .. ARGV[a + 2]
+    if not admit(set, s, n) then
+      folded = folded + 1
+      s = ARGV[a] .. sep .. 'other' .. sep .. ARGV[a + 2]
+      if not admit(set, s, over) then
+        s = 'other' .. sep .. 'other' .. sep .. 'other'
+        redis.call('SADD', set, s)
+      end
+    end
+    local names = {'in', 'out', 'cached', 'total', 'cost', 'n'}
+    for i = 1, 6 do
+      local v = ARGV[a + 2 + i]
+      if v ~= '0' then redis.call('HINCRBY', hash, s .. sep .. names[i], v) end
+    end
+    a = a + 9
+  end
+  redis.call('EXPIREAT', hash, exp)
+  redis.call('EXPIREAT', set, exp)
+end
+return folded
+`)
+
+// Hour is one hour's totals.
+type Hour struct {
+	// At is the hour's start (UTC).
+	At time.Time
+	// Series are the hour's totals by series.
+	Series map[Series]Counts
+}
+
+// Read returns the hours from the one of from to the one of to (both
+// included) that hold totals, oldest first: one pipelined HGETALL per hour
+// (all in the {usage} slot).
+func Read(ctx context.Context, rdb redis.UniversalClient, from, to time.Time) ([]Hour, error) {
+	first, last := unixHour(from), unixHour(to)
+	if last < first {
+		return nil, nil
+	}
+	if limit := int64(DefaultRetention/time.Hour) * 4; last-first > limit {
+		first = last - limit // one bounded read
+	}
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, 0, last-first+1)
+	for h := first; h <= last; h++ {
+		cmds = append(cmds, pipe.HGetAll(ctx, rkeys.UsageHour(h)))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("usage: reading totals: %w", err)
+	}
+	var out []Hour
+	for i, c := range cmds {
+		if len(c.Val()) == 0 {
+			continue
+		}
+		out = append(out, Hour{At: time.Unix((first+int64(i))*3600, 0).UTC(), Series: parseHour(c.Val())})
+	}
+	return out, nil
+}
+
+func parseHour(fields map[string]string) map[Series]Counts {
+	out := map[Series]Counts{}
+	for f, v := range fields {
+		parts := strings.Split(f, sep)
+		if len(parts) != 4 {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			continue
+		}
+		s := Series{Agent: parts[0], Tenant: parts[1], Model: parts[2]}
+		c := out[s]
+		for i, name := range counters {
+			if name == parts[3] {
+				c.set(i, n)
+			}
+		}
+		c.CostUSD = float64(c.CostMicroUSD) / 1e6
+		out[s] = c
+	}
+	return out
+}
+
+// Group is the totals of one agent, tenant or model over a window.
+type Group struct {
+	// By is what the totals are grouped by: agent, tenant or model.
+	By string `json:"by"`
+	// Key is the agent, tenant or model.
+	Key string `json:"key"`
+	Counts
+}
+
+// HourTotal is the totals of one hour, all series together.
+type HourTotal struct {
+	At time.Time `json:"hour"`
+	Counts
+}
+
+// Report is the totals over a window: by group, and per hour.
+type Report struct {
+	By     string      `json:"by"`
+	From   time.Time   `json:"from"`
+	To     time.Time   `json:"to"`
+	Total  Counts      `json:"total"`
+	Groups []Group     `json:"groups"`
+	Hours  []HourTotal `json:"hours"`
+}
+
+// ValidBy reports whether by is a grouping Summarize knows ("" is agent).
+func ValidBy(by string) error {
+	switch by {
+	case "", "agent", "tenant", "model":
+		return nil
+	}
+	return fmt.Errorf("%w, not %q", ErrBadGroup, by)
+}
+
+// Summarize reads the totals of the hours from since before now to now's
+// hour, grouped by by (agent, tenant or model; "": agent), largest total
+// tokens first.
+func Summarize(ctx context.Context, rdb redis.UniversalClient, by string, since time.Duration, now time.Time) (Report, error) {
+	if err := ValidBy(by); err != nil {
+		return Report{}, err
+	}
+	if by == "" {
+		by = "agent"
+	}
+	from := now.Add(-since)
+	hours, err := Read(ctx, rdb, from, now)
+	if err != nil {
+		return Report{}, err
+	}
+	r := Report{By: by, From: from.UTC(), To: now.UTC(), Groups: []Group{}, Hours: []HourTotal{}}
+	groups := map[string]*Counts{}
+	for _, h := range hours {
+		ht := HourTotal{At: h.At}
+		for s, c := range h.Series {
+			key := map[string]string{"agent": s.Agent, "tenant": s.Tenant, "model": s.Model}[by]
+			g := groups[key]
+			if g == nil {
+				g = &Counts{}
+				groups[key] = g
+			}
+			g.Plus(c)
+			ht.Plus(c)
+			r.Total.Plus(c)
+		}
+		r.Hours = append(r.Hours, ht)
+	}
+	for k, c := range groups {
+		r.Groups = append(r.Groups, Group{By: by, Key: k, Counts: *c})
+	}
+	sort.Slice(r.Groups, func(i, j int) bool {
+		a, b := r.Groups[i], r.Groups[j]
+		if a.TotalTokens != b.TotalTokens {
+			return a.TotalTokens > b.TotalTokens
+		}
+		return a.Key < b.Key
+	})
+	return r, nil
+}
