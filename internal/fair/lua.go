@@ -76,8 +76,10 @@ end
 // list take part at max(their pass, the lowest)); a tenant at its cap
 // moves to the capped set and the next is tried; the tenant's high lane
 // is served first, then normal, then low, and its pass advances by
-// 1/weight — a tenant that joined (pass 0, served at once) goes to the
-// end of the round (the highest pass + 1/weight). A tenant stays in the
+// its stride, 1,000,000/weight rounded (whole numbers: Redis reads and
+// writes them faster than fractions) — a tenant that joined (pass 0,
+// served at once) goes to the end of the round (the highest pass + its
+// stride). A tenant stays in the
 // ready set when its lanes empty, and leaves it when a dispatch finds them
 // empty (one look, not one per dispatch).
 const DequeueLua = `
@@ -139,10 +141,11 @@ for _ = 1, 64 do
     if not msg then
       redis.call("ZREM", KEYS[5], t)
     else
-      local np = p + 1 / w
+      local stride = math.floor(1000000 / w + 0.5)
+      local np = p + stride
       if p == 0 then
         local last = redis.call("ZRANGE", KEYS[5], -1, -1, "WITHSCORES")
-        np = (tonumber(last[2]) or 0) + 1 / w
+        np = (tonumber(last[2]) or 0) + stride
       end
       if pending then
         redis.call("HSET", KEYS[9], "p", np)

@@ -28,8 +28,11 @@ local function agentq_run(task, list, wake, msg, id, at, kind, cap, channel, due
     return 0
   end
   if kind == "pending" then
-    redis.call("HSET", task, "msg", msg, "state", "pending", "pending_since", at)
-    agentq_lane_fields(task, tenant, code)
+    if code ~= "" then
+      redis.call("HSET", task, "msg", msg, "state", "pending", "pending_since", at, "` + fair.FieldTenant + `", tenant, "` + fair.FieldPriority + `", code)
+    else
+      redis.call("HSET", task, "msg", msg, "state", "pending", "pending_since", at)
+    end
     redis.call("LPUSH", list, id)
     if code ~= "" then agentq_lane_join(ready, tenants, tenant) end
     agentq_wake(wake, 1, cap)
