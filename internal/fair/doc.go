@@ -12,7 +12,7 @@
 //
 //   - A run of the default tenant ("") at normal priority waits in asynq's
 //     own pending list, exactly as without tenants: a queue whose producers
-//     never name a tenant or a priority pays for fairness one ZCARD per
+//     never name a tenant or a priority pays for fairness one ZRANGE per
 //     dequeue.
 //   - Every other run waits in its lane: a list per tenant and priority
 //     (rkeys.FairLane), and its tenant is in the ready set

@@ -71,7 +71,7 @@ end
 // at its cap).
 //
 // With no tenant in the ready set and no default cap this is asynq's
-// dequeue of the pending list plus one ZCARD. Otherwise it takes the
+// dequeue of the pending list plus one ZRANGE of an empty set. Otherwise it takes the
 // tenant with the lowest pass (the default tenant's runs in the pending
 // list take part at max(their pass, the lowest)); a tenant at its cap
 // moves to the capped set and the next is tried; the tenant's high lane
@@ -104,7 +104,8 @@ local function take(t, h, n, l)
   redis.call("LPUSH", KEYS[3], id)
   return mark(id, t)
 end
-if defcap == 0 and redis.call("ZCARD", KEYS[5]) == 0 then
+local first = redis.call("ZRANGE", KEYS[5], 0, 0, "WITHSCORES")
+if defcap == 0 and #first == 0 then
   local id = redis.call("RPOPLPUSH", KEYS[1], KEYS[3])
   if not id then return nil end
   return mark(id, nil)
@@ -118,8 +119,8 @@ local function settings(t)
   end
   return tonumber(ARGV[4]), defcap
 end
-for _ = 1, 64 do
-  local first = redis.call("ZRANGE", KEYS[5], 0, 0, "WITHSCORES")
+for i = 1, 64 do
+  if i > 1 then first = redis.call("ZRANGE", KEYS[5], 0, 0, "WITHSCORES") end
   local t, p = first[1], tonumber(first[2])
   local pending = false
   if t ~= "" and redis.call("LLEN", KEYS[1]) > 0 and not redis.call("ZSCORE", KEYS[5], "")

@@ -24,7 +24,7 @@ import (
 //
 //   - dequeue: it runs the fair dequeue (internal/fair's DequeueLua: the
 //     tenants' lanes, weights, caps and priorities; asynq's own dequeue
-//     plus one ZCARD for a queue without tenants) instead. When every
+//     plus one ZRANGE of an empty set for a queue without tenants) instead. When every
 //     queue came back empty (one full round of asynq's processor), it
 //     waits on the Waiter (a BLPOP on the wake lists, at most the poll
 //     interval) before answering asynq, whose own sleep after an empty
