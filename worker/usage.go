@@ -18,11 +18,6 @@ import (
 	"github.com/agentq/agentq/usage"
 )
 
-// OtherLabel is the tenant or model label of the series of a tenant the
-// config does not name, or of a model it does not price: the labels stay
-// bounded whatever producers and replies say.
-const OtherLabel = "other"
-
 // meter turns the calls' usage into cost (the config's pricing), metrics
 // (agentq_tokens_total, agentq_cost_usd_total) and the usage sink's
 // entries (one usage.Entry per call that reported usage, priced).
@@ -53,12 +48,13 @@ func (mt *meter) read(params, data json.RawMessage, runErr error, reply agent.Re
 	return mt.prices.Price(u), system
 }
 
-// model is the model label of u: the priced model's name, else OtherLabel.
+// model is the model label of u: the priced model's name, else
+// usage.Other (the labels stay bounded whatever the replies say).
 func (mt *meter) model(u usage.Usage) string {
 	if name, _, ok := mt.prices.Match(u.Model); ok {
 		return name
 	}
-	return OtherLabel
+	return usage.Other
 }
 
 // used counts a call's usage u (served by agent, for env's tenant) in the
