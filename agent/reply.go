@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+
+	"github.com/agentq/agentq/usage"
 )
 
 // Reply is what a runner saw of an agent's reply besides its result: the
@@ -35,51 +37,22 @@ func ObserveReply(ctx context.Context, r Reply) {
 	}
 }
 
-// UsageTokens returns the tokens a call used: the "usage" field of an
-// ActionResponse when set, else the usage object of the result data
-// ({"usage": {...}}). A usage object counts total_tokens, else
-// input_tokens + output_tokens (Anthropic), else prompt_tokens +
-// completion_tokens; a bare number counts as is. 0 when none is found.
-func UsageTokens(data, usage json.RawMessage) int64 {
-	if n := usageOf(usage); n > 0 {
-		return n
-	}
-	if len(data) == 0 || data[0] != '{' {
-		return 0
-	}
-	var d struct {
-		Usage json.RawMessage `json:"usage"`
-	}
-	if json.Unmarshal(data, &d) != nil {
-		return 0
-	}
-	return usageOf(d.Usage)
+// UsageTokens returns the tokens a call used (its TotalTokens, see
+// UsageOf); 0 when none is found.
+func UsageTokens(data, used json.RawMessage) int64 {
+	u, _ := UsageOf(data, used)
+	return u.TotalTokens
 }
 
-func usageOf(raw json.RawMessage) int64 {
-	if len(raw) == 0 {
-		return 0
+// UsageOf returns what a call used: the "usage" field of an
+// ActionResponse when set (usage.Object: a usage object of any provider's
+// shape, or a bare number of tokens), else the usage of the result data
+// read as a provider's reply (usage.Parse: OpenAI, Anthropic, Gemini,
+// Bedrock Converse, an assembled stream), and the system its shape names
+// (usage.SystemOpenAI, …; "" when unknown). Zero when none is found.
+func UsageOf(data, used json.RawMessage) (usage.Usage, string) {
+	if u, system := usage.Object(used); !u.IsZero() {
+		return u, system
 	}
-	var n float64
-	if json.Unmarshal(raw, &n) == nil {
-		return max(int64(n), 0)
-	}
-	var u struct {
-		Total      *float64 `json:"total_tokens"`
-		Input      float64  `json:"input_tokens"`
-		Output     float64  `json:"output_tokens"`
-		Prompt     float64  `json:"prompt_tokens"`
-		Completion float64  `json:"completion_tokens"`
-	}
-	if json.Unmarshal(raw, &u) != nil {
-		return 0
-	}
-	switch {
-	case u.Total != nil:
-		return max(int64(*u.Total), 0)
-	case u.Input+u.Output > 0:
-		return int64(u.Input + u.Output)
-	default:
-		return max(int64(u.Prompt+u.Completion), 0)
-	}
+	return usage.Parse(data)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
+	agentusage "github.com/agentq/agentq/usage"
 )
 
 // NewInspectorCmd builds the `inspector` command tree.
@@ -211,17 +214,48 @@ func dlqShow(app *App, g *global) *cobra.Command {
 
 func printHistory(app *App, h []tasks.Event) {
 	w := table(app)
-	fmt.Fprintln(w, "  AT\tEVENT\tATTEMPT\tRESTART\tCLASS\tDELAY\tERROR")
+	// A TOKENS column (input/output, and the cost when priced) only when
+	// an event reported usage.
+	used := slices.ContainsFunc(h, func(ev tasks.Event) bool { return ev.Usage != nil })
+	tokens := func(ev tasks.Event) string {
+		switch {
+		case !used:
+			return ""
+		case ev.Usage == nil:
+			return "-\t"
+		case ev.Usage.Priced:
+			return fmt.Sprintf("%d/%d $%s\t", ev.Usage.InputTokens, ev.Usage.OutputTokens, costText(ev.Usage.CostUSD))
+		}
+		return fmt.Sprintf("%d/%d\t", ev.Usage.InputTokens, ev.Usage.OutputTokens)
+	}
+	head := "  AT\tEVENT\tATTEMPT\tRESTART\tCLASS\tDELAY\t"
+	if used {
+		head += "TOKENS (IN/OUT)\t"
+	}
+	fmt.Fprintln(w, head+"ERROR")
 	for _, ev := range h {
 		delay := "-"
 		if ev.DelayMS > 0 {
 			delay = durx.Millis(ev.DelayMS).String()
 		}
-		tprintf(w, "  %s\t%s\t%d\t%d\t%s\t%s\t%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event,
-			ev.Attempt, ev.Restart, ev.ErrorClass, delay, short(ev.Error, 70))
+		tprintf(w, "  %s\t%s\t%d\t%d\t%s\t%s\t%s%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event,
+			ev.Attempt, ev.Restart, ev.ErrorClass, delay, tokens(ev), short(ev.Error, 70))
 	}
 	_ = w.Flush()
 }
+
+// usageText is a task's usage as the inspector shows it: its tokens, and
+// its cost when priced.
+func usageText(u agentusage.Usage) string {
+	s := fmt.Sprintf("%d input (%d cached), %d output, %d total tokens", u.InputTokens, u.CachedTokens, u.OutputTokens, u.TotalTokens)
+	if u.Priced {
+		return s + ", $" + costText(u.CostUSD)
+	}
+	return s + " (no price for its model)"
+}
+
+// costText is a cost in USD to the millionth of a dollar.
+func costText(usd float64) string { return strconv.FormatFloat(usd, 'f', 6, 64) }
 
 type requeueOptions struct {
 	all          bool
@@ -473,6 +507,9 @@ func taskCmd(app *App, g *global) *cobra.Command {
 			}
 			if v.State == tasks.StateCanceled {
 				tprintf(w, "Canceled:\t%s\nReason:\t%s\n", v.CanceledAt, v.CancelReason)
+			}
+			if v.Usage != nil {
+				tprintf(w, "Usage:\t%s\n", usageText(*v.Usage))
 			}
 			_ = w.Flush()
 			fmt.Fprintln(app.Out, "History:")

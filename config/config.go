@@ -12,6 +12,7 @@ import (
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/usage"
 )
 
 // EnvRedisURL is the environment variable that overrides redis.url.
@@ -69,6 +70,11 @@ type Config struct {
 	// Schedules are the tasks enqueued on a schedule, by name
 	// (schedules.go). Zero → none.
 	Schedules map[string]Schedule `yaml:"schedules"`
+	// Pricing is the price of each model, in USD per million tokens, that
+	// turns the tokens attempts report into cost (usage.Prices: a dated
+	// name such as gpt-4o-2024-08-06 takes gpt-4o's price). No price is
+	// built in; a model without one shows tokens only. Zero → none.
+	Pricing map[string]usage.Price `yaml:"pricing"`
 	// Path is the file the config was loaded from ("" for Default).
 	Path string `yaml:"-"`
 

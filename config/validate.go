@@ -137,6 +137,7 @@ func (c *Config) Validate() error {
 	v.webhooks()
 	v.tenants()
 	v.schedules()
+	v.pricing()
 	if len(v.errs) == 0 {
 		return nil
 	}

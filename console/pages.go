@@ -79,6 +79,7 @@ func parsePages() map[string]*template.Template {
 			return m
 		},
 		"pct": func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
+		"usd": func(f float64) string { return "$" + strconv.FormatFloat(f, 'f', 6, 64) },
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {

@@ -65,6 +65,19 @@ const (
 	AttrFallbackAgent = "agentq.fallback_agent"
 	AttrOutcome       = "agentq.outcome"
 	AttrDuplicate     = "agentq.duplicate"
+	// AttrCostUSD is the cost of an attempt's last call, when its model
+	// is priced (the config's pricing).
+	AttrCostUSD = "agentq.usage.cost_usd"
+)
+
+// The OpenTelemetry GenAI semantic conventions' attributes an attempt span
+// carries when its last call reported usage.
+const (
+	AttrGenAIInputTokens   = "gen_ai.usage.input_tokens"
+	AttrGenAIOutputTokens  = "gen_ai.usage.output_tokens"
+	AttrGenAIRequestModel  = "gen_ai.request.model"
+	AttrGenAIResponseModel = "gen_ai.response.model"
+	AttrGenAISystem        = "gen_ai.system"
 )
 
 // Environment variables Setup looks at itself (the SDK reads the others).

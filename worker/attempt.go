@@ -14,6 +14,7 @@ import (
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
+	"github.com/agentq/agentq/usage"
 )
 
 // attemptResult is the outcome of one attempt, ready to settle.
@@ -101,13 +102,17 @@ type callResult struct {
 	elapsed time.Duration
 	// deadline: the task's deadline cut the call (class timeout).
 	deadline bool
+	// usage is what the call reported it used, priced (zero: nothing
+	// reported), and system the provider its reply's shape names.
+	usage  usage.Usage
+	system string
 }
 
 // report is what the events of the call, attempt n of env's run, served
 // by agent served, say of it.
 func (c callResult) report(env *tasks.Envelope, served *spec, n int, worker string) record.Attempt {
 	return record.Attempt{Attempt: n, Restart: env.Restarts, Agent: served.name, Worker: worker,
-		ErrorClass: string(c.verdict.Class), Error: c.errText, Duration: c.elapsed}
+		ErrorClass: string(c.verdict.Class), Error: c.errText, Duration: c.elapsed, Usage: c.usage}
 }
 
 // call runs one call of agent g.sp (admitted by g) under its timeout,
@@ -117,7 +122,8 @@ func (c callResult) report(env *tasks.Envelope, served *spec, n int, worker stri
 func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, attempt int) callResult {
 	sp, adm := g.sp, g.adm
 	timeout, cut := callDeadline(env, callTimeout(ctx, sp.timeout, time.Now()), time.Now())
-	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quickStop), log, sp)
+	got := &agent.Reply{}
+	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quickStop), log, sp, got)
 	stamp := p.newStamper(ctx, sp, g.lim)
 	stamp.late() // the call leaves now: restamp its start if the worker stalled since its admission
 	// agent.WithTimeout: a runner's timeout failure names timeout itself.
@@ -138,7 +144,9 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	// deadline on ctx (DeadlineExceeded) is a timeout like the agent's own.
 	timedOut := runCtx.Err() == context.DeadlineExceeded && ctx.Err() != context.Canceled
 	cancel()
-	p.afterLimitedCall(ctx, log, sp, g.lim, data, reply)
+	used, system := p.meter.read(env.Params, data, runErr, *got)
+	p.afterLimitedCall(ctx, log, sp, g.lim, used.TotalTokens, reply)
+	p.meter.used(env, p.metrics.agent(sp.name), used, time.Now(), p.usage)
 	p.metrics.duration.WithLabelValues(p.metrics.agent(sp.name)).Observe(elapsed.Seconds())
 
 	var v resilience.Verdict
@@ -177,7 +185,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	if runErr != nil {
 		errText = truncate(runErr.Error(), 2000)
 	}
-	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut}
+	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut, usage: used, system: system}
 }
 
 // recordBreaker records a call's outcome out in the breaker of the agent

@@ -297,19 +297,20 @@ func (s *stamper) trace(ctx context.Context) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { s.late() }})
 }
 
-// observeReply returns ctx with an observer of the call's reply when sp
-// has limits (nil reply pointer otherwise). A reply saying the key is
-// exhausted pauses it at once, as soon as its headers are in (before its
-// body is read), so that the fleet stops calling as early as it can.
-func (p *pipeline) observeReply(ctx context.Context, log *taskLog, sp *spec) (context.Context, *agent.Reply) {
+// observeReply returns ctx with an observer of the call's reply, which
+// it keeps in got (an exec agent's usage is read from it), and got again
+// when sp has limits (nil otherwise: the limits' view of the reply). With
+// limits, a reply saying the key is exhausted pauses it at once, as soon
+// as its headers are in (before its body is read), so that the fleet
+// stops calling as early as it can.
+func (p *pipeline) observeReply(ctx context.Context, log *taskLog, sp *spec, got *agent.Reply) (context.Context, *agent.Reply) {
 	if sp.limits == nil || p.limiter == nil {
-		return ctx, nil
+		return agent.WithReplyObserver(ctx, func(r agent.Reply) { *got = r }), nil
 	}
-	r := &agent.Reply{}
-	return agent.WithReplyObserver(ctx, func(got agent.Reply) {
-		*r = got
-		p.pauseIfExhausted(ctx, log, sp, got)
-	}), r
+	return agent.WithReplyObserver(ctx, func(r agent.Reply) {
+		*got = r
+		p.pauseIfExhausted(ctx, log, sp, r)
+	}), got
 }
 
 // pauseIfExhausted pauses sp's limits key fleet-wide when the reply says
@@ -332,9 +333,10 @@ func (p *pipeline) pauseIfExhausted(ctx context.Context, log *taskLog, sp *spec,
 }
 
 // afterLimitedCall does a limited call's bookkeeping once it has ended:
-// releases its lease and debits the tokens its reply used (a pause was
-// written when the reply came in: observeReply).
-func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec, a limit.Admission, data []byte, reply *agent.Reply) {
+// releases its lease and debits the tokens its reply used (tokens: the
+// call's usage, meter.read; a pause was written when the reply came in:
+// observeReply).
+func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec, a limit.Admission, tokens int64, reply *agent.Reply) {
 	if sp.limits == nil || p.limiter == nil {
 		return
 	}
@@ -343,7 +345,7 @@ func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec,
 	if reply == nil || sp.limits.pauseOnly {
 		return
 	}
-	if n := agent.UsageTokens(data, reply.Usage); n > 0 {
+	if n := tokens; n > 0 {
 		if _, err := p.limiter.Debit(bg, sp.limits.key, sp.limits.cfg, n); err != nil {
 			log.Warn("could not debit tokens", "limit_key", sp.limits.key, "tokens", n, "err", err)
 		}

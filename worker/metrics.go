@@ -51,6 +51,9 @@ type metrics struct {
 	// idleWaits counts the idle waits of the worker's dequeue by how they
 	// ended (internal/wakeup.Cause: token, bound, stopped, error).
 	idleWaits *prometheus.CounterVec
+	// tokens and cost are the calls' usage (usage.go).
+	tokens *prometheus.CounterVec
+	cost   *prometheus.CounterVec
 }
 
 // agent is the agent label of name: name when the worker runs that agent,
@@ -166,5 +169,6 @@ func newMetrics() *metrics {
 		m.restarts, m.restartResults, m.breakerState, m.rejections, m.alerts,
 		m.fallbacks, m.probes, m.probeDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.usageSeries()
 	return m
 }

@@ -69,6 +69,8 @@ type pipeline struct {
 	// usage receives every attempt's usage: by default a usage.Recorder
 	// adding it to the fleet's totals (WithUsageSink); never nil after New.
 	usage usage.Sink
+	// meter reads, prices and counts the calls' usage (usage.go).
+	meter *meter
 }
 
 // quickStop reports whether a call whose context was canceled was stopped
@@ -111,7 +113,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	}
 	actx, span := p.startAttemptSpan(ctx, env, sp, g)
 	a, answer := p.attempt(actx, log, env, sp, g)
-	p.endAttemptSpan(span, sp, a)
+	p.endAttemptSpan(span, env, sp, a)
 	if a == nil {
 		return answer
 	}

@@ -52,8 +52,9 @@ func (p *pipeline) startAttemptSpan(ctx context.Context, env *tasks.Envelope, sp
 }
 
 // endAttemptSpan ends an attempt's span with its outcome (a nil: the
-// delivery did not run, see attempt); a nil span (not traced) is none.
-func (p *pipeline) endAttemptSpan(span trace.Span, sp *spec, a *attemptResult) {
+// delivery did not run, see attempt) and the usage its last call reported
+// (spanUsage); a nil span (not traced) is none.
+func (p *pipeline) endAttemptSpan(span trace.Span, env *tasks.Envelope, sp *spec, a *attemptResult) {
 	if span == nil {
 		return
 	}
@@ -70,6 +71,7 @@ func (p *pipeline) endAttemptSpan(span trace.Span, sp *spec, a *attemptResult) {
 			if class != "" {
 				span.SetStatus(codes.Error, a.call.errText)
 			}
+			spanUsage(span, env, a.call)
 		}
 	}
 	span.End()

@@ -49,7 +49,7 @@ func BenchmarkTraceHooks(b *testing.B) {
 			for b.Loop() {
 				actx, span := p.startAttemptSpan(ctx, env, sp, g)
 				_, _ = agentTrace(actx, env)
-				p.endAttemptSpan(span, sp, a)
+				p.endAttemptSpan(span, env, sp, a)
 				p.endRunSpan(env, a, runSucceeded, "")
 			}
 		})

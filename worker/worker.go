@@ -189,6 +189,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: classifier.Classify, noGate: o.noGate,
 		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
+		meter: newMeter(cfg, m),
 	}
 	if w.hooks, err = newDeliverer(cfg, rdb, o.logger, m); err != nil {
 		return nil, err

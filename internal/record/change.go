@@ -5,8 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentq/agentq/usage"
 )
 
 // Delivery is what a write knows of the delivery it comes from: the task,
@@ -96,7 +99,7 @@ func (o Outcome) String() string {
 
 // Attempt is what the events of an attempt carry: which attempt of which
 // restart, the agent that served it, the worker, how it failed and how
-// long the call took.
+// long the call took, and what it used.
 type Attempt struct {
 	Attempt    int
 	Restart    int
@@ -105,12 +108,24 @@ type Attempt struct {
 	ErrorClass string
 	Error      string
 	Duration   time.Duration
+	// Usage is what the attempt's call used, priced (zero: none reported).
+	// The change that ends the attempt puts it on its event and adds it
+	// to the task's sum.
+	Usage usage.Usage
 }
 
 func (a Attempt) event(kind string) *Event {
-	return &Event{Event: kind, Attempt: a.Attempt, Restart: a.Restart, Agent: a.Agent, Worker: a.Worker,
+	ev := &Event{Event: kind, Attempt: a.Attempt, Restart: a.Restart, Agent: a.Agent, Worker: a.Worker,
 		ErrorClass: a.ErrorClass, Error: a.Error, DurationMS: a.Duration.Milliseconds()}
+	if !a.Usage.IsZero() {
+		u := a.Usage
+		ev.Usage = &u
+	}
+	return ev
 }
+
+// used is the usage a change ending attempt a adds to the task's sum.
+func (a Attempt) used() usage.Usage { return a.Usage }
 
 // Change is one state change of a task record: the fields it sets, the
 // one event it appends (none for a bare start), and its write ID. Make
@@ -134,6 +149,9 @@ type Change struct {
 	// Reason is a dead letter's reason.
 	Reason string
 	Event  *Event
+	// Usage is added to the task's usage sum (the record's usage_*
+	// fields) when the change is applied; zero adds nothing.
+	Usage usage.Usage
 	// WriteID identifies the write (see the package doc).
 	WriteID string
 }
@@ -163,7 +181,8 @@ func Started() Change { return change(Change{State: StateActive, Start: true}) }
 
 // Succeeded: the attempt succeeded with result (kept in the record).
 func Succeeded(a Attempt, result json.RawMessage) Change {
-	return change(Change{State: StateSucceeded, Start: true, ClearError: true, Result: result, Event: a.event(EventSucceeded)})
+	return change(Change{State: StateSucceeded, Start: true, ClearError: true, Result: result, Event: a.event(EventSucceeded),
+		Usage: a.used()})
 }
 
 // Retrying: the attempt failed and the next one is due after delay (at due).
@@ -171,19 +190,20 @@ func Retrying(a Attempt, delay time.Duration, due time.Time) Change {
 	ev := a.event(EventRetrying)
 	ev.DelayMS = delay.Milliseconds()
 	return change(Change{State: StateRetrying, Start: true, ErrorClass: a.ErrorClass, Error: a.Error,
-		NextAttemptAt: due, Event: ev})
+		NextAttemptAt: due, Event: ev, Usage: a.used()})
 }
 
 // CallFailed: one call of an attempt failed and the attempt goes on with a
 // fallback agent (the task stays active).
 func CallFailed(a Attempt) Change {
-	return change(Change{State: StateActive, Start: true, ErrorClass: a.ErrorClass, Error: a.Error, Event: a.event(EventFailed)})
+	return change(Change{State: StateActive, Start: true, ErrorClass: a.ErrorClass, Error: a.Error, Event: a.event(EventFailed),
+		Usage: a.used()})
 }
 
 // Interrupted: the worker's shutdown cut the attempt; the task is back on
 // its queue without using an attempt.
 func Interrupted(a Attempt) Change {
-	return change(Change{State: StatePending, Start: true, Event: a.event(EventInterrupted)})
+	return change(Change{State: StatePending, Start: true, Event: a.event(EventInterrupted), Usage: a.used()})
 }
 
 // Restarting: the run ended with a restartable class and its restart
@@ -192,7 +212,8 @@ func Interrupted(a Attempt) Change {
 func Restarting(a Attempt, next NextRun, delay time.Duration) Change {
 	ev := a.event(EventRestarting)
 	ev.DelayMS = delay.Milliseconds()
-	return change(Change{State: StateRestarting, Start: true, ErrorClass: a.ErrorClass, Error: a.Error, NextRun: &next, Event: ev})
+	return change(Change{State: StateRestarting, Start: true, ErrorClass: a.ErrorClass, Error: a.Error, NextRun: &next, Event: ev,
+		Usage: a.used()})
 }
 
 // RestartRecovered: a worker scheduled next (a restart) and stopped before
@@ -209,7 +230,7 @@ func DeadLettered(a Attempt, reason string) Change {
 	ev := a.event(EventDeadLettered)
 	ev.Reason = reason
 	return change(Change{State: StateDeadLettered, Start: a.Attempt > 0, ErrorClass: a.ErrorClass, Error: a.Error,
-		Reason: reason, Event: ev})
+		Reason: reason, Event: ev, Usage: a.used()})
 }
 
 // Deferred: the task waits delay for its breaker or limits (no attempt
@@ -243,4 +264,28 @@ func (c Change) fields(at time.Time) []any {
 		fields = append(fields, FieldReason, c.Reason)
 	}
 	return fields
+}
+
+// usagePairs are the increments of the record's usage sum c makes, as
+// field/increment pairs: only those that are not zero (none for a change
+// without usage, which then costs rec_apply nothing more). The cost goes
+// as a decimal string (HINCRBYFLOAT), the tokens as integers (HINCRBY).
+func (c Change) usagePairs() []any {
+	u := c.Usage
+	if u.IsZero() && u.CostUSD == 0 {
+		return nil
+	}
+	var out []any
+	for _, p := range []struct {
+		field string
+		n     int64
+	}{{FieldUsageInput, u.InputTokens}, {FieldUsageOutput, u.OutputTokens}, {FieldUsageCached, u.CachedTokens}, {FieldUsageTotal, u.TotalTokens}} {
+		if p.n != 0 {
+			out = append(out, p.field, p.n)
+		}
+	}
+	if u.CostUSD != 0 {
+		out = append(out, FieldUsageCost, strconv.FormatFloat(u.CostUSD, 'f', -1, 64))
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/usage"
 )
 
 // TestScriptCost (RECORD_COST=1): Redis CPU per call of the record's writes.
@@ -47,6 +48,18 @@ func TestScriptCost(t *testing.T) {
 		require.NoError(t, err)
 	}
 	logStats(t, rdb, "notify: [results]")
+	// An attempt that reported usage: its sum's HINCRBYs in the same script.
+	for i := range n {
+		_, err := st.Create(ctx, New{ID: fmt.Sprint("u", i), Seed: seed(), State: StatePending})
+		require.NoError(t, err)
+	}
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	used := usage.Usage{Model: "gpt-4o", InputTokens: 1200, OutputTokens: 80, CachedTokens: 1024, TotalTokens: 1280, CostUSD: 0.00124, Priced: true}
+	for i := range n {
+		_, err := st.Apply(ctx, Delivery{ID: fmt.Sprint("u", i), Attempt: 1}, Succeeded(Attempt{Attempt: 1, Agent: "llm", Worker: "w:1", Usage: used}, nil))
+		require.NoError(t, err)
+	}
+	logStats(t, rdb, "usage")
 }
 
 func logStats(t *testing.T, rdb *redis.Client, what string) {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/agentq/agentq/usage"
 )
 
 // State is a task's lifecycle state (stable names, docs/DESIGN.md §3).
@@ -131,6 +133,14 @@ const (
 	FieldOutputBytes = "out_bytes"
 	// FieldWriteID is the ID of the last write applied (see Change).
 	FieldWriteID = "write_id"
+	// The task's usage, summed over its attempts (every run): input,
+	// output, cached and total tokens, and the cost in USD of the priced
+	// ones. Absent until an attempt reports usage.
+	FieldUsageInput  = "usage_in"
+	FieldUsageOutput = "usage_out"
+	FieldUsageCached = "usage_cached"
+	FieldUsageTotal  = "usage_total"
+	FieldUsageCost   = "usage_cost"
 )
 
 // Event is one entry of a task's history (stable JSON).
@@ -162,6 +172,10 @@ type Event struct {
 	Reason string `json:"reason,omitempty"`
 	// Data is, for EventProgress and EventOutput, what the agent sent.
 	Data json.RawMessage `json:"data,omitempty"`
+	// Usage is what the attempt's call used (an attempt's outcome or a
+	// failed call), when it reported usage; its cost when its model is
+	// priced.
+	Usage *usage.Usage `json:"usage,omitempty"`
 }
 
 // AttemptOutcome reports whether ev ends an attempt (and so counts one):
@@ -248,7 +262,7 @@ func appendInt(b []byte, key string, n int64) []byte {
 
 // plain reports whether Marshal may write ev itself.
 func (ev Event) plain() bool {
-	return len(ev.Data) == 0 && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
+	return len(ev.Data) == 0 && ev.Usage == nil && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
 		PlainText(ev.Event) && PlainText(ev.Agent) && PlainText(ev.ErrorClass) && PlainText(ev.Error) &&
 		PlainText(ev.Worker) && PlainText(ev.Reason)
 }

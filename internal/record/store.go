@@ -15,6 +15,7 @@ import (
 	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/usage"
 )
 
 // DefaultRetention is how long a task's record and history are kept after
@@ -241,9 +242,13 @@ type View struct {
 	// shows "normal" for a record without one).
 	Priority string `json:"priority,omitempty"`
 	// CanceledAt and CancelReason are set once the task is canceled.
-	CanceledAt   string  `json:"canceled_at,omitempty"`
-	CancelReason string  `json:"cancel_reason,omitempty"`
-	History      []Event `json:"history"`
+	CanceledAt   string `json:"canceled_at,omitempty"`
+	CancelReason string `json:"cancel_reason,omitempty"`
+	// Usage is what the task's attempts used, summed over all its
+	// attempts, retries and restarts (absent when none reported usage);
+	// priced when any priced attempt's cost is in it.
+	Usage   *usage.Usage `json:"usage,omitempty"`
+	History []Event      `json:"history"`
 }
 
 // Get returns task id's record and history.
@@ -309,6 +314,7 @@ func viewOf(id string, m map[string]string) *View {
 	if n := m[FieldNotify]; n != "" {
 		v.Notify = strings.Split(n, ",")
 	}
+	v.Usage = usageOf(m)
 	if v.ID == "" {
 		v.ID = id
 	}
@@ -342,4 +348,19 @@ func (s *Store) States(ctx context.Context, ids []string) ([]State, error) {
 		out[i] = State(c.Val())
 	}
 	return out, nil
+}
+
+// usageOf is the usage sum of a record hash m; nil when it has none.
+func usageOf(m map[string]string) *usage.Usage {
+	var u usage.Usage
+	n := func(f string) int64 { v, _ := strconv.ParseInt(m[f], 10, 64); return v }
+	u.InputTokens, u.OutputTokens, u.CachedTokens, u.TotalTokens = n(FieldUsageInput), n(FieldUsageOutput), n(FieldUsageCached), n(FieldUsageTotal)
+	if c, ok := m[FieldUsageCost]; ok {
+		u.CostUSD, _ = strconv.ParseFloat(c, 64)
+		u.Priced = true
+	}
+	if u.IsZero() && !u.Priced {
+		return nil
+	}
+	return &u
 }

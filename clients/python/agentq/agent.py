@@ -101,7 +101,11 @@ class Request(Result):
         return output(data)
 
     def usage(self, total_tokens=None, *, input_tokens=None, output_tokens=None, **more):
-        """Report the tokens the call used (the ActionResponse's ``usage``)."""
+        """Report the tokens the call used (the ActionResponse's ``usage``), on
+        success or error: ``input_tokens`` (cached ones included),
+        ``output_tokens``, and in ``more`` ``cached_tokens`` and ``model``
+        (the worker prices it by its ``pricing``); a provider's usage object
+        as it came may be passed as keywords too."""
         u = {k: v for k, v in (("total_tokens", total_tokens), ("input_tokens", input_tokens),
                                ("output_tokens", output_tokens)) if v is not None}
         u.update(more)

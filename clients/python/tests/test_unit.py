@@ -58,6 +58,17 @@ class TestClient(FakeCase):
                                     "deadline": "10m", "notify": ["hook"], "fail_if_unavailable": True,
                                     "tenant": "team-a", "priority": "high"})
 
+    def test_task_usage_reads_as_attributes(self):
+        usage = {"input_tokens": 3006, "output_tokens": 350, "cached_tokens": 1920, "total_tokens": 3356,
+                 "cost_usd": 0.008615, "priced": True}
+        ev = {"event": "succeeded", "attempt": 2, "usage": {"model": "gpt-4o", "input_tokens": 2006,
+                                                         "output_tokens": 300, "total_tokens": 2306}}
+        f = self.fake(lambda r: (200, task("u1", "succeeded", usage=usage, history=[ev])))
+        got = self.client(f).get("u1")
+        self.assertEqual(got.usage.cost_usd, 0.008615)
+        self.assertEqual(got.usage["cached_tokens"], 1920)
+        self.assertEqual(got.history[0].usage.model, "gpt-4o")
+
     def test_token_from_environment(self):
         f = self.fake(lambda r: (200, {"status": "ok", "redis": "ok"}))
         os.environ["AGENTQ_API_TOKEN"] = "envtok"

@@ -32,10 +32,17 @@ export interface ActionRequest {
   [k: string]: unknown;
 }
 
+/** What the call used: a provider's usage object as it came (OpenAI's,
+ * Anthropic's, Gemini's, Bedrock's) or these names; with `model`, the cost
+ * is priced by the worker's `pricing`. Reported on errors too. */
 export interface Usage {
   total_tokens?: number;
   input_tokens?: number;
   output_tokens?: number;
+  /** Input tokens read from the provider's cache (a part of input_tokens). */
+  cached_tokens?: number;
+  /** The model the call used. */
+  model?: string;
   [k: string]: unknown;
 }
 

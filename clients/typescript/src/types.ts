@@ -104,6 +104,23 @@ export interface TaskRequest {
   max_cost_usd?: number;
 }
 
+/** Tokens and cost (`usage` on a task and on an attempt's event), as the
+ * agents' replies report them and the worker's `pricing` prices them. */
+export interface TaskUsage {
+  /** The model the reply named (absent when none, or, on a task, when its attempts named different ones). */
+  model?: string;
+  /** The prompt's tokens, cached ones included. */
+  input_tokens: number;
+  output_tokens: number;
+  /** The input tokens read from the provider's cache (a part of input_tokens). */
+  cached_tokens?: number;
+  total_tokens: number;
+  /** The cost in USD by the config's pricing; absent when the model has no price. */
+  cost_usd?: number;
+  /** True when cost_usd comes from a price. */
+  priced?: boolean;
+}
+
 export interface TaskEvent {
   seq?: number;
   at?: string;
@@ -122,6 +139,8 @@ export interface TaskEvent {
   reason?: string;
   /** What a progress or output event carries. */
   data?: unknown;
+  /** What the attempt's call used (an attempt's outcome or a failed call), when it reported usage. */
+  usage?: TaskUsage;
   [k: string]: unknown;
 }
 
@@ -147,6 +166,8 @@ export interface Task {
   run?: number;
   enqueued_at?: string;
   updated_at?: string;
+  /** What the task's attempts used, summed over all attempts, retries and restarts; absent when none reported usage. */
+  usage?: TaskUsage;
   history: TaskEvent[];
   [k: string]: unknown;
 }

@@ -342,3 +342,13 @@ test("agent: SIGTERM exits 143 cleanly", async () => {
   assert.equal(resp, null);
   assert.ok(!/at .*\(/.test(err), err);
 });
+
+test("a task carries its usage and each attempt event's (the task JSON's names)", async (t) => {
+  const usage = { input_tokens: 3006, output_tokens: 350, cached_tokens: 1920, total_tokens: 3356, cost_usd: 0.008615, priced: true };
+  const ev = { event: "succeeded", attempt: 2, usage: { model: "gpt-4o", input_tokens: 2006, output_tokens: 300, cached_tokens: 1920, total_tokens: 2306, cost_usd: 0.005615, priced: true } };
+  const f = await withFake(t, () => [200, task("u1", "succeeded", { usage, history: [ev] })]);
+  const got = await client(f).get("u1");
+  assert.equal(got.usage.cost_usd, 0.008615);
+  assert.equal(got.usage.cached_tokens, 1920);
+  assert.equal(got.history[0].usage.model, "gpt-4o");
+});

@@ -7,9 +7,12 @@
 --   restart), o+6 lifetime (s), o+7 the remaining lifetime that needs no
 --   refresh (s), o+8 the event's JSON without its opening "{" and without
 --   seq ("" for none), o+9 "1" to merge a deferral, o+10 "1" to clear the
---   error fields (when set), o+11 the number n of seed pairs, then the n
---   pairs (record fields seeded when the record was not written by
---   Create), then the field/value pairs to set.
+--   error fields (when set), o+11 the number n of seed pairs, o+12 the
+--   number u of usage increments, then the n seed pairs (record fields
+--   seeded when the record was not written by Create), then the u usage
+--   increments (field, increment: HINCRBYFLOAT for F.usage_cost, HINCRBY
+--   for the token counts; only those not zero, none for a write without
+--   usage), then the field/value pairs to set.
 -- Returns R.applied, a bare code (the common answer: a table reply costs
 -- Redis 7.0 about a microsecond more, as much as a 5-field HMGET), or
 -- {R.again, attempts} (this write ID was applied already), or, writing
@@ -46,12 +49,14 @@ local function rec_apply(rec, hist, o, outbox, due)
   if run == d and TERMINAL(state) then return {R.ended} end
   local notify = cur[9]
   if notify and notify ~= "" and not outbox then return {R.outbox} end
-  local last = o + 11 + 2 * tonumber(ARGV[o + 11])
+  local last = o + 12 + 2 * tonumber(ARGV[o + 11])
   if not cur[1] then
-    if last == o + 11 then return {R.seed} end
-    for i = o + 12, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
+    if last == o + 12 then return {R.seed} end
+    for i = o + 13, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
     notify = redis.call("HGET", rec, F.notify)
   end
+  local used = last
+  last = last + 2 * tonumber(ARGV[o + 12])
   -- attempts, and a (what is written: the stored string when unchanged).
   local a = cur[3] or "0"
   local attempts = tonumber(a) or 0
@@ -80,6 +85,13 @@ local function rec_apply(rec, hist, o, outbox, due)
     rare[#rare + 1] = F.error; rare[#rare + 1] = ""
   end
   if rare then redis.call("HSET", rec, unpack(rare)) end
+  for i = used + 1, last, 2 do
+    if ARGV[i] == F.usage_cost then
+      redis.call("HINCRBYFLOAT", rec, ARGV[i], ARGV[i + 1])
+    else
+      redis.call("HINCRBY", rec, ARGV[i], ARGV[i + 1])
+    end
+  end
   local seq = cur[5] or "0"
   local ev = ARGV[o + 8]
   if ev ~= "" then seq = tostring((tonumber(seq) or 0) + 1) end

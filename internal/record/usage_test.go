@@ -1,0 +1,92 @@
+package record
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/usage"
+)
+
+// TestUsageSummed: the changes that end an attempt (a failed call, a
+// retry, a restart, the success) carry its usage on their event and add it
+// to the task's sum, over retries and restarts; a write sent again adds
+// nothing; changes without usage write no usage field at all.
+func TestUsageSummed(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		create(t, st, "u1")
+		priced := func(in, out, cached int64, cost float64) usage.Usage {
+			return usage.Usage{Model: "gpt-4o", InputTokens: in, OutputTokens: out, CachedTokens: cached,
+				TotalTokens: in + out, CostUSD: cost, Priced: cost != 0}
+		}
+		d := Delivery{ID: "u1", Attempt: 1, Seed: seed()}
+		require.Equal(t, Applied, apply(t, st, d, Started()))
+		require.Nil(t, get(t, st, "u1").Usage, "no usage before an attempt reports some")
+
+		failed := CallFailed(Attempt{Attempt: 1, Agent: "llm", ErrorClass: "provider_error", Usage: priced(100, 10, 0, 0.000350)})
+		require.Equal(t, Applied, apply(t, st, d, failed))
+		require.Equal(t, Applied, apply(t, st, d, failed), "the same write again: counted once")
+		require.Equal(t, Applied, apply(t, st, d, Retrying(Attempt{Attempt: 1, Agent: "llm", ErrorClass: "timeout",
+			Usage: priced(1000, 0, 800, 0.0009)}, time.Second, t0)))
+		d.Attempt = 2
+		require.Equal(t, Applied, apply(t, st, d, Restarting(Attempt{Attempt: 2, Agent: "llm", ErrorClass: "provider_error"},
+			NextRun{Run: 1, Restarts: 1}, time.Second)))
+		d = Delivery{ID: "u1", Run: 1, Restarts: 1, Attempt: 1, Seed: seed()}
+		require.Equal(t, Applied, apply(t, st, d, Succeeded(Attempt{Attempt: 1, Restart: 1, Agent: "llm",
+			Usage: usage.Usage{Model: "mystery", InputTokens: 7, OutputTokens: 3, TotalTokens: 12}}, nil)))
+
+		v := get(t, st, "u1")
+		require.NotNil(t, v.Usage)
+		require.Equal(t, int64(1107), v.Usage.InputTokens)
+		require.Equal(t, int64(13), v.Usage.OutputTokens)
+		require.Equal(t, int64(800), v.Usage.CachedTokens)
+		require.Equal(t, int64(1122), v.Usage.TotalTokens)
+		require.InDelta(t, 0.00125, v.Usage.CostUSD, 1e-12)
+		require.True(t, v.Usage.Priced)
+
+		var withUsage []string
+		var used []*usage.Usage
+		for _, ev := range v.History {
+			if ev.Usage != nil {
+				withUsage = append(withUsage, ev.Event)
+				used = append(used, ev.Usage)
+			}
+		}
+		require.Equal(t, []string{EventFailed, EventRetrying, EventSucceeded}, withUsage, "the restart's attempt reported none")
+		require.Equal(t, int64(800), used[1].CachedTokens)
+		require.Equal(t, "gpt-4o", used[0].Model)
+
+		// A task whose attempts report no usage has no usage field.
+		create(t, st, "u2")
+		d2 := Delivery{ID: "u2", Attempt: 1, Seed: seed()}
+		require.Equal(t, Applied, apply(t, st, d2, Succeeded(Attempt{Attempt: 1, Agent: "llm"}, nil)))
+		require.Nil(t, get(t, st, "u2").Usage)
+		keys, err := rdb.HKeys(ctx, rkeys.Task("u2")).Result()
+		require.NoError(t, err)
+		for _, k := range keys {
+			require.NotContains(t, []string{FieldUsageInput, FieldUsageOutput, FieldUsageCached, FieldUsageTotal, FieldUsageCost}, k)
+		}
+	})
+}
+
+// TestUsageRidesTheAck: a success that rides asynq's ack sums its usage
+// too.
+func TestUsageRidesTheAck(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		create(t, st, "ua")
+		d := Delivery{ID: "ua", Attempt: 1, Seed: seed()}
+		c := Succeeded(Attempt{Attempt: 1, Agent: "llm", Usage: usage.Usage{InputTokens: 5, OutputTokens: 2, TotalTokens: 7}}, nil)
+		out, err := st.ApplyAcked(ctx, d, c, activeDelivery(t, rdb, "ua"))
+		require.NoError(t, err)
+		require.Equal(t, Applied, out)
+		u := get(t, st, "ua").Usage
+		require.NotNil(t, u)
+		require.Equal(t, usage.Usage{InputTokens: 5, OutputTokens: 2, TotalTokens: 7}, *u)
+	})
+}
