@@ -32,8 +32,11 @@ import (
 // the waiter reading it) and asserts the bound on the serve process's
 // Redis connections: go-redis's pool (10 per CPU) and pipeline pool (10)
 // and the notifier's 2 pub/sub connections, however many wait.
+//
+// Not parallel: it runs before the package's parallel tests (the chaos
+// runs, the tenants' flood, the schedules), which would otherwise compete
+// with its 10,000 streams for the machine's two cores.
 func TestTenThousandWaiters(t *testing.T) {
-	t.Parallel()
 	b := buildBins(t)
 	srv := redistest.Start(t)
 	const me = "e2e-test" // the test's own connections, not counted

@@ -142,6 +142,21 @@ func TestIsUnavailable(t *testing.T) {
 		{"server killed under an open connection", onServer(func(t *testing.T, s *redistest.Server, c *redis.Client) error {
 			require.NoError(t, c.Ping(ctx).Err())
 			s.Kill()
+			// Hold the dead server's port (accepting and closing), so that
+			// go-redis's redial of the broken connection cannot reach a
+			// redis-server another test starts on the freed port.
+			if ln, err := net.Listen("tcp", s.Addr); err == nil {
+				t.Cleanup(func() { _ = ln.Close() })
+				go func() {
+					for {
+						conn, err := ln.Accept()
+						if err != nil {
+							return
+						}
+						_ = conn.Close()
+					}
+				}()
+			}
 			return c.Ping(ctx).Err()
 		}), true, true},
 		{"read timeout (server never answers)", func(t *testing.T) error {
