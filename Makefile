@@ -3,7 +3,7 @@
 GO        ?= go
 GOFLAGS   ?=
 PKGS      := ./...
-TEST_TIMEOUT ?= 15m
+TEST_TIMEOUT ?= 20m
 
 .PHONY: all build test test-topology test-clients unit demo bench fuzz vet fmt clean redis chromium node clients
 
