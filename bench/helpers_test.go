@@ -372,6 +372,11 @@ func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
 }
 
+// noopReply is what the no-op agent of runAgentq answers (nil: nothing);
+// BenchmarkUsage sets it to a provider's reply with usage. Rounds run one
+// at a time.
+var noopReply json.RawMessage
+
 // runAgentq runs a worker with the no-op agent over n prefilled tasks and
 // returns tasks/s from the first agent call to the n-th completion seen by
 // asynq.
@@ -400,9 +405,10 @@ func runAgentqFill(ctx context.Context, srv *redistest.Server, c, n int, fill fu
 	}
 	enqUS = (e1 - e0) / float64(n) * 1e6
 	var first firstMark
+	reply := noopReply
 	noop := agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
 		first.hit()
-		return nil, nil
+		return reply, nil
 	})
 	opts = append([]worker.Option{worker.WithAgent(noopAgent, noop), worker.WithLogger(discardLogger())}, opts...)
 	w, err := worker.New(agentqConfig(srv, c), rdb, opts...)

@@ -39,7 +39,7 @@
 -- refuses first).
 local function rec_apply(rec, hist, o, outbox, due)
   local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
-    F.error_class, F.watch, F.notify)
+    F.error_class, F.watch, F.notify, F.usage_total)
   if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
   local state = cur[2]
   if state == S.canceled then return {R.canceled} end
@@ -85,17 +85,40 @@ local function rec_apply(rec, hist, o, outbox, due)
     rare[#rare + 1] = F.error; rare[#rare + 1] = ""
   end
   if rare then redis.call("HSET", rec, unpack(rare)) end
-  for i = used + 1, last, 2 do
-    if ARGV[i] == F.usage_cost then
-      redis.call("HINCRBYFLOAT", rec, ARGV[i], ARGV[i + 1])
+  -- The task's first usage (one with a total: every usage has one) is set
+  -- with the common HSET, no command of its own; later usage is added to
+  -- it.
+  local firstuse = nil
+  if last > used then
+    local settable = not cur[10]
+    if settable then
+      settable = false
+      for i = used + 1, last, 2 do
+        if ARGV[i] == F.usage_total then settable = true end
+      end
+    end
+    if not settable then
+      for i = used + 1, last, 2 do
+        if ARGV[i] == F.usage_cost then
+          redis.call("HINCRBYFLOAT", rec, ARGV[i], ARGV[i + 1])
+        else
+          redis.call("HINCRBY", rec, ARGV[i], ARGV[i + 1])
+        end
+      end
     else
-      redis.call("HINCRBY", rec, ARGV[i], ARGV[i + 1])
+      firstuse = {}
+      for i = used + 1, last do firstuse[#firstuse + 1] = ARGV[i] end
     end
   end
   local seq = cur[5] or "0"
   local ev = ARGV[o + 8]
   if ev ~= "" then seq = tostring((tonumber(seq) or 0) + 1) end
-  redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
+  if firstuse then
+    for i = last + 1, #ARGV do firstuse[#firstuse + 1] = ARGV[i] end
+    redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(firstuse))
+  else
+    redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
+  end
   local created, outboxed = false, false
   if ev ~= "" then
     ev = '{"seq":' .. seq .. ',' .. ev
