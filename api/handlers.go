@@ -252,24 +252,34 @@ func (s *Server) enqueue(rw http.ResponseWriter, r *http.Request) error {
 	defer cancel()
 
 	// Fail-fast: every refused task refuses the request, before anything is
-	// enqueued. One breaker read per agent.
+	// enqueued. One breaker read and one budget check per agent and tenant.
 	checked := map[string]error{}
 	now := s.opts.Now()
 	for i, it := range items {
 		if !it.failFast {
 			continue
 		}
-		err, ok := checked[it.task.Agent]
+		key := it.task.Agent + "\x00" + it.task.Tenant
+		err, ok := checked[key]
 		if !ok {
 			err = CheckAvailableAt(ctx, s.breakers, s.cfg, it.task.Agent, now)
-			checked[it.task.Agent] = err
+			if err == nil {
+				err = CheckBudgets(ctx, s.budgets, s.cfg, it.task.Agent, it.task.Tenant, now)
+			}
+			checked[key] = err
 		}
 		if err == nil {
 			continue
 		}
 		var ue *UnavailableError
-		if errors.As(err, &ue) {
-			ae := unavailableErr(ue, now)
+		var be *BudgetExhaustedError
+		if errors.As(err, &ue) || errors.As(err, &be) {
+			var ae *apiError
+			if ue != nil {
+				ae = unavailableErr(ue, now)
+			} else {
+				ae = budgetErr(be, now)
+			}
 			if batch {
 				idx := i
 				ae.body.Index = &idx

@@ -30,3 +30,16 @@ func TestEnvelopeCapRoundTrip(t *testing.T) {
 	require.ErrorAs(t, bad.Validate(), &ve)
 	require.Equal(t, "max_cost_usd", ve.Field)
 }
+
+// TestRequestCap: a producer's request carries its cap to the task.
+func TestRequestCap(t *testing.T) {
+	t.Parallel()
+	tk, _, err := Request{Agent: "llm", MaxTokens: 5000, MaxCostUSD: 0.5}.Task(nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(5000), tk.MaxTokens)
+	require.Equal(t, 0.5, tk.MaxCostUSD)
+	_, _, err = Request{Agent: "llm", MaxCostUSD: -1}.Task(nil)
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "max_cost_usd", ve.Field)
+}
