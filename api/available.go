@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience/breaker"
 )
 
@@ -116,26 +117,13 @@ func (e *BudgetExhaustedError) ErrorBody() ErrorBody {
 		Budget: e.Over.Budget.Text(e.Over.Unit), ResetsAt: &t}
 }
 
-// Budgets returns the budgets a task of agent for tenant counts against,
-// by cfg: its tenant's, then its agent's.
-func Budgets(cfg *config.Config, agent, tenant string) []budget.Budget {
-	var out []budget.Budget
-	if b := cfg.TenantBudget(tenant); b != nil {
-		out = append(out, budget.Budget{Kind: budget.Tenant, Name: tenant, Tokens: b.Tokens, USD: b.USD, Per: b.Per})
-	}
-	if a, _ := cfg.Agent(agent); a.Budget != nil {
-		out = append(out, budget.Budget{Kind: budget.Agent, Name: agent, Tokens: a.Budget.Tokens, USD: a.Budget.USD, Per: a.Budget.Per})
-	}
-	return out
-}
-
 // CheckBudgets reports whether a task of agent for tenant may be enqueued
 // under fail-fast: a *BudgetExhaustedError when its tenant's or agent's
 // budget has no room left (now + how long until it has is its ResetsAt),
 // nil when both have room or none is set. A budget that cannot be read
 // (Redis down) is that error: the caller decides (503, exit 1).
 func CheckBudgets(ctx context.Context, keeper *budget.Keeper, cfg *config.Config, agent, tenant string, now time.Time) error {
-	bs := Budgets(cfg, agent, tenant)
+	bs := inspect.BudgetsOf(cfg, agent, tenant)
 	if len(bs) == 0 {
 		return nil
 	}

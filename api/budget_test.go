@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
@@ -51,4 +52,38 @@ func TestFailFastBudget(t *testing.T) {
 	require.Equal(t, 202, r.status, r.body)
 	r = do(t, "POST", e.url+"/api/v1/tasks", "", `{"id":"b6","agent":"tool","max_tokens":-1}`)
 	requireError(t, r, 400, api.CodeInvalidRequest, `"max_tokens"`)
+}
+
+// TestAgentsBudget: /api/v1/agents shows an agent's budget: its
+// configuration and what its window used and has left.
+func TestAgentsBudget(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	tool := cfg.Agents["tool"]
+	tool.Budget = &config.Budget{Tokens: 5000, Per: time.Hour}
+	cfg.Agents["tool"] = tool
+	e := setupWith(t, api.Options{}, cfg)
+	b := budget.Budget{Kind: budget.Agent, Name: "tool", Tokens: 5000, Per: time.Hour}
+	require.NoError(t, budget.New(e.rdb).Debit(context.Background(), usage.Usage{TotalTokens: 1500}, b))
+
+	r := do(t, "GET", e.url+"/api/v1/agents", "", "")
+	require.Equal(t, 200, r.status, r.body)
+	var got struct {
+		Agents []struct {
+			Agent  string         `json:"agent"`
+			Budget *budget.Status `json:"budget"`
+		} `json:"agents"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.body), &got))
+	seen := map[string]*budget.Status{}
+	for _, a := range got.Agents {
+		seen[a.Agent] = a.Budget
+	}
+	require.Contains(t, seen, "llm")
+	require.Nil(t, seen["llm"], "an agent without a budget has none")
+	require.NotNil(t, seen["tool"])
+	require.EqualValues(t, 5000, seen["tool"].Tokens)
+	require.EqualValues(t, 1500, seen["tool"].TokensUsed)
+	require.EqualValues(t, 3500, seen["tool"].TokensLeft)
+	require.Equal(t, "1h0m0s", seen["tool"].Per)
 }

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +67,59 @@ func TestEnqueuerFailIfBudgetExhausted(t *testing.T) {
 			require.Equal(t, tc.present, exists(tc.id))
 		})
 	}
+}
+
+// TestInspectorBudget: inspector budget lists every configured budget with
+// what its window used and has left (JSON Lines with --json), inspector
+// usage shows them under its totals, and inspector budget reset forgets a
+// window (a budget the config does not set is refused without --force).
+func TestInspectorBudget(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	cfgPath := filepath.Join(t.TempDir(), "agentq.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`tenants:
+  acme: {budget: {tokens: 1000, per: 1h}}
+agents:
+  llm: {budget: {usd: 2, per: 720h}}
+`), 0o600))
+	acme := budget.Budget{Kind: budget.Tenant, Name: "acme", Tokens: 1000, Per: time.Hour}
+	k := budget.New(rdb)
+	require.NoError(t, k.Debit(ctx, agentusage.Usage{TotalTokens: 1200}, acme))
+	base := []string{"--redis", srv.URL(), "--config", cfgPath}
+
+	out, errOut, code := runCmd(t, NewInspectorCmd, "", append(base, "budget", "--json")...)
+	require.Equal(t, ExitOK, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	var st budget.Status
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &st))
+	require.Equal(t, budget.Tenant, st.Kind)
+	require.Equal(t, "acme", st.Name)
+	require.EqualValues(t, 1200, st.TokensUsed)
+	require.Zero(t, st.TokensLeft)
+	require.True(t, st.Exhausted)
+	require.Positive(t, st.ResetsMS)
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &st))
+	require.Equal(t, budget.Agent, st.Kind)
+	require.Equal(t, 2.0, st.USDLeft)
+
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", append(base, "usage")...)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "budgets (inspector budget):")
+	require.Contains(t, out, "1200/1000")
+
+	_, errOut, code = runCmd(t, NewInspectorCmd, "", append(base, "budget", "reset", "tenant", "globex")...)
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, errOut, "--force")
+	_, _, code = runCmd(t, NewInspectorCmd, "", append(base, "budget", "reset", "team", "acme")...)
+	require.Equal(t, ExitUsage, code)
+
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", append(base, "budget", "reset", "tenant", "acme")...)
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, `budget tenant "acme" reset`)
+	over, err := k.Check(ctx, acme)
+	require.NoError(t, err)
+	require.Nil(t, over, "the window's debits are forgotten")
 }

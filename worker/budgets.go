@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/resilience"
@@ -38,19 +39,11 @@ type budgets struct {
 	tenant func(string) *config.Budget // config.Config.TenantBudget
 }
 
-// named turns a config budget into the keeper's (nil: none).
-func named(kind budget.Kind, name string, b *config.Budget) *budget.Budget {
-	if b == nil {
-		return nil
-	}
-	return &budget.Budget{Kind: kind, Name: name, Tokens: b.Tokens, USD: b.USD, Per: b.Per}
-}
-
 // of returns the budgets a call of env by sp counts against: its tenant's
 // and sp's.
 func (bs *budgets) of(env *tasks.Envelope, sp *spec) []budget.Budget {
 	var out []budget.Budget
-	if b := named(budget.Tenant, env.Tenant, bs.tenant(env.Tenant)); b != nil {
+	if b := inspect.BudgetOf(budget.Tenant, env.Tenant, bs.tenant(env.Tenant)); b != nil {
 		out = append(out, *b)
 	}
 	if sp.budget != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/restart"
@@ -71,7 +72,7 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		fallbackNames: a.Fallback,
 		probe:         probe,
 		limits:        newLimitSpec(a),
-		budget:        named(budget.Agent, name, a.Budget),
+		budget:        inspect.BudgetOf(budget.Agent, name, a.Budget),
 		name:          name,
 		runner:        run,
 		timeout:       s.Timeout,
