@@ -1,7 +1,7 @@
 // Package budget keeps the budgets of tenants and agents — what their
 // calls may use, in tokens and in US dollars, within a sliding window —
-// for the whole fleet, and the running sums of tasks' own caps
-// (max_tokens, max_cost_usd). A budget's unit is a token limit of its own,
+// for the whole fleet, and checks tasks' own caps (max_tokens,
+// max_cost_usd) against their records' usage sums. A budget's unit is a token limit of its own,
 // kept by resilience/limit (the same Lua sliding-window log of debits,
 // on keys named by rkeys.BudgetLimit); dollars are kept in micro-dollars.
 // See docs/DESIGN.md, "Budgets".
@@ -12,10 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/usage"
@@ -113,7 +115,7 @@ func (o *Over) Error() string {
 // Unwrap makes errors.Is(o, ErrExhausted) hold.
 func (o *Over) Unwrap() error { return ErrExhausted }
 
-// Keeper keeps budgets and tasks' running sums in Redis. Safe for
+// Keeper keeps budgets in Redis and reads tasks' usage sums. Safe for
 // concurrent use.
 type Keeper struct {
 	rdb redis.UniversalClient
@@ -243,46 +245,22 @@ type Spent struct {
 	USD    float64
 }
 
-// spentTTL bounds how long a task's running sum is kept after its last
-// debit.
-const spentTTL = 30 * 24 * time.Hour
-
-// DebitTask adds an attempt's usage to task id's running sum.
-func (k *Keeper) DebitTask(ctx context.Context, id string, u usage.Usage) error {
-	n, m := tokensOf(u), int64(0)
-	if u.Priced {
-		m = Micros(u.CostUSD)
-	}
-	if n <= 0 && m <= 0 {
-		return nil
-	}
-	key := rkeys.TaskSpent(id)
-	_, err := k.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HIncrBy(ctx, key, "tokens", n)
-		p.HIncrBy(ctx, key, "usd_micros", m)
-		p.PExpire(ctx, key, spentTTL)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("budget: task %q: debit: %w", id, err)
-	}
-	return nil
-}
-
-// TaskSpent reads task id's running sum.
+// TaskSpent reads task id's usage sum from its record (the usage_total
+// and usage_cost fields the attempts' outcomes add to; see
+// internal/record): what its own cap is checked against.
 func (k *Keeper) TaskSpent(ctx context.Context, id string) (Spent, error) {
-	v, err := k.rdb.HMGet(ctx, rkeys.TaskSpent(id), "tokens", "usd_micros").Result()
+	v, err := k.rdb.HMGet(ctx, rkeys.Task(id), record.FieldUsageTotal, record.FieldUsageCost).Result()
 	if err != nil {
 		return Spent{}, fmt.Errorf("budget: task %q: spent: %w", id, err)
 	}
-	return Spent{Tokens: intOf(v[0]), USD: float64(intOf(v[1])) / 1e6}, nil
-}
-
-func intOf(v any) int64 {
-	s, _ := v.(string)
-	var n int64
-	_, _ = fmt.Sscan(s, &n)
-	return n
+	s := Spent{}
+	if t, ok := v[0].(string); ok {
+		s.Tokens, _ = strconv.ParseInt(t, 10, 64)
+	}
+	if c, ok := v[1].(string); ok {
+		s.USD, _ = strconv.ParseFloat(c, 64)
+	}
+	return s, nil
 }
 
 // OverCap says whether s reached a task's cap (maxTokens, maxUSD; 0: no

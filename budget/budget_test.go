@@ -6,15 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/usage"
 )
 
 type setup struct {
 	k   *Keeper
+	rdb redis.UniversalClient
 	mu  sync.Mutex
 	now time.Time
 }
@@ -22,6 +26,7 @@ type setup struct {
 func newSetup(t *testing.T) *setup {
 	s := &setup{now: time.UnixMilli(1_700_000_000_000)}
 	rdb := redistest.Start(t).Client()
+	s.rdb = rdb
 	s.k = New(rdb, limit.WithClock(func() time.Time { s.mu.Lock(); defer s.mu.Unlock(); return s.now }))
 	return s
 }
@@ -92,18 +97,21 @@ func TestBudgetUSD(t *testing.T) {
 	require.Nil(t, over)
 }
 
-// TestTaskSpent: a task's running sum adds its attempts, and its cap is
-// reached at the cap, not below.
+// TestTaskSpent: a task's usage sum is read from its record, and its cap
+// is reached at the cap, not below.
 func TestTaskSpent(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	ctx := context.Background()
-	require.NoError(t, s.k.DebitTask(ctx, "t1", usage.Usage{TotalTokens: 600, CostUSD: 0.01, Priced: true}))
 	sp, err := s.k.TaskSpent(ctx, "t1")
+	require.NoError(t, err)
+	require.Equal(t, Spent{}, sp, "no record, no usage")
+	require.NoError(t, s.rdb.HSet(ctx, rkeys.Task("t1"), record.FieldUsageTotal, 600, record.FieldUsageCost, "0.01").Err())
+	sp, err = s.k.TaskSpent(ctx, "t1")
 	require.NoError(t, err)
 	_, over := OverCap(sp, 1000, 0)
 	require.False(t, over)
-	require.NoError(t, s.k.DebitTask(ctx, "t1", usage.Usage{InputTokens: 300, OutputTokens: 100, CostUSD: 0.01, Priced: true}))
+	require.NoError(t, s.rdb.HSet(ctx, rkeys.Task("t1"), record.FieldUsageTotal, 1000, record.FieldUsageCost, "0.02").Err())
 	sp, err = s.k.TaskSpent(ctx, "t1")
 	require.NoError(t, err)
 	require.Equal(t, Spent{Tokens: 1000, USD: 0.02}, sp)

@@ -23,11 +23,11 @@ import (
 // tenant or agent has a budget with no room left is not started: it is
 // deferred (no attempt used, a history event naming the budget) until
 // about when the window has room, at most budget.DeferMax at a time.
-// After each call its usage is debited from the tenant's budget, from the
-// budget of the agent that served it, and from the task's running sum when
-// the task has a cap of its own (max_tokens, max_cost_usd); a task whose
-// sum reached its cap is dead-lettered (budget_exhausted) before its next
-// attempt. Tasks with no budget and no cap cost no Redis command here.
+// After each call its usage is debited from the tenant's budget and from
+// the budget of the agent that served it. A task with a cap of its own
+// (max_tokens, max_cost_usd) whose record's usage sum (every attempt's,
+// every run's) reached it is dead-lettered (budget_exhausted) before its
+// next attempt. Tasks with no budget and no cap cost no Redis command here.
 
 // ReasonBudgetExhausted is the dead-letter reason of a task whose own cap
 // (max_tokens, max_cost_usd) was reached.
@@ -105,10 +105,10 @@ func (p *pipeline) deferBudget(ctx context.Context, log *taskLog, env *tasks.Env
 const budgetDeferCause = "over budget"
 
 // debitBudgets debits one call's usage u — the call of env served by sp —
-// from the tenant's budget, sp's budget, and the task's running sum when
-// it has a cap of its own. It is called once per call, as soon as the
-// call has ended, before its outcome is recorded: a later admission
-// anywhere in the fleet sees it.
+// from the tenant's budget and sp's. It is called once per call (in
+// call, with the usage the meter read), as soon as the call has ended,
+// before its outcome is recorded: a later admission anywhere in the fleet
+// sees it.
 func (p *pipeline) debitBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, u usage.Usage) {
 	if p.budgets == nil || u.IsZero() {
 		return
@@ -117,11 +117,6 @@ func (p *pipeline) debitBudgets(ctx context.Context, log *taskLog, env *tasks.En
 	if bs := p.budgets.of(env, sp); len(bs) > 0 {
 		if err := p.budgets.keeper.Debit(bg, u, bs...); err != nil {
 			log.Warn("could not debit budgets", "tokens", u.TotalTokens, "err", err)
-		}
-	}
-	if env.MaxTokens > 0 || env.MaxCostUSD > 0 {
-		if err := p.budgets.keeper.DebitTask(bg, env.ID, u); err != nil {
-			log.Warn("could not debit the task's own cap", "tokens", u.TotalTokens, "err", err)
 		}
 	}
 }

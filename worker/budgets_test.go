@@ -71,29 +71,44 @@ agents:
 }
 
 // TestBudgetTaskCap: a task's own cap covers all its attempts: each failed
-// attempt's usage is added to its sum, and once the sum reaches
-// max_tokens the task is dead-lettered budget_exhausted before its next
-// attempt, whose call is not made.
+// attempt's usage is added to its record's sum, and once the sum reaches
+// max_tokens (or max_cost_usd, priced by the config) the task is
+// dead-lettered budget_exhausted before its next attempt, whose call is
+// not made.
 func TestBudgetTaskCap(t *testing.T) {
 	t.Parallel()
-	var n atomic.Int32
-	llm := agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
-		n.Add(1)
-		return json.RawMessage(`{"usage":{"total_tokens":1000}}`),
-			&resilience.Failure{Err: errors.New("flaky"), Class: resilience.NetworkTransient}
-	})
-	_, rdb := runWorker(t, `
+	for _, tc := range []struct {
+		name string
+		task tasks.Task
+		want string
+	}{
+		{"max_tokens", tasks.Task{ID: "capped", Agent: "llm", MaxTokens: 2500}, "max_tokens 2500 (used 3000)"},
+		{"max_cost_usd", tasks.Task{ID: "capped", Agent: "llm", MaxCostUSD: 0.25}, "max_cost_usd 0.25 (used 0.3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int32
+			llm := agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
+				n.Add(1)
+				return json.RawMessage(`{"model":"m1","usage":{"prompt_tokens":1000,"completion_tokens":0,"total_tokens":1000}}`),
+					&resilience.Failure{Err: errors.New("flaky"), Class: resilience.NetworkTransient}
+			})
+			_, rdb := runWorker(t, `
 defaults:
   retry: {max_attempts: 10, initial_backoff: 10ms, max_backoff: 10ms}
+pricing:
+  m1: {input_per_mtok: 100, output_per_mtok: 100}
 agents:
   llm: {}
 `, WithAgent("llm", llm))
-	res, err := tasks.NewClient(rdb).Enqueue(context.Background(), tasks.Task{ID: "capped", Agent: "llm", MaxTokens: 2500})
-	require.NoError(t, err)
-	v := waitState(t, rdb, res.ID, 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
-	require.Equal(t, tasks.StateDeadLettered, v.State)
-	require.Equal(t, ReasonBudgetExhausted, v.Reason)
-	require.Contains(t, v.Error, "max_tokens 2500 (used 3000)")
-	require.EqualValues(t, 3, n.Load(), "the attempt after the cap was reached was not made")
-	require.Equal(t, 3, v.Attempts)
+			res, err := tasks.NewClient(rdb).Enqueue(context.Background(), tc.task)
+			require.NoError(t, err)
+			v := waitState(t, rdb, res.ID, 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+			require.Equal(t, tasks.StateDeadLettered, v.State)
+			require.Equal(t, ReasonBudgetExhausted, v.Reason)
+			require.Contains(t, v.Error, tc.want)
+			require.EqualValues(t, 3, n.Load(), "the attempt after the cap was reached was not made")
+			require.Equal(t, 3, v.Attempts)
+		})
+	}
 }

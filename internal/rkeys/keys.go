@@ -297,8 +297,3 @@ func UsageSeries(h int64) string { return Prefix + "{usage}:s:" + strconv.Format
 // by resilience/limit. The spaces keep it apart from every configured
 // limits key (the config refuses whitespace there).
 func BudgetLimit(kind, unit, name string) string { return "budget " + kind + " " + unit + " " + name }
-
-// TaskSpent is the hash of what task id's attempts used, all runs
-// together (tokens, usd_micros), for its own cap (max_tokens,
-// max_cost_usd), in the task's slot.
-func TaskSpent(id string) string { return Prefix + "{task:" + id + "}:spent" }
