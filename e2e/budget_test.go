@@ -54,6 +54,10 @@ func newUsageBackend(t *testing.T, delay time.Duration, perCall int64) *usageBac
 		b.calls[req.Params.T]++
 		b.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
+		if req.Params.T == "capped" {
+			// A failure that still used tokens: it counts.
+			w.WriteHeader(http.StatusInternalServerError)
+		}
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],`+
 			`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, perCall*7/10, perCall-perCall*7/10, perCall)
 	}))
@@ -80,7 +84,10 @@ func (b *usageBackend) snapshot() (served map[string]int64, calls map[string]int
 // at most every worker slot's, each perCall tokens); acme's other tasks
 // wait, deferred with no attempt used and their history naming the
 // budget; tenant globex, enqueued with them, is not slowed: every one of
-// its tasks succeeds on its first attempt, never deferred.
+// its tasks succeeds on its first attempt, never deferred. A task with
+// max_tokens 2500 whose attempts fail after using 1000 tokens each is
+// dead-lettered budget_exhausted after its third attempt: the fourth,
+// which would go over its cap, is not made.
 func TestBudgetFleetWide(t *testing.T) {
 	t.Parallel()
 	const (
@@ -99,6 +106,7 @@ func TestBudgetFleetWide(t *testing.T) {
 worker: {concurrency: %d, shutdown_timeout: 5s}
 defaults:
   timeout: 10s
+  retry: {max_attempts: 10, initial_backoff: 10ms, max_backoff: 10ms}
 tenants:
   acme: {budget: {tokens: %d, per: 1h}}
 agents:
@@ -132,6 +140,10 @@ agents:
 			}
 		}
 	}
+
+	capped, err := c.Enqueue(ctx, tasks.Task{ID: "capped", Agent: "llm", Tenant: "capped", MaxTokens: 2500,
+		Params: json.RawMessage(`{"t":"capped"}`)})
+	require.NoError(t, err)
 
 	for id, v := range waitStates(t, rdb, globex, 90*time.Second) {
 		require.Equal(t, tasks.StateSucceeded, v.State, "task %s", id)
@@ -178,6 +190,14 @@ agents:
 	require.Equal(t, succeeded, calls["acme"], "one call per task that ran")
 	require.Positive(t, deferred, "the rest of acme's tasks wait")
 	require.Equal(t, int64(nGlobex*perCall), served["globex"])
+
+	v := waitStates(t, rdb, []string{capped.ID}, 60*time.Second)[capped.ID]
+	require.Equal(t, tasks.StateDeadLettered, v.State)
+	require.Equal(t, "budget_exhausted", v.Reason)
+	require.Contains(t, v.Error, "max_tokens 2500 (used 3000)")
+	require.Equal(t, 3, v.Attempts)
+	_, calls, _ = be.snapshot()
+	require.Equal(t, 3, calls["capped"], "no call after the cap was reached")
 }
 
 // lastEventOf returns the last history event of v named name (nil: none).
