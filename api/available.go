@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience/breaker"
 )
 
@@ -79,4 +81,58 @@ func CheckAvailableAt(ctx context.Context, breakers *breaker.Breakers, cfg *conf
 		return nil
 	}
 	return &UnavailableError{Agent: agent, BreakerKey: key, State: snap.State, OpenUntil: snap.OpenUntil.UTC()}
+}
+
+// ErrBudgetExhausted is the sentinel of a fail-fast enqueue refused because
+// the task's tenant or agent budget has no room left:
+// errors.Is(err, ErrBudgetExhausted) holds for every *BudgetExhaustedError
+// (and budget.ErrExhausted too).
+var ErrBudgetExhausted = errors.New("budget exhausted")
+
+// BudgetExhaustedError says which budget refused a fail-fast task, and
+// when it has room again.
+type BudgetExhaustedError struct {
+	Agent, Tenant string
+	Over          *budget.Over
+	// ResetsAt is when the budget's window has room again (UTC).
+	ResetsAt time.Time
+}
+
+func (e *BudgetExhaustedError) Error() string {
+	return fmt.Sprintf("%s is exhausted until %s; not enqueued",
+		e.Over.Budget.Text(e.Over.Unit), e.ResetsAt.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrBudgetExhausted) and errors.Is(err,
+// budget.ErrExhausted) true.
+func (e *BudgetExhaustedError) Is(target error) bool {
+	return target == ErrBudgetExhausted || target == budget.ErrExhausted
+}
+
+// ErrorBody is e as the API's (and `enqueuer --json`'s) budget_exhausted
+// JSON object.
+func (e *BudgetExhaustedError) ErrorBody() ErrorBody {
+	t := e.ResetsAt.UTC()
+	return ErrorBody{Code: CodeBudgetExhausted, Error: e.Error(), Agent: e.Agent, Tenant: e.Tenant,
+		Budget: e.Over.Budget.Text(e.Over.Unit), ResetsAt: &t}
+}
+
+// CheckBudgets reports whether a task of agent for tenant may be enqueued
+// under fail-fast: a *BudgetExhaustedError when its tenant's or agent's
+// budget has no room left (now + how long until it has is its ResetsAt),
+// nil when both have room or none is set. A budget that cannot be read
+// (Redis down) is that error: the caller decides (503, exit 1).
+func CheckBudgets(ctx context.Context, keeper *budget.Keeper, cfg *config.Config, agent, tenant string, now time.Time) error {
+	bs := inspect.BudgetsOf(cfg, agent, tenant)
+	if len(bs) == 0 {
+		return nil
+	}
+	over, err := keeper.Check(ctx, bs...)
+	if err != nil {
+		return fmt.Errorf("check budgets of agent %q, tenant %q: %w", agent, tenant, err)
+	}
+	if over == nil {
+		return nil
+	}
+	return &BudgetExhaustedError{Agent: agent, Tenant: tenant, Over: over, ResetsAt: now.Add(over.ResetsIn).UTC()}
 }

@@ -22,6 +22,7 @@ const (
 	CodeNotFound             = "not_found"               // 404: no such task, dead letter or route
 	CodeMethodNotAllowed     = "method_not_allowed"      // 405: the route exists with other methods
 	CodeAgentUnavailable     = "agent_unavailable"       // 409: fail-fast enqueue refused, the agent's breaker is open
+	CodeBudgetExhausted      = "budget_exhausted"        // 409: fail-fast enqueue refused, the task's tenant or agent budget is exhausted
 	CodeTaskEnded            = "task_ended"              // 409: cancel of a task that has already ended (state says how)
 	CodeConflict             = "conflict"                // 409: a dead letter another requeue is requeueing, or not at the run named
 	CodeRequestTooLarge      = "request_too_large"       // 413: the body is over the size limit
@@ -59,6 +60,11 @@ func unavailableErr(u *UnavailableError, now time.Time) *apiError {
 		e.retryAfter = u.OpenUntil.Sub(now)
 	}
 	return e
+}
+
+// budgetErr turns a BudgetExhaustedError into a 409 at time now.
+func budgetErr(b *BudgetExhaustedError, now time.Time) *apiError {
+	return &apiError{status: http.StatusConflict, body: b.ErrorBody(), retryAfter: b.ResetsAt.Sub(now)}
 }
 
 func writeJSON(rw http.ResponseWriter, status int, v any) { httpx.WriteJSON(rw, status, v) }

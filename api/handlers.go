@@ -251,32 +251,7 @@ func (s *Server) enqueue(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, n)
 	defer cancel()
 
-	// Fail-fast: every refused task refuses the request, before anything is
-	// enqueued. One breaker read per agent.
-	checked := map[string]error{}
-	now := s.opts.Now()
-	for i, it := range items {
-		if !it.failFast {
-			continue
-		}
-		err, ok := checked[it.task.Agent]
-		if !ok {
-			err = CheckAvailableAt(ctx, s.breakers, s.cfg, it.task.Agent, now)
-			checked[it.task.Agent] = err
-		}
-		if err == nil {
-			continue
-		}
-		var ue *UnavailableError
-		if errors.As(err, &ue) {
-			ae := unavailableErr(ue, now)
-			if batch {
-				idx := i
-				ae.body.Index = &idx
-				ae.body.Error = fmt.Sprintf("tasks[%d]: %s; nothing was enqueued", i, ae.body.Error)
-			}
-			return ae
-		}
+	if err := s.failFast(ctx, items, batch); err != nil {
 		return err
 	}
 
@@ -675,5 +650,48 @@ func (s *Server) setPaused(rw http.ResponseWriter, r *http.Request,
 		return err
 	}
 	writeJSON(rw, http.StatusOK, res)
+	return nil
+}
+
+// failFast runs the fail-fast check of items: every refused task refuses
+// the request, before anything is enqueued. One breaker read and one
+// budget check per agent and tenant.
+func (s *Server) failFast(ctx context.Context, items []item, batch bool) error {
+	checked := map[string]error{}
+	now := s.opts.Now()
+	for i, it := range items {
+		if !it.failFast {
+			continue
+		}
+		key := it.task.Agent + "\x00" + it.task.Tenant
+		err, ok := checked[key]
+		if !ok {
+			err = CheckAvailableAt(ctx, s.breakers, s.cfg, it.task.Agent, now)
+			if err == nil {
+				err = CheckBudgets(ctx, s.budgets, s.cfg, it.task.Agent, it.task.Tenant, now)
+			}
+			checked[key] = err
+		}
+		if err == nil {
+			continue
+		}
+		var ue *UnavailableError
+		var be *BudgetExhaustedError
+		if errors.As(err, &ue) || errors.As(err, &be) {
+			var ae *apiError
+			if ue != nil {
+				ae = unavailableErr(ue, now)
+			} else {
+				ae = budgetErr(be, now)
+			}
+			if batch {
+				idx := i
+				ae.body.Index = &idx
+				ae.body.Error = fmt.Sprintf("tasks[%d]: %s; nothing was enqueued", i, ae.body.Error)
+			}
+			return ae
+		}
+		return err
+	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/httpx"
@@ -99,6 +100,7 @@ type Server struct {
 	store    *tasks.Store
 	dlq      *deadletter.Store
 	breakers *breaker.Breakers
+	budgets  *budget.Keeper
 	mux      http.Handler
 	handler  http.Handler
 
@@ -141,6 +143,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 		rdb: rdb, cfg: cfg, opts: opts, client: client, store: client.Store(),
 		dlq:      deadletter.NewStore(rdb),
 		breakers: breaker.New(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger)),
+		budgets:  budget.New(rdb),
 	}
 	s.hubs = notify.NewLazy(opts.Notifier, rdb, s.store.Record(), notify.Options{Logger: opts.Logger})
 	s.mux = s.buildMux()

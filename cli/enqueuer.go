@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/api"
+	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
@@ -42,6 +43,10 @@ type enqueueOptions struct {
 	deadlineAt time.Time
 	// tenant and priority are --tenant and --priority (tasks.Task's).
 	tenant, priority string
+	// maxTokens and maxCostUSD are --max-tokens and --max-cost-usd, the
+	// task's own cap (tasks.Task's MaxTokens, MaxCostUSD).
+	maxTokens  int64
+	maxCostUSD float64
 }
 
 // Validate checks the flags before anything touches Redis.
@@ -56,7 +61,8 @@ func (o *enqueueOptions) Validate() error {
 		if o.wait {
 			return usageErr("--wait goes with one task, not --file")
 		}
-		if o.agent != "" || o.params != "" || o.id != "" || o.deadline != "" || len(o.notify) > 0 || o.tenant != "" || o.priority != "" {
+		if o.agent != "" || o.params != "" || o.id != "" || o.deadline != "" || len(o.notify) > 0 || o.tenant != "" || o.priority != "" ||
+			o.maxTokens != 0 || o.maxCostUSD != 0 {
 			return usageErr("--file cannot be combined with --agent, --params, --id, --deadline, --notify, --tenant or --priority (a line has its own \"deadline\", \"notify\", \"tenant\" and \"priority\")")
 		}
 		return nil
@@ -111,15 +117,16 @@ func (o *enqueueOptions) validateDeadline(now time.Time) error {
 const enqueuerLong = `Enqueue one task:     enqueuer --agent A [--action X] [--params JSON|@file] [--id ID] [--queue Q] [--in DUR] [--deadline DUR|TIME] [--notify HOOK] [--tenant T] [--priority high|normal|low]
 Enqueue JSON Lines:   enqueuer --file tasks.jsonl   (or --file - for standard input)
 Serve the HTTP API:   enqueuer serve [--http ADDR]   (see enqueuer serve --help)
-Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","deadline":"5m","fail_if_unavailable":true,"notify":["hook"],"tenant":"T","priority":"high"}
+Each line: {"id":"…","agent":"…","action":"…","params":{…},"correlation_id":"…","queue":"…","in":"30s","deadline":"5m","fail_if_unavailable":true,"notify":["hook"],"tenant":"T","priority":"high","max_tokens":50000,"max_cost_usd":1.5}
 A task ID given twice is not enqueued twice, nor is the ID of a dead letter.
 A task ID may not contain '#' (run N of task X has the ID X#N), and a task's
 queue must be one of the config's worker.queues (default: "default"): both
 are refused with exit status 2.
 --fail-if-unavailable (or "fail_if_unavailable": true on a line) refuses to
-enqueue while the agent's circuit breaker is open: exit status 3, naming the
-agent and when its breaker may admit a trial again; with --file nothing is
-enqueued when any line is refused.
+enqueue while the agent's circuit breaker is open, or the task's tenant or
+agent budget is exhausted: exit status 3, naming the agent and when its
+breaker may admit a trial again, or the budget and when it resets; with
+--file nothing is enqueued when any line is refused.
 --wait waits for the task to end and prints its result JSON (exit 0); a task
 that ends dead_lettered or canceled prints its failure (class, error,
 reason) on stderr, exit 4; --wait-timeout D gives up after D, exit 5 (the
@@ -163,11 +170,13 @@ func (o *enqueueOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&o.file, "file", "", "JSON Lines file of tasks, or - for standard input")
 	f.BoolVar(&o.json, "json", false, "print a JSON result object per task instead of the ID")
 	f.IntVar(&o.concurrency, "concurrency", 16, "batches of --file lines enqueued in parallel")
-	f.BoolVar(&o.failFast, "fail-if-unavailable", false, "refuse (exit 3) while the agent's circuit breaker is open")
+	f.BoolVar(&o.failFast, "fail-if-unavailable", false, "refuse (exit 3) while the agent's circuit breaker is open or the task's tenant or agent budget is exhausted")
 	f.BoolVar(&o.wait, "wait", false, "wait for the task to end: print its result (exit 0), or its failure (exit 4); see --wait-timeout")
 	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "with --wait: give up after this long (exit 5); 0 waits until the task ends")
 	f.StringVar(&o.tenant, "tenant", "", "tenant the task is for (at most 128 bytes; default: the default tenant); dispatch is fair across tenants")
 	f.StringVar(&o.priority, "priority", "", "priority within its tenant: high, normal or low (default: normal)")
+	f.Int64Var(&o.maxTokens, "max-tokens", 0, "the task's own cap: tokens all its attempts, retries and restarts may use; once reached it ends dead_lettered (budget_exhausted); 0: none")
+	f.Float64Var(&o.maxCostUSD, "max-cost-usd", 0, "the task's own cap in US dollars (priced models), as --max-tokens; 0: none")
 	f.StringSliceVar(&o.notify, "notify", nil, "configured webhook to tell of the task's events (repeatable, or a comma list); exit 2 for one the config does not have")
 }
 
@@ -179,7 +188,7 @@ func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error 
 		return err
 	}
 	t := tasks.Task{ID: o.id, Agent: o.agent, Action: o.action, Params: params, Queue: o.queue, CorrelationID: o.correlationID,
-		Deadline: o.deadlineAt, Tenant: o.tenant, Priority: o.priority}
+		Deadline: o.deadlineAt, Tenant: o.tenant, Priority: o.priority, MaxTokens: o.maxTokens, MaxCostUSD: o.maxCostUSD}
 	cfg, err := g.loadConfig(app)
 	if err != nil {
 		return err
@@ -199,7 +208,7 @@ func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error 
 	}
 	defer rdb.Close()
 	if o.failFast {
-		if err := api.CheckAvailable(ctx, breaker.New(rdb), cfg, t.Agent); err != nil {
+		if err := checkFailFast(ctx, breaker.New(rdb), budget.New(rdb), cfg, t.Agent, t.Tenant); err != nil {
 			return refusal(app, o.json, err)
 		}
 	}
@@ -225,14 +234,37 @@ func (o *enqueueOptions) runOne(ctx context.Context, app *App, g *global) error 
 // *api.UnavailableError is exit 3 (with --json, its agent_unavailable
 // object is printed on stdout), anything else (Redis down) exit 1.
 func refusal(app *App, asJSON bool, err error) error {
-	var ue *api.UnavailableError
-	if !errors.As(err, &ue) {
+	body, ok := refusalBody(err)
+	if !ok {
 		return runtimeErr(err)
 	}
 	if asJSON {
-		printJSON(app, ue.ErrorBody())
+		printJSON(app, body)
 	}
 	return &ExitError{Code: ExitUnavailable, Err: err}
+}
+
+// refusalBody is the JSON of a fail-fast refusal (an open breaker, an
+// exhausted budget); ok false for any other error.
+func refusalBody(err error) (api.ErrorBody, bool) {
+	var ue *api.UnavailableError
+	if errors.As(err, &ue) {
+		return ue.ErrorBody(), true
+	}
+	var be *api.BudgetExhaustedError
+	if errors.As(err, &be) {
+		return be.ErrorBody(), true
+	}
+	return api.ErrorBody{}, false
+}
+
+// checkFailFast is the fail-fast check of a task of agent for tenant: its
+// agent's breaker, then its tenant's and agent's budgets.
+func checkFailFast(ctx context.Context, br *breaker.Breakers, keeper *budget.Keeper, cfg *config.Config, agent, tenant string) error {
+	if err := api.CheckAvailable(ctx, br, cfg, agent); err != nil {
+		return err
+	}
+	return api.CheckBudgets(ctx, keeper, cfg, agent, tenant, time.Now())
 }
 
 func printResult(app *App, asJSON bool, res tasks.Result) {
@@ -323,7 +355,7 @@ func runEnqueueFile(ctx context.Context, app *App, g *global, o *enqueueOptions)
 	var checks []lineCheck
 	for _, it := range items {
 		if it.failFast {
-			checks = append(checks, lineCheck{line: it.line, agent: it.t.Agent})
+			checks = append(checks, lineCheck{line: it.line, agent: it.t.Agent, tenant: it.t.Tenant})
 		}
 	}
 	if err := checkLines(ctx, app, o, cfg, rdb, checks); err != nil {
@@ -496,33 +528,33 @@ const fileBatch = 1000
 
 // lineCheck is a --file line whose task asks for the fail-fast check.
 type lineCheck struct {
-	line  int
-	agent string
+	line          int
+	agent, tenant string
 }
 
 // checkLines runs the fail-fast check of the given --file lines (one breaker
-// read per agent). When any is refused it names each refused line and
+// read and one budget check per agent and tenant). When any is refused it names each refused line and
 // returns exit 3: nothing is enqueued.
 func checkLines(ctx context.Context, app *App, o *enqueueOptions, cfg *config.Config, rdb redis.UniversalClient, lines []lineCheck) error {
 	if len(lines) == 0 {
 		return nil
 	}
-	br := breaker.New(rdb)
+	br, keeper := breaker.New(rdb), budget.New(rdb)
 	checked := map[string]error{}
 	refused := 0
 	var firstRefusal error
 	for _, lc := range lines {
-		line, agent := lc.line, lc.agent
-		err, ok := checked[agent]
+		line, key := lc.line, lc.agent+"\x00"+lc.tenant
+		err, ok := checked[key]
 		if !ok {
-			err = api.CheckAvailable(ctx, br, cfg, agent)
-			checked[agent] = err
+			err = checkFailFast(ctx, br, keeper, cfg, lc.agent, lc.tenant)
+			checked[key] = err
 		}
 		if err == nil {
 			continue
 		}
-		var ue *api.UnavailableError
-		if !errors.As(err, &ue) {
+		body, ok := refusalBody(err)
+		if !ok {
 			return runtimeErr(err)
 		}
 		refused++
@@ -531,11 +563,11 @@ func checkLines(ctx context.Context, app *App, o *enqueueOptions, cfg *config.Co
 		}
 		fmt.Fprintf(app.Err, "enqueuer: line %d: %v\n", line, err)
 		if o.json {
-			printJSON(app, ue.ErrorBody())
+			printJSON(app, body)
 		}
 	}
 	if refused > 0 {
-		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%d task(s) refused because their agent is unavailable (first: %w); nothing was enqueued", refused, firstRefusal)}
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%d task(s) refused because their agent is unavailable or their budget exhausted (first: %w); nothing was enqueued", refused, firstRefusal)}
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func NewInspectorCmd(app *App) *cobra.Command {
 	breaker.AddCommand(breakerReset(app, g), breakerTrip(app, g))
 	root.AddCommand(dlq, breaker, breakersCmd(app, g), limitsCmd(app, g), taskCmd(app, g), restartsCmd(app, g), statsCmd(app, g),
 		classifyCmd(app, g), webhooksCmd(app, g), workersCmd(app, g), tasksCmd(app, g), queueCmd(app, g), tenantsCmd(app, g), schedulesCmd(app, g),
-		usageCmd(app, g))
+		usageCmd(app, g), budgetCmd(app, g))
 	return root
 }
 

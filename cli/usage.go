@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -43,6 +44,17 @@ func usageCmd(app *App, g *global) *cobra.Command {
 					tprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\n", gr.By, clean(gr.Key), gr.InputTokens, gr.OutputTokens,
 						gr.CachedTokens, gr.TotalTokens, usd(gr.CostMicroUSD), gr.Attempts)
 				})
+			if o.asJSON {
+				return nil // budgets: inspector budget --json
+			}
+			budgets, err := listBudgets(cmd.Context(), s.rdb, s.cfg, nil)
+			if err != nil {
+				return runtimeErr(err)
+			}
+			if len(budgets) > 0 {
+				fmt.Fprintln(app.Out, "\nbudgets (inspector budget):")
+				printBudgets(app, false, budgets)
+			}
 			return nil
 		})}
 	cmd.Flags().StringVar(&o.by, "by", "agent", "group by agent, tenant or model")

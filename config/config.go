@@ -331,6 +331,9 @@ type Agent struct {
 	// enforced before each call across every worker; agents with the same
 	// limits key share them. Zero → no limits.
 	Limits *Limits `yaml:"limits"`
+	// Budget, when set, is what the agent's calls may use per window,
+	// all tenants and workers together (budget.go). Zero → none.
+	Budget *Budget `yaml:"budget"`
 	// Notify names webhooks (of the webhooks block) that every task of
 	// this agent enqueued by enqueuer or the HTTP API notifies, besides
 	// the task's own notify list. Zero → none.
@@ -554,6 +557,10 @@ func (c *Config) Agent(name string) (Agent, bool) {
 			l.Key = a.BreakerKey
 		}
 		a.Limits = &l
+	}
+	if a.Budget != nil {
+		b := *a.Budget
+		a.Budget = &b
 	}
 	return a, true
 }

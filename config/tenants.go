@@ -18,6 +18,10 @@ type Tenant struct {
 	// whole fleet; a tenant at its cap holds no worker slot while it waits.
 	// Zero → no cap (in tenants.NAME too, whatever defaults.tenant says).
 	Concurrency int `yaml:"concurrency"`
+	// Budget is what the tenant's calls may use per window, fleet-wide
+	// (budget.go). Zero → defaults.tenant.budget for a named tenant; none
+	// when that is zero too.
+	Budget *Budget `yaml:"budget"`
 }
 
 // TenantOf returns tenant's settings: its own block, or defaults.tenant
@@ -41,17 +45,21 @@ func (c *Config) TenantNames() []string {
 
 // Fair returns the tenants' settings as the fair dispatch reads them.
 func (c *Config) Fair() fair.Config {
-	fc := fair.Config{Default: fair.Settings(c.Defaults.Tenant)}
+	fc := fair.Config{Default: fairSettings(c.Defaults.Tenant)}
 	if len(c.Tenants) > 0 {
 		fc.Named = make(map[string]fair.Settings, len(c.Tenants))
 		for n, t := range c.Tenants {
 			if t.Weight == 0 {
 				t.Weight = c.Defaults.Tenant.Weight
 			}
-			fc.Named[n] = fair.Settings(t)
+			fc.Named[n] = fairSettings(t)
 		}
 	}
 	return fc
+}
+
+func fairSettings(t Tenant) fair.Settings {
+	return fair.Settings{Weight: t.Weight, Concurrency: t.Concurrency}
 }
 
 func (v *validator) tenants() {
@@ -77,4 +85,5 @@ func (v *validator) tenant(path string, t Tenant) {
 	if t.Concurrency < 0 {
 		v.fail(path+".concurrency", "must not be negative (0: no cap), got %d", t.Concurrency)
 	}
+	v.budget(path+".budget", t.Budget)
 }

@@ -491,6 +491,7 @@ func (v *validator) agent(name string, a Agent) {
 	if a.Limits != nil {
 		v.limits(prefix+".limits", a.Limits)
 	}
+	v.budget(prefix+".budget", a.Budget)
 	base := v.c.Defaults.Settings
 	v.settings(prefix, a.Settings, &base)
 }

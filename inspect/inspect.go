@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/fair"
@@ -135,6 +136,7 @@ func AgentRefsOf(cfg *config.Config, names []string) []breaker.AgentRef {
 			ref.LimitKey = l.Key
 			ref.Limits = limit.Config{Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency}
 		}
+		ref.Budget = BudgetOf(budget.Agent, name, a.Budget)
 		refs = append(refs, ref)
 	}
 	return refs

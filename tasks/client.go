@@ -87,6 +87,14 @@ type Task struct {
 	// and after the first run is due (CheckDeadline). A requeue of the
 	// dead letter runs without it.
 	Deadline time.Time
+	// MaxTokens caps the tokens all the task's attempts, retries and
+	// restarts together may use (0: no cap): once their sum reached it,
+	// the task is dead-lettered with reason budget_exhausted before its
+	// next attempt. ≥ 0.
+	MaxTokens int64
+	// MaxCostUSD caps their cost in US dollars the same way (priced
+	// models only; 0: no cap). ≥ 0.
+	MaxCostUSD float64
 }
 
 // EnqueueOption changes how one task is enqueued.
@@ -374,7 +382,7 @@ func (c *Client) envelope(t Task, now time.Time) (*Envelope, error) {
 	env := &Envelope{
 		ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params,
 		CorrelationID: t.CorrelationID, Queue: t.Queue, Tenant: t.Tenant, Priority: NormPriority(t.Priority),
-		EnqueuedAt: now, Notify: t.Notify,
+		EnqueuedAt: now, Notify: t.Notify, MaxTokens: t.MaxTokens, MaxCostUSD: t.MaxCostUSD,
 	}
 	if env.ID == "" {
 		env.ID = NewID()

@@ -73,6 +73,12 @@ type Envelope struct {
 	// Notify names the webhooks the task's events are told to (see
 	// CheckNotify); its record keeps them.
 	Notify []string `json:"notify,omitempty"`
+	// MaxTokens and MaxCostUSD are the task's own cap (Task.MaxTokens,
+	// Task.MaxCostUSD; 0: none): what all its attempts, retries and
+	// restarts together may use. Every run carries them (restarts copy
+	// the envelope).
+	MaxTokens  int64   `json:"max_tokens,omitempty"`
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 }
 
 // ErrInvalidEnvelope is the sentinel for envelopes that cannot be run.
@@ -109,6 +115,10 @@ func (e *Envelope) Validate() error {
 		return &ValidationError{"run", "is negative"}
 	case e.Deadline < 0:
 		return &ValidationError{"deadline_ms", "is negative"}
+	case e.MaxTokens < 0:
+		return &ValidationError{"max_tokens", "is negative"}
+	case e.MaxCostUSD < 0 || e.MaxCostUSD > MaxCostUSD || e.MaxCostUSD != e.MaxCostUSD:
+		return &ValidationError{"max_cost_usd", fmt.Sprintf("must be between 0 and %g", float64(MaxCostUSD))}
 	}
 	if err := CheckTenant(e.Tenant); err != nil {
 		return err
@@ -160,6 +170,9 @@ func PriorityOf(p string) string {
 	}
 	return p
 }
+
+// MaxCostUSD bounds a task's max_cost_usd.
+const MaxCostUSD = 1e9
 
 // MaxTenantLen bounds a task's tenant (bytes).
 const MaxTenantLen = 128
@@ -372,7 +385,7 @@ func appendField(b []byte, key, s string) []byte {
 
 // plain reports whether marshal may write e itself.
 func (e *Envelope) plain() bool {
-	return len(e.Notify) == 0 && record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
+	return len(e.Notify) == 0 && e.MaxTokens == 0 && e.MaxCostUSD == 0 && record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
 		record.PlainText(e.CorrelationID) && record.PlainText(e.Queue) && record.PlainText(e.Tenant) && record.PlainText(e.Priority) &&
 		record.PlainText(e.Traceparent) && record.PlainText(e.Tracestate) &&
 		plainJSON(e.Params)

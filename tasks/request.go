@@ -33,6 +33,10 @@ type Request struct {
 	FailIfUnavailable bool `json:"fail_if_unavailable,omitempty"`
 	// Notify names configured webhooks to tell of the task's events.
 	Notify []string `json:"notify,omitempty"`
+	// MaxTokens and MaxCostUSD are the task's own cap (Task.MaxTokens,
+	// Task.MaxCostUSD). Zero: none.
+	MaxTokens  int64   `json:"max_tokens,omitempty"`
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 }
 
 // Task checks r as every producer does (Task.Check with the queues the
@@ -40,7 +44,7 @@ type Request struct {
 // *ValidationError naming it.
 func (r Request) Task(served []string) (Task, time.Duration, error) {
 	t := Task{ID: r.ID, Agent: r.Agent, Action: r.Action, Params: r.Params, CorrelationID: r.CorrelationID, Queue: r.Queue, Notify: r.Notify,
-		Tenant: r.Tenant, Priority: r.Priority}
+		Tenant: r.Tenant, Priority: r.Priority, MaxTokens: r.MaxTokens, MaxCostUSD: r.MaxCostUSD}
 	if err := t.Check(served); err != nil {
 		return Task{}, 0, err
 	}
@@ -129,7 +133,7 @@ func CheckDelay(delay time.Duration) error {
 // *ValidationError naming it.
 func (t Task) Check(served []string) error {
 	env := Envelope{ID: t.ID, Agent: t.Agent, Action: t.Action, Params: t.Params, CorrelationID: t.CorrelationID, Notify: t.Notify,
-		Tenant: t.Tenant, Priority: t.Priority}
+		Tenant: t.Tenant, Priority: t.Priority, MaxTokens: t.MaxTokens, MaxCostUSD: t.MaxCostUSD}
 	if env.ID == "" {
 		env.ID = "x" // a generated ID is always valid
 	}

@@ -147,6 +147,7 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	used, system := p.meter.read(env.Params, data, runErr, *got)
 	p.afterLimitedCall(ctx, log, sp, g.lim, used.TotalTokens, reply)
 	p.meter.used(env, p.metrics.agent(sp.name), used, time.Now(), p.usage)
+	p.debitBudgets(ctx, log, env, sp, used)
 	p.metrics.duration.WithLabelValues(p.metrics.agent(sp.name)).Observe(elapsed.Seconds())
 
 	var v resilience.Verdict

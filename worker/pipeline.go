@@ -71,6 +71,9 @@ type pipeline struct {
 	usage usage.Sink
 	// meter reads, prices and counts the calls' usage (usage.go).
 	meter *meter
+	// budgets are the tenants' and agents' budgets and tasks' own caps
+	// (budgets.go); nil: none (tests).
+	budgets *budgets
 }
 
 // quickStop reports whether a call whose context was canceled was stopped
@@ -105,6 +108,9 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 		return answer
 	}
 	if answer, done := p.pastDeadline(ctx, log, env); done {
+		return answer
+	}
+	if answer, done := p.gateBudgets(ctx, log, env, sp); done {
 		return answer
 	}
 	g, answer := p.gate(ctx, log, env, sp)

@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/restart"
@@ -34,6 +36,8 @@ type spec struct {
 	probe *probeSpec
 	// limits are the agent's provider limits; nil: none (limits.go).
 	limits *limitSpec
+	// budget is the agent's budget; nil: none (budgets.go).
+	budget *budget.Budget
 }
 
 // buildSpec takes the settings of agent name as config.Config.Agent
@@ -68,6 +72,7 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		fallbackNames: a.Fallback,
 		probe:         probe,
 		limits:        newLimitSpec(a),
+		budget:        inspect.BudgetOf(budget.Agent, name, a.Budget),
 		name:          name,
 		runner:        run,
 		timeout:       s.Timeout,

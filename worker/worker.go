@@ -194,6 +194,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	if w.hooks, err = newDeliverer(cfg, rdb, o.logger, m); err != nil {
 		return nil, err
 	}
+	w.pipe.budgets = newBudgets(cfg, rdb, batch)
 	w.pipe.charts = charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger})
 	w.pipe.usage = o.sink
 	if w.pipe.usage == nil {

@@ -22,6 +22,11 @@ type ErrorBody struct {
 	BreakerKey string     `json:"breaker_key,omitempty"`
 	State      string     `json:"state,omitempty"`
 	OpenUntil  *time.Time `json:"open_until,omitempty"`
+	// Budget and ResetsAt are, for budget_exhausted, the budget that
+	// refused the task and when it has room again.
+	Budget   string     `json:"budget,omitempty"`
+	Tenant   string     `json:"tenant,omitempty"`
+	ResetsAt *time.Time `json:"resets_at,omitempty"`
 }
 
 // WriteJSON writes v as the JSON reply with status; replies are never

@@ -290,3 +290,10 @@ func UsageHour(h int64) string { return Prefix + "{usage}:h:" + strconv.FormatIn
 // that UsageHour(h) counts, by which the flush script bounds them; it
 // expires with UsageHour(h).
 func UsageSeries(h int64) string { return Prefix + "{usage}:s:" + strconv.FormatInt(h, 10) }
+
+// BudgetLimit is the limits key (a name for LimitState and its siblings,
+// not a Redis key) of the unit ("tokens" or "usd") of the budget of kind
+// ("tenant" or "agent") name: a budget is a token limit of its own, kept
+// by resilience/limit. The spaces keep it apart from every configured
+// limits key (the config refuses whitespace there).
+func BudgetLimit(kind, unit, name string) string { return "budget " + kind + " " + unit + " " + name }

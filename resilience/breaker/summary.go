@@ -3,6 +3,7 @@ package breaker
 import (
 	"context"
 
+	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/resilience/limit"
 )
 
@@ -24,6 +25,10 @@ type AgentSummary struct {
 	// fleet-wide usage of its limits key (see limit.Status). Omitted for an
 	// agent without limits.
 	Limits *limit.Status `json:"limits,omitempty"`
+	// Budget is the agent's budget: its configuration, what its window
+	// used and has left (see budget.Status). Omitted for an agent without
+	// a budget.
+	Budget *budget.Status `json:"budget,omitempty"`
 }
 
 // AgentRef names an agent for Summaries.
@@ -37,6 +42,8 @@ type AgentRef struct {
 	// configured limits (shown instead of those registered in Redis).
 	LimitKey string
 	Limits   limit.Config
+	// Budget is the agent's budget (nil: none).
+	Budget *budget.Budget
 }
 
 // Summaries reads the breaker (and, for an agent with a probe, the probe
@@ -64,6 +71,13 @@ func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSum
 			}
 			st.SetConfig(a.Limits)
 			sum.Limits = &st
+		}
+		if a.Budget != nil {
+			st, err := budget.New(b.rdb).Status(ctx, *a.Budget)
+			if err != nil {
+				return nil, err
+			}
+			sum.Budget = &st
 		}
 		out = append(out, sum)
 	}

@@ -589,3 +589,42 @@ func (l *Limiter) Status(ctx context.Context, key string) (Status, error) {
 	}
 	return st, nil
 }
+
+// usedScript reads the tokens debited within a window, read-only.
+//
+// KEYS[4] token debits. ARGV[1] now ms or "", ARGV[2] per ms.
+// Returns {tokens debited within the last per, ms until the oldest of
+// them leaves the window (0: none)}.
+var usedScript = redis.NewScript(limitPrelude + `
+local now, per = now_ms(ARGV[1]), tonumber(ARGV[2])
+local used, first = 0, 0
+for i, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. (now - per), '+inf', 'WITHSCORES')) do
+  if i % 2 == 1 then used = used + debit_of(m) elseif first == 0 then first = tonumber(m) + per - now end
+end
+return {used, first}
+`)
+
+// Used returns the tokens debited to key within the last per, and how
+// long until the oldest of them leaves the window (0: none), without
+// changing anything: the view of a budget (package budget), whose
+// configuration is not registered with the key.
+func (l *Limiter) Used(ctx context.Context, key string, per time.Duration) (int64, time.Duration, error) {
+	res, err := l.run.Run(ctx, usedScript, limitKeys(key), l.nowArg(), per.Milliseconds())
+	if err != nil {
+		return 0, 0, l.wrap(key, "used", err)
+	}
+	r, err := redisx.ParseReply(res, 2)
+	if err != nil {
+		return 0, 0, l.wrap(key, "used", err)
+	}
+	return r.Int(0), time.Duration(r.Int(1)) * time.Millisecond, nil
+}
+
+// Forget deletes key's window and counters (an operator's reset of a
+// budget): its debits no longer count.
+func (l *Limiter) Forget(ctx context.Context, key string) error {
+	if err := l.rdb.Del(ctx, limitKeys(key)...).Err(); err != nil {
+		return l.wrap(key, "forget", err)
+	}
+	return nil
+}

@@ -61,6 +61,21 @@ class AgentUnavailable(APIError):
     code = "agent_unavailable"
 
 
+class BudgetExhausted(APIError):
+    """fail_if_unavailable and the task's tenant or agent budget has no room
+    left; body has budget, tenant, agent, resets_at (Retry-After too)."""
+
+    code = "budget_exhausted"
+
+    @property
+    def budget(self):
+        return self.body.get("budget")
+
+    @property
+    def resets_at(self):
+        return self.body.get("resets_at")
+
+
 class TaskEnded(APIError):
     """Cancel of a task that has already ended; ``state`` says how."""
 
@@ -99,7 +114,7 @@ class Unavailable(APIError):
 
 ERRORS = {c.code: c for c in (
     InvalidRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
-    AgentUnavailable, TaskEnded, Conflict, RequestTooLarge,
+    AgentUnavailable, BudgetExhausted, TaskEnded, Conflict, RequestTooLarge,
     UnsupportedMediaType, TooManyRequests, Internal, Unavailable)}
 
 

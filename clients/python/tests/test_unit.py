@@ -530,5 +530,19 @@ class TestAgentHelpers(unittest.TestCase):
         self.assertNotIn("Traceback", err)
 
 
+
+class BudgetErrorTest(unittest.TestCase):
+    def test_budget_exhausted_is_typed(self):
+        """A 409 budget_exhausted is a BudgetExhausted naming the budget and
+        when it resets."""
+        from agentq.errors import from_reply
+        e = from_reply(409, {"code": "budget_exhausted", "error": "budget exhausted",
+                             "budget": 'budget "tenant acme" tokens 50000/1h0m0s',
+                             "resets_at": "2030-01-01T00:00:00Z"})
+        self.assertIsInstance(e, agentq.BudgetExhausted)
+        self.assertEqual(e.budget, 'budget "tenant acme" tokens 50000/1h0m0s')
+        self.assertEqual(e.resets_at, "2030-01-01T00:00:00Z")
+
+
 if __name__ == "__main__":
     unittest.main()

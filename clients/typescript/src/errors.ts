@@ -40,6 +40,15 @@ export class NotFoundError extends APIError {}
 export class MethodNotAllowedError extends APIError {}
 /** fail_if_unavailable and the agent's breaker is open (body: agent, breaker_key, state, open_until). */
 export class AgentUnavailableError extends APIError {}
+/** fail_if_unavailable and the task's tenant or agent budget has no room left (body: budget, tenant, agent, resets_at). */
+export class BudgetExhaustedError extends APIError {
+  get budget(): string | undefined {
+    return this.body.budget as string | undefined;
+  }
+  get resetsAt(): string | undefined {
+    return this.body.resets_at as string | undefined;
+  }
+}
 /** Cancel of a task that has already ended; `state` says how. */
 export class TaskEndedError extends APIError {
   get state(): string | undefined {
@@ -62,6 +71,7 @@ export const ERRORS: Record<string, typeof APIError> = {
   not_found: NotFoundError,
   method_not_allowed: MethodNotAllowedError,
   agent_unavailable: AgentUnavailableError,
+  budget_exhausted: BudgetExhaustedError,
   task_ended: TaskEndedError,
   conflict: ConflictError,
   request_too_large: RequestTooLargeError,

@@ -352,3 +352,11 @@ test("a task carries its usage and each attempt event's (the task JSON's names)"
   assert.equal(got.usage.cached_tokens, 1920);
   assert.equal(got.history[0].usage.model, "gpt-4o");
 });
+
+test("a 409 budget_exhausted is a BudgetExhaustedError naming the budget and when it resets", () => {
+  const e = aq.fromReply(409, { code: "budget_exhausted", error: "budget exhausted",
+    budget: 'budget "tenant acme" tokens 50000/1h0m0s', resets_at: "2030-01-01T00:00:00Z" });
+  assert.ok(e instanceof aq.BudgetExhaustedError);
+  assert.equal(e.budget, 'budget "tenant acme" tokens 50000/1h0m0s');
+  assert.equal(e.resetsAt, "2030-01-01T00:00:00Z");
+});
