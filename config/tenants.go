@@ -24,15 +24,6 @@ type Tenant struct {
 	Budget *Budget `yaml:"budget"`
 }
 
-// TenantOf returns tenant's settings: its own block, or defaults.tenant
-// for a tenant the config does not name (the default tenant "" too).
-func (c *Config) TenantOf(tenant string) Tenant {
-	if t, ok := c.Tenants[tenant]; ok {
-		return t
-	}
-	return c.Defaults.Tenant
-}
-
 // TenantNames returns the names of the configured tenants, sorted.
 func (c *Config) TenantNames() []string {
 	names := make([]string, 0, len(c.Tenants))

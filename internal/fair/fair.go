@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -98,15 +97,4 @@ func (c Config) Label(tenant string) string {
 		return tenant
 	}
 	return "other"
-}
-
-// ParseSettings reads a settings hash value ("<weight> <concurrency>").
-func ParseSettings(v string) (Settings, bool) {
-	w, c, ok := strings.Cut(v, " ")
-	if !ok {
-		return Settings{}, false
-	}
-	wf, err1 := strconv.ParseFloat(w, 64)
-	ci, err2 := strconv.Atoi(c)
-	return Settings{Weight: wf, Concurrency: ci}, err1 == nil && err2 == nil
 }

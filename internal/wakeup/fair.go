@@ -12,13 +12,18 @@ import (
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
-// ReleaseLua defines agentq_release_wake(t, inflight, capped, ready,
+// ReleaseLua defines agentq_counted(task), the tenant the dequeue counted
+// the run of task hash task for (nil: none; read before asynq's script
+// deletes the hash), and agentq_release_wake(t, inflight, capped, ready,
 // wake): fair.ReleaseLua's agentq_release, and a wake token on the
 // queue's wake list when it moved t back to the ready set. The scripts
 // that take a run out of asynq's active list include it (asynq's done,
 // retry and requeue as AsynqClient runs them; internal/record's
 // apply_acked).
 var ReleaseLua = PushLua + fair.ReleaseLua + fmt.Sprintf(`
+local function agentq_counted(task)
+  return redis.call("HGET", task, "`+fair.FieldCounted+`")
+end
 local function agentq_release_wake(t, inflight, capped, ready, wake)
   if agentq_release(t, inflight, capped, ready) == 1 then agentq_wake(wake, 1, %d) end
 end
@@ -29,10 +34,6 @@ func ReleaseKeys(queue string) []string {
 	return append(fair.ReleaseKeys(queue), rkeys.Wake(queue))
 }
 
-// counted reads, before asynq's script runs, the tenant the dequeue
-// counted the run of task hash key for (nil: none).
-const countedLua = `redis.call("HGET", %s, "` + fair.FieldCounted + `")`
-
 // wrap runs asynq's script src (as a function of KEYS and ARGV) for the
 // run whose task hash is taskKey (a Lua expression), and releases the
 // run's count when it succeeded; the release's keys are the last four.
@@ -42,7 +43,7 @@ func wrap(name, src, taskKey string, hdel bool) string {
 		drop = `if t then redis.call("HDEL", ` + taskKey + `, "` + fair.FieldCounted + `") end`
 	}
 	return ReleaseLua + "local function " + name + "(KEYS, ARGV)" + src + "\nend\n" +
-		"local t = " + fmt.Sprintf(countedLua, taskKey) + "\n" +
+		"local t = agentq_counted(" + taskKey + ")\n" +
 		"local r = " + name + "(KEYS, ARGV)\n" +
 		"if type(r) == \"table\" and r.err then return r end\n" + drop + "\n" +
 		"local n = #KEYS\n" +

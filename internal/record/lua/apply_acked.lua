@@ -19,7 +19,7 @@ local outbox, due = nil, nil
 if n == 13 then outbox, due = KEYS[8], KEYS[9] end
 local r = rec_apply(KEYS[6], KEYS[7], 3, outbox, due)
 if type(r) == "table" and (r[1] == R.seed or r[1] == R.outbox) then return r end
-local counted = redis.call("HGET", KEYS[3], "aq_c")
+local counted = agentq_counted(KEYS[3])
 local done = asynq_done(KEYS, ARGV)
 if type(done) == "table" and done.err then return done end
 agentq_release_wake(counted, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
