@@ -154,9 +154,13 @@ agents:
 	require.Zero(t, v.Attempts)
 	require.Zero(t, calls.Load(), "the waiting task's agent was called")
 
+	// The sweeper writes the dead letter first (waiters learn of it at
+	// once), then takes the run off its queue: poll for that second step.
 	insp := asynq.NewInspectorFromRedisClient(rdb)
-	_, err = insp.GetTaskInfo("parked", "parked")
-	require.ErrorIs(t, err, asynq.ErrTaskNotFound, "the waiting run is taken off its queue")
+	require.Eventually(t, func() bool {
+		_, err := insp.GetTaskInfo("parked", "parked")
+		return errors.Is(err, asynq.ErrTaskNotFound)
+	}, 10*time.Second, 10*time.Millisecond, "the waiting run is taken off its queue")
 	require.Eventually(t, func() bool {
 		n, err := rdb.ZCard(ctx, rkeys.Deadlines()).Result()
 		return err == nil && n == 0
