@@ -229,6 +229,29 @@ func TestParse(t *testing.T) {
 			system: SystemGemini,
 		},
 		{
+			// Constructed (no captured body with tool use was found): the
+			// counts' meaning is googleapis/python-genai@66807187
+			// google/genai/types.py GenerateContentResponseUsageMetadata:
+			// toolUsePromptTokenCount is "the results from tool executions,
+			// which are provided back to the model as input", and
+			// totalTokenCount "is the sum of prompt_token_count,
+			// candidates_token_count, tool_use_prompt_token_count, and
+			// thoughts_token_count" (here 74 + 155 + 103 + 293 = 625).
+			name: "Gemini, tool-use prompt",
+			body: `{"candidates":[{"content":{"parts":[{"text":"..."}],"role":"model"},"finishReason":"STOP","index":0}],
+  "usageMetadata": {
+    "promptTokenCount": 74,
+    "candidatesTokenCount": 103,
+    "totalTokenCount": 625,
+    "toolUsePromptTokenCount": 155,
+    "thoughtsTokenCount": 293
+  },
+  "modelVersion": "gemini-2.5-flash"
+}`,
+			want:   Usage{Model: "gemini-2.5-flash", InputTokens: 229, OutputTokens: 396, TotalTokens: 625},
+			system: SystemGemini,
+		},
+		{
 			// https://docs.aws.amazon.com/bedrock/latest/userguide/conversation-inference-call.html
 			// (Converse response)
 			name: "Bedrock Converse",
