@@ -27,9 +27,11 @@ const (
 //     input_tokens + cache_read_input_tokens + cache_creation_input_tokens
 //     (all the prompt), CachedTokens the cache reads (cache writes are
 //     priced as input).
-//   - Gemini: usageMetadata.promptTokenCount (cached content included),
+//   - Gemini: usageMetadata.promptTokenCount (cached content included) +
+//     toolUsePromptTokenCount (tool results fed back to the model: input),
 //     candidatesTokenCount + thoughtsTokenCount (output: thinking is billed
-//     as output), totalTokenCount, cachedContentTokenCount; modelVersion.
+//     as output), totalTokenCount (the sum of those four),
+//     cachedContentTokenCount; modelVersion.
 //   - Bedrock Converse: usage.inputTokens, outputTokens, totalTokens,
 //     cacheReadInputTokens, cacheWriteInputTokens (counted like
 //     Anthropic's); no model in the body.
@@ -154,6 +156,7 @@ func (o usageObject) usage() (Usage, string) {
 // geminiUsage is Gemini's usageMetadata.
 type geminiUsage struct {
 	Prompt     float64 `json:"promptTokenCount"`
+	ToolUse    float64 `json:"toolUsePromptTokenCount"`
 	Candidates float64 `json:"candidatesTokenCount"`
 	Thoughts   float64 `json:"thoughtsTokenCount"`
 	Total      float64 `json:"totalTokenCount"`
@@ -161,7 +164,7 @@ type geminiUsage struct {
 }
 
 func (g geminiUsage) usage() Usage {
-	u := Usage{InputTokens: tokens(g.Prompt), OutputTokens: tokens(g.Candidates) + tokens(g.Thoughts), CachedTokens: tokens(g.Cached)}
+	u := Usage{InputTokens: tokens(g.Prompt) + tokens(g.ToolUse), OutputTokens: tokens(g.Candidates) + tokens(g.Thoughts), CachedTokens: tokens(g.Cached)}
 	u.CachedTokens = min(u.CachedTokens, u.InputTokens)
 	u.TotalTokens = max(tokens(g.Total), u.InputTokens+u.OutputTokens)
 	return u
