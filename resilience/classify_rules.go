@@ -15,6 +15,9 @@ package resilience
 // provider-looking wrappers ("litellm.APIConnectionError: … KeyError"),
 // a local model server's dead runner (provider_error) before the tool's own
 // deaths (out of memory, panics, assertions: logic_error),
+// retired models before credentials (Bedrock's "Access denied. This Model is
+// marked by provider as Legacy" is not_supported), and token limits said in
+// words only when they speak of no rate or quota,
 // overload before generic server errors, and transport rules last, so that a
 // body merely mentioning "timeout" is not a timeout. Among the transport
 // rules, transient name resolution comes before unknown names, and
@@ -111,6 +114,30 @@ var defaultRules = []TextRule{
 			// the physical batch size", "input prompt is too big compared to
 			// KV size".
 			"increase the physical batch size", "too big compared to kv size",
+			// vLLM: "The decoder prompt (length 17772) is longer than the
+			// maximum model length of 16384", "Prompt length of 2048 is longer
+			// than the maximum model length"; "`max_model_len` is no smaller".
+			"maximum model length", "max model length", "max_model_len",
+		},
+	},
+	{
+		// A token limit, said in words: Bedrock "The maximum tokens you
+		// requested exceed the model limit of 4096", Azure "Could not finish
+		// the message because max_tokens or model output limit was reached".
+		// Not a limit per minute or per day (those are rate limits and
+		// quotas, below).
+		Name: "token_limit", Class: ContextLength,
+		Any: []string{
+			"maximum tokens", "maximum number of tokens", "max tokens", "token limit",
+			"tokens limit", "output limit", "exceed the model limit", "exceeds the model limit",
+		},
+		And: []string{
+			"exceed", "too large", "too long", "greater than", "larger than", "more than",
+			"was reached", "limit reached", "lower than", "less than",
+		},
+		Not: []string{
+			"per minute", "per min", "per day", "per hour", "per second", "rate limit", "ratelimit",
+			"tpm", "rpm", "please wait", "quota", "credits", "can only afford", "throttl", "budget",
 		},
 	},
 	{
@@ -154,6 +181,11 @@ var defaultRules = []TextRule{
 		Any: []string{
 			"overloaded", "high demand", "at capacity", "server is busy", "servers are busy",
 			"capacity exceeded", "no capacity available", "model_capacity_exhausted", "out of capacity",
+			// Bedrock's throttles and overloads, whatever the exception name
+			// (ServiceUnavailableException, ThrottlingException): "Too many
+			// connections, please wait before trying again", "Too many
+			// requests, please wait before trying again".
+			"too many connections", "please wait before trying again",
 		},
 	},
 	{
@@ -260,6 +292,20 @@ var defaultRules = []TextRule{
 
 	// --- the caller's fault ----------------------------------------------
 	{
+		// A model the provider has retired: Bedrock "This model version has
+		// reached the end of its life", "Access denied. This Model is marked
+		// by provider as Legacy and you have not been actively using the
+		// model". No retry brings it back; checked before auth because the
+		// text may say "access denied".
+		Name: "model_retired", Class: NotSupported,
+		Any: []string{
+			"end of its life", "end-of-life", "reached end of life", "marked by provider as legacy",
+			"model is marked as legacy", "model has been deprecated", "model has been retired",
+			"model is deprecated", "model was deprecated", "model has reached its end",
+			"upgrade to an active model",
+		},
+	},
+	{
 		// 401/403: credentials and permissions are configuration errors; they
 		// are dead-lettered and never trip a breaker.
 		Name: "auth", Class: InvalidRequest,
@@ -335,8 +381,20 @@ var defaultRules = []TextRule{
 			"invalid model '", "invalid model \"", "invalid model.", "invalid model name",
 			"is not a valid model", "permitted models can be found",
 			"unknown tool", "tool not found", "no such tool",
+			// Ollama "model 'llama2' not found, try pulling it first"; Bedrock
+			// "The provided model identifier is invalid".
+			"try pulling it first", "model identifier is invalid", "invalid model identifier",
+			"invalid model id",
 		},
 		Not: []string{"modulenotfounderror", "filenotfounderror", "please use a valid"},
+	},
+	{
+		// A model named in quotes that the server does not have: Ollama
+		// "model 'codellama:7b' not found", 'model "mistral" not found'.
+		Name: "model_name_not_found", Class: NotSupported,
+		Any: []string{"model '", "model \"", "model `", "model “"},
+		And: []string{"' not found", "\" not found", "` not found", "” not found", "' does not exist", "\" does not exist", "` does not exist"},
+		Not: []string{"file not found", "no such file", "filenotfound", "modulenotfound"},
 	},
 	{
 		Name: "invalid_request", Class: InvalidRequest,
@@ -344,6 +402,7 @@ var defaultRules = []TextRule{
 			"invalid_request_error", "invalid_argument", "bad_request", "validation_error",
 			"invalid_value", "invalid_request", "unprocessable_entity", "failed_precondition",
 			"badrequesterror", "unprocessableentityerror", "content_filter", "responsibleaipolicyviolation",
+			"invalid_prompt", "content_policy_violation",
 		},
 		Any: []string{
 			"badrequesterror", "unprocessableentityerror", "validationexception",
@@ -363,6 +422,16 @@ var defaultRules = []TextRule{
 			"mcp error -32602", "invalid arguments for tool", "invalid tool arguments",
 			// Cohere: "invalid request: message must be at least 1 token long".
 			"invalid request: ",
+			// A conversation whose tool calls and results do not pair up
+			// (Anthropic: "unexpected `tool_use_id` found in `tool_result`
+			// blocks … Each `tool_result` block must have a corresponding
+			// `tool_use` block", "`tool_use` ids were found without
+			// `tool_result` blocks immediately after").
+			"must have a corresponding", "tool_use_id", "ids were found without",
+			// A prompt a usage policy refused (OpenAI invalid_prompt: "your
+			// prompt was flagged as potentially violating our usage policy").
+			"invalid prompt:", "flagged as potentially violating", "usage policy",
+			"content policy", "content_policy_violation",
 		},
 		Not: []string{"request uri"},
 	},
@@ -497,7 +566,7 @@ var defaultRules = []TextRule{
 			"remote end closed connection", "connection closed", "connection error",
 			"apiconnectionerror", "connecterror", "connectionerror", "clientconnectorerror",
 			"max retries exceeded with url", "peer closed connection",
-			"stream error", "protocol_error", "internal_error; received from peer",
+			" stream error", "protocol_error", "internal_error; received from peer",
 			"upstream connect error", "network error", "networkerror", "err_network",
 			"connectexception", "failed to connect to",
 			// gRPC UNAVAILABLE from a client ("rpc error: code = Unavailable
@@ -513,6 +582,16 @@ var defaultRules = []TextRule{
 			// ("hyper_util::client::legacy::Error(SendRequest,
 			// hyper::Error(ChannelClosed))").
 			"serverdisconnectederror", "socketerror: closed", "channelclosed",
+			// Windows WSAECONNRESET (10054): "wsarecv: An existing connection
+			// was forcibly closed by the remote host".
+			"forcibly closed", "wsarecv:", "wsasend:", "winerror 10054", "(10054)", "os error 10054",
+			// Go: "http2: client connection lost", "http2: client connection
+			// force closed", "http: server closed idle connection", "use of
+			// closed network connection", "net/http: HTTP/1.x transport
+			// connection broken"; grpc-go "the client transport was broken".
+			"client connection lost", "connection force closed", "server closed idle connection",
+			"use of closed network connection", "transport connection broken", "transport was broken",
+			"client conn not usable",
 		},
 	},
 	{

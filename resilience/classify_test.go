@@ -886,15 +886,20 @@ type corpusEntry struct {
 // corpusFiles are the real-error corpora: the first one the classifier was
 // tuned on, the second gathered from providers and runtimes it had not met
 // (issue #24), the third a held-out set gathered after both (#24's review),
-// the fourth a third round from providers and runtimes still thinly covered.
+// the fourth a third round from providers and runtimes still thinly covered,
+// the fifth a fourth round (Bedrock, retired models, vLLM, Go http2, …).
 var corpusFiles = []string{
 	"testdata/real_errors.txt", "testdata/real_errors_providers.txt",
 	"testdata/real_errors_heldout.txt", "testdata/real_errors_round3.txt",
+	"testdata/real_errors_round4.txt",
 }
 
 // corpusMin is the least number of records each corpus file must hold (a
 // truncated file must not pass): 120, or less for a smaller held-out set.
-var corpusMin = map[string]int{"testdata/real_errors_heldout.txt": 40, "testdata/real_errors_round3.txt": 70}
+var corpusMin = map[string]int{
+	"testdata/real_errors_heldout.txt": 40, "testdata/real_errors_round3.txt": 70,
+	"testdata/real_errors_round4.txt": 45,
+}
 
 // loadRealErrors reads a corpus file: records start with a header
 // "--- class=<c> lang=<l> source=<s> [status=<n>]" followed by the verbatim
@@ -1074,6 +1079,16 @@ func TestClassifyToolDeaths(t *testing.T) {
 		{"spring_ai_transient_503", stderr("org.springframework.ai.retry.TransientAiException: 503 - Service Unavailable"), ProviderError},
 		{"node_status_code_camel_case", stderr("Error: tunneling socket could not be established, statusCode=502"), ProviderError},
 		{"balance_in_prose_about_load_is_not_quota", stderr("load balancer: upstream connect error or disconnect/reset before headers"), NetworkTransient},
+		// Round 4 families, and texts their words must not misread.
+		{"upstream_error_is_not_a_stream_error", status(502, `{"error":{"message":"Provider returned error","code":502,"metadata":{"raw":"upstream error"}}}`), ProviderError},
+		{"http2_stream_error_still_is", stderr(`Post "https://api.openai.com/v1/responses": http2: stream error: stream ID 3; INTERNAL_ERROR`), NetworkTransient},
+		{"token_limit_per_minute_is_a_rate_limit", status(429, `{"error":{"message":"Token limit exceeded for tokens per minute (TPM). Please wait and retry.","type":"tokens"}}`), RateLimited},
+		{"model_file_not_found_is_not_a_missing_model", stderr("Error: failed to load model '/models/x.gguf': file not found"), ProviderError},
+		{"model_not_found_quoted", status(404, `{"error":"model \"qwen3:8b\" not found, try pulling it first"}`), NotSupported},
+		{"deprecation_warning_and_a_503", stderr("DeprecationWarning: the 'engine' argument is deprecated\nError code: 503 - Service Unavailable"), ProviderError},
+		{"too_many_connections_under_503", status(503, `{"message":"Too many connections, please wait before trying again."}`), RateLimited},
+		{"legacy_model_access_denied", stderr("AccessDeniedException: Access denied. This Model is marked by provider as Legacy"), NotSupported},
+		{"plain_access_denied_is_still_auth", stderr("AccessDeniedException: You don't have access to the model with the specified model ID."), InvalidRequest},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
