@@ -18,16 +18,7 @@ import (
 // tenants adds tenants under defaults.tenant.budget the config does not
 // name).
 func listBudgets(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, tenants []string) ([]budget.Status, error) {
-	k := budget.New(rdb)
-	var out []budget.Status
-	for _, b := range inspect.Budgets(cfg, tenants...) {
-		st, err := k.Status(ctx, b)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, nil
+	return inspect.BudgetStatuses(ctx, budget.New(rdb), cfg, tenants...)
 }
 
 // printBudgets writes budgets as a table, or JSON Lines.
@@ -120,11 +111,7 @@ unless --force.`,
 			kind, _ := budget.ParseKind(args[0])
 			name := args[1]
 			res := BudgetResetResult{Kind: string(kind), Name: name}
-			a, _ := s.cfg.Agent(name)
-			b := inspect.BudgetOf(kind, name, a.Budget)
-			if kind == budget.Tenant {
-				b = inspect.BudgetOf(kind, name, s.cfg.TenantBudget(name))
-			}
+			b := inspect.ConfiguredBudget(s.cfg, kind, name)
 			if b == nil && !o.force {
 				return usageErr("the config sets no budget for %s %q; pass --force to reset it anyway", kind, name)
 			}

@@ -66,8 +66,9 @@ const fitsJS = `(() => {
 
 // TestBrowser drives headless Chromium through the console: log in, list
 // dead letters and requeue one, search a task and read its history, trip
-// and reset a breaker, every page at 1366×768 and the Overview at phone
-// width, with no JavaScript error in the console log.
+// and reset a breaker, reset a budget, every page at 1366×768 and the
+// Overview (and more) at phone width, with no JavaScript error in the
+// console log.
 func TestBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives headless Chromium for seconds; skipped with -short (make unit)")
@@ -81,6 +82,7 @@ func TestBrowser(t *testing.T) {
 	aliveWorker, goneWorker := f.seedWorkers(t)
 	schedID := f.setSchedules(t)
 	f.seedUsage(t)
+	f.seedBudgets(t)
 	_, err0 := f.client.Enqueue(context.Background(), tasks.Task{ID: "by-corr", Agent: "llm", CorrelationID: "order-7"})
 	require.NoError(t, err0)
 	fairtest.Seed(t, f.rdb, "bulk") // tenants on queue bulk: acme at its cap
@@ -311,6 +313,20 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, text(`#usage tr[data-key="llm"]`), "2500")
 	fits("the Usage page at 1366")
 	shot("usage")
+	// Budgets: acme exhausted, the bars, nothing cut off at 1366×768;
+	// reset llm's (confirm answered yes).
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`header nav a[href="/ui/budgets"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#budgets svg.meter`)),
+	))
+	require.Contains(t, text(`#budgets tr[data-kind="tenant"][data-name="acme"] td.state`), "exhausted")
+	require.Contains(t, text(`#budgets tr[data-kind="tenant"][data-name="beta"] td.tokens`), "4700 left")
+	fits("the Budgets page at 1366")
+	shot("budgets")
+	require.True(t, eval(`(window.confirm = () => true, true)`))
+	clickAndLoad(`#budgets tr[data-kind="agent"][data-name="llm"] button.reset`)
+	require.Contains(t, text(".flash"), "Budget of agent llm reset")
+	require.Contains(t, text(`#budgets tr[data-kind="agent"][data-name="llm"] td.usd`), "$0.05 left")
 	// Tasks: the Overview's pending count of a queue lists its tasks; the
 	// search box finds a task by correlation ID; pause and resume the
 	// queue from its row (confirm answered yes).
@@ -405,6 +421,14 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, text(`#usage tr[data-key="acme"]`), "acme")
 	fits("the Usage page at phone width")
 	shot("usage-phone")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/budgets"),
+		chromedp.WaitVisible(chromedp.CSS(`#budgets tr[data-name="acme"] button.reset`)),
+	))
+	require.Contains(t, text(`#budgets tr[data-kind="tenant"][data-name="acme"] td.state`), "exhausted")
+	require.True(t, eval(`!!document.querySelector('header nav a[href="/ui/budgets"]')`), "the Budgets link at phone width")
+	fits("the Budgets page at phone width")
+	shot("budgets-phone")
 	for _, page := range []string{"tasks", "tasks?queue=default&state=pending"} {
 		require.NoError(t, chromedp.Do(ctx,
 			chromedp.Navigate(f.url+"/ui/"+page),

@@ -2,7 +2,8 @@
 // /ui/: Overview (queues, dead letters, restarts, breakers, agent health
 // and charts of the last hour, kept in Redis per minute), Dead letters
 // (filter, page, open, requeue, delete, export), Task (search by ID: state
-// and history; cancel), Breakers (reset, trip), Agents and Restarts.
+// and history; cancel), Breakers (reset, trip), Agents, Restarts, Budgets
+// (reset) and more.
 //
 // Pages are rendered on the server with html/template; the CSS and the
 // little JavaScript (auto-refresh, confirmations) are embedded in the
@@ -32,6 +33,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/httpx"
@@ -130,6 +132,7 @@ type Console struct {
 	store    *tasks.Store
 	client   *tasks.Client
 	breakers *breaker.Breakers
+	budgets  *budget.Keeper
 	pages    map[string]*template.Template
 	handler  http.Handler
 
@@ -172,6 +175,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
 	c := &Console{
 		rdb: rdb, cfg: cfg, opts: opts, key: keyFor(opts.Token), base: Base,
 		dlq: deadletter.NewStore(rdb), client: opts.Client, store: opts.Client.Store(), breakers: opts.Breakers,
+		budgets: budget.New(rdb),
 	}
 	c.hubs = notify.NewLazy(opts.Notifier, rdb, c.store.Record(), notify.Options{Logger: opts.Logger})
 	c.pages = parsePages()
@@ -228,6 +232,8 @@ func (c *Console) routes() http.Handler {
 		{"GET " + c.base + "tenants", (*Console).tenants},
 		{"GET " + c.base + "schedules", (*Console).schedules},
 		{"GET " + c.base + "usage", (*Console).usagePage},
+		{"GET " + c.base + "budgets", (*Console).budgetsPage},
+		{"POST " + c.base + "budgets/reset", (*Console).budgetReset},
 	} {
 		mux.HandleFunc(rt.pattern, c.serve(rt.h))
 	}
@@ -401,6 +407,12 @@ func (f flashMsg) text() string {
 		return fmt.Sprintf("Queue %s paused: its tasks are held, none starts, until it is resumed.", f.Key)
 	case "resumed":
 		return fmt.Sprintf("Queue %s resumed.", f.Key)
+	case "budget-reset":
+		of := fmt.Sprintf("%s %s", f.Key, f.ID)
+		if f.ID == "" {
+			of = "the default tenant"
+		}
+		return fmt.Sprintf("Budget of %s reset: its window's debits are forgotten; tasks waiting for it start within a minute.", of)
 	}
 	return ""
 }

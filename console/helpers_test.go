@@ -23,15 +23,19 @@ import (
 
 const testToken = "console-s3cret"
 
-// testConfig names two agents: llm (breaker key llm.example) and tool,
-// and tenant acme (weight 3, cap 2: fairtest.Config).
+// testConfig names two agents: llm (breaker key llm.example; a budget of
+// $0.05 an hour) and tool, and tenant acme (weight 3, cap 2:
+// fairtest.Config; 1000 tokens an hour); every other tenant has 5000
+// tokens and $1 a day (defaults.tenant).
 func testConfig() *config.Config {
 	cfg := config.Default()
-	cfg.Tenants = map[string]config.Tenant{"acme": {Weight: 3, Concurrency: 2}}
+	cfg.Tenants = map[string]config.Tenant{"acme": {Weight: 3, Concurrency: 2, Budget: &config.Budget{Tokens: 1000, Per: time.Hour}}}
 	cfg.Agents = map[string]config.Agent{
 		"tool": {Name: "tool", Settings: cfg.Defaults.Clone()},
-		"llm":  {Name: "llm", BreakerKey: "llm.example", Fallback: []string{"tool"}, Settings: cfg.Defaults.Clone()},
+		"llm": {Name: "llm", BreakerKey: "llm.example", Fallback: []string{"tool"}, Settings: cfg.Defaults.Clone(),
+			Budget: &config.Budget{USD: 0.05, Per: time.Hour}},
 	}
+	cfg.Defaults.Tenant.Budget = &config.Budget{Tokens: 5000, USD: 1, Per: 24 * time.Hour}
 	return cfg
 }
 

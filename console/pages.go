@@ -24,7 +24,7 @@ import (
 
 // pageNames are the templates under templates/, each parsed with layout.html.
 var pageNames = []string{"overview.html", "deadletters.html", "deadletter.html", "bulk.html", "task.html",
-	"tasks.html", "breakers.html", "agents.html", "restarts.html", "webhooks.html", "workers.html", "tenants.html", "schedules.html", "usage.html", "login.html", "error.html"}
+	"tasks.html", "breakers.html", "agents.html", "restarts.html", "webhooks.html", "workers.html", "tenants.html", "schedules.html", "usage.html", "budgets.html", "login.html", "error.html"}
 
 func parsePages() map[string]*template.Template {
 	funcs := template.FuncMap{

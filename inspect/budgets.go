@@ -1,10 +1,15 @@
 package inspect
 
 import (
+	"context"
 	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/usage"
 )
 
 // BudgetOf is the config budget b of kind name, named for package budget (nil when b is nil).
@@ -13,6 +18,18 @@ func BudgetOf(kind budget.Kind, name string, b *config.Budget) *budget.Budget {
 		return nil
 	}
 	return &budget.Budget{Kind: kind, Name: name, Tokens: b.Tokens, USD: b.USD, Per: b.Per}
+}
+
+// ConfiguredBudget returns the budget cfg sets for kind name: tenant
+// name's (its own block's, or defaults.tenant's) or agent name's; nil when
+// cfg sets none. `inspector budget reset` and the console's Reset refuse
+// (or, with --force, skip the before-state of) a budget it does not set.
+func ConfiguredBudget(cfg *config.Config, kind budget.Kind, name string) *budget.Budget {
+	if kind == budget.Tenant {
+		return BudgetOf(kind, name, cfg.TenantBudget(name))
+	}
+	a, _ := cfg.Agent(name)
+	return BudgetOf(kind, name, a.Budget)
 }
 
 // BudgetsOf returns the budgets a task of agent for tenant counts against, by
@@ -60,4 +77,54 @@ func Budgets(cfg *config.Config, tenants ...string) []budget.Budget {
 		}
 	}
 	return out
+}
+
+// BudgetStatuses reads the state of every budget cfg sets (Budgets(cfg,
+// tenants...), in its order) with k: what `inspector budget`, `inspector
+// usage` and the console's Budgets page show. One read-only script per
+// budget unit.
+func BudgetStatuses(ctx context.Context, k *budget.Keeper, cfg *config.Config, tenants ...string) ([]budget.Status, error) {
+	var out []budget.Status
+	for _, b := range Budgets(cfg, tenants...) {
+		st, err := k.Status(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// SpendingTenants returns, sorted, the tenants the config does not name
+// whose calls the fleet's usage totals (package usage) count within
+// defaults.tenant.budget's window before now (its hours counted whole):
+// the tenants that may have spent against that budget, each in a window
+// of its own; none when defaults.tenant sets no budget. It costs one
+// pipelined read of the window's hours (usage.Read). The totals lag the
+// calls by at most the workers' flush, name the default tenant "-" and
+// count the tenants beyond an hour's usage.max_series under "other", so a
+// caller shows those of them whose budget has debits.
+func SpendingTenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, now time.Time) ([]string, error) {
+	b := cfg.Defaults.Tenant.Budget
+	if b == nil {
+		return nil, nil
+	}
+	hours, err := usage.Read(ctx, rdb, now.Add(-b.Per), now)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, h := range hours {
+		for s := range h.Series {
+			if _, named := cfg.Tenants[s.Tenant]; !named {
+				seen[s.Tenant] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
 }
