@@ -123,3 +123,44 @@ agents:
 	require.NoError(t, err)
 	require.Nil(t, over, "the window's debits are forgotten")
 }
+
+// TestInspectorBudgetFindsSpendingTenants: inspector budget lists, besides
+// the configured budgets, the tenants the config does not name that spent
+// against defaults.tenant.budget (found in the usage totals) — beta, with
+// debits — but not one found there whose window has none (gamma); --tenant
+// shows an untouched one on request.
+func TestInspectorBudgetFindsSpendingTenants(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	ctx := context.Background()
+	cfgPath := filepath.Join(t.TempDir(), "agentq.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte("defaults:\n  tenant: {budget: {tokens: 500, per: 1h}}\nagents:\n  tool: {}\n"), 0o600))
+	beta := budget.Budget{Kind: budget.Tenant, Name: "beta", Tokens: 500, Per: time.Hour}
+	require.NoError(t, budget.New(rdb).Debit(ctx, agentusage.Usage{TotalTokens: 300}, beta))
+	rec := agentusage.NewRecorder(rdb, agentusage.RecorderOptions{})
+	for _, tenant := range []string{"beta", "gamma"} {
+		rec.Add(agentusage.Entry{Agent: "tool", Tenant: tenant, At: time.Now(), Usage: agentusage.Usage{TotalTokens: 300}})
+	}
+	require.NoError(t, rec.Flush(ctx))
+	base := []string{"--redis", srv.URL(), "--config", cfgPath, "budget", "--json"}
+
+	names := func(args ...string) map[string]budget.Status {
+		out, errOut, code := runCmd(t, NewInspectorCmd, "", append(base, args...)...)
+		require.Equal(t, ExitOK, code, errOut)
+		got := map[string]budget.Status{}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var st budget.Status
+			require.NoError(t, json.Unmarshal([]byte(l), &st), out)
+			got[st.Name] = st
+		}
+		return got
+	}
+	got := names()
+	require.Contains(t, got, "beta")
+	require.EqualValues(t, 300, got["beta"].TokensUsed)
+	require.EqualValues(t, 200, got["beta"].TokensLeft)
+	require.Contains(t, got, "", "the default tenant's budget")
+	require.NotContains(t, got, "gamma", "a tenant with no debit in its window")
+	require.Contains(t, names("--tenant", "gamma"), "gamma", "asked for by name")
+}

@@ -14,11 +14,12 @@ import (
 	"github.com/agentq/agentq/inspect"
 )
 
-// listBudgets reads the state of every budget cfg sets (inspect.Budgets;
-// tenants adds tenants under defaults.tenant.budget the config does not
-// name).
+// listBudgets reads the state of every budget cfg sets, and of the
+// tenants the config does not name that spent against
+// defaults.tenant.budget in its window (inspect.FleetBudgetStatuses;
+// tenants adds more such tenants, shown even when untouched).
 func listBudgets(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, tenants []string) ([]budget.Status, error) {
-	return inspect.BudgetStatuses(ctx, budget.New(rdb), cfg, tenants...)
+	return inspect.FleetBudgetStatuses(ctx, rdb, budget.New(rdb), cfg, time.Now(), tenants...)
 }
 
 // printBudgets writes budgets as a table, or JSON Lines.

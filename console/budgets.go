@@ -46,21 +46,13 @@ func (c *Console) budgetsPage(rw http.ResponseWriter, r *http.Request, s session
 	ctx, cancel := c.bounded(r, 2)
 	defer cancel()
 	now := c.opts.Now()
-	spending, err := inspect.SpendingTenants(ctx, c.rdb, c.cfg, now)
-	if err != nil {
-		return err
-	}
-	all, err := inspect.BudgetStatuses(ctx, c.budgets, c.cfg, spending...)
+	all, err := inspect.FleetBudgetStatuses(ctx, c.rdb, c.budgets, c.cfg, now)
 	if err != nil {
 		return err
 	}
 	rows := make([]budgetRow, 0, len(all))
 	exhausted := 0
 	for _, st := range all {
-		if _, named := c.cfg.Tenants[st.Name]; st.Kind == budget.Tenant && st.Name != "" && !named &&
-			st.TokensUsed == 0 && st.USDUsed == 0 {
-			continue // found in the usage totals, but no debit in its window
-		}
 		row := budgetRow{Status: st}
 		if st.Kind == budget.Tenant {
 			t, named := c.cfg.Tenants[st.Name]

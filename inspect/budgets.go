@@ -128,3 +128,32 @@ func SpendingTenants(ctx context.Context, rdb redis.UniversalClient, cfg *config
 	sort.Strings(out)
 	return out, nil
 }
+
+// FleetBudgetStatuses is what `inspector budget` and the console's
+// Budgets page list: BudgetStatuses over every budget cfg sets, the
+// tenants given, and the tenants the config does not name that
+// SpendingTenants finds in the usage totals and whose window has debits
+// (one found there with none is left out: its budget is untouched).
+func FleetBudgetStatuses(ctx context.Context, rdb redis.UniversalClient, k *budget.Keeper, cfg *config.Config, now time.Time, tenants ...string) ([]budget.Status, error) {
+	spending, err := SpendingTenants(ctx, rdb, cfg, now)
+	if err != nil {
+		return nil, err
+	}
+	asked := map[string]bool{}
+	for _, t := range tenants {
+		asked[t] = true
+	}
+	all, err := BudgetStatuses(ctx, k, cfg, append(spending, tenants...)...)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, st := range all {
+		if _, named := cfg.Tenants[st.Name]; st.Kind == budget.Tenant && st.Name != "" && !named && !asked[st.Name] &&
+			st.TokensUsed == 0 && st.USDUsed == 0 {
+			continue // found in the usage totals, but no debit in its window
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
