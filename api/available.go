@@ -120,8 +120,12 @@ func (e *BudgetExhaustedError) ErrorBody() ErrorBody {
 // CheckBudgets reports whether a task of agent for tenant may be enqueued
 // under fail-fast: a *BudgetExhaustedError when its tenant's or agent's
 // budget has no room left (now + how long until it has is its ResetsAt),
-// nil when both have room or none is set. A budget that cannot be read
-// (Redis down) is that error: the caller decides (503, exit 1).
+// nil when both have room or none is set. An agent over its own budget
+// with budget.fallback is not refused while one of its fallback agents
+// has no budget or one with room (the worker serves the task there, as
+// its breaker and limits admit; a fallback spends the same tenant
+// budget, so a tenant over its budget is refused). A budget that cannot
+// be read (Redis down) is that error: the caller decides (503, exit 1).
 func CheckBudgets(ctx context.Context, keeper *budget.Keeper, cfg *config.Config, agent, tenant string, now time.Time) error {
 	bs := inspect.BudgetsOf(cfg, agent, tenant)
 	if len(bs) == 0 {
@@ -133,6 +137,24 @@ func CheckBudgets(ctx context.Context, keeper *budget.Keeper, cfg *config.Config
 	}
 	if over == nil {
 		return nil
+	}
+	// Check asks the tenant's budget first: an agent's Over means the
+	// tenant's has room.
+	if a, _ := cfg.Agent(agent); over.Budget.Kind == budget.Agent && a.Budget != nil && a.Budget.Fallback {
+		for _, f := range a.Fallback {
+			fa, _ := cfg.Agent(f)
+			fb := inspect.BudgetOf(budget.Agent, f, fa.Budget)
+			if fb == nil {
+				return nil
+			}
+			fo, err := keeper.Check(ctx, *fb)
+			if err != nil {
+				return fmt.Errorf("check budget of agent %q's fallback %q: %w", agent, f, err)
+			}
+			if fo == nil {
+				return nil
+			}
+		}
 	}
 	return &BudgetExhaustedError{Agent: agent, Tenant: tenant, Over: over, ResetsAt: now.Add(over.ResetsIn).UTC()}
 }

@@ -87,3 +87,52 @@ func TestAgentsBudget(t *testing.T) {
 	require.EqualValues(t, 3500, seen["tool"].TokensLeft)
 	require.Equal(t, "1h0m0s", seen["tool"].Per)
 }
+
+// TestFailFastBudgetFallback: an agent over its own budget with
+// budget.fallback is not refused while a fallback agent's budget has room
+// (the worker serves the task there); once the fallback's budget is used
+// up too, or without budget.fallback, it is refused naming the agent's
+// budget; a tenant over its budget is refused whatever the agent's
+// fallbacks (they spend the same tenant budget).
+func TestFailFastBudgetFallback(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	llm := cfg.Agents["llm"]
+	llm.Fallback = []string{"tool"}
+	llm.Budget = &config.Budget{Tokens: 1000, Per: time.Hour, Fallback: true}
+	cfg.Agents["llm"] = llm
+	tool := cfg.Agents["tool"]
+	tool.Budget = &config.Budget{Tokens: 500, Per: time.Hour}
+	cfg.Agents["tool"] = tool
+	cfg.Tenants = map[string]config.Tenant{"acme": {Weight: 1, Budget: &config.Budget{Tokens: 100, Per: time.Hour}}}
+	require.NoError(t, cfg.Validate())
+	e := setupWith(t, api.Options{}, cfg)
+	ctx := context.Background()
+	keeper := budget.New(e.rdb)
+	b := func(kind budget.Kind, name string, n int64) budget.Budget {
+		return budget.Budget{Kind: kind, Name: name, Tokens: n, Per: time.Hour}
+	}
+	require.NoError(t, keeper.Debit(ctx, usage.Usage{TotalTokens: 1000}, b(budget.Agent, "llm", 1000)))
+
+	r := do(t, "POST", e.url+"/api/v1/tasks", "", `{"id":"f1","agent":"llm","fail_if_unavailable":true}`)
+	require.Equal(t, 202, r.status, "llm is over its budget, but its fallback tool has room: %s", r.body)
+
+	noFallback := *cfg
+	noFallback.Agents = map[string]config.Agent{"tool": tool, "llm": llm}
+	plain := llm
+	plain.Budget = &config.Budget{Tokens: 1000, Per: time.Hour}
+	noFallback.Agents["llm"] = plain
+	err := api.CheckBudgets(ctx, keeper, &noFallback, "llm", "", time.Now())
+	require.ErrorIs(t, err, api.ErrBudgetExhausted, "without budget.fallback the agent's budget refuses")
+
+	require.NoError(t, keeper.Debit(ctx, usage.Usage{TotalTokens: 100}, b(budget.Tenant, "acme", 100)))
+	err = api.CheckBudgets(ctx, keeper, cfg, "llm", "acme", time.Now())
+	var be *api.BudgetExhaustedError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, `budget "tenant acme" tokens 100/1h0m0s`, be.Over.Budget.Text(be.Over.Unit), "a tenant over its budget is refused")
+
+	require.NoError(t, keeper.Debit(ctx, usage.Usage{TotalTokens: 500}, b(budget.Agent, "tool", 500)))
+	r = do(t, "POST", e.url+"/api/v1/tasks", "", `{"id":"f2","agent":"llm","fail_if_unavailable":true}`)
+	requireError(t, r, 409, api.CodeBudgetExhausted, `budget "agent llm" tokens 1000/1h0m0s is exhausted until`)
+	require.Equal(t, "llm", r.json["agent"])
+}

@@ -20,6 +20,13 @@ type Budget struct {
 	USD float64 `yaml:"usd"`
 	// Per is the window of Tokens and USD (e.g. 1h, 720h); required.
 	Per time.Duration `yaml:"per"`
+	// Fallback, on an agent's budget only, sends the agent's tasks to its
+	// fallback agents (Agent.Fallback) while the budget has no room,
+	// instead of deferring them: the first whose own budget, breaker and
+	// limits admit the call serves it. It needs a fallback list; a
+	// tenant's budget cannot set it (a fallback spends the same tenant
+	// budget). Zero → over budget, the tasks wait.
+	Fallback bool `yaml:"fallback"`
 }
 
 // MaxBudgetUSD bounds a budget's usd (it is kept in micro-dollars).
@@ -32,6 +39,23 @@ func (c *Config) TenantBudget(tenant string) *Budget {
 		return t.Budget
 	}
 	return c.Defaults.Tenant.Budget
+}
+
+// tenantBudget checks the budget of a tenant (or defaults.tenant) at path.
+func (v *validator) tenantBudget(path string, b *Budget) {
+	v.budget(path, b)
+	if b != nil && b.Fallback {
+		v.fail(path+".fallback", "is for an agent's budget only: a fallback agent spends the same tenant budget, so a tenant over its budget waits (set agents.NAME.budget.fallback instead)")
+	}
+}
+
+// agentBudget checks the budget of the agent name at path; fallback is
+// the agent's fallback list.
+func (v *validator) agentBudget(path, name string, b *Budget, fallback []string) {
+	v.budget(path, b)
+	if b != nil && b.Fallback && len(fallback) == 0 {
+		v.fail(path+".fallback", "needs a fallback list: set agents.%s.fallback to the agents that serve its tasks while its budget has no room", name)
+	}
 }
 
 func (v *validator) budget(path string, b *Budget) {

@@ -76,5 +76,5 @@ func (v *validator) tenant(path string, t Tenant) {
 	if t.Concurrency < 0 {
 		v.fail(path+".concurrency", "must not be negative (0: no cap), got %d", t.Concurrency)
 	}
-	v.budget(path+".budget", t.Budget)
+	v.tenantBudget(path+".budget", t.Budget)
 }

@@ -491,7 +491,7 @@ func (v *validator) agent(name string, a Agent) {
 	if a.Limits != nil {
 		v.limits(prefix+".limits", a.Limits)
 	}
-	v.budget(prefix+".budget", a.Budget)
+	v.agentBudget(prefix+".budget", name, a.Budget, a.Fallback)
 	base := v.c.Defaults.Settings
 	v.settings(prefix, a.Settings, &base)
 }

@@ -22,12 +22,15 @@ type attemptResult struct {
 	n      int           // the attempt's number within its run
 	start  *attemptStart // the attempt's start in the record
 	served *spec         // the agent that served the attempt's last call
+	why    string        // why the call went to served, a fallback agent ("": the task's agent)
 	call   callResult
 }
 
 // report is what the attempt's events say of its last call.
 func (a *attemptResult) report(p *pipeline, env *tasks.Envelope) record.Attempt {
-	return a.call.report(env, a.served, a.n, p.workerID)
+	rep := a.call.report(env, a.served, a.n, p.workerID)
+	rep.Fallback = a.why
+	return rep
 }
 
 // attempt makes one attempt of env with the agent g admitted: it records
@@ -50,7 +53,7 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 	cur := g
 	for {
 		c := p.call(ctx, log, env, cur, n)
-		a := &attemptResult{n: n, start: start, served: cur.sp, call: c}
+		a := &attemptResult{n: n, start: start, served: cur.sp, why: cur.why, call: c}
 		if c.verdict.Class == "" || cur.next >= len(sp.fallback) || ctx.Err() != nil || !sp.policy.FallsBack(c.verdict.Class) ||
 			env.PastDeadline(time.Now()) {
 			return a, nil

@@ -23,8 +23,11 @@ import (
 // tenant or agent has a budget with no room left is not started: it is
 // deferred (no attempt used, a history event naming the budget) until
 // about when the window has room, at most budget.DeferMax at a time.
-// After each call its usage is debited from the tenant's budget and from
-// the budget of the agent that served it. A task with a cap of its own
+// An agent with budget.fallback sends its tasks to its fallback agents
+// instead while its own budget has no room (a fallback agent with a
+// budget of its own serves only while that has room, whatever sent the
+// call to it). After each call its usage is debited from the tenant's
+// budget and from the budget of the agent that served it. A task with a cap of its own
 // (max_tokens, max_cost_usd) whose record's usage sum (every attempt's,
 // every run's) reached it is dead-lettered (budget_exhausted) before its
 // next attempt. Tasks with no budget and no cap cost no Redis command here.
@@ -54,37 +57,71 @@ func (bs *budgets) of(env *tasks.Envelope, sp *spec) []budget.Budget {
 
 // gateBudgets is the pipeline's budget step, before the breaker: a task
 // over its own cap is dead-lettered, a task whose tenant or agent is over
-// budget is deferred. done says the task must not start (answer is then
-// ProcessTask's).
-func (p *pipeline) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec) (answer error, done bool) {
+// budget is deferred — unless it is the agent's own budget, the agent has
+// budget.fallback, and a fallback agent admits the call (budget, breaker,
+// limits): that agent is returned (alt) and serves the attempt. done says
+// the task must not start (answer is then ProcessTask's).
+func (p *pipeline) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec) (alt *admitted, answer error, done bool) {
 	if p.budgets == nil {
-		return nil, false
+		return nil, nil, false
 	}
 	if env.MaxTokens > 0 || env.MaxCostUSD > 0 {
 		spent, err := p.budgets.keeper.TaskSpent(ctx, env.ID)
 		if err != nil {
 			log.Warn("task's spending unavailable; the task waits for Redis", "err", err)
-			return p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
+			return nil, p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
 		}
 		if why, over := budget.OverCap(spent, env.MaxTokens, env.MaxCostUSD); over {
 			p.endRunSpan(env, nil, runDeadLettered, string(resilience.QuotaExhausted))
-			return p.deadLetter(ctx, log, env, p.report(env, 0, resilience.QuotaExhausted,
+			return nil, p.deadLetter(ctx, log, env, p.report(env, 0, resilience.QuotaExhausted,
 				"budget_exhausted: the task's own cap was reached: "+why), ReasonBudgetExhausted), true
 		}
 	}
 	bs := p.budgets.of(env, sp)
 	if len(bs) == 0 {
-		return nil, false
+		return nil, nil, false
 	}
 	over, err := p.budgets.keeper.Check(ctx, bs...)
 	if err != nil {
 		log.Warn("budgets unavailable; the task waits for Redis", "err", err)
-		return p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
+		return nil, p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
 	}
 	if over == nil {
-		return nil, false
+		return nil, nil, false
 	}
-	return p.deferBudget(ctx, log, env, over.Budget.Text(over.Unit), over.ResetsIn), true
+	why, wait := over.Budget.Text(over.Unit), over.ResetsIn
+	// Check asks the tenant's budget first: an agent's Over means the
+	// tenant's has room, which a fallback spends too.
+	if over.Budget.Kind == budget.Agent && sp.budgetFallback {
+		alt, soonest := p.fallBack(ctx, log, sp, 0, fallbackOverBudget)
+		if alt != nil {
+			alt.why = fallbackOverBudget + ": " + why
+			log.Info("over budget: a fallback agent serves the task", "event", "fallback", "budget", why, "to", alt.sp.name)
+			return alt, nil, false
+		}
+		if soonest > 0 && soonest < wait {
+			wait = soonest // a fallback may admit before the budget has room
+		}
+	}
+	return nil, p.deferBudget(ctx, log, env, why, wait), true
+}
+
+// budgetRoom reports whether fallback agent fs's own budget has room for
+// a call (always, for an agent without a budget: no Redis command), and
+// otherwise how long until it has. A budget Redis cannot read has no room.
+func (p *pipeline) budgetRoom(ctx context.Context, log *taskLog, fs *spec) (room bool, wait time.Duration) {
+	if fs.budget == nil || p.budgets == nil {
+		return true, 0
+	}
+	over, err := p.budgets.keeper.Check(ctx, *fs.budget)
+	if err != nil {
+		log.Warn("fallback budget unavailable; skipping the fallback", "fallback", fs.name, "err", err)
+		return false, 0
+	}
+	if over != nil {
+		return false, over.ResetsIn
+	}
+	return true, 0
 }
 
 // deferBudget puts a task back for about retry (at least a second, at most

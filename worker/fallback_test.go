@@ -252,6 +252,11 @@ func TestFallback(t *testing.T) {
 					require.Equal(t, tasks.StateSucceeded, v.State, id)
 					last := v.History[len(v.History)-1]
 					require.Equal(t, "second", last.Agent, id)
+					why := fallbackBreakerOpen // the primary's breaker was open
+					if lastEvent(v, tasks.EventFailed) != nil {
+						why = "provider_error" // the primary was called before its breaker opened
+					}
+					require.Equal(t, why, last.Fallback, "%s: the event says why the call fell back", id)
 				}
 			}
 			v := views[ids[0]]
@@ -262,6 +267,12 @@ func TestFallback(t *testing.T) {
 				if ev.Event == tasks.EventFailed {
 					require.Equal(t, 1, ev.Attempt)
 					require.NotEmpty(t, ev.ErrorClass)
+				}
+				switch ev.Agent {
+				case "primary", "":
+					require.Empty(t, ev.Fallback, ev.Event)
+				default: // a fallback served it after the last call's failure
+					require.Equal(t, "provider_error", ev.Fallback, ev.Event)
 				}
 			}
 			for name, c := range cs {

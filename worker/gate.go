@@ -19,6 +19,11 @@ type admitted struct {
 	adm  breaker.Admission
 	lim  limit.Admission // the admission of sp's limits (zero: none)
 	next int             // index in the primary's fallback list of the next agent to fall back to
+	// why says, for a fallback agent, why the call went to it (the class
+	// label of agentq_fallbacks_total, and for over_budget the budget):
+	// the fallback field of its call's history event. "" for the task's
+	// own agent.
+	why string
 }
 
 // gate asks the breaker of the task's agent sp for a call. An open
@@ -75,6 +80,10 @@ const fallbackOverLimit = "over_limit"
 // primary's breaker did not admit the call.
 const fallbackBreakerOpen = "breaker_open"
 
+// fallbackOverBudget is the class label of agentq_fallbacks_total when the
+// primary's own budget had no room and it has budget.fallback (budgets.go).
+const fallbackOverBudget = "over_budget"
+
 // admit asks sp's breaker for a call: Allow, or AllowTask for an agent
 // with a health probe (its tasks are never half-open trials).
 func (p *pipeline) admit(ctx context.Context, sp *spec) (breaker.Admission, error) {
@@ -95,12 +104,18 @@ func (p *pipeline) release(ctx context.Context, sp *spec, adm breaker.Admission)
 }
 
 // fallBack returns the first agent of primary's fallback list, from index
-// from on, whose breaker and limits admit a call; why labels agentq_fallbacks_total.
-// It returns nil when none admits, and then the shortest RetryIn the
-// denials gave (0: none).
+// from on, whose budget (budgetRoom), breaker and limits admit a call; why
+// labels agentq_fallbacks_total. It returns nil when none admits, and then
+// the shortest wait the denials gave (0: none).
 func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, from int, why string) (alt *admitted, soonest time.Duration) {
 	for i := from; i < len(primary.fallback); i++ {
 		fs := primary.fallback[i]
+		if room, wait := p.budgetRoom(ctx, log, fs); !room {
+			if wait > 0 && (soonest == 0 || wait < soonest) {
+				soonest = wait
+			}
+			continue
+		}
 		a, err := p.admit(ctx, fs)
 		if err != nil {
 			log.Warn("fallback breaker state unavailable; using the last state seen", "fallback", fs.name, "err", err)
@@ -116,7 +131,7 @@ func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, fr
 				continue
 			}
 			p.metrics.fallbacks.WithLabelValues(p.metrics.agent(primary.name), p.metrics.agent(fs.name), why).Inc()
-			return &admitted{sp: fs, adm: a, lim: la, next: i + 1}, 0
+			return &admitted{sp: fs, adm: a, lim: la, next: i + 1, why: why}, 0
 		}
 		p.metrics.rejections.WithLabelValues(fs.breakerKey).Inc()
 		if a.RetryIn > 0 && (soonest == 0 || a.RetryIn < soonest) {

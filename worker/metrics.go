@@ -131,7 +131,7 @@ func newMetrics() *metrics {
 		}, []string{"agent"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentq_fallbacks_total",
-			Help: "Calls sent to a fallback agent, by primary agent, fallback agent and why: the error class of the failed call, or breaker_open.",
+			Help: "Calls sent to a fallback agent, by primary agent, fallback agent and why: the error class of the failed call, breaker_open, over_limit or over_budget.",
 		}, []string{"agent", "fallback", "class"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentq_probe_total", Help: "Health probes run by this worker, by agent and result (ok, fail).",

@@ -110,12 +110,14 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	if answer, done := p.pastDeadline(ctx, log, env); done {
 		return answer
 	}
-	if answer, done := p.gateBudgets(ctx, log, env, sp); done {
+	g, answer, done := p.gateBudgets(ctx, log, env, sp)
+	if done {
 		return answer
 	}
-	g, answer := p.gate(ctx, log, env, sp)
-	if g == nil {
-		return answer
+	if g == nil { // g: a fallback serving while sp's budget has no room
+		if g, answer = p.gate(ctx, log, env, sp); g == nil {
+			return answer
+		}
 	}
 	actx, span := p.startAttemptSpan(ctx, env, sp, g)
 	a, answer := p.attempt(actx, log, env, sp, g)

@@ -38,6 +38,9 @@ type spec struct {
 	limits *limitSpec
 	// budget is the agent's budget; nil: none (budgets.go).
 	budget *budget.Budget
+	// budgetFallback: over its budget, the agent's tasks go to its
+	// fallback agents instead of waiting (config budget.fallback).
+	budgetFallback bool
 }
 
 // buildSpec takes the settings of agent name as config.Config.Agent
@@ -69,17 +72,18 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		probe = newProbeSpec(*a.Health, a.Exec)
 	}
 	return &spec{
-		fallbackNames: a.Fallback,
-		probe:         probe,
-		limits:        newLimitSpec(a),
-		budget:        inspect.BudgetOf(budget.Agent, name, a.Budget),
-		name:          name,
-		runner:        run,
-		timeout:       s.Timeout,
-		maxAttempts:   s.Retry.MaxAttempts,
-		backoff:       resilience.Backoff{Initial: s.Retry.InitialBackoff, Max: s.Retry.MaxBackoff, Jitter: s.Retry.Jitter},
-		maxRetryAfter: s.Retry.MaxRetryAfter,
-		breakerKey:    a.BreakerKey,
+		fallbackNames:  a.Fallback,
+		probe:          probe,
+		limits:         newLimitSpec(a),
+		budget:         inspect.BudgetOf(budget.Agent, name, a.Budget),
+		budgetFallback: a.Budget != nil && a.Budget.Fallback,
+		name:           name,
+		runner:         run,
+		timeout:        s.Timeout,
+		maxAttempts:    s.Retry.MaxAttempts,
+		backoff:        resilience.Backoff{Initial: s.Retry.InitialBackoff, Max: s.Retry.MaxBackoff, Jitter: s.Retry.Jitter},
+		maxRetryAfter:  s.Retry.MaxRetryAfter,
+		breakerKey:     a.BreakerKey,
 		breaker: breaker.Config{
 			Mode:             breaker.Mode(s.CircuitBreaker.Mode),
 			FailureThreshold: s.CircuitBreaker.FailureThreshold,

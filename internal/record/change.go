@@ -112,11 +112,14 @@ type Attempt struct {
 	// The change that ends the attempt puts it on its event and adds it
 	// to the task's sum.
 	Usage usage.Usage
+	// Fallback, for a call served by a fallback agent, says why it went
+	// there (Event.Fallback); "" for the task's own agent.
+	Fallback string
 }
 
 func (a Attempt) event(kind string) *Event {
 	ev := &Event{Event: kind, Attempt: a.Attempt, Restart: a.Restart, Agent: a.Agent, Worker: a.Worker,
-		ErrorClass: a.ErrorClass, Error: a.Error, DurationMS: a.Duration.Milliseconds()}
+		ErrorClass: a.ErrorClass, Error: a.Error, DurationMS: a.Duration.Milliseconds(), Fallback: a.Fallback}
 	if !a.Usage.IsZero() {
 		u := a.Usage
 		ev.Usage = &u

@@ -176,6 +176,11 @@ type Event struct {
 	// failed call), when it reported usage; its cost when its model is
 	// priced.
 	Usage *usage.Usage `json:"usage,omitempty"`
+	// Fallback is, for an event of a call served by a fallback agent (Agent),
+	// why the call went to it: the failed call's class (provider_error, …),
+	// breaker_open, over_limit, or "over_budget: " and the task's agent's
+	// budget that had no room (budget.fallback).
+	Fallback string `json:"fallback,omitempty"`
 }
 
 // AttemptOutcome reports whether ev ends an attempt (and so counts one):
@@ -198,7 +203,7 @@ func (ev Event) Marshal() []byte {
 		b, _ := json.Marshal(ev)
 		return b
 	}
-	b := make([]byte, 0, 176+len(ev.Agent)+len(ev.ErrorClass)+len(ev.Error)+len(ev.Worker)+len(ev.Reason))
+	b := make([]byte, 0, 176+len(ev.Agent)+len(ev.ErrorClass)+len(ev.Error)+len(ev.Worker)+len(ev.Reason)+len(ev.Fallback))
 	b = append(b, '{')
 	if ev.Seq != 0 {
 		b = append(b, `"seq":`...)
@@ -236,6 +241,9 @@ func (ev Event) Marshal() []byte {
 	if ev.Reason != "" {
 		b = appendStr(b, "reason", ev.Reason)
 	}
+	if ev.Fallback != "" {
+		b = appendStr(b, "fallback", ev.Fallback)
+	}
 	return append(b, '}')
 }
 
@@ -264,7 +272,7 @@ func appendInt(b []byte, key string, n int64) []byte {
 func (ev Event) plain() bool {
 	return len(ev.Data) == 0 && ev.Usage == nil && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
 		PlainText(ev.Event) && PlainText(ev.Agent) && PlainText(ev.ErrorClass) && PlainText(ev.Error) &&
-		PlainText(ev.Worker) && PlainText(ev.Reason)
+		PlainText(ev.Worker) && PlainText(ev.Reason) && PlainText(ev.Fallback)
 }
 
 // PlainTime reports whether t is written by Marshal itself (UTC, years 0–9999).

@@ -141,6 +141,8 @@ export interface TaskEvent {
   data?: unknown;
   /** What the attempt's call used (an attempt's outcome or a failed call), when it reported usage. */
   usage?: TaskUsage;
+  /** For a call served by a fallback agent: why it went there (a class, breaker_open, over_limit, or over_budget: BUDGET). */
+  fallback?: string;
   [k: string]: unknown;
 }
 
