@@ -887,18 +887,20 @@ type corpusEntry struct {
 // tuned on, the second gathered from providers and runtimes it had not met
 // (issue #24), the third a held-out set gathered after both (#24's review),
 // the fourth a third round from providers and runtimes still thinly covered,
-// the fifth a fourth round (Bedrock, retired models, vLLM, Go http2, …).
+// the fifth a fourth round (Bedrock, retired models, vLLM, Go http2, …),
+// the sixth a fifth round (LiteLLM budgets, Mistral, Groq, llama.cpp, client
+// transports, tools not installed, …).
 var corpusFiles = []string{
 	"testdata/real_errors.txt", "testdata/real_errors_providers.txt",
 	"testdata/real_errors_heldout.txt", "testdata/real_errors_round3.txt",
-	"testdata/real_errors_round4.txt",
+	"testdata/real_errors_round4.txt", "testdata/real_errors_round5.txt",
 }
 
 // corpusMin is the least number of records each corpus file must hold (a
 // truncated file must not pass): 120, or less for a smaller held-out set.
 var corpusMin = map[string]int{
 	"testdata/real_errors_heldout.txt": 40, "testdata/real_errors_round3.txt": 70,
-	"testdata/real_errors_round4.txt": 45,
+	"testdata/real_errors_round4.txt": 45, "testdata/real_errors_round5.txt": 75,
 }
 
 // loadRealErrors reads a corpus file: records start with a header
