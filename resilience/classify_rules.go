@@ -12,7 +12,9 @@ package resilience
 // (Gemini's per-minute RESOURCE_EXHAUSTED is a rate limit), context length
 // before rate limits (OpenAI's "Request too large … tokens per min" cannot
 // succeed by waiting), the tool's own JSON and programming errors before
-// provider-looking wrappers ("litellm.APIConnectionError: … KeyError"),
+// provider-looking wrappers ("litellm.APIConnectionError: … KeyError") and
+// before the transport rules (a tool not installed where it runs: "Failed to
+// connect to stdio server …: spawn npx ENOENT"),
 // a local model server's dead runner (provider_error) before the tool's own
 // deaths (out of memory, panics, assertions: logic_error),
 // retired models before credentials (Bedrock's "Access denied. This Model is
@@ -44,7 +46,11 @@ var defaultRules = []TextRule{
 		// metric "generate_requests_per_model_per_day").
 		Name: "daily_quota", Class: QuotaExhausted,
 		Any: []string{"perday", "per_day", "per day", "per-day", "daily limit", "daily quota", "requests per day"},
-		And: []string{"quota", "resource_exhausted", "resource has been exhausted", "too many tokens", "too many requests"},
+		// Also a per-day allowance said as a limit exceeded (OpenRouter "Rate
+		// limit exceeded: free-models-per-day", "Token limit (500,000 per
+		// day) exceeded"); Groq's "Rate limit reached … tokens per day (TPD)
+		// … try again in 9m38s" says neither and stays a rate limit.
+		And: []string{"quota", "resource_exhausted", "resource has been exhausted", "too many tokens", "too many requests", "exceeded"},
 	},
 	{
 		// Gemini/Vertex: per-minute quotas are rate limits even though the text
@@ -59,7 +65,7 @@ var defaultRules = []TextRule{
 		Codes: []string{
 			"insufficient_quota", "billing_hard_limit_reached", "insufficient_credits",
 			"insufficient_balance", "billing_not_active", "billing_disabled", "quota_exceeded",
-			"monthly_request_count",
+			"monthly_request_count", "budget_exceeded",
 		},
 		Any: []string{
 			"insufficient_quota", "exceeded your current quota", "check your plan and billing",
@@ -75,6 +81,11 @@ var defaultRules = []TextRule{
 			"billing cycle", "billing period", "spend limit", "monthly quota",
 			"monthly usage limit", "monthly_request_count", "budget full",
 			"budget has been exhausted", "budget exceeded", "exceeded your budget",
+			// LiteLLM proxy budgets (BudgetExceededError): "Budget has been
+			// exceeded! Current cost: 26.07, Max budget: 0.25", "crossed
+			// budget: Exceeded budget for deployment", "over budget".
+			"budget has been exceeded", "exceeded budget", "crossed budget", "over budget",
+			"budgetexceedederror",
 			// Prepaid balances (DeepSeek, SiliconFlow, Zhipu, Moonshot, new-api
 			// gateways): "Your paid balance is insufficient. Please top up",
 			// "Insufficient balance or no resource package. Please recharge",
@@ -151,7 +162,11 @@ var defaultRules = []TextRule{
 			"too large", "maximum allowed", "supports at most", "at most", "above maximum", "must be <=",
 			"exceed", "is not valid", "less than or equal", "> ", "too high",
 		},
-		Not: []string{"credits", "can only afford"},
+		// A max_tokens allowed only when streaming (Fireworks "Requests with
+		// max_tokens > 4096 must have stream=true", Anthropic "Streaming is
+		// required when max_tokens is greater than …") is a request to
+		// change, not a size: invalid_request.
+		Not: []string{"credits", "can only afford", "stream=true", "streaming is required", "streaming is strongly recommended", "must be streamed", "requires streaming"},
 	},
 	{
 		// Bedrock's range check on the output-token parameter: "Malformed input
@@ -224,8 +239,10 @@ var defaultRules = []TextRule{
 			"javascript heap out of memory", "runtime: out of memory", "runtime: cannot allocate memory",
 			"out of memory: killed process", "oom-kill", "oomkilled", "oom killer", "killed due to memory pressure",
 			"exit code 137", "exit status 137", "exit code 139", "exit status 139", "exit code 134", "exit status 134",
+			"exited with code 137", "exited with code 139", "exited with code 134",
 			"signal: killed", "signal: segmentation fault", "signal: aborted",
 			"memoryerror", "outofmemoryerror", "cuda out of memory", "std::bad_alloc",
+			"cudamalloc failed", "cuda error: out of memory",
 			"exited with code -9", "exit code -9", "exit status -9", "signals.sigkill", "sigkill",
 			"out of memory: kill process", "killed process",
 			"panicked at", "rust_backtrace", "assertion failed", "assertionerror", "assertion `", "assertion '",
@@ -251,6 +268,27 @@ var defaultRules = []TextRule{
 			"oci runtime create failed", "oci runtime exec failed", "oci runtime start failed",
 			"oci runtime error", "starting container process caused", "container init caused",
 		},
+	},
+	{
+		// The tool (or the server it launches, such as an MCP stdio server)
+		// is not installed where it runs: Node "spawn uvx ENOENT", Go
+		// 'exec: "npx": executable file not found in $PATH', a shell's
+		// "command not found", Windows' "is not recognized as an internal or
+		// external command". The same deployment fails the same way; checked
+		// before the transport rules, because a wrapper may say "Failed to
+		// connect to stdio server …: spawn npx ENOENT".
+		Name: "tool_not_installed", Class: LogicError, Scope: ScopeText,
+		Any: []string{
+			"executable file not found", "command not found", "is not recognized as an internal or external command",
+		},
+	},
+	{
+		// Node's child_process: "spawn <file> ENOENT" (the file to spawn does
+		// not exist).
+		Name: "spawn_enoent", Class: LogicError, Scope: ScopeText,
+		Any: []string{"spawn "},
+		And: []string{" enoent"},
+		Not: []string{"enoent: no such file or directory, open", "enoent: no such file or directory, stat"},
 	},
 	{
 		// A JSON parse failure in the tool or its SDK: Go "json: cannot
@@ -285,6 +323,10 @@ var defaultRules = []TextRule{
 			"zerodivisionerror", "cannot access local variable", "object has no attribute",
 			"is not subscriptable", "nullpointerexception", "classcastexception",
 			"panic: runtime error", "nil pointer dereference", "object reference not set to an instance",
+			// A Go panic whose "panic:" prefix a wrapper dropped ("Caught
+			// panic:\n\nruntime error: index out of range [0] with length 0").
+			"runtime error: index out of range", "runtime error: slice bounds out of range",
+			"runtime error: invalid memory address", "runtime error: integer divide by zero",
 		},
 		// "InvalidAPIKeyError: Invalid API key" is a credential, not a KeyError.
 		Not: []string{"apikeyerror"},
@@ -592,6 +634,13 @@ var defaultRules = []TextRule{
 			"client connection lost", "connection force closed", "server closed idle connection",
 			"use of closed network connection", "transport connection broken", "transport was broken",
 			"client conn not usable",
+			// Windows WSAECONNREFUSED (10061): "No connection could be made
+			// because the target machine actively refused it".
+			"actively refused", "winerror 10061", "(10061)", "os error 10061",
+			// curl (52) "Empty reply from server": the server closed the
+			// connection without answering; undici "TypeError: terminated"
+			// (the response body's socket closed).
+			"empty reply from server", "typeerror: terminated",
 		},
 	},
 	{

@@ -887,18 +887,20 @@ type corpusEntry struct {
 // tuned on, the second gathered from providers and runtimes it had not met
 // (issue #24), the third a held-out set gathered after both (#24's review),
 // the fourth a third round from providers and runtimes still thinly covered,
-// the fifth a fourth round (Bedrock, retired models, vLLM, Go http2, …).
+// the fifth a fourth round (Bedrock, retired models, vLLM, Go http2, …),
+// the sixth a fifth round (LiteLLM budgets, Mistral, Groq, llama.cpp, client
+// transports, tools not installed, …).
 var corpusFiles = []string{
 	"testdata/real_errors.txt", "testdata/real_errors_providers.txt",
 	"testdata/real_errors_heldout.txt", "testdata/real_errors_round3.txt",
-	"testdata/real_errors_round4.txt",
+	"testdata/real_errors_round4.txt", "testdata/real_errors_round5.txt",
 }
 
 // corpusMin is the least number of records each corpus file must hold (a
 // truncated file must not pass): 120, or less for a smaller held-out set.
 var corpusMin = map[string]int{
 	"testdata/real_errors_heldout.txt": 40, "testdata/real_errors_round3.txt": 70,
-	"testdata/real_errors_round4.txt": 45,
+	"testdata/real_errors_round4.txt": 45, "testdata/real_errors_round5.txt": 75,
 }
 
 // loadRealErrors reads a corpus file: records start with a header
@@ -1089,6 +1091,25 @@ func TestClassifyToolDeaths(t *testing.T) {
 		{"too_many_connections_under_503", status(503, `{"message":"Too many connections, please wait before trying again."}`), RateLimited},
 		{"legacy_model_access_denied", stderr("AccessDeniedException: Access denied. This Model is marked by provider as Legacy"), NotSupported},
 		{"plain_access_denied_is_still_auth", stderr("AccessDeniedException: You don't have access to the model with the specified model ID."), InvalidRequest},
+		// Round 5 families, and texts their words must not misread.
+		{"litellm_budget_under_400", status(400, `{"error":{"message":"Budget has been exceeded! Current cost: 1.2, Max budget: 1.0","type":"auth_error","code":400}}`), QuotaExhausted},
+		{"thinking_budget_is_not_a_spend_budget", status(400, `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens must be greater than thinking.budget_tokens"}}`), InvalidRequest},
+		{"per_day_limit_exceeded", stderr("429 Rate limit exceeded: free-models-per-day. Add 10 credits to unlock 1000 free model requests per day"), QuotaExhausted},
+		{"per_day_limit_with_a_short_wait_is_a_rate_limit", stderr("429 Rate limit reached for model `llama-3.3-70b-versatile` on tokens per day (TPD): Limit 100000, Used 97050, Requested 3619. Please try again in 9m38.016s."), RateLimited},
+		{"streaming_only_max_tokens", stderr("fireworks: HTTP 400: Requests with max_tokens > 4096 must have stream=true"), InvalidRequest},
+		{"max_tokens_too_large_still_is", stderr("Error code: 400 - max_tokens: 128001 > 64000, which is the maximum allowed number of output tokens"), ContextLength},
+		{"spawn_enoent_is_a_missing_tool", stderr(`MCPClientError: Failed to connect to stdio server "fs": Error: spawn npx ENOENT`), LogicError},
+		{"spawn_enoent_in_a_503_body_is_the_backend", status(503, "Error: spawn python3 ENOENT"), ProviderError},
+		{"missing_file_is_not_a_missing_tool", stderr("Error: ENOENT: no such file or directory, open '/tmp/spawn/config.json'"), ProviderError},
+		{"exited_with_code_137", stderr("Agent exited with code 137"), LogicError},
+		{"go_runtime_error_without_panic_prefix", stderr("Caught panic:\n\nruntime error: index out of range [0] with length 0"), LogicError},
+		{"go_runtime_error_under_500_is_the_backend", status(500, "runtime error: index out of range [0] with length 0"), ProviderError},
+		{"cudamalloc_failed", stderr("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 17536.01 MiB on device 0: cudaMalloc failed: out of memory"), LogicError},
+		{"windows_connection_refused", stderr("ConnectionRefusedError: [WinError 10061] No connection could be made because the target machine actively refused it"), NetworkTransient},
+		{"refused_in_a_400_is_the_request", status(400, `{"error":{"message":"The model refused to answer; request actively refused by policy"}}`), InvalidRequest},
+		{"curl_empty_reply", stderr("curl: (52) Empty reply from server"), NetworkTransient},
+		{"undici_terminated", stderr("TypeError: terminated\n    at Fetch.onAborted (node:internal/deps/undici/undici:10300:53)"), NetworkTransient},
+		{"typeerror_otherwise_is_the_tool", stderr("TypeError: Cannot read properties of undefined (reading 'terminated')"), LogicError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
