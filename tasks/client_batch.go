@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/wakeup"
@@ -152,11 +153,18 @@ func (c *Client) EnqueueMany(ctx context.Context, ts []Task, opts ...EnqueueOpti
 	for k, i := range todo {
 		envs[k] = items[i].env
 	}
-	if err := c.indexDeadlines(ctx, envs...); err != nil {
-		return results, batchFailure(items, err)
+	if isCluster(c.store.rdb) {
+		// The record and the queue are on different slots: the deadline
+		// index, the runs, then their records (a worker that takes a run
+		// first seeds the record, and the producer's event follows its own).
+		if err := c.indexDeadlines(ctx, envs...); err != nil {
+			return results, batchFailure(items, err)
+		}
+		c.asynqEnqueueMany(ctx, items, todo, now, delay)
+		c.recordQueued(ctx, items, todo, results, delay)
+	} else {
+		c.enqueueManyAtomic(ctx, items, todo, results, now, delay)
 	}
-	c.asynqEnqueueMany(ctx, items, todo, now, delay)
-	c.recordQueued(ctx, items, todo, results, delay)
 	c.markDuplicateRuns(ctx, items, todo, results)
 	return results, batchOutcome(items, results)
 }
@@ -347,18 +355,7 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 		return
 	}
 	rdb := c.store.rdb
-	seen := map[string]bool{}
-	var queues []string
-	for _, i := range idx {
-		if q := items[i].env.Queue; !seen[q] {
-			seen[q] = true
-			queues = append(queues, q)
-		}
-	}
-	if err := asynqcompat.RegisterQueues(ctx, rdb, queues...); err != nil {
-		for _, i := range idx {
-			items[i].err = fmt.Errorf("tasks: enqueue %s: register queue: %w", items[i].env.ID, err)
-		}
+	if err := c.registerQueues(ctx, items, idx); err != nil {
 		return
 	}
 	calls := make([]redisx.Call, 0, len(idx))
@@ -386,6 +383,73 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 			it.queued = true
 		}
 	}
+}
+
+// enqueueManyAtomic is steps 2 and 3 of EnqueueMany where every key lives
+// on one server (not a Cluster): each task's run and record in one script
+// (record.Store.EnqueueCall, as Enqueue with a caller's ID: the deadline
+// index entry included), pipelined, so
+// that no worker can take a run before its record holds the producer's
+// event (its history starts queued or scheduled, whatever runs next).
+func (c *Client) enqueueManyAtomic(ctx context.Context, items []batchItem, idx []int, results []Result, now time.Time, delay time.Duration) {
+	if len(idx) == 0 {
+		return
+	}
+	if err := c.registerQueues(ctx, items, idx); err != nil {
+		return
+	}
+	state := firstState(delay)
+	calls := make([]redisx.Call, 0, len(idx))
+	var keep []int
+	announced := map[string]bool{} // the tasks of a queue are due together: announce the first
+	for _, i := range idx {
+		env := items[i].env
+		t, err := asynqTask(env, now, delay)
+		if err != nil {
+			items[i].err = err
+			continue
+		}
+		calls = append(calls, c.store.rec.EnqueueCallAnnounced(newRecord(env, state, delay), t, laneOf(env), now, !announced[t.Queue]))
+		announced[t.Queue] = true
+		keep = append(keep, i)
+	}
+	for k, r := range runPipelined(ctx, c.store.rdb, calls, c.rep) {
+		i := keep[k]
+		it := &items[i]
+		code, st, err := record.EnqueueReply(r.Val, r.Err)
+		switch {
+		case err != nil:
+			it.err = fmt.Errorf("tasks: enqueue %s: %w", it.env.ID, err)
+		case code == record.CodeApplied:
+			it.queued = true
+			results[i].State = state
+		case code == record.CodeExists:
+			it.done = true
+			results[i].Duplicate, results[i].State = true, st
+		default: // the run was queued already
+			it.dupRun = true
+		}
+	}
+}
+
+// registerQueues registers the queues of the tasks at idx with asynq; on
+// failure it sets every such task's error and returns it.
+func (c *Client) registerQueues(ctx context.Context, items []batchItem, idx []int) error {
+	seen := map[string]bool{}
+	var queues []string
+	for _, i := range idx {
+		if q := items[i].env.Queue; !seen[q] {
+			seen[q] = true
+			queues = append(queues, q)
+		}
+	}
+	err := asynqcompat.RegisterQueues(ctx, c.store.rdb, queues...)
+	if err != nil {
+		for _, i := range idx {
+			items[i].err = fmt.Errorf("tasks: enqueue %s: register queue: %w", items[i].env.ID, err)
+		}
+	}
+	return err
 }
 
 // laneOf is the lane env's runs wait in for a worker (package

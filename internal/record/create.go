@@ -77,12 +77,19 @@ func (s *Store) CreateCall(n New) redisx.Call {
 // (rkeys.Deadlines) in the same step, so that no task is enqueued without
 // the entry the workers' deadline sweeper reads.
 func (s *Store) EnqueueCall(n New, t asynqcompat.Task, lane fair.Lane, now time.Time) redisx.Call {
+	return s.EnqueueCallAnnounced(n, t, lane, now, true)
+}
+
+// EnqueueCallAnnounced is EnqueueCall where announce says whether a
+// delayed run is announced on the due channel (a batch announces the
+// first run of each queue only, as wakeup.RunCall's announce).
+func (s *Store) EnqueueCallAnnounced(n New, t asynqcompat.Task, lane fair.Lane, now time.Time, announce bool) redisx.Call {
 	ks := append(append(append(keys(n.ID), rkeys.DLQEntries()), wakeup.RunKeys(t.Queue, t.ID, lane, n.Delay)...), rkeys.Deadlines())
 	deadline := int64(0)
 	if !n.Seed.Deadline.IsZero() {
 		deadline = n.Seed.Deadline.UnixMilli()
 	}
-	args := append(append(wakeup.RunArgs(t, lane, now, n.Delay, true), deadline), s.createArgs(n)...)
+	args := append(append(wakeup.RunArgs(t, lane, now, n.Delay, announce), deadline), s.createArgs(n)...)
 	return redisx.Call{Script: enqueueScript, Keys: ks, Args: args}
 }
 
