@@ -1,9 +1,12 @@
 package record
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -22,7 +25,9 @@ import (
 // reports usage as BenchmarkUsage's agent does: a model, no price),
 // "priced" (the same, priced) or "again" (a failed call with usage, then
 // the success with usage: the second adds to the task's sum; both writes
-// counted).
+// counted); "reply" and "reply+usage" are "none" and "usage" whose
+// success keeps a result, BenchmarkUsage's agent's reply (an OpenAI chat
+// completion of 330 bytes).
 func TestScriptCostWorkload(t *testing.T) {
 	addr := os.Getenv("RECORD_COST_ADDR")
 	if addr == "" {
@@ -41,6 +46,14 @@ func TestScriptCostWorkload(t *testing.T) {
 	for i := range n {
 		_, err := st.Create(ctx, New{ID: fmt.Sprint("t", i), Seed: seed(), State: StatePending})
 		require.NoError(t, err)
+	}
+	var result json.RawMessage
+	if strings.HasPrefix(mode, "reply") {
+		result = json.RawMessage(`{"id":"chatcmpl-1","object":"chat.completion","model":"gpt-4o-mini",` +
+			`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],` +
+			`"usage":{"prompt_tokens":120,"completion_tokens":30,"total_tokens":150,"prompt_tokens_details":{"cached_tokens":20}}}`)
+		mode = strings.TrimPrefix(strings.TrimPrefix(mode, "reply"), "+")
+		mode = cmp.Or(mode, "none")
 	}
 	for i := range n {
 		d := Delivery{ID: fmt.Sprint("t", i), Attempt: 1}
@@ -62,7 +75,7 @@ func TestScriptCostWorkload(t *testing.T) {
 		default:
 			t.Fatalf("RECORD_COST_MODE %q: create, none, usage, priced or again", mode)
 		}
-		out, err := st.Apply(ctx, d, Succeeded(a, nil))
+		out, err := st.Apply(ctx, d, Succeeded(a, result))
 		require.NoError(t, err)
 		require.Equal(t, Applied, out)
 	}
