@@ -19,7 +19,9 @@ import (
 // workload of record writes against the redis-server at that address, for
 // a measure that a busy machine does not blur: scripts/record-cost.sh
 // runs it against a redis-server under valgrind's callgrind and reports
-// the instructions the server executed for it. RECORD_COST_MODE picks the
+// the instructions the server executed for it (the creates' statistics
+// are reset: INFO commandstats after it is the writes' alone).
+// RECORD_COST_MODE picks the
 // workload, after RECORD_COST_N creates (default 1000): "create" (nothing
 // more), "none" (each task's success, no usage), "usage" (each success
 // reports usage as BenchmarkUsage's agent does: a model, no price),
@@ -55,6 +57,9 @@ func TestScriptCostWorkload(t *testing.T) {
 		mode = strings.TrimPrefix(strings.TrimPrefix(mode, "reply"), "+")
 		mode = cmp.Or(mode, "none")
 	}
+	// The writes' statistics alone (INFO commandstats), for a run on a
+	// server not under valgrind.
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
 	for i := range n {
 		d := Delivery{ID: fmt.Sprint("t", i), Attempt: 1}
 		a := Attempt{Attempt: 1, Agent: "llm", Worker: "w:1"}
