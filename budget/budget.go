@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -245,20 +244,17 @@ type Spent struct {
 	USD    float64
 }
 
-// TaskSpent reads task id's usage sum from its record (the usage_total
-// and usage_cost fields the attempts' outcomes add to; see
-// internal/record): what its own cap is checked against.
+// TaskSpent reads task id's usage sum from its record (the field the
+// attempts' outcomes add to, record.FieldUsage): what its own cap is
+// checked against.
 func (k *Keeper) TaskSpent(ctx context.Context, id string) (Spent, error) {
-	v, err := k.rdb.HMGet(ctx, rkeys.Task(id), record.FieldUsageTotal, record.FieldUsageCost).Result()
-	if err != nil {
+	v, err := k.rdb.HGet(ctx, rkeys.Task(id), record.FieldUsage).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return Spent{}, fmt.Errorf("budget: task %q: spent: %w", id, err)
 	}
 	s := Spent{}
-	if t, ok := v[0].(string); ok {
-		s.Tokens, _ = strconv.ParseInt(t, 10, 64)
-	}
-	if c, ok := v[1].(string); ok {
-		s.USD, _ = strconv.ParseFloat(c, 64)
+	if u := record.ParseUsageSum(v); u != nil {
+		s.Tokens, s.USD = u.TotalTokens, u.CostUSD
 	}
 	return s, nil
 }

@@ -150,8 +150,7 @@ func (s *Store) write(c Change) write {
 	return w
 }
 
-// args are rec_apply's ARGV for d: the seed pairs only when seed is set,
-// the usage increments only when the change has some.
+// args are rec_apply's ARGV for d: the seed pairs only when seed is set.
 func (w write) args(d Delivery, seed bool) []any {
 	secs := durx.CeilSeconds(w.lifetime)
 	keep := secs - int64(refreshSlack(w.lifetime)/time.Second)
@@ -172,11 +171,10 @@ func (w write) args(d Delivery, seed bool) []any {
 	if seed {
 		pairs = d.Seed.pairs(d.ID)
 	}
-	used := w.c.usagePairs()
-	args := make([]any, 0, 12+len(pairs)+len(used)+len(w.fields))
-	args = append(args, d.Run, w.c.WriteID, attempt, d.Restarts, next, secs, keep, w.event, merge, clear, len(pairs)/2, len(used)/2)
+	args := make([]any, 0, 12+len(pairs)+len(w.fields))
+	args = append(args, d.Run, w.c.WriteID, attempt, d.Restarts, next, secs, keep, w.event, merge, clear, len(pairs)/2,
+		FormatUsageSum(w.c.Usage))
 	args = append(args, pairs...)
-	args = append(args, used...)
 	return append(args, w.fields...)
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
 
@@ -152,8 +151,8 @@ type Change struct {
 	// Reason is a dead letter's reason.
 	Reason string
 	Event  *Event
-	// Usage is added to the task's usage sum (the record's usage_*
-	// fields) when the change is applied; zero adds nothing.
+	// Usage is added to the task's usage sum (the record's FieldUsage)
+	// when the change is applied; zero adds nothing.
 	Usage usage.Usage
 	// WriteID identifies the write (see the package doc).
 	WriteID string
@@ -267,28 +266,4 @@ func (c Change) fields(at time.Time) []any {
 		fields = append(fields, FieldReason, c.Reason)
 	}
 	return fields
-}
-
-// usagePairs are the increments of the record's usage sum c makes, as
-// field/increment pairs: only those that are not zero (none for a change
-// without usage, which then costs rec_apply nothing more). The cost goes
-// as a decimal string (HINCRBYFLOAT), the tokens as integers (HINCRBY).
-func (c Change) usagePairs() []any {
-	u := c.Usage
-	if u.IsZero() && u.CostUSD == 0 {
-		return nil
-	}
-	var out []any
-	for _, p := range []struct {
-		field string
-		n     int64
-	}{{FieldUsageInput, u.InputTokens}, {FieldUsageOutput, u.OutputTokens}, {FieldUsageCached, u.CachedTokens}, {FieldUsageTotal, u.TotalTokens}} {
-		if p.n != 0 {
-			out = append(out, p.field, p.n)
-		}
-	}
-	if u.CostUSD != 0 {
-		out = append(out, FieldUsageCost, strconv.FormatFloat(u.CostUSD, 'f', -1, 64))
-	}
-	return out
 }

@@ -88,7 +88,7 @@ var schema = func() map[string]map[string]string {
 			FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldResult,
 			FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason,
 			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldWatch, FieldSeq, FieldWriteID,
-			FieldTenant, FieldPriority, FieldUsageInput, FieldUsageOutput, FieldUsageCached, FieldUsageTotal, FieldUsageCost),
+			FieldTenant, FieldPriority, FieldUsage),
 		"S": quoted(states...),
 		"E": quoted(EventQueued, EventScheduled, EventSucceeded, EventFailed, EventRetrying, EventDeferred,
 			EventRestarting, EventDeadLettered, EventRequeued, EventInterrupted, EventTaskCanceled, EventElided,

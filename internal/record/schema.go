@@ -133,14 +133,13 @@ const (
 	FieldOutputBytes = "out_bytes"
 	// FieldWriteID is the ID of the last write applied (see Change).
 	FieldWriteID = "write_id"
-	// The task's usage, summed over its attempts (every run): input,
-	// output, cached and total tokens, and the cost in USD of the priced
-	// ones. Absent until an attempt reports usage.
-	FieldUsageInput  = "usage_in"
-	FieldUsageOutput = "usage_out"
-	FieldUsageCached = "usage_cached"
-	FieldUsageTotal  = "usage_total"
-	FieldUsageCost   = "usage_cost"
+	// FieldUsage is the task's usage, summed over its attempts (every
+	// run), in one field (FormatUsageSum, ParseUsageSum): its input,
+	// output, cached and total tokens, then — once a priced attempt's
+	// cost is in it — the cost in nano-dollars, as decimal integers
+	// separated by commas ("1200,80,1024,1280" or "1200,80,1024,1280,1240000").
+	// Absent until an attempt reports usage.
+	FieldUsage = "usage"
 )
 
 // Event is one entry of a task's history (stable JSON).

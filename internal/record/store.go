@@ -314,7 +314,7 @@ func viewOf(id string, m map[string]string) *View {
 	if n := m[FieldNotify]; n != "" {
 		v.Notify = strings.Split(n, ",")
 	}
-	v.Usage = usageOf(m)
+	v.Usage = ParseUsageSum(m[FieldUsage])
 	if v.ID == "" {
 		v.ID = id
 	}
@@ -348,19 +348,4 @@ func (s *Store) States(ctx context.Context, ids []string) ([]State, error) {
 		out[i] = State(c.Val())
 	}
 	return out, nil
-}
-
-// usageOf is the usage sum of a record hash m; nil when it has none.
-func usageOf(m map[string]string) *usage.Usage {
-	var u usage.Usage
-	n := func(f string) int64 { v, _ := strconv.ParseInt(m[f], 10, 64); return v }
-	u.InputTokens, u.OutputTokens, u.CachedTokens, u.TotalTokens = n(FieldUsageInput), n(FieldUsageOutput), n(FieldUsageCached), n(FieldUsageTotal)
-	if c, ok := m[FieldUsageCost]; ok {
-		u.CostUSD, _ = strconv.ParseFloat(c, 64)
-		u.Priced = true
-	}
-	if u.IsZero() && !u.Priced {
-		return nil
-	}
-	return &u
 }

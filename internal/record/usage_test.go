@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -68,9 +69,7 @@ func TestUsageSummed(t *testing.T) {
 		require.Nil(t, get(t, st, "u2").Usage)
 		keys, err := rdb.HKeys(ctx, rkeys.Task("u2")).Result()
 		require.NoError(t, err)
-		for _, k := range keys {
-			require.NotContains(t, []string{FieldUsageInput, FieldUsageOutput, FieldUsageCached, FieldUsageTotal, FieldUsageCost}, k)
-		}
+		require.NotContains(t, keys, FieldUsage)
 	})
 }
 
@@ -88,5 +87,44 @@ func TestUsageRidesTheAck(t *testing.T) {
 		u := get(t, st, "ua").Usage
 		require.NotNil(t, u)
 		require.Equal(t, usage.Usage{InputTokens: 5, OutputTokens: 2, TotalTokens: 7}, *u)
+	})
+}
+
+// TestUsageSumField: the sum's one field, as written and read, and a sum
+// that a priced attempt joins after an unpriced one (and the other way
+// round) is priced, its cost exact to the nano-dollar.
+func TestUsageSumField(t *testing.T) {
+	require.Equal(t, "", FormatUsageSum(usage.Usage{Model: "m"}))
+	require.Nil(t, ParseUsageSum(""))
+	require.Nil(t, ParseUsageSum("0,0,0,0"))
+	u := usage.Usage{InputTokens: 1200, OutputTokens: 80, CachedTokens: 1024, TotalTokens: 1280}
+	require.Equal(t, "1200,80,1024,1280", FormatUsageSum(u))
+	require.Equal(t, &u, ParseUsageSum("1200,80,1024,1280"))
+	u.CostUSD, u.Priced = 0.00124, true
+	require.Equal(t, "1200,80,1024,1280,1240000", FormatUsageSum(u))
+	require.Equal(t, &u, ParseUsageSum("1200,80,1024,1280,1240000"))
+	require.Equal(t, &usage.Usage{CostUSD: 1e-9, Priced: true}, ParseUsageSum(FormatUsageSum(usage.Usage{CostUSD: 1e-9})))
+
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		for _, order := range [][2]float64{{0, 0.25}, {0.25, 0}} {
+			id := fmt.Sprint("us", order[0])
+			create(t, st, id)
+			d := Delivery{ID: id, Attempt: 1, Seed: seed()}
+			for i, cost := range order {
+				a := Attempt{Attempt: 1, Agent: "llm", ErrorClass: "provider_error",
+					Usage: usage.Usage{InputTokens: 1e9, OutputTokens: 1, TotalTokens: 1e9 + 1, CostUSD: cost, Priced: cost != 0}}
+				c := CallFailed(a)
+				if i == 1 {
+					a.ErrorClass = ""
+					c = Succeeded(a, nil)
+				}
+				require.Equal(t, Applied, apply(t, st, d, c))
+			}
+			require.Equal(t, &usage.Usage{InputTokens: 2e9, OutputTokens: 2, TotalTokens: 2e9 + 2, CostUSD: 0.25, Priced: true},
+				get(t, st, id).Usage)
+			raw, err := rdb.HGet(context.Background(), rkeys.Task(id), FieldUsage).Result()
+			require.NoError(t, err)
+			require.Equal(t, "2000000000,2,0,2000000002,250000000", raw)
+		}
 	})
 }

@@ -8,11 +8,10 @@
 --   refresh (s), o+8 the event's JSON without its opening "{" and without
 --   seq ("" for none), o+9 "1" to merge a deferral, o+10 "1" to clear the
 --   error fields (when set), o+11 the number n of seed pairs, o+12 the
---   number u of usage increments, then the n seed pairs (record fields
---   seeded when the record was not written by Create), then the u usage
---   increments (field, increment: HINCRBYFLOAT for F.usage_cost, HINCRBY
---   for the token counts; only those not zero, none for a write without
---   usage), then the field/value pairs to set.
+--   usage to add to the task's sum (F.usage: comma-separated integers, see
+--   FormatUsageSum; "" for none), then the n seed pairs (record fields
+--   seeded when the record was not written by Create), then the
+--   field/value pairs to set.
 -- Returns R.applied, a bare code (the common answer: a table reply costs
 -- Redis 7.0 about a microsecond more, as much as a 5-field HMGET), or
 -- {R.again, attempts} (this write ID was applied already), or, writing
@@ -39,7 +38,7 @@
 -- refuses first).
 local function rec_apply(rec, hist, o, outbox, due)
   local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
-    F.error_class, F.watch, F.notify, F.usage_total)
+    F.error_class, F.watch, F.notify, F.usage)
   if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
   local state = cur[2]
   if state == S.canceled then return {R.canceled} end
@@ -55,8 +54,6 @@ local function rec_apply(rec, hist, o, outbox, due)
     for i = o + 13, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
     notify = redis.call("HGET", rec, F.notify)
   end
-  local used = last
-  last = last + 2 * tonumber(ARGV[o + 12])
   -- attempts, and a (what is written: the stored string when unchanged).
   local a = cur[3] or "0"
   local attempts = tonumber(a) or 0
@@ -85,37 +82,23 @@ local function rec_apply(rec, hist, o, outbox, due)
     rare[#rare + 1] = F.error; rare[#rare + 1] = ""
   end
   if rare then redis.call("HSET", rec, unpack(rare)) end
-  -- The task's first usage (one with a total: every usage has one) is set
-  -- with the common HSET, no command of its own; later usage is added to
-  -- it.
-  local firstuse = nil
-  if last > used then
-    local settable = not cur[10]
-    if settable then
-      settable = false
-      for i = used + 1, last, 2 do
-        if ARGV[i] == F.usage_total then settable = true end
-      end
-    end
-    if not settable then
-      for i = used + 1, last, 2 do
-        if ARGV[i] == F.usage_cost then
-          redis.call("HINCRBYFLOAT", rec, ARGV[i], ARGV[i + 1])
-        else
-          redis.call("HINCRBY", rec, ARGV[i], ARGV[i + 1])
-        end
-      end
-    else
-      firstuse = {}
-      for i = used + 1, last do firstuse[#firstuse + 1] = ARGV[i] end
-    end
+  -- The task's usage sum is set with the common HSET: a task's first usage
+  -- as it came; a later one added to it here, number by number (the
+  -- fifth, the cost, only in one of them when the other was not priced).
+  local use = ARGV[o + 12]
+  if use ~= "" and cur[10] then
+    local sum, i = {}, 0
+    for v in string.gmatch(cur[10], "%d+") do i = i + 1; sum[i] = tonumber(v) end
+    i = 0
+    for v in string.gmatch(use, "%d+") do i = i + 1; sum[i] = (sum[i] or 0) + tonumber(v) end
+    for j = 1, #sum do sum[j] = string.format("%.0f", sum[j]) end
+    use = table.concat(sum, ",")
   end
   local seq = cur[5] or "0"
   local ev = ARGV[o + 8]
   if ev ~= "" then seq = tostring((tonumber(seq) or 0) + 1) end
-  if firstuse then
-    for i = last + 1, #ARGV do firstuse[#firstuse + 1] = ARGV[i] end
-    redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(firstuse))
+  if use ~= "" then
+    redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, F.usage, use, unpack(ARGV, last + 1))
   else
     redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
   end

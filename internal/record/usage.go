@@ -1,0 +1,63 @@
+package record
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/agentq/agentq/usage"
+)
+
+// The task's usage sum is one record field (FieldUsage) rather than one
+// per number: the checked write sets it with the HSET it makes anyway, so
+// an attempt that reports usage costs Redis one more field of that HSET
+// and one more argument; only a task's second usage makes the script add
+// (and it adds in Lua, the numbers being integers).
+
+// nanosPerUSD: the sum keeps the cost in nano-dollars, an integer, so
+// that the script adds it exactly (the attempts' own costs, on their
+// events, keep every digit).
+const nanosPerUSD = 1e9
+
+// FormatUsageSum is u as FieldUsage holds it: "in,out,cached,total", and
+// ",nanos" (the cost in nano-dollars) when u has a cost; "" for no usage
+// at all (no tokens, no cost).
+func FormatUsageSum(u usage.Usage) string {
+	if u.IsZero() && u.CostUSD == 0 {
+		return ""
+	}
+	b := make([]byte, 0, 48)
+	b = strconv.AppendInt(b, u.InputTokens, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, u.OutputTokens, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, u.CachedTokens, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, u.TotalTokens, 10)
+	if u.CostUSD != 0 {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, int64(math.Round(u.CostUSD*nanosPerUSD)), 10)
+	}
+	return string(b)
+}
+
+// ParseUsageSum reads a FieldUsage value: nil for none ("", or no
+// tokens and no cost). A sum with a cost is Priced.
+func ParseUsageSum(s string) *usage.Usage {
+	if s == "" {
+		return nil
+	}
+	var n [5]int64
+	parts := strings.SplitN(s, ",", 5)
+	for i, p := range parts {
+		n[i], _ = strconv.ParseInt(p, 10, 64)
+	}
+	u := usage.Usage{InputTokens: n[0], OutputTokens: n[1], CachedTokens: n[2], TotalTokens: n[3]}
+	if len(parts) == 5 {
+		u.CostUSD, u.Priced = float64(n[4])/nanosPerUSD, true
+	}
+	if u.IsZero() && !u.Priced {
+		return nil
+	}
+	return &u
+}
