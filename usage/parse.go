@@ -14,6 +14,9 @@ const (
 	SystemBedrock   = "aws.bedrock"
 )
 
+// usageKey is what every shape Parse reads has in its body.
+var usageKey = []byte(`"usage`)
+
 // Parse reads the usage of a provider's reply body (or of an assembled
 // stream, which has the non-streaming body's shape) and the system its
 // shape names. It reads:
@@ -41,7 +44,9 @@ const (
 // (IsZero).
 func Parse(body []byte) (u Usage, system string) {
 	body = bytes.TrimSpace(body)
-	if len(body) == 0 || body[0] != '{' {
+	if len(body) == 0 || body[0] != '{' || !bytes.Contains(body, usageKey) {
+		// No "usage" or "usageMetadata" key: no usage, and no decode (a
+		// reply that reports none costs a scan, not a parse).
 		return Usage{}, ""
 	}
 	var r struct {
