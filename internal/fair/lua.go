@@ -101,9 +101,12 @@ end
 // named twice twice), constant arguments are strings, the lowest tenant
 // is read without its score (read only when the default tenant's runs
 // compete, or the tenant is capped) together with the next one (none: it
-// is alone and its pass stays), and its pass advances by ZINCRBY of
-// the stride string, whose reply tells a tenant that joined (its new pass
-// is the stride) without a read.
+// is alone and its pass stays), its pass advances by ZINCRBY of the
+// stride string, whose reply tells a tenant that joined (its new pass is
+// the stride) without a read, and the run moves by RPOPLPUSH from each
+// lane in turn (a missing lane's is cheap) rather than LMPOP and LPUSH
+// (LMPOP's nested reply, built and read back into Lua, and its rewrite
+// for replication cost more than the command).
 const DequeueLua = `
 local e = redis.call("EXISTS", KEYS[2], KEYS[1], KEYS[1])
 if e % 2 == 1 then return nil end
@@ -158,12 +161,11 @@ for i = 1, 64 do
     if cap > 0 then counted = t end
     local n = KEYS[1]
     if t ~= "" then n = ARGV[3] .. "n:" .. t end
-    local got = redis.call("LMPOP", "3", ARGV[3] .. "h:" .. t, n, ARGV[3] .. "l:" .. t, "RIGHT")
-    if not got then
+    local id = redis.call("RPOPLPUSH", ARGV[3] .. "h:" .. t, KEYS[3])
+      or redis.call("RPOPLPUSH", n, KEYS[3]) or redis.call("RPOPLPUSH", ARGV[3] .. "l:" .. t, KEYS[3])
+    if not id then
       redis.call("ZREM", KEYS[5], t)
     else
-      local id = got[2][1]
-      redis.call("LPUSH", KEYS[3], id)
       if pending then
         local np = p + tonumber(stride)
         if p == 0 then
