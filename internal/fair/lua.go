@@ -159,10 +159,12 @@ for i = 1, 64 do
   else
     local counted = nil
     if cap > 0 then counted = t end
-    local n = KEYS[1]
-    if t ~= "" then n = ARGV[3] .. "n:" .. t end
     local id = redis.call("RPOPLPUSH", ARGV[3] .. "h:" .. t, KEYS[3])
-      or redis.call("RPOPLPUSH", n, KEYS[3]) or redis.call("RPOPLPUSH", ARGV[3] .. "l:" .. t, KEYS[3])
+    if not id then
+      local n = KEYS[1]
+      if t ~= "" then n = ARGV[3] .. "n:" .. t end
+      id = redis.call("RPOPLPUSH", n, KEYS[3]) or redis.call("RPOPLPUSH", ARGV[3] .. "l:" .. t, KEYS[3])
+    end
     if not id then
       redis.call("ZREM", KEYS[5], t)
     else
