@@ -3,6 +3,7 @@ package fair
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -44,14 +45,21 @@ func (c Config) Of(tenant string) Settings {
 }
 
 // DequeueArgs are the arguments DequeueLua takes after asynq's two: the
-// lane prefix, the default weight, the default concurrency, and whether
+// lane prefix, the default stride, the default concurrency, and whether
 // the config names tenants.
 func (c Config) DequeueArgs(queue string) []any {
 	named := "0"
 	if len(c.Named) > 0 {
 		named = "1"
 	}
-	return []any{rkeys.FairLanePrefix(queue), c.Default.weight(), c.Default.Concurrency, named}
+	return []any{rkeys.FairLanePrefix(queue), c.Default.stride(), c.Default.Concurrency, named}
+}
+
+// stride is how far a dispatch advances the tenant's pass:
+// 1,000,000/weight rounded, at least 1, as a whole number in decimal
+// (DequeueLua computes the same for a named tenant).
+func (s Settings) stride() string {
+	return strconv.FormatInt(max(1, int64(math.Floor(1e6/s.weight()+0.5))), 10)
 }
 
 // DequeueKeys are the keys DequeueLua takes after asynq's four.

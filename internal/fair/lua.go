@@ -8,19 +8,26 @@ package fair
 //   - agentq_lane_fields(task, tenant, code): the task hash carries the
 //     run's lane (code "": the default lane, nothing written).
 //   - agentq_lane_join(ready, tenants, tenant): a tenant with a run in a
-//     lane joins the ready set at pass 0 unless it is there or capped (a
-//     tenant that joins is served next) and the tenant registry.
+//     lane joins the ready set at pass 0 unless it is there (a tenant
+//     that joins is served next) and, when it joined, the tenant registry
+//     (a tenant in the ready set is in the registry: the repair prunes
+//     only tenants in neither set).
 //   - agentq_lane_push(pending, prefix, ready, tenants, task, id, front):
 //     push run id onto the lane its task hash names (asynq's pending list
 //     for none), behind the others (LPUSH, a new run) or, front, ahead of
 //     them (RPUSH, as asynq's requeue does).
+//
+// A push onto a lane that already had runs does not join: a tenant with a
+// run in a lane is in the ready or the capped set already (every script
+// that empties a lane or moves a tenant between the sets keeps that so; the
+// repair puts back a tenant that is in neither), so the join is paid once
+// per run of a tenant's lane, not per run.
 const LaneLua = `
 local function agentq_lane_fields(task, tenant, code)
   if code ~= "" then redis.call("HSET", task, "` + FieldTenant + `", tenant, "` + FieldPriority + `", code) end
 end
 local function agentq_lane_join(ready, tenants, tenant)
-  redis.call("ZADD", ready, "NX", 0, tenant)
-  redis.call("SADD", tenants, tenant)
+  if redis.call("ZADD", ready, "NX", "0", tenant) == 1 then redis.call("SADD", tenants, tenant) end
 end
 local function agentq_lane_push(pending, prefix, ready, tenants, task, id, front)
   local cmd = "LPUSH"
@@ -31,8 +38,7 @@ local function agentq_lane_push(pending, prefix, ready, tenants, task, id, front
     redis.call(cmd, pending, id)
     return
   end
-  redis.call(cmd, prefix .. c .. ":" .. t, id)
-  agentq_lane_join(ready, tenants, t)
+  if redis.call(cmd, prefix .. c .. ":" .. t, id) == 1 then agentq_lane_join(ready, tenants, t) end
 end
 `
 
@@ -63,9 +69,10 @@ end
 // KEYS[5] ready, KEYS[6] capped, KEYS[7] in flight, KEYS[8] the tenants'
 // settings, KEYS[9] the default tenant's pass (rkeys.Fair*)
 // ARGV[1] lease expiry (Unix s), ARGV[2] task key prefix (asynq's),
-// ARGV[3] lane prefix, ARGV[4] default weight, ARGV[5] default
-// concurrency (0: none), ARGV[6] "1" when the config names tenants (their
-// settings are read from KEYS[8]), else "0"
+// ARGV[3] lane prefix, ARGV[4] the default stride (a whole number, see
+// Config.DequeueArgs), ARGV[5] default concurrency (0: none), ARGV[6] "1"
+// when the config names tenants (their settings are read from KEYS[8]),
+// else "0"
 // Returns the run's message (asynq's TaskMessage), or nil when the queue
 // is paused or has nothing to hand out (empty, or every tenant with work
 // at its cap).
@@ -79,17 +86,37 @@ end
 // its stride, 1,000,000/weight rounded (whole numbers: Redis reads and
 // writes them faster than fractions) — a tenant that joined (pass 0,
 // served at once) goes to the end of the round (the highest pass + its
-// stride). A tenant stays in the
+// stride). A tenant alone in the ready set, with no default runs waiting
+// in the pending list, keeps its pass (there is no one to share with; a
+// tenant that joins, or comes back from its cap, is placed against it as
+// it stands). A tenant stays in the
 // ready set when its lanes empty, and leaves it when a dispatch finds them
 // empty (one look, not one per dispatch).
+//
+// What it costs is mostly redis.call itself (arguments made, the reply
+// written and read back into Lua) and number formatting (Redis 7.0
+// prints a Lua number argument, and a score it replies, with
+// snprintf("%.17g")), so: one EXISTS answers both whether the queue is
+// paused and whether asynq's pending list has runs (EXISTS counts a key
+// named twice twice), constant arguments are strings, the lowest tenant
+// is read without its score (read only when the default tenant's runs
+// compete, or the tenant is capped) together with the next one (none: it
+// is alone and its pass stays), its pass advances by ZINCRBY of the
+// stride string, whose reply tells a tenant that joined (its new pass is
+// the stride) without a read, and the run moves by RPOPLPUSH from each
+// lane in turn (a missing lane's is cheap) rather than LMPOP and LPUSH
+// (LMPOP's nested reply, built and read back into Lua, and its rewrite
+// for replication cost more than the command).
 const DequeueLua = `
-if redis.call("EXISTS", KEYS[2]) == 1 then return nil end
+local e = redis.call("EXISTS", KEYS[2], KEYS[1], KEYS[1])
+if e % 2 == 1 then return nil end
+local pend = e >= 2
 local defcap = tonumber(ARGV[5])
 local function mark(id, t)
   local key = ARGV[2] .. id
   if t then
     redis.call("HSET", key, "state", "active", "` + FieldCounted + `", t)
-    redis.call("HINCRBY", KEYS[7], t, 1)
+    redis.call("HINCRBY", KEYS[7], t, "1")
   else
     redis.call("HSET", key, "state", "active")
   end
@@ -97,63 +124,62 @@ local function mark(id, t)
   redis.call("ZADD", KEYS[4], ARGV[1], id)
   return redis.call("HGET", key, "msg")
 end
-local function take(t, h, n, l)
-  local got = redis.call("LMPOP", 3, h, n, l, "RIGHT")
-  if not got then return nil end
-  local id = got[2][1]
-  redis.call("LPUSH", KEYS[3], id)
-  return mark(id, t)
-end
-local first = redis.call("ZRANGE", KEYS[5], 0, 0, "WITHSCORES")
+local first = redis.call("ZRANGE", KEYS[5], "0", "1")
 if defcap == 0 and #first == 0 then
+  if not pend then return nil end
   local id = redis.call("RPOPLPUSH", KEYS[1], KEYS[3])
   if not id then return nil end
   return mark(id, nil)
 end
 local function settings(t)
-  if ARGV[6] ~= "1" then return tonumber(ARGV[4]), defcap end
-  local s = redis.call("HGET", KEYS[8], t)
-  if s then
-    local w, c = string.match(s, "^(%S+) (%S+)$")
-    if w then return tonumber(w), tonumber(c) end
+  if ARGV[6] == "1" then
+    local s = redis.call("HGET", KEYS[8], t)
+    if s then
+      local w, c = string.match(s, "^(%S+) (%S+)$")
+      if w then return string.format("%d", math.max(1, math.floor(1000000 / tonumber(w) + 0.5))), tonumber(c) end
+    end
   end
-  return tonumber(ARGV[4]), defcap
+  return ARGV[4], defcap
 end
 for i = 1, 64 do
-  if i > 1 then first = redis.call("ZRANGE", KEYS[5], 0, 0, "WITHSCORES") end
-  local t, p = first[1], tonumber(first[2])
+  if i > 1 then first = redis.call("ZRANGE", KEYS[5], "0", "1") end
+  local t, p = first[1], nil
   local pending = false
-  if t ~= "" and redis.call("LLEN", KEYS[1]) > 0 and not redis.call("ZSCORE", KEYS[5], "")
-      and not redis.call("ZSCORE", KEYS[6], "") then
+  if pend and t ~= "" and not redis.call("ZSCORE", KEYS[5], "") and not redis.call("ZSCORE", KEYS[6], "") then
+    if t then p = tonumber(redis.call("ZSCORE", KEYS[5], t)) end
     local dp = math.max(tonumber(redis.call("HGET", KEYS[9], "p")) or 0, p or 0)
     if t == nil or dp <= p then t, p, pending = "", dp, true end
   end
   if t == nil then return nil end
-  local w, cap = settings(t)
+  local stride, cap = settings(t)
   if cap > 0 and (tonumber(redis.call("HGET", KEYS[7], t)) or 0) >= cap then
+    p = p or redis.call("ZSCORE", KEYS[5], t)
     redis.call("ZREM", KEYS[5], t)
     redis.call("ZADD", KEYS[6], p, t)
   else
     local counted = nil
     if cap > 0 then counted = t end
-    local n = KEYS[1]
-    if t ~= "" then n = ARGV[3] .. "n:" .. t end
-    local msg = take(counted, ARGV[3] .. "h:" .. t, n, ARGV[3] .. "l:" .. t)
-    if not msg then
+    local id = redis.call("RPOPLPUSH", ARGV[3] .. "h:" .. t, KEYS[3])
+    if not id then
+      local n = KEYS[1]
+      if t ~= "" then n = ARGV[3] .. "n:" .. t end
+      id = redis.call("RPOPLPUSH", n, KEYS[3]) or redis.call("RPOPLPUSH", ARGV[3] .. "l:" .. t, KEYS[3])
+    end
+    if not id then
       redis.call("ZREM", KEYS[5], t)
     else
-      local stride = math.floor(1000000 / w + 0.5)
-      local np = p + stride
-      if p == 0 then
-        local last = redis.call("ZRANGE", KEYS[5], -1, -1, "WITHSCORES")
-        np = (tonumber(last[2]) or 0) + stride
-      end
       if pending then
-        redis.call("HSET", KEYS[9], "p", np)
-      else
-        redis.call("ZADD", KEYS[5], np, t)
+        local np = p + tonumber(stride)
+        if p == 0 then
+          local last = redis.call("ZRANGE", KEYS[5], "-1", "-1", "WITHSCORES")
+          np = (tonumber(last[2]) or 0) + tonumber(stride)
+        end
+        redis.call("HSET", KEYS[9], "p", string.format("%d", np))
+      elseif (first[2] or pend) and redis.call("ZINCRBY", KEYS[5], stride, t) == stride then
+        local last = redis.call("ZRANGE", KEYS[5], "-1", "-1", "WITHSCORES")
+        if last[1] ~= t then redis.call("ZINCRBY", KEYS[5], last[2], t) end
       end
-      return msg
+      return mark(id, counted)
     end
   end
 end

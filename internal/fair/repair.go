@@ -15,7 +15,9 @@ import (
 // whose task hash names a counted tenant), a tenant with runs in a lane
 // that is in neither the ready nor the capped set joins the ready set, a
 // capped tenant below its cap goes back to the ready set, and a tenant
-// with nothing waiting and nothing in flight leaves the registry.
+// with nothing waiting, nothing in flight and in neither set leaves the
+// registry (agentq_lane_join registers a tenant only when it joins the
+// ready set).
 //
 // KEYS[1] asynq's active list, KEYS[2] ready, KEYS[3] capped, KEYS[4] in
 // flight, KEYS[5] the tenant registry, KEYS[6] the tenants' settings
@@ -58,7 +60,7 @@ for _, t in ipairs(tenants) do
   elseif waiting > 0 and not capped and not redis.call("ZSCORE", KEYS[2], t) then
     redis.call("ZADD", KEYS[2], 0, t)
     readied = readied + 1
-  elseif waiting == 0 and t ~= "" and not counts[t] and not capped then
+  elseif waiting == 0 and t ~= "" and not counts[t] and not capped and not redis.call("ZSCORE", KEYS[2], t) then
     redis.call("SREM", KEYS[5], t)
   end
 end

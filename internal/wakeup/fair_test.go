@@ -296,3 +296,39 @@ func TestFairRemoveAndRunNow(t *testing.T) {
 	require.Equal(t, []string{id}, b.rdb.LRange(b.ctx, rkeys.FairLane(fairQ, "h", "a"), 0, -1).Val())
 	require.Equal(t, id, b.dequeue())
 }
+
+// TestFairJoinOncePerLane: a run pushed onto a lane that already has runs
+// does not touch the ready set or the registry (its tenant is in one of
+// the sets already): a capped tenant stays capped, at its pass, and a
+// tenant alone in the ready set keeps its pass until another joins; a
+// tenant that joins is still served next and the two then alternate.
+func TestFairJoinOncePerLane(t *testing.T) {
+	t.Parallel()
+	b := setupFair(t, fair.Config{Named: map[string]fair.Settings{"c": {Concurrency: 1}}})
+	b.enqueue(fair.Lane{Tenant: "a"}, 3)
+	require.Equal(t, []string{"a"}, b.rdb.SMembers(b.ctx, rkeys.FairTenants(fairQ)).Val())
+	require.Equal(t, "a", tenantOf(b.dequeue()))
+	require.Equal(t, "a", tenantOf(b.dequeue()))
+	require.Zero(t, b.rdb.ZScore(b.ctx, rkeys.FairReady(fairQ), "a").Val(), "alone, a keeps its pass")
+	b.enqueue(fair.Lane{Tenant: "a"}, 3)
+	require.Zero(t, b.rdb.ZScore(b.ctx, rkeys.FairReady(fairQ), "a").Val())
+
+	b.enqueue(fair.Lane{Tenant: "b"}, 4)
+	var got []string
+	for range 6 {
+		got = append(got, tenantOf(b.dequeue()))
+	}
+	require.Contains(t, [][]string{{"a", "b", "a", "b", "a", "b"}, {"b", "a", "b", "a", "b", "a"}}, got, "joined, then alternating")
+
+	b.enqueue(fair.Lane{Tenant: "c"}, 2)
+	require.Equal(t, "c", tenantOf(b.dequeue()), "a tenant that joins is served next")
+	for id := b.dequeue(); id != ""; id = b.dequeue() {
+		require.NotEqual(t, "c", tenantOf(id))
+	}
+	pass, err := b.rdb.ZScore(b.ctx, rkeys.FairCapped(fairQ), "c").Result()
+	require.NoError(t, err, "c waits at its cap")
+	b.enqueue(fair.Lane{Tenant: "c"}, 1)
+	require.Equal(t, pass, b.rdb.ZScore(b.ctx, rkeys.FairCapped(fairQ), "c").Val(), "a push onto c's lane leaves it capped, at its pass")
+	require.Equal(t, redis.Nil, b.rdb.ZScore(b.ctx, rkeys.FairReady(fairQ), "c").Err())
+	require.ElementsMatch(t, []string{"a", "b", "c"}, b.rdb.SMembers(b.ctx, rkeys.FairTenants(fairQ)).Val())
+}

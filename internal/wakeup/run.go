@@ -19,7 +19,8 @@ import (
 // announcement a scheduled one needs (due, published on channel, when not
 // ""). A run of a lane other than the default (code not "": see
 // internal/fair) waits in its lane (list is the lane's key), its task hash
-// names the lane, and its tenant joins the ready set. Returns 1 when
+// names the lane, and its tenant joins the ready set when the lane was
+// empty (see fair.LaneLua). Returns 1 when
 // written, 0 when a task with that ID exists on the queue. The record's
 // enqueue script (internal/record) includes it.
 const RunLua = PushLua + fair.LaneLua + `
@@ -33,8 +34,7 @@ local function agentq_run(task, list, wake, msg, id, at, kind, cap, channel, due
     else
       redis.call("HSET", task, "msg", msg, "state", "pending", "pending_since", at)
     end
-    redis.call("LPUSH", list, id)
-    if code ~= "" then agentq_lane_join(ready, tenants, tenant) end
+    if redis.call("LPUSH", list, id) == 1 and code ~= "" then agentq_lane_join(ready, tenants, tenant) end
     agentq_wake(wake, 1, cap)
   else
     redis.call("HSET", task, "msg", msg, "state", "scheduled")
