@@ -606,6 +606,9 @@ tenants:
 		{`tenants: {acme: {weight: 1001}}`, "tenants.acme.weight"},
 		{`tenants: {acme: {concurrency: -1}}`, "tenants.acme.concurrency"},
 		{`defaults: {tenant: {weight: 0}}`, "defaults.tenant.weight"},
+		// Written in the file, 0 is taken literally (and refused), not
+		// read as "take defaults.tenant.weight" as an absent weight is.
+		{`tenants: {acme: {weight: 0}}`, "tenants.acme.weight: must be greater than 0"},
 		{`tenants: {acme: {wieght: 1}}`, "tenants.acme.wieght"},
 		{"tenants: {\"a\\tb\": {weight: 1}}", "tenants.a\tb"},
 	} {

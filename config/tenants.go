@@ -70,7 +70,11 @@ func (v *validator) tenants() {
 }
 
 func (v *validator) tenant(path string, t Tenant) {
-	if t.Weight < 0 || t.Weight > 1000 {
+	// An absent weight is 0 and takes defaults.tenant.weight; a 0 written
+	// in the file is taken literally, as every written value is, and
+	// refused (it would silently mean the default's share); defaults.tenant
+	// has its own check above.
+	if t.Weight < 0 || t.Weight > 1000 || (t.Weight == 0 && path != "defaults.tenant" && hasLine(v.c.lines, path+".weight")) {
 		v.fail(path+".weight", "must be greater than 0 and at most 1000, got %g", t.Weight)
 	}
 	if t.Concurrency < 0 {
