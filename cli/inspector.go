@@ -217,20 +217,22 @@ func printHistory(app *App, h []tasks.Event) {
 	// A TOKENS column (input/output, and the cost when priced) only when
 	// an event reported usage.
 	used := slices.ContainsFunc(h, func(ev tasks.Event) bool { return ev.Usage != nil })
+	// The cell's text only: tprintf escapes a tab inside an argument (it
+	// would show as \t), so the column's tab is in the format.
 	tokens := func(ev tasks.Event) string {
 		switch {
-		case !used:
-			return ""
 		case ev.Usage == nil:
-			return "-\t"
+			return "-"
 		case ev.Usage.Priced:
-			return fmt.Sprintf("%d/%d $%s\t", ev.Usage.InputTokens, ev.Usage.OutputTokens, costText(ev.Usage.CostUSD))
+			return fmt.Sprintf("%d/%d $%s", ev.Usage.InputTokens, ev.Usage.OutputTokens, costText(ev.Usage.CostUSD))
 		}
-		return fmt.Sprintf("%d/%d\t", ev.Usage.InputTokens, ev.Usage.OutputTokens)
+		return fmt.Sprintf("%d/%d", ev.Usage.InputTokens, ev.Usage.OutputTokens)
 	}
 	head := "  AT\tEVENT\tATTEMPT\tRESTART\tCLASS\tDELAY\t"
+	row := "  %s\t%s\t%d\t%d\t%s\t%s\t%s\n"
 	if used {
 		head += "TOKENS (IN/OUT)\t"
+		row = "  %s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n"
 	}
 	fmt.Fprintln(w, head+"ERROR")
 	for _, ev := range h {
@@ -238,8 +240,11 @@ func printHistory(app *App, h []tasks.Event) {
 		if ev.DelayMS > 0 {
 			delay = durx.Millis(ev.DelayMS).String()
 		}
-		tprintf(w, "  %s\t%s\t%d\t%d\t%s\t%s\t%s%s\n", ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event,
-			ev.Attempt, ev.Restart, ev.ErrorClass, delay, tokens(ev), short(ev.Error, 70))
+		args := []any{ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event, ev.Attempt, ev.Restart, ev.ErrorClass, delay}
+		if used {
+			args = append(args, tokens(ev))
+		}
+		tprintf(w, row, append(args, short(ev.Error, 70))...)
 	}
 	_ = w.Flush()
 }

@@ -46,6 +46,12 @@ func TestInspectorTaskUsage(t *testing.T) {
 	require.Contains(t, out, "3006 input (1920 cached), 350 output, 3356 total tokens, $0.008615")
 	require.Contains(t, out, "TOKENS (IN/OUT)")
 	require.Contains(t, out, "1000/50 $0.003000")
+	// The column's cell is a column of the table, not text with an escaped
+	// tab in it (tprintf shows a tab inside an argument as \t), and the
+	// ERROR column follows it.
+	require.NotContains(t, out, `\t`)
+	require.Regexp(t, `retrying +1 +0 +provider_error +1ms +1000/50 \$0\.003000 *\n`, out)
+	require.Regexp(t, `queued +0 +0 +- +- *\n`, out)
 
 	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", url, "task", "used", "--json")
 	require.Equal(t, 0, code, errOut)
