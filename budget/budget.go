@@ -60,8 +60,15 @@ type Budget struct {
 	Per time.Duration
 }
 
-// Label names the budget, e.g. "tenant acme" (the default tenant: "tenant ").
-func (b Budget) Label() string { return string(b.Kind) + " " + b.Name }
+// Label names the budget, e.g. "tenant acme"; the default tenant (whose
+// tasks name none) is "tenant (default)", as inspector tenants and
+// inspector task show it, not "tenant " with nothing after it.
+func (b Budget) Label() string {
+	if b.Kind == Tenant && b.Name == "" {
+		return string(b.Kind) + " (default)"
+	}
+	return string(b.Kind) + " " + b.Name
+}
 
 // Text names the budget's unit u and its amount, for history, logs and
 // errors, e.g. budget "tenant acme" tokens 50000/1h0m0s.

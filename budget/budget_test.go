@@ -33,6 +33,18 @@ func newSetup(t *testing.T) *setup {
 
 func (s *setup) advance(d time.Duration) { s.mu.Lock(); s.now = s.now.Add(d); s.mu.Unlock() }
 
+// TestBudgetLabel: a budget's text names it; the default tenant's as
+// "(default)", not by an empty name (history once said budget "tenant ").
+func TestBudgetLabel(t *testing.T) {
+	t.Parallel()
+	b := Budget{Kind: Tenant, Name: "", Tokens: 1300, Per: time.Hour}
+	require.Equal(t, `budget "tenant (default)" tokens 1300/1h0m0s`, b.Text(Tokens))
+	b.Name = "acme"
+	require.Equal(t, `budget "tenant acme" tokens 1300/1h0m0s`, b.Text(Tokens))
+	a := Budget{Kind: Agent, Name: "llm", USD: 300, Per: 720 * time.Hour}
+	require.Equal(t, `budget "agent llm" usd 300/720h0m0s`, a.Text(USD))
+}
+
 // TestBudgetWindow: a budget refuses once the window's debits reach it,
 // names itself and when it has room again, and has room once the debits
 // leave the window; tenants' windows are their own.
