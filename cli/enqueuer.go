@@ -63,7 +63,7 @@ func (o *enqueueOptions) Validate() error {
 		}
 		if o.agent != "" || o.params != "" || o.id != "" || o.deadline != "" || len(o.notify) > 0 || o.tenant != "" || o.priority != "" ||
 			o.maxTokens != 0 || o.maxCostUSD != 0 {
-			return usageErr("--file cannot be combined with --agent, --params, --id, --deadline, --notify, --tenant or --priority (a line has its own \"deadline\", \"notify\", \"tenant\" and \"priority\")")
+			return usageErr("--file cannot be combined with --agent, --params, --id, --deadline, --notify, --tenant, --priority, --max-tokens or --max-cost-usd (a line has its own \"deadline\", \"notify\", \"tenant\", \"priority\", \"max_tokens\" and \"max_cost_usd\")")
 		}
 		return nil
 	}

@@ -63,6 +63,8 @@ func TestEnqueuerTenantPriority(t *testing.T) {
 		{"tenant too long", []string{"--agent", "tool", "--id", "tpb-3", "--tenant", strings.Repeat("x", tasks.MaxTenantLen+1)}, "", []string{"--tenant", "at most 128"}},
 		{"tenant control character", []string{"--agent", "tool", "--id", "tpb-4", "--tenant", "a\x1b]0;x\x07"}, "", []string{"--tenant", "control character"}},
 		{"with --file", []string{"--file", "-", "--tenant", "t"}, "", []string{"--tenant", "own"}},
+		{"--max-tokens with --file", []string{"--file", "-", "--max-tokens", "5"}, "", []string{"--max-tokens", `"max_tokens"`}},
+		{"--max-cost-usd with --file", []string{"--file", "-", "--max-cost-usd", "0.5"}, "", []string{"--max-cost-usd", `"max_cost_usd"`}},
 		{"file line priority", []string{"--file", "-"}, `{"id":"tpb-5","agent":"tool","priority":"LOW"}` + "\n", []string{"line 1:", `field "priority"`}},
 		{"file line tenant", []string{"--file", "-"}, `{"id":"tpb-6","agent":"tool","tenant":"a\u0000b"}` + "\n", []string{"line 1:", `field "tenant"`}},
 	} {
