@@ -20,12 +20,23 @@ import (
 type Tenant = fair.Tenant
 
 // Tenants reads the tenants of queue (every queue of asynq's queue set
-// when queue is ""), sorted by queue then tenant; cfg gives their weights
+// when queue is ""; none for a queue asynq does not know), sorted by
+// queue then tenant; cfg gives their weights
 // and caps (nil: the defaults). Each queue costs three round trips,
 // whatever its number of tenants (fair.Snapshot).
 func Tenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, queue string) ([]Tenant, error) {
 	queues := []string{queue}
-	if queue == "" {
+	if queue != "" {
+		// A queue asynq has never seen has no tenants (not a made-up
+		// row of the default tenant's).
+		known, err := rdb.SIsMember(ctx, asynqcompat.AllQueues, queue).Result()
+		if err != nil {
+			return nil, fmt.Errorf("inspect: queues: %w", err)
+		}
+		if !known {
+			return []Tenant{}, nil
+		}
+	} else {
 		var err error
 		if queues, err = rdb.SMembers(ctx, asynqcompat.AllQueues).Result(); err != nil {
 			return nil, fmt.Errorf("inspect: queues: %w", err)

@@ -51,6 +51,10 @@ func TestTenants(t *testing.T) {
 	require.False(t, got[2].Capped)
 	require.Equal(t, map[string]int64{"low": want["beta"].Pending}, got[2].ByPrio)
 
+	none, err := inspect.Tenants(ctx, rdb, cfg, "nope")
+	require.NoError(t, err)
+	require.Empty(t, none, "a queue asynq does not know has no tenants")
+
 	only, err := inspect.Tenants(ctx, rdb, cfg, "other")
 	require.NoError(t, err)
 	require.Len(t, only, 2)
