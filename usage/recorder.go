@@ -119,22 +119,8 @@ func (r *Recorder) Start(ctx context.Context) {
 	if r == nil {
 		return
 	}
-	r.Go(ctx, func(ctx context.Context) {
-		t := time.NewTicker(r.opts.Every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
-				defer cancel()
-				r.logFailed(r.Flush(fctx))
-				return
-			case <-t.C:
-				fctx, cancel := context.WithTimeout(ctx, flushTimeout)
-				r.logFailed(r.Flush(fctx))
-				cancel()
-			}
-		}
+	r.GoFlush(ctx, r.opts.Every, flushTimeout, r.Flush, func(err error) {
+		r.opts.Logger.Debug("usage: flushing the usage totals failed; kept for the next flush", "err", err)
 	})
 }
 
@@ -143,12 +129,6 @@ func (r *Recorder) Start(ctx context.Context) {
 func (r *Recorder) Stop() {
 	if r != nil {
 		r.Loop.Stop()
-	}
-}
-
-func (r *Recorder) logFailed(err error) {
-	if err != nil {
-		r.opts.Logger.Debug("usage: flushing the usage totals failed; kept for the next flush", "err", err)
 	}
 }
 

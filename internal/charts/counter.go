@@ -91,33 +91,13 @@ func (c *Counter) add(i int) {
 // Start flushes every interval until ctx ends or Stop is called, then
 // flushes once more.
 func (c *Counter) Start(ctx context.Context) {
-	c.Go(ctx, func(ctx context.Context) {
-		t := time.NewTicker(c.opts.Every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
-				defer cancel()
-				c.logFailed(c.Flush(fctx))
-				return
-			case <-t.C:
-				fctx, cancel := context.WithTimeout(ctx, flushTimeout)
-				c.logFailed(c.Flush(fctx))
-				cancel()
-			}
-		}
+	c.GoFlush(ctx, c.opts.Every, flushTimeout, c.Flush, func(err error) {
+		c.opts.Logger.Debug("charts: flushing the attempt counts failed; kept for the next flush", "err", err)
 	})
 }
 
 // Stop ends the flushes, flushing what is left, and waits for it.
 func (c *Counter) Stop() { c.Loop.Stop() }
-
-func (c *Counter) logFailed(err error) {
-	if err != nil {
-		c.opts.Logger.Debug("charts: flushing the attempt counts failed; kept for the next flush", "err", err)
-	}
-}
 
 // Flush adds the counts to Redis now (nothing to do: no call).
 func (c *Counter) Flush(ctx context.Context) error {

@@ -114,3 +114,33 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// GoFlush starts, on l, a loop that calls flush every interval until ctx
+// ends or l is stopped, then once more (what is left) with a context of
+// its own bounded by timeout; each flush's error, if any, goes to failed.
+// It is the loop of the in-memory batchers that add their counts to Redis
+// (charts.Counter, usage.Recorder); it reports whether the loop started
+// (as Go).
+func (l *Loop) GoFlush(ctx context.Context, interval, timeout time.Duration, flush func(context.Context) error, failed func(error)) bool {
+	return l.Go(ctx, func(ctx context.Context) {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+				defer cancel()
+				if err := flush(fctx); err != nil {
+					failed(err)
+				}
+				return
+			case <-t.C:
+				fctx, cancel := context.WithTimeout(ctx, timeout)
+				if err := flush(fctx); err != nil {
+					failed(err)
+				}
+				cancel()
+			}
+		}
+	})
+}

@@ -2,8 +2,10 @@ package startstop_test
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -58,3 +60,30 @@ type recordStop struct {
 }
 
 func (r recordStop) Stop() { *r.order = append(*r.order, r.n); r.Service.Stop() }
+
+// TestGoFlush: the loop flushes on its ticks, and once more at Stop with a
+// context that is still live though the loop's has ended; every error of
+// a flush goes to failed; no goroutine outlives Stop.
+func TestGoFlush(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var l startstop.Loop
+	flushes := make(chan error, 100)
+	var failed atomic.Int32
+	errBoom := errors.New("boom")
+	flush := func(ctx context.Context) error {
+		flushes <- ctx.Err()
+		return errBoom
+	}
+	require.True(t, l.GoFlush(context.Background(), time.Millisecond, time.Second, flush, func(err error) {
+		require.ErrorIs(t, err, errBoom)
+		failed.Add(1)
+	}))
+	require.NoError(t, <-flushes, "a tick's flush")
+	l.Stop()
+	n := len(flushes)
+	require.Positive(t, n, "Stop flushed once more")
+	for range n {
+		require.NoError(t, <-flushes, "every flush, the last one at Stop too, has a live context")
+	}
+	require.EqualValues(t, n+1, failed.Load(), "each flush's error went to failed")
+}
