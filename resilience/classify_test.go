@@ -1110,6 +1110,15 @@ func TestClassifyToolDeaths(t *testing.T) {
 		{"curl_empty_reply", stderr("curl: (52) Empty reply from server"), NetworkTransient},
 		{"undici_terminated", stderr("TypeError: terminated\n    at Fetch.onAborted (node:internal/deps/undici/undici:10300:53)"), NetworkTransient},
 		{"typeerror_otherwise_is_the_tool", stderr("TypeError: Cannot read properties of undefined (reading 'terminated')"), LogicError},
+		// Round 6: statuses quoted in more shapes, and texts their words must not misread.
+		{"bare_code_403", stderr("revChatGPT.typings.Error: OpenAI: error code: 1020 (code: 403)"), InvalidRequest},
+		{"exit_code_does_not_hide_a_later_status", stderr("process exited with code: 1\nError code: 429 - rate limit exceeded"), RateLimited},
+		{"reason_phrase_status", stderr("Error: refresh: github request failed: 403 Forbidden"), InvalidRequest},
+		{"requests_server_error_status", stderr("requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://api.example.com/v1/chat"), ProviderError},
+		{"api_core_invalid_argument", stderr("google.api_core.exceptions.InvalidArgument: 400 Request contains an invalid argument."), InvalidRequest},
+		{"failed_dependency_is_the_backend", status(424, `{"title":"Failed dependency","status":424}`), ProviderError},
+		{"a_longer_number_before_a_reason_phrase_is_no_status", stderr("skipped 14404 not found rows\nError: connect ECONNREFUSED 127.0.0.1:8080"), NetworkTransient},
+		{"api_core_unavailable_otherwise_is_the_backend", stderr("google.api_core.exceptions.ServiceUnavailable: 503 The service is currently unavailable."), ProviderError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
