@@ -250,8 +250,9 @@ func classifyWithStatus(rules []TextRule, ev evidence, status int, quoted bool, 
 //   - 413: context_length when the text speaks of tokens, size or length,
 //     else invalid_request.
 //   - 429 and Anthropic's 529: rate_limited.
-//   - 5xx (500, 502, 503, …): provider_error. A 503 whose text says the model
-//     is overloaded is rate_limited (text table).
+//   - 424 Failed Dependency (a gateway whose upstream failed) and 5xx (500,
+//     502, 503, …): provider_error. A 503 whose text says the model is
+//     overloaded is rate_limited (text table).
 //   - anything else: provider_error.
 func statusClass(status int, ev evidence) Class {
 	switch status {
@@ -268,6 +269,8 @@ func statusClass(status int, ev evidence) Class {
 		return InvalidRequest
 	case 429, 529:
 		return RateLimited
+	case 424:
+		return ProviderError
 	}
 	switch {
 	case status >= 400 && status < 500:
@@ -455,7 +458,99 @@ func (e evidence) status() int {
 			return n
 		}
 	}
-	return 0
+	return quotedStatusMore(e.lower)
+}
+
+// statusMarkers precede a status and a colon in tools' messages: a bare
+// "code:" ("OpenAI: error code: 1020 (code: 403)", "code=429") and
+// google.api_core's exception names ("ServiceUnavailable: 503 …",
+// "InvalidArgument: 400 …", "DeadlineExceeded: 504 …").
+var statusMarkers = []string{
+	"code", "unavailable", "exceeded", "exhausted", "argument", "notfound", "denied",
+	"unauthenticated", "forbidden", "badrequest", "toomanyrequests", "gatewaytimeout",
+	"precondition", "unimplemented",
+}
+
+// reasonPhrases follow a status: "github request failed: 403 Forbidden",
+// requests' "503 Server Error: Service Unavailable for url".
+var reasonPhrases = []string{
+	" forbidden", " unauthorized", " not found", " bad request", " too many requests",
+	" internal server error", " bad gateway", " service unavailable", " gateway timeout",
+	" gateway time-out", " request timeout", " payload too large", " request entity too large",
+	" unprocessable entity", " client error", " server error",
+}
+
+// quotedStatusMore finds, in lower-case text, the leftmost 4xx or 5xx status
+// in the shapes quotedStatusRe leaves out: after a statusMarker and a colon
+// (or "=" after "code"), or before a reasonPhrase. 0 if none. It is a plain
+// scan, not a regular expression: it runs on most texts that carry no
+// status, and an alternation this wide would triple the cost of a verdict.
+func quotedStatusMore(lower string) int {
+	best, bestAt := 0, len(lower)
+	for _, mk := range statusMarkers {
+		for from := 0; from < bestAt; {
+			i := strings.Index(lower[from:bestAt], mk)
+			if i < 0 {
+				break
+			}
+			i += from
+			from = i + len(mk)
+			if mk == "code" && i > 0 && isWordByte(lower[i-1]) {
+				continue // "errcode", "statuscode": quotedStatusRe's
+			}
+			j := skipSpaces(lower, i+len(mk))
+			if j >= len(lower) || (lower[j] != ':' && (mk != "code" || lower[j] != '=')) {
+				continue
+			}
+			if n := statusAt(lower, skipSpaces(lower, j+1)); n != 0 {
+				best, bestAt = n, i
+				break
+			}
+		}
+	}
+	for _, ph := range reasonPhrases {
+		for from := 0; from < bestAt; {
+			i := strings.Index(lower[from:bestAt], ph)
+			if i < 0 {
+				break
+			}
+			i += from
+			from = i + len(ph)
+			if end := from; end < len(lower) && isWordByte(lower[end]) {
+				continue
+			}
+			if i >= 3 && (i == 3 || !isWordByte(lower[i-4])) {
+				if n := statusAt(lower, i-3); n != 0 {
+					best, bestAt = n, i-3
+					break
+				}
+			}
+		}
+	}
+	return best
+}
+
+// statusAt reads a 4xx or 5xx status of exactly three digits at s[i:]; 0 if
+// there is none.
+func statusAt(s string, i int) int {
+	if i+3 > len(s) || (s[i] != '4' && s[i] != '5') || !isDigit(s[i+1]) || !isDigit(s[i+2]) ||
+		(i+3 < len(s) && isWordByte(s[i+3])) {
+		return 0
+	}
+	return int(s[i]-'0')*100 + int(s[i+1]-'0')*10 + int(s[i+2]-'0')
+}
+
+func skipSpaces(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isWordByte(c byte) bool {
+	return isDigit(c) || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_'
 }
 
 // scanText bounds the text: the head and the tail of very long texts.
@@ -476,7 +571,7 @@ var (
 	// "status_code: 429", Node's "statusCode=407", "HTTP 502",
 	// openai-node's "401 status code (no body)", and an exception named
 	// before "<status> - " (Spring AI's "NonTransientAiException: 400 - Bad
-	// Request").
+	// Request"). Other shapes: quotedStatusMore.
 	quotedStatusRe = regexp.MustCompile(`(?i)(?:(?:error code|status[ _]?code|status|http(?:/[0-9.]+)?|api error|error)\s*[:=(]?\s*([1-5][0-9]{2})\b|\b([1-5][0-9]{2}) status code\b|exception:\s*(?:http\s+)?([1-5][0-9]{2}) - )`)
 )
 

@@ -19,13 +19,16 @@ package resilience
 // deaths (out of memory, panics, assertions: logic_error),
 // retired models before credentials (Bedrock's "Access denied. This Model is
 // marked by provider as Legacy" is not_supported), and token limits said in
-// words only when they speak of no rate or quota,
+// words only when they speak of no rate or quota, a gRPC message over the
+// size limit before the rate limits (it says RESOURCE_EXHAUSTED),
 // overload before generic server errors, and transport rules last, so that a
 // body merely mentioning "timeout" is not a timeout. Among the transport
 // rules, transient name resolution comes before unknown names, and
 // connect-phase timeouts (the connection was never made: network_transient)
 // and truncated streams come before the timeouts of a request that was sent
-// and not answered (timeout).
+// and not answered (timeout), and a client's own "timeout of 30000ms
+// exceeded" comes before the dropped connections (axios reports it as
+// ECONNABORTED).
 func DefaultRules() []TextRule {
 	out := make([]TextRule, len(defaultRules))
 	for i, r := range defaultRules {
@@ -132,6 +135,15 @@ var defaultRules = []TextRule{
 		},
 	},
 	{
+		// An input or prompt length said to exceed a maximum (Volcano Engine
+		// Ark "Input length 203743 exceeds the maximum length 202752",
+		// "prompt length … is greater than …"), unless it speaks of a rate.
+		Name: "input_length", Class: ContextLength,
+		Any: []string{"input length", "prompt length", "input_length", "prompt_length"},
+		And: []string{"exceed", "too long", "longer than", "greater than", "larger than", "more than"},
+		Not: []string{"per minute", "per min", "per day", "rate limit", "quota", "throttl"},
+	},
+	{
 		// A token limit, said in words: Bedrock "The maximum tokens you
 		// requested exceed the model limit of 4096", Azure "Could not finish
 		// the message because max_tokens or model output limit was reached".
@@ -181,6 +193,16 @@ var defaultRules = []TextRule{
 		Name: "too_many_tokens", Class: ContextLength,
 		Any: []string{"too many tokens"},
 		Not: []string{"per minute", "per min", "rate limit", "please wait", "throttl", "try again"},
+	},
+
+	{
+		// A gRPC message over the channel's size limit ("rpc error: code =
+		// ResourceExhausted desc = grpc: received message larger than max
+		// (4977817 vs. 4194304)", grpc-node "8 RESOURCE_EXHAUSTED: Received
+		// message larger than max"): RESOURCE_EXHAUSTED, but no rate limit;
+		// the same message is too large again, whatever the wait.
+		Name: "grpc_message_too_large", Class: InvalidRequest,
+		Any: []string{"message larger than max", "trying to send message larger than"},
 	},
 
 	// --- slow down -------------------------------------------------------
@@ -280,6 +302,9 @@ var defaultRules = []TextRule{
 		Name: "tool_not_installed", Class: LogicError, Scope: ScopeText,
 		Any: []string{
 			"executable file not found", "command not found", "is not recognized as an internal or external command",
+			// uv/uvx: "error: Failed to spawn: `mysql_mcp_server` Caused by:
+			// program not found".
+			"failed to spawn: `", "program not found",
 		},
 	},
 	{
@@ -371,6 +396,16 @@ var defaultRules = []TextRule{
 			"requires a pro subscription", "requires a subscription", "subscription required",
 			"code = permissiondenied", "code = unauthenticated", "invalid api token",
 			"security token included in the request is invalid",
+			// Cloud credentials missing or expired: botocore NoCredentialsError
+			// "Unable to locate credentials", AWS SDK v3 "Could not load
+			// credentials from any providers", STS "ExpiredToken: The security
+			// token included in the request is expired".
+			"unable to locate credentials", "nocredentialserror", "could not load credentials",
+			"included in the request is expired", "expiredtoken", "token has expired", "token is expired",
+			// kubectl "You must be logged in to the server (the server has
+			// asked for the client to provide credentials)", GitHub "Bad
+			// credentials".
+			"must be logged in", "provide credentials", "bad credentials", "badcredentialsexception",
 			// A proxy that wants credentials (407): "Tunnel connection failed:
 			// 407 Proxy Authentication Required".
 			"proxy authentication required",
@@ -415,6 +450,8 @@ var defaultRules = []TextRule{
 			"api deployment for the resource does not exist", "tool choice requires",
 			"isn't supported", "isn’t supported", "unable to access non-serverless model",
 			"dedicated endpoint for", "not found, make sure the correct model",
+			// "That model does not exist" (OpenAI, without a model name).
+			"model does not exist", "model doesn't exist",
 			// A model name the backend does not know: Perplexity "Invalid
 			// model 'sonar-small-online'. Permitted models can be found…"
 			// (type invalid_model), OpenRouter "… is not a valid model ID",
@@ -445,6 +482,10 @@ var defaultRules = []TextRule{
 			"invalid_value", "invalid_request", "unprocessable_entity", "failed_precondition",
 			"badrequesterror", "unprocessableentityerror", "content_filter", "responsibleaipolicyviolation",
 			"invalid_prompt", "content_policy_violation",
+			// Zod's schema validation of a tool call's arguments (MCP servers
+			// in TypeScript): [{"code": "invalid_type", "expected": "object",
+			// "received": "string", …}].
+			"invalid_type", "invalid_union", "invalid_enum_value",
 		},
 		Any: []string{
 			"badrequesterror", "unprocessableentityerror", "validationexception",
@@ -474,6 +515,10 @@ var defaultRules = []TextRule{
 			// prompt was flagged as potentially violating our usage policy").
 			"invalid prompt:", "flagged as potentially violating", "usage policy",
 			"content policy", "content_policy_violation",
+			// A repository the caller named that does not exist for it (git
+			// "remote: Repository not found.", docker "repository does not
+			// exist").
+			"repository not found", "repository does not exist",
 		},
 		Not: []string{"request uri"},
 	},
@@ -502,6 +547,7 @@ var defaultRules = []TextRule{
 			"could not contact dns servers", "temporary error during hostname resolution",
 			"non-authoritative host not found", "lookup address information: try again",
 			"dns server returned servfail", "dns lookup timed out", "dns resolution timed out",
+			"err_name_resolution_failed",
 		},
 	},
 	{
@@ -517,6 +563,9 @@ var defaultRules = []TextRule{
 			"certpathvalidatorexception", "unable to find valid certification path",
 			"handshakeexception: handshake error", "certificate_verify_failed",
 			"the remote certificate is invalid",
+			// Chromium (Playwright, Puppeteer): net::ERR_CERT_AUTHORITY_INVALID,
+			// ERR_CERT_DATE_INVALID, ERR_SSL_PROTOCOL_ERROR.
+			"err_cert_", "err_ssl_protocol_error", "err_ssl_version_or_cipher_mismatch",
 		},
 	},
 	{
@@ -537,6 +586,8 @@ var defaultRules = []TextRule{
 			"missing an 'http://' or 'https://' protocol", "only absolute urls are supported",
 			"no host specified in uri", "undefined scheme", "expected url scheme",
 			"invalid request uri was provided", "invalidschema", "no connection adapters were found",
+			// Chromium: "page.goto: net::ERR_NAME_NOT_RESOLVED at https://…".
+			"err_name_not_resolved",
 		},
 	},
 	{
@@ -555,6 +606,7 @@ var defaultRules = []TextRule{
 			"unable to connect to api", "did not properly respond after a period of time",
 			"remote party did not respond", "winerror 10060", "(10060)", "os error 10060",
 			"tentativa de conexão falhou", "连接尝试失败", "connect call failed", "cannot connect to host",
+			"err_connection_timed_out",
 		},
 		Not: []string{"read timed out", "read timeout"},
 	},
@@ -586,6 +638,15 @@ var defaultRules = []TextRule{
 		},
 	},
 	{
+		// A client's own timer: axios "timeout of 30000ms exceeded" (code
+		// ECONNABORTED, which is not a dropped connection), Puppeteer
+		// "Navigation timeout of 30000 ms exceeded", Playwright "Timeout
+		// 30000ms exceeded".
+		Name: "timeout_ms_exceeded", Class: Timeout, Scope: ScopeTransport,
+		Any: []string{"ms exceeded"},
+		And: []string{"timeout"},
+	},
+	{
 		// The request was sent and not answered in time.
 		Name: "transport_timeout", Class: Timeout, Scope: ScopeTransport,
 		Any: []string{
@@ -595,6 +656,7 @@ var defaultRules = []TextRule{
 			"writetimeout", "pooltimeout", "apitimeouterror", "timeouterror", "gateway timeout",
 			"gateway time-out", "awaiting headers", "httpclient.timeout", "sockettimeoutexception",
 			"interruptedioexception: timeout", "receive timeout", "receiving data timeout", "receivetimeout",
+			"net::err_timed_out",
 		},
 	},
 	{
@@ -641,6 +703,15 @@ var defaultRules = []TextRule{
 			// connection without answering; undici "TypeError: terminated"
 			// (the response body's socket closed).
 			"empty reply from server", "typeerror: terminated",
+			// Chromium's connection errors (Playwright, Puppeteer): net::
+			// ERR_CONNECTION_REFUSED, _RESET, _CLOSED, ERR_EMPTY_RESPONSE,
+			// ERR_INTERNET_DISCONNECTED, ERR_TUNNEL_CONNECTION_FAILED, …;
+			// gRPC's "Transport closed".
+			"err_connection_", "err_empty_response", "err_internet_disconnected", "err_address_unreachable",
+			"err_tunnel_connection_failed", "err_proxy_connection_failed", "transport closed",
+			// Node: "Client network socket disconnected before secure TLS
+			// connection was established".
+			"socket disconnected before secure tls",
 		},
 	},
 	{

@@ -889,11 +889,14 @@ type corpusEntry struct {
 // the fourth a third round from providers and runtimes still thinly covered,
 // the fifth a fourth round (Bedrock, retired models, vLLM, Go http2, …),
 // the sixth a fifth round (LiteLLM budgets, Mistral, Groq, llama.cpp, client
-// transports, tools not installed, …).
+// transports, tools not installed, …), the seventh a sixth round (SDK
+// exception reprs, gateway pages, gRPC status names, browser net:: errors,
+// git/docker/kubectl/npm/MCP stderr).
 var corpusFiles = []string{
 	"testdata/real_errors.txt", "testdata/real_errors_providers.txt",
 	"testdata/real_errors_heldout.txt", "testdata/real_errors_round3.txt",
 	"testdata/real_errors_round4.txt", "testdata/real_errors_round5.txt",
+	"testdata/real_errors_round6.txt",
 }
 
 // corpusMin is the least number of records each corpus file must hold (a
@@ -901,6 +904,7 @@ var corpusFiles = []string{
 var corpusMin = map[string]int{
 	"testdata/real_errors_heldout.txt": 40, "testdata/real_errors_round3.txt": 70,
 	"testdata/real_errors_round4.txt": 45, "testdata/real_errors_round5.txt": 75,
+	"testdata/real_errors_round6.txt": 110,
 }
 
 // loadRealErrors reads a corpus file: records start with a header
@@ -1110,6 +1114,37 @@ func TestClassifyToolDeaths(t *testing.T) {
 		{"curl_empty_reply", stderr("curl: (52) Empty reply from server"), NetworkTransient},
 		{"undici_terminated", stderr("TypeError: terminated\n    at Fetch.onAborted (node:internal/deps/undici/undici:10300:53)"), NetworkTransient},
 		{"typeerror_otherwise_is_the_tool", stderr("TypeError: Cannot read properties of undefined (reading 'terminated')"), LogicError},
+		// Round 6 families, and texts their words must not misread.
+		{"chromium_name_not_resolved", stderr("Error: page.goto: net::ERR_NAME_NOT_RESOLVED at https://example.invalid/"), NetworkPermanent},
+		{"chromium_connection_timed_out_is_connect_phase", stderr("net::ERR_CONNECTION_TIMED_OUT at https://example.com/"), NetworkTransient},
+		{"chromium_connection_refused", stderr("Error: net::ERR_CONNECTION_REFUSED at http://127.0.0.1:3000/"), NetworkTransient},
+		{"chromium_cert_invalid", stderr("Error: net::ERR_CERT_DATE_INVALID at https://self-signed.example/"), NetworkPermanent},
+		{"chromium_error_in_a_400_body_is_the_request", status(400, `{"error":{"message":"could not fetch image_url: net::ERR_CONNECTION_REFUSED","type":"invalid_request_error"}}`), InvalidRequest},
+		{"axios_timeout_is_not_a_dropped_connection", stderr(`{"message":"timeout of 30000ms exceeded","name":"AxiosError","code":"ECONNABORTED"}`), Timeout},
+		{"ms_exceeded_without_a_timeout_says_nothing_of_one", stderr("step took 1200ms exceeded the target\nError: connect ECONNREFUSED 127.0.0.1:11434"), NetworkTransient},
+		{"grpc_message_too_large_is_not_a_rate_limit", stderr("rpc error: code = ResourceExhausted desc = grpc: received message larger than max (4977817 vs. 4194304)"), InvalidRequest},
+		{"grpc_resource_exhausted_quota_still_is", stderr("rpc error: code = ResourceExhausted desc = Quota exceeded for quota metric 'Generate Content API requests per minute'"), RateLimited},
+		{"model_does_not_exist", status(404, `{"error":{"message":"That model does not exist","type":"invalid_request_error"}}`), NotSupported},
+		{"file_does_not_exist_is_not_a_missing_model", stderr("Error: the file /models/model.gguf does not exist"), ProviderError},
+		{"input_length_exceeds_maximum", status(400, `{"error":{"code":"InvalidParameter","message":"Input length 203743 exceeds the maximum length 202752"}}`), ContextLength},
+		{"field_length_is_not_the_input", status(400, `{"error":{"message":"Invalid 'tools[0].function.name': string too long. Expected a string with maximum length 64","type":"invalid_request_error"}}`), InvalidRequest},
+		{"missing_aws_credentials", stderr("botocore.exceptions.NoCredentialsError: Unable to locate credentials"), InvalidRequest},
+		{"expired_aws_token", stderr("ExpiredTokenException: The security token included in the request is expired"), InvalidRequest},
+		{"git_repository_not_found", stderr("remote: Repository not found.\nfatal: repository 'https://github.com/o/r.git/' not found"), InvalidRequest},
+		{"uv_program_not_found_is_a_missing_tool", stderr("error: Failed to spawn: `mcp-server-fetch`\n  Caused by: program not found\nMCP error -32000: Connection closed"), LogicError},
+		{"mcp_connection_closed_otherwise_is_the_network", stderr("Error calling tool 'execute_sql': MCP error -32000: Connection closed"), NetworkTransient},
+		{"kubectl_must_be_logged_in", stderr("error: You must be logged in to the server (the server has asked for the client to provide credentials)"), InvalidRequest},
+		{"tls_socket_disconnected_before_handshake", stderr("FetchError: request to https://api.openai.com/v1/chat/completions failed, reason: Client network socket disconnected before secure TLS connection was established"), NetworkTransient},
+		{"zod_invalid_type_is_the_request", stderr(`McpError: MCP error -32603: [{"code": "invalid_type", "expected": "string", "received": "undefined", "path": ["url"], "message": "Required"}]`), InvalidRequest},
+		{"bare_code_403", stderr("revChatGPT.typings.Error: OpenAI: error code: 1020 (code: 403)"), InvalidRequest},
+		{"exit_code_does_not_hide_a_later_status", stderr("process exited with code: 1\nError code: 429 - rate limit exceeded"), RateLimited},
+		{"reason_phrase_status", stderr("Error: refresh: github request failed: 403 Forbidden"), InvalidRequest},
+		{"requests_server_error_status", stderr("requests.exceptions.HTTPError: 503 Server Error: Service Unavailable for url: https://api.example.com/v1/chat"), ProviderError},
+		{"api_core_invalid_argument", stderr("google.api_core.exceptions.InvalidArgument: 400 Request contains an invalid argument."), InvalidRequest},
+		{"api_core_unavailable_transport_closed", stderr("google.api_core.exceptions.ServiceUnavailable: 503 Transport closed"), NetworkTransient},
+		{"failed_dependency_is_the_backend", status(424, `{"title":"Failed dependency","status":424}`), ProviderError},
+		{"a_longer_number_before_a_reason_phrase_is_no_status", stderr("skipped 14404 not found rows\nError: connect ECONNREFUSED 127.0.0.1:8080"), NetworkTransient},
+		{"api_core_unavailable_otherwise_is_the_backend", stderr("google.api_core.exceptions.ServiceUnavailable: 503 The service is currently unavailable."), ProviderError},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
