@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,10 +117,18 @@ type rendered struct {
 	configVars map[string]bool // the ${VAR}s the config reads (headers, Redis passwords)
 }
 
+// kustomizeMu serializes kustomize builds: kyaml's openapi package keeps
+// global schema state it initializes lazily without a lock, so two builds
+// at once race (-race saw it on a clean clone's CI run). The checks of the
+// rendered output still run in parallel.
+var kustomizeMu sync.Mutex
+
 func setup(t *testing.T, dir string) *rendered {
 	t.Helper()
+	kustomizeMu.Lock()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	kustomizeMu.Unlock()
 	require.NoError(t, err, "kustomize build %s", dir)
 	s := &rendered{dir: dir}
 	for _, r := range rm.Resources() {
