@@ -488,46 +488,59 @@ var reasonPhrases = []string{
 func quotedStatusMore(lower string) int {
 	best, bestAt := 0, len(lower)
 	for _, mk := range statusMarkers {
-		for from := 0; from < bestAt; {
-			i := strings.Index(lower[from:bestAt], mk)
-			if i < 0 {
-				break
-			}
-			i += from
-			from = i + len(mk)
-			if mk == "code" && i > 0 && isWordByte(lower[i-1]) {
-				continue // "errcode", "statuscode": quotedStatusRe's
-			}
-			j := skipSpaces(lower, i+len(mk))
-			if j >= len(lower) || (lower[j] != ':' && (mk != "code" || lower[j] != '=')) {
-				continue
-			}
-			if n := statusAt(lower, skipSpaces(lower, j+1)); n != 0 {
-				best, bestAt = n, i
-				break
-			}
+		if n, at := firstStatus(lower, mk, bestAt, afterMarker); n != 0 {
+			best, bestAt = n, at
 		}
 	}
 	for _, ph := range reasonPhrases {
-		for from := 0; from < bestAt; {
-			i := strings.Index(lower[from:bestAt], ph)
-			if i < 0 {
-				break
-			}
-			i += from
-			from = i + len(ph)
-			if end := from; end < len(lower) && isWordByte(lower[end]) {
-				continue
-			}
-			if i >= 3 && (i == 3 || !isWordByte(lower[i-4])) {
-				if n := statusAt(lower, i-3); n != 0 {
-					best, bestAt = n, i-3
-					break
-				}
-			}
+		if n, at := firstStatus(lower, ph, bestAt, beforePhrase); n != 0 {
+			best, bestAt = n, at
 		}
 	}
 	return best
+}
+
+// firstStatus returns the status found by status(lower, needle, i) at the
+// leftmost occurrence i of needle that starts before limit and has one,
+// and where that status starts; 0 if none.
+func firstStatus(lower, needle string, limit int, status func(lower, needle string, i int) (n, at int)) (int, int) {
+	for from := 0; from < limit; {
+		i := strings.Index(lower[from:limit], needle)
+		if i < 0 {
+			break
+		}
+		i += from
+		from = i + len(needle)
+		if n, at := status(lower, needle, i); n != 0 {
+			return n, at
+		}
+	}
+	return 0, 0
+}
+
+// afterMarker reads the status after statusMarker mk at i and a colon (or
+// "=" after "code").
+func afterMarker(lower, mk string, i int) (int, int) {
+	if mk == "code" && i > 0 && isWordByte(lower[i-1]) {
+		return 0, 0 // "errcode", "statuscode": quotedStatusRe's
+	}
+	j := skipSpaces(lower, i+len(mk))
+	if j >= len(lower) || (lower[j] != ':' && (mk != "code" || lower[j] != '=')) {
+		return 0, 0
+	}
+	return statusAt(lower, skipSpaces(lower, j+1)), i
+}
+
+// beforePhrase reads the status before reasonPhrase ph at i ("403
+// forbidden"): a whole word of three digits, the phrase a whole word too.
+func beforePhrase(lower, ph string, i int) (int, int) {
+	if end := i + len(ph); end < len(lower) && isWordByte(lower[end]) {
+		return 0, 0
+	}
+	if i < 3 || (i > 3 && isWordByte(lower[i-4])) {
+		return 0, 0
+	}
+	return statusAt(lower, i-3), i - 3
 }
 
 // statusAt reads a 4xx or 5xx status of exactly three digits at s[i:]; 0 if
