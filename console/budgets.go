@@ -34,13 +34,11 @@ type budgetUnit struct {
 	Full              bool
 }
 
-// budgetsPage is the Budgets page: every budget the config sets (the
-// named tenants' — their own or defaults.tenant's —, the default
-// tenant's, the agents'; inspect.BudgetStatuses, what `inspector budget`
-// shows) and the budgets of the tenants the config does not name that
-// spent against defaults.tenant.budget in its window (found from the
-// usage totals: inspect.SpendingTenants): used in the window, left, a
-// bar, exhausted and when it has room again; Reset (behind a
+// budgetsPage is the Budgets page: what `inspector budget` lists
+// (inspect.FleetBudgetStatuses: every budget the config sets, and those of
+// the tenants the config does not name that spent against
+// defaults.tenant.budget in its window): used in the window, left, a bar,
+// exhausted and when it has room again; Reset (behind a
 // confirmation) forgets a window's debits as `inspector budget reset`.
 func (c *Console) budgetsPage(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 2)
@@ -59,11 +57,10 @@ func (c *Console) budgetsPage(rw http.ResponseWriter, r *http.Request, s session
 			row.Default = !named || t.Budget == nil
 		}
 		if st.Tokens > 0 {
-			row.Tokens = unitOf(budget.Tokens, st.TokensUsed, st.Tokens, st.TokensLeft, strconv.FormatInt)
+			row.Tokens = unitOf(budget.Tokens, st.TokensUsed, st.Tokens, st.TokensLeft, func(n int64) string { return strconv.FormatInt(n, 10) })
 		}
 		if st.USD > 0 {
-			row.USD = unitOf(budget.USD, budget.Micros(st.USDUsed), budget.Micros(st.USD), budget.Micros(st.USDLeft),
-				func(m int64, _ int) string { return dollars(m) })
+			row.USD = unitOf(budget.USD, budget.Micros(st.USDUsed), budget.Micros(st.USD), budget.Micros(st.USDLeft), dollars)
 		}
 		if st.Exhausted {
 			exhausted++
@@ -78,12 +75,12 @@ func (c *Console) budgetsPage(rw http.ResponseWriter, r *http.Request, s session
 }
 
 // unitOf draws one unit: used of limit, left, and the bar's width.
-func unitOf(u budget.Unit, used, limit, left int64, format func(int64, int) string) *budgetUnit {
+func unitOf(u budget.Unit, used, limit, left int64, format func(int64) string) *budgetUnit {
 	p := 100
 	if used < limit {
 		p = int(used * 100 / limit)
 	}
-	return &budgetUnit{Unit: u, Used: format(used, 10), Limit: format(limit, 10), Left: format(left, 10), Percent: p, Full: used >= limit}
+	return &budgetUnit{Unit: u, Used: format(used), Limit: format(limit), Left: format(left), Percent: p, Full: used >= limit}
 }
 
 // budgetReset serves POST /ui/budgets/reset (kind, name): it forgets the
