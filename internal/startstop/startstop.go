@@ -116,31 +116,36 @@ func Sleep(ctx context.Context, d time.Duration) error {
 }
 
 // GoFlush starts, on l, a loop that calls flush every interval until ctx
-// ends or l is stopped, then once more (what is left) with a context of
-// its own bounded by timeout; each flush's error, if any, goes to failed.
-// It is the loop of the in-memory batchers that add their counts to Redis
-// (charts.Counter, usage.Recorder); it reports whether the loop started
-// (as Go).
+// ends or l is stopped, then once more (what is left); each flush's error,
+// if any, goes to failed. Every flush, the ticks' as well as the last,
+// runs on a context of its own bounded by timeout and not canceled with
+// the loop's: Stop (or ctx's end) never cuts a flush in flight, which
+// would lose its batch or, when Redis applied it and only the reply was
+// lost, have the last flush count it twice. Once the loop has ended no
+// tick flushes: Stop waits for at most two flushes (the one in flight and
+// the last), each within timeout. It is the loop of the in-memory batchers
+// that add their counts to Redis (charts.Counter, usage.Recorder); it
+// reports whether the loop started (as Go).
 func (l *Loop) GoFlush(ctx context.Context, interval, timeout time.Duration, flush func(context.Context) error, failed func(error)) bool {
 	return l.Go(ctx, func(ctx context.Context) {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-				defer cancel()
-				if err := flush(fctx); err != nil {
-					failed(err)
-				}
-				return
-			case <-t.C:
-				fctx, cancel := context.WithTimeout(ctx, timeout)
-				if err := flush(fctx); err != nil {
-					failed(err)
-				}
-				cancel()
+		once := func() {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			defer cancel()
+			if err := flush(fctx); err != nil {
+				failed(err)
 			}
 		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+				if ctx.Err() == nil { // a tick due as the loop ends: the last flush takes it
+					once()
+				}
+			}
+		}
+		once()
 	})
 }

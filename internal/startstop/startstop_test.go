@@ -87,3 +87,35 @@ func TestGoFlush(t *testing.T) {
 	}
 	require.EqualValues(t, n+1, failed.Load(), "each flush's error went to failed")
 }
+
+// TestGoFlushInFlightAtStop: a tick's flush still running when the loop's
+// context ends keeps a live context to its end (ending it mid-flight could
+// lose its batch, or count it twice when Redis applied it and the reply was
+// lost), and the loop then flushes once more.
+func TestGoFlushInFlightAtStop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var l startstop.Loop
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	flushes := make(chan error, 100)
+	flush := func(ctx context.Context) error {
+		if calls.Add(1) == 1 {
+			close(inFlight)
+			<-release
+		}
+		flushes <- ctx.Err()
+		return nil
+	}
+	require.True(t, l.GoFlush(ctx, time.Millisecond, time.Minute, flush, func(err error) {
+		t.Errorf("a flush failed: %v", err)
+	}))
+	<-inFlight
+	cancel() // the loop's context has ended (as Stop does) when cancel returns
+	close(release)
+	l.Stop()
+	require.NoError(t, <-flushes, "the flush in flight when the loop ended")
+	require.NoError(t, <-flushes, "the last flush")
+	require.Empty(t, flushes, "a flush after the last one")
+}
