@@ -34,12 +34,15 @@ type budgetUnit struct {
 	Full              bool
 }
 
-// budgetsPage is the Budgets page: what `inspector budget` lists
-// (inspect.FleetBudgetStatuses: every budget the config sets, and those of
-// the tenants the config does not name that spent against
-// defaults.tenant.budget in its window): used in the window, left, a bar,
-// exhausted and when it has room again; Reset (behind a
-// confirmation) forgets a window's debits as `inspector budget reset`.
+// budgetsPage serves GET /ui/budgets?offset=: the Budgets page, what
+// `inspector budget` lists (inspect.FleetBudgetStatuses: every budget the
+// config sets, and those of the tenants the config does not name that
+// spent against defaults.tenant.budget in its window), a page of
+// Options.PageSize at a time as the dead letters are (an offset past the
+// end shows the last page): used in the window, left, a bar, exhausted
+// and when it has room again; the counts above are the whole list's.
+// Reset (behind a confirmation) forgets a window's debits as `inspector
+// budget reset`.
 func (c *Console) budgetsPage(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 2)
 	defer cancel()
@@ -48,30 +51,54 @@ func (c *Console) budgetsPage(rw http.ResponseWriter, r *http.Request, s session
 	if err != nil {
 		return err
 	}
-	rows := make([]budgetRow, 0, len(all))
 	exhausted := 0
 	for _, st := range all {
-		row := budgetRow{Status: st}
-		if st.Kind == budget.Tenant {
-			t, named := c.cfg.Tenants[st.Name]
-			row.Default = !named || t.Budget == nil
-		}
-		if st.Tokens > 0 {
-			row.Tokens = unitOf(budget.Tokens, st.TokensUsed, st.Tokens, st.TokensLeft, func(n int64) string { return strconv.FormatInt(n, 10) })
-		}
-		if st.USD > 0 {
-			row.USD = unitOf(budget.USD, budget.Micros(st.USDUsed), budget.Micros(st.USD), budget.Micros(st.USDLeft), dollars)
-		}
 		if st.Exhausted {
 			exhausted++
-			row.ResetsAt = now.Add(st.ResetsIn)
 		}
-		rows = append(rows, row)
+	}
+	size, total := c.opts.PageSize, int64(len(all))
+	offset := offsetParam(r.URL.Query())
+	if int64(offset) >= total {
+		offset = lastPageOffset(total, size)
+	}
+	shown := all[offset:min(offset+size, len(all))]
+	rows := make([]budgetRow, 0, len(shown))
+	for _, st := range shown {
+		rows = append(rows, c.budgetRowOf(st, now))
 	}
 	c.render(rw, r, s, http.StatusOK, "budgets.html", "budgets", "Budgets", map[string]any{
-		"Budgets": rows, "Exhausted": exhausted, "DeferMax": budget.DeferMax.String(),
+		"Budgets": rows, "Total": total, "Exhausted": exhausted, "DeferMax": budget.DeferMax.String(),
+		"Pager": newPager(total, offset, size, len(rows), c.budgetsLink), "Offset": offset,
 	})
 	return nil
+}
+
+// budgetsLink is the Budgets page at offset.
+func (c *Console) budgetsLink(offset int) string {
+	if offset > 0 {
+		return c.base + "budgets?offset=" + strconv.Itoa(offset)
+	}
+	return c.base + "budgets"
+}
+
+// budgetRowOf draws st, a budget's state at now.
+func (c *Console) budgetRowOf(st budget.Status, now time.Time) budgetRow {
+	row := budgetRow{Status: st}
+	if st.Kind == budget.Tenant {
+		t, named := c.cfg.Tenants[st.Name]
+		row.Default = !named || t.Budget == nil
+	}
+	if st.Tokens > 0 {
+		row.Tokens = unitOf(budget.Tokens, st.TokensUsed, st.Tokens, st.TokensLeft, func(n int64) string { return strconv.FormatInt(n, 10) })
+	}
+	if st.USD > 0 {
+		row.USD = unitOf(budget.USD, budget.Micros(st.USDUsed), budget.Micros(st.USD), budget.Micros(st.USDLeft), dollars)
+	}
+	if st.Exhausted {
+		row.ResetsAt = now.Add(st.ResetsIn)
+	}
+	return row
 }
 
 // unitOf draws one unit: used of limit, left, and the bar's width.
@@ -83,10 +110,11 @@ func unitOf(u budget.Unit, used, limit, left int64, format func(int64) string) *
 	return &budgetUnit{Unit: u, Used: format(used), Limit: format(limit), Left: format(left), Percent: p, Full: used >= limit}
 }
 
-// budgetReset serves POST /ui/budgets/reset (kind, name): it forgets the
-// debits of the window of a budget the config sets, as `inspector budget
-// reset KIND NAME` (budget.Keeper.Reset); a budget the config does not set
-// is refused (400; the console has no --force).
+// budgetReset serves POST /ui/budgets/reset (kind, name, offset): it
+// forgets the debits of the window of a budget the config sets, as
+// `inspector budget reset KIND NAME` (budget.Keeper.Reset), and returns to
+// the page at offset (the one the form was on); a budget the config does
+// not set is refused (400; the console has no --force).
 func (c *Console) budgetReset(rw http.ResponseWriter, r *http.Request, s session) error {
 	kind, err := budget.ParseKind(r.PostForm.Get("kind"))
 	if err != nil {
@@ -105,6 +133,6 @@ func (c *Console) budgetReset(rw http.ResponseWriter, r *http.Request, s session
 	if err := c.budgets.Reset(ctx, kind, name); err != nil {
 		return err
 	}
-	c.redirect(rw, r, s, c.base+"budgets", flashMsg{Kind: "budget-reset", Key: string(kind), ID: name})
+	c.redirect(rw, r, s, c.budgetsLink(offsetParam(r.PostForm)), flashMsg{Kind: "budget-reset", Key: string(kind), ID: name})
 	return nil
 }

@@ -2,6 +2,8 @@ package console
 
 import (
 	"context"
+	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -122,4 +124,68 @@ func TestBudgetsPage(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, r.status)
 	r = call(t, "POST", f.url+"/ui/budgets/reset", url.Values{"kind": {"agent"}, "name": {"llm"}}, auth)
 	require.Equal(t, http.StatusSeeOther, r.status, "a script resets with the bearer token")
+}
+
+// TestBudgetsPaged: with more budgets than a page (250 tenants under
+// defaults.tenant with debits, beside the config's), the Budgets page
+// shows a page's worth, its counts the whole list's, and links to the
+// next; following them shows every budget once, in order, each page's body
+// bounded; an offset past the end shows the last page; Reset returns to
+// the page it was pressed on.
+func TestBudgetsPaged(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	ctx := context.Background()
+	k := budget.New(f.rdb)
+	rec := usage.NewRecorder(f.rdb, usage.RecorderOptions{})
+	want := []string{"tenant/", "tenant/acme"}
+	for i := range 250 {
+		tenant := fmt.Sprintf("t-%03d", i)
+		require.NoError(t, k.Debit(ctx, usage.Usage{TotalTokens: 10}, inspect.BudgetsOf(f.cfg, "tool", tenant)...))
+		rec.Add(usage.Entry{Agent: "tool", Tenant: tenant, At: time.Now(), Usage: usage.Usage{TotalTokens: 10}})
+		want = append(want, "tenant/"+tenant)
+	}
+	require.NoError(t, rec.Flush(ctx))
+	want = append(want, "agent/llm")
+
+	bearer := "Authorization: Bearer " + testToken
+	rowRE := regexp.MustCompile(`<tr data-kind="(\w+)" data-name="([^"]*)"`)
+	nextRE := regexp.MustCompile(`<a href="([^"]+)" rel="next">`)
+	var got []string
+	next, pages := "/ui/budgets", 0
+	for next != "" {
+		r := call(t, "GET", f.url+html.UnescapeString(next), nil, bearer)
+		require.Equal(t, http.StatusOK, r.status, r.body)
+		pages++
+		require.Less(t, len(r.body), 96<<10, "page %d: a page's body is bounded", pages)
+		require.Contains(t, r.body, `<span id="budgets-count">253</span> budgets.`, "the counts are the whole list's")
+		require.Contains(t, r.body, fmt.Sprintf("(page %d of 6)", pages))
+		rows := rowRE.FindAllStringSubmatch(r.body, -1)
+		if pages < 6 {
+			require.Len(t, rows, DefaultPageSize, "page %d", pages)
+		}
+		for _, m := range rows {
+			got = append(got, m[1]+"/"+m[2])
+		}
+		next = ""
+		if m := nextRE.FindStringSubmatch(r.body); m != nil {
+			next = m[1]
+		}
+		require.LessOrEqual(t, pages, 6, "the pages end")
+	}
+	require.Equal(t, want, got, "every budget once, in order")
+
+	r := call(t, "GET", f.url+"/ui/budgets?offset=100000", nil, bearer)
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, r.body, "251–253 (page 6 of 6)", "past the end: the last page")
+
+	// Reset t-120 from page 3: back on page 3.
+	cookie := login(t, f)
+	page := call(t, "GET", f.url+"/ui/budgets?offset=100", nil, cookie)
+	require.Contains(t, page.body, `data-name="t-120"`)
+	require.Contains(t, page.body, `<input type="hidden" name="offset" value="100">`)
+	form := url.Values{"csrf": {csrfOf(t, page.body)}, "kind": {"tenant"}, "name": {"t-120"}, "offset": {"100"}}
+	r = call(t, "POST", f.url+"/ui/budgets/reset", form, cookie, "Origin: "+f.url)
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	require.Equal(t, "/ui/budgets?offset=100&done=budget-reset", r.header.Get("Location"))
 }

@@ -196,7 +196,8 @@ func filterQuery(f deadletter.Filter) url.Values {
 	return q
 }
 
-// pager is the dead-letter list's paging.
+// pager is the paging of a list read by offset (the dead letters, the
+// budgets): the template "pager" draws it.
 type pager struct {
 	Offset, Limit int
 	Total         int64
@@ -204,6 +205,44 @@ type pager struct {
 	Page, Pages   int64
 	First, Prev   string // links ("" when on the first page)
 	Next, Last    string // links ("" when on the last page)
+}
+
+// lastPageOffset is the offset of the last page of total rows of size
+// per page (0 when there are none): where an offset past the end (a list
+// that shrank under a shared link) lands.
+func lastPageOffset(total int64, size int) int {
+	if total <= 0 {
+		return 0
+	}
+	return int((total - 1) / int64(size) * int64(size))
+}
+
+// newPager pages total rows, size per page, at offset, of which the page
+// shows shown; link is the page at an offset.
+func newPager(total int64, offset, size, shown int, link func(offset int) string) pager {
+	p := pager{Offset: offset, Limit: size, Total: total}
+	if total > 0 {
+		p.Pages = (total + int64(size) - 1) / int64(size)
+		p.Page = int64(offset)/int64(size) + 1
+		p.From = int64(offset) + 1
+		p.To = int64(offset) + int64(shown)
+	}
+	if offset > 0 {
+		p.First = link(0)
+		p.Prev = link(max(0, offset-size))
+	}
+	if int64(offset+size) < total {
+		p.Next = link(offset + size)
+		p.Last = link(lastPageOffset(total, size))
+	}
+	return p
+}
+
+// offsetParam is the list offset a page's query asks for (?offset=; none,
+// negative or not a number: 0).
+func offsetParam(q url.Values) int {
+	offset, _ := strconv.Atoi(q.Get("offset"))
+	return max(0, offset)
 }
 
 func (c *Console) pageLink(f deadletter.Filter, offset int) string {
@@ -224,8 +263,7 @@ func (c *Console) deadLetters(rw http.ResponseWriter, r *http.Request, s session
 	if err != nil {
 		return err
 	}
-	offset, _ := strconv.Atoi(q.Get("offset"))
-	offset = max(0, offset)
+	offset := offsetParam(q)
 	f.Limit, f.Offset = c.opts.PageSize, offset
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
@@ -236,10 +274,7 @@ func (c *Console) deadLetters(rw http.ResponseWriter, r *http.Request, s session
 	if offset > 0 && int64(offset) >= total {
 		// Past the end (the list shrank under a shared link, or the last
 		// row of the last page was requeued or deleted): the last page.
-		offset = 0
-		if total > 0 {
-			offset = int((total - 1) / int64(c.opts.PageSize) * int64(c.opts.PageSize))
-		}
+		offset = lastPageOffset(total, c.opts.PageSize)
 		f.Offset = offset
 		if entries, total, err = c.dlq.List(ctx, f); err != nil {
 			return err
@@ -268,22 +303,7 @@ func (c *Console) deadLetters(rw http.ResponseWriter, r *http.Request, s session
 	for _, cl := range resilience.Classes() {
 		classes = append(classes, string(cl))
 	}
-	size := int64(c.opts.PageSize)
-	p := pager{Offset: offset, Limit: c.opts.PageSize, Total: total}
-	if total > 0 {
-		p.Pages = (total + size - 1) / size
-		p.Page = int64(offset)/size + 1
-		p.From = int64(offset) + 1
-		p.To = int64(offset) + int64(len(entries))
-	}
-	if offset > 0 {
-		p.First = c.pageLink(f, 0)
-		p.Prev = c.pageLink(f, max(0, offset-c.opts.PageSize))
-	}
-	if int64(offset+c.opts.PageSize) < total {
-		p.Next = c.pageLink(f, offset+c.opts.PageSize)
-		p.Last = c.pageLink(f, int((p.Pages-1)*size))
-	}
+	p := newPager(total, offset, c.opts.PageSize, len(entries), func(o int) string { return c.pageLink(f, o) })
 	fq := filterQuery(f)
 	data := map[string]any{
 		"Entries": entries, "Filter": f, "Agents": agentNames, "Classes": classes, "Pager": p,
