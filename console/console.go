@@ -101,7 +101,8 @@ type Options struct {
 	RedisTimeout time.Duration
 	// SessionTTL is how long a login lasts. Zero: DefaultSessionTTL.
 	SessionTTL time.Duration
-	// PageSize is the dead letters per page. Zero: DefaultPageSize.
+	// PageSize is the dead letters, and the budgets, per page. Zero:
+	// DefaultPageSize.
 	PageSize int
 	// Refresh is how often pages refresh themselves. Zero: DefaultRefresh;
 	// negative: never.
