@@ -165,10 +165,14 @@ func newConsole(rdb redis.UniversalClient, cfg *config.Config, opts console.Opti
 // A token that is set must be usable: blank or with white space or control
 // characters, no client could send it as "Bearer <token>" (HTTP trims a
 // header's white space), so it is refused rather than taken as protection.
+// It must be a secret too (checkTokenStrength).
 func checkOpenAPIAuth(addr, token string, insecureNoAuth bool) error {
 	if token != "" && strings.IndexFunc(token, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		return usageErr("%s holds white space or a control character (%d bytes): set it to a secret token without them",
 			api.EnvToken, len(token))
+	}
+	if err := checkTokenStrength(token); err != nil {
+		return err
 	}
 	if token != "" || insecureNoAuth || api.IsLoopbackAddr(addr) {
 		return nil
@@ -177,4 +181,29 @@ func checkOpenAPIAuth(addr, token string, insecureNoAuth bool) error {
 		"(clients send Authorization: Bearer <token>), listen on a loopback address (--http %s), "+
 		"or pass --insecure-no-auth if something in front of the API authenticates its callers",
 		addr, api.EnvToken, api.DefaultAddr)
+}
+
+// MinTokenBytes is the shortest API token serve accepts: a shorter one
+// ("a", "s3cret") is guessed, not a secret.
+const MinTokenBytes = 16
+
+// tokenPlaceholder starts the placeholder values of the examples
+// (deploy/kubernetes/secret.example.yaml): a token that starts with it was
+// copied, not made.
+const tokenPlaceholder = "CHANGE-ME"
+
+// checkTokenStrength refuses (exit 2) a token that is set but is no secret:
+// shorter than MinTokenBytes, or an example's placeholder. The message
+// says how to make one and never prints the token.
+func checkTokenStrength(token string) error {
+	const how = "make one with: openssl rand -hex 32"
+	switch {
+	case token == "":
+		return nil
+	case len(token) >= len(tokenPlaceholder) && strings.EqualFold(token[:len(tokenPlaceholder)], tokenPlaceholder):
+		return usageErr("%s is the example's placeholder (%s…), not a secret: %s", api.EnvToken, tokenPlaceholder, how)
+	case len(token) < MinTokenBytes:
+		return usageErr("%s is %d bytes, too short to be a secret (at least %d): %s", api.EnvToken, len(token), MinTokenBytes, how)
+	}
+	return nil
 }

@@ -5,11 +5,14 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"github.com/agentq/agentq/internal/redistest"
 )
@@ -54,6 +57,49 @@ func TestServeRefusesUnusableToken(t *testing.T) {
 	}
 }
 
+// testToken is a token serve accepts (at least MinTokenBytes).
+const testToken = "serve-test-s3cret-token"
+
+// TestServeRefusesWeakToken: a token under MinTokenBytes, or the
+// placeholder of deploy/kubernetes/secret.example.yaml, is bad usage (exit
+// 2, before Redis) on any address, with a message saying how to make one
+// and without the token.
+func TestServeRefusesWeakToken(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("..", "deploy", "kubernetes", "secret.example.yaml"))
+	require.NoError(t, err)
+	var secret struct {
+		StringData map[string]string `yaml:"stringData"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &secret))
+	placeholder := secret.StringData["AGENTQ_API_TOKEN"]
+	require.NotEmpty(t, placeholder, "secret.example.yaml has an AGENTQ_API_TOKEN")
+	for _, tc := range []struct{ token, want string }{
+		{"a", "AGENTQ_API_TOKEN is 1 bytes, too short to be a secret (at least 16)"},
+		{"s3cret", "AGENTQ_API_TOKEN is 6 bytes, too short"},
+		{strings.Repeat("x", MinTokenBytes-1), "AGENTQ_API_TOKEN is 15 bytes, too short"},
+		{placeholder, "AGENTQ_API_TOKEN is the example's placeholder"},
+		{"change-me-please-0123456789", "AGENTQ_API_TOKEN is the example's placeholder"},
+	} {
+		for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+			var out, errb bytes.Buffer
+			app := &App{Out: &out, Err: &errb, In: strings.NewReader(""), Getenv: func(k string) string {
+				if k == "AGENTQ_API_TOKEN" {
+					return tc.token
+				}
+				return ""
+			}}
+			code := Main(context.Background(), app, NewEnqueuerCmd, []string{"--redis", "redis://127.0.0.1:1/0", "serve", "--http", addr})
+			require.Equal(t, ExitUsage, code, "token %q on %s: %s", tc.token, addr, errb.String())
+			require.Contains(t, errb.String(), tc.want)
+			require.Contains(t, errb.String(), "openssl rand -hex 32", "the message says how to make a token")
+			if len(tc.token) > 1 {
+				require.NotContains(t, errb.String(), tc.token, "the token itself is never printed")
+			}
+		}
+	}
+}
+
 // TestServeNonLoopbackWithTokenOrOptOut: a token, or --insecure-no-auth,
 // lets serve listen on every interface.
 func TestServeNonLoopbackWithTokenOrOptOut(t *testing.T) {
@@ -65,7 +111,7 @@ func TestServeNonLoopbackWithTokenOrOptOut(t *testing.T) {
 		flags []string
 		warn  string
 	}{
-		{"token", "s3cret", nil, "auth=true"},
+		{"token", testToken, nil, "auth=true"},
 		{"insecure-no-auth", "", []string{"--insecure-no-auth"}, "--insecure-no-auth: the API accepts requests without authentication"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,7 +171,7 @@ func TestServeConsole(t *testing.T) {
 			go func() {
 				app := &App{Out: &errb, Err: &errb, In: strings.NewReader(""), Getenv: func(k string) string {
 					if k == "AGENTQ_API_TOKEN" {
-						return "s3cret"
+						return testToken
 					}
 					return ""
 				}}
@@ -160,12 +206,12 @@ func TestServeConsole(t *testing.T) {
 			if tc.name == "on" {
 				require.Equal(t, http.StatusSeeOther, get("").StatusCode)
 				require.Equal(t, "/ui/login?next=%2Fui%2F", get("").Header.Get("Location"))
-				res := get("s3cret")
+				res := get(testToken)
 				require.Equal(t, http.StatusOK, res.StatusCode)
 				require.Contains(t, res.Header.Get("Content-Type"), "text/html")
 				require.Equal(t, "DENY", res.Header.Get("X-Frame-Options"))
 			} else {
-				res := get("s3cret")
+				res := get(testToken)
 				require.Equal(t, http.StatusNotFound, res.StatusCode)
 				require.Contains(t, res.Header.Get("Content-Type"), "application/json")
 			}

@@ -47,7 +47,7 @@ agents:
   tool:
     exec: {command: [%q], env: [PATH]}
 `, b.agent))
-	const token = "py-s3cret"
+	const token = "py-api-e2e-s3cret-token"
 	addr := freeAddr(t)
 	base := "http://" + addr
 	serve := startEnv(t, "serve", []string{"AGENTQ_API_TOKEN=" + token}, b.enqueuer, "--config", cfg, "--redis", srv.URL(), "serve", "--http", addr)

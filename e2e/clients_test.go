@@ -51,7 +51,7 @@ agents:
 `, py, filepath.Join(root, "clients/python/tests/live_agent.py"),
 		node, filepath.Join(root, "clients/typescript/test/live_agent.mjs"),
 		echo[0], echo[1], b.agent))
-	const token = "clients-s3cret"
+	const token = "clients-e2e-s3cret-token"
 	addr := freeAddr(t)
 	startEnv(t, "serve", []string{"AGENTQ_API_TOKEN=" + token}, b.enqueuer, "--config", cfg, "--redis", srv.URL(), "serve", "--http", addr)
 	start(t, "worker", b.worker, "--config", cfg, "--redis", srv.URL())

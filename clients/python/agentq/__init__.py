@@ -3,19 +3,21 @@ for exec agents (agentq.agent). Standard library only; Python 3.9+."""
 
 from ._types import ErrorClass, Event, Priority, Reason, Result, State
 from .aio import AsyncClient
-from .client import ROUTES, TASK_FIELDS, Client, go_duration, parse_sse, task_request
+from .client import (MAX_EVENT_BYTES, MAX_REPLY_BYTES, ROUTES, TASK_FIELDS, Client, go_duration,
+                     parse_sse, task_request)
 from .errors import (AgentqError, AgentUnavailable, APIError, BudgetExhausted, Conflict, Forbidden,
-                     Internal, InvalidRequest, MethodNotAllowed, NotFound,
-                     RequestTooLarge, TaskEnded, TooManyRequests, TransportError,
+                     EventTooLarge, Internal, InvalidRequest, MethodNotAllowed, NotFound,
+                     RedirectRefused, RequestTooLarge, ResponseTooLarge, TaskEnded, TooManyRequests, TransportError,
                      Unauthorized, Unavailable, UnsupportedMediaType, WaitTimeout)
 
 __version__ = "1.0.0"
 
 __all__ = [
     "Client", "AsyncClient", "State", "Priority", "ErrorClass", "Reason", "Event", "Result",
-    "ROUTES", "TASK_FIELDS", "go_duration", "parse_sse", "task_request",
+    "ROUTES", "TASK_FIELDS", "MAX_REPLY_BYTES", "MAX_EVENT_BYTES", "go_duration", "parse_sse", "task_request",
     "AgentqError", "APIError", "TransportError", "WaitTimeout", "InvalidRequest",
     "Unauthorized", "Forbidden", "NotFound", "MethodNotAllowed", "AgentUnavailable",
     "BudgetExhausted", "TaskEnded", "Conflict", "RequestTooLarge", "UnsupportedMediaType",
-    "TooManyRequests", "Internal", "Unavailable", "__version__",
+    "TooManyRequests", "Internal", "Unavailable", "RedirectRefused", "ResponseTooLarge",
+    "EventTooLarge", "__version__",
 ]

@@ -15,6 +15,13 @@ from ._types import Event, Result, State
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 MAX_WAIT = 60.0  # the longest ?wait= the API accepts, in seconds
+# The default bound of a reply body: the API's largest replies are a task
+# with its result (an agent's output is at most 4 MiB, up to 6 times that
+# once JSON-escaped) and its history, or a page of them.
+MAX_REPLY_BYTES = 64 << 20
+# The default bound of one event-stream line (and of one event's data): an
+# event's live data is at most 64 KiB and its error text 8 KiB (escaped).
+MAX_EVENT_BYTES = 1 << 20
 
 # Every route of the API and the client method that serves it
 # (tests/test_unit.py holds this table to api/openapi.yaml).
@@ -90,6 +97,50 @@ class _Reply:
         self.status, self.headers, self.body = status, headers, body
 
 
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Fails every redirect with RedirectRefused instead of following it."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        fp.close()
+        raise errors.RedirectRefused(req.get_method(), req.full_url, code, newurl)
+
+
+_OPENER = urllib.request.build_opener(_RefuseRedirects)
+
+
+def _read(resp, limit, what):
+    """The body of resp, at most limit bytes (ResponseTooLarge past it)."""
+    try:
+        n = int(resp.headers.get("Content-Length"))
+    except (TypeError, ValueError):
+        n = -1
+    raw = resp.read(limit + 1) if n <= limit else None
+    if raw is None or len(raw) > limit:
+        raise errors.ResponseTooLarge(what, limit)
+    return raw
+
+
+def _error_body(e, method, limit, what):
+    """The body of the error reply e (an HTTPError), at most limit bytes;
+    RedirectRefused for a 3xx the redirect handler passed on (300, 304, a
+    redirect without a Location)."""
+    with e:
+        if 300 <= e.code < 400:
+            raise errors.RedirectRefused(method, e.filename, e.code, e.headers.get("Location"))
+        return _read(e, limit, what)
+
+
+def _lines(resp, limit, what):
+    """The lines of resp, each at most limit bytes (EventTooLarge past it)."""
+    while True:
+        line = resp.readline(limit + 2)
+        if not line:
+            return
+        if len(line.rstrip(b"\r\n")) > limit:
+            raise errors.EventTooLarge(what + ": an event-stream line", limit)
+        yield line
+
+
 def _retry_after(headers):
     try:
         return float(headers.get("Retry-After"))
@@ -106,14 +157,24 @@ class Client:
     have an id) are retried ``retries`` times with exponential backoff from
     ``backoff`` seconds on a connection error and on 503 ``unavailable``;
     the others are never retried.
+
+    A redirect is never followed (RedirectRefused: the token would go with
+    it, and a POST would become a GET). A reply body longer than
+    ``max_reply_bytes`` (default MAX_REPLY_BYTES, 64 MiB) is
+    ResponseTooLarge, an event-stream line or event longer than
+    ``max_event_bytes`` (default MAX_EVENT_BYTES, 1 MiB) EventTooLarge;
+    neither is retried.
     """
 
-    def __init__(self, url=None, token=None, *, timeout=10.0, retries=4, backoff=0.2):
+    def __init__(self, url=None, token=None, *, timeout=10.0, retries=4, backoff=0.2,
+                 max_reply_bytes=MAX_REPLY_BYTES, max_event_bytes=MAX_EVENT_BYTES):
         self.url = (url or os.environ.get("AGENTQ_URL") or DEFAULT_URL).rstrip("/")
         self.token = token if token is not None else os.environ.get("AGENTQ_API_TOKEN") or None
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.max_reply_bytes = max_reply_bytes
+        self.max_event_bytes = max_event_bytes
 
     def __repr__(self):
         return "Client(%r)" % (self.url,)
@@ -135,18 +196,19 @@ class Client:
             req.add_header("Authorization", "Bearer " + self.token)
         for k, v in (headers or {}).items():
             req.add_header(k, v)
-        return urllib.request.urlopen(req, timeout=timeout or self.timeout)
+        return _OPENER.open(req, timeout=timeout or self.timeout)
 
     def _once(self, method, path, query=None, body=None, timeout=None):
+        what = "%s %s" % (method, path)
         try:
             with self._open(method, path, query, body, timeout=timeout) as resp:
-                raw = resp.read()
+                raw = _read(resp, self.max_reply_bytes, what)
                 status, headers = resp.status, resp.headers
         except urllib.error.HTTPError as e:
-            raw = e.read()
+            raw = _error_body(e, method, self.max_reply_bytes, what)
             status, headers = e.code, e.headers
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as e:
-            raise errors.TransportError("%s %s: %s" % (method, path, getattr(e, "reason", e))) from e
+            raise errors.TransportError("%s: %s" % (what, getattr(e, "reason", e))) from e
         ctype = (headers.get("Content-Type") or "") if headers else ""
         if "json" in ctype:
             try:
@@ -393,7 +455,7 @@ def _events(client, id, after, timeout):
         try:
             resp = client._open("GET", path, headers=headers, timeout=read_timeout)
         except urllib.error.HTTPError as e:
-            raw = e.read()
+            raw = _error_body(e, "GET", client.max_reply_bytes, "GET " + path)
             try:
                 body = json.loads(raw)
             except ValueError:
@@ -412,7 +474,8 @@ def _events(client, id, after, timeout):
             continue
         progressed = False
         try:
-            for ev in parse_sse(resp):
+            lines = _lines(resp, client.max_event_bytes, "GET " + path)
+            for ev in parse_sse(lines, client.max_event_bytes):
                 progressed = True
                 failures = 0
                 if ev.get("seq") is not None:
@@ -433,19 +496,24 @@ def _events(client, id, after, timeout):
             failures += 1
 
 
-def parse_sse(lines):
+def parse_sse(lines, max_event_bytes=None):
     """Parse Server-Sent Events from an iterable of byte (or str) lines:
     yields each event's JSON data with ``event`` (the SSE event name, or
-    the data's own) and ``seq`` (from ``id:``) filled in."""
-    name, data, eid = None, [], None
+    the data's own) and ``seq`` (from ``id:``) filled in. An event whose
+    data lines together pass max_event_bytes (None: no bound) is
+    EventTooLarge."""
+    name, data, eid, size = None, [], None, 0
     for raw in lines:
         line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         line = line.rstrip("\r\n")
         if line == "":
             if data:
                 yield _sse_event(name, "\n".join(data), eid)
-            name, data, eid = None, [], None
+            name, data, eid, size = None, [], None, 0
             continue
+        size += len(raw)
+        if max_event_bytes is not None and size > max_event_bytes:
+            raise errors.EventTooLarge("an event", max_event_bytes)
         if line.startswith(":"):
             continue
         field, _, value = line.partition(":")

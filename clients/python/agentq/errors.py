@@ -10,6 +10,39 @@ class TransportError(AgentqError):
     a timeout). For an enqueue it may have landed: retry with the same id."""
 
 
+class RedirectRefused(AgentqError):
+    """The server answered a redirect (3xx), which the client never follows:
+    the token would go with it to wherever ``location`` points, and a POST
+    would become a GET. ``status``, ``method``, ``url`` (the request's) and
+    ``location`` (the Location header, None without one). Not retried: point
+    the client's url at the API itself."""
+
+    def __init__(self, method, url, status, location):
+        super().__init__(
+            "%s %s: the server answered %d redirecting to %s; agentq clients do not follow "
+            "redirects (the bearer token and a POST's body would go with them): set the "
+            "client's url to the API's own address" % (method, url, status, location or "(no Location)"))
+        self.method, self.url, self.status, self.location = method, url, status, location
+
+
+class ResponseTooLarge(AgentqError):
+    """A reply body longer than the client's ``max_reply_bytes``; ``limit``
+    is that bound. Not retried: the same reply would come again."""
+
+    def __init__(self, what, limit, option="max_reply_bytes"):
+        super().__init__("%s: more than %d bytes, the client's %s (raise it to read this)"
+                         % (what, limit, option))
+        self.limit = limit
+
+
+class EventTooLarge(ResponseTooLarge):
+    """An event stream line (or event) longer than the client's
+    ``max_event_bytes``. Not retried: a reconnect would meet it again."""
+
+    def __init__(self, what, limit):
+        super().__init__(what, limit, "max_event_bytes")
+
+
 class WaitTimeout(AgentqError, TimeoutError):
     """wait() gave up before the task ended; ``task`` is the last view."""
 

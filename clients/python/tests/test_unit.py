@@ -326,6 +326,108 @@ class TestClient(FakeCase):
         self.assertEqual(agentq.go_duration("5m"), "5m")
 
 
+def big_sse_line(n):
+    """A streamer sending one event-stream line of n bytes (in 64 KiB
+    writes, Connection: close), then a terminal event."""
+    def stream(h):
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        try:
+            h.wfile.write(b"id: 1\nevent: output\ndata: ")
+            block = b"x" * 65536
+            for _ in range(n // len(block)):
+                h.wfile.write(block)
+            h.wfile.write(b'\n\nid: 2\nevent: succeeded\ndata: {}\n\n')
+        except OSError:
+            pass  # the client went away: what it should do
+        h.close_connection = True
+    return stream
+
+
+def streamed(status, body):
+    """A streamer answering body without a Content-Length (Connection: close)."""
+    def stream(h):
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        try:
+            h.wfile.write(body)
+        except OSError:
+            pass
+        h.close_connection = True
+    return stream
+
+
+class TestHostileServer(FakeCase):
+    """Redirects are refused, replies and event lines bounded (issue #35)."""
+
+    def test_redirects_are_refused_and_the_token_stays(self):
+        other = self.fake(lambda r: (200, {"id": "elsewhere", "created": True, "state": "pending"}))
+        for status in (301, 302, 303, 307, 308):
+            for name, call in (("enqueue", lambda c: c.enqueue("llm", id="j")),
+                               ("get", lambda c: c.get("j")),
+                               ("events", lambda c: list(c.events("j")))):
+                with self.subTest(status=status, call=name):
+                    f = self.fake(lambda r: (status, {}, {"Location": other.url + r.path}))
+                    with self.assertRaises(agentq.RedirectRefused) as cm:
+                        call(Client(f.url, "sekrit-0123456789abcdef", backoff=0.005))
+                    self.assertEqual(cm.exception.status, status)
+                    self.assertTrue(cm.exception.location.startswith(other.url), cm.exception.location)
+                    self.assertIn(other.url, str(cm.exception))
+                    self.assertNotIn("sekrit", str(cm.exception))
+                    self.assertEqual(len(f.requests), 1, "a refused redirect is not retried")
+        self.assertEqual(other.requests, [], "nothing, the token least of all, went to the other origin")
+
+    def test_other_3xx_are_refused(self):
+        for status, headers in ((300, {}), (302, {}), (304, {}), (305, {"Location": "http://127.0.0.1:1/"})):
+            with self.subTest(status=status):
+                f = self.fake(lambda r: (status, {}, headers))
+                with self.assertRaises(agentq.RedirectRefused) as cm:
+                    self.client(f).enqueue("llm", id="j")
+                self.assertEqual(cm.exception.status, status)
+
+    def test_reply_over_max_reply_bytes(self):
+        body = json.dumps({"id": "t", "state": "succeeded", "result": "x" * 5000}).encode()
+        for name, fn in (("content-length", lambda r: (200, json.loads(body))),
+                         ("streamed", lambda r: streamed(200, body)),
+                         ("error", lambda r: (503, {"code": "unavailable", "error": "x" * 5000}))):
+            with self.subTest(reply=name):
+                f = self.fake(fn)
+                with self.assertRaises(agentq.ResponseTooLarge) as cm:
+                    self.client(f, max_reply_bytes=4096).get("t")
+                self.assertEqual(cm.exception.limit, 4096)
+                self.assertIn("max_reply_bytes", str(cm.exception))
+                self.assertEqual(len(f.requests), 1, "an oversized reply is not retried")
+                self.assertEqual(self.client(f).get("t")["state"] if name != "error" else "succeeded",
+                                 "succeeded", "the default bound reads it")
+
+    def test_huge_event_line_fails_once(self):
+        f = self.fake(lambda r: big_sse_line(16 << 20))
+        with self.assertRaises(agentq.EventTooLarge) as cm:
+            list(self.client(f).events("t", timeout=60))
+        self.assertEqual(cm.exception.limit, agentq.MAX_EVENT_BYTES)
+        self.assertIn("max_event_bytes", str(cm.exception))
+        self.assertEqual(len(f.requests), 1, "an oversized line is not retried")
+        # Under a raised bound the same stream reads.
+        got = list(self.client(f, max_event_bytes=32 << 20).events("t", timeout=60))
+        self.assertEqual([e.event for e in got], ["output", "succeeded"])
+
+    def test_event_of_many_lines_is_bounded(self):
+        lines = [b"data: " + b"x" * 100 + b"\n"] * 20 + [b"\n"]
+        with self.assertRaises(agentq.EventTooLarge):
+            list(agentq.parse_sse(lines, 1000))
+        self.assertEqual(len(list(agentq.parse_sse(lines, 4000))), 1)
+
+    def test_repr_hides_the_token(self):
+        for c in (Client("http://127.0.0.1:1", "tok-secret-0123456789"),
+                  AsyncClient("http://127.0.0.1:1", "tok-secret-0123456789")):
+            self.assertNotIn("tok-secret", repr(c))
+            self.assertNotIn("tok-secret", str(c))
+
+
 class TestAsync(FakeCase):
     def test_same_methods(self):
         sync = {m for m in dir(Client) if not m.startswith("_")}

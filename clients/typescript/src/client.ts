@@ -1,6 +1,8 @@
 // The client of agentq's HTTP API: the platform's fetch, no dependencies.
 
-import { APIError, TransportError, UnavailableError, WaitTimeoutError, fromReply } from "./errors.js";
+import {
+  AgentqError, APIError, RedirectError, ResponseTooLargeError, TransportError, UnavailableError, WaitTimeoutError, fromReply,
+} from "./errors.js";
 import { parseSSE } from "./sse.js";
 import {
   ENDED_STATES, TERMINAL_EVENTS,
@@ -12,6 +14,13 @@ import {
 export const DEFAULT_URL = "http://127.0.0.1:8080";
 /** The longest `?wait=` the API accepts, in milliseconds. */
 export const MAX_WAIT_MS = 60_000;
+/** The default bound of a reply body: the API's largest replies are a task
+ * with its result (an agent's output is at most 4 MiB, up to 6 times that
+ * once JSON-escaped) and its history, or a page of them. */
+export const MAX_REPLY_BYTES = 64 << 20;
+/** The default bound of one event-stream line (and of one event's data):
+ * an event's live data is at most 64 KiB and its error text 8 KiB. */
+export const MAX_EVENT_BYTES = 1 << 20;
 
 /** Every route of the API and the client methods that serve it (the tests
  * hold this table to api/openapi.yaml). */
@@ -53,6 +62,10 @@ export interface ClientOptions {
   backoff?: number;
   /** A fetch to use instead of the global one. */
   fetch?: typeof fetch;
+  /** Bound of a reply body in bytes (past it: ResponseTooLargeError, not retried). Default MAX_REPLY_BYTES, 64 MiB. */
+  maxReplyBytes?: number;
+  /** Bound of an event-stream line or event in bytes (past it: EventTooLargeError, not retried). Default MAX_EVENT_BYTES, 1 MiB. */
+  maxEventBytes?: number;
 }
 
 interface CallOptions {
@@ -94,8 +107,33 @@ function retryAfter(h: Headers): number | undefined {
   return Number.isFinite(v) && v > 0 ? v : undefined;
 }
 
-async function readBody(resp: Response): Promise<unknown> {
-  const text = await resp.text();
+/** The body of resp as text, at most limit bytes (ResponseTooLargeError past it). */
+async function readText(resp: Response, limit: number, what: string): Promise<string> {
+  if (Number(resp.headers.get("content-length") ?? 0) > limit) {
+    await resp.body?.cancel().catch(() => {});
+    throw new ResponseTooLargeError(what, limit);
+  }
+  if (!resp.body) return "";
+  const reader = resp.body.getReader();
+  const dec = new TextDecoder();
+  let n = 0;
+  let text = "";
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return text + dec.decode();
+      n += value.length;
+      if (n > limit) throw new ResponseTooLargeError(what, limit);
+      text += dec.decode(value, { stream: true });
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+/** The body of resp: its JSON, or its text (at most limit bytes). */
+async function readBody(resp: Response, limit: number, what: string): Promise<unknown> {
+  const text = await readText(resp, limit, what);
   if ((resp.headers.get("content-type") ?? "").includes("json")) {
     try {
       return JSON.parse(text || "null");
@@ -117,23 +155,31 @@ async function readBody(resp: Response): Promise<unknown> {
  *
  * Idempotent calls (reads, and an enqueue whose tasks all have an id) are
  * retried on a connection error and on 503 with exponential backoff; the
- * others are never retried.
+ * others are never retried. A redirect is never followed (RedirectError:
+ * the token would go with it, and a POST would become a GET); a reply body
+ * past `maxReplyBytes` or an event-stream line past `maxEventBytes` is an
+ * error, not retried. The token is a private field: neither
+ * `console.log(client)` nor `JSON.stringify(client)` shows it.
  */
 export class Client {
   readonly url: string;
-  readonly token?: string;
+  readonly #token?: string;
   readonly timeout: number;
   readonly retries: number;
   readonly backoff: number;
+  readonly maxReplyBytes: number;
+  readonly maxEventBytes: number;
   private readonly fetch: typeof fetch;
 
   constructor(opts: ClientOptions | string = {}) {
     const o = typeof opts === "string" ? { url: opts } : opts;
     this.url = (o.url ?? env("AGENTQ_URL") ?? DEFAULT_URL).replace(/\/+$/, "");
-    this.token = o.token ?? env("AGENTQ_API_TOKEN");
+    this.#token = o.token ?? env("AGENTQ_API_TOKEN");
     this.timeout = o.timeout ?? 10_000;
     this.retries = o.retries ?? 4;
     this.backoff = o.backoff ?? 200;
+    this.maxReplyBytes = o.maxReplyBytes ?? MAX_REPLY_BYTES;
+    this.maxEventBytes = o.maxEventBytes ?? MAX_EVENT_BYTES;
     const f = o.fetch ?? globalThis.fetch;
     if (typeof f !== "function") throw new TypeError("agentq: no fetch in this runtime (Node >= 18 has one)");
     this.fetch = f;
@@ -141,8 +187,19 @@ export class Client {
 
   private headers(extra?: Record<string, string>): Record<string, string> {
     const h: Record<string, string> = { Accept: "application/json", ...extra };
-    if (this.token) h.Authorization = `Bearer ${this.token}`;
+    if (this.#token) h.Authorization = `Bearer ${this.#token}`;
     return h;
+  }
+
+  /** fetch that never follows a redirect: a 3xx (or, in a browser, an
+   * opaque redirect) is a RedirectError naming its Location. */
+  private async fetchHere(method: string, url: string, init: RequestInit): Promise<Response> {
+    const resp = await this.fetch(url, { ...init, method, redirect: "manual" });
+    if (resp.type === "opaqueredirect" || (resp.status >= 300 && resp.status < 400)) {
+      await resp.body?.cancel().catch(() => {});
+      throw new RedirectError(method, url, resp.status, resp.headers.get("location") ?? undefined);
+    }
+    return resp;
   }
 
   private href(path: string, query?: CallOptions["query"]): string {
@@ -162,11 +219,12 @@ export class Client {
     let resp: Response;
     let body: unknown;
     try {
-      const init: RequestInit = { method, signal: ctl.signal, headers: this.headers(o.body !== undefined ? { "Content-Type": "application/json" } : undefined) };
+      const init: RequestInit = { signal: ctl.signal, headers: this.headers(o.body !== undefined ? { "Content-Type": "application/json" } : undefined) };
       if (o.body !== undefined) init.body = JSON.stringify(o.body);
-      resp = await this.fetch(this.href(path, o.query), init);
-      body = await readBody(resp);
+      resp = await this.fetchHere(method, this.href(path, o.query), init);
+      body = await readBody(resp, this.maxReplyBytes, `${method} ${path}`);
     } catch (e) {
+      if (e instanceof AgentqError) throw e;
       throw new TransportError(`${method} ${path}: ${ctl.signal.aborted ? "timed out" : (e as Error)?.message ?? e}`, { cause: e });
     } finally {
       clearTimeout(timer);
@@ -280,21 +338,22 @@ export class Client {
         try {
           const h: Record<string, string> = { Accept: "text/event-stream" };
           if (last !== undefined) h["Last-Event-ID"] = String(last);
-          resp = await this.fetch(this.href(path), { headers: this.headers(h), signal: ctl.signal });
+          resp = await this.fetchHere("GET", this.href(path), { headers: this.headers(h), signal: ctl.signal });
         } catch (e) {
+          if (e instanceof AgentqError) throw e;
           if (opts.signal?.aborted) return;
           if (failures >= this.retries) throw new TransportError(`GET ${path}: ${(e as Error)?.message ?? e}`, { cause: e });
           await this.pause(failures++);
           continue;
         }
         if (resp.status >= 400 || !resp.body) {
-          const err = fromReply(resp.status, await readBody(resp).catch(() => ""), retryAfter(resp.headers));
+          const err = fromReply(resp.status, await readBody(resp, this.maxReplyBytes, `GET ${path}`).catch(() => ""), retryAfter(resp.headers));
           if (!(err instanceof UnavailableError) || failures >= this.retries) throw err;
           await this.pause(failures++, err);
           continue;
         }
         try {
-          for await (const ev of parseSSE(resp.body, arm)) {
+          for await (const ev of parseSSE(resp.body, arm, this.maxEventBytes)) {
             progressed = true;
             failures = 0;
             if (typeof ev.seq === "number") last = ev.seq;
@@ -302,7 +361,7 @@ export class Client {
             if (TERMINAL_EVENTS.includes(ev.event)) return;
           }
         } catch (e) {
-          if (e instanceof APIError) throw e;
+          if (e instanceof AgentqError) throw e;
           // dropped: resume after the last event seen
         }
       } finally {

@@ -12,6 +12,39 @@ export class AgentqError extends Error {
  * got it may have landed: retry with the same id. */
 export class TransportError extends AgentqError {}
 
+/** The server answered a redirect (3xx), which the client never follows:
+ * the token would go with it to wherever `location` points, and a POST
+ * would become a GET. Not retried: point the client's url at the API itself. */
+export class RedirectError extends AgentqError {
+  constructor(
+    readonly method: string,
+    readonly url: string,
+    readonly status: number,
+    /** The Location header (undefined without one). */
+    readonly location?: string,
+  ) {
+    super(`${method} ${url}: the server answered ${status} redirecting to ${location ?? "(no Location)"}; ` +
+      "agentq clients do not follow redirects (the bearer token and a POST's body would go with them): " +
+      "set the client's url to the API's own address");
+  }
+}
+
+/** A reply body longer than the client's `maxReplyBytes` (`limit`). Not
+ * retried: the same reply would come again. */
+export class ResponseTooLargeError extends AgentqError {
+  constructor(what: string, readonly limit: number, option = "maxReplyBytes") {
+    super(`${what}: more than ${limit} bytes, the client's ${option} (raise it to read this)`);
+  }
+}
+
+/** An event-stream line (or event) longer than the client's
+ * `maxEventBytes`. Not retried: a reconnect would meet it again. */
+export class EventTooLargeError extends ResponseTooLargeError {
+  constructor(what: string, limit: number) {
+    super(what, limit, "maxEventBytes");
+  }
+}
+
 /** wait() or events() gave up before the task ended; `task` is the last view. */
 export class WaitTimeoutError extends AgentqError {
   constructor(readonly taskId: string, readonly task?: unknown) {

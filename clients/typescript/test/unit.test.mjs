@@ -3,6 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import util from "node:util";
 import { readFileSync, writeFileSync, mkdtempSync, openSync, readSync, closeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -236,6 +237,80 @@ function block(text, header, indent) {
   }
   return out;
 }
+
+// ---- a hostile server: redirects refused, replies and event lines bounded (issue #35) ----
+
+test("redirects are refused, typed, not retried, and the token never leaves", async (t) => {
+  const other = await withFake(t, () => [200, { id: "elsewhere", created: true, state: "pending" }]);
+  const calls = { enqueue: (c) => c.enqueue({ agent: "llm", id: "j" }), get: (c) => c.get("j"), events: async (c) => { for await (const _ of c.events("j")) { /* none */ } } };
+  for (const status of [301, 302, 303, 307, 308]) {
+    for (const [name, call] of Object.entries(calls)) {
+      const f = await withFake(t, (r) => [status, {}, { Location: other.url + r.path }]);
+      const c = new aq.Client({ url: f.url, token: "sekrit-0123456789abcdef", backoff: 5 });
+      await assert.rejects(call(c), (e) => {
+        assert.ok(e instanceof aq.RedirectError, `${status} ${name}: ${e}`);
+        assert.equal(e.status, status);
+        assert.ok(e.location.startsWith(other.url), e.location);
+        assert.match(e.message, new RegExp(other.url));
+        assert.doesNotMatch(e.message, /sekrit/);
+        return true;
+      });
+      assert.equal(f.requests.length, 1, `${status} ${name}: a refused redirect is not retried`);
+    }
+  }
+  assert.deepEqual(other.requests, [], "nothing, the token least of all, went to the other origin");
+  for (const [status, headers] of [[300, {}], [302, {}], [304, {}]]) {
+    const f = await withFake(t, () => [status, {}, headers]);
+    await assert.rejects(client(f).enqueue({ agent: "llm", id: "j" }), (e) => e instanceof aq.RedirectError && e.status === status);
+  }
+});
+
+test("a reply over maxReplyBytes is a ResponseTooLargeError, not retried", async (t) => {
+  const body = JSON.stringify({ id: "t", state: "succeeded", result: "x".repeat(5000) });
+  const replies = {
+    "content-length": () => [200, JSON.parse(body)],
+    streamed: () => (res) => { res.writeHead(200, { "Content-Type": "application/json" }); res.write(body.slice(0, 2500)); res.end(body.slice(2500)); },
+    error: () => [503, { code: "unavailable", error: "x".repeat(5000) }],
+  };
+  for (const [name, fn] of Object.entries(replies)) {
+    const f = await withFake(t, fn);
+    await assert.rejects(client(f, { maxReplyBytes: 4096 }).get("t"), (e) => e instanceof aq.ResponseTooLargeError && e.limit === 4096 && /maxReplyBytes/.test(e.message), name);
+    assert.equal(f.requests.length, 1, `${name}: an oversized reply is not retried`);
+    if (name !== "error") assert.equal((await client(f).get("t")).state, "succeeded", "the default bound reads it");
+  }
+});
+
+// A streamer sending one event-stream line of n bytes, then a terminal event.
+const bigLine = (n) => async (res) => {
+  res.writeHead(200, { "Content-Type": "text/event-stream" });
+  res.on("error", () => {});
+  res.write("id: 1\nevent: output\ndata: ");
+  const block = "x".repeat(65536);
+  let closed = false;
+  res.once("close", () => { closed = true; res.emit("drain"); });
+  for (let i = 0; i < n / block.length && !closed; i++) {
+    if (!res.write(block)) await new Promise((r) => res.once("drain", r));
+  }
+  if (!res.destroyed) res.end("\n\nid: 2\nevent: succeeded\ndata: {}\n\n");
+};
+
+test("an event-stream line over maxEventBytes is an EventTooLargeError, once", async (t) => {
+  const f = await withFake(t, () => bigLine(4 << 20));
+  const read = async (c) => { const got = []; for await (const ev of c.events("t", { timeout: 60_000 })) got.push(ev.event); return got; };
+  await assert.rejects(read(client(f)), (e) => e instanceof aq.EventTooLargeError && e.limit === aq.MAX_EVENT_BYTES && /maxEventBytes/.test(e.message));
+  assert.equal(f.requests.length, 1, "an oversized line is not retried");
+  assert.deepEqual(await read(client(f, { maxEventBytes: 8 << 20 })), ["output", "succeeded"], "under a raised bound the same stream reads");
+  const lines = new ReadableStream({ start(c) { for (let i = 0; i < 20; i++) c.enqueue(new TextEncoder().encode(`data: ${"x".repeat(100)}\n`)); c.enqueue(new TextEncoder().encode("\n")); c.close(); } });
+  await assert.rejects(async () => { for await (const _ of aq.parseSSE(lines, undefined, 1000)) { /* none */ } }, aq.EventTooLargeError, "an event of many lines is bounded too");
+});
+
+test("the token is private: not in console.log, util.inspect, JSON or own keys", () => {
+  const c = new aq.Client({ url: "http://127.0.0.1:1", token: "tok-secret-0123456789" });
+  for (const shown of [util.inspect(c, { showHidden: true, depth: 10, getters: true }), JSON.stringify(c), String(c), Object.keys(c).join(","), Object.getOwnPropertyNames(c).join(",")]) {
+    assert.doesNotMatch(shown, /tok-secret/);
+  }
+  assert.equal(c.token, undefined);
+});
 
 test("every route of api/openapi.yaml has a client method", () => {
   const routes = [];
