@@ -504,7 +504,9 @@ def parse_sse(lines, max_event_bytes=None):
     EventTooLarge."""
     name, data, eid, size = None, [], None, 0
     for raw in lines:
-        line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        # "replace": a byte that is not UTF-8 must never wedge the stream
+        # (a strict decode failed on the same event after every reconnect).
+        line = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         line = line.rstrip("\r\n")
         if line == "":
             if data:

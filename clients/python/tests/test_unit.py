@@ -245,6 +245,13 @@ class TestClient(FakeCase):
         got = list(agentq.parse_sse(lines))
         self.assertEqual(got, [{"data": 1, "event": "output", "seq": 3}, {"data": "not json"}])
 
+    def test_parse_sse_invalid_utf8_is_replaced(self):
+        # A byte that is not UTF-8 used to raise on every reconnect, so the
+        # stream could never get past that event.
+        lines = [b"id: 1\n", b"data: {\"data\": \"a\xff\xfeb\"}\n", b"\n", b"id: 2\n", b"data: {\"data\": 2}\n", b"\n"]
+        got = list(agentq.parse_sse(lines))
+        self.assertEqual(got, [{"data": "a\ufffd\ufffdb", "seq": 1}, {"data": 2, "seq": 2}])
+
     def test_deadletters_query(self):
         f = self.fake(lambda r: (200, {"deadletters": [{"id": "d"}], "total": 1, "limit": 5, "offset": 0}))
         p = self.client(f).deadletters(5, agent="llm", error_class="timeout")
