@@ -595,17 +595,29 @@ func (d *Deliverer) send(ctx context.Context, hook Hook, msgID string, view *rec
 const MaxRedirects = 5
 
 // ErrRedirect is wrapped by the error of a delivery redirected to another
-// scheme or host, or past MaxRedirects (the rule of HTTP agents with
-// configured headers: its signature headers must not go to another host).
+// scheme or host (the rule of HTTP agents with configured headers: its
+// signature headers must not go to another host), by a redirect that is
+// not 307 or 308 (301, 302 and 303 turn the signed POST into a GET
+// without its body, whose 2xx would count as delivered), or past
+// MaxRedirects.
 var ErrRedirect = errors.New("redirect refused")
 
-// checkRedirect is the CheckRedirect of the deliveries' client: a redirect
-// must stay on the first request's scheme and host (port included).
+// checkRedirect is the CheckRedirect of the deliveries' client: only a 307
+// or 308 (the POST is sent again, body and all) to the first request's
+// scheme and host (port included) is followed.
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	first := via[0].URL
+	code := 0
+	if req.Response != nil {
+		code = req.Response.StatusCode
+	}
 	switch {
 	case len(via) > MaxRedirects:
 		return fmt.Errorf("%w: stopped after %d redirects", ErrRedirect, MaxRedirects)
+	case code != http.StatusTemporaryRedirect && code != http.StatusPermanentRedirect || req.Method != via[0].Method:
+		return fmt.Errorf("%w: HTTP %d to %s would resend the delivery as a %s without its body; "+
+			"configure the URL it redirects to (only 307 and 308 are followed)",
+			ErrRedirect, code, redact.URL(req.URL.String()), req.Method)
 	case !strings.EqualFold(req.URL.Scheme, first.Scheme) || hostPort(req.URL) != hostPort(first):
 		return fmt.Errorf("%w: to %s: a delivery is signed for %s only", ErrRedirect, redact.URL(req.URL.String()), redact.Host(first.String()))
 	}
