@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // TestHangingReceiverDoesNotDelayAnother: 128 events to a receiver that
@@ -104,4 +105,36 @@ func TestHangingReceiverDoesNotDelayAnother(t *testing.T) {
 	// its tasks take them, and the healthy receiver is still not held up.
 	waitFor("the hanging receiver's next attempts", func() bool { return hung.Load() >= 2*DefaultHookConcurrency })
 	wave("ok-b")
+}
+
+// TestDueTasksServedInEventOrder: a task is due from its event's time, so
+// due tasks are claimed in the order of their events, not of their IDs (a
+// late-sorting ID is not starved under a backlog).
+func TestDueTasksServedInEventOrder(t *testing.T) {
+	s := setup(t)
+	order := []string{"z-first", "m-second", "a-third"}
+	for _, id := range order {
+		s.finish(t, id, []string{"h"}, record.Succeeded(record.Attempt{Attempt: 1}, nil))
+		score, err := s.rdb.ZScore(s.ctx, rkeys.WebhooksDue(), id).Result()
+		require.NoError(t, err)
+		// The next event is recorded a millisecond later at least.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			now, err := s.rdb.Time(s.ctx).Result()
+			require.NoError(t, err)
+			if float64(now.UnixMilli()) > score {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the server's clock did not move")
+		}
+	}
+	var got []string
+	for range order {
+		v, err := claimScript.Run(s.ctx, s.rdb, []string{rkeys.WebhooksDue(), rkeys.WebhooksLeased()},
+			time.Now().UnixMilli(), 60000, 1).Slice()
+		require.NoError(t, err)
+		require.Len(t, v, 2)
+		got = append(got, v[1].(string))
+	}
+	require.Equal(t, order, got)
 }
