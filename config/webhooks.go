@@ -16,6 +16,8 @@ import (
 const (
 	DefaultWebhookTimeout = webhook.DefaultTimeout
 	DefaultWebhookMaxAge  = webhook.DefaultMaxAge
+	// DefaultWebhookConcurrency is webhooks.NAME.concurrency's.
+	DefaultWebhookConcurrency = webhook.DefaultHookConcurrency
 )
 
 // Webhook is an endpoint that tasks may notify of their events (a task
@@ -39,6 +41,11 @@ type Webhook struct {
 	// backoff with jitter, at most 5m apart) before it is given up (and
 	// kept visible in `inspector webhooks`) (YAML max_age). Zero → 24h.
 	MaxAge time.Duration `yaml:"max_age"`
+	// Concurrency is the most deliveries to it a worker makes at once, of
+	// the worker's pool of webhook.DefaultConcurrency (so a receiver that
+	// hangs holds that many slots, and the other webhooks keep the rest).
+	// 1 to webhook.MaxHookConcurrency. Zero → 8.
+	Concurrency int `yaml:"concurrency"`
 }
 
 // webhookNameRE: a webhook name goes in a task's notify list (comma
@@ -73,6 +80,9 @@ func (c *Config) Webhook(name string) (Webhook, bool) {
 	}
 	if w.MaxAge == 0 {
 		w.MaxAge = DefaultWebhookMaxAge
+	}
+	if w.Concurrency == 0 {
+		w.Concurrency = DefaultWebhookConcurrency
 	}
 	return w, true
 }
@@ -133,7 +143,8 @@ func (c *Config) Hooks(getenv func(string) string) (map[string]webhook.Hook, err
 		if err != nil {
 			return nil, fmt.Errorf("%s (from %s): %w", path, m[1], err)
 		}
-		out[name] = webhook.Hook{Name: name, URL: w.URL, Key: key, Events: w.Events, Timeout: w.Timeout, MaxAge: w.MaxAge}
+		out[name] = webhook.Hook{Name: name, URL: w.URL, Key: key, Events: w.Events, Timeout: w.Timeout, MaxAge: w.MaxAge,
+			Concurrency: w.Concurrency}
 	}
 	return out, nil
 }
@@ -169,6 +180,10 @@ func (v *validator) webhooks() {
 		}
 		if w.MaxAge < 0 {
 			v.fail(path+".max_age", "must not be negative, got %s", w.MaxAge)
+		}
+		if w.Concurrency < 0 || w.Concurrency > webhook.MaxHookConcurrency {
+			v.fail(path+".concurrency", "must be 1 to %d (half a worker's pool of %d deliveries), or 0 for %d; got %d",
+				webhook.MaxHookConcurrency, webhook.DefaultConcurrency, DefaultWebhookConcurrency, w.Concurrency)
 		}
 	}
 	for _, name := range v.c.AgentNames() {

@@ -22,6 +22,7 @@ webhooks:
     events: [succeeded, retrying, canceled]
     timeout: 3s
     max_age: 1h
+    concurrency: 2
 agents:
   llm:
     notify: [audit]
@@ -32,8 +33,10 @@ agents:
 	require.Equal(t, []string{"succeeded", "dead_lettered", "canceled"}, b.Events)
 	require.Equal(t, 10*time.Second, b.Timeout)
 	require.Equal(t, 24*time.Hour, b.MaxAge)
+	require.Equal(t, 8, b.Concurrency)
 	a, _ := c.Webhook("audit")
 	require.Equal(t, 3*time.Second, a.Timeout)
+	require.Equal(t, 2, a.Concurrency)
 	require.Equal(t, []string{"audit", "billing"}, c.Notify("llm", []string{"billing", "audit"}))
 	require.Equal(t, []string{"billing"}, c.Notify("other", []string{"billing"}))
 	require.NoError(t, c.CheckNotify([]string{"audit", "billing"}))
@@ -46,6 +49,7 @@ agents:
 	require.NoError(t, err)
 	require.Equal(t, key, hooks["billing"].Key)
 	require.Equal(t, []string{"succeeded", "retrying", "canceled"}, hooks["audit"].Events)
+	require.Equal(t, 2, hooks["audit"].Concurrency)
 
 	env["AUDIT_SECRET"] = ""
 	_, err = c.Hooks(func(k string) string { return env[k] })
@@ -76,6 +80,8 @@ func TestWebhookErrors(t *testing.T) {
 		{"repeated event", "webhooks:\n  h:\n    url: https://x/y\n    secret: ${S}\n    events: [succeeded, succeeded]\n", 5, "webhooks.h.events[1]", "more than once"},
 		{"negative timeout", "webhooks:\n  h:\n    url: https://x/y\n    secret: ${S}\n    timeout: -1s\n", 5, "webhooks.h.timeout", "negative"},
 		{"negative max_age", "webhooks:\n  h:\n    url: https://x/y\n    secret: ${S}\n    max_age: -1h\n", 5, "webhooks.h.max_age", "negative"},
+		{"negative concurrency", "webhooks:\n  h:\n    url: https://x/y\n    secret: ${S}\n    concurrency: -1\n", 5, "webhooks.h.concurrency", "must be 1 to 32"},
+		{"concurrency past half the pool", "webhooks:\n  h:\n    url: https://x/y\n    secret: ${S}\n    concurrency: 33\n", 5, "webhooks.h.concurrency", "got 33"},
 		{"bad name", "webhooks:\n  'a,b': {url: 'https://x/y', secret: '${S}'}\n", 2, "webhooks.a,b", "invalid webhook name"},
 		{"unknown field", "webhooks:\n  h: {url: 'https://x/y', secret: '${S}', max_ages: 1h}\n", 2, "webhooks.h.max_ages", "did you mean max_age?"},
 		{"agent notifies an unknown webhook", "webhooks:\n  h: {url: 'https://x/y', secret: '${S}'}\nagents:\n  a:\n    notify: [h, hh]\n", 5, "agents.a.notify[1]", `unknown webhook "hh"`},

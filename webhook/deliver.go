@@ -31,7 +31,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultPoll           = time.Second
+	DefaultPoll           = 250 * time.Millisecond
 	DefaultBatch          = 16
 	DefaultInitialBackoff = time.Second
 	DefaultMaxBackoff     = 5 * time.Minute
@@ -62,6 +62,10 @@ type Options struct {
 	Poll time.Duration
 	// Batch is the most tasks claimed at once. Zero: DefaultBatch.
 	Batch int
+	// Concurrency is the most deliveries this worker makes at once (its
+	// pool; each webhook has at most its Hook.Concurrency of them). Zero:
+	// DefaultConcurrency.
+	Concurrency int
 	// InitialBackoff, MaxBackoff and Jitter shape the retries of a failed
 	// delivery: min(MaxBackoff, InitialBackoff·2^(n-1)) ±Jitter after the
 	// n-th failure. Zero: the defaults.
@@ -89,6 +93,14 @@ type Deliverer struct {
 	cluster bool
 	// cursors are Repair's SCAN cursors by master address.
 	cursors map[string]uint64
+	// slots is the pool (Options.Concurrency) and lanes each webhook's
+	// share of it (Hook.Concurrency): an attempt holds one of each.
+	slots chan struct{}
+	lanes map[string]*lane
+	// active counts the claimed tasks not yet released; kick wakes Run
+	// when a slot frees.
+	active sync.WaitGroup
+	kick   chan struct{}
 }
 
 // New returns a Deliverer of the webhooks o.Hooks on rdb, reading tasks
@@ -105,6 +117,9 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 	}
 	if o.Batch <= 0 {
 		o.Batch = DefaultBatch
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.InitialBackoff <= 0 {
 		o.InitialBackoff = DefaultInitialBackoff
@@ -137,6 +152,7 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 	client := *base
 	client.CheckRedirect = checkRedirect
 	hooks := make(map[string]Hook, len(o.Hooks))
+	lanes := make(map[string]*lane, len(o.Hooks))
 	for name, h := range o.Hooks {
 		if h.Timeout <= 0 {
 			h.Timeout = DefaultTimeout
@@ -147,8 +163,14 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 		if len(h.Events) == 0 {
 			h.Events = DefaultEvents
 		}
+		if h.Concurrency <= 0 {
+			h.Concurrency = DefaultHookConcurrency
+		}
+		// No one webhook takes every slot of the pool.
+		h.Concurrency = min(h.Concurrency, max(1, o.Concurrency/2))
 		h.Name = name
 		hooks[name] = h
+		lanes[name] = &lane{slots: make(chan struct{}, h.Concurrency)}
 	}
 	o.Hooks = hooks
 	// The lease covers one delivery attempt with room to spare, renewed
@@ -159,16 +181,21 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	return &Deliverer{rdb: rdb, store: store, o: o, client: &client, lease: lease, cluster: cluster,
-		cursors: map[string]uint64{}}
+		cursors: map[string]uint64{}, lanes: lanes, slots: make(chan struct{}, o.Concurrency),
+		kick: make(chan struct{}, 1)}
 }
 
-// Run delivers until ctx ends.
+// Run delivers until ctx ends: a pass each Poll, and again whenever an
+// attempt frees a slot of the pool; it returns once the attempts under way
+// have ended.
 func (d *Deliverer) Run(ctx context.Context) error {
 	t := time.NewTicker(d.o.Poll)
 	defer t.Stop()
+	defer d.active.Wait()
 	lastRepair := time.Time{}
+	var n atomic.Int64
 	for {
-		if _, err := d.Tick(ctx); err != nil && ctx.Err() == nil {
+		if err := d.pass(ctx, &n); err != nil && ctx.Err() == nil {
 			d.o.Logger.Warn("webhooks: delivery pass failed", "err", err)
 		}
 		if d.cluster && d.o.Now().Sub(lastRepair) >= d.o.RepairEvery {
@@ -183,6 +210,7 @@ func (d *Deliverer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		case <-d.kick:
 		}
 	}
 }
@@ -190,19 +218,24 @@ func (d *Deliverer) Run(ctx context.Context) error {
 // claimScript claims due tasks (KEYS[1] due set, KEYS[2] leased set;
 // ARGV[1] now ms, ARGV[2] lease ms, ARGV[3] the most tasks). It first puts
 // the tasks whose lease has expired (a worker died or stalled) back in the
-// due set, then moves up to ARGV[3] due tasks that no live lease holds to
-// the leased set, with the expiry now + lease (the lease's token).
+// due set (due now), then moves up to ARGV[3] due tasks that no live lease
+// holds, earliest score first, to the leased set, with the expiry now +
+// lease (the lease's token). A task is due when its score is at most now
+// or the server's TIME (a new event is scored by the server's clock: a
+// worker whose clock is behind it still sees the event due).
 // Returns {pending, id1, id2, …}: pending is the number of tasks in both
 // sets.
 var claimScript = redis.NewScript(`
 local now, lease, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local t = redis.call("TIME")
+local due_by = math.max(now, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
 local lost = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now, "LIMIT", 0, 100)
 for _, id in ipairs(lost) do
   redis.call("ZREM", KEYS[2], id)
-  redis.call("ZADD", KEYS[1], "LT", 0, id)
+  redis.call("ZADD", KEYS[1], "LT", now, id)
 end
 local out = {0}
-local cand = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", now, "LIMIT", 0, limit * 4)
+local cand = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", due_by, "LIMIT", 0, limit * 4)
 for _, id in ipairs(cand) do
   if #out > limit then break end
   if not redis.call("ZSCORE", KEYS[2], id) then
@@ -311,120 +344,203 @@ type BodyData struct {
 	Task  *record.View    `json:"task"`
 }
 
-// Tick claims the due tasks and makes their due deliveries, once; it
-// returns how many deliveries it attempted.
-func (d *Deliverer) Tick(ctx context.Context) (int, error) {
-	now := d.o.Now()
-	v, err := claimScript.Run(ctx, d.rdb, []string{rkeys.WebhooksDue(), rkeys.WebhooksLeased()},
-		now.UnixMilli(), d.lease.Milliseconds(), d.o.Batch).Slice()
+// held is one claimed task being delivered: its lease and what its
+// deliveries' outcomes make of its release. Its webhooks' chains run side
+// by side and share it.
+type held struct {
+	id string
+	mu sync.Mutex
+	// token is the lease's expiry (its token), renewed after each attempt.
+	token float64
+	// next is when the task is due again (ms; -1: nothing left to make).
+	next int64
+	// givenUp: the task has a given-up delivery.
+	givenUp bool
+	// lost: the lease was lost (this worker stalled): its new holder goes
+	// on, nothing is released; err: a Redis error, the task is handed back.
+	lost bool
+	err  error
+}
+
+// due lowers h.next to at (ms).
+func (h *held) due(at int64) {
+	h.mu.Lock()
+	h.next = minNext(h.next, at)
+	h.mu.Unlock()
+}
+
+// chain is the due deliveries of one task to one webhook, in event order.
+type chain struct {
+	hook   Hook
+	fields []string
+	dls    []Delivery
+}
+
+// task makes the due deliveries of the claimed task id, whose lease
+// expires at token: each webhook's in event order, the webhooks side by
+// side, each attempt in a slot of the pool (a webhook with no free slot
+// waits for a later pass). started is called once the attempts are under
+// way or the task handed back; n counts the attempts.
+func (d *Deliverer) task(ctx context.Context, id string, token float64, started func(), n *atomic.Int64) {
+	started = sync.OnceFunc(started)
+	defer started()
+	h := &held{id: id, token: token, next: -1}
+	view, chains, err := d.plan(ctx, h)
 	if err != nil {
-		return 0, fmt.Errorf("webhooks: claim: %w", err)
+		d.warn(id, d.release(ctx, h.id, h.token, 0, false, err))
+		return
 	}
-	if len(v) > 0 {
-		if n, ok := v[0].(int64); ok {
-			d.o.Pending(int(n))
-		}
-	}
-	// The claimed tasks' deliveries go out side by side (a slow endpoint
-	// does not hold up the others); each task's in the order of its events.
-	var total atomic.Int64
 	var wg sync.WaitGroup
-	for _, x := range v[min(1, len(v)):] {
-		id, _ := x.(string)
+	for _, c := range chains {
+		l, ok := d.acquire(c.hook.Name)
+		if !ok {
+			h.due(d.o.Now().Add(d.deferral(l)).UnixMilli())
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n, err := d.task(ctx, id, float64(now.UnixMilli()+d.lease.Milliseconds()))
-			total.Add(int64(n))
-			if err != nil && ctx.Err() == nil {
-				d.o.Logger.Warn("webhooks: task's deliveries failed", "task", id, "err", err)
-			}
+			d.chain(ctx, h, view, c, l, n)
 		}()
 	}
+	started()
 	wg.Wait()
-	return int(total.Load()), ctx.Err()
+	switch {
+	case h.lost:
+	case ctx.Err() != nil:
+		// Stopping: an attempt's outcome is unknown; hand the task back
+		// (due again shortly) rather than hold it for the lease.
+		d.warn(id, d.release(ctx, h.id, h.token, 0, h.givenUp, ctx.Err()))
+	case h.err != nil:
+		d.warn(id, d.release(ctx, h.id, h.token, 0, false, h.err))
+	default:
+		d.warn(id, d.release(ctx, h.id, h.token, h.next, h.givenUp, nil))
+	}
 }
 
-// task makes the due deliveries of task id, whose lease expires at token.
-func (d *Deliverer) task(ctx context.Context, id string, token float64) (int, error) {
-	view, err := d.store.Get(ctx, id)
+// warn logs the failure err of task id's deliveries (not when stopping).
+func (d *Deliverer) warn(id string, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		d.o.Logger.Warn("webhooks: task's deliveries failed", "task", id, "err", err)
+	}
+}
+
+// plan reads task h's record and deliveries (after taking its outbox) and
+// returns the view the bodies carry and the due deliveries, one chain per
+// webhook; h.next and h.givenUp account for the rest.
+func (d *Deliverer) plan(ctx context.Context, h *held) (*record.View, []*chain, error) {
+	view, err := d.store.Get(ctx, h.id)
 	if errors.Is(err, record.ErrNotFound) {
 		view = nil // the record expired: deliveries already taken still go, with the ID alone
 	} else if err != nil {
-		return 0, d.release(ctx, id, token, 0, false, err)
+		return nil, nil, err
 	}
-	if err := d.take(ctx, id, view); err != nil {
-		return 0, d.release(ctx, id, token, 0, false, err)
+	if err := d.take(ctx, h.id, view); err != nil {
+		return nil, nil, err
 	}
-	raw, err := d.rdb.HGetAll(ctx, rkeys.TaskHooks(id)).Result()
+	raw, err := d.rdb.HGetAll(ctx, rkeys.TaskHooks(h.id)).Result()
 	if err != nil {
-		return 0, d.release(ctx, id, token, 0, false, err)
+		return nil, nil, err
 	}
-	fields := sortedFields(raw)
 	if view == nil {
-		view = &record.View{ID: id}
+		view = &record.View{ID: h.id}
 	}
-	next, givenUp, n := int64(-1), false, 0
 	// blocked are the webhooks with an earlier delivery of this task still
-	// waiting (not due, or failed now): a webhook gets a task's events in
-	// order, so their later deliveries wait behind it.
+	// waiting: a webhook gets a task's events in order, so their later
+	// deliveries wait behind it.
 	blocked := map[string]bool{}
-	for _, f := range fields {
+	by := map[string]*chain{}
+	var chains []*chain
+	now := d.o.Now()
+	for _, f := range sortedFields(raw) {
 		var dl Delivery
-		seq, name, ok := splitField(f)
+		_, name, ok := splitField(f)
 		if !ok || json.Unmarshal([]byte(raw[f]), &dl) != nil {
-			_ = d.rdb.HDel(ctx, rkeys.TaskHooks(id), f).Err()
+			_ = d.rdb.HDel(ctx, rkeys.TaskHooks(h.id), f).Err()
 			continue
 		}
-		if dl.GivenUp != 0 {
-			givenUp = true
-			continue
-		}
-		if blocked[name] {
-			continue
-		}
-		now := d.o.Now()
-		if dl.Next > now.UnixMilli() {
-			next, blocked[name] = minNext(next, dl.Next), true
-			continue
-		}
-		hook, ok := d.o.Hooks[name]
-		if !ok {
+		hook, known := d.o.Hooks[name]
+		switch {
+		case dl.GivenUp != 0:
+			h.givenUp = true
+		case blocked[name]:
+		case dl.Next > now.UnixMilli():
+			h.next, blocked[name] = minNext(h.next, dl.Next), true
+		case !known:
 			// Not configured here (a config being rolled out): another
 			// worker may have it; look again later.
-			next = minNext(next, now.Add(d.o.MaxBackoff).UnixMilli())
-			continue
-		}
-		if !hook.wants(eventName(dl.Event)) {
+			h.next = minNext(h.next, now.Add(d.o.MaxBackoff).UnixMilli())
+		case !hook.wants(eventName(dl.Event)):
 			// Taken by a worker that did not know the webhook's events.
-			_ = d.rdb.HDel(ctx, rkeys.TaskHooks(id), f).Err()
-			continue
+			_ = d.rdb.HDel(ctx, rkeys.TaskHooks(h.id), f).Err()
+		default:
+			c := by[name]
+			if c == nil {
+				c = &chain{hook: hook}
+				by[name] = c
+				chains = append(chains, c)
+			}
+			c.fields, c.dls = append(c.fields, f), append(c.dls, dl)
 		}
-		n++
-		derr := d.send(ctx, hook, MessageID(id, seq, name), view, dl.Event)
+	}
+	return view, chains, nil
+}
+
+// chain makes c's deliveries of task h in order, in the slot l holds,
+// until one fails (the later ones wait behind it), the lease is lost or
+// ctx ends.
+func (d *Deliverer) chain(ctx context.Context, h *held, view *record.View, c *chain, l *lane, n *atomic.Int64) {
+	defer d.free(l)
+	for i, f := range c.fields {
+		dl := c.dls[i]
+		seq, name, _ := splitField(f)
+		n.Add(1)
+		begun := time.Now()
+		derr := d.send(ctx, c.hook, MessageID(h.id, seq, name), view, dl.Event)
+		l.took(time.Since(begun))
 		if ctx.Err() != nil {
-			// Stopping: the attempt's outcome is unknown; hand the task
-			// back (due again shortly) rather than hold it for the lease.
-			return n, d.release(ctx, id, token, 0, givenUp, ctx.Err())
+			return
 		}
-		if err := d.record(ctx, id, f, hook, &dl, derr); err != nil {
-			return n, d.release(ctx, id, token, 0, false, err)
+		if err := d.record(ctx, h.id, f, c.hook, &dl, derr); err != nil {
+			h.mu.Lock()
+			h.err = err
+			h.mu.Unlock()
+			return
+		}
+		if !d.renew(ctx, h) {
+			return
 		}
 		if derr != nil {
 			if dl.GivenUp != 0 {
-				givenUp = true
-			} else {
-				next, blocked[name] = minNext(next, dl.Next), true
+				h.mu.Lock()
+				h.givenUp = true
+				h.mu.Unlock()
+				continue
 			}
-		}
-		newToken := float64(d.o.Now().UnixMilli() + d.lease.Milliseconds())
-		if ok, err := renewScript.Run(ctx, d.rdb, []string{rkeys.WebhooksLeased()}, id, token, newToken).Int(); err == nil && ok == 1 {
-			token = newToken
-		} else if err == nil {
-			return n, nil // the lease was lost (this worker stalled): its new holder goes on
+			h.due(dl.Next)
+			return
 		}
 	}
-	return n, d.release(ctx, id, token, next, givenUp, nil)
+}
+
+// renew extends task h's lease after an attempt; false when the lease was
+// lost (or an earlier chain found it lost or failed).
+func (d *Deliverer) renew(ctx context.Context, h *held) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost || h.err != nil {
+		return false
+	}
+	newToken := float64(d.o.Now().UnixMilli() + d.lease.Milliseconds())
+	ok, err := renewScript.Run(ctx, d.rdb, []string{rkeys.WebhooksLeased()}, h.id, h.token, newToken).Int()
+	switch {
+	case err == nil && ok == 1:
+		h.token = newToken
+	case err == nil:
+		h.lost = true
+		return false
+	}
+	return true
 }
 
 // eventName is the name of the recorded event raw.
@@ -595,17 +711,29 @@ func (d *Deliverer) send(ctx context.Context, hook Hook, msgID string, view *rec
 const MaxRedirects = 5
 
 // ErrRedirect is wrapped by the error of a delivery redirected to another
-// scheme or host, or past MaxRedirects (the rule of HTTP agents with
-// configured headers: its signature headers must not go to another host).
+// scheme or host (the rule of HTTP agents with configured headers: its
+// signature headers must not go to another host), by a redirect that is
+// not 307 or 308 (301, 302 and 303 turn the signed POST into a GET
+// without its body, whose 2xx would count as delivered), or past
+// MaxRedirects.
 var ErrRedirect = errors.New("redirect refused")
 
-// checkRedirect is the CheckRedirect of the deliveries' client: a redirect
-// must stay on the first request's scheme and host (port included).
+// checkRedirect is the CheckRedirect of the deliveries' client: only a 307
+// or 308 (the POST is sent again, body and all) to the first request's
+// scheme and host (port included) is followed.
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	first := via[0].URL
+	code := 0
+	if req.Response != nil {
+		code = req.Response.StatusCode
+	}
 	switch {
 	case len(via) > MaxRedirects:
 		return fmt.Errorf("%w: stopped after %d redirects", ErrRedirect, MaxRedirects)
+	case code != http.StatusTemporaryRedirect && code != http.StatusPermanentRedirect || req.Method != via[0].Method:
+		return fmt.Errorf("%w: HTTP %d to %s would resend the delivery as a %s without its body; "+
+			"configure the URL it redirects to (only 307 and 308 are followed)",
+			ErrRedirect, code, redact.URL(req.URL.String()), req.Method)
 	case !strings.EqualFold(req.URL.Scheme, first.Scheme) || hostPort(req.URL) != hostPort(first):
 		return fmt.Errorf("%w: to %s: a delivery is signed for %s only", ErrRedirect, redact.URL(req.URL.String()), redact.Host(first.String()))
 	}

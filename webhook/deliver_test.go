@@ -371,3 +371,59 @@ func TestDeliveriesInEventOrder(t *testing.T) {
 	require.Equal(t, []string{"task.retrying", "task.succeeded"}, types(fast.requests()))
 	require.Equal(t, []string{"task.retrying", "task.succeeded"}, types(slow.requests()))
 }
+
+// TestDeliveryRedirectKeepsThePOSTOrFails: a same-host 301, 302 or 303
+// (the trailing-slash kind: /hook → /hook/) would turn the signed POST
+// into a GET without its body, whose 2xx would count as delivered: it
+// fails the attempt, with a last error saying why, and nothing reaches
+// the target. A same-host 307 or 308 is followed: the POST arrives there,
+// body and signature intact.
+func TestDeliveryRedirectKeepsThePOSTOrFails(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			s := setup(t)
+			var mu sync.Mutex
+			var got []received
+			var methods []string
+			mux := http.NewServeMux()
+			mux.Handle("/hook", http.RedirectHandler("/hook/", code))
+			mux.HandleFunc("/hook/", func(w http.ResponseWriter, req *http.Request) {
+				b, _ := io.ReadAll(req.Body)
+				mu.Lock()
+				defer mu.Unlock()
+				methods = append(methods, req.Method)
+				got = append(got, received{ID: req.Header.Get("webhook-id"), Timestamp: req.Header.Get("webhook-timestamp"),
+					Signature: req.Header.Get("webhook-signature"), Body: b})
+			})
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			secret, key := newSecret(t)
+			d := New(s.rdb, s.store, Options{Hooks: map[string]Hook{"h": hook("h", srv.URL+"/hook", key)}, InitialBackoff: time.Hour})
+			s.finish(t, "rd", []string{"h"}, record.Succeeded(record.Attempt{Attempt: 1}, nil))
+			var st []Status
+			until(t, d, func() bool {
+				var err error
+				st, err = Statuses(s.ctx, s.rdb, d.o.Hooks)
+				require.NoError(t, err)
+				return st[0].Failing == 1 || !st[0].LastOKAt.IsZero()
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect {
+				require.Zero(t, st[0].Pending, "delivered")
+				require.Equal(t, []string{http.MethodPost}, methods)
+				verify(t, secret, got[0])
+				require.Contains(t, string(got[0].Body), `"type":"task.succeeded"`)
+				return
+			}
+			require.Empty(t, methods, "nothing reaches the target: a GET there is no delivery")
+			require.Equal(t, 1, st[0].Pending, "still to deliver")
+			require.True(t, st[0].FailingNow())
+			require.Contains(t, st[0].LastError, "redirect refused")
+			require.Contains(t, st[0].LastError, "HTTP "+strconv.Itoa(code))
+			require.Contains(t, st[0].LastError, "without its body")
+		})
+	}
+}

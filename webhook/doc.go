@@ -26,5 +26,12 @@
 // (rkeys.TaskHooks), POSTs each due delivery, and reschedules the failures
 // with an exponential, jittered backoff until the webhook's max_age, after
 // which a delivery is given up and kept visible (rkeys.WebhooksGivenUp).
-// A task's deliveries are made in order of their events.
+// A task's deliveries to a webhook are made in order of their events.
+//
+// A task is scored in the due set by the time of its event (or of its
+// next retry), so due tasks are claimed in that order. The attempts go out
+// from a pool (Options.Concurrency slots, each webhook at most its
+// Hook.Concurrency of them): an attempt holds its slots, not the pass, so
+// a receiver that hangs holds its own slots only; a task whose webhook has
+// no free slot is handed back to the due set a little later.
 package webhook

@@ -23,6 +23,10 @@ type Hook struct {
 	Timeout time.Duration
 	// MaxAge is how long a delivery is retried before it is given up.
 	MaxAge time.Duration
+	// Concurrency is the most deliveries to it a worker makes at once (of
+	// the worker's pool, Options.Concurrency: at most half of it). Zero:
+	// DefaultHookConcurrency.
+	Concurrency int
 }
 
 // Event names of webhooks, as the config names them, and the history

@@ -239,7 +239,7 @@ func Retry(ctx context.Context, rdb redis.UniversalClient, name string, now time
 			return total, fmt.Errorf("webhooks: retry %s of %s: %w", name, ids[i], err)
 		}
 		if n > 0 {
-			if err := rdb.ZAddArgs(ctx, rkeys.WebhooksDue(), redis.ZAddArgs{LT: true, Members: []redis.Z{{Score: 0, Member: ids[i]}}}).Err(); err != nil {
+			if err := rdb.ZAddArgs(ctx, rkeys.WebhooksDue(), redis.ZAddArgs{LT: true, Members: []redis.Z{{Score: float64(now.UnixMilli()), Member: ids[i]}}}).Err(); err != nil {
 				return total, fmt.Errorf("webhooks: retry %s of %s: %w", name, ids[i], err)
 			}
 		}
@@ -300,7 +300,7 @@ func (d *Deliverer) Repair(ctx context.Context) (int, error) {
 	}
 	made := 0
 	for _, id := range ids {
-		n, err := repairScript.Run(ctx, d.rdb, []string{rkeys.WebhooksDue(), rkeys.WebhooksLeased()}, id).Int()
+		n, err := repairScript.Run(ctx, d.rdb, []string{rkeys.WebhooksDue(), rkeys.WebhooksLeased()}, id, d.o.Now().UnixMilli()).Int()
 		if err != nil {
 			return made, fmt.Errorf("webhooks: repair: %w", err)
 		}
@@ -313,10 +313,11 @@ func (d *Deliverer) Repair(ctx context.Context) (int, error) {
 // repair pass.
 const repairPages = 100
 
-// repairScript makes task ARGV[1] due now unless it is due or leased
-// already (KEYS[1] due set, KEYS[2] leased set). Returns 1 when it did.
+// repairScript makes task ARGV[1] due now (ARGV[2], ms) unless it is due
+// or leased already (KEYS[1] due set, KEYS[2] leased set). Returns 1 when
+// it did.
 var repairScript = redis.NewScript(`
 if redis.call("ZSCORE", KEYS[1], ARGV[1]) or redis.call("ZSCORE", KEYS[2], ARGV[1]) then return 0 end
-redis.call("ZADD", KEYS[1], 0, ARGV[1])
+redis.call("ZADD", KEYS[1], ARGV[2], ARGV[1])
 return 1
 `)

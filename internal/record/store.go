@@ -136,13 +136,15 @@ func (s *Store) outboxKeys(id string) []string {
 
 // outboxed is the second step of a write that put an event in task id's
 // webhook outbox on a Redis Cluster (flag: the script's outboxed reply,
-// 1 when it did): the task is made due in the webhooks' due set. When
+// 1 when it did): the task is made due now in the webhooks' due set
+// (scored by the time, as the script does; LT: an earlier score stays). When
 // this step is lost (the process dies between the two, Redis fails), the
 // webhook deliverer's repair finds the outbox (webhook.Deliverer). Its
 // error is not the write's: the write was applied.
 func (s *Store) outboxed(ctx context.Context, id string, flag any) {
 	if n, _ := flag.(int64); n == 1 && s.cluster {
-		_ = s.rdb.ZAddArgs(ctx, rkeys.WebhooksDue(), redis.ZAddArgs{LT: true, Members: []redis.Z{{Score: 0, Member: id}}}).Err()
+		score := float64(s.now().UnixMilli())
+		_ = s.rdb.ZAddArgs(ctx, rkeys.WebhooksDue(), redis.ZAddArgs{LT: true, Members: []redis.Z{{Score: score, Member: id}}}).Err()
 	}
 }
 
