@@ -154,9 +154,12 @@ func (k *Keeper) Check(ctx context.Context, bs ...Budget) (*Over, error) {
 }
 
 // Debit debits an attempt's usage from each of bs: its total tokens, and
-// its cost when priced. It returns the first error, after trying every
-// debit.
+// its cost when priced, as clamped (usage.Usage.Clamp: an absurd report
+// debits the most an attempt may use, which exhausts the budget rather
+// than overflowing its window). It returns the first error, after trying
+// every debit.
 func (k *Keeper) Debit(ctx context.Context, u usage.Usage, bs ...Budget) error {
+	u = u.Clamp()
 	var first error
 	for _, b := range bs {
 		for _, unit := range b.units() {

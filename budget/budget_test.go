@@ -135,3 +135,27 @@ func TestTaskSpent(t *testing.T) {
 	require.True(t, over)
 	require.Contains(t, why, "max_cost_usd 0.02")
 }
+
+// TestDebitHugeUsage: usage beyond what a window's sum can hold (counts
+// and costs as no reply should say them, twice) is debited as clamped
+// (usage.Usage.Clamp): every debit succeeds — the second once failed with
+// "value is not an integer or out of range" and escaped the budget — and
+// the budget is exhausted, in tokens and in dollars.
+func TestDebitHugeUsage(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	ctx := context.Background()
+	b := Budget{Kind: Tenant, Name: "acme", Tokens: 1_000_000, USD: 100, Per: time.Hour}
+	huge := usage.Usage{InputTokens: 9_000_000_000_000_000_000, TotalTokens: 9_000_000_000_000_000_000, CostUSD: 2.25e13, Priced: true}
+	for range 2 {
+		require.NoError(t, s.k.Debit(ctx, huge, b))
+	}
+	st, err := s.k.Status(ctx, b)
+	require.NoError(t, err)
+	require.Equal(t, 2*usage.MaxTokens, st.TokensUsed)
+	require.Equal(t, 2*usage.MaxCostUSD, st.USDUsed)
+	require.True(t, st.Exhausted)
+	over, err := s.k.Check(ctx, b)
+	require.NoError(t, err)
+	require.NotNil(t, over)
+}

@@ -40,8 +40,8 @@ var usageKey = []byte(`"usage`)
 //     Anthropic's); no model in the body.
 //
 // TotalTokens is the reply's total when it says one at least input +
-// output, else input + output. A body with none of these is no usage
-// (IsZero).
+// output, else input + output. Every count is clamped to MaxTokens
+// (Clamp). A body with none of these is no usage (IsZero).
 func Parse(body []byte) (u Usage, system string) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' || !bytes.Contains(body, usageKey) {
@@ -89,7 +89,7 @@ func Object(raw json.RawMessage) (u Usage, system string) {
 	}
 	var n float64
 	if json.Unmarshal(raw, &n) == nil {
-		return Usage{TotalTokens: max(int64(n), 0)}, ""
+		return Usage{TotalTokens: tokens(n)}, ""
 	}
 	var o usageObject
 	if raw[0] != '{' || json.Unmarshal(raw, &o) != nil {
@@ -152,10 +152,8 @@ func (o usageObject) usage() (Usage, string) {
 			system = SystemOpenAI
 		}
 	}
-	u := Usage{Model: o.Model, InputTokens: tokens(in), OutputTokens: tokens(out), CachedTokens: tokens(cached)}
-	u.CachedTokens = min(u.CachedTokens, u.InputTokens)
-	u.TotalTokens = max(tokens(total), u.InputTokens+u.OutputTokens)
-	return u, system
+	u := Usage{Model: o.Model, InputTokens: tokens(in), OutputTokens: tokens(out), CachedTokens: tokens(cached), TotalTokens: tokens(total)}
+	return u.Clamp(), system
 }
 
 // geminiUsage is Gemini's usageMetadata.
@@ -169,14 +167,15 @@ type geminiUsage struct {
 }
 
 func (g geminiUsage) usage() Usage {
-	u := Usage{InputTokens: tokens(g.Prompt) + tokens(g.ToolUse), OutputTokens: tokens(g.Candidates) + tokens(g.Thoughts), CachedTokens: tokens(g.Cached)}
-	u.CachedTokens = min(u.CachedTokens, u.InputTokens)
-	u.TotalTokens = max(tokens(g.Total), u.InputTokens+u.OutputTokens)
-	return u
+	u := Usage{InputTokens: tokens(g.Prompt + g.ToolUse), OutputTokens: tokens(g.Candidates + g.Thoughts),
+		CachedTokens: tokens(g.Cached), TotalTokens: tokens(g.Total)}
+	return u.Clamp()
 }
 
-// tokens is a count as the reply says it, 0 when negative.
-func tokens(f float64) int64 { return max(int64(f), 0) }
+// tokens is a count as the reply says it, within [0, MaxTokens]: clamped
+// as a float, before any conversion or arithmetic (a float ≥ 2^63 has no
+// int64 value).
+func tokens(f float64) int64 { return clampCount(f) }
 
 // ModelOf returns the model a request's params name ("model", or
 // Bedrock's "modelId"), "" when they name none: the model of a reply that
@@ -199,9 +198,10 @@ func ModelOf(params []byte) string {
 	return p.ModelID
 }
 
-// Add returns u plus v: tokens and cost summed, priced when either is;
-// the model kept when both name the same one, "" otherwise (a zero u
-// takes v's).
+// Add returns u plus v: tokens and cost summed, saturating at MaxSum
+// (SatAdd; the cost at MaxSum nano-dollars), priced when either is; the
+// model kept when both name the same one, "" otherwise (a zero u takes
+// v's).
 func (u Usage) Add(v Usage) Usage {
 	if u.IsZero() && u.CostUSD == 0 {
 		return v
@@ -209,11 +209,11 @@ func (u Usage) Add(v Usage) Usage {
 	if u.Model != v.Model {
 		u.Model = ""
 	}
-	u.InputTokens += v.InputTokens
-	u.OutputTokens += v.OutputTokens
-	u.CachedTokens += v.CachedTokens
-	u.TotalTokens += v.TotalTokens
-	u.CostUSD += v.CostUSD
+	u.InputTokens = SatAdd(u.InputTokens, v.InputTokens)
+	u.OutputTokens = SatAdd(u.OutputTokens, v.OutputTokens)
+	u.CachedTokens = SatAdd(u.CachedTokens, v.CachedTokens)
+	u.TotalTokens = SatAdd(u.TotalTokens, v.TotalTokens)
+	u.CostUSD = sumCost(u.CostUSD, v.CostUSD)
 	u.Priced = u.Priced || v.Priced
 	return u
 }

@@ -42,15 +42,16 @@ func (p Price) Validate() error {
 
 // Cost is what u's tokens cost at p: (input − cached) at the input price,
 // cached at the cached-input price (the input price when p has none),
-// output at the output price, all per million tokens.
+// output at the output price, all per million tokens; at most MaxCostUSD
+// (whatever the counts and prices).
 func (p Price) Cost(u Usage) float64 {
 	cachedPrice := p.InputPerMTok
 	if p.CachedInputPerMTok != nil {
 		cachedPrice = *p.CachedInputPerMTok
 	}
 	cached := min(u.CachedTokens, u.InputTokens)
-	return (float64(u.InputTokens-cached)*p.InputPerMTok + float64(cached)*cachedPrice +
-		float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
+	return clampCost((float64(u.InputTokens-cached)*p.InputPerMTok+float64(cached)*cachedPrice+
+		float64(u.OutputTokens)*p.OutputPerMTok)/1e6, MaxCostUSD)
 }
 
 // Prices are the config's pricing: a Price per model name.

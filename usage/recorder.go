@@ -2,6 +2,9 @@ package usage
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
 )
@@ -33,27 +37,53 @@ type RecorderOptions struct {
 	// Now is the clock of entries with no At, and of the retention. Zero:
 	// time.Now.
 	Now func() time.Time
-	// Logger logs failed flushes (at debug level: the counts are kept for
-	// the next one). Zero: slog.Default().
+	// Logger logs failed flushes, at warn level. Zero: slog.Default().
 	Logger *slog.Logger
 }
 
 // Recorder is a worker's usage.Sink: Add counts an attempt's usage in
 // memory (a mutex, no Redis call), and the flush loop adds the counts to
 // the fleet's totals in Redis every RecorderOptions.Every: one
-// totalsScript call per flush, none when nothing was added. A flush that
-// fails keeps its counts for the next one (hours past the retention are
-// dropped). In memory too an hour holds at most MaxSeries series per
-// flush, the rest folded as in Redis. Start/Stop follow internal/startstop;
-// Stop (idempotent) flushes what is left. A nil *Recorder records nothing.
+// totalsScript call per flush, none when nothing was added. Each flush
+// is a batch with a number of its own (the recorder's random ID and a
+// sequence), which the script applies all or nothing and at most once. A
+// flush Redis did not answer (a transport error, a timeout: its reply may
+// be lost) is kept as it is and sent again, with its number, before any
+// later counts — so it counts once whether or not it had been applied; a
+// flush Redis refused (ErrFlushRefused) is dropped, never sent again.
+// Hours past the retention are dropped from a batch sent again. In memory
+// too an hour holds at most MaxSeries series per flush, the rest folded as
+// in Redis. Start/Stop follow internal/startstop; Stop (idempotent)
+// flushes what is left. A nil *Recorder records nothing.
 type Recorder struct {
 	startstop.Loop
 	rdb  redis.UniversalClient
 	opts RecorderOptions
+	id   string // rkeys.UsageFlushed's ID
 
 	mu      sync.Mutex
 	pending map[int64]map[Series]*Counts // unix hour -> series -> counts
+
+	flushMu sync.Mutex // one flush at a time, in number order
+	seq     int64      // the last batch's number
+	unsent  *batch     // a batch Redis did not answer: sent again first
 }
+
+// batch is one flush's counts and number.
+type batch struct {
+	seq   int64
+	hours map[int64]map[Series]*Counts
+}
+
+// flushedTTL is how long Redis keeps the number of a recorder's last
+// flush after it: a batch whose reply was lost is recognised when sent
+// again within it.
+const flushedTTL = 24 * time.Hour
+
+// ErrFlushRefused: Redis answered a flush with an error (not a transport
+// failure): the batch is dropped, not sent again, and nothing of it was
+// added (the script checks everything before it writes).
+var ErrFlushRefused = errors.New("usage: flush refused")
 
 var _ Sink = (*Recorder)(nil)
 
@@ -74,7 +104,9 @@ func NewRecorder(rdb redis.UniversalClient, opts RecorderOptions) *Recorder {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Recorder{rdb: rdb, opts: opts, pending: map[int64]map[Series]*Counts{}}
+	var id [12]byte
+	_, _ = rand.Read(id[:])
+	return &Recorder{rdb: rdb, opts: opts, id: hex.EncodeToString(id[:]), pending: map[int64]map[Series]*Counts{}}
 }
 
 // Add counts e, in the hour of e.At (zero: now). It never blocks on Redis.
@@ -120,7 +152,8 @@ func (r *Recorder) Start(ctx context.Context) {
 		return
 	}
 	r.GoFlush(ctx, r.opts.Every, flushTimeout, r.Flush, func(err error) {
-		r.opts.Logger.Debug("usage: flushing the usage totals failed; kept for the next flush", "err", err)
+		r.opts.Logger.Warn("usage: flushing the usage totals failed", "err", err,
+			"kept", !errors.Is(err, ErrFlushRefused))
 	})
 }
 
@@ -132,25 +165,48 @@ func (r *Recorder) Stop() {
 	}
 }
 
-// Flush adds the counts to Redis now (nothing to add: no call).
+// Flush adds the counts to Redis now (nothing to add: no call): first a
+// batch Redis did not answer, sent again as it was, then what was counted
+// since. Its error wraps ErrFlushRefused when Redis refused a batch (which
+// is then dropped); any other error means a batch is kept for the next
+// flush.
 func (r *Recorder) Flush(ctx context.Context) error {
 	if r == nil {
 		return nil
+	}
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	if r.unsent != nil {
+		b := r.unsent
+		r.unsent = nil
+		if err := r.send(ctx, b); err != nil {
+			return err
+		}
 	}
 	r.mu.Lock()
 	pending := r.pending
 	r.pending = map[int64]map[Series]*Counts{}
 	r.mu.Unlock()
-	first := r.oldest()
-	keys, args := r.flushArgs(pending, first)
-	if len(keys) == 0 {
+	r.seq++
+	return r.send(ctx, &batch{seq: r.seq, hours: pending})
+}
+
+// send runs totalsScript on b (its hours from the oldest kept on); b is
+// kept as r.unsent when Redis did not answer.
+func (r *Recorder) send(ctx context.Context, b *batch) error {
+	keys, args := r.flushArgs(b, r.oldest())
+	if len(keys) == 1 {
 		return nil
 	}
-	if err := totalsScript.Run(ctx, r.rdb, keys, args...).Err(); err != nil {
-		r.restore(pending, first)
-		return fmt.Errorf("usage: flushing totals: %w", err)
+	err := totalsScript.Run(ctx, r.rdb, keys, args...).Err()
+	switch {
+	case err == nil:
+		return nil
+	case redisx.Unanswered(err):
+		r.unsent = b
+		return fmt.Errorf("usage: flushing totals (flush %d kept, sent again next): %w", b.seq, err)
 	}
-	return nil
+	return fmt.Errorf("%w (flush %d dropped): %w", ErrFlushRefused, b.seq, err)
 }
 
 // oldest is the oldest hour still kept: one that ended within the retention.
@@ -158,9 +214,10 @@ func (r *Recorder) oldest() int64 {
 	return unixHour(r.opts.Now().Add(-r.opts.Retention))
 }
 
-// flushArgs are totalsScript's keys and arguments for the hours of
-// pending from first on.
-func (r *Recorder) flushArgs(pending map[int64]map[Series]*Counts, first int64) ([]string, []any) {
+// flushArgs are totalsScript's keys and arguments for the hours of b
+// from first on (only the recorder's mark key when b has none).
+func (r *Recorder) flushArgs(b *batch, first int64) ([]string, []any) {
+	pending := b.hours
 	hours := make([]int64, 0, len(pending))
 	for h := range pending {
 		if h >= first && len(pending[h]) > 0 {
@@ -168,8 +225,8 @@ func (r *Recorder) flushArgs(pending map[int64]map[Series]*Counts, first int64) 
 		}
 	}
 	sort.Slice(hours, func(i, j int) bool { return hours[i] < hours[j] })
-	var keys []string
-	args := []any{r.opts.MaxSeries}
+	keys := []string{rkeys.UsageFlushed(r.id)}
+	args := []any{b.seq, int64(flushedTTL / time.Second), r.opts.MaxSeries, MaxSum}
 	for _, h := range hours {
 		keys = append(keys, rkeys.UsageHour(h), rkeys.UsageSeries(h))
 		expireAt := (h+1)*3600 + int64(r.opts.Retention/time.Second)
@@ -206,18 +263,4 @@ func ordered(hour map[Series]*Counts) []Series {
 		return a.Model < b.Model
 	})
 	return out
-}
-
-// restore puts back the counts of a failed flush, but for hours before first.
-func (r *Recorder) restore(pending map[int64]map[Series]*Counts, first int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for h, hour := range pending {
-		if h < first {
-			continue
-		}
-		for s, c := range hour {
-			r.addLocked(h, s, *c)
-		}
-	}
 }

@@ -2,6 +2,7 @@ package usage
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"math"
@@ -17,8 +18,8 @@ import (
 
 // The fleet's totals, in Redis: one hash per hour (rkeys.UsageHour) of
 // counters per series (agent, tenant, model), added to by every worker's
-// Recorder with HINCRBY, so sums are exact: tokens as counted, cost in
-// integer micro-dollars. Each hour's keys expire Retention after the hour
+// Recorder in one script per flush, so sums are exact: tokens as counted,
+// cost in integer micro-dollars, each counter saturating at MaxSum. Each hour's keys expire Retention after the hour
 // ends. An hour counts at most MaxSeries series; see totalsScript for what
 // happens beyond.
 
@@ -86,28 +87,27 @@ func (c *Counts) set(i int, v int64) {
 	}
 }
 
-// Plus adds o to c.
+// Plus adds o to c, each counter saturating at MaxSum (SatAdd).
 func (c *Counts) Plus(o Counts) {
-	c.InputTokens += o.InputTokens
-	c.OutputTokens += o.OutputTokens
-	c.CachedTokens += o.CachedTokens
-	c.TotalTokens += o.TotalTokens
-	c.CostMicroUSD += o.CostMicroUSD
-	c.Attempts += o.Attempts
+	c.InputTokens = SatAdd(c.InputTokens, o.InputTokens)
+	c.OutputTokens = SatAdd(c.OutputTokens, o.OutputTokens)
+	c.CachedTokens = SatAdd(c.CachedTokens, o.CachedTokens)
+	c.TotalTokens = SatAdd(c.TotalTokens, o.TotalTokens)
+	c.CostMicroUSD = SatAdd(c.CostMicroUSD, o.CostMicroUSD)
+	c.Attempts = SatAdd(c.Attempts, o.Attempts)
 	c.CostUSD = float64(c.CostMicroUSD) / 1e6
 }
 
-// MicroUSD is usd in millionths of a dollar, rounded.
-func MicroUSD(usd float64) int64 { return int64(math.Round(usd * 1e6)) }
+// MicroUSD is usd in millionths of a dollar, rounded, within [0, MaxSum].
+func MicroUSD(usd float64) int64 {
+	return min(int64(math.Round(clampCost(usd, float64(MaxSum)/1e6)*1e6)), MaxSum)
+}
 
-// countsOf are an Entry's counts (one attempt).
+// countsOf are an Entry's counts (one attempt), clamped (Usage.Clamp).
 func countsOf(e Entry) Counts {
-	total := e.TotalTokens
-	if total == 0 {
-		total = e.InputTokens + e.OutputTokens
-	}
-	return Counts{InputTokens: e.InputTokens, OutputTokens: e.OutputTokens, CachedTokens: e.CachedTokens,
-		TotalTokens: total, CostMicroUSD: MicroUSD(e.CostUSD), Attempts: 1}
+	u := e.Usage.Clamp()
+	return Counts{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens,
+		TotalTokens: u.TotalTokens, CostMicroUSD: MicroUSD(u.CostUSD), Attempts: 1}
 }
 
 // Clean is name as a series part: the separator removed, "" as "-".
@@ -122,58 +122,15 @@ func Clean(name string) string {
 // unixHour is the hour t falls in, in hours since the Unix epoch.
 func unixHour(t time.Time) int64 { return t.Unix() / 3600 }
 
-// totalsScript adds a flush's counts to the hours they fall in, bounding
-// each hour's series.
+// totalsScript adds a flush's counts to the hours they fall in, once per
+// flush number, all or nothing, bounding each hour's series and
+// saturating each counter at MaxSum; its KEYS, ARGV and reply are
+// documented in totals.lua.
 //
-//	KEYS[2i-1] rkeys.UsageHour(h), KEYS[2i] rkeys.UsageSeries(h), per hour
-//	ARGV[1] the bound N (usage.max_series); then per hour, in KEYS' order:
-//	        the Unix second at which its keys expire, the number m of its
-//	        series, then m times: agent, tenant, model and the six
-//	        counters (in, out, cached, total, cost µ$, attempts)
-//	returns the number of series folded into another
-//
-// A series new to an hour that already counts N series is counted as
-// (agent, "other", model), which is admitted while the hour counts fewer
-// than N + N/10 series, else as ("other", "other", "other"): at most
-// N + N/10 + 1 series per hour.
-var totalsScript = redis.NewScript(`
-local n = tonumber(ARGV[1])
-local over = n + math.floor(n / 10)
-local folded = 0
-local sep = '\031'
-local function admit(set, s, cap)
-  if redis.call('SISMEMBER', set, s) == 1 then return true end
-  if redis.call('SCARD', set) < cap then redis.call('SADD', set, s) return true end
-  return false
-end
-local a = 2
-for h = 1, #KEYS, 2 do
-  local hash, set = KEYS[h], KEYS[h + 1]
-  local exp = ARGV[a]
-  local m = tonumber(ARGV[a + 1])
-  a = a + 2
-  for _ = 1, m do
-    local s = ARGV[a] .. sep .. ARGV[a + 1] .. sep .. ARGV[a + 2]
-    if not admit(set, s, n) then
-      folded = folded + 1
-      s = ARGV[a] .. sep .. 'other' .. sep .. ARGV[a + 2]
-      if not admit(set, s, over) then
-        s = 'other' .. sep .. 'other' .. sep .. 'other'
-        redis.call('SADD', set, s)
-      end
-    end
-    local names = {'in', 'out', 'cached', 'total', 'cost', 'n'}
-    for i = 1, 6 do
-      local v = ARGV[a + 2 + i]
-      if v ~= '0' then redis.call('HINCRBY', hash, s .. sep .. names[i], v) end
-    end
-    a = a + 9
-  end
-  redis.call('EXPIREAT', hash, exp)
-  redis.call('EXPIREAT', set, exp)
-end
-return folded
-`)
+//go:embed totals.lua
+var totalsLua string
+
+var totalsScript = redis.NewScript(totalsLua)
 
 // Hour is one hour's totals.
 type Hour struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/usage"
 )
 
 // Code is the first element of every record script's reply.
@@ -101,8 +102,8 @@ var schema = func() map[string]map[string]string {
 // lifetime and where the task ID starts in a record's key.
 func renderConsts() string {
 	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n"+
-		"local OUTBOX_LIFE, TASK_ID_AT = %d, %d\n", HistoryHead, HistoryTail,
-		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1)
+		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\n", HistoryHead, HistoryTail,
+		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, usage.MaxSum)
 }
 
 // terminalRef is TERMINAL(x) in a script: whether the state x is terminal,

@@ -21,24 +21,41 @@ const nanosPerUSD = 1e9
 
 // FormatUsageSum is u as FieldUsage holds it: "in,out,cached,total", and
 // ",nanos" (the cost in nano-dollars) when u has a cost; "" for no usage
-// at all (no tokens, no cost).
+// at all (no tokens, no cost). Every number is within [0, usage.MaxSum]
+// (what the script's saturating sum needs), whatever u says.
 func FormatUsageSum(u usage.Usage) string {
 	if u.IsZero() && u.CostUSD == 0 {
 		return ""
 	}
 	b := make([]byte, 0, 48)
-	b = strconv.AppendInt(b, u.InputTokens, 10)
+	b = strconv.AppendInt(b, sumPart(u.InputTokens), 10)
 	b = append(b, ',')
-	b = strconv.AppendInt(b, u.OutputTokens, 10)
+	b = strconv.AppendInt(b, sumPart(u.OutputTokens), 10)
 	b = append(b, ',')
-	b = strconv.AppendInt(b, u.CachedTokens, 10)
+	b = strconv.AppendInt(b, sumPart(u.CachedTokens), 10)
 	b = append(b, ',')
-	b = strconv.AppendInt(b, u.TotalTokens, 10)
+	b = strconv.AppendInt(b, sumPart(u.TotalTokens), 10)
 	if u.CostUSD != 0 {
 		b = append(b, ',')
-		b = strconv.AppendInt(b, int64(math.Round(u.CostUSD*nanosPerUSD)), 10)
+		b = strconv.AppendInt(b, nanos(u.CostUSD), 10)
 	}
 	return string(b)
+}
+
+// sumPart is n within [0, usage.MaxSum].
+func sumPart(n int64) int64 { return min(max(n, 0), usage.MaxSum) }
+
+// nanos is usd in nano-dollars within [0, usage.MaxSum] (NaN and +Inf:
+// the most), converted only once it is known to fit.
+func nanos(usd float64) int64 {
+	n := math.Round(usd * nanosPerUSD)
+	switch {
+	case n >= 0 && n < float64(usage.MaxSum):
+		return int64(n)
+	case n < 0:
+		return 0
+	}
+	return usage.MaxSum
 }
 
 // ParseUsageSum reads a FieldUsage value: nil for none ("", or no
@@ -51,6 +68,7 @@ func ParseUsageSum(s string) *usage.Usage {
 	parts := strings.SplitN(s, ",", 5)
 	for i, p := range parts {
 		n[i], _ = strconv.ParseInt(p, 10, 64)
+		n[i] = sumPart(n[i])
 	}
 	u := usage.Usage{InputTokens: n[0], OutputTokens: n[1], CachedTokens: n[2], TotalTokens: n[3]}
 	if len(parts) == 5 {

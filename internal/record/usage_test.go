@@ -128,3 +128,42 @@ func TestUsageSumField(t *testing.T) {
 		}
 	})
 }
+
+// TestUsageSumSaturates: attempts reporting counts and costs beyond what
+// an int64 holds (as a Usage not clamped by usage.Parse may) sum to
+// usage.MaxSum of each unit, never to a negative or a wrapped number: a
+// cost beyond int64 nano-dollars was a task's cost_usd -9223372036.85,
+// which no max_cost_usd is ever reached by.
+func TestUsageSumSaturates(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		create(t, st, "big")
+		huge := usage.Usage{Model: "m", InputTokens: 9_000_000_000_000_000_000, OutputTokens: -3,
+			TotalTokens: 9_000_000_000_000_000_000, CostUSD: 2.25e13, Priced: true}
+		d := Delivery{ID: "big", Attempt: 1, Seed: seed()}
+		require.Equal(t, Applied, apply(t, st, d, Started()))
+		require.Equal(t, Applied, apply(t, st, d, CallFailed(Attempt{Attempt: 1, Agent: "llm", ErrorClass: "provider_error", Usage: huge})))
+		v := get(t, st, "big")
+		require.NotNil(t, v.Usage)
+		require.Equal(t, usage.MaxSum, v.Usage.InputTokens)
+		require.Zero(t, v.Usage.OutputTokens)
+		require.InDelta(t, float64(usage.MaxSum)/1e9, v.Usage.CostUSD, 1e-6)
+		require.Equal(t, Applied, apply(t, st, d, Retrying(Attempt{Attempt: 1, Agent: "llm", ErrorClass: "timeout",
+			Usage: usage.Usage{InputTokens: 5, OutputTokens: 7, TotalTokens: 12, CostUSD: 0.5, Priced: true}}, time.Second, t0)))
+		v = get(t, st, "big")
+		require.Equal(t, usage.MaxSum, v.Usage.InputTokens, "saturated, not wrapped")
+		require.Equal(t, int64(7), v.Usage.OutputTokens)
+		require.Equal(t, usage.MaxSum, v.Usage.TotalTokens)
+		require.InDelta(t, float64(usage.MaxSum)/1e9, v.Usage.CostUSD, 1e-6)
+		stored, err := rdb.HGet(context.Background(), rkeys.Task("big"), FieldUsage).Result()
+		require.NoError(t, err)
+		require.Equal(t, "9007199254740992,7,0,9007199254740992,9007199254740992", stored, "stored saturated")
+	})
+	for _, s := range []string{"9300000000000000000,1,0,-5,99999999999999999999", "1,2,3,4"} {
+		u := ParseUsageSum(s)
+		require.NotNil(t, u)
+		require.GreaterOrEqual(t, u.InputTokens, int64(0))
+		require.LessOrEqual(t, u.InputTokens, usage.MaxSum, "a number ≥ 2^63 is the most, not 0")
+		require.GreaterOrEqual(t, u.TotalTokens, int64(0))
+	}
+	require.Equal(t, usage.MaxSum, ParseUsageSum("9300000000000000000,0,0,0").InputTokens)
+}

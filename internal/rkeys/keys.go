@@ -282,14 +282,21 @@ func Schedule(name string) string { return Prefix + "{schedule:" + name + "}" }
 // UsageHour is the hash of the fleet's usage totals of the hour that
 // starts at unix hour h (Unix seconds / 3600): field
 // "<agent>\x1f<tenant>\x1f<model>\x1f<counter>" (counters: in, out,
-// cached, total, cost in micro-dollars, n attempts), HINCRBY by every
-// worker; it expires usage.retention after the hour ends.
+// cached, total, cost in micro-dollars, n attempts), added to by every
+// worker (saturating at usage.MaxSum); it expires usage.retention after
+// the hour ends.
 func UsageHour(h int64) string { return Prefix + "{usage}:h:" + strconv.FormatInt(h, 10) }
 
 // UsageSeries is the set of the series ("<agent>\x1f<tenant>\x1f<model>")
 // that UsageHour(h) counts, by which the flush script bounds them; it
 // expires with UsageHour(h).
 func UsageSeries(h int64) string { return Prefix + "{usage}:s:" + strconv.FormatInt(h, 10) }
+
+// UsageFlushed is the number of the last flush of recorder id (a random
+// ID per worker process) that the totals script applied: a flush sent
+// again after its reply was lost is applied once. It expires a day after
+// the recorder's last flush.
+func UsageFlushed(id string) string { return Prefix + "{usage}:f:" + id }
 
 // BudgetLimit is the limits key (a name for LimitState and its siblings,
 // not a Redis key) of the unit ("tokens" or "usd") of the budget of kind

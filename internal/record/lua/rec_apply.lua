@@ -84,13 +84,15 @@ local function rec_apply(rec, hist, o, outbox, due)
   if rare then redis.call("HSET", rec, unpack(rare)) end
   -- The task's usage sum is set with the common HSET: a task's first usage
   -- as it came; a later one added to it here, number by number (the
-  -- fifth, the cost, only in one of them when the other was not priced).
+  -- fifth, the cost, only in one of them when the other was not priced),
+  -- each saturating at MAX_SUM (usage.MaxSum, 2^53: exact in a Lua
+  -- number; the Go side writes every number within it).
   local use = ARGV[o + 12]
   if use ~= "" and cur[10] then
     local sum, i = {}, 0
     for v in string.gmatch(cur[10], "%d+") do i = i + 1; sum[i] = tonumber(v) end
     i = 0
-    for v in string.gmatch(use, "%d+") do i = i + 1; sum[i] = (sum[i] or 0) + tonumber(v) end
+    for v in string.gmatch(use, "%d+") do i = i + 1; sum[i] = math.min((sum[i] or 0) + tonumber(v), MAX_SUM) end
     for j = 1, #sum do sum[j] = string.format("%.0f", sum[j]) end
     use = table.concat(sum, ",")
   end
