@@ -167,3 +167,44 @@ func TestEnqueueFreshWritesAsScript(t *testing.T) {
 		}
 	}
 }
+
+// TestEnqueueRegistersItsQueueEveryTime: asynq's set of queues lost under
+// a running producer (a FLUSHALL, a restart without persistence, a
+// failover to a replica that missed the write) is back after the
+// producer's next enqueue, whichever way it enqueues; the registration
+// rides the enqueue's round trip.
+func TestEnqueueRegistersItsQueueEveryTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client()
+	c := NewClient(rdb)
+	cases := []struct {
+		name    string
+		queue   string
+		enqueue func(queue string) error
+	}{
+		{"generated ID", "q-fresh", func(q string) error {
+			_, err := c.Enqueue(ctx, Task{Agent: "tool", Queue: q})
+			return err
+		}},
+		{"caller ID", "q-caller", func(q string) error {
+			_, err := c.Enqueue(ctx, Task{ID: NewID(), Agent: "tool", Queue: q})
+			return err
+		}},
+		{"batch", "q-batch", func(q string) error {
+			_, err := c.EnqueueMany(ctx, []Task{{Agent: "tool", Queue: q}})
+			return err
+		}},
+		{"run", "q-run", func(q string) error {
+			return c.EnqueueRun(ctx, &Envelope{ID: NewID(), Agent: "tool", Queue: q}, 0)
+		}},
+	}
+	for _, tc := range cases {
+		require.NoError(t, tc.enqueue(tc.queue), tc.name)
+		require.NoError(t, rdb.Del(ctx, "asynq:queues").Err())
+		require.NoError(t, tc.enqueue(tc.queue), tc.name)
+		ok, err := rdb.SIsMember(ctx, "asynq:queues", tc.queue).Result()
+		require.NoError(t, err)
+		require.True(t, ok, "%s: the enqueue after the set was lost registers %s again", tc.name, tc.queue)
+	}
+}
