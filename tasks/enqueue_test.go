@@ -122,7 +122,8 @@ func TestEnqueueSignals(t *testing.T) {
 // TestEnqueueFreshWritesAsScript: a generated ID's enqueue (plain commands
 // in MULTI/EXEC: wakeup.RunCommands and record.Store.FreshCalls) writes
 // exactly what a caller's ID's enqueue script (record.Store.EnqueueCall)
-// writes, pending and scheduled, token, record, first event (seq 1) and
+// writes (with the queue's registration in asynq:queues, as enqueueOne
+// sends it), pending and scheduled, token, record, first event (seq 1) and
 // lifetimes and all (one clock for both: the times match too).
 func TestEnqueueFreshWritesAsScript(t *testing.T) {
 	t.Parallel()
@@ -143,8 +144,9 @@ func TestEnqueueFreshWritesAsScript(t *testing.T) {
 		tk, err := asynqTask(env, now, delay)
 		require.NoError(t, err)
 		lane := []fair.Lane{{Tenant: "acme"}, {Priority: fair.High}}[i]
-		call := sc.store.rec.EnqueueCall(n, tk, lane, now)
-		code, st, err := record.EnqueueReply(call.Script.Run(ctx, viaScript, call.Keys, call.Args...).Result())
+		// The caller-ID path: the script, with the queue's registration.
+		r := sc.runRegistered(ctx, env.Queue, sc.store.rec.EnqueueCall(n, tk, lane, now))
+		code, st, err := record.EnqueueReply(r.Val, r.Err)
 		require.NoError(t, err)
 		require.Equal(t, record.CodeApplied, code)
 		require.Equal(t, n.State, st)
