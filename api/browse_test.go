@@ -85,3 +85,33 @@ func TestPauseResumeRoutes(t *testing.T) {
 	require.Equal(t, map[string]any{"queue": "default", "paused": false, "changed": true}, r.json)
 	requireError(t, do(t, "POST", e.url+"/api/v1/queues/nope/pause", "", ""), 404, api.CodeNotFound, "nope")
 }
+
+// TestEnqueueAfterQueueSetLost: with asynq's set of queues lost under a
+// running API (a FLUSHALL, a restart without persistence, a failover to a
+// replica that missed the write), the waiting tasks drop out of the task
+// list; the next enqueue puts the queue back and the list is whole again.
+func TestEnqueueAfterQueueSetLost(t *testing.T) {
+	t.Parallel()
+	e := setup(t, api.Options{})
+	ctx := context.Background()
+	listed := func() []string {
+		t.Helper()
+		r := do(t, "GET", e.url+"/api/v1/tasks?state=pending", "", "")
+		require.Equal(t, http.StatusOK, r.status, r.body)
+		var p inspect.TaskPage
+		require.NoError(t, json.Unmarshal([]byte(r.body), &p))
+		var ids []string
+		for _, tk := range p.Tasks {
+			ids = append(ids, tk.ID)
+		}
+		return ids
+	}
+	r := do(t, "POST", e.url+"/api/v1/tasks", "", `{"id":"before","agent":"tool"}`)
+	require.Equal(t, http.StatusAccepted, r.status, r.body)
+	require.Equal(t, []string{"before"}, listed())
+	require.NoError(t, e.rdb.Del(ctx, "asynq:queues").Err())
+	require.Empty(t, listed(), "asynq's views need the set")
+	r = do(t, "POST", e.url+"/api/v1/tasks", "", `{"id":"after","agent":"tool"}`)
+	require.Equal(t, http.StatusAccepted, r.status, r.body)
+	require.ElementsMatch(t, []string{"after", "before"}, listed(), "the enqueue registered the queue again")
+}

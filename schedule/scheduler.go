@@ -110,12 +110,12 @@ const (
 )
 
 // retryDelay is how soon a tick whose enqueue failed (Redis unreachable)
-// is tried again, for as long as it is the schedule's latest tick.
+// is tried again, for as long as it is the schedule's latest missed tick.
 const retryDelay = time.Second
 
 // run is the loop: the missed-tick policy once, then each tick as it
-// comes. cursors hold, per schedule, the latest tick handled; retry, the
-// tick to try again (zero: none).
+// comes (handle). cursors hold, per schedule, the latest tick handled;
+// retry, the latest missed tick, to try again (zero: none).
 func (s *Scheduler) run(ctx context.Context) {
 	now := s.clock.Now()
 	cursors := make([]time.Time, len(s.defs))
@@ -141,19 +141,34 @@ func (s *Scheduler) run(ctx context.Context) {
 		now = s.clock.Now()
 		for i, d := range s.defs {
 			t := latest(d.Spec, cursors[i], now)
-			switch {
-			case !t.IsZero():
-				cursors[i], retry[i] = t, time.Time{}
-			case !retry[i].IsZero() && !now.Before(retry[i].Add(retryDelay)):
-				t, retry[i] = retry[i], time.Time{}
-			default:
+			if !t.IsZero() {
+				cursors[i] = t
+			} else if retry[i].IsZero() || now.Before(retry[i].Add(retryDelay)) {
 				continue
 			}
-			if !s.fire(ctx, d, t, "tick") {
-				retry[i] = t
-			}
+			retry[i] = s.handle(ctx, d, retry[i], t)
 		}
 	}
+}
+
+// handle fires schedule d's latest missed tick, missed (zero: none), and
+// its new tick t (zero: none), and returns the latest tick still missed
+// (zero: none). The ticks of a Redis outage are caught up as those no
+// worker ran are (see run's missed-tick policy): once Redis answers, the
+// latest of them fires — late, once — before t; the earlier ones are
+// dropped. While missed still fails (Redis still down), t is not tried:
+// it becomes the latest missed tick.
+func (s *Scheduler) handle(ctx context.Context, d Def, missed, t time.Time) time.Time {
+	if !missed.IsZero() && !s.fire(ctx, d, missed, "missed") {
+		if t.After(missed) {
+			return t
+		}
+		return missed
+	}
+	if !t.IsZero() && !s.fire(ctx, d, t, "tick") {
+		return t
+	}
+	return time.Time{}
 }
 
 // wake is when the loop next has something to do: the earliest next tick,

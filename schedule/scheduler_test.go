@@ -288,3 +288,36 @@ func TestTickRetriedWhileRedisIsDown(t *testing.T) {
 	require.Equal(t, []string{"error", "error", "fired"}, outcomes)
 	require.Equal(t, []string{"sched:r:20261125T100100Z"}, f.fired(t, "r"))
 }
+
+// TestOutageCatchesUpItsLastTick: the ticks of a schedule that fall in a
+// Redis outage are caught up as those no worker ran are: once Redis
+// answers again, the latest of them fires — once — before the next
+// tick; the earlier ones are dropped, and no tick fires twice.
+func TestOutageCatchesUpItsLastTick(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.WithAOF())
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	f := fixture{rdb: rdb, client: tasks.NewClient(rdb)}
+	d := f.def(t, "o", "@every 1s", "")
+	from := utc("2026-11-25T10:00:30.5Z")
+	clock := &hookClock{fakeClock: fakeClock{now: from, end: from.Add(6 * time.Second)}}
+	clock.hook = func(n int) {
+		switch n {
+		case 2: // after the 10:00:31 tick: the 32, 33 and 34 ticks fall in the outage
+			srv.Stop()
+		case 5: // back before the 35 tick
+			srv.Restart()
+		}
+	}
+	var outcomes []string
+	s := New(rdb, f.client, []Def{d}, Options{Clock: clock, Observe: func(_, o string) { outcomes = append(outcomes, o) }})
+	s.run(context.Background())
+	require.Equal(t, []string{"fired", "error", "error", "error", "fired", "fired", "fired"}, outcomes,
+		"the outage's last tick is caught up once, then the ticks go on")
+	require.Equal(t, []string{"sched:o:20261125T100031Z", "sched:o:20261125T100034Z",
+		"sched:o:20261125T100035Z", "sched:o:20261125T100036Z"}, f.fired(t, "o"))
+	st, err := ReadState(context.Background(), rdb, "o")
+	require.NoError(t, err)
+	require.Equal(t, utc("2026-11-25T10:00:36Z"), st.LastFire)
+}

@@ -173,9 +173,6 @@ type Client struct {
 	// rep, when On, makes every write of an enqueue wait for replicas
 	// (WithWaitReplicas).
 	rep redisx.Replication
-	// registered are the queues already added to asynq's set of queues
-	// (asynq's client keeps the same cache).
-	registered sync.Map
 	// tracer starts the enqueue spans (WithTracerProvider) when traced
 	// (its provider is tracing.Active).
 	tracer trace.Tracer
@@ -514,12 +511,7 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 	if err != nil {
 		return err
 	}
-	if err := c.register(ctx, env.Queue); err != nil {
-		return fmt.Errorf("tasks: enqueue %s: register queue: %w", env.ID, err)
-	}
-	call := wakeup.RunCall(t, laneOf(env), now, delay, true)
-	res, err := c.runner.Run(ctx, call.Script, call.Keys, call.Args...)
-	added, err := asynqcompat.Added(redisx.Result{Val: res, Err: err})
+	added, err := asynqcompat.Added(c.runRegistered(ctx, env.Queue, wakeup.RunCall(t, laneOf(env), now, delay, true)))
 	switch {
 	case err != nil:
 		return fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)

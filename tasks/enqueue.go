@@ -27,9 +27,6 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 	if err != nil {
 		return Result{}, err
 	}
-	if err := c.register(ctx, env.Queue); err != nil {
-		return Result{}, fmt.Errorf("tasks: enqueue %s: register queue: %w", env.ID, err)
-	}
 	n := newRecord(env, firstState(delay), delay)
 	if !caller {
 		if err := c.enqueueFresh(ctx, n, t, laneOf(env), now, delay); err != nil {
@@ -37,8 +34,8 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 		}
 		return Result{ID: env.ID, State: n.State}, nil
 	}
-	call := c.store.rec.EnqueueCall(n, t, laneOf(env), now)
-	code, st, err := record.EnqueueReply(c.runner.Run(ctx, call.Script, call.Keys, call.Args...))
+	r := c.runRegistered(ctx, env.Queue, c.store.rec.EnqueueCall(n, t, laneOf(env), now))
+	code, st, err := record.EnqueueReply(r.Val, r.Err)
 	if err != nil {
 		return Result{}, fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)
 	}
@@ -49,11 +46,12 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 // script writes, as plain commands in one MULTI/EXEC (atomic: a
 // connection lost before EXEC writes nothing), in one round trip shared
 // with concurrent enqueues (the client's batcher), with the WAIT of
-// redis.wait_replicas when asked: the run on its queue
+// redis.wait_replicas when asked: the queue's registration
+// (asynqcompat.RegisterCommand), the run on its queue
 // (wakeup.RunCommands) and the record (record.Store.FreshCalls).
 func (c *Client) enqueueFresh(ctx context.Context, n record.New, t asynqcompat.Task, lane fair.Lane, now time.Time, delay time.Duration) error {
-	calls := make([]redisx.Call, 0, 11)
-	calls = append(calls, redisx.Call{Cmd: []any{"multi"}})
+	calls := make([]redisx.Call, 0, 12)
+	calls = append(calls, redisx.Call{Cmd: []any{"multi"}}, redisx.Call{Cmd: asynqcompat.RegisterCommand(t.Queue)})
 	for _, cmd := range wakeup.RunCommands(t, lane, now, delay) {
 		calls = append(calls, redisx.Call{Cmd: cmd})
 	}
@@ -83,17 +81,20 @@ func (c *Client) enqueueFresh(ctx context.Context, n record.New, t asynqcompat.T
 	return nil
 }
 
-// register adds queue to asynq's set of queues the first time this client
-// enqueues on it (asynq's client keeps the same cache).
-func (c *Client) register(ctx context.Context, queue string) error {
-	if _, ok := c.registered.Load(queue); ok {
-		return nil
+// runRegistered runs call, which writes a run on queue, in one round trip
+// with the queue's registration in asynq's set of queues
+// (asynqcompat.RegisterCommand: every time, not once per process, so that
+// a set lost under a running producer comes back), and returns call's
+// result, or the registration's error.
+func (c *Client) runRegistered(ctx context.Context, queue string, call redisx.Call) redisx.Result {
+	res, err := c.runner.RunCalls(ctx, []redisx.Call{{Cmd: asynqcompat.RegisterCommand(queue)}, call})
+	switch {
+	case err != nil:
+		return redisx.Result{Err: err}
+	case res[0].Err != nil:
+		return redisx.Result{Err: fmt.Errorf("register queue: %w", res[0].Err)}
 	}
-	if err := asynqcompat.RegisterQueues(ctx, c.store.rdb, queue); err != nil {
-		return err
-	}
-	c.registered.Store(queue, true)
-	return nil
+	return res[1]
 }
 
 // isCluster reports whether rdb is a Cluster client, on which one script

@@ -122,7 +122,8 @@ func TestEnqueueSignals(t *testing.T) {
 // TestEnqueueFreshWritesAsScript: a generated ID's enqueue (plain commands
 // in MULTI/EXEC: wakeup.RunCommands and record.Store.FreshCalls) writes
 // exactly what a caller's ID's enqueue script (record.Store.EnqueueCall)
-// writes, pending and scheduled, token, record, first event (seq 1) and
+// writes (with the queue's registration in asynq:queues, as enqueueOne
+// sends it), pending and scheduled, token, record, first event (seq 1) and
 // lifetimes and all (one clock for both: the times match too).
 func TestEnqueueFreshWritesAsScript(t *testing.T) {
 	t.Parallel()
@@ -143,8 +144,9 @@ func TestEnqueueFreshWritesAsScript(t *testing.T) {
 		tk, err := asynqTask(env, now, delay)
 		require.NoError(t, err)
 		lane := []fair.Lane{{Tenant: "acme"}, {Priority: fair.High}}[i]
-		call := sc.store.rec.EnqueueCall(n, tk, lane, now)
-		code, st, err := record.EnqueueReply(call.Script.Run(ctx, viaScript, call.Keys, call.Args...).Result())
+		// The caller-ID path: the script, with the queue's registration.
+		r := sc.runRegistered(ctx, env.Queue, sc.store.rec.EnqueueCall(n, tk, lane, now))
+		code, st, err := record.EnqueueReply(r.Val, r.Err)
 		require.NoError(t, err)
 		require.Equal(t, record.CodeApplied, code)
 		require.Equal(t, n.State, st)
@@ -165,5 +167,46 @@ func TestEnqueueFreshWritesAsScript(t *testing.T) {
 			require.Positive(t, want, k)
 			require.InDelta(t, want.Seconds(), got.Seconds(), 2, "%s: the same lifetime", k)
 		}
+	}
+}
+
+// TestEnqueueRegistersItsQueueEveryTime: asynq's set of queues lost under
+// a running producer (a FLUSHALL, a restart without persistence, a
+// failover to a replica that missed the write) is back after the
+// producer's next enqueue, whichever way it enqueues; the registration
+// rides the enqueue's round trip.
+func TestEnqueueRegistersItsQueueEveryTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Start(t).Client()
+	c := NewClient(rdb)
+	cases := []struct {
+		name    string
+		queue   string
+		enqueue func(queue string) error
+	}{
+		{"generated ID", "q-fresh", func(q string) error {
+			_, err := c.Enqueue(ctx, Task{Agent: "tool", Queue: q})
+			return err
+		}},
+		{"caller ID", "q-caller", func(q string) error {
+			_, err := c.Enqueue(ctx, Task{ID: NewID(), Agent: "tool", Queue: q})
+			return err
+		}},
+		{"batch", "q-batch", func(q string) error {
+			_, err := c.EnqueueMany(ctx, []Task{{Agent: "tool", Queue: q}})
+			return err
+		}},
+		{"run", "q-run", func(q string) error {
+			return c.EnqueueRun(ctx, &Envelope{ID: NewID(), Agent: "tool", Queue: q}, 0)
+		}},
+	}
+	for _, tc := range cases {
+		require.NoError(t, tc.enqueue(tc.queue), tc.name)
+		require.NoError(t, rdb.Del(ctx, "asynq:queues").Err())
+		require.NoError(t, tc.enqueue(tc.queue), tc.name)
+		ok, err := rdb.SIsMember(ctx, "asynq:queues", tc.queue).Result()
+		require.NoError(t, err)
+		require.True(t, ok, "%s: the enqueue after the set was lost registers %s again", tc.name, tc.queue)
 	}
 }

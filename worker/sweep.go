@@ -11,6 +11,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience"
@@ -115,7 +116,7 @@ func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, 
 	env := &tasks.Envelope{ID: id, Run: v.Run}
 	aid := env.AsynqID()
 	if p.insp != nil {
-		info, err := p.insp.GetTaskInfo(queue, aid)
+		info, err := p.taskInfo(ctx, queue, aid)
 		switch {
 		case errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound):
 			// Between its queue and a worker (being taken), or its
@@ -167,4 +168,21 @@ func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, 
 		}
 	}
 	return true, answer == nil, nil
+}
+
+// taskInfo is asynq's view of run aid of a task whose record names queue.
+// asynq's inspector answers ErrQueueNotFound for a queue missing from its
+// set of queues, which can be lost under the fleet (a FLUSHALL, a restart
+// without persistence, a failover to a replica that missed the write)
+// while the queue's runs wait: the queue the record names is registered
+// again and asked again, so that a lost set never holds deadlines up.
+func (p *pipeline) taskInfo(ctx context.Context, queue, aid string) (*asynq.TaskInfo, error) {
+	info, err := p.insp.GetTaskInfo(queue, aid)
+	if !errors.Is(err, asynq.ErrQueueNotFound) {
+		return info, err
+	}
+	if err := asynqcompat.RegisterQueues(ctx, p.rdb, queue); err != nil {
+		return nil, err
+	}
+	return p.insp.GetTaskInfo(queue, aid)
 }

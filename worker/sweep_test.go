@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,4 +117,69 @@ func TestSweepDeadlines(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"running"}, left)
 	require.False(t, called)
+}
+
+// TestDeadlinesOutliveALostQueueSet: asynq's set of queues lost while
+// tasks wait with a deadline (a FLUSHALL, a restart without persistence,
+// a failover to a replica that missed the write: asynq's inspector then
+// answers "queue not found") does not hold the deadlines up: the sweep
+// past them dead-letters every waiting task and takes its run off its
+// queue, and the queue is registered again from the records.
+func TestDeadlinesOutliveALostQueueSet(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	w := newTestWorker(t, srv, "", "agents:\n  a: {}\n", WithAgent("a", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })))
+	ctx := context.Background()
+	c := tasks.NewClient(rdb)
+	deadline := time.Now().Add(time.Hour)
+	ids := []string{"d-1", "d-2", "d-3"}
+	for _, id := range ids {
+		_, err := c.Enqueue(ctx, tasks.Task{ID: id, Agent: "a", Queue: "q", Deadline: deadline})
+		require.NoError(t, err)
+	}
+	require.NoError(t, rdb.Del(ctx, asynqcompat.AllQueues).Err())
+
+	n, err := w.sweep(ctx, deadline.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, len(ids), n, "every waiting task past its deadline is dead-lettered")
+	rec := record.NewStore(rdb)
+	dlq := deadletter.NewStore(rdb)
+	for _, id := range ids {
+		v, err := rec.Get(ctx, id)
+		require.NoError(t, err)
+		requireDeadLetteredByDeadline(t, v, dlq)
+	}
+	pending, err := rdb.LLen(ctx, asynqcompat.PendingKey("q")).Result()
+	require.NoError(t, err)
+	require.Zero(t, pending, "their runs are off the queue")
+	left, err := rdb.ZCard(ctx, rkeys.Deadlines()).Result()
+	require.NoError(t, err)
+	require.Zero(t, left)
+	ok, err := rdb.SIsMember(ctx, asynqcompat.AllQueues, "q").Result()
+	require.NoError(t, err)
+	require.True(t, ok, "the queue the records name is registered again")
+}
+
+// TestRepairTickRegistersQueues: a worker registers the queues it serves
+// in asynq's set of queues at start and again on every repair tick, so a
+// set lost under an idle fleet comes back.
+func TestRepairTickRegistersQueues(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	w := newTestWorker(t, srv, "", "agents:\n  a: {}\nworker:\n  queues: {high: 6, low: 1}\n", WithAgent("a", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.repairRestarts(ctx, 20*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-done })
+	registered := func() bool {
+		got, err := rdb.SMembers(ctx, asynqcompat.AllQueues).Result()
+		return err == nil && len(got) == 2 && slices.Contains(got, "high") && slices.Contains(got, "low")
+	}
+	require.Eventually(t, registered, 10*time.Second, 10*time.Millisecond, "registered at start")
+	for range 3 {
+		require.NoError(t, rdb.Del(ctx, asynqcompat.AllQueues).Err())
+		require.Eventually(t, registered, 10*time.Second, 10*time.Millisecond, "registered again on a repair tick")
+	}
 }

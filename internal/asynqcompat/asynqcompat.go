@@ -152,6 +152,25 @@ func RegisterQueues(ctx context.Context, rdb redis.Cmdable, queues ...string) er
 	return rdb.SAdd(ctx, AllQueues, names...).Err()
 }
 
+// RegisterCommand is RegisterQueues's command, for a pipeline or a
+// MULTI/EXEC that writes a run on one of queues (not empty): agentq's
+// producers send it with every enqueue rather than once per process, as
+// asynq's client does, so that a set lost under them (a FLUSHALL, a
+// restart without persistence, a failover to a replica that missed the
+// write) is back with the next enqueue. An SADD of a member the set holds
+// is one hash lookup in a round trip the enqueue makes anyway: INFO
+// commandstats on a loaded 2-core machine gave 4.6 µs per SADD against
+// 93 µs for the enqueue's whole MULTI/EXEC (and 80–100 µs of Redis CPU
+// for a task's enqueue, run and ack on a quiet one: BENCHMARKS.md).
+func RegisterCommand(queues ...string) []any {
+	cmd := make([]any, 0, 2+len(queues))
+	cmd = append(cmd, "sadd", AllQueues)
+	for _, q := range queues {
+		cmd = append(cmd, q)
+	}
+	return cmd
+}
+
 // Call is one run of one of asynq's scripts: run it with
 // Script.EvalSha(ctx, pipe, Keys, Args...) (Script.Eval when Redis answers
 // NOSCRIPT), and read its reply with Added.
