@@ -345,8 +345,9 @@ func unsafeReason(s string, i int) string {
 }
 
 // checkText is what every producer checks beyond Validate: the fields an
-// operator's terminal shows that Validate leaves alone (Decode must still
-// run a payload queued before producers refused them).
+// operator's terminal shows that Validate leaves alone, and the tenant's
+// invisible characters (CheckTenant) that Validate accepts (Decode must
+// still run a payload queued before producers refused them).
 func (e *Envelope) checkText() error {
 	if err := CheckText("action", e.Action); err != nil {
 		return err
