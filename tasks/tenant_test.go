@@ -107,9 +107,9 @@ func TestEnqueueKeepsTenantAndPriority(t *testing.T) {
 			res, err := c.Enqueue(ctx, Task{ID: "caller", Agent: "tool", Tenant: "team-a", Priority: PriorityHigh})
 			require.NoError(t, err)
 			ids[res.ID] = [2]string{"team-a", PriorityHigh}
-			res, err = c.Enqueue(ctx, Task{Agent: "tool", Tenant: "équipe b", Priority: PriorityLow})
+			res, err = c.Enqueue(ctx, Task{Agent: "tool", Tenant: "équipe_b", Priority: PriorityLow})
 			require.NoError(t, err)
-			ids[res.ID] = [2]string{"équipe b", PriorityLow}
+			ids[res.ID] = [2]string{"équipe_b", PriorityLow}
 			res, err = c.Enqueue(ctx, Task{ID: "later", Agent: "tool", Tenant: "team-c", Priority: PriorityLow}, ProcessIn(time.Hour))
 			require.NoError(t, err)
 			ids[res.ID] = [2]string{"team-c", PriorityLow}
