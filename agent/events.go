@@ -60,8 +60,10 @@ func (r Request) EmitJSON(typ string, v any) error {
 	return nil
 }
 
-// emitCapped calls emit with data capped at MaxEventData.
+// emitCapped calls emit with data made valid UTF-8 (ValidJSON) and
+// capped at MaxEventData: the one way an agent's events reach Emit.
 func emitCapped(emit func(string, json.RawMessage), typ string, data json.RawMessage) {
+	data = ValidJSON(data)
 	if len(data) > MaxEventData {
 		data = truncatedNote(len(data))
 	}

@@ -139,13 +139,16 @@ var errOutputTooLarge = errors.New("agent output too large")
 // (redact.Marker) from a failure's text and error (see secrets.go); the
 // data of a success is the agent's own answer and is kept as it is (a
 // passed-through AWS_REGION or model name is no secret to cut out of it).
+//
+// Its result, events and failure's text are valid UTF-8: the agent's
+// invalid bytes are replaced by U+FFFD (see valid.go).
 func (e *Exec) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	data, err := e.run(ctx, req)
 	if err == nil {
-		return data, nil
+		return ValidJSON(data), nil
 	}
 	_, err = scrub(e.secrets.get(EnvSecrets(e.cfg.Env, e.cfg.Getenv)), nil, err)
-	return data, err
+	return validOutcome(data, err)
 }
 
 // run is Run before the secrets are redacted.

@@ -233,6 +233,9 @@ func hostPort(u *url.URL) string {
 //     as its Text; an OpenAI or Anthropic stream that ends before its end
 //     marker fails with io.ErrUnexpectedEOF (network_transient); a stream
 //     over MaxResponse is logic_error.
+//
+// Its result, events and failure's text are valid UTF-8: the agent's
+// invalid bytes are replaced by U+FFFD (see valid.go).
 func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
@@ -248,7 +251,7 @@ func (h *HTTP) Run(ctx context.Context, req Request) (json.RawMessage, error) {
 		emit = func(typ string, data json.RawMessage) { req.Emit(typ, red.JSON(data)) }
 	}
 	data, err := h.do(ctx, start, hreq, emit)
-	return scrub(red, data, err)
+	return validOutcome(scrub(red, data, err))
 }
 
 // do sends hreq and maps the reply (see Run); a streamed reply's events

@@ -62,6 +62,11 @@ func TestEnqueuerTenantPriority(t *testing.T) {
 		{"upper case priority", []string{"--agent", "tool", "--id", "tpb-2", "--priority", "High"}, "", []string{"--priority", "high, normal, low"}},
 		{"tenant too long", []string{"--agent", "tool", "--id", "tpb-3", "--tenant", strings.Repeat("x", tasks.MaxTenantLen+1)}, "", []string{"--tenant", "at most 128"}},
 		{"tenant control character", []string{"--agent", "tool", "--id", "tpb-4", "--tenant", "a\x1b]0;x\x07"}, "", []string{"--tenant", "control character"}},
+		{"tenant zero width space", []string{"--agent", "tool", "--id", "tpb-7", "--tenant", "acme\u200b"}, "", []string{"--tenant", "format character (U+200B"}},
+		{"tenant BOM", []string{"--agent", "tool", "--id", "tpb-8", "--tenant", "\ufeffacme"}, "", []string{"--tenant", "format character (U+FEFF"}},
+		{"tenant line separator", []string{"--agent", "tool", "--id", "tpb-9", "--tenant", "acme\u2028"}, "", []string{"--tenant", "separator (U+2028"}},
+		{"tenant space", []string{"--agent", "tool", "--id", "tpb-10", "--tenant", "acme corp"}, "", []string{"--tenant", "separator (U+0020"}},
+		{"file line tenant invisible", []string{"--file", "-"}, `{"id":"tpb-11","agent":"tool","tenant":"acme\u200b"}` + "\n", []string{"line 1:", `field "tenant"`, "U+200B"}},
 		{"with --file", []string{"--file", "-", "--tenant", "t"}, "", []string{"--tenant", "own"}},
 		{"--max-tokens with --file", []string{"--file", "-", "--max-tokens", "5"}, "", []string{"--max-tokens", `"max_tokens"`}},
 		{"--max-cost-usd with --file", []string{"--file", "-", "--max-cost-usd", "0.5"}, "", []string{"--max-cost-usd", `"max_cost_usd"`}},
@@ -74,7 +79,7 @@ func TestEnqueuerTenantPriority(t *testing.T) {
 			require.Contains(t, errOut, s, tc.name)
 		}
 	}
-	for _, id := range []string{"tpb-1", "tpb-2", "tpb-3", "tpb-4", "tpb-5", "tpb-6"} {
+	for _, id := range []string{"tpb-1", "tpb-2", "tpb-3", "tpb-4", "tpb-5", "tpb-6", "tpb-7", "tpb-8", "tpb-9", "tpb-10", "tpb-11"} {
 		ok, err := b.client.Store().Exists(ctx, id)
 		require.NoError(t, err)
 		require.False(t, ok, id)

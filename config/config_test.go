@@ -611,6 +611,12 @@ tenants:
 		{`tenants: {acme: {weight: 0}}`, "tenants.acme.weight: must be greater than 0"},
 		{`tenants: {acme: {wieght: 1}}`, "tenants.acme.wieght"},
 		{"tenants: {\"a\\tb\": {weight: 1}}", "tenants.a\tb"},
+		// #35 item 11: invisible characters make look-alike tenants.
+		{"tenants: {\"acme\\u200b\": {weight: 1}}", "format character (U+200B"},
+		{"tenants: {\"\\ufeffacme\": {weight: 1}}", "format character (U+FEFF"},
+		{"tenants: {\"acme\\u2028\": {weight: 1}}", "separator (U+2028"},
+		{"tenants: {\"acme corp\": {weight: 1}}", "tenants.acme corp: invalid tenant name"},
+		{"agents: {tool: {exec: {command: [x]}}}\nschedules: {s: {cron: '@daily', agent: tool, tenant: \"acme\\u200b\"}}", `schedules.s.tenant: invalid task envelope: field "tenant" contains a format character (U+200B`},
 	} {
 		_, err := Parse([]byte(tc.yaml), "t.yaml")
 		require.Error(t, err, tc.yaml)

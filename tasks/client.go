@@ -65,7 +65,8 @@ type Task struct {
 	// WithQueues.
 	Queue string
 	// Tenant is who the task is for: any string of at most MaxTenantLen
-	// bytes without control characters (CheckTenant), with no
+	// bytes without control, format or separator characters
+	// (CheckTenant), with no
 	// configuration needed; zero: the default tenant. Dispatch is fair
 	// across the tenants of a queue (see Tenants in docs/DESIGN.md).
 	// Every run of the task keeps it (retries, restarts, requeues).

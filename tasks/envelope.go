@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/agentq/agentq/internal/record"
@@ -120,7 +121,7 @@ func (e *Envelope) Validate() error {
 	case e.MaxCostUSD < 0 || e.MaxCostUSD > MaxCostUSD || e.MaxCostUSD != e.MaxCostUSD:
 		return &ValidationError{"max_cost_usd", fmt.Sprintf("must be between 0 and %g", float64(MaxCostUSD))}
 	}
-	if err := CheckTenant(e.Tenant); err != nil {
+	if err := validTenant(e.Tenant); err != nil {
 		return err
 	}
 	if err := CheckPriority(e.Priority); err != nil {
@@ -178,15 +179,54 @@ const MaxCostUSD = 1e9
 const MaxTenantLen = 128
 
 // CheckTenant returns a *ValidationError naming field "tenant" when t is
-// longer than MaxTenantLen bytes, is not valid UTF-8 or contains a
-// character CheckText refuses (control and bidirectional formatting
-// characters). Any other string is a tenant, and needs no configuration;
-// the empty one is the default tenant.
+// a tenant no producer may name: one validTenant refuses (over
+// MaxTenantLen bytes, invalid UTF-8, control and bidirectional formatting
+// characters), or one holding an invisible or blank character that makes
+// a look-alike of another tenant: a format character (Unicode category
+// Cf: U+200B ZERO WIDTH SPACE, U+FEFF, U+00AD SOFT HYPHEN, …), a
+// separator (Zs, Zl, Zp: the space U+0020 and every other space, U+2028,
+// U+2029) or another default-ignorable character (U+034F, U+115F,
+// U+3164, …). Any other string is a tenant, and needs no configuration;
+// the empty one is the default tenant. Every producer (the Client, the
+// HTTP API, enqueuer), the config's tenants and schedules and enqueuer's
+// --tenant check it.
 func CheckTenant(t string) error {
+	if err := validTenant(t); err != nil {
+		return err
+	}
+	for i, r := range t {
+		if kind := invisibleKind(r); kind != "" {
+			return &ValidationError{"tenant", fmt.Sprintf("contains %s (U+%04X at byte %d): "+
+				"format characters, spaces and other separators and default-ignorable characters are not allowed in a tenant (a look-alike of another tenant)", kind, r, i)}
+		}
+	}
+	return nil
+}
+
+// validTenant is what every tenant, old or new, must satisfy (Validate,
+// and so Decode: a payload queued before CheckTenant refused invisible
+// characters must still run): at most MaxTenantLen bytes, and what
+// CheckText accepts.
+func validTenant(t string) error {
 	if len(t) > MaxTenantLen {
 		return &ValidationError{"tenant", fmt.Sprintf("is %d bytes long; at most %d", len(t), MaxTenantLen)}
 	}
 	return CheckText("tenant", t)
+}
+
+// invisibleKind names the kind of r when CheckTenant refuses it beyond
+// validTenant ("a format character", "a space or separator", "a
+// default-ignorable character"), else "".
+func invisibleKind(r rune) string {
+	switch {
+	case unicode.Is(unicode.Cf, r):
+		return "a format character"
+	case unicode.In(r, unicode.Zs, unicode.Zl, unicode.Zp):
+		return "a space or separator"
+	case unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r), unicode.Is(unicode.Variation_Selector, r):
+		return "a default-ignorable character"
+	}
+	return ""
 }
 
 // MaxNotify is the most webhooks a task may notify.
@@ -305,10 +345,14 @@ func unsafeReason(s string, i int) string {
 }
 
 // checkText is what every producer checks beyond Validate: the fields an
-// operator's terminal shows that Validate leaves alone (Decode must still
-// run a payload queued before producers refused them).
+// operator's terminal shows that Validate leaves alone, and the tenant's
+// invisible characters (CheckTenant) that Validate accepts (Decode must
+// still run a payload queued before producers refused them).
 func (e *Envelope) checkText() error {
 	if err := CheckText("action", e.Action); err != nil {
+		return err
+	}
+	if err := CheckTenant(e.Tenant); err != nil {
 		return err
 	}
 	return CheckText("correlation_id", e.CorrelationID)

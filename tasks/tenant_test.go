@@ -14,11 +14,15 @@ import (
 	"github.com/agentq/agentq/internal/redistest"
 )
 
-// TestTenantPriorityValidation (#28): a task's tenant is at most
-// MaxTenantLen bytes of valid UTF-8 without control or bidirectional
-// formatting characters, its priority one of high, normal, low
-// (case-sensitive); a bad one is a *ValidationError naming the field, from
-// Task.Check, Request.Task, Decode and the Client alike.
+// TestTenantPriorityValidation (#28, #35 item 11): a task's tenant is at
+// most MaxTenantLen bytes of valid UTF-8 without control or
+// bidirectional formatting characters, nor (for producers) format
+// characters, spaces and other separators or default-ignorable
+// characters, which make look-alike tenants; its priority one of high,
+// normal, low (case-sensitive); a bad one is a *ValidationError naming
+// the field, from Task.Check, Request.Task, the Client and Decode alike,
+// except that Decode still runs a payload queued before producers
+// refused invisible characters (old).
 func TestTenantPriorityValidation(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -26,28 +30,48 @@ func TestTenantPriorityValidation(t *testing.T) {
 		tenant, priority string
 		field            string // "" when valid
 		msg              string
+		old              bool // Decode accepts it (queued before it was refused)
 	}{
-		{"default tenant, no priority", "", "", "", ""},
-		{"named tenant", "team-a", PriorityHigh, "", ""},
-		{"unicode tenant", "équipe/β 1", PriorityLow, "", ""},
-		{"longest tenant", strings.Repeat("t", MaxTenantLen), PriorityNormal, "", ""},
-		{"tenant too long", strings.Repeat("t", MaxTenantLen+1), "", "tenant", "at most 128"},
-		{"tenant invalid UTF-8", "a\xffb", "", "tenant", "UTF-8"},
-		{"tenant control character", "a\x1b[2Jb", "", "tenant", "control character"},
-		{"tenant newline", "a\nb", "", "tenant", "control character"},
-		{"tenant bidi", "a\u202eb", "", "tenant", "bidirectional"},
-		{"priority upper case", "", "HIGH", "priority", "high, normal, low"},
-		{"priority unknown", "t", "urgent", "priority", `"urgent"`},
+		{"default tenant, no priority", "", "", "", "", false},
+		{"named tenant", "team-a", PriorityHigh, "", "", false},
+		{"unicode tenant", "équipe/β_1", PriorityLow, "", "", false},
+		{"longest tenant", strings.Repeat("t", MaxTenantLen), PriorityNormal, "", "", false},
+		{"tenant too long", strings.Repeat("t", MaxTenantLen+1), "", "tenant", "at most 128", false},
+		{"tenant invalid UTF-8", "a\xffb", "", "tenant", "UTF-8", false},
+		{"tenant control character", "a\x1b[2Jb", "", "tenant", "control character", false},
+		{"tenant newline", "a\nb", "", "tenant", "control character", false},
+		{"tenant bidi", "a\u202eb", "", "tenant", "bidirectional", false},
+		{"tenant zero width space", "acme\u200b", "", "tenant", "format character (U+200B at byte 4)", true},
+		{"tenant BOM", "\ufeffacme", "", "tenant", "format character (U+FEFF at byte 0)", true},
+		{"tenant soft hyphen", "ac\u00adme", "", "tenant", "format character (U+00AD", true},
+		{"tenant line separator", "acme\u2028", "", "tenant", "space or separator (U+2028", true},
+		{"tenant paragraph separator", "acme\u2029", "", "tenant", "space or separator (U+2029", true},
+		{"tenant space", "acme corp", "", "tenant", "space or separator (U+0020", true},
+		{"tenant no-break space", "acme\u00a0corp", "", "tenant", "space or separator (U+00A0", true},
+		{"tenant ideographic space", "acme\u3000", "", "tenant", "space or separator (U+3000", true},
+		{"tenant hangul filler", "acme\u3164", "", "tenant", "default-ignorable character (U+3164", true},
+		{"tenant variation selector", "acme\ufe0f", "", "tenant", "default-ignorable character (U+FE0F", true},
+		{"priority upper case", "", "HIGH", "priority", "high, normal, low", false},
+		{"priority unknown", "t", "urgent", "priority", `"urgent"`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			errs := map[string]error{
-				"Task.Check": Task{Agent: "tool", Tenant: tc.tenant, Priority: tc.priority}.Check(nil),
+				"Task.Check":  Task{Agent: "tool", Tenant: tc.tenant, Priority: tc.priority}.Check(nil),
+				"CheckTenant": CheckTenant(tc.tenant),
+			}
+			if tc.field != "tenant" {
+				delete(errs, "CheckTenant")
 			}
 			_, _, errs["Request.Task"] = Request{Agent: "tool", Tenant: tc.tenant, Priority: tc.priority}.Task(nil)
 			if utf8.ValidString(tc.tenant) { // JSON has no invalid UTF-8 (encoding/json reads U+FFFD)
 				payload, _ := json.Marshal(map[string]string{"id": "a", "agent": "tool", "tenant": tc.tenant, "priority": tc.priority})
-				_, errs["Decode"] = Decode(payload)
+				_, err := Decode(payload)
+				if tc.old {
+					require.NoError(t, err, "Decode runs a payload queued before")
+				} else {
+					errs["Decode"] = err
+				}
 			}
 			for name, err := range errs {
 				if tc.field == "" {
@@ -83,9 +107,9 @@ func TestEnqueueKeepsTenantAndPriority(t *testing.T) {
 			res, err := c.Enqueue(ctx, Task{ID: "caller", Agent: "tool", Tenant: "team-a", Priority: PriorityHigh})
 			require.NoError(t, err)
 			ids[res.ID] = [2]string{"team-a", PriorityHigh}
-			res, err = c.Enqueue(ctx, Task{Agent: "tool", Tenant: "équipe b", Priority: PriorityLow})
+			res, err = c.Enqueue(ctx, Task{Agent: "tool", Tenant: "équipe_b", Priority: PriorityLow})
 			require.NoError(t, err)
-			ids[res.ID] = [2]string{"équipe b", PriorityLow}
+			ids[res.ID] = [2]string{"équipe_b", PriorityLow}
 			res, err = c.Enqueue(ctx, Task{ID: "later", Agent: "tool", Tenant: "team-c", Priority: PriorityLow}, ProcessIn(time.Hour))
 			require.NoError(t, err)
 			ids[res.ID] = [2]string{"team-c", PriorityLow}

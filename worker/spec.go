@@ -48,6 +48,9 @@ type spec struct {
 // a Go-function agent needs no block); it applies no default of its own.
 func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error) {
 	a, _ := cfg.Agent(name)
+	// A Go runner's result, events and errors are made valid UTF-8 as
+	// Exec's and HTTP's are (agent.Valid).
+	run = agent.Valid(run)
 	if run == nil {
 		var err error
 		switch {

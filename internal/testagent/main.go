@@ -41,6 +41,13 @@
 //	                                 then, when N > 0, one output event whose
 //	                                 data is a string of N bytes; succeeds
 //	                                 with {"events": B+A}
+//	{"mode": "bad_utf8", "exit": B}  writes raw invalid UTF-8 (0xFF 0xFE)
+//	                                 inside JSON strings: an output event
+//	                                 {"text": "a\xff\xfeb"} to the descriptor
+//	                                 named by AGENTQ_EVENTS_FD (when set),
+//	                                 then succeeds with data {"text":
+//	                                 "a\xff\xfeb"}; with B true, writes
+//	                                 "bad \xff\xfe" to stderr and exits 1
 //
 // In every mode, params "effects": F appends one line
 // "<task_id> <attempt> <restart> <pid> <mode>" to the file F (O_APPEND, one
@@ -155,6 +162,8 @@ func main() {
 		events(p)
 	case "env":
 		printEnv()
+	case "bad_utf8":
+		badUTF8(p)
 	default:
 		die(2, "testagent: unknown mode %q", mode)
 	}
@@ -404,4 +413,21 @@ func printEnv() {
 	}
 	wd, _ := os.Getwd()
 	succeed(map[string]any{"env": env, "cwd": wd})
+}
+
+// badUTF8 writes the invalid UTF-8 of mode "bad_utf8" (see the package
+// comment), as raw bytes: encoding/json would replace them.
+func badUTF8(p params) {
+	const text = "a\xff\xfeb"
+	if fd, err := strconv.Atoi(os.Getenv("AGENTQ_EVENTS_FD")); err == nil {
+		f := os.NewFile(uintptr(fd), "events")
+		if _, err := f.WriteString(`{"type":"output","data":{"text":"` + text + `"}}` + "\n"); err != nil {
+			die(2, "testagent: write events: %v", err)
+		}
+	}
+	if p.bool("exit") {
+		fmt.Fprint(os.Stderr, "bad \xff\xfe\n")
+		exit(1)
+	}
+	fmt.Fprint(os.Stdout, `{"status":"success","code":0,"data":{"text":"`+text+`"},"error":""}`+"\n")
 }
