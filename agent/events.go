@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,10 +40,16 @@ const eventsFD = 3
 // an event's data at MaxEventData and room for its envelope.
 const maxEventLine = MaxEventData + 1024
 
-// eventsDrainGrace is how long an exec agent's events pipe is still read
-// after the agent's group is gone (a process that left the group may keep
-// it open; what is already in the pipe is read at once).
-const eventsDrainGrace = 200 * time.Millisecond
+// eventsDrainGrace is how long an exec agent's events pipe may stay
+// silent once the agent's group is gone before it is closed (a process
+// that left the group may keep it open). Each read that brings bytes
+// extends it, so what is already in the pipe is read whole however slow
+// the machine; eventsDrainMax bounds the whole drain after the group is
+// gone, against a process that left the group and writes for ever.
+const (
+	eventsDrainGrace = 200 * time.Millisecond
+	eventsDrainMax   = 5 * time.Second
+)
 
 // EmitJSON reports one live event of the call (typ EventProgress or
 // EventOutput) with v as its data, marshaled to JSON; it does nothing
@@ -96,6 +103,9 @@ func loggerOf(ctx context.Context) *slog.Logger {
 type eventsPipe struct {
 	r, w *os.File
 	done chan struct{}
+	// finishing is when finish began (unix nanoseconds), 0 before: from
+	// then on every read that brings bytes extends the read deadline.
+	finishing atomic.Int64
 	// dropped counts lines that were not events; sample is the first one.
 	dropped int
 	sample  string
@@ -116,16 +126,18 @@ func (p *eventsPipe) started(emit func(string, json.RawMessage)) {
 	_ = p.w.Close()
 	go func() {
 		defer close(p.done)
-		p.drain(p.r, emit)
+		p.drain(extendingReader{p}, emit)
 	}()
 }
 
 // finish waits for the drain once the agent's group is gone: it reads
-// what is left in the pipe, for at most eventsDrainGrace when a process
-// that left the group still holds the write end, then closes the pipe
+// what is left in the pipe, until it has been silent for eventsDrainGrace
+// (at most eventsDrainMax) when a process that left the group still holds
+// the write end, then closes the pipe
 // and logs the lines it dropped (once, at debug).
 func (p *eventsPipe) finish(ctx context.Context, req Request) {
-	_ = p.r.SetReadDeadline(time.Now().Add(eventsDrainGrace))
+	p.finishing.Store(time.Now().UnixNano())
+	p.extend()
 	<-p.done
 	_ = p.r.Close()
 	if p.dropped > 0 {
@@ -134,6 +146,31 @@ func (p *eventsPipe) finish(ctx context.Context, req Request) {
 				"dropped", p.dropped, "first", p.sample)
 		}
 	}
+}
+
+// extend moves the read deadline of a finishing pipe to eventsDrainGrace
+// from now, never past eventsDrainMax after finish began.
+func (p *eventsPipe) extend() {
+	began := p.finishing.Load()
+	if began == 0 {
+		return
+	}
+	at := time.Now().Add(eventsDrainGrace)
+	if limit := time.Unix(0, began).Add(eventsDrainMax); at.After(limit) {
+		at = limit
+	}
+	_ = p.r.SetReadDeadline(at)
+}
+
+// extendingReader reads the pipe, moving a finishing pipe's deadline
+// before every read: the grace measures the pipe's silence, not the
+// time the drain spends on what it read, so a drain that is slow (a
+// loaded machine) loses nothing that was written before the agent ended.
+type extendingReader struct{ p *eventsPipe }
+
+func (e extendingReader) Read(b []byte) (int, error) {
+	e.p.extend()
+	return e.p.r.Read(b)
 }
 
 // abort closes both ends of a pipe whose agent never started.

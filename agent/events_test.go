@@ -112,6 +112,29 @@ func TestExecEventsNeverBlockTheAgent(t *testing.T) {
 	}
 }
 
+// TestExecEventsSlowDrainLosesNothing: a drain slower than the agent
+// (a loaded machine: here each event takes 300 µs to report) still reads
+// every event the agent wrote before it ended: at its end the pipe and
+// the drain's buffer hold about 130 KB, 3,000 events, more than 200 ms of
+// work. The pipe used to be cut 200 ms after the agent's end whatever
+// was still in it.
+func TestExecEventsSlowDrainLosesNothing(t *testing.T) {
+	t.Parallel()
+	e := newExec(t, agent.ExecConfig{})
+	got := newEvents()
+	r := req("t-slow", `{"mode":"events","before":5000}`)
+	r.Emit = func(typ string, data json.RawMessage) {
+		time.Sleep(300 * time.Microsecond) // the slow consumer this test is about
+		got.emit(typ, data)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	data, err := e.Run(ctx, r)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"events":5000}`, string(data))
+	require.Equal(t, 5000, len(got.list()), "every event written before the agent ended is reported")
+}
+
 // TestExecWithoutEmit: a call without Emit gives the agent no events
 // descriptor (existing agents are untouched).
 func TestExecWithoutEmit(t *testing.T) {
