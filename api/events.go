@@ -45,6 +45,11 @@ func (s *Server) taskEvents(rw http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.hold(r)
+	if err != nil {
+		return err
+	}
+	defer release()
 	id := r.PathValue("id")
 	// Read in the notifier's shared pipelines: a burst of streams queues
 	// in the process, not on the Redis pool (a longer bound than one
