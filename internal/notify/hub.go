@@ -62,6 +62,10 @@ const (
 	recheckBatch = 1000
 	// arrivalBatch is the most arrivals' reads of one shared pipeline.
 	arrivalBatch = 1000
+	// arrivalTimeout bounds one pipeline of the arrivals' reads: longer
+	// than a request's Redis bound, since a busy machine can be slow to
+	// read a reply of 1,000 and failing it fails 1,000 arrivals.
+	arrivalTimeout = 10 * time.Second
 	// confirmWait bounds how long Subscribe waits for Redis to confirm the
 	// subscription before it goes on anyway (the re-check covers the rest).
 	confirmWait = 2 * time.Second
@@ -131,7 +135,7 @@ func New(rdb redis.UniversalClient, rec *record.Store, opts Options) *Hub {
 	}
 	// The arrivals' reads share pipelines (see arrivals): a Store of the
 	// same Redis, retention and clock that sends them through a Batcher.
-	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{MaxBatch: arrivalBatch})
+	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{MaxBatch: arrivalBatch, Timeout: arrivalTimeout})
 	rec = record.NewStore(rdb, record.WithRetention(rec.Retention()), record.WithClock(rec.Now), record.WithRunner(batch))
 	return &Hub{rdb: rdb, rec: rec, opts: opts, entries: map[string]*entry{}, shards: map[string]*shard{}}
 }
