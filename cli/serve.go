@@ -42,6 +42,11 @@ is not localhost, 127.x or [::1] is 403 (CSRF and DNS-rebinding guards).
 Errors are JSON {"code":"…","error":"…"}. SIGINT/SIGTERM stop the server
 gracefully.
 
+Waits (?wait=) and event streams (the console's too) are capped: at most
+--max-waiters open at once (default 10,000; each costs about 40 KB) and
+--max-waiters-per-client from one client address (the TCP peer; default
+--max-waiters). Past either: 503 over_capacity with Retry-After.
+
 The web console at /ui/ (Overview, Dead letters, Breakers, Restarts,
 Agents, and a task search) takes the same token: the Authorization header,
 or the login form at /ui/login (a session cookie). --no-console turns it off.`
