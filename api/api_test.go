@@ -53,13 +53,13 @@ type env struct {
 	store *tasks.Store
 }
 
-func setup(t *testing.T, opts api.Options) env {
+func setup(t testing.TB, opts api.Options) env {
 	t.Helper()
 	return setupWith(t, opts, testConfig())
 }
 
 // setupWith is setup with the API's config cfg.
-func setupWith(t *testing.T, opts api.Options, cfg *config.Config) env {
+func setupWith(t testing.TB, opts api.Options, cfg *config.Config) env {
 	t.Helper()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, DialTimeout: time.Second})
@@ -81,7 +81,7 @@ type reply struct {
 	json   map[string]any
 }
 
-func do(t *testing.T, method, url, tok, body string) reply {
+func do(t testing.TB, method, url, tok, body string) reply {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {

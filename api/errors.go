@@ -30,6 +30,7 @@ const (
 	CodeTooManyRequests      = httpx.CodeTooManyRequests // 429: too many wrong bearer tokens from this client address (Retry-After)
 	CodeInternal             = "internal"                // 500: a bug or an unexpected Redis reply
 	CodeUnavailable          = "unavailable"             // 503: Redis cannot answer
+	CodeOverCapacity         = "over_capacity"           // 503: too many open waits and event streams, from the client's address or in all (Retry-After)
 )
 
 // ErrorBody is the JSON of every error reply (httpx.ErrorBody, shared with

@@ -45,11 +45,17 @@ func (s *Server) taskEvents(rw http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.hold(r)
+	if err != nil {
+		return err
+	}
+	defer release()
 	id := r.PathValue("id")
-	// A burst of streams can queue behind the Redis pool: a longer bound
-	// than one call's before the 503.
+	// Read in the notifier's shared pipelines: a burst of streams queues
+	// in the process, not on the Redis pool (a longer bound than one
+	// call's before the 503).
 	ctx, cancel := s.bounded(r, 3)
-	ok, err := s.store.Exists(ctx, id)
+	ok, err := s.hub().Exists(ctx, id)
 	cancel()
 	if err != nil {
 		return err

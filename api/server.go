@@ -89,6 +89,11 @@ type Options struct {
 	// KeepAlive is how often an idle event stream gets a comment. Zero:
 	// DefaultKeepAlive.
 	KeepAlive time.Duration
+	// Holds caps the waits (?wait=) and event streams open at once, per
+	// client address and in all (503 over_capacity with Retry-After past
+	// either). `enqueuer serve` shares one with the console. Zero: its own
+	// with httpx.DefaultMaxHolds for both caps.
+	Holds *httpx.Holds
 }
 
 // Server is the HTTP API on one Redis and one configuration.
@@ -134,6 +139,9 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Holds == nil {
+		opts.Holds = httpx.NewHolds(httpx.HoldsOptions{})
 	}
 	if opts.Limiter == nil {
 		opts.Limiter = httpx.NewLimiter(httpx.LimiterOptions{Logger: opts.Logger})

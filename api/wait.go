@@ -41,6 +41,22 @@ func (s *Server) hub() *notify.Hub { return s.hubs.Hub() }
 // Options.Notifier); Serve calls it as it returns.
 func (s *Server) Close() { s.hubs.Close() }
 
+// HoldRetryAfter is the Retry-After of a wait or stream refused by
+// Options.Holds.
+const HoldRetryAfter = time.Second
+
+// hold takes a hold of Options.Holds for r (a wait or an event stream),
+// or is the 503 over_capacity reply.
+func (s *Server) hold(r *http.Request) (func(), error) {
+	release, err := s.opts.Holds.Acquire(r)
+	if err != nil {
+		e := newErr(http.StatusServiceUnavailable, CodeOverCapacity, "%v", err)
+		e.retryAfter = HoldRetryAfter
+		return nil, e
+	}
+	return release, nil
+}
+
 // getTaskWait serves GET /api/v1/tasks/{id}?wait=D: the task's JSON as
 // soon as it has ended, or when D has elapsed (its current state).
 func (s *Server) getTaskWait(rw http.ResponseWriter, r *http.Request) error {
@@ -48,6 +64,11 @@ func (s *Server) getTaskWait(rw http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	release, err := s.hold(r)
+	if err != nil {
+		return err
+	}
+	defer release()
 	id := r.PathValue("id")
 	// The server's read and write timeouts would cut a long wait short.
 	rc := http.NewResponseController(rw)

@@ -16,7 +16,7 @@ import (
 )
 
 // enqueueQueued puts task id in the queue (no worker runs it).
-func enqueueQueued(t *testing.T, e env, id string) {
+func enqueueQueued(t testing.TB, e env, id string) {
 	t.Helper()
 	r := do(t, http.MethodPost, e.url+"/api/v1/tasks", "", `{"id":"`+id+`","agent":"tool"}`)
 	require.Equal(t, http.StatusAccepted, r.status, r.body)

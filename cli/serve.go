@@ -42,6 +42,11 @@ is not localhost, 127.x or [::1] is 403 (CSRF and DNS-rebinding guards).
 Errors are JSON {"code":"…","error":"…"}. SIGINT/SIGTERM stop the server
 gracefully.
 
+Waits (?wait=) and event streams (the console's too) are capped: at most
+--max-waiters open at once (default 10,000; each costs about 40 KB) and
+--max-waiters-per-client from one client address (the TCP peer; default
+--max-waiters). Past either: 503 over_capacity with Retry-After.
+
 The web console at /ui/ (Overview, Dead letters, Breakers, Restarts,
 Agents, and a task search) takes the same token: the Authorization header,
 or the login form at /ui/login (a session cookie). --no-console turns it off.`
@@ -52,6 +57,8 @@ type serveOptions struct {
 	maxBody        int64
 	insecureNoAuth bool
 	noConsole      bool
+	maxWaiters     int
+	maxPerClient   int
 }
 
 // Validate checks the flags and the token (api.EnvToken, token) before
@@ -59,6 +66,12 @@ type serveOptions struct {
 func (o *serveOptions) Validate(token string) error {
 	if o.maxBody <= 0 {
 		return usageErr("--max-body must be positive (got %d)", o.maxBody)
+	}
+	if o.maxWaiters <= 0 {
+		return usageErr("--max-waiters must be positive (got %d)", o.maxWaiters)
+	}
+	if o.maxPerClient < 0 || o.maxPerClient > o.maxWaiters {
+		return usageErr("--max-waiters-per-client must be from 1 to --max-waiters (%d), or 0 for --max-waiters (got %d)", o.maxWaiters, o.maxPerClient)
 	}
 	return checkOpenAPIAuth(o.addr, token, o.insecureNoAuth)
 }
@@ -79,6 +92,8 @@ func newServeCmd(app *App, g *global) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&o.addr, "http", api.DefaultAddr, "listen address of the HTTP API")
 	cmd.Flags().Int64Var(&o.maxBody, "max-body", api.DefaultMaxBody, "request body limit in bytes (larger bodies get 413 request_too_large)")
+	cmd.Flags().IntVar(&o.maxWaiters, "max-waiters", httpx.DefaultMaxHolds, "most waits (?wait=) and event streams open at once, in all (past it: 503 over_capacity with Retry-After)")
+	cmd.Flags().IntVar(&o.maxPerClient, "max-waiters-per-client", 0, "most waits and event streams open at once from one client address (the TCP peer); 0: --max-waiters")
 	cmd.Flags().BoolVar(&o.noConsole, "no-console", false, "do not serve the web console at "+console.Base)
 	cmd.Flags().BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without "+api.EnvToken+" on a non-loopback address (only behind something that authenticates callers)")
 	return cmd
@@ -119,15 +134,17 @@ func (o *serveOptions) run(ctx context.Context, app *App, g *global) error {
 	hub := notify.New(rdb, tasks.NewStore(rdb).Record(), notify.Options{Logger: log})
 	hub.Start(ctx)
 	defer hub.Stop()
+	// One cap on the waits and streams of the API and the console.
+	holds := httpx.NewHolds(httpx.HoldsOptions{Max: o.maxWaiters, PerClient: o.maxPerClient})
 	var ui http.Handler
 	if !o.noConsole {
 		sampler := console.NewSampler(rdb, console.SamplerOptions{Logger: log})
 		sampler.Start(ctx)
 		defer sampler.Stop()
-		ui = newConsole(rdb, cfg, console.Options{Token: token, Sampler: sampler, Logger: log, Limiter: limiter, Notifier: hub})
+		ui = newConsole(rdb, cfg, console.Options{Token: token, Sampler: sampler, Logger: log, Limiter: limiter, Notifier: hub, Holds: holds})
 		log.Info("enqueuer serve: web console", "url", "http://"+ln.Addr().String()+console.Base)
 	}
-	srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: o.maxBody, Logger: log, UI: ui, Limiter: limiter, Notifier: hub})
+	srv := api.New(rdb, cfg, api.Options{Token: token, MaxBody: o.maxBody, Logger: log, UI: ui, Limiter: limiter, Notifier: hub, Holds: holds})
 	if err := srv.Serve(ctx, ln); err != nil {
 		return runtimeErr(err)
 	}

@@ -220,3 +220,26 @@ func TestServeConsole(t *testing.T) {
 		})
 	}
 }
+
+// TestServeRefusesBadWaiterCaps: --max-waiters and
+// --max-waiters-per-client out of range are bad usage naming the flag.
+func TestServeRefusesBadWaiterCaps(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--max-waiters", "0"}, "--max-waiters must be positive"},
+		{[]string{"--max-waiters", "-5"}, "--max-waiters must be positive"},
+		{[]string{"--max-waiters-per-client", "-1"}, "--max-waiters-per-client"},
+		{[]string{"--max-waiters", "10", "--max-waiters-per-client", "11"}, "--max-waiters-per-client"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"--redis", "redis://127.0.0.1:1/0", "serve"}, tc.args...)
+			_, errOut, code := runCmd(t, NewEnqueuerCmd, "", args...)
+			require.Equal(t, ExitUsage, code, errOut)
+			require.Contains(t, errOut, tc.flag)
+		})
+	}
+}

@@ -120,6 +120,10 @@ type Options struct {
 	// passes its one), for the Task page's live events. Zero: the console
 	// makes its own on first use (Close stops it).
 	Notifier *notify.Hub
+	// Holds caps the live event streams open at once, per client address
+	// and in all (503 with Retry-After past either); pass the API's
+	// (api.Options.Holds) so both draw on one cap. Zero: no cap.
+	Holds *httpx.Holds
 }
 
 // Console is the web console on one Redis and one configuration.

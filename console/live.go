@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/agentq/agentq/api"
+	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/notify"
 )
 
@@ -30,6 +31,14 @@ func (c *Console) taskEvents(rw http.ResponseWriter, r *http.Request, _ session)
 			return httpError(http.StatusBadRequest, "Last-Event-ID (or after) must be a non-negative event number.")
 		}
 		after = n
+	}
+	if c.opts.Holds != nil {
+		release, err := c.opts.Holds.Acquire(r)
+		if err != nil {
+			rw.Header().Set("Retry-After", strconv.FormatInt(httpx.RetryAfterSeconds(api.HoldRetryAfter), 10))
+			return httpError(http.StatusServiceUnavailable, "%v.", err)
+		}
+		defer release()
 	}
 	id := r.PathValue("id")
 	ctx, cancel := c.bounded(r, 1)

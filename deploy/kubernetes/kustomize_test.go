@@ -550,7 +550,9 @@ func configVars(t *testing.T, c *config.Config) map[string]bool {
 // codeVars are the variables any agentq process reads: the config's, the
 // Redis URL and token, the tracing ones, and what exec agents pass through.
 func codeVars(cfg map[string]bool) map[string]bool {
-	rec := recorder{config.EnvRedisURL: true, api.EnvToken: true}
+	// GOMEMLIMIT is read by the Go runtime (the API's limit is sized
+	// with it: docs/operations.md, "Sizing the API").
+	rec := recorder{config.EnvRedisURL: true, api.EnvToken: true, "GOMEMLIMIT": true}
 	tracing.Enabled(rec.getenv)
 	config.Default().ApplyEnv(rec.getenv)
 	for v := range cfg {

@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/agentq/agentq/internal/record"
-	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // FollowOptions are Follow's optional hooks.
@@ -78,19 +75,17 @@ func (h *Hub) Wait(ctx context.Context, id string) (record.State, error) {
 	}
 	defer sub.Close()
 	for {
-		vals, err := h.rdb.HMGet(ctx, rkeys.Task(id), record.FieldState, record.FieldSeq).Result()
-		if err != nil && err != redis.Nil {
-			return "", fmt.Errorf("notify: state of %s: %w", id, err)
+		state, seq, err := h.rec.StateSeq(ctx, id)
+		if err != nil {
+			return "", fmt.Errorf("notify: %w", err)
 		}
-		state, _ := vals[0].(string)
-		seq, _ := vals[1].(string)
 		if state == "" {
 			return "", fmt.Errorf("%w: %s", record.ErrNotFound, id)
 		}
-		if record.State(state).Terminal() {
-			return record.State(state), nil
+		if state.Terminal() {
+			return state, nil
 		}
-		sub.Seen(record.ParseSeq(seq))
+		sub.Seen(seq)
 		if err := h.sleep(ctx, sub, nil, nil); err != nil {
 			return "", err
 		}
@@ -117,4 +112,10 @@ func (h *Hub) sleep(ctx context.Context, sub *Sub, tick <-chan time.Time, idle f
 			}
 		}
 	}
+}
+
+// Exists reports whether task id has a record, read in the arrivals'
+// shared pipelines (an event stream's check before it begins).
+func (h *Hub) Exists(ctx context.Context, id string) (bool, error) {
+	return h.rec.Exists(ctx, id)
 }

@@ -22,6 +22,14 @@
 // waiter), and wakes the Subs of a task whose number went past what they
 // were told: a missed notification is caught within about a second.
 //
+// A burst of arrivals (10,000 waiters at once) must not fail for want of a
+// pooled connection: each arrival's reads (Watch, the first state or
+// events read, Exists) go through one group-committing batcher
+// (redisx.Batcher), so that they queue in the process and ride a few
+// pipelined round trips, one pooled connection at a time, rather than
+// each taking a connection of go-redis's pool, whose wait is bounded
+// (PoolTimeout) and which the re-check and the API's other requests share.
+//
 // Subs are woken, never handed events: a woken Sub reads what is new
 // itself (Follow and Wait do), so a wake-up that comes twice or is merged
 // with another costs a read and loses nothing.
@@ -38,6 +46,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -51,6 +60,12 @@ const (
 	DefaultShards = 2
 	// recheckBatch is the most reads of one pipeline of the re-check.
 	recheckBatch = 1000
+	// arrivalBatch is the most arrivals' reads of one shared pipeline.
+	arrivalBatch = 1000
+	// arrivalTimeout bounds one pipeline of the arrivals' reads: longer
+	// than a request's Redis bound, since a busy machine can be slow to
+	// read a reply of 1,000 and failing it fails 1,000 arrivals.
+	arrivalTimeout = 10 * time.Second
 	// confirmWait bounds how long Subscribe waits for Redis to confirm the
 	// subscription before it goes on anyway (the re-check covers the rest).
 	confirmWait = 2 * time.Second
@@ -118,6 +133,10 @@ func New(rdb redis.UniversalClient, rec *record.Store, opts Options) *Hub {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	// The arrivals' reads share pipelines (see arrivals): a Store of the
+	// same Redis, retention and clock that sends them through a Batcher.
+	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{MaxBatch: arrivalBatch, Timeout: arrivalTimeout})
+	rec = record.NewStore(rdb, record.WithRetention(rec.Retention()), record.WithClock(rec.Now), record.WithRunner(batch))
 	return &Hub{rdb: rdb, rec: rec, opts: opts, entries: map[string]*entry{}, shards: map[string]*shard{}}
 }
 

@@ -7,8 +7,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -85,25 +84,27 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]Event, St
 // read whole. A follower of a chatty task then reads each output event
 // once, not once per wake.
 func (s *Store) EventsFrom(ctx context.Context, id string, after, outFrom int64) ([]Event, State, int64, error) {
-	var st *redis.StringCmd
-	var h, o *redis.StringSliceCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		st = p.HGet(ctx, rkeys.Task(id), FieldState)
-		h = p.LRange(ctx, rkeys.TaskHistory(id), 0, -1)
-		o = p.LRange(ctx, rkeys.TaskOutput(id), outFrom, -1)
-		return nil
+	res, err := s.pipeline(ctx, []redisx.Call{
+		{Cmd: []any{"hget", rkeys.Task(id), FieldState}},
+		{Cmd: []any{"lrange", rkeys.TaskHistory(id), 0, -1}},
+		{Cmd: []any{"lrange", rkeys.TaskOutput(id), outFrom, -1}},
 	})
-	if err != nil && err != redis.Nil {
+	if err == nil {
+		err = firstErr(res)
+	}
+	if err != nil {
 		return nil, "", outFrom, fmt.Errorf("record: events of %s: %w", id, err)
 	}
+	state, _ := res[0].Val.(string)
+	h, o := strs(res[1].Val), strs(res[2].Val)
 	var out []Event
-	for _, ev := range append(ParseEvents(h.Val()), ParseEvents(o.Val())...) {
+	for _, ev := range append(ParseEvents(h), ParseEvents(o)...) {
 		if ev.Seq > after {
 			out = append(out, ev)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Event) int { return int(a.Seq - b.Seq) })
-	return out, State(st.Val()), outFrom + int64(len(o.Val())), nil
+	return out, State(state), outFrom + int64(len(o)), nil
 }
 
 // ParseSeq reads a sequence number ("" and anything else that is not a

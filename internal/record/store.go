@@ -168,8 +168,15 @@ func reply(v any, err error) (Code, []any, error) {
 
 // Exists reports whether task id has a record.
 func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, rkeys.Task(id)).Result()
-	return n == 1, err
+	res, err := s.pipeline(ctx, []redisx.Call{{Cmd: []any{"exists", rkeys.Task(id)}}})
+	if err == nil {
+		err = firstErr(res)
+	}
+	if err != nil {
+		return false, err
+	}
+	n, _ := res[0].Val.(int64)
+	return n == 1, nil
 }
 
 // RunState is what a redelivery needs to know of its task's record.
