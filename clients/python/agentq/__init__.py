@@ -8,7 +8,7 @@ from .client import (MAX_EVENT_BYTES, MAX_REPLY_BYTES, ROUTES, TASK_FIELDS, Clie
 from .errors import (AgentqError, AgentUnavailable, APIError, BudgetExhausted, Conflict, Forbidden,
                      EventTooLarge, Internal, InvalidRequest, MethodNotAllowed, NotFound,
                      RedirectRefused, RequestTooLarge, ResponseTooLarge, TaskEnded, TooManyRequests, TransportError,
-                     Unauthorized, Unavailable, UnsupportedMediaType, WaitTimeout)
+                     Unauthorized, Unavailable, OverCapacity, UnsupportedMediaType, WaitTimeout)
 
 __version__ = "1.0.0"
 
@@ -18,6 +18,6 @@ __all__ = [
     "AgentqError", "APIError", "TransportError", "WaitTimeout", "InvalidRequest",
     "Unauthorized", "Forbidden", "NotFound", "MethodNotAllowed", "AgentUnavailable",
     "BudgetExhausted", "TaskEnded", "Conflict", "RequestTooLarge", "UnsupportedMediaType",
-    "TooManyRequests", "Internal", "Unavailable", "RedirectRefused", "ResponseTooLarge",
+    "TooManyRequests", "Internal", "Unavailable", "OverCapacity", "RedirectRefused", "ResponseTooLarge",
     "EventTooLarge", "__version__",
 ]

@@ -145,10 +145,18 @@ class Unavailable(APIError):
     code = "unavailable"
 
 
+class OverCapacity(Unavailable):
+    """The server holds as many waits and event streams as it allows, for
+    this client address or in all (503 with Retry-After). An Unavailable:
+    it is retried the same way."""
+
+    code = "over_capacity"
+
+
 ERRORS = {c.code: c for c in (
     InvalidRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
     AgentUnavailable, BudgetExhausted, TaskEnded, Conflict, RequestTooLarge,
-    UnsupportedMediaType, TooManyRequests, Internal, Unavailable)}
+    UnsupportedMediaType, TooManyRequests, Internal, Unavailable, OverCapacity)}
 
 
 def from_reply(status, body, retry_after=None):

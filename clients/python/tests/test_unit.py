@@ -245,6 +245,14 @@ class TestClient(FakeCase):
         got = list(agentq.parse_sse(lines))
         self.assertEqual(got, [{"data": 1, "event": "output", "seq": 3}, {"data": "not json"}])
 
+    def test_over_capacity_is_unavailable(self):
+        # serve's caps on waits and streams answer 503 over_capacity with
+        # Retry-After; the client retries it as it retries unavailable.
+        e = agentq.errors.from_reply(503, {"code": "over_capacity", "error": "full"}, 1.0)
+        self.assertIsInstance(e, agentq.OverCapacity)
+        self.assertIsInstance(e, agentq.Unavailable)
+        self.assertEqual(e.retry_after, 1.0)
+
     def test_parse_sse_invalid_utf8_is_replaced(self):
         # A byte that is not UTF-8 used to raise on every reconnect, so the
         # stream could never get past that event.

@@ -95,6 +95,12 @@ export class TooManyRequestsError extends APIError {}
 export class InternalError extends APIError {}
 /** Redis did not answer (503). An enqueue that got it may have landed. */
 export class UnavailableError extends APIError {}
+/**
+ * The server holds as many waits and event streams as it allows, for this
+ * client address or in all (503 with Retry-After). An UnavailableError: it
+ * is retried the same way.
+ */
+export class OverCapacityError extends UnavailableError {}
 
 /** The error class of each API code. */
 export const ERRORS: Record<string, typeof APIError> = {
@@ -112,6 +118,7 @@ export const ERRORS: Record<string, typeof APIError> = {
   too_many_requests: TooManyRequestsError,
   internal: InternalError,
   unavailable: UnavailableError,
+  over_capacity: OverCapacityError,
 };
 
 const BY_STATUS: Record<number, string> = {
