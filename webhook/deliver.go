@@ -26,6 +26,7 @@ import (
 
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redact"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -225,10 +226,9 @@ func (d *Deliverer) Run(ctx context.Context) error {
 // worker whose clock is behind it still sees the event due).
 // Returns {pending, id1, id2, …}: pending is the number of tasks in both
 // sets.
-var claimScript = redis.NewScript(`
+var claimScript = redis.NewScript(redisx.LuaNowMS + `
 local now, lease, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local t = redis.call("TIME")
-local due_by = math.max(now, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local due_by = math.max(now, now_ms(""))
 local lost = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now, "LIMIT", 0, 100)
 for _, id in ipairs(lost) do
   redis.call("ZREM", KEYS[2], id)

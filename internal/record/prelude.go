@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/usage"
 )
@@ -124,10 +125,13 @@ func terminalExpr(x string) string {
 // schemaRef is a reference to the schema in a script: F.state, R.stale, …
 var schemaRef = regexp.MustCompile(`\b([FSER])\.([a-z_]+)\b`)
 
-// render replaces every schema reference in src by its literal; a name the
-// schema does not have is a bug in a script and panics when the package
-// loads.
+// render replaces every schema reference in src by its literal, and
+// SERVER_NOW_MS by the expression of the server's clock
+// (redisx.LuaServerMS: no function is defined on the common path); a name
+// the schema does not have is a bug in a script and panics when the
+// package loads.
 func render(src string) string {
+	src = strings.ReplaceAll(src, "SERVER_NOW_MS", redisx.LuaServerMS)
 	src = terminalRef.ReplaceAllStringFunc(src, func(ref string) string {
 		return terminalExpr(terminalRef.FindStringSubmatch(ref)[1])
 	})

@@ -17,3 +17,8 @@ local function now_ms(a)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 `
+
+// LuaServerMS is a Lua expression of the Redis server's TIME in ms, for a
+// script that must read the server's clock (never an injected one) on a
+// rare path without defining a function on every call.
+const LuaServerMS = `(function() local t = redis.call('TIME') return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end)()`

@@ -67,15 +67,13 @@ end
 -- OUTBOX_LIFE seconds after its last push) and, when due is given (the
 -- webhooks' due set, rkeys.WebhooksDue: not on a Redis Cluster, where the
 -- caller adds the task in a second step), makes the task due now: scored
--- by the server's TIME in ms, so that due tasks are served in the order of
+-- by the server's TIME in ms (SERVER_NOW_MS), so that due tasks are served in the order of
 -- their events (LT: also when it waited for a retry; an earlier score
 -- stays).
 local function rec_outbox(rec, stored, outbox, due)
   redis.call("RPUSH", outbox, stored)
   redis.call("EXPIRE", outbox, OUTBOX_LIFE)
   if due then
-    local t = redis.call("TIME")
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    redis.call("ZADD", due, "LT", now, string.sub(rec, TASK_ID_AT, -2))
+    redis.call("ZADD", due, "LT", SERVER_NOW_MS, string.sub(rec, TASK_ID_AT, -2))
   end
 end
