@@ -76,28 +76,51 @@ func validOutcome(data json.RawMessage, err error) (json.RawMessage, error) {
 	return ValidJSON(data), validError(err)
 }
 
-// validError returns err with valid UTF-8 texts: the Text of the
-// *resilience.Failure in its chain is made valid in place, its Err
-// wrapped when its text is not; an err whose text is still not valid is
-// wrapped too. A wrapper keeps the chain (errors.Is, errors.As).
+// validError returns err with valid UTF-8 texts, never writing to err
+// (a Go agent may return one error value from many calls at once): err
+// itself when its text is valid; else err wrapped so that its text is
+// made valid and errors.As finds a copy of the *resilience.Failure in its
+// chain with a valid Text and Err. The wrapper keeps the chain
+// (errors.Is, errors.As of any other type).
 func validError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if f := (*resilience.Failure)(nil); errors.As(err, &f) {
-		f.Text = ValidText(f.Text)
-		if f.Err != nil && !utf8.ValidString(f.Err.Error()) {
-			f.Err = &validTextError{err: f.Err}
+	var failure *resilience.Failure
+	if f := (*resilience.Failure)(nil); errors.As(err, &f) && !validFailure(f) {
+		g := *f
+		g.Text = ValidText(f.Text)
+		if g.Err != nil && !utf8.ValidString(g.Err.Error()) {
+			g.Err = &validTextError{err: f.Err}
 		}
+		failure = &g
 	}
-	if !utf8.ValidString(err.Error()) {
-		return &validTextError{err: err}
+	if failure == nil && utf8.ValidString(err.Error()) {
+		return err
 	}
-	return err
+	return &validTextError{err: err, failure: failure}
 }
 
-// validTextError is an error whose text is made valid UTF-8.
-type validTextError struct{ err error }
+// validFailure reports whether f's Text and its Err's text are valid.
+func validFailure(f *resilience.Failure) bool {
+	return utf8.ValidString(f.Text) && (f.Err == nil || utf8.ValidString(f.Err.Error()))
+}
+
+// validTextError is an error whose text is made valid UTF-8; failure,
+// when set, is the valid copy of the *resilience.Failure in its chain.
+type validTextError struct {
+	err     error
+	failure *resilience.Failure
+}
 
 func (e *validTextError) Error() string { return ValidText(e.err.Error()) }
 func (e *validTextError) Unwrap() error { return e.err }
+
+// As hands out the valid copy of the chain's *resilience.Failure.
+func (e *validTextError) As(target any) bool {
+	if t, ok := target.(**resilience.Failure); ok && e.failure != nil {
+		*t = e.failure
+		return true
+	}
+	return false
+}

@@ -122,3 +122,37 @@ func TestRunnersValidUTF8(t *testing.T) {
 		})
 	}
 }
+
+// TestValidNeverWritesTheAgentsError: a Go agent may return one error
+// value from many calls at once (a sentinel *resilience.Failure): making
+// its text valid must not write to it (the race detector saw the worker's
+// pipeline tests race on a shared Failure), and errors.As still finds a
+// Failure with a valid Text, its Status kept.
+func TestValidNeverWritesTheAgentsError(t *testing.T) {
+	t.Parallel()
+	shared := &resilience.Failure{Status: 503, Text: "bad \xff\xfe", Err: errors.New("cause \xfe")}
+	valid := &resilience.Failure{Status: 500, Text: "fine"}
+	for _, sentinel := range []*resilience.Failure{shared, valid} {
+		r := agent.Valid(agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
+			return nil, fmt.Errorf("call: %w", sentinel)
+		}))
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := r.Run(context.Background(), agent.Request{TaskID: "t"})
+				var f *resilience.Failure
+				require.True(t, errors.As(err, &f))
+				require.Equal(t, sentinel.Status, f.Status)
+				require.True(t, utf8.ValidString(f.Text), f.Text)
+				require.True(t, utf8.ValidString(err.Error()), err.Error())
+				if f.Err != nil {
+					require.True(t, utf8.ValidString(f.Err.Error()))
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	require.Equal(t, "bad \xff\xfe", shared.Text, "the agent's own error is left as it is")
+}
