@@ -15,7 +15,7 @@ build:
 redis:
 	@./scripts/ensure-redis.sh
 
-## chromium: headless Chromium for the console's browser test (console/browser_test.go)
+## chromium: headless Chromium for the console's browser test (internal/console/browser_test.go)
 chromium:
 	@./scripts/ensure-chromium.sh
 

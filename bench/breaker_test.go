@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience/breaker"
 )
 
 // BenchmarkBreakerRecord measures what the shared breaker costs Redis: the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience/limit"
 )
 
 // BenchmarkLimiter measures what provider limits cost Redis: the CPU

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/usage"
 )
 
 // EnvRedisURL is the environment variable that overrides redis.url.

@@ -3,8 +3,8 @@ package config
 import (
 	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -3,7 +3,7 @@ package config
 import (
 	"math"
 
-	"github.com/agentq/agentq/usage"
+	"github.com/agentq/agentq/internal/usage"
 )
 
 // validPrice checks one price of pricing.MODEL (path names the field).

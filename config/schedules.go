@@ -6,7 +6,7 @@ import (
 	"regexp"
 	"sort"
 
-	"github.com/agentq/agentq/schedule"
+	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/tasks"
 )
 

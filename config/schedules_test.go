@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/schedule"
+	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/tasks"
 )
 

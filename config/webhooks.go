@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/webhook"
+	"github.com/agentq/agentq/internal/webhook"
 )
 
 // Seed values of a webhook's fields.

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
-	"github.com/agentq/agentq/cli"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/cli"
 )
 
 // dockerfileInstructions returns the Dockerfile's instructions of the final
@@ -195,7 +195,7 @@ func TestDockerignore(t *testing.T) {
 			patterns = append(patterns, strings.TrimSuffix(strings.TrimPrefix(line, "/"), "/"))
 		}
 	}
-	for _, want := range []string{"bin", ".git", "**/*.test", "**/*.out", ".tmp", "console/.screenshots"} {
+	for _, want := range []string{"bin", ".git", "**/*.test", "**/*.out", ".tmp", "internal/console/.screenshots"} {
 		require.Contains(t, patterns, want)
 	}
 	for _, p := range patterns {

@@ -17,9 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 

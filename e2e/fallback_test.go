@@ -14,9 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -22,7 +22,7 @@ import (
 
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/restart"
+	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -24,8 +24,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/tracing"
 )
 
 // otlpSpan is a span as the OTLP receiver got it.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/redistest"
 )
 

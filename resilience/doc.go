@@ -73,6 +73,6 @@
 // itself (quota, context length, invalid, unsupported, logic).
 //
 // The Redis-backed parts live in their own packages: the shared circuit
-// breaker and agent health in resilience/breaker, the provider limits in
-// resilience/limit. This package imports no Redis client.
+// breaker and agent health in internal/breaker, the provider limits in
+// internal/limit. This package imports no Redis client.
 package resilience

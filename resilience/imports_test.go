@@ -9,7 +9,7 @@ import (
 )
 
 // TestImportsNoRedis: classification and policy are pure Go. The breaker
-// and the limiter (resilience/breaker, resilience/limit) hold everything
+// and the limiter (internal/breaker, internal/limit) hold everything
 // that talks to Redis; this package must not depend on a Redis client or
 // on agentq's Redis layer, directly or through another package.
 func TestImportsNoRedis(t *testing.T) {

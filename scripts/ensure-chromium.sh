@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs headless Chromium (Debian's `chromium` package) when missing: the
-# console's browser test (console/browser_test.go) drives it over CDP with
+# console's browser test (internal/console/browser_test.go) drives it over CDP with
 # chromedp. Needs root or sudo. Any of chromium, chromium-browser,
 # google-chrome on PATH (or $AGENTQ_CHROMIUM) is good enough.
 set -euo pipefail

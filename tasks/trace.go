@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentq/agentq/tracing"
+	"github.com/agentq/agentq/internal/tracing"
 )
 
 // WithTracerProvider makes the client trace its enqueues with tp; zero:

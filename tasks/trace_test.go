@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/tracing"
+	"github.com/agentq/agentq/internal/tracing"
 )
 
 func queuedEnvelope(t *testing.T, insp *asynq.Inspector, id string) *Envelope {

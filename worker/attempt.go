@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/breaker"
-	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/usage"
 )
 
 // attemptResult is the outcome of one attempt, ready to settle.

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/breaker"
-	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/budget"
+	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/tasks"
 )
 

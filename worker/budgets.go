@@ -7,15 +7,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
-	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/budget"
+	"github.com/agentq/agentq/internal/inspect"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/usage"
 )
 
 // Budgets in the pipeline (config budget on tenants and agents; the

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/budget"
+	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )

@@ -18,10 +18,10 @@ import (
 
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -20,9 +20,9 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -6,9 +6,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
-	"github.com/agentq/agentq/resilience/breaker"
-	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 

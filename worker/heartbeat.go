@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/tasks"

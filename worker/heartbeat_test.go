@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/inspect"
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/worker"

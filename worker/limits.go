@@ -11,9 +11,9 @@ import (
 
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/startstop"
-	"github.com/agentq/agentq/resilience/limit"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/resilience/limit"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/tasks"
 )
 

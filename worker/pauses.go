@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentq/agentq/resilience/limit"
+	"github.com/agentq/agentq/internal/limit"
 )
 
 // Provider pauses for HTTP agents without limits (a pause-only limitSpec):

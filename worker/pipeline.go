@@ -14,14 +14,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/charts"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/restart"
+	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/breaker"
-	"github.com/agentq/agentq/resilience/limit"
-	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/usage"
 )
 
 // Dead-letter reasons the pipeline itself gives (stable strings).

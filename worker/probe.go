@@ -15,10 +15,10 @@ import (
 
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/procgroup"
 	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/internal/startstop"
-	"github.com/agentq/agentq/resilience/breaker"
 )
 
 // Health probes.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 

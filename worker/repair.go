@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/restart"
 )
 
 // repairInterval is how often the fleet repairs the restart index (one

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
-	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/inspect"
 )
 
 // TestAgentSettingsSameForEveryCaller: the worker runs an agent with the

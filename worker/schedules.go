@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/config"
-	"github.com/agentq/agentq/schedule"
+	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/restart"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -5,12 +5,12 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/budget"
 	"github.com/agentq/agentq/config"
-	"github.com/agentq/agentq/inspect"
+	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/budget"
+	"github.com/agentq/agentq/internal/inspect"
+	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/resilience/breaker"
-	"github.com/agentq/agentq/restart"
 )
 
 // spec is everything the pipeline needs to run one agent: its runner and

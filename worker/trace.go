@@ -8,9 +8,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/tracing"
 )
 
 // Tracing (package tracing): every attempt is a span (tracing.SpanAttempt)

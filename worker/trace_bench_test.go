@@ -11,9 +11,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/agentq/agentq/resilience/breaker"
+	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/tracing"
 )
 
 // BenchmarkTraceHooks measures what tracing adds to one task's delivery

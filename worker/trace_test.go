@@ -17,9 +17,9 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/tracing"
 )
 
 // flakyTraced fails its first call (an unrecognised error: provider_error,

@@ -12,10 +12,10 @@ import (
 
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/tracing"
+	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/tracing"
-	"github.com/agentq/agentq/usage"
 )
 
 // meter turns the calls' usage into cost (the config's pricing), metrics

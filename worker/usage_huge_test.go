@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/budget"
+	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/testbin"
+	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/usage"
 )
 
 // TestHugeUsageExec: the attack end to end, through a real exec

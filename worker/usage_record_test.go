@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/agentq/agentq/internal/tracing"
+	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/tasks"
-	"github.com/agentq/agentq/tracing"
-	"github.com/agentq/agentq/usage"
 )
 
 // usageBackend is an OpenAI-shaped chat-completions backend on loopback:

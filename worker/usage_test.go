@@ -11,7 +11,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/usage"
+	"github.com/agentq/agentq/internal/usage"
 )
 
 // TestWorkerRecordsUsageTotals: a worker built with no sink option records

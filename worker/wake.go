@@ -13,10 +13,10 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/wakeup"
-	"github.com/agentq/agentq/resilience/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/record"
-	wh "github.com/agentq/agentq/webhook"
+	wh "github.com/agentq/agentq/internal/webhook"
 )
 
 // newDeliverer is the worker's webhook deliverer (package webhook): every

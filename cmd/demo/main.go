@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/agentq/agentq/demo"
+	"github.com/agentq/agentq/internal/demo"
 )
 
 func main() {

@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/agentq/agentq/cli"
+	"github.com/agentq/agentq/internal/cli"
 )
 
 func main() { os.Exit(cli.Exec(cli.NewInspectorCmd)) }

@@ -32,11 +32,11 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/api"
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/api"
 	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/tracing"
+	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/worker"
 )
 

@@ -15,7 +15,7 @@ import (
 )
 
 // maxFuncLines is the longest a function may be, from its func line to its
-// closing brace, in every non-test Go file outside demo/.
+// closing brace, in every non-test Go file outside internal/demo/.
 const maxFuncLines = 80
 
 // pendingLong are functions known to be longer than maxFuncLines whose
@@ -27,7 +27,7 @@ var pendingLong = map[string]int{}
 const repoRoot = "../.."
 
 // TestNoLongFunctions fails naming every function (or method) of a non-test
-// .go file outside demo/ longer than maxFuncLines.
+// .go file outside internal/demo/ longer than maxFuncLines.
 func TestNoLongFunctions(t *testing.T) {
 	t.Parallel()
 	long, err := longFunctions(repoRoot, maxFuncLines)
@@ -58,7 +58,7 @@ func TestLongFunctionsFound(t *testing.T) {
 	src := "package x\n\n// f is long.\nfunc f() {\n" + body + "}\n\nfunc g() {\n" + body[len("\t_ = 1\n"):] + "}\n"
 	require.NoError(t, writeFile(filepath.Join(dir, "x.go"), src))
 	require.NoError(t, writeFile(filepath.Join(dir, "x_test.go"), "package x\n\nfunc h() {\n"+body+body+"}\n"))
-	require.NoError(t, writeFile(filepath.Join(dir, "demo", "d.go"), "package demo\n\nfunc h() {\n"+body+body+"}\n"))
+	require.NoError(t, writeFile(filepath.Join(dir, "internal", "demo", "d.go"), "package demo\n\nfunc h() {\n"+body+body+"}\n"))
 	long, err := longFunctions(dir, maxFuncLines)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"x.go:f": 81}, long)
@@ -66,7 +66,7 @@ func TestLongFunctionsFound(t *testing.T) {
 
 // longFunctions maps "path:Func" (path relative to root; methods as
 // "path:Type.Method") to its length in lines for every function longer
-// than max in the non-test .go files under root, skipping demo/, testdata
+// than max in the non-test .go files under root, skipping internal/demo/, testdata
 // and hidden directories.
 func longFunctions(root string, max int) (map[string]int, error) {
 	fset := token.NewFileSet()
@@ -79,7 +79,7 @@ func longFunctions(root string, max int) (map[string]int, error) {
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
 			name := d.Name()
-			if rel != "." && (rel == "demo" || name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			if rel != "." && (rel == "internal/demo" || name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
 				return filepath.SkipDir
 			}
 			return nil

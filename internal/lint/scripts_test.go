@@ -62,7 +62,7 @@ func directScriptCalls(root string) (map[string][]string, error) {
 		rel = filepath.ToSlash(rel)
 		if d.IsDir() {
 			name := d.Name()
-			if rel != "." && (rel == "demo" || rel == "internal/redisx" || name == "testdata" || name == "vendor" ||
+			if rel != "." && (rel == "internal/demo" || rel == "internal/redisx" || name == "testdata" || name == "vendor" ||
 				strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
 				return filepath.SkipDir
 			}

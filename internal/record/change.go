@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/usage"
+	"github.com/agentq/agentq/internal/usage"
 )
 
 // Delivery is what a write knows of the delivery it comes from: the task,

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/usage"
+	"github.com/agentq/agentq/internal/usage"
 )
 
 // TestScriptCostWorkload (RECORD_COST_ADDR=host:port) runs one fixed

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
-	"github.com/agentq/agentq/usage"
+	"github.com/agentq/agentq/internal/usage"
 )
 
 // TestScriptCost (RECORD_COST=1): Redis CPU per call of the record's writes.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/usage"
+	"github.com/agentq/agentq/internal/usage"
 )
 
 // Code is the first element of every record script's reply.

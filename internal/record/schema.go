@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentq/agentq/usage"
+	"github.com/agentq/agentq/internal/usage"
 )
 
 // State is a task's lifecycle state (stable names, docs/DESIGN.md §3).

@@ -15,7 +15,7 @@ import (
 	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/usage"
+	"github.com/agentq/agentq/internal/usage"
 )
 
 // DefaultRetention is how long a task's record and history are kept after

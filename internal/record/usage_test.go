@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/usage"
+	"github.com/agentq/agentq/internal/usage"
 )
 
 // TestUsageSummed: the changes that end an attempt (a failed call, a

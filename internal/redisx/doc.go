@@ -36,7 +36,7 @@
 //   - best-effort, where a lost write costs a delay and nothing else:
 //     internal/wakeup's pushScript (a wake token: a lost one delays a task
 //     by at most the poll interval), worker's alertScript (the fleet's
-//     alert window), resilience/breaker's recordProbeScript (a health probe's
+//     alert window), internal/breaker's recordProbeScript (a health probe's
 //     result; the next probe writes another), worker's heartbeatScript (a
 //     worker's registry entry; the next heartbeat writes another),
 //     internal/charts' chartCountScript (a worker's attempt counts for the

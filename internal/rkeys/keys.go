@@ -301,6 +301,6 @@ func UsageFlushed(id string) string { return Prefix + "{usage}:f:" + id }
 // BudgetLimit is the limits key (a name for LimitState and its siblings,
 // not a Redis key) of the unit ("tokens" or "usd") of the budget of kind
 // ("tenant" or "agent") name: a budget is a token limit of its own, kept
-// by resilience/limit. The spaces keep it apart from every configured
+// by internal/limit. The spaces keep it apart from every configured
 // limits key (the config refuses whitespace there).
 func BudgetLimit(kind, unit, name string) string { return "budget " + kind + " " + unit + " " + name }

@@ -1,0 +1,59 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/usage"
+)
+
+// seedUsage records usage of two agents and tenants in this hour and the
+// one before (as workers' recorders would).
+func (f *fixture) seedUsage(t *testing.T) {
+	t.Helper()
+	rec := usage.NewRecorder(f.rdb, usage.RecorderOptions{})
+	now := time.Now()
+	rec.Add(usage.Entry{Agent: "llm", Tenant: "acme", At: now, Usage: usage.Usage{Model: "gpt-x", InputTokens: 1200, OutputTokens: 300, CachedTokens: 100, CostUSD: 0.0125, Priced: true}})
+	rec.Add(usage.Entry{Agent: "llm", Tenant: "beta", At: now.Add(-3 * time.Hour), Usage: usage.Usage{Model: "gpt-x", InputTokens: 800, OutputTokens: 200, CostUSD: 0.0075, Priced: true}})
+	rec.Add(usage.Entry{Agent: "tool", Tenant: "acme", At: now, Usage: usage.Usage{InputTokens: 40, OutputTokens: 2}})
+	require.NoError(t, rec.Flush(context.Background()))
+}
+
+// TestUsagePage: the Usage page shows the totals over the window grouped
+// by agent (or tenant), with the charts' bars per hour; a bad grouping is
+// a 400; the navigation links to it.
+func TestUsagePage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	f.seedUsage(t)
+	r := call(t, "GET", f.url+"/ui/usage", nil, "Authorization: Bearer "+testToken)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `<a href="/ui/usage" aria-current="page">Usage</a>`)
+	require.Contains(t, r.body, `<strong>2542</strong> tokens`)
+	require.Contains(t, r.body, `<strong>$0.020000</strong>`)
+	require.Regexp(t, `(?s)<tr data-key="llm">.*<td class="n total" data-label="Total tokens">2500</td><td class="n cost" data-label="Cost \(USD\)">0.020000</td>`, r.body)
+	require.Contains(t, r.body, `<tr data-key="tool">`)
+	require.Contains(t, r.body, `<rect class="s-in"`)
+	require.Contains(t, r.body, `<rect class="s-out"`)
+	require.Contains(t, r.body, `<rect class="s-cost"`)
+	require.Contains(t, r.body, `cost $0.02`)
+
+	r = call(t, "GET", f.url+"/ui/usage?by=tenant&since=30m", nil, "Authorization: Bearer "+testToken)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `<tr data-key="acme">`)
+	require.NotContains(t, r.body, `<tr data-key="beta">`, "three hours ago is outside 30m")
+
+	r = call(t, "GET", f.url+"/ui/usage?by=queue", nil, "Authorization: Bearer "+testToken)
+	require.Equal(t, http.StatusBadRequest, r.status)
+}
+
+func TestDollars(t *testing.T) {
+	t.Parallel()
+	for micro, want := range map[int64]string{0: "$0.00", 20000: "$0.02", 1234567: "$1.234567", 1500000: "$1.50", 10: "$0.00001"} {
+		require.Equal(t, want, dollars(micro))
+	}
+}
