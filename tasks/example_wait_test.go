@@ -57,9 +57,9 @@ func ExampleStore_History() {
 		panic(err)
 	}
 	for _, ev := range events {
-		fmt.Println(ev.Seq, ev.Event, ev.Reason)
+		fmt.Printf("%d %s %q\n", ev.Seq, ev.Event, ev.Reason)
 	}
 	// Output:
-	// 1 scheduled
-	// 2 task_canceled not needed
+	// 1 scheduled ""
+	// 2 task_canceled "not needed"
 }
