@@ -101,19 +101,18 @@ const mapHeading = "### Architecture (package map and import direction)"
 // backtickRE matches a `code span`.
 var backtickRE = regexp.MustCompile("`([^`]+)`")
 
-// packageMap reads the package map of DESIGN.md (text): the first table
-// after mapHeading, one row a layer from the top, each row's first cell
-// naming its packages in backticks. It returns the layers' packages.
-func packageMap(t *testing.T, text string) [][]string {
+// firstTable reads the first table after heading (a whole line of text)
+// and returns its rows after the header, each row's cells.
+func firstTable(t *testing.T, text, heading string) [][]string {
 	t.Helper()
-	_, section, ok := strings.Cut(text, "\n"+mapHeading+"\n")
-	require.True(t, ok, "DESIGN.md has no %q section", mapHeading)
-	var layers [][]string
+	_, section, ok := strings.Cut(text, "\n"+heading+"\n")
+	require.True(t, ok, "no %q section", heading)
+	var rows [][]string
 	header := 0
 	for _, line := range strings.Split(section, "\n") {
 		line = strings.TrimSpace(line)
 		if !strings.HasPrefix(line, "|") {
-			if len(layers) > 0 || strings.HasPrefix(line, "#") {
+			if len(rows) > 0 || strings.HasPrefix(line, "#") {
 				break
 			}
 			continue
@@ -121,24 +120,48 @@ func packageMap(t *testing.T, text string) [][]string {
 		if header++; header <= 2 { // the header and its |---| line
 			continue
 		}
-		cells := strings.Split(line, "|")
-		var layer []string
-		for _, m := range backtickRE.FindAllStringSubmatch(cells[1], -1) {
-			layer = append(layer, strings.TrimSuffix(m[1], "/"))
-		}
-		require.NotEmpty(t, layer, "a row of the package map names no package: %q", line)
+		rows = append(rows, strings.Split(strings.Trim(line, "|"), "|"))
+	}
+	require.NotEmpty(t, rows, "the %q section has no table", heading)
+	return rows
+}
+
+// codeSpans returns the `code spans` of a table cell, a trailing slash
+// dropped.
+func codeSpans(cell string) []string {
+	var out []string
+	for _, m := range backtickRE.FindAllStringSubmatch(cell, -1) {
+		out = append(out, strings.TrimSuffix(m[1], "/"))
+	}
+	return out
+}
+
+// packageMap reads the package map of DESIGN.md (text): the first table
+// after mapHeading, one row a layer from the top, each row's first cell
+// naming its packages in backticks. It returns the layers' packages.
+func packageMap(t *testing.T, text string) [][]string {
+	t.Helper()
+	var layers [][]string
+	for _, row := range firstTable(t, text, mapHeading) {
+		layer := codeSpans(row[0])
+		require.NotEmpty(t, layer, "a row of the package map names no package: %q", row)
 		layers = append(layers, layer)
 	}
-	require.NotEmpty(t, layers, "the %q section has no table", mapHeading)
 	return layers
+}
+
+// readDesign returns docs/DESIGN.md.
+func readDesign(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("DESIGN.md")
+	require.NoError(t, err)
+	return string(b)
 }
 
 // designMap is docs/DESIGN.md's package map.
 func designMap(t *testing.T) [][]string {
 	t.Helper()
-	b, err := os.ReadFile("DESIGN.md")
-	require.NoError(t, err)
-	return packageMap(t, string(b))
+	return packageMap(t, readDesign(t))
 }
 
 // layerOf maps each package of the map to its row, 0 at the top.
