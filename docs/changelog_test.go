@@ -16,7 +16,7 @@ import (
 var versionRE = regexp.MustCompile(`^## \[(\d+)\.(\d+)\.(\d+)\] - (\d{4}-\d{2}-\d{2})$`)
 
 // jargonRE matches words of the team's work log that mean nothing to a
-// reader of the CHANGELOG ("round 6", "this stop", "part 2").
+// reader of the CHANGELOG ("round 6", "this stop").
 var jargonRE = regexp.MustCompile(`(?i)\bround\s+(\d+|one|two|three|four|five|six)\b|\bthis stop\b`)
 
 // changeKinds are Keep a Changelog's kinds of change, the only ### headings.
