@@ -13,8 +13,9 @@ import (
 )
 
 // WithTracerProvider makes the client trace its enqueues with tp; zero:
-// the global provider (otel.GetTracerProvider: a no-op unless
-// tracing.Setup, or the program, installed one). Each task enqueued gets a
+// the global provider (otel.GetTracerProvider: a no-op unless the
+// program, or the commands' internal/tracing.Setup, installed one). Each
+// task enqueued gets a
 // span (tracing.SpanEnqueue, kind Producer, a child of the span of the
 // caller's context), whose W3C context the task's envelope carries to the
 // worker. The provider is asked once whether it is tracing.Active; one

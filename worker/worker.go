@@ -77,12 +77,14 @@ func WithListener(l net.Listener) Option { return func(o *options) { o.listener 
 // a production worker keeps the gate.
 func WithoutBreaker() Option { return func(o *options) { o.noGate = true } }
 
-// WithTracerProvider traces the worker's runs and attempts with tp (build
-// it with tracing.NewTracerProvider, whose ID generator makes each run's
-// span the parent of its attempts' spans); zero: the global provider
-// (otel.GetTracerProvider: a no-op unless tracing.Setup, or the program,
-// installed one), as it is when New runs: a provider that is not
-// tracing.Active (no-op) costs nothing.
+// WithTracerProvider traces the worker's runs and attempts with tp, the
+// program's own provider; zero: the global provider
+// (otel.GetTracerProvider: a no-op unless the program, or the commands'
+// internal/tracing.Setup, installed one), as it is when New runs: a
+// provider that is not tracing.Active (no-op) costs nothing. Only a
+// provider built with internal/tracing's ID generator (the commands')
+// writes each run's span with the ID its attempts' spans point to; with
+// another the attempts share the run's trace but their parent is missing.
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
 
 // WithUsageSink sends every attempt's usage to s instead of the worker's
