@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -91,28 +89,8 @@ func TestInlineScriptFound(t *testing.T) {
 // vendor and hidden directories) that calls something named NewScript to
 // the lines of the calls.
 func newScriptCalls(root string) (map[string][]int, error) {
-	fset := token.NewFileSet()
 	out := map[string][]int{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			name := d.Name()
-			if rel != "." && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	err := walkGoFiles(root, 0, nil, func(rel string, fset *token.FileSet, f *ast.File) error {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
@@ -172,25 +150,11 @@ func TestUndocumentedScriptFound(t *testing.T) {
 var luaReturn = regexp.MustCompile(`\breturn\b`)
 
 // undocumentedScripts checks every .lua file under root (outside testdata,
-// clients, node_modules and hidden directories) and returns its problems
+// clients, node_modules and hidden directories, as walkFiles walks) and returns its problems
 // and how many files it read.
 func undocumentedScripts(root string) (problems []string, n int, err error) {
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			name := d.Name()
-			if rel != "." && (name == "testdata" || name == "clients" || name == "node_modules" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".lua") {
-			return nil
-		}
+	skip := func(_, name string) bool { return name == "clients" || name == "node_modules" }
+	err = walkFiles(root, ".lua", skip, func(path, rel string) error {
 		n++
 		head, body, err := splitLeadingComments(path)
 		if err != nil {
