@@ -68,7 +68,7 @@ type Snapshot struct {
 
 // snapshotScript reads a breaker (lua/snapshot.lua documents its KEYS,
 // ARGV and replies).
-var snapshotScript = script("snapshot.lua")
+var snapshotScript = windowScript("snapshot.lua")
 
 // Get returns the snapshot of the breaker of key; a key never used reads as
 // a healthy closed breaker with zero counts.

@@ -54,6 +54,12 @@ func script(name string) *redis.Script {
 	return scripts.Script(redisx.NowMS, "lua/prelude.lua", "lua/"+name)
 }
 
+// windowScript is the breaker script lua/name, after the prelude and
+// rate mode's window functions (lua/window.lua).
+func windowScript(name string) *redis.Script {
+	return scripts.Script(redisx.NowMS, "lua/prelude.lua", "lua/window.lua", "lua/"+name)
+}
+
 // luaPrelude is the prelude (now_ms, lua/prelude.lua) rendered, for the
 // scripts not yet in files.
 var luaPrelude = scripts.Source(redisx.NowMS, "lua/prelude.lua")

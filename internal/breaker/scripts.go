@@ -61,7 +61,7 @@ func (b *Breakers) allow(ctx context.Context, a allowArgs) (admissionReply, erro
 
 // recordScript reports the outcome of an admitted call (lua/record.lua
 // documents its KEYS, ARGV and replies).
-var recordScript = script("record.lua")
+var recordScript = windowScript("record.lua")
 
 // recordArgs are recordScript's arguments.
 type recordArgs struct {
@@ -157,7 +157,7 @@ func (b *Breakers) reset(ctx context.Context, key string) (int64, error) {
 
 // flushScript adds batched successes (lua/flush.lua documents its KEYS,
 // ARGV and replies).
-var flushScript = script("flush.lua")
+var flushScript = windowScript("flush.lua")
 
 // indexCall adds breaker key to the index of breakers (rkeys.Breakers), a
 // plain SADD riding in a pipeline with the breaker's own script.

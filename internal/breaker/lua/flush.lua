@@ -1,4 +1,4 @@
--- flush adds batched successes. Needs the prelude.
+-- flush adds batched successes. Needs the prelude and window.lua.
 --
 -- KEYS[1] breaker hash, KEYS[2] rate mode's window.
 -- ARGV[1] now ms or "", ARGV[2] number of successes, ARGV[3] the window
@@ -9,13 +9,6 @@ local now = now_ms(ARGV[1])
 local n, wms = tonumber(ARGV[2]), tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], F.last_success_at, now)
 if wms > 0 and (redis.call('HGET', KEYS[1], F.state) or C.closed) == C.closed then
-  local w = math.max(math.floor(wms / 10), 1)
-  local b = math.floor(now / w)
-  local i = b % 10
-  if tonumber(redis.call('HGET', KEYS[2], 'b' .. i)) ~= b then
-    redis.call('HSET', KEYS[2], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0, F.width, w)
-  end
-  redis.call('HINCRBY', KEYS[2], 's' .. i, n)
-  redis.call('PEXPIRE', KEYS[2], wms * 2)
+  window_add(KEYS[2], wms, now, 's', n)
 end
 return redis.call('HINCRBY', KEYS[1], F.success_count, n)

@@ -1,9 +1,8 @@
--- record reports the outcome of an admitted call. Needs the prelude.
+-- record reports the outcome of an admitted call. Needs the prelude and
+-- window.lua.
 --
 -- KEYS[1] breaker hash, KEYS[2] trial leases, KEYS[3] rate mode's window
--- (hash of 10 ring buckets: b<i> bucket number, s<i> successes, f<i>
--- failures; F.width (bucket ms, for snapshots) and F.hot_at; TTL
--- 2×window), KEYS[4] rate mode's failing tasks (zset task ID -> last
+-- (window.lua's, and F.hot_at; TTL 2×window), KEYS[4] rate mode's failing tasks (zset task ID -> last
 -- failure ms, trimmed to the window and to max(min failing tasks, 10)
 -- members; TTL 2×window).
 -- ARGV[1] now ms or "", ARGV[2] failure threshold, ARGV[3] cooldown ms,
@@ -49,25 +48,12 @@ local function open_for(cd)
   announce(ARGV[7], ARGV[8], state, gen, cf)
 end
 local function bump(kind, total)
-  local w = math.max(math.floor(wms / 10), 1)
-  local b = math.floor(now / w)
-  local i = b % 10
-  if tonumber(redis.call('HGET', KEYS[3], 'b' .. i)) ~= b then
-    redis.call('HSET', KEYS[3], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0, F.width, w)
-  end
-  redis.call('HINCRBY', KEYS[3], kind .. i, 1)
-  redis.call('PEXPIRE', KEYS[3], wms * 2)
+  local b = window_add(KEYS[3], wms, now, kind, 1)
   if not total then return end
   local h = redis.call('HGETALL', KEYS[3])
   local m = {}
   for j = 1, #h, 2 do m[h[j]] = tonumber(h[j + 1]) end
-  for j = 0, 9 do
-    local bj = m['b' .. j]
-    if bj and bj > b - 10 then
-      calls = calls + (m['s' .. j] or 0) + (m['f' .. j] or 0)
-      fails = fails + (m['f' .. j] or 0)
-    end
-  end
+  calls, fails = window_sum(m, b)
 end
 if agen ~= gen then
   code = 1
