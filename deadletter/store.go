@@ -4,6 +4,7 @@ import (
 	"context"
 	crand "crypto/rand"
 	"crypto/sha1"
+	"embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -127,7 +128,7 @@ func (f Filter) indexKeys() (primary, secondary string) {
 
 // indexRef is the agent and class of a stored entry: the index keys it is
 // in. The DLQRefs hash keeps it per ID (encoded by refString, decoded by
-// luaRef), so scripts find an entry's index keys without decoding its JSON;
+// lua/ref.lua), so scripts find an entry's index keys without decoding its JSON;
 // the Go side passes the keys it expects, so scripts only touch declared keys.
 type indexRef struct {
 	Agent      string
@@ -143,16 +144,23 @@ func refString(r indexRef) string {
 // the entry's actual agent and class.
 var noRef = indexRef{Agent: "\x00?", ErrorClass: "\x00?"}
 
-// luaRef is the Lua function shared by the scripts that decodes a DLQRefs
-// value (see refString); a missing value counts as empty agent and class.
-const luaRef = `
-local function ref(v)
-  if not v then return '', '' end
-  local sep = string.find(v, ':', 1, true)
-  local n = tonumber(string.sub(v, 1, sep - 1))
-  return string.sub(v, sep + 1, sep + n), string.sub(v, sep + n + 1)
-end
-`
+// The modes of putScript (does the caller expect an entry?) and
+// listScript (one index, or two intersected), rendered into the scripts
+// as C.absent, C.present, C.one and C.both.
+const (
+	putAbsent  = "absent"
+	putPresent = "present"
+	listOne    = "one"
+	listBoth   = "both"
+)
+
+// scripts are the store's Lua (lua/*.lua).
+var scripts = redisx.NewScripts("deadletter", luaFiles, map[string]map[string]string{
+	"C": redisx.Literals(map[string]any{"absent": putAbsent, "present": putPresent, "one": listOne, "both": listBoth}),
+})
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
 
 // jsonCoerce returns s as encoding/json stores it (invalid UTF-8 bytes
 // replaced by U+FFFD).
@@ -169,53 +177,15 @@ func refOf(e *Entry) indexRef { return indexRef{Agent: e.Agent, ErrorClass: e.Er
 
 func score(e *Entry) string { return strconv.FormatInt(e.DeadLetteredAt.UnixMilli(), 10) }
 
-// putScript stores an entry's body and indexes it. When the ID is already
-// stored, the entry is moved out of its old agent and class indexes first,
-// provided they are the ones the caller declared (else nothing is written
-// and the actual ones are returned, for a retry).
-//
-// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
-// KEYS[4] new agent index, KEYS[5] new class index,
-// KEYS[6] old agent index, KEYS[7] old class index (the caller's guess),
-// KEYS[8] refs hash.
-// ARGV[1] id, ARGV[2] new body, ARGV[3] score (dead_lettered_at ms),
-// ARGV[4] "absent" (expect no entry) or "present" (expect one whose agent
-// and class are ARGV[5] and ARGV[6]), ARGV[7] the new ref (refString).
-// Returns {1} created, {0} replaced, or, when the expectation was wrong and
-// nothing was written, {-1} (no entry) or {-1, agent, class} (the stored
-// entry's agent and class).
-var putScript = redis.NewScript(luaRef + `
-local cur = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
-if ARGV[4] == 'absent' then
-  if cur then
-    local a, c = ref(redis.call('HGET', KEYS[8], ARGV[1]))
-    return {-1, a, c}
-  end
-else
-  if not cur then return {-1} end
-  local a, c = ref(redis.call('HGET', KEYS[8], ARGV[1]))
-  if a ~= ARGV[5] or c ~= ARGV[6] then return {-1, a, c} end
-  for i = 6, 7 do
-    redis.call('ZREM', KEYS[i], ARGV[1])
-    if redis.call('ZCARD', KEYS[i]) == 0 then redis.call('SREM', KEYS[3], KEYS[i]) end
-  end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[8], ARGV[1], ARGV[7])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-for i = 4, 5 do
-  redis.call('ZADD', KEYS[i], ARGV[3], ARGV[1])
-  redis.call('SADD', KEYS[3], KEYS[i])
-end
-if cur then return {0} end
-return {1}
-`)
+// putScript stores an entry's body and indexes it, or moves a stored one
+// between indexes (lua/put.lua documents its KEYS, ARGV and replies).
+var putScript = scripts.Script("lua/ref.lua", "lua/put.lua")
 
 // putArgs builds putScript's keys and args; old nil means "absent".
 func putArgs(e *Entry, body []byte, old *indexRef) (keys []string, args []any) {
-	mode, o := "absent", refOf(e)
+	mode, o := putAbsent, refOf(e)
 	if old != nil {
-		mode, o = "present", *old
+		mode, o = putPresent, *old
 	}
 	keys = []string{
 		rkeys.DLQEntries(), rkeys.DLQIndex(), rkeys.DLQIndexes(),
@@ -296,33 +266,9 @@ func (s *Store) put(ctx context.Context, e *Entry, body []byte, old *indexRef) (
 	return false, fmt.Errorf("deadletter: put %s: %w", e.ID, errConflict)
 }
 
-// putManyScript stores a batch of new entries; IDs already stored are left
-// alone (the caller replaces them with putScript).
-//
-// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
-// KEYS[4] refs hash, then for the i-th entry (from 1) KEYS[3+2i] its agent
-// index and KEYS[4+2i] its class index.
-// ARGV: for the i-th entry ARGV[4i-3] id, ARGV[4i-2] body, ARGV[4i-1]
-// score, ARGV[4i] ref (refString).
-// Returns one code per entry: 1 stored, 0 already stored (left alone).
-var putManyScript = redis.NewScript(`
-local out = {}
-for i = 1, #ARGV / 4 do
-  local id, body, score = ARGV[4*i-3], ARGV[4*i-2], ARGV[4*i-1]
-  if redis.call('HSETNX', KEYS[1], id, body) == 1 then
-    redis.call('HSET', KEYS[4], id, ARGV[4*i])
-    redis.call('ZADD', KEYS[2], score, id)
-    for k = 3+2*i, 4+2*i do
-      redis.call('ZADD', KEYS[k], score, id)
-      redis.call('SADD', KEYS[3], KEYS[k])
-    end
-    out[i] = 1
-  else
-    out[i] = 0
-  end
-end
-return out
-`)
+// putManyScript stores a batch of new entries, leaving stored IDs alone
+// (lua/put_many.lua documents its KEYS, ARGV and replies).
+var putManyScript = scripts.Script("lua/put_many.lua")
 
 // putManyBatch is how many entries one putManyScript call stores: small
 // enough that one script run stays short on a busy server.
@@ -402,34 +348,8 @@ func decode(id, body string) (*Entry, error) {
 }
 
 // listScript reads one page of an index, newest first, with the bodies.
-//
-// KEYS[1] entries hash, KEYS[2] index to read, KEYS[3] index to intersect
-// it with (when ARGV[1] is "both"), KEYS[4] scratch key (built and deleted
-// within the script).
-// ARGV[1] "one" or "both", ARGV[2] max score ("+inf" or a number),
-// ARGV[3] offset among the entries scored at most ARGV[2], ARGV[4] count,
-// ARGV[5] "1" to return bodies, "0" for IDs only.
-// Returns {total, id1, score1, body1, id2, …}: total is the size of the
-// (intersected) index; a body is "" when not asked for (or missing).
-var listScript = redis.NewScript(`
-local src = KEYS[2]
-if ARGV[1] == 'both' then
-  redis.call('ZINTERSTORE', KEYS[4], 2, KEYS[2], KEYS[3], 'AGGREGATE', 'MAX')
-  src = KEYS[4]
-end
-local total = redis.call('ZCARD', src)
-local page = redis.call('ZREVRANGEBYSCORE', src, ARGV[2], '-inf', 'WITHSCORES', 'LIMIT', ARGV[3], ARGV[4])
-if ARGV[1] == 'both' then redis.call('DEL', KEYS[4]) end
-local out = {total}
-for i = 1, #page, 2 do
-  local body = ''
-  if ARGV[5] == '1' then body = redis.call('HGET', KEYS[1], page[i]) or '' end
-  out[#out + 1] = page[i]
-  out[#out + 1] = page[i + 1]
-  out[#out + 1] = body
-end
-return out
-`)
+// (lua/list.lua documents its KEYS, ARGV and replies).
+var listScript = scripts.Script("lua/list.lua")
 
 type item struct {
 	id    string
@@ -441,9 +361,9 @@ type item struct {
 // number), skipping offset of them.
 func (s *Store) page(ctx context.Context, f Filter, maxArg string, offset, count int, bodies bool) ([]item, int64, error) {
 	primary, secondary := f.indexKeys()
-	mode := "one"
+	mode := listOne
 	if secondary != "" {
-		mode = "both"
+		mode = listBoth
 	} else {
 		secondary = primary
 	}
@@ -611,44 +531,9 @@ func (s *Store) CountBy(ctx context.Context) (byAgent, byClass map[string]int64,
 	return byAgent, byClass, nil
 }
 
-// deleteScript removes an entry and its index memberships, provided its
-// agent and class are the ones the caller declared (and, when ARGV[4] is
-// not empty, its body is exactly ARGV[4]; and, when ARGV[5] is not empty,
-// no other requeue holds its requeue claim KEYS[7]: a requeue's removal).
-//
-// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
-// KEYS[4] agent index, KEYS[5] class index (the caller's guess),
-// KEYS[6] refs hash, KEYS[7] the entry's requeue claim.
-// ARGV[1] id, ARGV[2] expected agent, ARGV[3] expected class,
-// ARGV[4] expected body or "" for any, ARGV[5] the caller's claim token
-// or "" (no claim: a plain delete).
-// Returns {1} deleted, {0} no such entry, {-2} the body is not ARGV[4],
-// {-3} another requeue holds the claim, {-1, agent, class} the guess was
-// wrong (nothing deleted in these three). With a claim token, the claim
-// is released with {1}, {0} and {-2}.
-var deleteScript = redis.NewScript(luaRef + `
-if ARGV[5] ~= '' then
-  local claim = redis.call('GET', KEYS[7])
-  if claim and claim ~= ARGV[5] then return {-3} end
-end
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if not cur or (ARGV[4] ~= '' and cur ~= ARGV[4]) then
-  if ARGV[5] ~= '' then redis.call('DEL', KEYS[7]) end
-  if not cur then return {0} end
-  return {-2}
-end
-local a, c = ref(redis.call('HGET', KEYS[6], ARGV[1]))
-if a ~= ARGV[2] or c ~= ARGV[3] then return {-1, a, c} end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[6], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-for i = 4, 5 do
-  redis.call('ZREM', KEYS[i], ARGV[1])
-  if redis.call('ZCARD', KEYS[i]) == 0 then redis.call('SREM', KEYS[3], KEYS[i]) end
-end
-if ARGV[5] ~= '' then redis.call('DEL', KEYS[7]) end
-return {1}
-`)
+// deleteScript removes an entry and its index memberships if the caller's
+// guess holds (lua/delete.lua documents its KEYS, ARGV and replies).
+var deleteScript = scripts.Script("lua/ref.lua", "lua/delete.lua")
 
 // deleteIf removes id, starting from the guess ref, if its body is body
 // ("" for any) and, when claim is not "", no other requeue holds its
@@ -697,24 +582,8 @@ func (s *Store) Delete(ctx context.Context, ids ...string) (int, error) {
 }
 
 // purgeScript deletes every dead-letter key, provided the caller named
-// every agent/class index key in use.
-//
-// KEYS[1] entries hash, KEYS[2] main index, KEYS[3] set of index keys,
-// KEYS[4] scratch key, KEYS[5] refs hash, KEYS[6…] the members of KEYS[3]
-// the caller read.
-// No ARGV.
-// Returns the number of entries deleted, or -1 when KEYS[3] holds a key not
-// in KEYS[6…] (nothing deleted; read the set again and retry).
-var purgeScript = redis.NewScript(`
-local known = {}
-for i = 6, #KEYS do known[KEYS[i]] = true end
-for _, k in ipairs(redis.call('SMEMBERS', KEYS[3])) do
-  if not known[k] then return -1 end
-end
-local n = redis.call('HLEN', KEYS[1])
-for i = 1, #KEYS do redis.call('UNLINK', KEYS[i]) end
-return n
-`)
+// (lua/purge.lua documents its KEYS, ARGV and replies).
+var purgeScript = scripts.Script("lua/purge.lua")
 
 // Purge deletes every dead letter and every index, atomically, and returns
 // how many entries there were.
@@ -776,36 +645,12 @@ const AnyRun = -1
 // it blocks other requeues of that dead letter for this long at most.
 const claimTTL = time.Minute
 
-// claimScript claims dead letter ARGV[1] for one requeue: provided its
-// body is still the one the caller read (its SHA-1 is ARGV[2]) and no
-// other requeue holds its claim, the claim is set to the caller's token.
-// The entry itself is left in place until the requeue has enqueued the
-// run (deleteScript with the token removes it then), so a requeue that
-// fails or dies loses nothing.
-//
-// KEYS[1] entries hash, KEYS[2] the entry's requeue claim
-// ARGV[1] id, ARGV[2] SHA-1 (hex) of the body read, ARGV[3] token,
-// ARGV[4] claim TTL (ms)
-// Returns 1 claimed; 0 no such entry (ErrNotFound); -1 another requeue
-// holds the claim, -2 the body changed (both a *ConflictError). Only 1
-// writes anything.
-var claimScript = redis.NewScript(`
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if not cur then return 0 end
-if redis.sha1hex(cur) ~= ARGV[2] then return -2 end
-if not redis.call('SET', KEYS[2], ARGV[3], 'NX', 'PX', ARGV[4]) then return -1 end
-return 1
-`)
+// claimScript claims a dead letter for one requeue (lua/claim.lua documents its KEYS, ARGV and replies).
+var claimScript = scripts.Script("lua/claim.lua")
 
-// releaseScript gives a requeue's claim back (its enqueue failed).
-//
-// KEYS[1] the entry's requeue claim
-// ARGV[1] the caller's token
-// Returns 1 released, 0 the claim was not the caller's (expired).
-var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`)
+// releaseScript gives a requeue's claim back (its enqueue failed;
+// lua/release.lua documents its KEYS, ARGV and replies).
+var releaseScript = scripts.Script("lua/release.lua")
 
 // claim takes dead letter e (read as body) for one requeue and returns
 // the claim's token.

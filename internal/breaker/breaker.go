@@ -176,11 +176,11 @@ func (o Outcome) String() string {
 func (o Outcome) lua() (string, bool) {
 	switch o {
 	case OutcomeSuccess:
-		return "s", true
+		return luaSuccess, true
 	case OutcomeFailure:
-		return "f", true
+		return luaFailure, true
 	case OutcomeIgnore:
-		return "i", true
+		return luaIgnore, true
 	}
 	return "", false
 }

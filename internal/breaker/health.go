@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -68,33 +66,9 @@ type Snapshot struct {
 	FailingTasks   int64 `json:"failing_tasks"`
 }
 
-// snapshotScript reads a breaker.
-//
-// KEYS[1] breaker hash, KEYS[2] trial leases, KEYS[3] rate window,
-// KEYS[4] failing tasks. ARGV[1] now ms or "".
-// Returns {HGETALL of the hash (flat field/value list), number of unexpired
-// trial leases, window calls, window failures, failing tasks in the
-// window}. It writes nothing.
-var snapshotScript = redis.NewScript(luaPrelude + `
-local now = now_ms(ARGV[1])
-local calls, fails, ntasks = 0, 0, 0
-local h = redis.call('HGETALL', KEYS[3])
-local m = {}
-for j = 1, #h, 2 do m[h[j]] = tonumber(h[j + 1]) end
-local w = m['width']
-if w and w > 0 then
-  local b = math.floor(now / w)
-  for j = 0, 9 do
-    local bj = m['b' .. j]
-    if bj and bj > b - 10 then
-      calls = calls + (m['s' .. j] or 0) + (m['f' .. j] or 0)
-      fails = fails + (m['f' .. j] or 0)
-    end
-  end
-  ntasks = redis.call('ZCOUNT', KEYS[4], now - 10 * w, '+inf')
-end
-return {redis.call('HGETALL', KEYS[1]), redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf'), calls, fails, ntasks}
-`)
+// snapshotScript reads a breaker (lua/snapshot.lua documents its KEYS,
+// ARGV and replies).
+var snapshotScript = windowScript("snapshot.lua")
 
 // Get returns the snapshot of the breaker of key; a key never used reads as
 // a healthy closed breaker with zero counts.
@@ -173,13 +147,13 @@ func parseSnapshot(key string, res any) (Snapshot, error) {
 	}
 	s := Snapshot{
 		Key:                 key,
-		State:               State(h["state"]),
-		ConsecutiveFailures: int(num("consecutive_failures")),
-		FailureCount:        num("failure_count"),
-		SuccessCount:        num("success_count"),
-		LastFailureAt:       ts("last_failure_at"),
-		LastSuccessAt:       ts("last_success_at"),
-		Generation:          num("generation"),
+		State:               State(h[fieldState]),
+		ConsecutiveFailures: int(num(fieldConsecutiveFailures)),
+		FailureCount:        num(fieldFailureCount),
+		SuccessCount:        num(fieldSuccessCount),
+		LastFailureAt:       ts(fieldLastFailureAt),
+		LastSuccessAt:       ts(fieldLastSuccessAt),
+		Generation:          num(fieldGeneration),
 		TrialsInFlight:      int(trials),
 		WindowCalls:         wcalls,
 		WindowFailures:      wfails,
@@ -189,7 +163,7 @@ func parseSnapshot(key string, res any) (Snapshot, error) {
 		s.State = StateClosed
 	}
 	if s.State == StateOpen {
-		s.OpenUntil = ts("open_until")
+		s.OpenUntil = ts(fieldOpenUntil)
 	}
 	s.Health = HealthOf(s.State, s.ConsecutiveFailures)
 	if s.Health == HealthHealthy && wfails > 0 {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -26,25 +24,10 @@ import (
 // its cooldown or half-open: the probe decides soon, so look again then.
 const ProbeRetry = time.Second
 
-// allowTaskScript admits a task of an agent whose trials are probes. It
-// writes nothing.
-//
-// KEYS[1] breaker hash. ARGV[1] now ms or "" (Redis TIME), ARGV[2] the
-// retry ms to give when past the cooldown or half-open.
-// Returns Allow's layout {allowed 0|1, state, generation, token (always
-// ""), retry_at ms (0 if none), consecutive_failures, retry_in ms (0 if
-// none)}: allowed only in CLOSED;
-// OPEN before open_until is denied until open_until; OPEN past it (the
-// state stays "open" until a probe takes the trial) and HALF_OPEN are
-// denied for ARGV[2] ms.
-var allowTaskScript = redis.NewScript(luaPrelude + `
-local now = now_ms(ARGV[1])
-local state, gen, cf, ou = load(KEYS[1])
-if state == 'closed' then return {1, state, gen, '', 0, cf, 0} end
-if state == 'open' and now < ou then return {0, state, gen, '', ou, cf, ou - now} end
-local r = tonumber(ARGV[2])
-return {0, state, gen, '', now + r, cf, r}
-`)
+// allowTaskScript admits a task of an agent whose trials are probes,
+// writing nothing (lua/allow_task.lua documents its KEYS, ARGV and
+// replies).
+var allowTaskScript = script("allow_task.lua")
 
 // AllowTask is Allow for a task of an agent with a health probe: it admits
 // in CLOSED only and never makes the call a half-open trial (the probe is

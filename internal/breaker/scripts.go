@@ -12,72 +12,9 @@ import (
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
-// luaPrelude is shared by every breaker script.
-//
-//	now_ms(a)  - redisx.LuaNowMS.
-//	announce(channel, key, state, gen, cf, kind) - PUBLISH {key,state,generation,
-//	  consecutive_failures,kind}; cf and kind may be nil. kind "count" marks a
-//	  change of consecutive_failures within CLOSED (no transition).
-const luaPrelude = redisx.LuaNowMS + `
-local function announce(channel, key, state, gen, cf, kind)
-  redis.call('PUBLISH', channel, cjson.encode({key = key, state = state, generation = gen, consecutive_failures = cf, kind = kind}))
-end
-local function load(k)
-  local h = redis.call('HMGET', k, 'state', 'generation', 'consecutive_failures', 'open_until')
-  return (h[1] or 'closed'), (tonumber(h[2]) or 0), (tonumber(h[3]) or 0), (tonumber(h[4]) or 0)
-end
-`
-
-// allowScript admits a call.
-//
-// KEYS[1] breaker hash, KEYS[2] trial leases (zset token -> expiry ms).
-// ARGV[1] now ms or "" (Redis TIME), ARGV[2] half-open max calls,
-// ARGV[3] trial lease ms, ARGV[4] trial token to use if a trial is admitted,
-// ARGV[5] event channel, ARGV[6] breaker key (for events), ARGV[7] "1" to
-// admit trials only (a health probe: CLOSED is denied, retry_at 0).
-// Returns {allowed 0|1, state, generation, token, retry_at ms (0 if none),
-// consecutive_failures, retry_in ms (retry_at - now by the script's clock, 0 if none)}.
-//
-// A missing hash is CLOSED with generation 0 and is not written: admissions
-// in CLOSED are read-only. OPEN past open_until becomes HALF_OPEN
-// (generation+1); in HALF_OPEN an expired lease ends the episode
-// (generation+1, leases dropped) before slots are counted. A token that
-// already holds a live lease is the same call sent again (go-redis resends
-// a command whose reply it lost, e.g. to a read timeout): it gets its trial
-// back, lease unchanged, instead of a denial that would leave its slot
-// leased to nobody until the lease expires.
-var allowScript = redis.NewScript(luaPrelude + `
-local now = now_ms(ARGV[1])
-local state, gen, cf, ou = load(KEYS[1])
-if state == 'closed' then
-  if ARGV[7] == '1' then return {0, state, gen, '', 0, cf, 0} end
-  return {1, state, gen, '', 0, cf, 0}
-end
-if state == 'open' then
-  if now < ou then return {0, state, gen, '', ou, cf, ou - now} end
-  state = 'half_open'
-  gen = gen + 1
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[1], 'state', state, 'generation', gen)
-  announce(ARGV[5], ARGV[6], state, gen)
-end
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, 1)
-if #expired > 0 then
-  gen = gen + 1
-  redis.call('DEL', KEYS[2])
-  redis.call('HSET', KEYS[1], 'generation', gen)
-  announce(ARGV[5], ARGV[6], state, gen)
-end
-if redis.call('ZSCORE', KEYS[2], ARGV[4]) then
-  return {1, state, gen, ARGV[4], 0, cf, 0}
-end
-if redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[2]) then
-  redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[4])
-  return {1, state, gen, ARGV[4], 0, cf, 0}
-end
-local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-return {0, state, gen, '', tonumber(first[2]), cf, tonumber(first[2]) - now}
-`)
+// allowScript admits a call (lua/allow.lua documents its KEYS, ARGV and
+// replies).
+var allowScript = script("allow.lua")
 
 // allowArgs are allowScript's arguments.
 type allowArgs struct {
@@ -122,156 +59,15 @@ func (b *Breakers) allow(ctx context.Context, a allowArgs) (admissionReply, erro
 	return parseAdmission(res)
 }
 
-// recordScript reports the outcome of an admitted call.
-//
-// KEYS[1] breaker hash, KEYS[2] trial leases, KEYS[3] rate mode's window
-// (hash of 10 ring buckets: b<i> bucket number, s<i> successes, f<i>
-// failures; width (bucket ms, for snapshots) and hot_at; TTL 2×window), KEYS[4] rate mode's failing tasks (zset task ID
-// -> last failure ms, trimmed to the window and to max(min failing
-// tasks, 10) members; TTL 2×window).
-// ARGV[1] now ms or "", ARGV[2] failure threshold, ARGV[3] cooldown ms,
-// ARGV[4] outcome "s" success | "f" counted failure | "i" ignore,
-// ARGV[5] admission generation, ARGV[6] admission token ("" if not a trial),
-// ARGV[7] event channel, ARGV[8] breaker key, ARGV[9] mode "r" rate |
-// "c" consecutive, ARGV[10] window ms, ARGV[11] failure rate,
-// ARGV[12] min calls, ARGV[13] min failing tasks, ARGV[14] max cooldown ms,
-// ARGV[15] the call's task ID ("" if none).
-// Returns {state, generation, code, open_until ms (0 if none),
-// consecutive_failures, window calls, window failures, failing tasks
-// (the last three are summed after a failure only; 0 after a success)};
-// code 0 applied, 1 stale generation, 2 trial lease expired or dropped. A
-// stale "s"/"f" still bumps success_count/failure_count and
-// last_success_at/last_failure_at (but not the window); "i" never counts.
-//
-// Opening stores the cooldown it used (field cooldown); a failed half-open
-// trial reopens for twice that, capped at the max cooldown; closing drops
-// it, with the window and the failing tasks. A rate-mode failure that does
-// not open announces kind "hot" with window_ms (at most once per quarter
-// window: field hot_at of the window hash): the window holds a failure, so
-// every process writes its successes at once rather than batching them
-// for a window from then (Record). Cost: O(1) — at most 10
-// buckets and max(min failing tasks, 10) zset members.
-var recordScript = redis.NewScript(luaPrelude + `
-local now = now_ms(ARGV[1])
-local state, gen, cf, ou = load(KEYS[1])
-local out, agen, token = ARGV[4], tonumber(ARGV[5]), ARGV[6]
-local rate, wms = ARGV[9] == 'r', tonumber(ARGV[10])
-local base, maxcd = tonumber(ARGV[3]), tonumber(ARGV[14])
-local code = 0
-local calls, fails, ntasks = 0, 0, 0
-local function ret()
-  if state ~= 'open' then ou = 0 end
-  return {state, gen, code, ou, cf, calls, fails, ntasks}
-end
-local function open_for(cd)
-  state = 'open'
-  gen = gen + 1
-  ou = now + cd
-  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-  redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', cf, 'open_until', ou, 'cooldown', cd)
-  announce(ARGV[7], ARGV[8], state, gen, cf)
-end
-local function bump(kind, total)
-  local w = math.max(math.floor(wms / 10), 1)
-  local b = math.floor(now / w)
-  local i = b % 10
-  if tonumber(redis.call('HGET', KEYS[3], 'b' .. i)) ~= b then
-    redis.call('HSET', KEYS[3], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0, 'width', w)
-  end
-  redis.call('HINCRBY', KEYS[3], kind .. i, 1)
-  redis.call('PEXPIRE', KEYS[3], wms * 2)
-  if not total then return end
-  local h = redis.call('HGETALL', KEYS[3])
-  local m = {}
-  for j = 1, #h, 2 do m[h[j]] = tonumber(h[j + 1]) end
-  for j = 0, 9 do
-    local bj = m['b' .. j]
-    if bj and bj > b - 10 then
-      calls = calls + (m['s' .. j] or 0) + (m['f' .. j] or 0)
-      fails = fails + (m['f' .. j] or 0)
-    end
-  end
-end
-if agen ~= gen then
-  code = 1
-elseif token ~= '' then
-  local sc = redis.call('ZSCORE', KEYS[2], token)
-  if (not sc) or tonumber(sc) <= now then code = 2 end
-elseif state ~= 'closed' then
-  code = 1
-end
-if out == 'i' then
-  if code == 0 and token ~= '' then
-    gen = gen + 1
-    redis.call('DEL', KEYS[2])
-    redis.call('HSET', KEYS[1], 'generation', gen)
-    announce(ARGV[7], ARGV[8], state, gen)
-  end
-  return ret()
-end
-if out == 'f' then
-  redis.call('HINCRBY', KEYS[1], 'failure_count', 1)
-  redis.call('HSET', KEYS[1], 'last_failure_at', now)
-else
-  redis.call('HINCRBY', KEYS[1], 'success_count', 1)
-  redis.call('HSET', KEYS[1], 'last_success_at', now)
-end
-if code ~= 0 then return ret() end
-if out == 'f' then
-  if state == 'half_open' then
-    cf = cf + 1
-    local prev = tonumber(redis.call('HGET', KEYS[1], 'cooldown')) or base
-    if prev < base then prev = base end
-    open_for(math.min(prev * 2, maxcd))
-  elseif rate then
-    bump('f', true)
-    if ARGV[15] ~= '' then redis.call('ZADD', KEYS[4], now, ARGV[15]) end
-    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - wms)
-    ntasks = redis.call('ZCARD', KEYS[4])
-    local cap = math.max(tonumber(ARGV[13]), 10)
-    if ntasks > cap then
-      redis.call('ZREMRANGEBYRANK', KEYS[4], 0, ntasks - cap - 1)
-      ntasks = cap
-    end
-    redis.call('PEXPIRE', KEYS[4], wms * 2)
-    if calls >= tonumber(ARGV[12]) and fails >= tonumber(ARGV[11]) * calls and ntasks >= tonumber(ARGV[13]) then
-      open_for(base)
-    elseif now - (tonumber(redis.call('HGET', KEYS[3], 'hot_at')) or 0) >= wms / 4 then
-      redis.call('HSET', KEYS[3], 'hot_at', now)
-      redis.call('PUBLISH', ARGV[7], cjson.encode({key = ARGV[8], state = state, generation = gen, consecutive_failures = cf, kind = 'hot', window_ms = wms}))
-    end
-  else
-    cf = cf + 1
-    if cf >= tonumber(ARGV[2]) then
-      open_for(base)
-    else
-      redis.call('HSET', KEYS[1], 'consecutive_failures', cf)
-      announce(ARGV[7], ARGV[8], state, gen, cf, 'count')
-    end
-  end
-elseif state == 'half_open' then
-  state = 'closed'
-  gen = gen + 1
-  cf = 0
-  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-  redis.call('HSET', KEYS[1], 'state', state, 'generation', gen, 'consecutive_failures', 0)
-  redis.call('HDEL', KEYS[1], 'open_until', 'cooldown')
-  announce(ARGV[7], ARGV[8], state, gen, 0)
-elseif rate then
-  bump('s', false)
-elseif cf ~= 0 then
-  cf = 0
-  redis.call('HSET', KEYS[1], 'consecutive_failures', 0)
-  announce(ARGV[7], ARGV[8], state, gen, 0, 'count')
-end
-return ret()
-`)
+// recordScript reports the outcome of an admitted call (lua/record.lua
+// documents its KEYS, ARGV and replies).
+var recordScript = windowScript("record.lua")
 
 // recordArgs are recordScript's arguments.
 type recordArgs struct {
 	key     string // the breaker key (KEYS, and ARGV[8] for events)
 	cfg     Config // ARGV[2], [3], [9]–[14] (withDefaults applied)
-	outcome string // ARGV[4]: "s", "f" or "i"
+	outcome string // ARGV[4]: luaSuccess, luaFailure or luaIgnore
 	gen     int64  // ARGV[5]: the admission's generation
 	token   string // ARGV[6]: the admission's trial token, "" if none
 	task    string // ARGV[15]: the call's task ID, "" if none
@@ -304,9 +100,9 @@ func breakerKeys(key string) []string {
 // record runs recordScript.
 func (b *Breakers) record(ctx context.Context, a recordArgs) (recordReply, error) {
 	c := a.cfg
-	mode := "c"
+	mode := luaConsecutive
 	if c.Mode == ModeRate {
-		mode = "r"
+		mode = luaRate
 	}
 	res, err := b.run(ctx, recordScript, a.key, breakerKeys(a.key),
 		b.nowArg(), c.FailureThreshold, c.Cooldown.Milliseconds(), a.outcome, a.gen, a.token, rkeys.BreakerChannel(), a.key,
@@ -323,21 +119,9 @@ func (b *Breakers) record(ctx context.Context, a recordArgs) (recordReply, error
 		calls: r.Int(5), fails: r.Int(6), failingTasks: r.Int(7)}, nil
 }
 
-// tripScript opens the breaker until now+d (manual override).
-//
-// KEYS[1] breaker hash, KEYS[2] trial leases. ARGV[1] now ms or "",
-// ARGV[2] d in ms, ARGV[3] event channel, ARGV[4] breaker key.
-// Returns {generation, open_until ms}.
-var tripScript = redis.NewScript(luaPrelude + `
-local now = now_ms(ARGV[1])
-local state, gen = load(KEYS[1])
-gen = gen + 1
-local ou = now + tonumber(ARGV[2])
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[1], 'state', 'open', 'generation', gen, 'open_until', ou)
-announce(ARGV[3], ARGV[4], 'open', gen)
-return {gen, ou}
-`)
+// tripScript opens the breaker until now+d, a manual override
+// (lua/trip.lua documents its KEYS, ARGV and replies).
+var tripScript = script("trip.lua")
 
 // trip runs tripScript: the breaker's new generation and open_until (ms).
 func (b *Breakers) trip(ctx context.Context, key string, d time.Duration) (gen, openUntilMS int64, err error) {
@@ -353,21 +137,9 @@ func (b *Breakers) trip(ctx context.Context, key string, d time.Duration) (gen, 
 	return r.Int(0), r.Int(1), nil
 }
 
-// resetScript closes the breaker.
-//
-// KEYS[1] breaker hash, KEYS[2] trial leases, KEYS[3] rate window,
-// KEYS[4] failing tasks. ARGV[1] event channel, ARGV[2] breaker key.
-// Returns the new generation. The window, the failing tasks and the grown
-// cooldown go too.
-var resetScript = redis.NewScript(luaPrelude + `
-local state, gen = load(KEYS[1])
-gen = gen + 1
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
-redis.call('HSET', KEYS[1], 'state', 'closed', 'generation', gen, 'consecutive_failures', 0)
-redis.call('HDEL', KEYS[1], 'open_until', 'cooldown')
-announce(ARGV[1], ARGV[2], 'closed', gen, 0)
-return gen
-`)
+// resetScript closes the breaker (lua/reset.lua documents its KEYS, ARGV
+// and replies).
+var resetScript = script("reset.lua")
 
 // reset runs resetScript: the breaker's new generation.
 func (b *Breakers) reset(ctx context.Context, key string) (int64, error) {
@@ -383,28 +155,9 @@ func (b *Breakers) reset(ctx context.Context, key string) (int64, error) {
 	return gen, nil
 }
 
-// flushScript adds batched successes.
-//
-// KEYS[1] breaker hash, KEYS[2] rate mode's window. ARGV[1] now ms or "",
-// ARGV[2] number of successes, ARGV[3] the window ms (0: consecutive
-// mode). Returns the new success_count. In rate mode a CLOSED breaker's
-// window counts them too, in the current bucket.
-var flushScript = redis.NewScript(luaPrelude + `
-local now = now_ms(ARGV[1])
-local n, wms = tonumber(ARGV[2]), tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], 'last_success_at', now)
-if wms > 0 and (redis.call('HGET', KEYS[1], 'state') or 'closed') == 'closed' then
-  local w = math.max(math.floor(wms / 10), 1)
-  local b = math.floor(now / w)
-  local i = b % 10
-  if tonumber(redis.call('HGET', KEYS[2], 'b' .. i)) ~= b then
-    redis.call('HSET', KEYS[2], 'b' .. i, b, 's' .. i, 0, 'f' .. i, 0, 'width', w)
-  end
-  redis.call('HINCRBY', KEYS[2], 's' .. i, n)
-  redis.call('PEXPIRE', KEYS[2], wms * 2)
-end
-return redis.call('HINCRBY', KEYS[1], 'success_count', n)
-`)
+// flushScript adds batched successes (lua/flush.lua documents its KEYS,
+// ARGV and replies).
+var flushScript = windowScript("flush.lua")
 
 // indexCall adds breaker key to the index of breakers (rkeys.Breakers), a
 // plain SADD riding in a pipeline with the breaker's own script.

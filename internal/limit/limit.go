@@ -186,109 +186,9 @@ func limitKeys(key string) []string {
 	return []string{rkeys.LimitState(key), rkeys.LimitStarts(key), rkeys.LimitLeases(key), rkeys.LimitTokens(key)}
 }
 
-// limitPrelude is shared by the limit scripts.
-//
-//	now_ms(a)      - redisx.LuaNowMS.
-//	prune_tokens(state, log, now, per) - drops debits older than the window
-//	  from log, subtracts them from state's tokens_used, and returns the
-//	  tokens used within the window.
-const limitPrelude = redisx.LuaNowMS + `
-local function debit_of(m)
-  return tonumber(string.match(m, ':(%d+)$')) or 0
-end
-local function prune_tokens(state, log, now, per)
-  if redis.call('EXISTS', log) == 0 then
-    redis.call('HDEL', state, 'tokens_used')
-    return 0
-  end
-  local old = redis.call('ZRANGEBYSCORE', log, '-inf', now - per)
-  if #old > 0 then
-    local sum = 0
-    for _, m in ipairs(old) do sum = sum + debit_of(m) end
-    redis.call('ZREMRANGEBYSCORE', log, '-inf', now - per)
-    redis.call('HINCRBY', state, 'tokens_used', -sum)
-  end
-  return tonumber(redis.call('HGET', state, 'tokens_used')) or 0
-end
-`
-
-// admitScript admits a call against every limit of a key at once.
-//
-// KEYS[1] state hash, KEYS[2] starts log (zset seq -> start ms), KEYS[3]
-// leases (zset token -> expiry ms), KEYS[4] token debits (zset
-// "seq:tokens" -> ms).
-// ARGV[1] now ms or "" (Redis TIME), ARGV[2] requests (0: none), ARGV[3]
-// request window ms (per + guard), ARGV[4] tokens (0: none), ARGV[5] per
-// ms, ARGV[6] concurrency (0: none), ARGV[7] lease ms, ARGV[8] lease token.
-// Returns {allowed 0|1, limit ("" when allowed), retry_in ms (0: unknown),
-// paused_until ms (0: none), start log member ("" when none)}.
-//
-// Checks, in order: the pause, concurrency (expired leases are dropped
-// when the count reaches the limit), requests (the sliding log: a call may
-// start when fewer than `requests` starts lie within the window; else retry
-// when the requests-th most recent one leaves it; starts that left the
-// window are dropped when the count reaches the limit, so the log holds at
-// most `requests` entries plus those of the last window), tokens (the window's debits ≥ tokens refuses; retry when
-// enough old debits leave it). An admitted call is logged (a start, a lease)
-// in the same step, so no two admissions can see the same free slot.
-var admitScript = redis.NewScript(limitPrelude + `
-local now = now_ms(ARGV[1])
-local req, win = tonumber(ARGV[2]), tonumber(ARGV[3])
-local tok, per = tonumber(ARGV[4]), tonumber(ARGV[5])
-local conc, lease = tonumber(ARGV[6]), tonumber(ARGV[7])
-local paused = tonumber(redis.call('HGET', KEYS[1], 'paused_until')) or 0
-if paused > now then
-  redis.call('HINCRBY', KEYS[1], 'deferrals:paused', 1)
-  return {0, 'paused', paused - now, paused, ''}
-end
-if conc > 0 and redis.call('ZCARD', KEYS[3]) >= conc then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= conc then
-    redis.call('HINCRBY', KEYS[1], 'deferrals:concurrency', 1)
-    return {0, 'concurrency', 0, 0, ''}
-  end
-end
-local n = 0
-if req > 0 and win > 0 then
-  n = redis.call('ZCARD', KEYS[2])
-  if n >= req then
-    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - win)
-    n = redis.call('ZCARD', KEYS[2])
-  end
-  if n >= req then
-    local e = redis.call('ZRANGE', KEYS[2], n - req, n - req, 'WITHSCORES')
-    redis.call('HINCRBY', KEYS[1], 'deferrals:requests', 1)
-    return {0, 'requests', math.max(1, tonumber(e[2]) + win - now), 0, ''}
-  end
-end
-if tok > 0 and per > 0 then
-  local used = prune_tokens(KEYS[1], KEYS[4], now, per)
-  if used >= tok then
-    local retry = per
-    local left = used
-    local old = redis.call('ZRANGE', KEYS[4], 0, 99, 'WITHSCORES')
-    for i = 1, #old, 2 do
-      left = left - debit_of(old[i])
-      retry = tonumber(old[i + 1]) + per - now
-      if left < tok then break end
-    end
-    redis.call('HINCRBY', KEYS[1], 'deferrals:tokens', 1)
-    return {0, 'tokens', math.max(1, retry), 0, ''}
-  end
-end
-local start = ''
-if req > 0 and win > 0 then
-  start = tostring(redis.call('HINCRBY', KEYS[1], 'seq', 1))
-  redis.call('ZADD', KEYS[2], now, start)
-  redis.call('PEXPIRE', KEYS[2], win)
-end
-if conc > 0 then
-  redis.call('ZADD', KEYS[3], now + lease, ARGV[8])
-  local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-  redis.call('PEXPIREAT', KEYS[3], tonumber(last[2]))
-end
-return {1, '', 0, 0, start}
-`)
+// admitScript admits a call against every limit of a key at once
+// (lua/admit.lua documents its KEYS, ARGV and replies).
+var admitScript = script("admit.lua")
 
 // newLeaseToken returns a random concurrency lease token.
 func newLeaseToken() string {
@@ -334,23 +234,9 @@ func (l *Limiter) Admit(ctx context.Context, key string, cfg Config) (Admission,
 	return a, nil
 }
 
-// restampScript moves a call's start in the request log to now.
-//
-// KEYS[2] starts log. ARGV[1] now ms or "", ARGV[2] the start member,
-// ARGV[3] request window ms. Returns 1 when moved, 0 when the entry is
-// gone or already out of its window (then it no longer counts, and moving
-// it would add a start no admission allowed).
-// Moving a start later is always safe: its admission counted it in every
-// window that holds the admission time, and every window that holds now
-// counts it already (a later admission saw it within its window).
-var restampScript = redis.NewScript(limitPrelude + `
-local now = now_ms(ARGV[1])
-local at = redis.call('ZSCORE', KEYS[2], ARGV[2])
-if not at or tonumber(at) >= now or now - tonumber(at) >= tonumber(ARGV[3]) then return 0 end
-redis.call('ZADD', KEYS[2], now, ARGV[2])
-redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]))
-return 1
-`)
+// restampScript moves a call's start in the request log to now
+// (lua/restamp.lua documents its KEYS, ARGV and replies).
+var restampScript = script("restamp.lua")
 
 // Restamp moves an admitted call's start in the request log to now: the
 // caller saw its call actually leave later than its admission (a stalled
@@ -379,18 +265,8 @@ func (l *Limiter) Release(ctx context.Context, key string, a Admission) error {
 	return nil
 }
 
-// debitScript debits the tokens a call used.
-//
-// KEYS[1] state hash, KEYS[4] token debits. ARGV[1] now ms or "", ARGV[2]
-// per ms, ARGV[3] tokens (> 0). Returns the tokens used within the window.
-var debitScript = redis.NewScript(limitPrelude + `
-local now, per, n = now_ms(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-prune_tokens(KEYS[1], KEYS[4], now, per)
-local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-redis.call('ZADD', KEYS[4], now, seq .. ':' .. n)
-redis.call('PEXPIRE', KEYS[4], per)
-return redis.call('HINCRBY', KEYS[1], 'tokens_used', n)
-`)
+// debitScript debits the tokens a call used (lua/debit.lua documents its KEYS, ARGV and replies).
+var debitScript = script("debit.lua")
 
 // Debit records that a call of key used tokens (its reply's usage); it
 // counts against the token limit for Per. It is a no-op without a token
@@ -407,18 +283,9 @@ func (l *Limiter) Debit(ctx context.Context, key string, cfg Config, tokens int6
 	return n, nil
 }
 
-// pauseScript pauses a key fleet-wide, only ever extending a pause.
-//
-// KEYS[1] state hash. ARGV[1] now ms or "", ARGV[2] pause ms, ARGV[3]
-// reason. Returns {paused_until ms in effect, 1 if this call extended it}.
-var pauseScript = redis.NewScript(limitPrelude + `
-local now = now_ms(ARGV[1])
-local want = now + tonumber(ARGV[2])
-local cur = tonumber(redis.call('HGET', KEYS[1], 'paused_until')) or 0
-if want <= cur then return {cur, 0} end
-redis.call('HSET', KEYS[1], 'paused_until', want, 'paused_reason', ARGV[3])
-return {want, 1}
-`)
+// pauseScript pauses a key fleet-wide, only ever extending a pause
+// (lua/pause.lua documents its KEYS, ARGV and replies).
+var pauseScript = script("pause.lua")
 
 // Pause stops every admission of key for d from now (Redis TIME), with
 // reason (history, inspector): the provider said the key is exhausted. A
@@ -454,16 +321,9 @@ func (l *Limiter) Pause(ctx context.Context, key string, d time.Duration, reason
 	return until, extended, nil
 }
 
-// pausedForScript reads the pause in force on a key.
-//
-// KEYS[1] state hash. ARGV[1] now ms or "". Returns the ms left of the
-// pause in force (0: none).
-var pausedForScript = redis.NewScript(limitPrelude + `
-local now = now_ms(ARGV[1])
-local cur = tonumber(redis.call('HGET', KEYS[1], 'paused_until')) or 0
-if cur > now then return cur - now end
-return 0
-`)
+// pausedForScript reads the pause in force on a key (lua/paused_for.lua
+// documents its KEYS, ARGV and replies).
+var pausedForScript = script("paused_for.lua")
 
 // PausedFor returns how long key's fleet-wide pause has left (0: none), by
 // the Redis clock: the one read an agent without limits makes (at most
@@ -480,20 +340,9 @@ func (l *Limiter) PausedFor(ctx context.Context, key string) (time.Duration, err
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// resumeScript ends a key's pause now (an operator's override).
-//
-// KEYS[1] state hash. ARGV[1] now ms or "".
-// Returns {paused_until ms of the pause that was in force (0: none),
-// its reason ("" when none)}. A pause already over is cleared too.
-var resumeScript = redis.NewScript(limitPrelude + `
-local now = now_ms(ARGV[1])
-local h = redis.call('HMGET', KEYS[1], 'paused_until', 'paused_reason')
-if not h[1] then return {0, ''} end
-redis.call('HDEL', KEYS[1], 'paused_until', 'paused_reason')
-local pu = tonumber(h[1]) or 0
-if pu <= now then return {0, ''} end
-return {pu, h[2] or ''}
-`)
+// resumeScript ends a key's pause now, an operator's override
+// (lua/resume.lua documents its KEYS, ARGV and replies).
+var resumeScript = script("resume.lua")
 
 // Resume ends key's fleet-wide pause now, as if the provider had not
 // asked for it: the next admission is checked against the limits alone.
@@ -519,8 +368,8 @@ func (l *Limiter) Resume(ctx context.Context, key string) (until time.Time, reas
 // the agents API) and adds key to the index of limits keys. Workers call it
 // at start; it changes no usage.
 func (l *Limiter) Register(ctx context.Context, key string, cfg Config) error {
-	err := l.rdb.HSet(ctx, rkeys.LimitState(key), "requests", cfg.Requests, "tokens", cfg.Tokens,
-		"per_ms", cfg.Per.Milliseconds(), "concurrency", cfg.Concurrency).Err()
+	err := l.rdb.HSet(ctx, rkeys.LimitState(key), fieldRequests, cfg.Requests, fieldTokens, cfg.Tokens,
+		fieldPerMS, cfg.Per.Milliseconds(), fieldConcurrency, cfg.Concurrency).Err()
 	if err == nil {
 		err = l.rdb.SAdd(ctx, rkeys.Limits(), key).Err()
 	}
@@ -539,28 +388,8 @@ func (l *Limiter) Keys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
-// statusScript reads a key's usage, read-only.
-//
-// KEYS as admitScript's. ARGV[1] now ms or "".
-// Returns {requests, tokens, per_ms, concurrency, starts within the window,
-// tokens within the window, leases live, paused_until ms, paused_reason,
-// deferrals: requests, tokens, concurrency, paused}.
-var statusScript = redis.NewScript(limitPrelude + `
-local now = now_ms(ARGV[1])
-local h = redis.call('HMGET', KEYS[1], 'requests', 'tokens', 'per_ms', 'concurrency', 'paused_until', 'paused_reason',
-  'deferrals:requests', 'deferrals:tokens', 'deferrals:concurrency', 'deferrals:paused')
-local per = tonumber(h[3]) or 0
-local starts, used = 0, 0
-if per > 0 then
-  starts = redis.call('ZCOUNT', KEYS[2], '(' .. (now - per), '+inf')
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. (now - per), '+inf')) do used = used + debit_of(m) end
-end
-local live = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
-local pu, why = tonumber(h[5]) or 0, h[6] or ''
-if pu <= now then pu, why = 0, '' end
-return {tonumber(h[1]) or 0, tonumber(h[2]) or 0, per, tonumber(h[4]) or 0, starts, used, live,
-  pu, why, tonumber(h[7]) or 0, tonumber(h[8]) or 0, tonumber(h[9]) or 0, tonumber(h[10]) or 0}
-`)
+// statusScript reads a key's usage, read-only (lua/status.lua documents its KEYS, ARGV and replies).
+var statusScript = script("status.lua")
 
 // Status reads key's configuration and usage: requests started and
 // tokens used within the last Per, calls in flight, the pause, and the
@@ -590,19 +419,9 @@ func (l *Limiter) Status(ctx context.Context, key string) (Status, error) {
 	return st, nil
 }
 
-// usedScript reads the tokens debited within a window, read-only.
-//
-// KEYS[4] token debits. ARGV[1] now ms or "", ARGV[2] per ms.
-// Returns {tokens debited within the last per, ms until the oldest of
-// them leaves the window (0: none)}.
-var usedScript = redis.NewScript(limitPrelude + `
-local now, per = now_ms(ARGV[1]), tonumber(ARGV[2])
-local used, first = 0, 0
-for i, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. (now - per), '+inf', 'WITHSCORES')) do
-  if i % 2 == 1 then used = used + debit_of(m) elseif first == 0 then first = tonumber(m) + per - now end
-end
-return {used, first}
-`)
+// usedScript reads the tokens debited within a window, read-only
+// (lua/used.lua documents its KEYS, ARGV and replies).
+var usedScript = script("used.lua")
 
 // Used returns the tokens debited to key within the last per, and how
 // long until the oldest of them leaves the window (0: none), without

@@ -1,14 +1,13 @@
 package lint
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,28 +19,8 @@ import (
 func TestCommentsNameRealPackages(t *testing.T) {
 	t.Parallel()
 	ref := regexp.MustCompile(`\binternal/([a-z][a-z0-9]*)\b`)
-	fset := token.NewFileSet()
 	var bad []string
-	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(repoRoot, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			name := d.Name()
-			if rel != "." && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	err := walkGoFiles(repoRoot, parser.ParseComments, nil, func(rel string, _ *token.FileSet, f *ast.File) error {
 		for _, cg := range f.Comments {
 			for _, m := range ref.FindAllStringSubmatch(cg.Text(), -1) {
 				// asynq's own internal packages (internal/base, internal/rdb, …)

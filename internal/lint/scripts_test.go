@@ -2,9 +2,7 @@ package lint
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -52,29 +50,9 @@ func TestDirectScriptCallsDocumented(t *testing.T) {
 // in Script) whose Run, EvalSha or Eval method is called, to the files
 // calling it.
 func directScriptCalls(root string) (map[string][]string, error) {
-	fset := token.NewFileSet()
 	out := map[string][]string{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			name := d.Name()
-			if rel != "." && (rel == "internal/demo" || rel == "internal/redisx" || name == "testdata" || name == "vendor" ||
-				strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	skip := func(rel, _ string) bool { return rel == "internal/demo" || rel == "internal/redisx" }
+	err := walkGoFiles(root, 0, skip, func(rel string, _ *token.FileSet, f *ast.File) error {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {

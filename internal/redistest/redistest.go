@@ -68,8 +68,13 @@ func Start(t testing.TB, opts ...Option) *Server {
 }
 
 // errPortTaken: another process took the port between the pick and the
-// bind (tests in other packages start servers at the same time).
+// bind (tests in other packages start servers at the same time): another
+// server answers there, or the server exited because it could not bind
+// its port (or, in a Cluster, its bus port: the port + 10000).
 var errPortTaken = errors.New("port taken by another process")
+
+// maxPortTries bounds how many ports startOnFreePort tries.
+const maxPortTries = 10
 
 // startOnFreePort starts the server on a port pick returns, picking
 // another when the one picked was taken before the server could bind it.
@@ -81,9 +86,12 @@ func (s *Server) startOnFreePort(pick func() int) {
 		if err == nil {
 			return
 		}
-		if !errors.Is(err, errPortTaken) || try == 5 {
+		if !errors.Is(err, errPortTaken) || try == maxPortTries {
 			s.t.Fatalf("redistest: %v", err)
 		}
+		// A Cluster node that failed to bind may have written its
+		// nodes.conf already: the next try starts a fresh node again.
+		_ = os.Remove(filepath.Join(s.Dir, "nodes.conf"))
 	}
 }
 
@@ -137,9 +145,12 @@ func (s *Server) launch() error {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	s.cmd = cmd
-	go func() { _ = cmd.Wait(); _ = logf.Close() }()
-	if err := waitPing(s.Addr, 10*time.Second); err != nil {
-		return fmt.Errorf("redis-server on %s did not answer within 10s: %w\n%s", s.Addr, err, s.log())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(exited) }()
+	if err := waitUp(s.Addr, exited, 10*time.Second, s.log); err != nil {
+		s.cmd = nil
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("redis-server on %s: %w", s.Addr, err)
 	}
 	if pid, err := pidAt(s.Addr); err != nil {
 		return fmt.Errorf("redis-server on %s: INFO server: %w", s.Addr, err)

@@ -7,6 +7,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -86,14 +87,12 @@ func StartSentinel(t testing.TB) *Sentinel {
 	}
 	master := s.Nodes[0].Addr
 	for _, p := range ports[2:] {
-		sp := startSentinelProc(t, p, master)
+		sp, err := startSentinelOnFreePort(t, p, master)
+		if err != nil {
+			t.Fatalf("redistest: %v\n%s", err, s.logs())
+		}
 		s.procs = append(s.procs, sp)
 		s.Sentinels = append(s.Sentinels, sp.addr)
-	}
-	for _, sp := range s.procs {
-		if err := waitPing(sp.addr, 10*time.Second); err != nil {
-			t.Fatalf("redistest: sentinel %s did not answer within 10s: %v\n%s", sp.addr, err, s.logs())
-		}
 	}
 
 	deadline := time.Now().Add(20 * time.Second)
@@ -262,6 +261,28 @@ func (s *Sentinel) logs() string {
 	return b.String()
 }
 
+// startSentinelOnFreePort starts a sentinel of master on port, or on
+// another free port when port was taken before the sentinel could bind
+// it, and waits until it answers PING.
+func startSentinelOnFreePort(t testing.TB, port int, master string) (*sentinelProc, error) {
+	t.Helper()
+	for try := 1; ; try++ {
+		sp := startSentinelProc(t, port, master)
+		err := waitUp(sp.addr, sp.done, 10*time.Second, sp.log)
+		if err == nil {
+			err = sp.answersItself()
+		}
+		if err == nil {
+			return sp, nil
+		}
+		sp.kill()
+		if !errors.Is(err, errPortTaken) || try == maxPortTries {
+			return nil, fmt.Errorf("sentinel %s: %w", sp.addr, err)
+		}
+		port = freePort(t)
+	}
+}
+
 // sentinelProc is a `redis-server sentinel.conf --sentinel` child process.
 type sentinelProc struct {
 	addr, dir string
@@ -303,6 +324,19 @@ func startSentinelProc(t testing.TB, port int, master string) *sentinelProc {
 	go func() { _ = sp.cmd.Wait(); _ = logf.Close(); close(sp.done) }()
 	t.Cleanup(sp.kill)
 	return sp
+}
+
+// answersItself returns an error wrapping errPortTaken when another
+// process answers at the sentinel's address.
+func (sp *sentinelProc) answersItself() error {
+	pid, err := pidAt(sp.addr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("INFO server: %w", err)
+	case pid != sp.cmd.Process.Pid:
+		return fmt.Errorf("pid %d answers, not %d: %w", pid, sp.cmd.Process.Pid, errPortTaken)
+	}
+	return nil
 }
 
 // kill SIGKILLs the sentinel and waits for it to exit.
@@ -668,7 +702,11 @@ func sentinelClient(addr string) *redis.SentinelClient {
 	})
 }
 
-func waitPing(addr string, within time.Duration) error {
+// waitUp waits until the process that exited (closed when it ends)
+// answers PING on addr. When it exits first, it returns an error wrapping
+// errPortTaken if its log (read by log) says it could not bind a port
+// ("Address already in use"), else one with the log.
+func waitUp(addr string, exited <-chan struct{}, within time.Duration, log func() string) error {
 	deadline := time.Now().Add(within)
 	rdb := quickClient(addr)
 	defer rdb.Close()
@@ -676,8 +714,20 @@ func waitPing(addr string, within time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := rdb.Ping(ctx).Err()
 		cancel()
-		if err == nil || time.Now().After(deadline) {
-			return err
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			text := log()
+			if strings.Contains(text, "Address already in use") {
+				return fmt.Errorf("it could not bind its port: %w\n%s", errPortTaken, tail(text))
+			}
+			return fmt.Errorf("it exited before it answered: %w\n%s", err, tail(text))
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("it did not answer within %v: %w\n%s", within, err, tail(log()))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

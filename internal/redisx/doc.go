@@ -71,8 +71,11 @@
 // internal/lint's TestDirectScriptCallsDocumented holds this list to the
 // code: a script run straight on a client that is not named here fails it.
 //
-// The packages that own keys (tasks, resilience, deadletter, restart,
-// worker's alerts) keep each script as a named redis.NewScript next to the
-// Go method that runs it, with a comment listing KEYS, ARGV and replies,
-// and a typed wrapper where the arguments or replies are more than a few.
+// The packages that own keys keep each script as an embedded .lua file
+// (in the package's lua/ directory) whose leading comments name its KEYS,
+// ARGV and replies, built with NewScripts (luafile.go) into a named
+// package variable next to the Go method that runs it, with a typed
+// wrapper where the arguments or replies are more than a few; the names
+// of fields, key parts and constants in it are rendered from Go.
+// internal/lint's TestNoInlineScripts and TestScriptsDocumented hold it.
 package redisx

@@ -16,6 +16,7 @@ package restart
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
 )
@@ -80,6 +82,12 @@ func NewScheduler(rdb redis.UniversalClient, client *tasks.Client) *Scheduler {
 	return &Scheduler{rdb: rdb, client: client, now: time.Now}
 }
 
+// scripts are the restart index's Lua (lua/*.lua).
+var scripts = redisx.NewScripts("restart", luaFiles, nil)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
 // Delay returns the wait before the next restart of a task that has used
 // `used` restarts.
 func (c Config) Delay(used int) (time.Duration, error) {
@@ -100,21 +108,8 @@ func (c Config) Delay(used int) (time.Duration, error) {
 }
 
 // reserveScript puts a task in the restart index, bounded by max_pending,
-// in one atomic step (so concurrent workers cannot overshoot the bound).
-//
-// KEYS[1] restart index (rkeys.RestartPending)
-// ARGV[1] task id, ARGV[2] due time (unix ms), ARGV[3] max_pending (0: unbounded)
-// Returns {1, size} when id is in the index now (added, or already there:
-// its due time is updated), {0, size} when the index is full.
-var reserveScript = redis.NewScript(`
-local max = tonumber(ARGV[3])
-if max > 0 and not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
-  local n = redis.call("ZCARD", KEYS[1])
-  if n >= max then return {0, n} end
-end
-redis.call("ZADD", KEYS[1], ARGV[2], ARGV[1])
-return {1, redis.call("ZCARD", KEYS[1])}
-`)
+// atomically (lua/reserve.lua documents its KEYS, ARGV and replies).
+var reserveScript = scripts.Script("lua/reserve.lua")
 
 // Schedule enqueues the next run of env after the configured delay and
 // returns that run's envelope and the delay. It returns ErrExhausted,
@@ -170,20 +165,9 @@ func (s *Scheduler) Started(ctx context.Context, id string) error {
 	return s.rdb.ZRem(ctx, rkeys.RestartPending(), id).Err()
 }
 
-// removeIfScoreScript removes an index entry only if its score (due time)
-// is still the one a repair looked at, so that a restart scheduled again
-// meanwhile keeps its slot.
-//
-// KEYS[1] restart index
-// ARGV[1] task id, ARGV[2] the score seen (unix ms)
-// Returns 1 when removed, 0 otherwise.
-var removeIfScoreScript = redis.NewScript(`
-local s = redis.call("ZSCORE", KEYS[1], ARGV[1])
-if s and tonumber(s) == tonumber(ARGV[2]) then
-  return redis.call("ZREM", KEYS[1], ARGV[1])
-end
-return 0
-`)
+// removeIfScoreScript removes an index entry only if its due time is
+// still the one a repair looked at (lua/remove_if_score.lua documents its KEYS, ARGV and replies).
+var removeIfScoreScript = scripts.Script("lua/remove_if_score.lua")
 
 // RepairGrace is how long past its due time an entry of the restart index
 // must be before Repair looks at it: longer than the moment between

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/tasks"
@@ -241,7 +243,7 @@ func (s *Scheduler) Fire(ctx context.Context, d Def, t time.Time) (Outcome, erro
 			return "", err
 		}
 		if busy {
-			return Skipped, s.record(ctx, d, "last_skipped", t, "")
+			return Skipped, s.record(ctx, d, fieldLastSkipped, t, "")
 		}
 	}
 	task := d.Task
@@ -250,7 +252,7 @@ func (s *Scheduler) Fire(ctx context.Context, d Def, t time.Time) (Outcome, erro
 	if err != nil {
 		return "", fmt.Errorf("schedule %s: enqueue %s: %w", d.Name, id, err)
 	}
-	if err := s.record(ctx, d, "last_fire", t, id); err != nil {
+	if err := s.record(ctx, d, fieldLastFire, t, id); err != nil {
 		return "", err
 	}
 	if res.Duplicate {
@@ -276,22 +278,25 @@ func (s *Scheduler) busy(ctx context.Context, name, id string) (bool, error) {
 	return !v.State.Terminal(), nil
 }
 
-// recordScript records a tick in a schedule's state, never moving it back.
-//
-//	KEYS[1] the schedule's state hash (rkeys.Schedule)
-//	ARGV[1] the field: last_fire or last_skipped
-//	ARGV[2] the tick, Unix ms
-//	ARGV[3] the tick's task ID (with last_fire; "" otherwise)
-//	ARGV[4] the hash's time to live, ms
-//	returns 1 when recorded, 0 when the field already held this tick or a later one
-var recordScript = redis.NewScript(`
-local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if cur >= tonumber(ARGV[2]) then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'last_task', ARGV[3]) end
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return 1
-`)
+// The fields of a schedule's state hash (rkeys.Schedule), F.<name> in
+// lua/record.lua.
+const (
+	fieldLastFire    = "last_fire"
+	fieldLastSkipped = "last_skipped"
+	fieldLastTask    = "last_task"
+)
+
+// scripts are the schedules' Lua (lua/*.lua).
+var scripts = redisx.NewScripts("schedule", luaFiles, map[string]map[string]string{
+	"F": redisx.Quoted(fieldLastFire, fieldLastSkipped, fieldLastTask),
+})
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// recordScript records a tick in a schedule's state, never moving it back
+// (lua/record.lua documents its KEYS, ARGV and replies).
+var recordScript = scripts.Script("lua/record.lua")
 
 // record writes tick t of d under field (recordScript).
 func (s *Scheduler) record(ctx context.Context, d Def, field string, t time.Time, id string) error {
@@ -330,7 +335,7 @@ func ReadState(ctx context.Context, rdb redis.UniversalClient, name string) (Sta
 	if err != nil {
 		return State{}, fmt.Errorf("schedule %s: read state: %w", name, err)
 	}
-	return State{LastFire: msTime(m["last_fire"]), LastTask: m["last_task"], LastSkipped: msTime(m["last_skipped"])}, nil
+	return State{LastFire: msTime(m[fieldLastFire]), LastTask: m[fieldLastTask], LastSkipped: msTime(m[fieldLastSkipped])}, nil
 }
 
 func msTime(s string) time.Time {

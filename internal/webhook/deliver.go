@@ -216,81 +216,19 @@ func (d *Deliverer) Run(ctx context.Context) error {
 	}
 }
 
-// claimScript claims due tasks (KEYS[1] due set, KEYS[2] leased set;
-// ARGV[1] now ms, ARGV[2] lease ms, ARGV[3] the most tasks). It first puts
-// the tasks whose lease has expired (a worker died or stalled) back in the
-// due set (due now), then moves up to ARGV[3] due tasks that no live lease
-// holds, earliest score first, to the leased set, with the expiry now +
-// lease (the lease's token). A task is due when its score is at most now
-// or the server's TIME (a new event is scored by the server's clock: a
-// worker whose clock is behind it still sees the event due).
-// Returns {pending, id1, id2, …}: pending is the number of tasks in both
-// sets.
-var claimScript = redis.NewScript(redisx.LuaNowMS + `
-local now, lease, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local due_by = math.max(now, now_ms(""))
-local lost = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", now, "LIMIT", 0, 100)
-for _, id in ipairs(lost) do
-  redis.call("ZREM", KEYS[2], id)
-  redis.call("ZADD", KEYS[1], "LT", now, id)
-end
-local out = {0}
-local cand = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", due_by, "LIMIT", 0, limit * 4)
-for _, id in ipairs(cand) do
-  if #out > limit then break end
-  if not redis.call("ZSCORE", KEYS[2], id) then
-    redis.call("ZREM", KEYS[1], id)
-    redis.call("ZADD", KEYS[2], now + lease, id)
-    out[#out + 1] = id
-  end
-end
-out[1] = redis.call("ZCARD", KEYS[1]) + redis.call("ZCARD", KEYS[2])
-return out
-`)
+// claimScript claims due tasks, putting back those whose lease expired
+// (lua/claim.lua documents its KEYS, ARGV and replies).
+var claimScript = scripts.Script(redisx.NowMS, "lua/claim.lua")
 
-// renewScript extends a lease still held (KEYS[1] leased set; ARGV[1]
-// task, ARGV[2] the lease's expiry (token), ARGV[3] the new expiry).
-// Returns 1 when renewed, 0 when the lease was lost.
-var renewScript = redis.NewScript(`
-local cur = redis.call("ZSCORE", KEYS[1], ARGV[1])
-if not cur or tonumber(cur) ~= tonumber(ARGV[2]) then return 0 end
-redis.call("ZADD", KEYS[1], ARGV[3], ARGV[1])
-return 1
-`)
+// renewScript extends a lease still held (lua/renew.lua documents its KEYS, ARGV and replies).
+var renewScript = scripts.Script("lua/renew.lua")
 
-// releaseScript ends a lease (KEYS[1] due set, KEYS[2] leased set, KEYS[3]
-// given-up set; ARGV[1] task, ARGV[2] the lease's expiry (token), ARGV[3]
-// when the task's next delivery is due (ms; -1: none), ARGV[4] "1" when
-// the task has a given-up delivery (it is then in the given-up set, else
-// not)). The task goes back to the due set at ARGV[3] (or sooner, when an
-// event came meanwhile); a lease another worker holds is left alone.
-// Returns 1.
-var releaseScript = redis.NewScript(`
-local cur = redis.call("ZSCORE", KEYS[2], ARGV[1])
-if cur and tonumber(cur) == tonumber(ARGV[2]) then redis.call("ZREM", KEYS[2], ARGV[1]) end
-if tonumber(ARGV[3]) >= 0 then redis.call("ZADD", KEYS[1], "LT", ARGV[3], ARGV[1]) end
-if ARGV[4] == "1" then
-  if not redis.call("ZSCORE", KEYS[3], ARGV[1]) then redis.call("ZADD", KEYS[3], ARGV[5], ARGV[1]) end
-else
-  redis.call("ZREM", KEYS[3], ARGV[1])
-end
-return 1
-`)
+// releaseScript ends a lease (lua/release.lua documents its KEYS, ARGV and replies).
+var releaseScript = scripts.Script("lua/release.lua")
 
-// takeScript moves a task's outbox entries into its deliveries (KEYS[1]
-// outbox, KEYS[2] deliveries hash; ARGV[1] how many entries were read,
-// ARGV[2] the first of them as read, ARGV[3] the hash's lifetime (s),
-// ARGV[4..] field/value pairs of the new deliveries). The entries go only
-// when the outbox still starts with them (a second holder of a lost lease
-// took them already: nothing is written); a delivery already there is
-// kept. Returns 1 when taken, 0 otherwise.
-var takeScript = redis.NewScript(`
-if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[2] then return 0 end
-for i = 4, #ARGV, 2 do redis.call("HSETNX", KEYS[2], ARGV[i], ARGV[i + 1]) end
-redis.call("LTRIM", KEYS[1], tonumber(ARGV[1]), -1)
-if #ARGV >= 4 then redis.call("EXPIRE", KEYS[2], ARGV[3]) end
-return 1
-`)
+// takeScript moves a task's outbox entries into its deliveries
+// (lua/take.lua documents its KEYS, ARGV and replies).
+var takeScript = scripts.Script("lua/take.lua")
 
 // Delivery is one delivery of one event of a task to one webhook, as kept
 // in the task's deliveries hash (field "<seq>:<webhook>").

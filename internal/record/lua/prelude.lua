@@ -1,6 +1,7 @@
 -- internal/record's shared functions for the scripts other than the checked
 -- write (which has its own, lua/rec_apply.lua): they follow the schema and
--- lua/history.lua.
+-- lua/history.lua. No KEYS or ARGV of their own; each function's comment
+-- names its arguments and what it returns.
 
 -- rec_seq(ev, seq): the event JSON ev (an object without "seq") with the
 -- sequence number seq as its first member.
