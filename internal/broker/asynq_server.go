@@ -1,4 +1,4 @@
-package asynqcompat
+package broker
 
 import "github.com/redis/go-redis/v9"
 
@@ -6,32 +6,32 @@ import "github.com/redis/go-redis/v9"
 // worker's asynq client): verbatim copies, recognised by their SHA-1 (the
 // EVALSHA asynq sends). TestScriptsAreAsynqs holds them to asynq's source.
 var (
-	// DequeueScript is asynq's dequeueCmd: pop a pending task of one queue.
+	// AsynqDequeueScript is asynq's dequeueCmd: pop a pending task of one queue.
 	// KEYS[1] pending, KEYS[2] paused, KEYS[3] active, KEYS[4] lease;
 	// ARGV[1] lease expiry (Unix s), ARGV[2] task key prefix. Replies the
 	// task's message, or nil (redis.Nil) when the queue is empty or paused.
-	DequeueScript = redis.NewScript(DequeueSource)
-	// ForwardScript is asynq's forwardCmd: move up to 100 due tasks of a
+	AsynqDequeueScript = redis.NewScript(asynqDequeueSource)
+	// AsynqForwardScript is asynq's forwardCmd: move up to 100 due tasks of a
 	// scheduled or retry set to pending. KEYS[1] the scheduled or retry set,
 	// KEYS[2] pending; ARGV[1] now (Unix s), ARGV[2] task key prefix,
 	// ARGV[3] now (Unix ns), ARGV[4] group key prefix. Replies the number moved.
-	ForwardScript = redis.NewScript(ForwardSource)
-	// RetryScript is asynq's retryCmd: active to the retry set. KEYS[4] is
+	AsynqForwardScript = redis.NewScript(asynqForwardSource)
+	// AsynqRetryScript is asynq's retryCmd: active to the retry set. KEYS[4] is
 	// the retry set; ARGV[3] the time the retry is due (Unix s).
-	RetryScript = redis.NewScript(RetrySource)
-	// RequeueScript is asynq's requeueCmd: active back to pending (a
+	AsynqRetryScript = redis.NewScript(asynqRetrySource)
+	// AsynqRequeueScript is asynq's requeueCmd: active back to pending (a
 	// shutting-down server's unfinished tasks). KEYS[3] is the pending list.
-	RequeueScript = redis.NewScript(RequeueSource)
-	// DoneScript is asynq's doneCmd: acknowledge a task that succeeded
+	AsynqRequeueScript = redis.NewScript(asynqRequeueSource)
+	// AsynqDoneScript is asynq's doneCmd: acknowledge a task that succeeded
 	// (active and lease entries and the task hash deleted, processed
 	// counters raised). KEYS[1] active, KEYS[2] lease, KEYS[3] the task
 	// hash, KEYS[4] today's processed counter, KEYS[5] the processed total;
 	// ARGV[1] task ID, ARGV[2] the counter's expiry (Unix s), ARGV[3] the
 	// total's wrap-around value. Replies OK, or the error NOT FOUND.
-	DoneScript = redis.NewScript(DoneSource)
+	AsynqDoneScript = redis.NewScript(asynqDoneSource)
 )
 
-const DoneSource = `
+const asynqDoneSource = `
 if redis.call("LREM", KEYS[1], 0, ARGV[1]) == 0 then
   return redis.error_reply("NOT FOUND")
 end
@@ -54,7 +54,7 @@ end
 return redis.status_reply("OK")
 `
 
-const DequeueSource = `
+const asynqDequeueSource = `
 if redis.call("EXISTS", KEYS[2]) == 0 then
 	local id = redis.call("RPOPLPUSH", KEYS[1], KEYS[3])
 	if id then
@@ -67,7 +67,7 @@ if redis.call("EXISTS", KEYS[2]) == 0 then
 end
 return nil`
 
-const ForwardSource = `
+const asynqForwardSource = `
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, 100)
 for _, id in ipairs(ids) do
 	local taskKey = ARGV[2] .. id
@@ -87,7 +87,7 @@ for _, id in ipairs(ids) do
 end
 return table.getn(ids)`
 
-const RetrySource = `
+const asynqRetrySource = `
 if redis.call("LREM", KEYS[2], 0, ARGV[1]) == 0 then
   return redis.error_reply("NOT FOUND")
 end
@@ -116,7 +116,7 @@ if tonumber(ARGV[5]) == 1 then
 end
 return redis.status_reply("OK")`
 
-const RequeueSource = `
+const asynqRequeueSource = `
 if redis.call("LREM", KEYS[1], 0, ARGV[1]) == 0 then
   return redis.error_reply("NOT FOUND")
 end

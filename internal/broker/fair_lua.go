@@ -1,7 +1,7 @@
-package fair
+package broker
 
 // LaneLua defines the Lua functions that put a run in its lane. The
-// scripts that make a run pending include it: internal/wakeup's enqueue
+// scripts that make a run pending include it: AsynqClient's enqueue
 // (agentq_run), its forward of the scheduled and retry sets and its
 // requeue.
 //
@@ -42,14 +42,14 @@ local function agentq_lane_push(pending, prefix, ready, tenants, task, id, front
 end
 `
 
-// ReleaseLua defines agentq_release(t, inflight, capped, ready): a run the
+// fairReleaseLua defines agentq_release(t, inflight, capped, ready): a run the
 // dequeue counted for tenant t (its task hash's aq_c, read before asynq's
 // script ran; nil: not counted) left asynq's active list, so t's in-flight
 // count is lowered and t, if it waited at its cap, goes back to the ready
 // set at its pass. Returns 1 when t was capped (a worker should be woken
-// for it), else 0. asynq's done, retry and requeue, as internal/wakeup
+// for it), else 0. asynq's done, retry and requeue, as AsynqClient
 // runs them, and internal/record's apply_acked include it.
-const ReleaseLua = `
+const fairReleaseLua = `
 local function agentq_release(t, inflight, capped, ready)
   if not t then return 0 end
   if redis.call("HINCRBY", inflight, t, -1) <= 0 then redis.call("HDEL", inflight, t) end
@@ -62,7 +62,7 @@ end
 `
 
 // DequeueLua is the fair dequeue of one queue, run in place of asynq's
-// dequeue (asynqcompat.DequeueScript, whose keys and arguments come
+// dequeue (DequeueScript, whose keys and arguments come
 // first and whose reply it keeps).
 //
 // KEYS[1] pending, KEYS[2] paused, KEYS[3] active, KEYS[4] lease (asynq's),
@@ -70,7 +70,7 @@ end
 // settings, KEYS[9] the default tenant's pass (rkeys.Fair*)
 // ARGV[1] lease expiry (Unix s), ARGV[2] task key prefix (asynq's),
 // ARGV[3] lane prefix, ARGV[4] the default stride (a whole number, see
-// Config.DequeueArgs), ARGV[5] default concurrency (0: none), ARGV[6] "1"
+// FairConfig.DequeueArgs), ARGV[5] default concurrency (0: none), ARGV[6] "1"
 // when the config names tenants (their settings are read from KEYS[8]),
 // else "0"
 // Returns the run's message (asynq's TaskMessage), or nil when the queue

@@ -1,4 +1,4 @@
-package fair
+package broker
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
-// Settings are one tenant's dispatch settings.
-type Settings struct {
+// TenantSettings are one tenant's dispatch settings.
+type TenantSettings struct {
 	// Weight is the tenant's share of dispatches while others have work
 	// too (a tenant of weight 3 is served three times as often as one of
 	// weight 1). Zero means 1.
@@ -22,22 +22,22 @@ type Settings struct {
 	Concurrency int
 }
 
-func (s Settings) weight() float64 {
+func (s TenantSettings) weight() float64 {
 	if s.Weight <= 0 {
 		return 1
 	}
 	return s.Weight
 }
 
-// Config is the fleet's tenant configuration: the named tenants and the
+// FairConfig is the fleet's tenant configuration: the named tenants and the
 // settings every other tenant (the default tenant "" too) takes.
-type Config struct {
-	Named   map[string]Settings
-	Default Settings
+type FairConfig struct {
+	Named   map[string]TenantSettings
+	Default TenantSettings
 }
 
 // Of returns the settings of tenant.
-func (c Config) Of(tenant string) Settings {
+func (c FairConfig) Of(tenant string) TenantSettings {
 	if s, ok := c.Named[tenant]; ok {
 		return s
 	}
@@ -47,7 +47,7 @@ func (c Config) Of(tenant string) Settings {
 // DequeueArgs are the arguments DequeueLua takes after asynq's two: the
 // lane prefix, the default stride, the default concurrency, and whether
 // the config names tenants.
-func (c Config) DequeueArgs(queue string) []any {
+func (c FairConfig) DequeueArgs(queue string) []any {
 	named := "0"
 	if len(c.Named) > 0 {
 		named = "1"
@@ -58,7 +58,7 @@ func (c Config) DequeueArgs(queue string) []any {
 // stride is how far a dispatch advances the tenant's pass:
 // 1,000,000/weight rounded, at least 1, as a whole number in decimal
 // (DequeueLua computes the same for a named tenant).
-func (s Settings) stride() string {
+func (s TenantSettings) stride() string {
 	return strconv.FormatInt(max(1, int64(math.Floor(1e6/s.weight()+0.5))), 10)
 }
 
@@ -68,16 +68,16 @@ func DequeueKeys(queue string) []string {
 		rkeys.FairConf(queue), rkeys.FairState(queue)}
 }
 
-// ReleaseKeys are the keys agentq_release takes for queue: in flight,
+// fairReleaseKeys are the keys agentq_release takes for queue: in flight,
 // capped, ready.
-func ReleaseKeys(queue string) []string {
+func fairReleaseKeys(queue string) []string {
 	return []string{rkeys.FairInflight(queue), rkeys.FairCapped(queue), rkeys.FairReady(queue)}
 }
 
-// Publish writes c's named tenants' settings to queue's settings hash,
+// PublishFair writes c's named tenants' settings to queue's settings hash,
 // which the dequeue reads (the default settings travel with each dequeue).
 // Every worker publishes at start; they should share one configuration.
-func Publish(ctx context.Context, rdb redis.Cmdable, queue string, c Config) error {
+func PublishFair(ctx context.Context, rdb redis.Cmdable, queue string, c FairConfig) error {
 	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, rkeys.FairConf(queue))
 		if len(c.Named) > 0 {
@@ -97,7 +97,7 @@ func Publish(ctx context.Context, rdb redis.Cmdable, queue string, c Config) err
 
 // Label is the name metrics give tenant: named tenants by name, the
 // default tenant "default", every other "other" (bounded label series).
-func (c Config) Label(tenant string) string {
+func (c FairConfig) Label(tenant string) string {
 	if tenant == "" {
 		return "default"
 	}

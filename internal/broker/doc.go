@@ -1,10 +1,15 @@
-// Package wakeup sits between the worker's asynq server and Redis: it lets
-// idle workers wait for work instead of polling Redis for it, while asynq
-// stays the transport, and it lets a quick success's record write ride
-// asynq's acknowledgement of the delivery.
+// Package broker is everything agentq does to asynq's Redis. asynq stays
+// the transport (leases, crash recovery, scheduling); this package holds
+// agentq's copy of the asynq v0.26 internals it depends on (asynq.go:
+// keys, the client's enqueue, the server scripts it recognises), the
+// producers' run script (run.go), the fair dispatch that replaces asynq's
+// dequeue (fair.go), and the client an asynq server runs on (client.go),
+// which intercepts asynq's server scripts by SHA-1: it lets idle workers
+// wait for work instead of polling Redis for it, and it lets a quick
+// success's record write ride asynq's acknowledgement of the delivery.
 //
 // Every write that makes a task pending also pushes a token onto its
-// queue's wake list (rkeys.Wake, in the queue's slot; capped at Cap): the
+// queue's wake list (rkeys.Wake, in the queue's slot; capped at WakeCap): the
 // enqueue scripts of package tasks, and the worker's forward of scheduled
 // and retry tasks. An idle worker blocks on the wake lists of its queues
 // (Waiter: BLPOP, at most the poll interval), so one token wakes one
@@ -12,18 +17,18 @@
 // so that workers forward them when due (Dues) without polling the
 // scheduled sets.
 //
-// AsynqClient also runs agentq's fair dispatch (package internal/fair) in
+// AsynqClient also runs agentq's fair dispatch (fair.go) in
 // place of asynq's dequeue, and releases a run's tenant count in the same
 // script as asynq's done, retry and requeue.
 //
 // AsynqClient fits both into an asynq server, which makes all its Redis
 // calls through the client it is given: it recognises five of asynq's
-// scripts by their SHA-1 (asynqcompat holds verbatim copies) and changes
+// scripts by their SHA-1 (asynq_server.go holds verbatim copies) and changes
 // what happens around them (see AsynqClient for each). Two are not run as
 // asynq wrote them:
 //
 //   - forward: asynq's forward script is run patched (forwardScript:
-//     asynqcompat.ForwardSource with its reply replaced), so that it also
+//     asynqForwardSource with its reply replaced), so that it also
 //     pushes a wake token per task it moves and replies when the set's
 //     next task is due; it is asked of Redis only when Dues says a task
 //     may be due or the poll interval has passed.
@@ -37,4 +42,4 @@
 // The bound: a task whose token is lost waits at most the poll interval
 // (worker.poll_interval) before an idle worker finds it, plus, for a
 // delayed task, the forwarder's tick (worker.forward_interval).
-package wakeup
+package broker

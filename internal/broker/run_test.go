@@ -1,4 +1,4 @@
-package wakeup_test
+package broker_test
 
 import (
 	"context"
@@ -9,15 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // TestRunScriptWritesAsynqs: RunCall (agentq_run, RunLua) writes exactly
-// what asynq's own enqueue and schedule scripts write (asynqcompat's
+// what asynq's own enqueue and schedule scripts write (broker's
 // copies, which TestMatchesAsynqClient holds to asynq.Client), plus the
 // wake-up token, and refuses a task ID that exists as they do;
 // RunCommands (a new ID's MULTI/EXEC) writes what RunCall writes.
@@ -26,27 +24,27 @@ func TestRunScriptWritesAsynqs(t *testing.T) {
 	ctx := context.Background()
 	want, got, cmds := redistest.Start(t).Client(), redistest.Start(t).Client(), redistest.Start(t).Client()
 	now := time.Now()
-	ts := []asynqcompat.Task{
+	ts := []broker.AsynqTask{
 		{Type: "agentq:task", Payload: []byte(`{"id":"a"}`), ID: "a#0", Queue: "default", MaxRetry: 1 << 30, Timeout: 24 * time.Hour},
 		{Type: "agentq:task", Payload: []byte(`{"id":"b"}`), ID: "b#0", Queue: "critical", MaxRetry: 1 << 30, Timeout: 24 * time.Hour},
 	}
 	for _, delay := range []time.Duration{0, time.Hour} {
 		for _, tk := range ts {
 			for i := range 2 { // the second write of an ID is refused
-				ref := asynqcompat.Enqueue(tk, now)
+				ref := broker.AsynqEnqueue(tk, now)
 				if delay > 0 {
-					ref = asynqcompat.Schedule(tk, now.Add(delay))
+					ref = broker.AsynqSchedule(tk, now.Add(delay))
 				}
 				n1, err := ref.Script.Run(ctx, want, ref.Keys, ref.Args...).Int()
 				require.NoError(t, err)
-				c := wakeup.RunCall(tk, fair.Lane{}, now, delay, true)
+				c := broker.RunCall(tk, broker.Lane{}, now, delay, true)
 				n2, err := c.Script.Run(ctx, got, c.Keys, c.Args...).Int()
 				require.NoError(t, err)
 				require.Equal(t, n1, n2)
 				require.Equal(t, 1-i, n2)
 				if i == 0 {
 					_, err := cmds.TxPipelined(ctx, func(p redis.Pipeliner) error {
-						for _, cmd := range wakeup.RunCommands(tk, fair.Lane{}, now, delay) {
+						for _, cmd := range broker.RunCommands(tk, broker.Lane{}, now, delay) {
 							p.Do(ctx, cmd...)
 						}
 						return nil
@@ -76,15 +74,15 @@ func TestRunLaneWrites(t *testing.T) {
 	ctx := context.Background()
 	got, cmds := redistest.Start(t).Client(), redistest.Start(t).Client()
 	now := time.Now()
-	lanes := []fair.Lane{{Tenant: "acme"}, {Tenant: "acme", Priority: fair.Low}, {Priority: fair.High}}
+	lanes := []broker.Lane{{Tenant: "acme"}, {Tenant: "acme", Priority: broker.Low}, {Priority: broker.High}}
 	for i, lane := range lanes {
 		for _, delay := range []time.Duration{0, time.Hour} {
-			tk := asynqcompat.Task{Type: "agentq:task", Payload: []byte(`{}`), ID: fmt.Sprintf("t%d-%d#0", i, delay), Queue: "q",
+			tk := broker.AsynqTask{Type: "agentq:task", Payload: []byte(`{}`), ID: fmt.Sprintf("t%d-%d#0", i, delay), Queue: "q",
 				MaxRetry: 1, Timeout: time.Hour}
-			c := wakeup.RunCall(tk, lane, now, delay, false)
+			c := broker.RunCall(tk, lane, now, delay, false)
 			require.NoError(t, c.Script.Run(ctx, got, c.Keys, c.Args...).Err())
 			_, err := cmds.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				for _, cmd := range wakeup.RunCommands(tk, lane, now, delay) {
+				for _, cmd := range broker.RunCommands(tk, lane, now, delay) {
 					p.Do(ctx, cmd...)
 				}
 				return nil
@@ -96,8 +94,8 @@ func TestRunLaneWrites(t *testing.T) {
 	require.Equal(t, []string{"t0-0#0"}, got.LRange(ctx, rkeys.FairLane("q", "n", "acme"), 0, -1).Val())
 	require.Equal(t, []string{"t1-0#0"}, got.LRange(ctx, rkeys.FairLane("q", "l", "acme"), 0, -1).Val())
 	require.Equal(t, []string{"t2-0#0"}, got.LRange(ctx, rkeys.FairLane("q", "h", ""), 0, -1).Val())
-	require.Zero(t, got.LLen(ctx, asynqcompat.PendingKey("q")).Val(), "no lane run in asynq's pending list")
+	require.Zero(t, got.LLen(ctx, broker.PendingKey("q")).Val(), "no lane run in asynq's pending list")
 	require.ElementsMatch(t, []string{"acme", ""}, got.ZRange(ctx, rkeys.FairReady("q"), 0, -1).Val())
-	require.Equal(t, []any{"acme", "l"}, got.HMGet(ctx, asynqcompat.TaskKey("q", "t1-3600000000000#0"), fair.FieldTenant, fair.FieldPriority).Val(),
+	require.Equal(t, []any{"acme", "l"}, got.HMGet(ctx, broker.TaskKey("q", "t1-3600000000000#0"), broker.FieldTenant, broker.FieldPriority).Val(),
 		"a scheduled run's task hash names its lane, for its forward")
 }

@@ -1,4 +1,4 @@
-package asynqcompat_test
+package broker_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/testbin"
@@ -22,8 +22,8 @@ import (
 const asynqModule = "github.com/hibiken/asynq"
 
 // recheck is what to do when asynq is upgraded.
-const recheck = `internal/asynqcompat copies asynq ` + asynqcompat.AsynqVersion + `'s internals, which tasks.Client.EnqueueMany writes with.
-Before changing asynqcompat.AsynqVersion, compare against the new asynq:
+const recheck = `internal/broker copies asynq ` + broker.AsynqVersion + `'s internals, which tasks.Client.EnqueueMany writes with.
+Before changing broker.AsynqVersion, compare against the new asynq:
   - its key layout (internal/base: AllQueues, TaskKey, PendingKey, ScheduledKey, LeaseKey) and its lease recovery (recoverer.go: inspect.Workers's recovery window),
   - the scripts its client runs (internal/rdb/rdb.go: enqueueCmd, scheduleCmd) and their arguments (RDB.Enqueue, RDB.Schedule),
   - its TaskMessage (internal/proto/asynq.proto) and what Client.Enqueue puts in it (options, defaults, new fields),
@@ -35,7 +35,7 @@ func TestAsynqVersion(t *testing.T) {
 	t.Parallel()
 	version, replaced := goModAsynq(t)
 	require.Empty(t, replaced, "go.mod replaces asynq.\n%s", recheck)
-	require.Equal(t, asynqcompat.AsynqVersion, version, "asynq's version in go.mod changed.\n%s", recheck)
+	require.Equal(t, broker.AsynqVersion, version, "asynq's version in go.mod changed.\n%s", recheck)
 }
 
 // goModAsynq reads the version of asynq that the module's go.mod requires,
@@ -69,13 +69,13 @@ func TestScriptsAreAsynqs(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "internal", "rdb", "rdb.go"))
 	require.NoError(t, err)
 	for name, script := range map[string]string{
-		"enqueueCmd":  asynqcompat.EnqueueSource,
-		"scheduleCmd": asynqcompat.ScheduleSource,
-		"dequeueCmd":  asynqcompat.DequeueSource,
-		"forwardCmd":  asynqcompat.ForwardSource,
-		"retryCmd":    asynqcompat.RetrySource,
-		"requeueCmd":  asynqcompat.RequeueSource,
-		"doneCmd":     asynqcompat.DoneSource,
+		"enqueueCmd":  broker.EnqueueSource,
+		"scheduleCmd": broker.ScheduleSource,
+		"dequeueCmd":  broker.DequeueSource,
+		"forwardCmd":  broker.ForwardSource,
+		"retryCmd":    broker.RetrySource,
+		"requeueCmd":  broker.RequeueSource,
+		"doneCmd":     broker.DoneSource,
 	} {
 		want := "var " + name + " = redis.NewScript(`" + script + "`)"
 		require.True(t, strings.Contains(string(src), want),
@@ -84,13 +84,13 @@ func TestScriptsAreAsynqs(t *testing.T) {
 }
 
 // TestMatchesAsynqClient enqueues the same tasks with asynq.Client on one
-// server and with asynqcompat on another, and compares everything both
+// server and with broker on another, and compares everything both
 // wrote byte for byte (but for pending_since, a time of writing); writing a
 // task ID again is refused by both.
 func TestMatchesAsynqClient(t *testing.T) {
 	t.Parallel()
 	processAt := time.Now().Add(time.Hour).Truncate(time.Second)
-	tasks := []asynqcompat.Task{
+	tasks := []broker.AsynqTask{
 		{Type: "agentq:task", Payload: []byte(`{"a":[1,2,3],"s":"` + strings.Repeat("x", 300) + `"}`), ID: "t-1", Queue: "default", MaxRetry: 1 << 30, Timeout: 24 * time.Hour},
 		{Type: "other", ID: "t-2", Queue: "critical", MaxRetry: 3, Timeout: 90 * time.Second},
 		{Type: "bare", Payload: []byte{0, 1, 2}, ID: "t-3", Queue: "default"},
@@ -117,13 +117,13 @@ func TestMatchesAsynqClient(t *testing.T) {
 					_, err = aq.Enqueue(asynq.NewTask(task.Type, task.Payload), opts...)
 					require.ErrorIs(t, err, asynq.ErrTaskIDConflict)
 
-					require.NoError(t, asynqcompat.RegisterQueues(ctx, viaCompat, task.Queue))
-					call := asynqcompat.Enqueue(task, time.Now())
+					require.NoError(t, broker.RegisterQueues(ctx, viaCompat, task.Queue))
+					call := broker.AsynqEnqueue(task, time.Now())
 					if scheduled {
-						call = asynqcompat.Schedule(task, processAt)
+						call = broker.AsynqSchedule(task, processAt)
 					}
 					for _, want := range []bool{true, false} {
-						added, err := asynqcompat.Added(redisx.Pipelined(ctx, viaCompat, []redisx.Call{call})[0])
+						added, err := broker.AsynqAdded(redisx.Pipelined(ctx, viaCompat, []redisx.Call{call})[0])
 						require.NoError(t, err)
 						require.Equal(t, want, added, "task %s", task.ID)
 					}

@@ -1,4 +1,4 @@
-// Package asynqcompat is agentq's copy of the asynq v0.26 internals it
+// asynq.go is agentq's copy of the asynq v0.26 internals it
 // depends on, isolated here. It holds three things:
 //
 //   - The client's enqueue, so that agentq can enqueue many tasks in
@@ -6,16 +6,16 @@
 //     task): the key layout (asynq's internal/base), the two scripts its
 //     client runs to enqueue a task (internal/rdb: enqueueCmd,
 //     scheduleCmd; Enqueue, Schedule) and the protobuf encoding of its
-//     TaskMessage (internal/proto; Task.Message).
+//     TaskMessage (internal/proto; AsynqTask.Message).
 //   - The five scripts an asynq server runs that agentq's worker
-//     intercepts (server.go: dequeue, forward, retry, requeue, done),
-//     verbatim, so that internal/wakeup's AsynqClient recognises them by
+//     intercepts (asynq_server.go: dequeue, forward, retry, requeue, done),
+//     verbatim, so that AsynqClient recognises them by
 //     their SHA-1 in the EVALSHA asynq sends.
 //   - The sources two of those are rebuilt from. Agentq never runs them
-//     as they are: ForwardSource is run patched (wakeup's forwardScript
+//     as they are: asynqForwardSource is run patched (forwardScript
 //     replaces its reply, "return table.getn(ids)", to push a wake token
 //     per task moved and reply when the next task is due, and panics at
-//     start-up when that line is no longer in the source), and DoneSource
+//     start-up when that line is no longer in the source), and asynqDoneSource
 //     is embedded in internal/record's apply_acked script, which writes a
 //     success's record and acknowledges its delivery in one script (the
 //     ack riding: worker/ack.go, record.Store.ApplyAcked).
@@ -25,7 +25,8 @@
 // version in go.mod is not AsynqVersion: then everything here, and the two
 // scripts built from it, must be checked against the new asynq before
 // AsynqVersion is changed.
-package asynqcompat
+
+package broker
 
 import (
 	"context"
@@ -76,11 +77,11 @@ func ScheduledKey(queue string) string { return "asynq:{" + queue + "}:scheduled
 // neither a timeout nor a deadline (asynq's defaultTimeout).
 const DefaultTimeout = 30 * time.Minute
 
-// Task is what asynq.Client encodes for a task enqueued with
+// AsynqTask is what asynq.Client encodes for a task enqueued with
 // asynq.TaskID(ID), asynq.Queue(Queue), asynq.MaxRetry(MaxRetry) and
 // asynq.Timeout(Timeout) (zero: DefaultTimeout, as asynq does), and no
 // other option.
-type Task struct {
+type AsynqTask struct {
 	Type     string
 	Payload  []byte
 	ID       string
@@ -94,7 +95,7 @@ type Task struct {
 // whole seconds), in field order. The other fields are zero (deadline: none)
 // and proto3 leaves them out, as it leaves out an empty string or payload
 // and a zero number.
-func (t Task) Message() []byte {
+func (t AsynqTask) Message() []byte {
 	timeout := t.Timeout
 	if timeout == 0 {
 		timeout = DefaultTimeout
@@ -171,31 +172,26 @@ func RegisterCommand(queues ...string) []any {
 	return cmd
 }
 
-// Call is one run of one of asynq's scripts: run it with
-// Script.EvalSha(ctx, pipe, Keys, Args...) (Script.Eval when Redis answers
-// NOSCRIPT), and read its reply with Added.
-type Call = redisx.Call
-
-// Enqueue is asynq's enqueue of t (rdb.Enqueue): t goes on its queue's
+// AsynqEnqueue is asynq's enqueue of t (rdb.Enqueue): t goes on its queue's
 // pending list at now (its pending_since), unless a task with its ID
 // exists on the queue.
-func Enqueue(t Task, now time.Time) Call {
-	return Call{Script: enqueueScript, Keys: []string{TaskKey(t.Queue, t.ID), PendingKey(t.Queue)},
+func AsynqEnqueue(t AsynqTask, now time.Time) redisx.Call {
+	return redisx.Call{Script: enqueueScript, Keys: []string{TaskKey(t.Queue, t.ID), PendingKey(t.Queue)},
 		Args: []any{t.Message(), t.ID, now.UnixNano()}}
 }
 
-// Schedule is asynq's schedule of t (rdb.Schedule): t goes on its queue's
+// AsynqSchedule is asynq's schedule of t (rdb.Schedule): t goes on its queue's
 // scheduled set, due at processAt (whole seconds), unless a task with its
 // ID exists on the queue.
-func Schedule(t Task, processAt time.Time) Call {
-	return Call{Script: scheduleScript, Keys: []string{TaskKey(t.Queue, t.ID), ScheduledKey(t.Queue)},
+func AsynqSchedule(t AsynqTask, processAt time.Time) redisx.Call {
+	return redisx.Call{Script: scheduleScript, Keys: []string{TaskKey(t.Queue, t.ID), ScheduledKey(t.Queue)},
 		Args: []any{t.Message(), processAt.Unix(), t.ID}}
 }
 
-// Added reads the reply of an Enqueue or Schedule call: true when the task
+// AsynqAdded reads the reply of an Enqueue or Schedule call: true when the task
 // was written, false when a task with its ID exists (asynq's
 // ErrTaskIDConflict); an error when the call failed.
-func Added(r redisx.Result) (bool, error) {
+func AsynqAdded(r redisx.Result) (bool, error) {
 	if r.Err != nil {
 		return false, r.Err
 	}

@@ -1,4 +1,4 @@
-package wakeup_test
+package broker_test
 
 import (
 	"testing"

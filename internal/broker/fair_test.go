@@ -1,4 +1,4 @@
-package wakeup_test
+package broker_test
 
 import (
 	"context"
@@ -10,11 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // fairQ is the queue of the fair dispatch tests.
@@ -26,28 +24,28 @@ type fairBundle struct {
 	t   *testing.T
 	ctx context.Context
 	rdb *redis.Client
-	c   *wakeup.AsynqClient
+	c   *broker.AsynqClient
 	n   int
 }
 
-func setupFair(t *testing.T, fc fair.Config) *fairBundle {
+func setupFair(t *testing.T, fc broker.FairConfig) *fairBundle {
 	t.Helper()
 	rdb := redistest.Start(t).Client()
 	t.Cleanup(func() { _ = rdb.Close() })
-	w := wakeup.NewWaiter(rdb, []string{fairQ}, 10*time.Millisecond, "w1")
-	c := wakeup.NewAsynqClient(rdb, w, wakeup.NewDues(time.Second, time.Now), 1, nil)
+	w := broker.NewWaiter(rdb, []string{fairQ}, 10*time.Millisecond, "w1")
+	c := broker.NewAsynqClient(rdb, w, broker.NewDues(time.Second, time.Now), 1, nil)
 	c.Fair = fc
 	ctx := context.Background()
 	for name := range fc.Named {
 		_ = name
-		require.NoError(t, fair.Publish(ctx, rdb, fairQ, fc))
+		require.NoError(t, broker.PublishFair(ctx, rdb, fairQ, fc))
 		break
 	}
 	return &fairBundle{t: t, ctx: ctx, rdb: rdb, c: c}
 }
 
 // enqueue puts n runs of lane on the queue, IDs "<tenant|->-<prio|n>-<i>".
-func (b *fairBundle) enqueue(lane fair.Lane, n int) []string {
+func (b *fairBundle) enqueue(lane broker.Lane, n int) []string {
 	b.t.Helper()
 	var ids []string
 	for range n {
@@ -57,8 +55,8 @@ func (b *fairBundle) enqueue(lane fair.Lane, n int) []string {
 			tn = "-"
 		}
 		id := fmt.Sprintf("%s-%s-%d", tn, lane.Priority, b.n)
-		tk := asynqcompat.Task{Type: "agentq:run", Payload: []byte("{}"), ID: id, Queue: fairQ, MaxRetry: 1 << 30, Timeout: time.Hour}
-		c := wakeup.RunCall(tk, lane, time.Now(), 0, false)
+		tk := broker.AsynqTask{Type: "agentq:run", Payload: []byte("{}"), ID: id, Queue: fairQ, MaxRetry: 1 << 30, Timeout: time.Hour}
+		c := broker.RunCall(tk, lane, time.Now(), 0, false)
 		require.NoError(b.t, c.Script.Run(b.ctx, b.rdb, c.Keys, c.Args...).Err())
 		ids = append(ids, id)
 	}
@@ -68,13 +66,13 @@ func (b *fairBundle) enqueue(lane fair.Lane, n int) []string {
 // dequeue is one dequeue of asynq's processor: the run's ID, "" for none.
 func (b *fairBundle) dequeue() string {
 	b.t.Helper()
-	keys := []string{asynqcompat.PendingKey(fairQ), "asynq:{" + fairQ + "}:paused", asynqcompat.ActiveKey(fairQ), "asynq:{" + fairQ + "}:lease"}
-	err := b.c.EvalSha(b.ctx, asynqcompat.DequeueScript.Hash(), keys, time.Now().Add(time.Minute).Unix(), asynqcompat.TaskKeyPrefix(fairQ)).Err()
+	keys := []string{broker.PendingKey(fairQ), "asynq:{" + fairQ + "}:paused", broker.ActiveKey(fairQ), "asynq:{" + fairQ + "}:lease"}
+	err := b.c.EvalSha(b.ctx, broker.AsynqDequeueScript.Hash(), keys, time.Now().Add(time.Minute).Unix(), broker.TaskKeyPrefix(fairQ)).Err()
 	if err == redis.Nil {
 		return ""
 	}
 	require.NoError(b.t, err)
-	id, err := b.rdb.LIndex(b.ctx, asynqcompat.ActiveKey(fairQ), 0).Result()
+	id, err := b.rdb.LIndex(b.ctx, broker.ActiveKey(fairQ), 0).Result()
 	require.NoError(b.t, err)
 	return id
 }
@@ -82,27 +80,27 @@ func (b *fairBundle) dequeue() string {
 // done is asynq's acknowledgement of run id.
 func (b *fairBundle) done(id string) {
 	b.t.Helper()
-	keys := []string{asynqcompat.ActiveKey(fairQ), "asynq:{" + fairQ + "}:lease", asynqcompat.TaskKey(fairQ, id),
+	keys := []string{broker.ActiveKey(fairQ), "asynq:{" + fairQ + "}:lease", broker.TaskKey(fairQ, id),
 		"asynq:{" + fairQ + "}:processed:2026-11-25", "asynq:{" + fairQ + "}:processed"}
-	require.NoError(b.t, b.c.EvalSha(b.ctx, asynqcompat.DoneScript.Hash(), keys, id, time.Now().Add(time.Hour).Unix(), int64(1<<62)).Err())
+	require.NoError(b.t, b.c.EvalSha(b.ctx, broker.AsynqDoneScript.Hash(), keys, id, time.Now().Add(time.Hour).Unix(), int64(1<<62)).Err())
 }
 
 // retry is asynq's retry of run id, due at (Unix s).
 func (b *fairBundle) retry(id string, at int64) {
 	b.t.Helper()
-	msg, err := b.rdb.HGet(b.ctx, asynqcompat.TaskKey(fairQ, id), "msg").Result()
+	msg, err := b.rdb.HGet(b.ctx, broker.TaskKey(fairQ, id), "msg").Result()
 	require.NoError(b.t, err)
 	p := "asynq:{" + fairQ + "}:"
-	keys := []string{asynqcompat.TaskKey(fairQ, id), p + "active", p + "lease", p + "retry", p + "processed:d", p + "failed:d", p + "processed", p + "failed"}
-	require.NoError(b.t, b.c.EvalSha(b.ctx, asynqcompat.RetryScript.Hash(), keys, id, msg, at, time.Now().Add(time.Hour).Unix(), 1, int64(1<<62)).Err())
+	keys := []string{broker.TaskKey(fairQ, id), p + "active", p + "lease", p + "retry", p + "processed:d", p + "failed:d", p + "processed", p + "failed"}
+	require.NoError(b.t, b.c.EvalSha(b.ctx, broker.AsynqRetryScript.Hash(), keys, id, msg, at, time.Now().Add(time.Hour).Unix(), 1, int64(1<<62)).Err())
 }
 
 // requeue is asynq's put-back of run id at shutdown.
 func (b *fairBundle) requeue(id string) {
 	b.t.Helper()
 	p := "asynq:{" + fairQ + "}:"
-	keys := []string{p + "active", p + "lease", p + "pending", asynqcompat.TaskKey(fairQ, id)}
-	require.NoError(b.t, b.c.EvalSha(b.ctx, asynqcompat.RequeueScript.Hash(), keys, id).Err())
+	keys := []string{p + "active", p + "lease", p + "pending", broker.TaskKey(fairQ, id)}
+	require.NoError(b.t, b.c.EvalSha(b.ctx, broker.AsynqRequeueScript.Hash(), keys, id).Err())
 }
 
 func (b *fairBundle) inflight(tenant string) int64 {
@@ -118,13 +116,13 @@ func tenantOf(id string) string { return strings.SplitN(id, "-", 2)[0] }
 // backlog.
 func TestFairNewTenantOvertakesBacklog(t *testing.T) {
 	t.Parallel()
-	for _, backlog := range []fair.Lane{{Tenant: "a"}, {}} {
-		b := setupFair(t, fair.Config{})
+	for _, backlog := range []broker.Lane{{Tenant: "a"}, {}} {
+		b := setupFair(t, broker.FairConfig{})
 		b.enqueue(backlog, 500)
 		for range 10 {
 			b.dequeue()
 		}
-		want := b.enqueue(fair.Lane{Tenant: "b"}, 1)[0]
+		want := b.enqueue(broker.Lane{Tenant: "b"}, 1)[0]
 		got := []string{b.dequeue(), b.dequeue()}
 		require.Contains(t, got, want, "backlog %+v", backlog)
 	}
@@ -134,9 +132,9 @@ func TestFairNewTenantOvertakesBacklog(t *testing.T) {
 // 3:1 over every stretch of dispatches.
 func TestFairWeights(t *testing.T) {
 	t.Parallel()
-	b := setupFair(t, fair.Config{Named: map[string]fair.Settings{"a": {Weight: 3}, "b": {Weight: 1}}})
-	b.enqueue(fair.Lane{Tenant: "a"}, 400)
-	b.enqueue(fair.Lane{Tenant: "b"}, 400)
+	b := setupFair(t, broker.FairConfig{Named: map[string]broker.TenantSettings{"a": {Weight: 3}, "b": {Weight: 1}}})
+	b.enqueue(broker.Lane{Tenant: "a"}, 400)
+	b.enqueue(broker.Lane{Tenant: "b"}, 400)
 	counts := map[string]int{}
 	for i := 1; i <= 200; i++ {
 		counts[tenantOf(b.dequeue())]++
@@ -151,9 +149,9 @@ func TestFairWeights(t *testing.T) {
 // runs (done, retry or requeue) lets the next go and wakes a worker.
 func TestFairCap(t *testing.T) {
 	t.Parallel()
-	b := setupFair(t, fair.Config{Named: map[string]fair.Settings{"a": {Concurrency: 2}}})
-	b.enqueue(fair.Lane{Tenant: "a"}, 10)
-	b.enqueue(fair.Lane{Tenant: "b"}, 5)
+	b := setupFair(t, broker.FairConfig{Named: map[string]broker.TenantSettings{"a": {Concurrency: 2}}})
+	b.enqueue(broker.Lane{Tenant: "a"}, 10)
+	b.enqueue(broker.Lane{Tenant: "b"}, 5)
 	counts := map[string]int{}
 	var as []string
 	for range 7 {
@@ -189,10 +187,10 @@ func TestFairCap(t *testing.T) {
 func TestFairPriority(t *testing.T) {
 	t.Parallel()
 	for _, tenant := range []string{"a", ""} {
-		b := setupFair(t, fair.Config{})
-		normal := b.enqueue(fair.Lane{Tenant: tenant}, 3)
-		low := b.enqueue(fair.Lane{Tenant: tenant, Priority: fair.Low}, 1)
-		high := b.enqueue(fair.Lane{Tenant: tenant, Priority: fair.High}, 2)
+		b := setupFair(t, broker.FairConfig{})
+		normal := b.enqueue(broker.Lane{Tenant: tenant}, 3)
+		low := b.enqueue(broker.Lane{Tenant: tenant, Priority: broker.Low}, 1)
+		high := b.enqueue(broker.Lane{Tenant: tenant, Priority: broker.High}, 2)
 		var got []string
 		for range 6 {
 			got = append(got, b.dequeue())
@@ -206,26 +204,26 @@ func TestFairPriority(t *testing.T) {
 // tenant's share.
 func TestFairRetryReturnsToLane(t *testing.T) {
 	t.Parallel()
-	b := setupFair(t, fair.Config{})
-	id := b.enqueue(fair.Lane{Tenant: "a", Priority: fair.High}, 1)[0]
+	b := setupFair(t, broker.FairConfig{})
+	id := b.enqueue(broker.Lane{Tenant: "a", Priority: broker.High}, 1)[0]
 	require.Equal(t, id, b.dequeue())
 	b.retry(id, time.Now().Add(-time.Second).Unix())
 	p := "asynq:{" + fairQ + "}:"
-	moved, err := b.c.EvalSha(b.ctx, asynqcompat.ForwardScript.Hash(), []string{p + "retry", p + "pending"},
-		time.Now().Unix(), asynqcompat.TaskKeyPrefix(fairQ), time.Now().UnixNano(), p+"g:").Int64()
+	moved, err := b.c.EvalSha(b.ctx, broker.AsynqForwardScript.Hash(), []string{p + "retry", p + "pending"},
+		time.Now().Unix(), broker.TaskKeyPrefix(fairQ), time.Now().UnixNano(), p+"g:").Int64()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, moved)
 	require.Equal(t, []string{id}, b.rdb.LRange(b.ctx, rkeys.FairLane(fairQ, "h", "a"), 0, -1).Val())
-	require.Zero(t, b.rdb.LLen(b.ctx, asynqcompat.PendingKey(fairQ)).Val())
+	require.Zero(t, b.rdb.LLen(b.ctx, broker.PendingKey(fairQ)).Val())
 	require.Equal(t, id, b.dequeue())
 }
 
 // TestFairPausedQueue: a paused queue hands out nothing, lanes included.
 func TestFairPausedQueue(t *testing.T) {
 	t.Parallel()
-	b := setupFair(t, fair.Config{})
-	b.enqueue(fair.Lane{Tenant: "a"}, 1)
-	b.enqueue(fair.Lane{}, 1)
+	b := setupFair(t, broker.FairConfig{})
+	b.enqueue(broker.Lane{Tenant: "a"}, 1)
+	b.enqueue(broker.Lane{}, 1)
 	require.NoError(t, b.rdb.Set(b.ctx, "asynq:{"+fairQ+"}:paused", "1", 0).Err())
 	require.Equal(t, "", b.dequeue())
 	require.NoError(t, b.rdb.Del(b.ctx, "asynq:{"+fairQ+"}:paused").Err())
@@ -236,15 +234,15 @@ func TestFairPausedQueue(t *testing.T) {
 // lost and recounts in-flight counts from asynq's active list.
 func TestFairRepair(t *testing.T) {
 	t.Parallel()
-	fc := fair.Config{Named: map[string]fair.Settings{"a": {Concurrency: 1}}}
+	fc := broker.FairConfig{Named: map[string]broker.TenantSettings{"a": {Concurrency: 1}}}
 	b := setupFair(t, fc)
-	b.enqueue(fair.Lane{Tenant: "a"}, 3)
-	b.enqueue(fair.Lane{Tenant: "b"}, 3)
+	b.enqueue(broker.Lane{Tenant: "a"}, 3)
+	b.enqueue(broker.Lane{Tenant: "b"}, 3)
 	require.Equal(t, "a", tenantOf(b.dequeue()))
 	require.NoError(t, b.rdb.Del(b.ctx, rkeys.FairReady(fairQ)).Err())
 	require.NoError(t, b.rdb.HSet(b.ctx, rkeys.FairInflight(fairQ), "a", 7).Err())
 	require.Equal(t, "", b.dequeue(), "with its ready set lost, nothing is handed out")
-	readied, fixed, err := fair.Repair(b.ctx, b.rdb, fairQ, fc)
+	readied, fixed, err := broker.RepairFair(b.ctx, b.rdb, fairQ, fc)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, fixed)
 	require.EqualValues(t, 2, readied)
@@ -257,10 +255,10 @@ func TestFairRepair(t *testing.T) {
 // defaults.tenant), neither starving nor starved.
 func TestFairDefaultTenantShares(t *testing.T) {
 	t.Parallel()
-	b := setupFair(t, fair.Config{Named: map[string]fair.Settings{"a": {Weight: 2}}, Default: fair.Settings{Weight: 1}})
-	b.enqueue(fair.Lane{}, 300)
-	b.enqueue(fair.Lane{Tenant: "a"}, 300)
-	b.enqueue(fair.Lane{Tenant: "b"}, 300)
+	b := setupFair(t, broker.FairConfig{Named: map[string]broker.TenantSettings{"a": {Weight: 2}}, Default: broker.TenantSettings{Weight: 1}})
+	b.enqueue(broker.Lane{}, 300)
+	b.enqueue(broker.Lane{Tenant: "a"}, 300)
+	b.enqueue(broker.Lane{Tenant: "b"}, 300)
 	counts := map[string]int{}
 	for range 200 {
 		counts[tenantOf(b.dequeue())]++
@@ -275,22 +273,22 @@ func TestFairDefaultTenantShares(t *testing.T) {
 // early goes to its lane.
 func TestFairRemoveAndRunNow(t *testing.T) {
 	t.Parallel()
-	b := setupFair(t, fair.Config{})
-	id := b.enqueue(fair.Lane{Tenant: "a", Priority: fair.Low}, 1)[0]
-	plain := b.enqueue(fair.Lane{}, 1)[0]
-	ok, err := fair.Remove(b.ctx, b.rdb, fairQ, id)
+	b := setupFair(t, broker.FairConfig{})
+	id := b.enqueue(broker.Lane{Tenant: "a", Priority: broker.Low}, 1)[0]
+	plain := b.enqueue(broker.Lane{}, 1)[0]
+	ok, err := broker.RemoveFromLane(b.ctx, b.rdb, fairQ, id)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Zero(t, b.rdb.Exists(b.ctx, asynqcompat.TaskKey(fairQ, id), rkeys.FairLane(fairQ, "l", "a")).Val())
-	ok, err = fair.Remove(b.ctx, b.rdb, fairQ, plain)
+	require.Zero(t, b.rdb.Exists(b.ctx, broker.TaskKey(fairQ, id), rkeys.FairLane(fairQ, "l", "a")).Val())
+	ok, err = broker.RemoveFromLane(b.ctx, b.rdb, fairQ, plain)
 	require.NoError(t, err)
 	require.False(t, ok, "the default lane's runs are asynq's")
-	require.NoError(t, b.rdb.Del(b.ctx, asynqcompat.PendingKey(fairQ)).Err())
+	require.NoError(t, b.rdb.Del(b.ctx, broker.PendingKey(fairQ)).Err())
 
-	id = b.enqueue(fair.Lane{Tenant: "a", Priority: fair.High}, 1)[0]
+	id = b.enqueue(broker.Lane{Tenant: "a", Priority: broker.High}, 1)[0]
 	require.Equal(t, id, b.dequeue())
 	b.retry(id, time.Now().Add(time.Hour).Unix())
-	ok, err = fair.RunNow(b.ctx, b.rdb, fairQ, asynqcompat.RetryKey(fairQ), id, time.Now().UnixNano())
+	ok, err = broker.RunNow(b.ctx, b.rdb, fairQ, broker.RetryKey(fairQ), id, time.Now().UnixNano())
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, []string{id}, b.rdb.LRange(b.ctx, rkeys.FairLane(fairQ, "h", "a"), 0, -1).Val())
@@ -304,30 +302,30 @@ func TestFairRemoveAndRunNow(t *testing.T) {
 // tenant that joins is still served next and the two then alternate.
 func TestFairJoinOncePerLane(t *testing.T) {
 	t.Parallel()
-	b := setupFair(t, fair.Config{Named: map[string]fair.Settings{"c": {Concurrency: 1}}})
-	b.enqueue(fair.Lane{Tenant: "a"}, 3)
+	b := setupFair(t, broker.FairConfig{Named: map[string]broker.TenantSettings{"c": {Concurrency: 1}}})
+	b.enqueue(broker.Lane{Tenant: "a"}, 3)
 	require.Equal(t, []string{"a"}, b.rdb.SMembers(b.ctx, rkeys.FairTenants(fairQ)).Val())
 	require.Equal(t, "a", tenantOf(b.dequeue()))
 	require.Equal(t, "a", tenantOf(b.dequeue()))
 	require.Zero(t, b.rdb.ZScore(b.ctx, rkeys.FairReady(fairQ), "a").Val(), "alone, a keeps its pass")
-	b.enqueue(fair.Lane{Tenant: "a"}, 3)
+	b.enqueue(broker.Lane{Tenant: "a"}, 3)
 	require.Zero(t, b.rdb.ZScore(b.ctx, rkeys.FairReady(fairQ), "a").Val())
 
-	b.enqueue(fair.Lane{Tenant: "b"}, 4)
+	b.enqueue(broker.Lane{Tenant: "b"}, 4)
 	var got []string
 	for range 6 {
 		got = append(got, tenantOf(b.dequeue()))
 	}
 	require.Contains(t, [][]string{{"a", "b", "a", "b", "a", "b"}, {"b", "a", "b", "a", "b", "a"}}, got, "joined, then alternating")
 
-	b.enqueue(fair.Lane{Tenant: "c"}, 2)
+	b.enqueue(broker.Lane{Tenant: "c"}, 2)
 	require.Equal(t, "c", tenantOf(b.dequeue()), "a tenant that joins is served next")
 	for id := b.dequeue(); id != ""; id = b.dequeue() {
 		require.NotEqual(t, "c", tenantOf(id))
 	}
 	pass, err := b.rdb.ZScore(b.ctx, rkeys.FairCapped(fairQ), "c").Result()
 	require.NoError(t, err, "c waits at its cap")
-	b.enqueue(fair.Lane{Tenant: "c"}, 1)
+	b.enqueue(broker.Lane{Tenant: "c"}, 1)
 	require.Equal(t, pass, b.rdb.ZScore(b.ctx, rkeys.FairCapped(fairQ), "c").Val(), "a push onto c's lane leaves it capped, at its pass")
 	require.Equal(t, redis.Nil, b.rdb.ZScore(b.ctx, rkeys.FairReady(fairQ), "c").Err())
 	require.ElementsMatch(t, []string{"a", "b", "c"}, b.rdb.SMembers(b.ctx, rkeys.FairTenants(fairQ)).Val())

@@ -1,4 +1,4 @@
-package wakeup
+package broker
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -20,9 +18,9 @@ import (
 // on. asynq takes its Redis client from the caller and makes every call
 // through it, so AsynqClient passes every call to the real client and
 // changes what five of asynq's scripts (recognised by their SHA-1, held to
-// asynq's source by asynqcompat's tests) do around the call:
+// asynq's source by asynq_test.go) do around the call:
 //
-//   - dequeue: it runs the fair dequeue (internal/fair's DequeueLua: the
+//   - dequeue: it runs the fair dequeue (DequeueLua: the
 //     tenants' lanes, weights, caps and priorities; asynq's own dequeue
 //     plus one ZRANGE of an empty set for a queue without tenants) instead. When every
 //     queue came back empty (one full round of asynq's processor), it
@@ -36,7 +34,7 @@ import (
 //     and runs forwardScript instead, which also pushes a wake token per
 //     task moved and replies the next due time.
 //   - retry: it runs asynq's retry with the release of the run's tenant
-//     count (internal/fair's ReleaseLua) in one script, and tells Dues
+//     count (ReleaseLua) in one script, and tells Dues
 //     when the retry is due.
 //   - requeue (a shutting-down server's unfinished tasks): it puts the
 //     run back at the front of its lane (asynq's pending list for the
@@ -67,8 +65,8 @@ type AsynqClient struct {
 	// ended (the worker's agentq_idle_waits_total).
 	OnWait func(Cause)
 	// Fair, when set before the server starts, is the fleet's tenant
-	// configuration the fair dequeue serves by (package internal/fair).
-	Fair fair.Config
+	// configuration the fair dequeue serves by (fair.go).
+	Fair FairConfig
 	// Acks, when set before the server starts, holds the writes that ride
 	// asynq's acknowledgement of their delivery: asynq's done of such a
 	// delivery runs Ack.WithDone instead, and any other of asynq's scripts
@@ -86,11 +84,11 @@ func NewAsynqClient(rdb redis.UniversalClient, waiter *Waiter, dues *Dues, nqueu
 }
 
 var (
-	dequeueSHA = asynqcompat.DequeueScript.Hash()
-	forwardSHA = asynqcompat.ForwardScript.Hash()
-	retrySHA   = asynqcompat.RetryScript.Hash()
-	requeueSHA = asynqcompat.RequeueScript.Hash()
-	doneSHA    = asynqcompat.DoneScript.Hash()
+	dequeueSHA = AsynqDequeueScript.Hash()
+	forwardSHA = AsynqForwardScript.Hash()
+	retrySHA   = AsynqRetryScript.Hash()
+	requeueSHA = AsynqRequeueScript.Hash()
+	doneSHA    = AsynqDoneScript.Hash()
 )
 
 // EvalSha runs asynq's scripts (Script.Run sends EVALSHA first).
@@ -126,7 +124,7 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 	switch {
 	case sha == dequeueSHA && len(keys) == 4 && len(args) == 2:
 		q := queueOf(keys[0])
-		return c.dequeued(ctx, c.fairCall(ctx, fairDequeueScript, keys, args, fair.DequeueKeys(q), c.Fair.DequeueArgs(q)...))
+		return c.dequeued(ctx, c.fairCall(ctx, fairDequeueScript, keys, args, DequeueKeys(q), c.Fair.DequeueArgs(q)...))
 	case sha == forwardSHA && len(keys) == 2 && len(args) == 4:
 		return c.forward(ctx, keys, args)
 	case sha == retrySHA && len(keys) == 8 && len(args) >= 3:
@@ -139,7 +137,7 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 		return cmd
 	case sha == requeueSHA && len(keys) == 4 && len(args) == 1:
 		q := queueOf(keys[2])
-		ready, tenants, prefix := fair.Keys(q)
+		ready, tenants, prefix := LaneKeys(q)
 		return c.fairCall(ctx, requeueScript, keys, args, append([]string{ready, tenants}, ReleaseKeys(q)...), prefix)
 	case sha == doneSHA && len(keys) == 5:
 		return c.fairCall(ctx, doneScript, keys, args, ReleaseKeys(queueOf(keys[0])))
@@ -181,11 +179,11 @@ func (c *AsynqClient) dequeued(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 // errorPause is the pause after a failed dequeue.
 const errorPause = 100 * time.Millisecond
 
-// forwardScript is asynq's forwardCmd (asynqcompat.ForwardSource,
+// forwardScript is asynq's forwardCmd (asynqForwardSource,
 // verbatim but for its reply), which also wakes a worker per task moved
 // and replies when the next task of the set is due.
 //
-// A run whose task hash names a lane (package internal/fair) goes to its
+// A run whose task hash names a lane (fair.go) goes to its
 // lane instead of asynq's pending list.
 //
 // KEYS[1] the scheduled or retry set, KEYS[2] pending, KEYS[3] the queue's
@@ -194,15 +192,15 @@ const errorPause = 100 * time.Millisecond
 // ARGV[1..4] asynq's (now Unix s, task key prefix, now Unix ns, group key
 // prefix), ARGV[5] the wake list's cap, ARGV[6] the lane prefix
 // Returns {moved, earliest score left or -1}.
-var forwardScript = redis.NewScript(PushLua + fair.LaneLua + forwardBody())
+var forwardScript = redis.NewScript(pushLua + LaneLua + forwardBody())
 
 func forwardBody() string {
 	const asynqReply = "return table.getn(ids)"
 	const asynqPush = `redis.call("LPUSH", KEYS[2], id)`
-	if strings.Count(asynqcompat.ForwardSource, asynqReply) != 1 || strings.Count(asynqcompat.ForwardSource, asynqPush) != 1 {
-		panic("wakeup: asynq's forward script no longer has " + asynqPush + " and ends with " + asynqReply)
+	if strings.Count(asynqForwardSource, asynqReply) != 1 || strings.Count(asynqForwardSource, asynqPush) != 1 {
+		panic("broker: asynq's forward script no longer has " + asynqPush + " and ends with " + asynqReply)
 	}
-	src := strings.Replace(asynqcompat.ForwardSource, asynqPush,
+	src := strings.Replace(asynqForwardSource, asynqPush,
 		`agentq_lane_push(KEYS[2], ARGV[6], KEYS[4], KEYS[5], taskKey, id, false)`, 1)
 	return strings.Replace(src, asynqReply, `local n = table.getn(ids)
 if n > 0 then agentq_wake(KEYS[3], n, tonumber(ARGV[5])) end
@@ -224,9 +222,9 @@ func (c *AsynqClient) forward(ctx context.Context, keys []string, args []any) *r
 		cmd.SetVal(int64(0))
 		return cmd
 	}
-	ready, tenants, prefix := fair.Keys(q)
+	ready, tenants, prefix := LaneKeys(q)
 	res, err := forwardScript.Run(ctx, c.UniversalClient, []string{keys[0], keys[1], rkeys.Wake(q), ready, tenants},
-		args[0], args[1], args[2], args[3], Cap, prefix).Slice()
+		args[0], args[1], args[2], args[3], WakeCap, prefix).Slice()
 	var moved, next int64
 	if err == nil {
 		moved, next, err = forwardReply(res)
@@ -270,9 +268,9 @@ func toInt64(v any) (int64, bool) {
 
 // sources maps the SHA-1 of each watched script to its source.
 var sources = map[string]string{
-	dequeueSHA: asynqcompat.DequeueSource,
-	forwardSHA: asynqcompat.ForwardSource,
-	retrySHA:   asynqcompat.RetrySource,
-	requeueSHA: asynqcompat.RequeueSource,
-	doneSHA:    asynqcompat.DoneSource,
+	dequeueSHA: asynqDequeueSource,
+	forwardSHA: asynqForwardSource,
+	retrySHA:   asynqRetrySource,
+	requeueSHA: asynqRequeueSource,
+	doneSHA:    asynqDoneSource,
 }

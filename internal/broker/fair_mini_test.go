@@ -1,4 +1,4 @@
-package wakeup_test
+package broker_test
 
 import (
 	"context"
@@ -9,8 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/fair"
-	"github.com/agentq/agentq/internal/wakeup"
+	"github.com/agentq/agentq/internal/broker"
 )
 
 // TestFairOnMiniredis: the embedded demo runs on miniredis, so the fair
@@ -20,13 +19,13 @@ func TestFairOnMiniredis(t *testing.T) {
 	t.Parallel()
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	w := wakeup.NewWaiter(rdb, []string{fairQ}, 10*time.Millisecond, "w1")
-	c := wakeup.NewAsynqClient(rdb, w, wakeup.NewDues(time.Second, time.Now), 1, nil)
-	c.Fair = fair.Config{Named: map[string]fair.Settings{"a": {Concurrency: 1}}}
+	w := broker.NewWaiter(rdb, []string{fairQ}, 10*time.Millisecond, "w1")
+	c := broker.NewAsynqClient(rdb, w, broker.NewDues(time.Second, time.Now), 1, nil)
+	c.Fair = broker.FairConfig{Named: map[string]broker.TenantSettings{"a": {Concurrency: 1}}}
 	b := &fairBundle{t: t, ctx: context.Background(), rdb: rdb, c: c}
-	require.NoError(t, fair.Publish(b.ctx, rdb, fairQ, c.Fair))
-	normal := b.enqueue(fair.Lane{Tenant: "a"}, 2)
-	high := b.enqueue(fair.Lane{Tenant: "a", Priority: fair.High}, 1)
+	require.NoError(t, broker.PublishFair(b.ctx, rdb, fairQ, c.Fair))
+	normal := b.enqueue(broker.Lane{Tenant: "a"}, 2)
+	high := b.enqueue(broker.Lane{Tenant: "a", Priority: broker.High}, 1)
 	require.Equal(t, high[0], b.dequeue())
 	require.Equal(t, "", b.dequeue())
 	b.done(high[0])

@@ -1,4 +1,4 @@
-package wakeup_test
+package broker_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // long is a bound no test waits out: a Wait that returns while the test
@@ -35,7 +35,7 @@ func setup(t *testing.T) bundle {
 }
 
 // waitAsync runs w.Wait in a goroutine and returns a channel closed when it returns.
-func waitAsync(ctx context.Context, w *wakeup.Waiter) <-chan struct{} {
+func waitAsync(ctx context.Context, w *broker.Waiter) <-chan struct{} {
 	done := make(chan struct{})
 	go func() { defer close(done); w.Wait(ctx) }()
 	return done
@@ -66,11 +66,11 @@ func blocked(t *testing.T, b bundle, n int) {
 func TestWaiterWakesOnToken(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := wakeup.NewWaiter(b.rdb, []string{"a", "b"}, long, "w1")
+	w := broker.NewWaiter(b.rdb, []string{"a", "b"}, long, "w1")
 	defer w.Stop(b.ctx)
 	done := waitAsync(b.ctx, w)
 	blocked(t, b, 1)
-	require.NoError(t, wakeup.Push(b.ctx, b.rdb, "b", 1))
+	require.NoError(t, broker.PushWake(b.ctx, b.rdb, "b", 1))
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
@@ -86,9 +86,9 @@ func TestWaiterWakesOnToken(t *testing.T) {
 func TestWaiterTakesTokenPushedBeforeWait(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := wakeup.NewWaiter(b.rdb, []string{"default"}, long, "w1")
+	w := broker.NewWaiter(b.rdb, []string{"default"}, long, "w1")
 	defer w.Stop(b.ctx)
-	require.NoError(t, wakeup.Push(b.ctx, b.rdb, "default", 1))
+	require.NoError(t, broker.PushWake(b.ctx, b.rdb, "default", 1))
 	select {
 	case <-waitAsync(b.ctx, w):
 	case <-time.After(30 * time.Second):
@@ -99,7 +99,7 @@ func TestWaiterTakesTokenPushedBeforeWait(t *testing.T) {
 func TestWaiterStopEndsWait(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := wakeup.NewWaiter(b.rdb, []string{"default"}, long, "w1")
+	w := broker.NewWaiter(b.rdb, []string{"default"}, long, "w1")
 	done := waitAsync(b.ctx, w)
 	blocked(t, b, 1)
 	w.Stop(b.ctx)
@@ -125,7 +125,7 @@ func TestWaiterStopEndsWait(t *testing.T) {
 func TestWaiterEndsAtBound(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w := wakeup.NewWaiter(b.rdb, []string{"default"}, 50*time.Millisecond, "w1")
+	w := broker.NewWaiter(b.rdb, []string{"default"}, 50*time.Millisecond, "w1")
 	defer w.Stop(b.ctx)
 	for range 3 {
 		select {
@@ -140,11 +140,11 @@ func TestWaiterEndsAtBound(t *testing.T) {
 func TestOneTokenWakesOneWaiter(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	w1 := wakeup.NewWaiter(b.rdb, []string{"default"}, long, "w1")
-	w2 := wakeup.NewWaiter(b.rdb, []string{"default"}, long, "w2")
+	w1 := broker.NewWaiter(b.rdb, []string{"default"}, long, "w1")
+	w2 := broker.NewWaiter(b.rdb, []string{"default"}, long, "w2")
 	d1, d2 := waitAsync(b.ctx, w1), waitAsync(b.ctx, w2)
 	blocked(t, b, 2)
-	require.NoError(t, wakeup.Push(b.ctx, b.rdb, "default", 1))
+	require.NoError(t, broker.PushWake(b.ctx, b.rdb, "default", 1))
 	var first <-chan struct{}
 	select {
 	case <-d1:
@@ -163,23 +163,23 @@ func TestOneTokenWakesOneWaiter(t *testing.T) {
 func TestPushCapped(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	require.NoError(t, wakeup.Push(b.ctx, b.rdb, "default", wakeup.Cap-1))
-	require.NoError(t, wakeup.Push(b.ctx, b.rdb, "default", 10))
-	require.NoError(t, wakeup.Push(b.ctx, b.rdb, "default", 0))
+	require.NoError(t, broker.PushWake(b.ctx, b.rdb, "default", broker.WakeCap-1))
+	require.NoError(t, broker.PushWake(b.ctx, b.rdb, "default", 10))
+	require.NoError(t, broker.PushWake(b.ctx, b.rdb, "default", 0))
 	n, err := b.rdb.LLen(b.ctx, rkeys.Wake("default")).Result()
 	require.NoError(t, err)
-	require.EqualValues(t, wakeup.Cap, n)
+	require.EqualValues(t, broker.WakeCap, n)
 }
 
 func TestDueMessage(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1795461110, 0)
-	q, sec, ok := wakeup.ParseDue(wakeup.DueMessage("q with space", at))
+	q, sec, ok := broker.ParseDue(broker.DueMessage("q with space", at))
 	require.True(t, ok)
 	require.Equal(t, "q with space", q)
 	require.Equal(t, at.Unix(), sec)
 	for _, bad := range []string{"", "123", "x default", "123 "} {
-		_, _, ok := wakeup.ParseDue(bad)
+		_, _, ok := broker.ParseDue(bad)
 		require.False(t, ok, bad)
 	}
 }
@@ -201,9 +201,9 @@ func TestDues(t *testing.T) {
 	t.Parallel()
 	const key = "asynq:{default}:retry"
 	start := time.Unix(1000, 0)
-	newDues := func() (*wakeup.Dues, *fakeClock) {
+	newDues := func() (*broker.Dues, *fakeClock) {
 		clk := &fakeClock{now: start}
-		return wakeup.NewDues(time.Second, clk.Now), clk
+		return broker.NewDues(time.Second, clk.Now), clk
 	}
 	t.Run("unknown set is checked", func(t *testing.T) {
 		d, _ := newDues()

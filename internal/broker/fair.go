@@ -1,4 +1,4 @@
-// Package fair is agentq's fair dispatch: the order in which the ready
+// Fair dispatch is agentq's order of dispatch: the order in which the ready
 // runs of a queue are handed to workers, across the tenants that have
 // work, weighted round-robin, with a per-tenant cap on runs in flight and
 // three priorities within a tenant.
@@ -21,7 +21,7 @@
 //     (fields aq_t and aq_p), so that a retry, a scheduled run and a
 //     shutdown's put-back return to it.
 //
-// The dequeue (DequeueLua, run by internal/wakeup in place of asynq's)
+// The dequeue (DequeueLua, run by AsynqClient in place of asynq's)
 // serves the tenant with the lowest pass, its high lane first, then normal,
 // then low, and advances its pass by 1/weight (stride scheduling: over any
 // stretch where two tenants are backlogged, they are served in the ratio
@@ -33,7 +33,7 @@
 // A capped tenant's runs in asynq's active list are counted: the dequeue
 // that hands one out marks the task hash (aq_c) and raises
 // rkeys.FairInflight; asynq's done, retry and requeue of a marked run
-// lower it in the same script (ReleaseLua) and move the tenant back from
+// lower it in the same script (fairReleaseLua) and move the tenant back from
 // the capped set to the ready set, with a wake token. A tenant at its cap
 // is not served, so it holds no worker slot while it waits. An uncapped
 // tenant's runs are not counted (the dispatch and the acknowledgement pay
@@ -48,4 +48,5 @@
 // the order are repaired (RepairScript, run by the workers at an interval):
 // a tenant with runs in a lane but in neither set is put back, and the
 // in-flight counts are recounted from asynq's active list.
-package fair
+
+package broker

@@ -1,7 +1,6 @@
-package fair
+package broker
 
 import (
-	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -49,7 +48,7 @@ func (l Lane) code() string {
 // list for the default lane, else the lane's own.
 func (l Lane) Key(queue string) string {
 	if l.Default() {
-		return asynqcompat.PendingKey(queue)
+		return PendingKey(queue)
 	}
 	return rkeys.FairLane(queue, l.code(), l.Tenant)
 }
@@ -86,8 +85,8 @@ func (l Lane) Commands(queue string) [][]any {
 	}
 }
 
-// Keys are the keys the lane functions of LaneLua take for queue: the
+// LaneKeys are the keys the lane functions of LaneLua take for queue: the
 // ready set, the tenant registry and the lane prefix.
-func Keys(queue string) (ready, tenants, prefix string) {
+func LaneKeys(queue string) (ready, tenants, prefix string) {
 	return rkeys.FairReady(queue), rkeys.FairTenants(queue), rkeys.FairLanePrefix(queue)
 }

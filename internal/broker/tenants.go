@@ -1,4 +1,4 @@
-package fair
+package broker
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -53,12 +52,12 @@ var prios = [3]struct{ code, name string }{{"h", High}, {"n", Normal}, {"l", Low
 // laneKey is the list tenant's runs of priority code wait in on queue.
 func laneKey(queue, code, tenant string) string {
 	if tenant == "" && code == "n" {
-		return asynqcompat.PendingKey(queue)
+		return PendingKey(queue)
 	}
 	return rkeys.FairLane(queue, code, tenant)
 }
 
-// Snapshot reads the tenants of queue: every tenant of its registry with
+// Tenants reads the tenants of queue: every tenant of its registry with
 // runs waiting or in flight, and the default tenant (always, with asynq's
 // pending list as its normal lane), sorted by name, with c's settings.
 // It costs four round trips whatever the number of tenants: the
@@ -66,7 +65,7 @@ func laneKey(queue, code, tenant string) string {
 // set and asynq's active list, one pipeline of the active runs' tenants
 // (bounded by the fleet's concurrency), and one of the oldest runs'
 // pending_since.
-func Snapshot(ctx context.Context, rdb redis.Cmdable, queue string, c Config) ([]Tenant, error) {
+func Tenants(ctx context.Context, rdb redis.Cmdable, queue string, c FairConfig) ([]Tenant, error) {
 	out, err := read(ctx, rdb, queue, c, true)
 	if err != nil {
 		return nil, fmt.Errorf("fair: tenants of queue %s: %w", queue, err)
@@ -74,10 +73,10 @@ func Snapshot(ctx context.Context, rdb redis.Cmdable, queue string, c Config) ([
 	return out, nil
 }
 
-// Count sums up the tenants of queue (Waiting): Snapshot without the
+// CountTenants sums up the tenants of queue (Waiting): Snapshot without the
 // oldest runs, two round trips.
-func Count(ctx context.Context, rdb redis.Cmdable, queue string) (Waiting, error) {
-	ts, err := read(ctx, rdb, queue, Config{}, false)
+func CountTenants(ctx context.Context, rdb redis.Cmdable, queue string) (Waiting, error) {
+	ts, err := read(ctx, rdb, queue, FairConfig{}, false)
 	if err != nil {
 		return Waiting{}, fmt.Errorf("fair: tenants of queue %s: %w", queue, err)
 	}
@@ -100,7 +99,7 @@ type laneReads struct {
 	oldest [3]*redis.StringCmd
 }
 
-func read(ctx context.Context, rdb redis.Cmdable, queue string, c Config, oldest bool) ([]Tenant, error) {
+func read(ctx context.Context, rdb redis.Cmdable, queue string, c FairConfig, oldest bool) ([]Tenant, error) {
 	names, err := rdb.SMembers(ctx, rkeys.FairTenants(queue)).Result()
 	if err != nil {
 		return nil, err
@@ -121,7 +120,7 @@ func read(ctx context.Context, rdb redis.Cmdable, queue string, c Config, oldest
 			}
 		}
 		capped = p.ZRange(ctx, rkeys.FairCapped(queue), 0, -1)
-		active = p.LRange(ctx, asynqcompat.ActiveKey(queue), 0, -1)
+		active = p.LRange(ctx, ActiveKey(queue), 0, -1)
 		return nil
 	})
 	if err != nil && err != redis.Nil {
@@ -179,7 +178,7 @@ func activeCounts(ctx context.Context, rdb redis.Cmdable, queue string, ids []st
 	cmds := make([]*redis.StringCmd, len(ids))
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.HGet(ctx, asynqcompat.TaskKey(queue, id), FieldTenant)
+			cmds[i] = p.HGet(ctx, TaskKey(queue, id), FieldTenant)
 		}
 		return nil
 	})
@@ -200,7 +199,7 @@ func readOldest(ctx context.Context, rdb redis.Cmdable, queue string, ts []Tenan
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range ts {
 			for _, id := range ids[i] {
-				cmds[i] = append(cmds[i], p.HGet(ctx, asynqcompat.TaskKey(queue, id), "pending_since"))
+				cmds[i] = append(cmds[i], p.HGet(ctx, TaskKey(queue, id), "pending_since"))
 			}
 		}
 		return nil

@@ -1,4 +1,4 @@
-package wakeup
+package broker
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/redistest"
 )
 
@@ -66,12 +65,12 @@ func TestAcksRideAsynqsDone(t *testing.T) {
 		acks.Put("t1", f)
 		require.Equal(t, 1, acks.Len())
 		keys, args := doneCall("t1")
-		require.NoError(t, asynqcompat.DoneScript.Run(ctx, c, keys, args...).Err())
+		require.NoError(t, AsynqDoneScript.Run(ctx, c, keys, args...).Err())
 		require.Equal(t, []string{"with_done"}, f.ran())
 		require.Equal(t, keys, f.keys)
 		require.Equal(t, args, f.args)
 		require.Zero(t, acks.Len(), "a write rides one ack only")
-		err := asynqcompat.DoneScript.Run(ctx, c, keys, args...).Err()
+		err := AsynqDoneScript.Run(ctx, c, keys, args...).Err()
 		require.ErrorContains(t, err, "NOT FOUND", "a second done is asynq's own")
 		require.Equal(t, []string{"with_done"}, f.ran())
 	})
@@ -81,7 +80,7 @@ func TestAcksRideAsynqsDone(t *testing.T) {
 		acks.Put("t2", f)
 		// asynq's retry of the delivery (its context ended as the handler
 		// returned): KEYS[1] is the task hash.
-		err := asynqcompat.RetryScript.Run(ctx, c,
+		err := AsynqRetryScript.Run(ctx, c,
 			[]string{"asynq:{q}:t:t2", "asynq:{q}:active", "asynq:{q}:lease", "asynq:{q}:retry"},
 			"t2", "msg", time.Now().Unix(), 0, 0, 0).Err()
 		require.ErrorContains(t, err, "NOT FOUND", "asynq's script still runs")
@@ -93,13 +92,13 @@ func TestAcksRideAsynqsDone(t *testing.T) {
 		f := &fakeAck{}
 		acks.Put("t3", f)
 		keys, args := doneCall("t4")
-		require.ErrorContains(t, asynqcompat.DoneScript.Run(ctx, c, keys, args...).Err(), "NOT FOUND")
+		require.ErrorContains(t, AsynqDoneScript.Run(ctx, c, keys, args...).Err(), "NOT FOUND")
 		require.Empty(t, f.ran())
 		require.Equal(t, 1, acks.Len())
 		acks.Forget("t3")
 		require.Zero(t, acks.Len(), "a new delivery of the task drops it")
 		keys, args = doneCall("t3")
-		require.ErrorContains(t, asynqcompat.DoneScript.Run(ctx, c, keys, args...).Err(), "NOT FOUND")
+		require.ErrorContains(t, AsynqDoneScript.Run(ctx, c, keys, args...).Err(), "NOT FOUND")
 		require.Empty(t, f.ran(), "a forgotten write never rides a later ack")
 	})
 }

@@ -1,11 +1,10 @@
-package fair
+package broker
 
 import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -24,11 +23,11 @@ redis.call("DEL", KEYS[1])
 return 1
 `)
 
-// Remove takes run id of queue out of its lane and deletes it, when it
+// RemoveFromLane takes run id of queue out of its lane and deletes it, when it
 // waits in a lane; false when it does not (it is not pending, or waits in
 // asynq's own pending list: delete it with asynq's inspector).
-func Remove(ctx context.Context, rdb redis.Scripter, queue, id string) (bool, error) {
-	n, err := removeScript.Run(ctx, rdb, []string{asynqcompat.TaskKey(queue, id)}, id, rkeys.FairLanePrefix(queue)).Int()
+func RemoveFromLane(ctx context.Context, rdb redis.Scripter, queue, id string) (bool, error) {
+	n, err := removeScript.Run(ctx, rdb, []string{TaskKey(queue, id)}, id, rkeys.FairLanePrefix(queue)).Int()
 	return n == 1, err
 }
 
@@ -51,8 +50,8 @@ return 1
 // retry set of queue), pending at once, in its lane; false when it is not
 // in set. The caller wakes a worker for it.
 func RunNow(ctx context.Context, rdb redis.Scripter, queue, set, id string, nowNS int64) (bool, error) {
-	ready, tenants, prefix := Keys(queue)
-	n, err := runNowScript.Run(ctx, rdb, []string{asynqcompat.TaskKey(queue, id), set, asynqcompat.PendingKey(queue), ready, tenants},
+	ready, tenants, prefix := LaneKeys(queue)
+	n, err := runNowScript.Run(ctx, rdb, []string{TaskKey(queue, id), set, PendingKey(queue), ready, tenants},
 		id, prefix, nowNS).Int()
 	return n == 1, err
 }

@@ -1,7 +1,7 @@
-// Package fairtest puts runs in tenants' lanes and dequeues them as a
+// Package brokertest puts runs in tenants' lanes and dequeues them as a
 // worker would, with the real scripts, for the tests of the views of fair
 // dispatch (package inspect, the CLI, the HTTP API, the console).
-package fairtest
+package brokertest
 
 import (
 	"context"
@@ -12,22 +12,20 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
-	"github.com/agentq/agentq/internal/wakeup"
+	"github.com/agentq/agentq/internal/broker"
 )
 
 // Enqueue puts n runs of lane on queue, as an enqueue does, pending since
 // at; their IDs are prefix-1 … prefix-n.
-func Enqueue(t testing.TB, rdb redis.UniversalClient, queue string, lane fair.Lane, prefix string, n int, at time.Time) []string {
+func Enqueue(t testing.TB, rdb redis.UniversalClient, queue string, lane broker.Lane, prefix string, n int, at time.Time) []string {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, asynqcompat.RegisterQueues(ctx, rdb, queue))
+	require.NoError(t, broker.RegisterQueues(ctx, rdb, queue))
 	ids := make([]string, 0, n)
 	for i := range n {
 		id := fmt.Sprintf("%s-%d", prefix, i+1)
-		tk := asynqcompat.Task{Type: "agentq:run", Payload: []byte("{}"), ID: id, Queue: queue, MaxRetry: 1 << 30, Timeout: time.Hour}
-		c := wakeup.RunCall(tk, lane, at, 0, false)
+		tk := broker.AsynqTask{Type: "agentq:run", Payload: []byte("{}"), ID: id, Queue: queue, MaxRetry: 1 << 30, Timeout: time.Hour}
+		c := broker.RunCall(tk, lane, at, 0, false)
 		require.NoError(t, c.Script.Run(ctx, rdb, c.Keys, c.Args...).Err())
 		ids = append(ids, id)
 	}
@@ -38,20 +36,20 @@ func Enqueue(t testing.TB, rdb redis.UniversalClient, queue string, lane fair.La
 // it through a worker: the run's ID moves to asynq's active list and its
 // tenant's in-flight count rises. It returns "" when nothing is handed
 // out.
-func Dequeue(t testing.TB, rdb redis.UniversalClient, queue string, fc fair.Config) string {
+func Dequeue(t testing.TB, rdb redis.UniversalClient, queue string, fc broker.FairConfig) string {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, fair.Publish(ctx, rdb, queue, fc))
-	c := wakeup.NewAsynqClient(rdb, wakeup.NewWaiter(rdb, []string{queue}, time.Second, "fairtest"),
-		wakeup.NewDues(time.Second, time.Now), 1, nil)
+	require.NoError(t, broker.PublishFair(ctx, rdb, queue, fc))
+	c := broker.NewAsynqClient(rdb, broker.NewWaiter(rdb, []string{queue}, time.Second, "fairtest"),
+		broker.NewDues(time.Second, time.Now), 1, nil)
 	c.Fair = fc
-	keys := []string{asynqcompat.PendingKey(queue), "asynq:{" + queue + "}:paused", asynqcompat.ActiveKey(queue), "asynq:{" + queue + "}:lease"}
-	err := c.EvalSha(ctx, asynqcompat.DequeueScript.Hash(), keys, time.Now().Add(time.Minute).Unix(), asynqcompat.TaskKeyPrefix(queue)).Err()
+	keys := []string{broker.PendingKey(queue), "asynq:{" + queue + "}:paused", broker.ActiveKey(queue), "asynq:{" + queue + "}:lease"}
+	err := c.EvalSha(ctx, broker.AsynqDequeueScript.Hash(), keys, time.Now().Add(time.Minute).Unix(), broker.TaskKeyPrefix(queue)).Err()
 	if err == redis.Nil {
 		return ""
 	}
 	require.NoError(t, err)
-	id, err := rdb.LIndex(ctx, asynqcompat.ActiveKey(queue), 0).Result()
+	id, err := rdb.LIndex(ctx, broker.ActiveKey(queue), 0).Result()
 	require.NoError(t, err)
 	return id
 }
@@ -61,7 +59,7 @@ func Dequeue(t testing.TB, rdb redis.UniversalClient, queue string, fc fair.Conf
 const YAML = "tenants:\n  acme: {weight: 3, concurrency: 2}\n"
 
 // Config is YAML's tenants.
-var Config = fair.Config{Named: map[string]fair.Settings{"acme": {Weight: 3, Concurrency: 2}}, Default: fair.Settings{Weight: 1}}
+var Config = broker.FairConfig{Named: map[string]broker.TenantSettings{"acme": {Weight: 3, Concurrency: 2}}, Default: broker.TenantSettings{Weight: 1}}
 
 // Want is what the views should show of a tenant of the scene.
 type Want struct {
@@ -77,10 +75,10 @@ func Seed(t testing.TB, rdb redis.UniversalClient, queue string) map[string]Want
 	t.Helper()
 	hour := time.Now().Add(-time.Hour)
 	want := map[string]Want{"acme": {Pending: 7}, "beta": {Pending: 3}, "": {Pending: 4}}
-	Enqueue(t, rdb, queue, fair.Lane{Tenant: "acme"}, "acme-n", 5, hour)
-	Enqueue(t, rdb, queue, fair.Lane{Tenant: "acme", Priority: fair.High}, "acme-h", 2, hour.Add(time.Minute))
-	Enqueue(t, rdb, queue, fair.Lane{Tenant: "beta", Priority: fair.Low}, "beta-l", 3, time.Now())
-	Enqueue(t, rdb, queue, fair.Lane{}, "default", 4, time.Now())
+	Enqueue(t, rdb, queue, broker.Lane{Tenant: "acme"}, "acme-n", 5, hour)
+	Enqueue(t, rdb, queue, broker.Lane{Tenant: "acme", Priority: broker.High}, "acme-h", 2, hour.Add(time.Minute))
+	Enqueue(t, rdb, queue, broker.Lane{Tenant: "beta", Priority: broker.Low}, "beta-l", 3, time.Now())
+	Enqueue(t, rdb, queue, broker.Lane{}, "default", 4, time.Now())
 	for range 6 {
 		id := Dequeue(t, rdb, queue, Config)
 		require.NotEmpty(t, id)

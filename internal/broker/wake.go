@@ -1,4 +1,4 @@
-package wakeup
+package broker
 
 import (
 	"context"
@@ -11,19 +11,19 @@ import (
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
-// Cap is the most tokens a queue's wake list holds. Tokens pile up while
+// WakeCap is the most tokens a queue's wake list holds. Tokens pile up while
 // every worker is busy (nobody waits); each one left when the fleet goes
-// idle costs one idle worker one empty look at its queues, so Cap bounds
+// idle costs one idle worker one empty look at its queues, so WakeCap bounds
 // that waste, and it is far above the number of idle workers a burst needs
 // to wake at once (each woken worker keeps taking tasks while it has free
 // slots).
-const Cap = 256
+const WakeCap = 256
 
-// PushLua defines agentq_wake(key, n, cap): push up to n tokens onto the
+// pushLua defines agentq_wake(key, n, cap): push up to n tokens onto the
 // wake list key, never beyond cap, and return how many were pushed. The
 // scripts that make tasks pending (tasks' enqueue scripts, the worker's
 // forward) include it, so the token travels with the write.
-const PushLua = `
+const pushLua = `
 local function agentq_wake(key, n, cap)
   local room = cap - redis.call("LLEN", key)
   if n > room then n = room end
@@ -41,15 +41,15 @@ end
 // KEYS[1] the queue's wake list (rkeys.Wake)
 // ARGV[1] tokens wanted, ARGV[2] cap
 // Returns the number of tokens pushed.
-var pushScript = redis.NewScript(PushLua + `return agentq_wake(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))`)
+var pushScript = redis.NewScript(pushLua + `return agentq_wake(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))`)
 
-// Push wakes up to n idle workers of queue: it pushes n tokens (within Cap)
+// PushWake wakes up to n idle workers of queue: it pushes n tokens (within WakeCap)
 // onto the queue's wake list.
-func Push(ctx context.Context, rdb redis.Scripter, queue string, n int) error {
+func PushWake(ctx context.Context, rdb redis.Scripter, queue string, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	return pushScript.Run(ctx, rdb, []string{rkeys.Wake(queue)}, n, Cap).Err()
+	return pushScript.Run(ctx, rdb, []string{rkeys.Wake(queue)}, n, WakeCap).Err()
 }
 
 // DueMessage is the announcement, on rkeys.DueChannel, of a task of queue

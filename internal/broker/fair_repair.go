@@ -1,4 +1,4 @@
-package fair
+package broker
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -67,15 +66,15 @@ end
 return {readied, fixed}
 `)
 
-// Repair runs the repair of queue's fair dispatch state (see repairScript;
+// RepairFair runs the repair of queue's fair dispatch state (see repairScript;
 // its cost grows with asynq's active list and the tenant registry, so the
 // workers run it once per interval for the fleet). It returns how many
 // tenants it made ready (wake that many workers) and how many in-flight
 // counts it corrected.
-func Repair(ctx context.Context, rdb redis.Scripter, queue string, c Config) (readied, fixed int64, err error) {
-	keys := []string{asynqcompat.ActiveKey(queue), rkeys.FairReady(queue), rkeys.FairCapped(queue),
+func RepairFair(ctx context.Context, rdb redis.Scripter, queue string, c FairConfig) (readied, fixed int64, err error) {
+	keys := []string{ActiveKey(queue), rkeys.FairReady(queue), rkeys.FairCapped(queue),
 		rkeys.FairInflight(queue), rkeys.FairTenants(queue), rkeys.FairConf(queue)}
-	res, err := repairScript.Run(ctx, rdb, keys, asynqcompat.TaskKeyPrefix(queue), rkeys.FairLanePrefix(queue),
+	res, err := repairScript.Run(ctx, rdb, keys, TaskKeyPrefix(queue), rkeys.FairLanePrefix(queue),
 		c.Default.Concurrency).Int64Slice()
 	if err != nil || len(res) != 2 {
 		return 0, 0, fmt.Errorf("fair: repair queue %s: %v %w", queue, res, err)
