@@ -209,17 +209,7 @@ func AsynqAdded(r redisx.Result) (bool, error) {
 // Returns 1 when enqueued, 0 when the task ID exists.
 var enqueueScript = redis.NewScript(enqueueSource)
 
-const enqueueSource = `
-if redis.call("EXISTS", KEYS[1]) == 1 then
-	return 0
-end
-redis.call("HSET", KEYS[1],
-           "msg", ARGV[1],
-           "state", "pending",
-           "pending_since", ARGV[3])
-redis.call("LPUSH", KEYS[2], ARGV[2])
-return 1
-`
+var enqueueSource = asynqSource("enqueue")
 
 // scheduleScript is asynq's scheduleCmd, verbatim.
 //
@@ -229,13 +219,4 @@ return 1
 // Returns 1 when scheduled, 0 when the task ID exists.
 var scheduleScript = redis.NewScript(scheduleSource)
 
-const scheduleSource = `
-if redis.call("EXISTS", KEYS[1]) == 1 then
-	return 0
-end
-redis.call("HSET", KEYS[1],
-           "msg", ARGV[1],
-           "state", "scheduled")
-redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
-return 1
-`
+var scheduleSource = asynqSource("schedule")

@@ -31,98 +31,11 @@ var (
 	AsynqDoneScript = redis.NewScript(asynqDoneSource)
 )
 
-const asynqDoneSource = `
-if redis.call("LREM", KEYS[1], 0, ARGV[1]) == 0 then
-  return redis.error_reply("NOT FOUND")
-end
-if redis.call("ZREM", KEYS[2], ARGV[1]) == 0 then
-  return redis.error_reply("NOT FOUND")
-end
-if redis.call("DEL", KEYS[3]) == 0 then
-  return redis.error_reply("NOT FOUND")
-end
-local n = redis.call("INCR", KEYS[4])
-if tonumber(n) == 1 then
-	redis.call("EXPIREAT", KEYS[4], ARGV[2])
-end
-local total = redis.call("GET", KEYS[5])
-if tonumber(total) == tonumber(ARGV[3]) then
-	redis.call("SET", KEYS[5], 1)
-else
-	redis.call("INCR", KEYS[5])
-end
-return redis.status_reply("OK")
-`
-
-const asynqDequeueSource = `
-if redis.call("EXISTS", KEYS[2]) == 0 then
-	local id = redis.call("RPOPLPUSH", KEYS[1], KEYS[3])
-	if id then
-		local key = ARGV[2] .. id
-		redis.call("HSET", key, "state", "active")
-		redis.call("HDEL", key, "pending_since")
-		redis.call("ZADD", KEYS[4], ARGV[1], id)
-		return redis.call("HGET", key, "msg")
-	end
-end
-return nil`
-
-const asynqForwardSource = `
-local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, 100)
-for _, id in ipairs(ids) do
-	local taskKey = ARGV[2] .. id
-	local group = redis.call("HGET", taskKey, "group")
-	if group and group ~= '' then
-	    redis.call("ZADD", ARGV[4] .. group, ARGV[1], id)
-		redis.call("ZREM", KEYS[1], id)
-		redis.call("HSET", taskKey,
-				   "state", "aggregating")
-	else
-		redis.call("LPUSH", KEYS[2], id)
-		redis.call("ZREM", KEYS[1], id)
-		redis.call("HSET", taskKey,
-				   "state", "pending",
-				   "pending_since", ARGV[3])
-	end
-end
-return table.getn(ids)`
-
-const asynqRetrySource = `
-if redis.call("LREM", KEYS[2], 0, ARGV[1]) == 0 then
-  return redis.error_reply("NOT FOUND")
-end
-if redis.call("ZREM", KEYS[3], ARGV[1]) == 0 then
-  return redis.error_reply("NOT FOUND")
-end
-redis.call("ZADD", KEYS[4], ARGV[3], ARGV[1])
-redis.call("HSET", KEYS[1], "msg", ARGV[2], "state", "retry")
-if tonumber(ARGV[5]) == 1 then
-	local n = redis.call("INCR", KEYS[5])
-	if tonumber(n) == 1 then
-		redis.call("EXPIREAT", KEYS[5], ARGV[4])
-	end
-	local m = redis.call("INCR", KEYS[6])
-	if tonumber(m) == 1 then
-		redis.call("EXPIREAT", KEYS[6], ARGV[4])
-	end
-    local total = redis.call("GET", KEYS[7])
-    if tonumber(total) == tonumber(ARGV[6]) then
-    	redis.call("SET", KEYS[7], 1)
-    	redis.call("SET", KEYS[8], 1)
-    else
-    	redis.call("INCR", KEYS[7])
-    	redis.call("INCR", KEYS[8])
-    end
-end
-return redis.status_reply("OK")`
-
-const asynqRequeueSource = `
-if redis.call("LREM", KEYS[1], 0, ARGV[1]) == 0 then
-  return redis.error_reply("NOT FOUND")
-end
-if redis.call("ZREM", KEYS[2], ARGV[1]) == 0 then
-  return redis.error_reply("NOT FOUND")
-end
-redis.call("RPUSH", KEYS[3], ARGV[1])
-redis.call("HSET", KEYS[4], "state", "pending")
-return redis.status_reply("OK")`
+// asynq's server scripts' sources (lua/asynq/), verbatim.
+var (
+	asynqDequeueSource = asynqSource("dequeue")
+	asynqForwardSource = asynqSource("forward")
+	asynqRetrySource   = asynqSource("retry")
+	asynqRequeueSource = asynqSource("requeue")
+	asynqDoneSource    = asynqSource("done")
+)

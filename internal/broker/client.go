@@ -2,16 +2,10 @@ package broker
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // AsynqClient is the redis.UniversalClient the worker's asynq server runs
@@ -20,7 +14,7 @@ import (
 // changes what five of asynq's scripts (recognised by their SHA-1, held to
 // asynq's source by asynq_test.go) do around the call:
 //
-//   - dequeue: it runs the fair dequeue (DequeueLua: the
+//   - dequeue: it runs the fair dequeue (lua/dequeue.lua: the
 //     tenants' lanes, weights, caps and priorities; asynq's own dequeue
 //     plus one ZRANGE of an empty set for a queue without tenants) instead. When every
 //     queue came back empty (one full round of asynq's processor), it
@@ -34,7 +28,7 @@ import (
 //     and runs forwardScript instead, which also pushes a wake token per
 //     task moved and replies the next due time.
 //   - retry: it runs asynq's retry with the release of the run's tenant
-//     count (ReleaseLua) in one script, and tells Dues
+//     count (lua/lib/release.lua) in one script, and tells Dues
 //     when the retry is due.
 //   - requeue (a shutting-down server's unfinished tasks): it puts the
 //     run back at the front of its lane (asynq's pending list for the
@@ -143,110 +137,6 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 		return c.fairCall(ctx, doneScript, keys, args, ReleaseKeys(queueOf(keys[0])))
 	}
 	return run()
-}
-
-// doneOf returns the task ID of a call of asynq's done script.
-func doneOf(sha string, keys []string, args []any) (string, bool) {
-	if sha != doneSHA || len(keys) != 5 || len(args) != 3 {
-		return "", false
-	}
-	id, ok := args[0].(string)
-	return id, ok
-}
-
-// dequeued follows one queue's dequeue: after a whole round of empty
-// queues it waits for a wake-up; after an error it pauses briefly (asynq
-// would otherwise retry at once, in a loop, while Redis is down).
-func (c *AsynqClient) dequeued(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
-	switch err := cmd.Err(); {
-	case err == nil:
-		c.empties.Store(0)
-	case errors.Is(err, redis.Nil):
-		if c.empties.Add(1) >= c.queues {
-			c.empties.Store(0)
-			cause := c.waiter.Wait(ctx)
-			if c.OnWait != nil {
-				c.OnWait(cause)
-			}
-		}
-	default:
-		c.empties.Store(0)
-		c.waiter.Pause(ctx, min(c.waiter.Bound(), errorPause))
-	}
-	return cmd
-}
-
-// errorPause is the pause after a failed dequeue.
-const errorPause = 100 * time.Millisecond
-
-// forwardScript is asynq's forwardCmd (asynqForwardSource,
-// verbatim but for its reply), which also wakes a worker per task moved
-// and replies when the next task of the set is due.
-//
-// A run whose task hash names a lane (fair.go) goes to its
-// lane instead of asynq's pending list.
-//
-// KEYS[1] the scheduled or retry set, KEYS[2] pending, KEYS[3] the queue's
-// wake list (rkeys.Wake; same slot), KEYS[4] the fair ready set, KEYS[5]
-// the tenant registry
-// ARGV[1..4] asynq's (now Unix s, task key prefix, now Unix ns, group key
-// prefix), ARGV[5] the wake list's cap, ARGV[6] the lane prefix
-// Returns {moved, earliest score left or -1}.
-var forwardScript = redis.NewScript(pushLua + LaneLua + forwardBody())
-
-func forwardBody() string {
-	const asynqReply = "return table.getn(ids)"
-	const asynqPush = `redis.call("LPUSH", KEYS[2], id)`
-	if strings.Count(asynqForwardSource, asynqReply) != 1 || strings.Count(asynqForwardSource, asynqPush) != 1 {
-		panic("broker: asynq's forward script no longer has " + asynqPush + " and ends with " + asynqReply)
-	}
-	src := strings.Replace(asynqForwardSource, asynqPush,
-		`agentq_lane_push(KEYS[2], ARGV[6], KEYS[4], KEYS[5], taskKey, id, false)`, 1)
-	return strings.Replace(src, asynqReply, `local n = table.getn(ids)
-if n > 0 then agentq_wake(KEYS[3], n, tonumber(ARGV[5])) end
-local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-return {n, first[2] or "-1"}`, 1)
-}
-
-// forward is asynq's forward of one delayed set, asked of Redis only when
-// a task may be due.
-func (c *AsynqClient) forward(ctx context.Context, keys []string, args []any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx)
-	now, ok := toInt64(args[0])
-	q := queueOf(keys[1])
-	if !ok || q == "" {
-		cmd.SetErr(fmt.Errorf("agentq: unexpected arguments of asynq's forward: %v %v", keys, args))
-		return cmd
-	}
-	if !c.dues.Begin(keys[0], now) {
-		cmd.SetVal(int64(0))
-		return cmd
-	}
-	ready, tenants, prefix := LaneKeys(q)
-	res, err := forwardScript.Run(ctx, c.UniversalClient, []string{keys[0], keys[1], rkeys.Wake(q), ready, tenants},
-		args[0], args[1], args[2], args[3], WakeCap, prefix).Slice()
-	var moved, next int64
-	if err == nil {
-		moved, next, err = forwardReply(res)
-	}
-	c.dues.Done(keys[0], next, err == nil)
-	if err != nil {
-		cmd.SetErr(err)
-		return cmd
-	}
-	cmd.SetVal(moved)
-	return cmd
-}
-
-func forwardReply(res []any) (moved, next int64, err error) {
-	if len(res) == 2 {
-		m, ok1 := toInt64(res[0])
-		n, ok2 := toInt64(res[1])
-		if ok1 && ok2 {
-			return m, n, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("agentq: unexpected reply of the forward script: %v", res)
 }
 
 func toInt64(v any) (int64, bool) {

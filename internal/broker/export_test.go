@@ -1,7 +1,7 @@
 package broker
 
 // The scripts' sources, for TestScriptsAreAsynqs.
-const (
+var (
 	EnqueueSource  = enqueueSource
 	ScheduleSource = scheduleSource
 	DequeueSource  = asynqDequeueSource

@@ -21,7 +21,7 @@
 //     (fields aq_t and aq_p), so that a retry, a scheduled run and a
 //     shutdown's put-back return to it.
 //
-// The dequeue (DequeueLua, run by AsynqClient in place of asynq's)
+// The dequeue (lua/dequeue.lua, run by AsynqClient in place of asynq's)
 // serves the tenant with the lowest pass, its high lane first, then normal,
 // then low, and advances its pass by 1/weight (stride scheduling: over any
 // stretch where two tenants are backlogged, they are served in the ratio
@@ -33,7 +33,7 @@
 // A capped tenant's runs in asynq's active list are counted: the dequeue
 // that hands one out marks the task hash (aq_c) and raises
 // rkeys.FairInflight; asynq's done, retry and requeue of a marked run
-// lower it in the same script (fairReleaseLua) and move the tenant back from
+// lower it in the same script (lua/lib/release.lua) and move the tenant back from
 // the capped set to the ready set, with a wake token. A tenant at its cap
 // is not served, so it holds no worker slot while it waits. An uncapped
 // tenant's runs are not counted (the dispatch and the acknowledgement pay
@@ -45,7 +45,7 @@
 // asynq's pending list, asynq's active list (with a lease, which asynq's
 // recovery honours after a crash) or asynq's scheduled and retry sets,
 // because each move is one script. The sets and counters that only steer
-// the order are repaired (RepairScript, run by the workers at an interval):
+// the order are repaired (RepairFair, run by the workers at an interval):
 // a tenant with runs in a lane but in neither set is put back, and the
 // in-flight counts are recounted from asynq's active list.
 

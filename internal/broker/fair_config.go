@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -42,36 +41,6 @@ func (c FairConfig) Of(tenant string) TenantSettings {
 		return s
 	}
 	return c.Default
-}
-
-// DequeueArgs are the arguments DequeueLua takes after asynq's two: the
-// lane prefix, the default stride, the default concurrency, and whether
-// the config names tenants.
-func (c FairConfig) DequeueArgs(queue string) []any {
-	named := "0"
-	if len(c.Named) > 0 {
-		named = "1"
-	}
-	return []any{rkeys.FairLanePrefix(queue), c.Default.stride(), c.Default.Concurrency, named}
-}
-
-// stride is how far a dispatch advances the tenant's pass:
-// 1,000,000/weight rounded, at least 1, as a whole number in decimal
-// (DequeueLua computes the same for a named tenant).
-func (s TenantSettings) stride() string {
-	return strconv.FormatInt(max(1, int64(math.Floor(1e6/s.weight()+0.5))), 10)
-}
-
-// DequeueKeys are the keys DequeueLua takes after asynq's four.
-func DequeueKeys(queue string) []string {
-	return []string{rkeys.FairReady(queue), rkeys.FairCapped(queue), rkeys.FairInflight(queue),
-		rkeys.FairConf(queue), rkeys.FairState(queue)}
-}
-
-// fairReleaseKeys are the keys agentq_release takes for queue: in flight,
-// capped, ready.
-func fairReleaseKeys(queue string) []string {
-	return []string{rkeys.FairInflight(queue), rkeys.FairCapped(queue), rkeys.FairReady(queue)}
 }
 
 // PublishFair writes c's named tenants' settings to queue's settings hash,

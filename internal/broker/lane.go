@@ -85,7 +85,7 @@ func (l Lane) Commands(queue string) [][]any {
 	}
 }
 
-// LaneKeys are the keys the lane functions of LaneLua take for queue: the
+// LaneKeys are the keys the lane functions of lua/lib/lane.lua take for queue: the
 // ready set, the tenant registry and the lane prefix.
 func LaneKeys(queue string) (ready, tenants, prefix string) {
 	return rkeys.FairReady(queue), rkeys.FairTenants(queue), rkeys.FairLanePrefix(queue)

@@ -3,61 +3,19 @@ package broker
 import (
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
-// RunLua defines agentq_run(task, list, wake, msg, id, at, kind, cap,
-// channel, due, ready, tenants, tenant, code): asynq's enqueue of a task
-// (asynq.go's enqueueCmd, or for kind "scheduled" its scheduleCmd: the
-// same writes, held to them by TestRunScriptWritesAsynqs), plus the
-// wake-up a pending task needs (a token on its queue's wake list) or the
-// announcement a scheduled one needs (due, published on channel, when not
-// ""). A run of a lane other than the default (code not "": see
-// fair.go) waits in its lane (list is the lane's key), its task hash
-// names the lane, and its tenant joins the ready set when the lane was
-// empty (see LaneLua). Returns 1 when
-// written, 0 when a task with that ID exists on the queue. The record's
-// enqueue script (internal/record) includes it.
-const RunLua = pushLua + LaneLua + `
-local function agentq_run(task, list, wake, msg, id, at, kind, cap, channel, due, ready, tenants, tenant, code)
-  if redis.call("EXISTS", task) == 1 then
-    return 0
-  end
-  if kind == "pending" then
-    if code ~= "" then
-      redis.call("HSET", task, "msg", msg, "state", "pending", "pending_since", at, "` + FieldTenant + `", tenant, "` + FieldPriority + `", code)
-    else
-      redis.call("HSET", task, "msg", msg, "state", "pending", "pending_since", at)
-    end
-    if redis.call("LPUSH", list, id) == 1 and code ~= "" then agentq_lane_join(ready, tenants, tenant) end
-    agentq_wake(wake, 1, cap)
-  else
-    redis.call("HSET", task, "msg", msg, "state", "scheduled")
-    agentq_lane_fields(task, tenant, code)
-    redis.call("ZADD", list, at, id)
-    if due ~= "" then
-      redis.call("PUBLISH", channel, due)
-    end
-  end
-  return 1
-end
-`
+// RunLua defines agentq_run (lua/lib/run.lua, with lua/lib/wake.lua and
+// lua/lib/lane.lua before it): asynq's enqueue of a run, in its lane, with
+// its wake-up or due announcement. The record's enqueue script
+// (internal/record) includes it.
+var RunLua = scripts.Source("lib/wake.lua", "lib/lane.lua", "lib/run.lua")
 
-// runScript puts one run of a task on its queue (RunCall).
-//
-// KEYS: RunKeys's. ARGV: RunArgs's: [1] asynq's encoded TaskMessage, [2]
-// asynq task ID, [3] pending_since (Unix ns) or, scheduled, the due time
-// (Unix s, the score), [4] kind ("pending" or "scheduled"), [5] wake list
-// cap, [6] due channel, [7] due announcement ("" for none), [8] tenant,
-// [9] priority code ("" for the default lane).
-// Returns 1 when written, 0 when the asynq task ID exists.
-var runScript = redis.NewScript(RunLua + `
-return agentq_run(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7],
-  KEYS[4], KEYS[5], ARGV[8], ARGV[9])
-`)
+// runScript puts one run of a task on its queue (RunCall; lua/run.lua
+// documents its KEYS, ARGV and reply: RunKeys's and RunArgs's).
+var runScript = scripts.Script("lib/wake.lua", "lib/lane.lua", "lib/run.lua", "run.lua")
 
 // RunCall is the call that puts t, of lane, on its queue at now, after
 // delay. announce adds the due announcement of a delayed task (a batch

@@ -19,29 +19,9 @@ import (
 // slots).
 const WakeCap = 256
 
-// pushLua defines agentq_wake(key, n, cap): push up to n tokens onto the
-// wake list key, never beyond cap, and return how many were pushed. The
-// scripts that make tasks pending (tasks' enqueue scripts, the worker's
-// forward) include it, so the token travels with the write.
-const pushLua = `
-local function agentq_wake(key, n, cap)
-  local room = cap - redis.call("LLEN", key)
-  if n > room then n = room end
-  if n <= 0 then return 0 end
-  local t = {}
-  for i = 1, n do t[i] = "1" end
-  return redis.call("LPUSH", key, unpack(t))
-end
-`
-
 // pushScript pushes wake-up tokens for tasks made pending by a write that
-// could not carry them (asynq's requeue at shutdown, the inspector's run of
-// a deferred task).
-//
-// KEYS[1] the queue's wake list (rkeys.Wake)
-// ARGV[1] tokens wanted, ARGV[2] cap
-// Returns the number of tokens pushed.
-var pushScript = redis.NewScript(pushLua + `return agentq_wake(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))`)
+// could not carry them (lua/wake.lua).
+var pushScript = scripts.Script("lib/wake.lua", "wake.lua")
 
 // PushWake wakes up to n idle workers of queue: it pushes n tokens (within WakeCap)
 // onto the queue's wake list.

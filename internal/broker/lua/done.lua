@@ -1,0 +1,14 @@
+-- done.lua: asynq's done (asynq/done.lua) and the release of the run's
+-- tenant count, in one script run in its place (when no record write rides
+-- it: see Ack). Built after lib/wake.lua, lib/release.lua and
+-- asynq/done.lua.
+-- KEYS[1..5] asynq's (active, lease, task hash, processed counters),
+-- KEYS[6..9] ReleaseKeys (in flight, capped, ready, wake list)
+-- ARGV asynq's three
+-- Returns asynq's reply: OK, or the error NOT FOUND.
+local t = agentq_counted(KEYS[3])
+local r = asynq_done(KEYS, ARGV)
+if type(r) == "table" and r.err then return r end
+local n = #KEYS
+agentq_release_wake(t, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
+return r

@@ -1,0 +1,15 @@
+-- retry.lua: asynq's retry (asynq/retry.lua) and the release of the run's
+-- tenant count, in one script run in its place. The run's lane stays in
+-- its task hash, for its forward. Built after lib/wake.lua,
+-- lib/release.lua and asynq/retry.lua.
+-- KEYS[1..8] asynq's (task hash, active, lease, retry set, the counters),
+-- KEYS[9..12] ReleaseKeys (in flight, capped, ready, wake list)
+-- ARGV asynq's six
+-- Returns asynq's reply: OK, or the error NOT FOUND.
+local t = agentq_counted(KEYS[1])
+local r = asynq_retry(KEYS, ARGV)
+if type(r) == "table" and r.err then return r end
+if t then redis.call("HDEL", KEYS[1], F.counted) end
+local n = #KEYS
+agentq_release_wake(t, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
+return r
