@@ -160,17 +160,6 @@ func TestOneTokenWakesOneWaiter(t *testing.T) {
 	<-first
 }
 
-func TestPushCapped(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	require.NoError(t, broker.PushWake(b.ctx, b.rdb, "default", broker.WakeCap-1))
-	require.NoError(t, broker.PushWake(b.ctx, b.rdb, "default", 10))
-	require.NoError(t, broker.PushWake(b.ctx, b.rdb, "default", 0))
-	n, err := b.rdb.LLen(b.ctx, rkeys.Wake("default")).Result()
-	require.NoError(t, err)
-	require.EqualValues(t, broker.WakeCap, n)
-}
-
 func TestDueMessage(t *testing.T) {
 	t.Parallel()
 	at := time.Unix(1795461110, 0)
