@@ -1,28 +1,28 @@
-// asynq.go is agentq's copy of the asynq v0.26 internals it
-// depends on, isolated here. It holds three things:
+// asynq.go is agentq's copy of the asynq v0.26 internals it depends on.
+// It holds three things:
 //
 //   - The client's enqueue, so that agentq can enqueue many tasks in
 //     pipelined round trips (asynq's client takes one round trip per
 //     task): the key layout (asynq's internal/base), the two scripts its
 //     client runs to enqueue a task (internal/rdb: enqueueCmd,
-//     scheduleCmd; Enqueue, Schedule) and the protobuf encoding of its
-//     TaskMessage (internal/proto; AsynqTask.Message).
-//   - The five scripts an asynq server runs that agentq's worker
-//     intercepts (asynq_server.go: dequeue, forward, retry, requeue, done),
-//     verbatim, so that AsynqClient recognises them by
-//     their SHA-1 in the EVALSHA asynq sends.
-//   - The sources two of those are rebuilt from. Agentq never runs them
-//     as they are: asynqForwardSource is run patched (forwardScript
-//     replaces its reply, "return table.getn(ids)", to push a wake token
-//     per task moved and reply when the next task is due, and panics at
-//     start-up when that line is no longer in the source), and asynqDoneSource
-//     is embedded in internal/record's apply_acked script, which writes a
+//     scheduleCmd; AsynqEnqueue, AsynqSchedule) and the protobuf encoding
+//     of its TaskMessage (internal/proto; AsynqTask.Message).
+//   - The five scripts an asynq server runs that AsynqClient intercepts
+//     (asynq_server.go: dequeue, forward, retry, requeue, done), so that it
+//     recognises them by their SHA-1 in the EVALSHA asynq sends.
+//   - Their sources, verbatim, in lua/asynq/ (each the body of a function
+//     asynq_NAME(KEYS, ARGV); asynqSource cuts it out), which the
+//     scripts run in their place call or patch: done.lua and retry.lua
+//     call asynq's done and retry, forward.lua and requeue.lua are asynq's
+//     forward and requeue patched (TestForwardIsAsynqsPatched and
+//     TestRequeueIsAsynqsPatched hold them to asynq's), and DoneLua gives
+//     asynq's done to internal/record's apply_acked script, which writes a
 //     success's record and acknowledges its delivery in one script (the
 //     ack riding: worker/ack.go, record.Store.ApplyAcked).
 //
 // Its tests hold it to asynq.Client byte for byte, check that every script
 // is still asynq's (TestScriptsAreAsynqs), and fail loudly when the asynq
-// version in go.mod is not AsynqVersion: then everything here, and the two
+// version in go.mod is not AsynqVersion: then everything here, and the
 // scripts built from it, must be checked against the new asynq before
 // AsynqVersion is changed.
 

@@ -2,9 +2,9 @@ package broker
 
 import "github.com/redis/go-redis/v9"
 
-// The scripts an asynq v0.26 server runs that agentq's worker watches (see
-// worker's asynq client): verbatim copies, recognised by their SHA-1 (the
-// EVALSHA asynq sends). TestScriptsAreAsynqs holds them to asynq's source.
+// The scripts an asynq v0.26 server runs that AsynqClient watches: verbatim
+// copies (lua/asynq/), recognised by their SHA-1 (the EVALSHA asynq sends).
+// TestScriptsAreAsynqs holds them to asynq's source.
 var (
 	// AsynqDequeueScript is asynq's dequeueCmd: pop a pending task of one queue.
 	// KEYS[1] pending, KEYS[2] paused, KEYS[3] active, KEYS[4] lease;

@@ -23,12 +23,12 @@
 //
 // AsynqClient fits both into an asynq server, which makes all its Redis
 // calls through the client it is given: it recognises five of asynq's
-// scripts by their SHA-1 (asynq_server.go holds verbatim copies) and changes
+// scripts by their SHA-1 (lua/asynq/ holds verbatim copies) and changes
 // what happens around them (see AsynqClient for each). Two are not run as
 // asynq wrote them:
 //
 //   - forward: asynq's forward script is run patched (forwardScript:
-//     asynqForwardSource with its reply replaced), so that it also
+//     lua/forward.lua, asynq's with its LPUSH and reply replaced), so that it also
 //     pushes a wake token per task it moves and replies when the set's
 //     next task is due; it is asked of Redis only when Dues says a task
 //     may be due or the poll interval has passed.
@@ -38,6 +38,27 @@
 //     writes the record and acknowledges the delivery
 //     (record.Store.ApplyAcked). Any other answer asynq gives
 //     such a delivery (retry, requeue) runs the write's Ack.Alone first.
+//
+// One Go file and one .lua (lua/; the functions they share in lua/lib/,
+// asynq's own scripts in lua/asynq/) per operation, every script built by
+// redisx.NewScripts (scripts.go) with its KEYS, ARGV and reply documented
+// at the top of its file:
+//
+//   - dequeue.go, lua/dequeue.lua: the fair dequeue, in place of asynq's.
+//   - forward.go, lua/forward.lua: asynq's forward, patched.
+//   - retry.go, lua/retry.lua: asynq's retry and the release.
+//   - requeue.go, lua/requeue.lua: asynq's requeue, patched, and the release.
+//   - done.go, lua/done.lua: asynq's done and the release (DoneLua: the
+//     same for internal/record's apply_acked).
+//   - run.go, lua/run.lua (lua/lib/run.lua): the producers' enqueue of a run.
+//   - wake.go, lua/wake.lua (lua/lib/wake.lua): wake tokens.
+//   - remove.go, lua/remove.lua; run_now.go, lua/run_now.lua: a lane's run
+//     taken out, or a deferred run made pending now.
+//   - repair.go, lua/repair.lua: the fair dispatch's repair.
+//   - asynq.go, lua/asynq/enqueue.lua and schedule.lua: asynq's enqueue.
+//
+// TestConformance runs their behaviours on miniredis, a redis-server and
+// a Redis Cluster.
 //
 // The bound: a task whose token is lost waits at most the poll interval
 // (worker.poll_interval) before an idle worker finds it, plus, for a

@@ -6,9 +6,4 @@
 -- KEYS[6..9] ReleaseKeys (in flight, capped, ready, wake list)
 -- ARGV asynq's three
 -- Returns asynq's reply: OK, or the error NOT FOUND.
-local t = agentq_counted(KEYS[3])
-local r = asynq_done(KEYS, ARGV)
-if type(r) == "table" and r.err then return r end
-local n = #KEYS
-agentq_release_wake(t, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
-return r
+return agentq_released(asynq_done, KEYS[3], false)

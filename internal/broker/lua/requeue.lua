@@ -22,10 +22,4 @@ agentq_wake(KEYS[#KEYS], 1, C.wake_cap)
 redis.call("HSET", KEYS[4], "state", "pending")
 return redis.status_reply("OK")
 end
-local t = agentq_counted(KEYS[4])
-local r = asynq_requeue(KEYS, ARGV)
-if type(r) == "table" and r.err then return r end
-if t then redis.call("HDEL", KEYS[4], F.counted) end
-local n = #KEYS
-agentq_release_wake(t, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
-return r
+return agentq_released(asynq_requeue, KEYS[4], true)

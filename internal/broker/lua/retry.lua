@@ -6,10 +6,4 @@
 -- KEYS[9..12] ReleaseKeys (in flight, capped, ready, wake list)
 -- ARGV asynq's six
 -- Returns asynq's reply: OK, or the error NOT FOUND.
-local t = agentq_counted(KEYS[1])
-local r = asynq_retry(KEYS, ARGV)
-if type(r) == "table" and r.err then return r end
-if t then redis.call("HDEL", KEYS[1], F.counted) end
-local n = #KEYS
-agentq_release_wake(t, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
-return r
+return agentq_released(asynq_retry, KEYS[1], true)

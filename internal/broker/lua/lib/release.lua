@@ -14,6 +14,11 @@
 --   - agentq_release_wake(t, inflight, capped, ready, wake): agentq_release,
 --     and a wake token on the queue's wake list when it moved t back to
 --     the ready set.
+--   - agentq_released(asynq, task, drop): runs asynq(KEYS, ARGV), one of
+--     asynq's scripts as a function, for the run whose task hash is task,
+--     and when it succeeded releases the run's count (the release's keys
+--     are the script's last four) and, with drop, removes the count's mark
+--     from the task hash (which lives on); returns asynq's reply.
 -- KEYS, ARGV: none of its own (the callers pass ReleaseKeys: in flight,
 -- capped, ready, wake list).
 local function agentq_release(t, inflight, capped, ready)
@@ -30,4 +35,13 @@ local function agentq_counted(task)
 end
 local function agentq_release_wake(t, inflight, capped, ready, wake)
   if agentq_release(t, inflight, capped, ready) == 1 then agentq_wake(wake, 1, C.wake_cap) end
+end
+local function agentq_released(asynq, task, drop)
+  local t = agentq_counted(task)
+  local r = asynq(KEYS, ARGV)
+  if type(r) == "table" and r.err then return r end
+  if drop and t then redis.call("HDEL", task, F.counted) end
+  local n = #KEYS
+  agentq_release_wake(t, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
+  return r
 end
