@@ -12,7 +12,7 @@ import (
 	"github.com/agentq/agentq/internal/broker/brokertest"
 )
 
-// seedTenants sets up fairtest's scene on queue default (acme at its cap
+// seedTenants sets up brokertest's scene on queue default (acme at its cap
 // of 2, beta's low runs, the default tenant's) and tenant zed's run on
 // queue other; it returns what each tenant of default has.
 func (f *fixture) seedTenants(t *testing.T) map[string]brokertest.Want {

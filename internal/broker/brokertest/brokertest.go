@@ -40,7 +40,7 @@ func Dequeue(t testing.TB, rdb redis.UniversalClient, queue string, fc broker.Fa
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, broker.PublishFair(ctx, rdb, queue, fc))
-	c := broker.NewAsynqClient(rdb, broker.NewWaiter(rdb, []string{queue}, time.Second, "fairtest"),
+	c := broker.NewAsynqClient(rdb, broker.NewWaiter(rdb, []string{queue}, time.Second, "brokertest"),
 		broker.NewDues(time.Second, time.Now), 1, nil)
 	c.Fair = fc
 	keys := []string{broker.PendingKey(queue), "asynq:{" + queue + "}:paused", broker.ActiveKey(queue), "asynq:{" + queue + "}:lease"}
