@@ -3,7 +3,7 @@ package config
 import (
 	"sort"
 
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -35,10 +35,10 @@ func (c *Config) TenantNames() []string {
 }
 
 // Fair returns the tenants' settings as the fair dispatch reads them.
-func (c *Config) Fair() fair.Config {
-	fc := fair.Config{Default: fairSettings(c.Defaults.Tenant)}
+func (c *Config) Fair() broker.FairConfig {
+	fc := broker.FairConfig{Default: fairSettings(c.Defaults.Tenant)}
 	if len(c.Tenants) > 0 {
-		fc.Named = make(map[string]fair.Settings, len(c.Tenants))
+		fc.Named = make(map[string]broker.TenantSettings, len(c.Tenants))
 		for n, t := range c.Tenants {
 			if t.Weight == 0 {
 				t.Weight = c.Defaults.Tenant.Weight
@@ -49,8 +49,8 @@ func (c *Config) Fair() fair.Config {
 	return fc
 }
 
-func fairSettings(t Tenant) fair.Settings {
-	return fair.Settings{Weight: t.Weight, Concurrency: t.Concurrency}
+func fairSettings(t Tenant) broker.TenantSettings {
+	return broker.TenantSettings{Weight: t.Weight, Concurrency: t.Concurrency}
 }
 
 func (v *validator) tenants() {

@@ -21,8 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/deadletter"
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
 )
@@ -391,8 +390,8 @@ func chaosFairDrained(t *testing.T, rdb redis.UniversalClient, queue string) {
 		// after a failover a run can wait there for asynq's lease
 		// recovery (a minute or two), which releases its count then.
 		want := map[string]string{}
-		for _, id := range rdb.LRange(ctx, asynqcompat.ActiveKey(queue), 0, -1).Val() {
-			if t, err := rdb.HGet(ctx, asynqcompat.TaskKey(queue, id), fair.FieldCounted).Result(); err == nil {
+		for _, id := range rdb.LRange(ctx, broker.ActiveKey(queue), 0, -1).Val() {
+			if t, err := rdb.HGet(ctx, broker.TaskKey(queue, id), broker.FieldCounted).Result(); err == nil {
 				n, _ := strconv.Atoi(want[t])
 				want[t] = strconv.Itoa(n + 1)
 			}

@@ -16,8 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
@@ -104,13 +103,13 @@ func tenantLines(tenant, prio string, n int) ([]string, []string) {
 // slotsOf counts the runs of tenant in asynq's active list of the default
 // queue: the worker slots the tenant holds.
 func slotsOf(ctx context.Context, rdb *redis.Client, tenant string) (int, error) {
-	ids, err := rdb.LRange(ctx, asynqcompat.ActiveKey(tasks.DefaultQueue), 0, -1).Result()
+	ids, err := rdb.LRange(ctx, broker.ActiveKey(tasks.DefaultQueue), 0, -1).Result()
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, id := range ids {
-		if t, _ := rdb.HGet(ctx, asynqcompat.TaskKey(tasks.DefaultQueue, id), fair.FieldCounted).Result(); t == tenant {
+		if t, _ := rdb.HGet(ctx, broker.TaskKey(tasks.DefaultQueue, id), broker.FieldCounted).Result(); t == tenant {
 			n++
 		}
 	}

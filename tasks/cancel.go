@@ -7,7 +7,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -109,7 +109,7 @@ func (c *Client) takeOff(ctx context.Context, id string, got record.Cancellation
 	insp := c.inspector()
 	run := Envelope{ID: id, Run: got.Run}
 	aid := run.AsynqID()
-	if ok, _ := fair.Remove(ctx, c.store.rdb, got.Queue, aid); ok {
+	if ok, _ := broker.RemoveFromLane(ctx, c.store.rdb, got.Queue, aid); ok {
 		removed = true // it waited in its tenant's lane
 	} else if err := insp.DeleteTask(got.Queue, aid); err == nil {
 		removed = true

@@ -17,11 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // asynqMaxRetry is the asynq retry budget of every task. agentq decides
@@ -512,7 +511,7 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 	if err != nil {
 		return err
 	}
-	added, err := asynqcompat.Added(c.runRegistered(ctx, env.Queue, wakeup.RunCall(t, laneOf(env), now, delay, true)))
+	added, err := broker.AsynqAdded(c.runRegistered(ctx, env.Queue, broker.RunCall(t, laneOf(env), now, delay, true)))
 	switch {
 	case err != nil:
 		return fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)

@@ -9,12 +9,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // batchChunk is how many commands EnqueueMany puts on one pipeline.
@@ -103,7 +101,7 @@ type batchItem struct {
 // asynq's client enqueues one task per round trip; EnqueueMany writes
 // asynq's task hash and queue entry itself, with asynq's own scripts, on
 // pipelines (asynqEnqueueMany, with the copy of asynq's internals in
-// internal/asynqcompat: tests hold it byte for byte to what asynq.Client
+// internal/broker: tests hold it byte for byte to what asynq.Client
 // writes), so a batch costs three pipelined round trips per
 // 1000 tasks: the duplicate check, the enqueue and the task records.
 //
@@ -367,13 +365,13 @@ func (c *Client) asynqEnqueueMany(ctx context.Context, items []batchItem, idx []
 			items[i].err = err
 			continue
 		}
-		calls = append(calls, wakeup.RunCall(t, laneOf(items[i].env), now, delay, !announced[t.Queue]))
+		calls = append(calls, broker.RunCall(t, laneOf(items[i].env), now, delay, !announced[t.Queue]))
 		announced[t.Queue] = true
 		keep = append(keep, i)
 	}
 	for k, r := range runPipelined(ctx, rdb, calls, c.rep) {
 		it := &items[keep[k]]
-		added, err := asynqcompat.Added(r)
+		added, err := broker.AsynqAdded(r)
 		switch {
 		case err != nil:
 			it.err = fmt.Errorf("tasks: enqueue %s: %w", it.env.ID, err)
@@ -443,7 +441,7 @@ func (c *Client) registerQueues(ctx context.Context, items []batchItem, idx []in
 			queues = append(queues, q)
 		}
 	}
-	err := asynqcompat.RegisterQueues(ctx, c.store.rdb, queues...)
+	err := broker.RegisterQueues(ctx, c.store.rdb, queues...)
 	if err != nil {
 		for _, i := range idx {
 			items[i].err = fmt.Errorf("tasks: enqueue %s: register queue: %w", items[i].env.ID, err)
@@ -453,24 +451,24 @@ func (c *Client) registerQueues(ctx context.Context, items []batchItem, idx []in
 }
 
 // laneOf is the lane env's runs wait in for a worker (package
-// internal/fair): its tenant and priority.
-func laneOf(env *Envelope) fair.Lane {
-	return fair.Lane{Tenant: env.Tenant, Priority: env.Priority}
+// internal/broker): its tenant and priority.
+func laneOf(env *Envelope) broker.Lane {
+	return broker.Lane{Tenant: env.Tenant, Priority: env.Priority}
 }
 
 // asynqTask is the asynq task that puts env's run on its queue at now,
 // after delay (whose end it sets as env's NotBefore): agentq's type, the
 // envelope as payload, the run's ID, its queue, asynqMaxRetry and
 // RunTimeout.
-func asynqTask(env *Envelope, now time.Time, delay time.Duration) (asynqcompat.Task, error) {
+func asynqTask(env *Envelope, now time.Time, delay time.Duration) (broker.AsynqTask, error) {
 	env.NotBefore = 0
 	if delay > 0 {
 		env.NotBefore = now.Add(delay).UnixMilli()
 	}
 	payload, err := Encode(env)
 	if err != nil {
-		return asynqcompat.Task{}, err
+		return broker.AsynqTask{}, err
 	}
-	return asynqcompat.Task{Type: TypeName, Payload: payload, ID: env.AsynqID(), Queue: env.Queue,
+	return broker.AsynqTask{Type: TypeName, Payload: payload, ID: env.AsynqID(), Queue: env.Queue,
 		MaxRetry: asynqMaxRetry, Timeout: RunTimeout}, nil
 }

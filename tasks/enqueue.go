@@ -7,12 +7,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // enqueueOne is Enqueue in one round trip, where every key lives on one
@@ -47,12 +45,12 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 // connection lost before EXEC writes nothing), in one round trip shared
 // with concurrent enqueues (the client's batcher), with the WAIT of
 // redis.wait_replicas when asked: the queue's registration
-// (asynqcompat.RegisterCommand), the run on its queue
-// (wakeup.RunCommands) and the record (record.Store.FreshCalls).
-func (c *Client) enqueueFresh(ctx context.Context, n record.New, t asynqcompat.Task, lane fair.Lane, now time.Time, delay time.Duration) error {
+// (broker.RegisterCommand), the run on its queue
+// (broker.RunCommands) and the record (record.Store.FreshCalls).
+func (c *Client) enqueueFresh(ctx context.Context, n record.New, t broker.AsynqTask, lane broker.Lane, now time.Time, delay time.Duration) error {
 	calls := make([]redisx.Call, 0, 12)
-	calls = append(calls, redisx.Call{Cmd: []any{"multi"}}, redisx.Call{Cmd: asynqcompat.RegisterCommand(t.Queue)})
-	for _, cmd := range wakeup.RunCommands(t, lane, now, delay) {
+	calls = append(calls, redisx.Call{Cmd: []any{"multi"}}, redisx.Call{Cmd: broker.RegisterCommand(t.Queue)})
+	for _, cmd := range broker.RunCommands(t, lane, now, delay) {
 		calls = append(calls, redisx.Call{Cmd: cmd})
 	}
 	for _, cmd := range c.store.rec.FreshCalls(n) {
@@ -83,11 +81,11 @@ func (c *Client) enqueueFresh(ctx context.Context, n record.New, t asynqcompat.T
 
 // runRegistered runs call, which writes a run on queue, in one round trip
 // with the queue's registration in asynq's set of queues
-// (asynqcompat.RegisterCommand: every time, not once per process, so that
+// (broker.RegisterCommand: every time, not once per process, so that
 // a set lost under a running producer comes back), and returns call's
 // result, or the registration's error.
 func (c *Client) runRegistered(ctx context.Context, queue string, call redisx.Call) redisx.Result {
-	res, err := c.runner.RunCalls(ctx, []redisx.Call{{Cmd: asynqcompat.RegisterCommand(queue)}, call})
+	res, err := c.runner.RunCalls(ctx, []redisx.Call{{Cmd: broker.RegisterCommand(queue)}, call})
 	switch {
 	case err != nil:
 		return redisx.Result{Err: err}

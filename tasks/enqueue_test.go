@@ -11,11 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // TestEnqueueOneRoundTrip: Enqueue — the duplicate check of a caller's ID,
@@ -88,7 +87,7 @@ func TestEnqueueSignals(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 
-	batch := make([]Task, wakeup.Cap+10)
+	batch := make([]Task, broker.WakeCap+10)
 	for i := range batch {
 		batch[i] = Task{Agent: "tool"}
 	}
@@ -96,7 +95,7 @@ func TestEnqueueSignals(t *testing.T) {
 	require.NoError(t, err)
 	n, err = rdb.LLen(ctx, rkeys.Wake(DefaultQueue)).Result()
 	require.NoError(t, err)
-	require.EqualValues(t, wakeup.Cap, n, "the wake list is capped")
+	require.EqualValues(t, broker.WakeCap, n, "the wake list is capped")
 
 	at := time.Now().Add(time.Hour)
 	_, err = c.Enqueue(ctx, Task{Agent: "tool", Queue: "later"}, ProcessAt(at))
@@ -108,7 +107,7 @@ func TestEnqueueSignals(t *testing.T) {
 		require.NoError(t, err)
 		msg, ok := m.(*redis.Message)
 		require.True(t, ok, "%T", m)
-		require.Equal(t, wakeup.DueMessage("later", at), msg.Payload)
+		require.Equal(t, broker.DueMessage("later", at), msg.Payload)
 	}
 	_, err = ps.ReceiveTimeout(ctx, 200*time.Millisecond)
 	var ne net.Error
@@ -120,7 +119,7 @@ func TestEnqueueSignals(t *testing.T) {
 }
 
 // TestEnqueueFreshWritesAsScript: a generated ID's enqueue (plain commands
-// in MULTI/EXEC: wakeup.RunCommands and record.Store.FreshCalls) writes
+// in MULTI/EXEC: broker.RunCommands and record.Store.FreshCalls) writes
 // exactly what a caller's ID's enqueue script (record.Store.EnqueueCall)
 // writes (with the queue's registration in asynq:queues, as enqueueOne
 // sends it), pending and scheduled, token, record, first event (seq 1) and
@@ -143,7 +142,7 @@ func TestEnqueueFreshWritesAsScript(t *testing.T) {
 		n := newRecord(env, firstState(delay), delay)
 		tk, err := asynqTask(env, now, delay)
 		require.NoError(t, err)
-		lane := []fair.Lane{{Tenant: "acme"}, {Priority: fair.High}}[i]
+		lane := []broker.Lane{{Tenant: "acme"}, {Priority: broker.High}}[i]
 		// The caller-ID path: the script, with the queue's registration.
 		r := sc.runRegistered(ctx, env.Queue, sc.store.rec.EnqueueCall(n, tk, lane, now))
 		code, st, err := record.EnqueueReply(r.Val, r.Err)

@@ -7,12 +7,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // A quick success's record write rides asynq's acknowledgement of the
-// delivery. The handler leaves the write in the worker's wakeup.Acks and
+// delivery. The handler leaves the write in the worker's broker.Acks and
 // returns to asynq at once; asynq's done of the delivery then runs the
 // record write and asynq's own script as one (record.Store.ApplyAcked),
 // so a task costs Redis one script call fewer and its record and its ack
@@ -42,7 +42,7 @@ import (
 type acksKey struct{}
 
 // withAcks is the base context of the worker's own asynq server.
-func withAcks(ctx context.Context, acks *wakeup.Acks) context.Context {
+func withAcks(ctx context.Context, acks *broker.Acks) context.Context {
 	if acks == nil {
 		return ctx
 	}
@@ -50,18 +50,18 @@ func withAcks(ctx context.Context, acks *wakeup.Acks) context.Context {
 }
 
 // acksOf returns the Acks a delivery's write may ride, or nil.
-func acksOf(ctx context.Context) *wakeup.Acks {
-	a, _ := ctx.Value(acksKey{}).(*wakeup.Acks)
+func acksOf(ctx context.Context) *broker.Acks {
+	a, _ := ctx.Value(acksKey{}).(*broker.Acks)
 	return a
 }
 
 // newAcks returns the worker's Acks, or nil where writes must not ride
 // asynq's ack (see above).
-func newAcks(rdb redis.UniversalClient, replicas int, p *pipeline) *wakeup.Acks {
+func newAcks(rdb redis.UniversalClient, replicas int, p *pipeline) *broker.Acks {
 	if _, cluster := rdb.(*redis.ClusterClient); cluster || replicas > 0 || os.Getenv(FailpointEnv) == "after_success_recorded" {
 		return nil
 	}
-	return wakeup.NewAcks(func(id string) {
+	return broker.NewAcks(func(id string) {
 		p.log.Warn("asynq never acknowledged a delivery that succeeded; its success was not recorded and the task runs again", "task_id", id)
 	})
 }
@@ -104,7 +104,7 @@ type successAck struct {
 	c   record.Change
 }
 
-// WithDone implements wakeup.Ack: the success and asynq's done in one
+// WithDone implements broker.Ack: the success and asynq's done in one
 // script (record.Store.ApplyAcked), waiting out a Redis outage.
 func (s *successAck) WithDone(ctx context.Context, keys []string, args []any) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
@@ -130,7 +130,7 @@ func (s *successAck) WithDone(ctx context.Context, keys []string, args []any) *r
 	return cmd
 }
 
-// Alone implements wakeup.Ack: the success written without asynq's done
+// Alone implements broker.Ack: the success written without asynq's done
 // (asynq answered the delivery otherwise, or the worker stopped).
 func (s *successAck) Alone(ctx context.Context) {
 	out, err := inlineCompleter{rec: s.rec}.apply(ctx, s.d, s.c)

@@ -3,8 +3,8 @@ package worker
 import (
 	"context"
 
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
-	"github.com/agentq/agentq/internal/wakeup"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -72,7 +72,7 @@ func (c inlineCompleter) ping(ctx context.Context, id string) error {
 // newCompleter returns the worker's completer: ackCompleter where a
 // success may ride asynq's ack (acks is not nil, see newAcks), else
 // inlineCompleter.
-func newCompleter(rec *record.Store, acks *wakeup.Acks, p *pipeline) completer {
+func newCompleter(rec *record.Store, acks *broker.Acks, p *pipeline) completer {
 	in := inlineCompleter{rec: rec}
 	if acks == nil {
 		return in

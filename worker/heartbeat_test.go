@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -89,7 +89,7 @@ func TestWorkerRegistryAliveThenGone(t *testing.T) {
 	// asynq holds task-a leased (lease 30 s after the last heartbeat);
 	// run-b is no longer leased (recovered, or ended).
 	lease := s.clock.now().Add(30 * time.Second).Truncate(time.Second)
-	require.NoError(t, s.rdb.ZAdd(s.ctx, asynqcompat.LeaseKey("slow"), redis.Z{Score: float64(lease.Unix()), Member: "task-a"}).Err())
+	require.NoError(t, s.rdb.ZAdd(s.ctx, broker.LeaseKey("slow"), redis.Z{Score: float64(lease.Unix()), Member: "task-a"}).Err())
 
 	s.clock.add(inspect.GoneAfter)
 	require.Equal(t, inspect.WorkerAlive, s.list(t)[0].State, "still alive at exactly GoneAfter")

@@ -25,7 +25,7 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// Idle workers wait for work (internal/wakeup) instead of polling. These
+// Idle workers wait for work (internal/broker) instead of polling. These
 // tests give them a poll interval no test waits out (an hour): a task that
 // runs was found through a wake-up, not a poll.
 const idleYAML = `

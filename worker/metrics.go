@@ -1,7 +1,7 @@
 package worker
 
 import (
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/tasks"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -46,10 +46,10 @@ type metrics struct {
 	// dead_lettered) by tenant label (tenant) and outcome.
 	tenantTasks *prometheus.CounterVec
 	// tenants are the configured tenants: the only tenant names that are
-	// their own label (fair.Config.Label).
-	tenants fair.Config
+	// their own label (broker.FairConfig.Label).
+	tenants broker.FairConfig
 	// idleWaits counts the idle waits of the worker's dequeue by how they
-	// ended (internal/wakeup.Cause: token, bound, stopped, error).
+	// ended (internal/broker.Cause: token, bound, stopped, error).
 	idleWaits *prometheus.CounterVec
 	// tokens and cost are the calls' usage (usage.go).
 	tokens *prometheus.CounterVec

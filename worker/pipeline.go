@@ -44,7 +44,7 @@ type pipeline struct {
 	rec      completer // the one way to the task record (complete.go)
 	dlq      *deadletter.Store
 	restarts *restart.Scheduler
-	rdb      redis.UniversalClient // where the tenants' lanes are (internal/fair)
+	rdb      redis.UniversalClient // where the tenants' lanes are (internal/broker)
 	breakers *breaker.Breakers
 	limiter  *limit.Limiter // provider limits (limits.go)
 	lines    limitLines     // this process's waiting lines, per limits key

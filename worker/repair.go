@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -40,14 +40,14 @@ func (w *Worker) repairRestarts(ctx context.Context, interval time.Duration) {
 }
 
 // registerQueues adds the queues the worker serves to asynq's set of
-// queues (asynqcompat.AllQueues), which asynq's inspector — the
+// queues (broker.AllQueues), which asynq's inspector — the
 // operators' views of tasks, tenants and queues, a cancel, the restart
 // repair — reads queues from. Producers add a queue with each enqueue;
 // a set lost under an idle fleet (a FLUSHALL, a restart without
 // persistence, a failover to a replica that missed the write) is back
 // within a repair interval.
 func (w *Worker) registerQueues(ctx context.Context) {
-	if err := asynqcompat.RegisterQueues(ctx, w.rdb, w.queues()...); err != nil && ctx.Err() == nil {
+	if err := broker.RegisterQueues(ctx, w.rdb, w.queues()...); err != nil && ctx.Err() == nil {
 		w.log.Warn("registering the worker's queues in asynq's set of queues failed", "err", err)
 	}
 }

@@ -6,12 +6,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/resilience"
@@ -158,7 +157,7 @@ func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, 
 	// Take the waiting run off its queue (or, if a worker took it
 	// meanwhile, stop it: its writes are refused now).
 	if p.insp != nil {
-		if ok, _ := fair.Remove(ctx, p.rdb, queue, aid); ok {
+		if ok, _ := broker.RemoveFromLane(ctx, p.rdb, queue, aid); ok {
 			// it waited in its tenant's lane
 		} else if p.insp.DeleteTask(queue, aid) != nil {
 			_ = p.insp.CancelProcessing(aid)
@@ -181,7 +180,7 @@ func (p *pipeline) taskInfo(ctx context.Context, queue, aid string) (*asynq.Task
 	if !errors.Is(err, asynq.ErrQueueNotFound) {
 		return info, err
 	}
-	if err := asynqcompat.RegisterQueues(ctx, p.rdb, queue); err != nil {
+	if err := broker.RegisterQueues(ctx, p.rdb, queue); err != nil {
 		return nil, err
 	}
 	return p.insp.GetTaskInfo(queue, aid)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/deadletter"
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -51,9 +51,9 @@ func TestSweepDeadlines(t *testing.T) {
 		t.Helper()
 		_, err := rec.Apply(ctx, record.Delivery{ID: id, Attempt: 1}, ch)
 		require.NoError(t, err)
-		require.NoError(t, rdb.LRem(ctx, asynqcompat.PendingKey(tasks.DefaultQueue), 0, id).Err())
+		require.NoError(t, rdb.LRem(ctx, broker.PendingKey(tasks.DefaultQueue), 0, id).Err())
 		require.NoError(t, rdb.ZAdd(ctx, "asynq:{default}:retry", redis.Z{Score: float64(time.Now().Add(time.Minute).Unix()), Member: id}).Err())
-		require.NoError(t, rdb.HSet(ctx, asynqcompat.TaskKey(tasks.DefaultQueue, id), "state", "retry").Err())
+		require.NoError(t, rdb.HSet(ctx, broker.TaskKey(tasks.DefaultQueue, id), "state", "retry").Err())
 	}
 
 	enqueue("pending")
@@ -73,8 +73,8 @@ func TestSweepDeadlines(t *testing.T) {
 	require.NoError(t, rdb.ZAdd(ctx, rkeys.RestartPending(), redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "restarting"}).Err())
 	// Running: asynq holds it active (its record is still pending: a first run's lazy start).
 	enqueue("running")
-	require.NoError(t, rdb.LRem(ctx, asynqcompat.PendingKey(tasks.DefaultQueue), 0, "running").Err())
-	require.NoError(t, rdb.HSet(ctx, asynqcompat.TaskKey(tasks.DefaultQueue, "running"), "state", "active").Err())
+	require.NoError(t, rdb.LRem(ctx, broker.PendingKey(tasks.DefaultQueue), 0, "running").Err())
+	require.NoError(t, rdb.HSet(ctx, broker.TaskKey(tasks.DefaultQueue, "running"), "state", "active").Err())
 	enqueue("done")
 	_, err = rec.Apply(ctx, record.Delivery{ID: "done", Attempt: 1}, record.Succeeded(record.Attempt{Attempt: 1}, json.RawMessage(`{}`)))
 	require.NoError(t, err)
@@ -138,7 +138,7 @@ func TestDeadlinesOutliveALostQueueSet(t *testing.T) {
 		_, err := c.Enqueue(ctx, tasks.Task{ID: id, Agent: "a", Queue: "q", Deadline: deadline})
 		require.NoError(t, err)
 	}
-	require.NoError(t, rdb.Del(ctx, asynqcompat.AllQueues).Err())
+	require.NoError(t, rdb.Del(ctx, broker.AllQueues).Err())
 
 	n, err := w.sweep(ctx, deadline.Add(time.Second))
 	require.NoError(t, err)
@@ -150,13 +150,13 @@ func TestDeadlinesOutliveALostQueueSet(t *testing.T) {
 		require.NoError(t, err)
 		requireDeadLetteredByDeadline(t, v, dlq)
 	}
-	pending, err := rdb.LLen(ctx, asynqcompat.PendingKey("q")).Result()
+	pending, err := rdb.LLen(ctx, broker.PendingKey("q")).Result()
 	require.NoError(t, err)
 	require.Zero(t, pending, "their runs are off the queue")
 	left, err := rdb.ZCard(ctx, rkeys.Deadlines()).Result()
 	require.NoError(t, err)
 	require.Zero(t, left)
-	ok, err := rdb.SIsMember(ctx, asynqcompat.AllQueues, "q").Result()
+	ok, err := rdb.SIsMember(ctx, broker.AllQueues, "q").Result()
 	require.NoError(t, err)
 	require.True(t, ok, "the queue the records name is registered again")
 }
@@ -174,12 +174,12 @@ func TestRepairTickRegistersQueues(t *testing.T) {
 	go func() { defer close(done); w.repairRestarts(ctx, 20*time.Millisecond) }()
 	t.Cleanup(func() { cancel(); <-done })
 	registered := func() bool {
-		got, err := rdb.SMembers(ctx, asynqcompat.AllQueues).Result()
+		got, err := rdb.SMembers(ctx, broker.AllQueues).Result()
 		return err == nil && len(got) == 2 && slices.Contains(got, "high") && slices.Contains(got, "low")
 	}
 	require.Eventually(t, registered, 10*time.Second, 10*time.Millisecond, "registered at start")
 	for range 3 {
-		require.NoError(t, rdb.Del(ctx, asynqcompat.AllQueues).Err())
+		require.NoError(t, rdb.Del(ctx, broker.AllQueues).Err())
 		require.Eventually(t, registered, 10*time.Second, 10*time.Millisecond, "registered again on a repair tick")
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestTenantLabelsAreBounded(t *testing.T) {
 	t.Parallel()
 	m := newMetrics()
-	m.tenants = fair.Config{Named: map[string]fair.Settings{"acme": {Weight: 3}}}
+	m.tenants = broker.FairConfig{Named: map[string]broker.TenantSettings{"acme": {Weight: 3}}}
 	names := []string{"acme", ""}
 	for i := range 1000 {
 		names = append(names, fmt.Sprintf("customer-%d", i))

@@ -7,10 +7,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // fairRepairInterval is how often the fleet repairs each queue's fair
@@ -34,7 +33,7 @@ func (w *Worker) tenants(ctx context.Context, interval time.Duration) {
 	fc := w.cfg.Fair()
 	todo := w.queueNames()
 	for len(todo) > 0 {
-		if err := fair.Publish(ctx, w.rdb, todo[0], fc); err != nil {
+		if err := broker.PublishFair(ctx, w.rdb, todo[0], fc); err != nil {
 			if errors.Is(err, context.Canceled) || startstop.Sleep(ctx, time.Second) != nil {
 				return
 			}
@@ -56,14 +55,14 @@ func (w *Worker) tenants(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// repairFair runs fair.Repair on queue when this worker claims the
+// repairFair runs broker.RepairFair on queue when this worker claims the
 // interval, and wakes a worker per tenant it made ready.
-func (w *Worker) repairFair(ctx context.Context, q string, fc fair.Config, interval time.Duration) {
+func (w *Worker) repairFair(ctx context.Context, q string, fc broker.FairConfig, interval time.Duration) {
 	ok, err := w.rdb.SetNX(ctx, rkeys.FairRepairClaim(q), w.pipe.workerID, interval-interval/10).Result()
 	if err != nil || !ok {
 		return
 	}
-	readied, fixed, err := fair.Repair(ctx, w.rdb, q, fc)
+	readied, fixed, err := broker.RepairFair(ctx, w.rdb, q, fc)
 	if err != nil {
 		if ctx.Err() == nil {
 			w.log.Warn("fair dispatch repair failed", "queue", q, "err", err)
@@ -71,7 +70,7 @@ func (w *Worker) repairFair(ctx context.Context, q string, fc fair.Config, inter
 		return
 	}
 	if readied > 0 {
-		_ = wakeup.Push(ctx, w.rdb, q, int(readied))
+		_ = broker.PushWake(ctx, w.rdb, q, int(readied))
 	}
 	if fixed > 0 {
 		w.log.Warn("corrected tenants' in-flight counts (a run left asynq's active list without its release)", "queue", q, "tenants", fixed)

@@ -8,15 +8,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 
 	"github.com/hibiken/asynq"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/wakeup"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -65,8 +63,8 @@ func (w *Worker) listen(ctx context.Context) {
 				return
 			}
 			if m.Channel == rkeys.DueChannel() {
-				if q, at, ok := wakeup.ParseDue(m.Payload); ok && w.serves(q) {
-					w.dues.Lower(asynqcompat.ScheduledKey(q), at)
+				if q, at, ok := broker.ParseDue(m.Payload); ok && w.serves(q) {
+					w.dues.Lower(broker.ScheduledKey(q), at)
 				}
 				continue
 			}
@@ -161,14 +159,14 @@ func (w *Worker) wake(ctx context.Context, insp *asynq.Inspector, agents []strin
 		ids := w.deferredOf(ctx, insp, q, want)
 		n := 0
 		for _, id := range ids {
-			// To its lane (package internal/fair), as its forward would.
-			if ok, err := fair.RunNow(ctx, w.rdb, q, asynqcompat.RetryKey(q), id, time.Now().UnixNano()); ok && err == nil {
+			// To its lane (package internal/broker), as its forward would.
+			if ok, err := broker.RunNow(ctx, w.rdb, q, broker.RetryKey(q), id, time.Now().UnixNano()); ok && err == nil {
 				n++
 			} else if err := insp.RunTask(q, id); err == nil {
 				n++
 			}
 		}
-		if err := wakeup.Push(ctx, w.rdb, q, n); err != nil {
+		if err := broker.PushWake(ctx, w.rdb, q, n); err != nil {
 			w.log.Warn("waking deferred tasks: cannot wake idle workers; they find the tasks within worker.poll_interval", "queue", q, "err", err)
 		}
 		moved += n

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/tasks"
@@ -64,9 +64,9 @@ func TestWakeOnlyDeferredTasks(t *testing.T) {
 		_, err = rec.Apply(ctx, record.Delivery{ID: id, Attempt: 1}, change)
 		require.NoError(t, err)
 		// Move it from pending to asynq's retry set, as a deferral or a retry would.
-		require.NoError(t, rdb.LRem(ctx, asynqcompat.PendingKey(tasks.DefaultQueue), 0, id).Err())
+		require.NoError(t, rdb.LRem(ctx, broker.PendingKey(tasks.DefaultQueue), 0, id).Err())
 		require.NoError(t, rdb.ZAdd(ctx, "asynq:{default}:retry", redis.Z{Score: float64(time.Now().Add(time.Minute).Unix()), Member: id}).Err())
-		require.NoError(t, rdb.HSet(ctx, asynqcompat.TaskKey(tasks.DefaultQueue, id), "state", "retry").Err())
+		require.NoError(t, rdb.HSet(ctx, broker.TaskKey(tasks.DefaultQueue, id), "state", "retry").Err())
 	}
 	require.Equal(t, 1, w.wake(ctx, asynq.NewInspectorFromRedisClient(rdb), []string{"a"}))
 	insp := asynq.NewInspectorFromRedisClient(rdb)

@@ -26,6 +26,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/charts"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/inspect"
@@ -37,7 +38,6 @@ import (
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/internal/usage"
-	"github.com/agentq/agentq/internal/wakeup"
 	wh "github.com/agentq/agentq/internal/webhook"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
@@ -109,12 +109,12 @@ type Worker struct {
 	probers  []*prober
 	inflight sync.WaitGroup
 	// waiter and dues let the asynq server wait for work instead of
-	// polling for it (internal/wakeup).
-	waiter *wakeup.Waiter
-	dues   *wakeup.Dues
+	// polling for it (internal/broker).
+	waiter *broker.Waiter
+	dues   *broker.Dues
 	// acks holds quick successes' record writes until asynq's ack of
 	// their delivery, which runs them (ack.go); nil: none ride it.
-	acks *wakeup.Acks
+	acks *broker.Acks
 	// rec reads task records (which deferred tasks a breaker's close wakes).
 	rec *record.Store
 	// hooks delivers webhooks (webhooks.go); nil when none are configured.
@@ -181,7 +181,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	w := &Worker{
 		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener,
 		limiter: httpx.NewLimiter(httpx.LimiterOptions{Logger: o.logger}), specs: specs,
-		dues: wakeup.NewDues(cfg.Worker.PollInterval, nil),
+		dues: broker.NewDues(cfg.Worker.PollInterval, nil),
 	}
 	w.pipe = &pipeline{
 		log: o.logger, specs: specs, rdb: rdb,
@@ -287,7 +287,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	baseCtx, cancelBase := context.WithCancel(withAcks(context.WithoutCancel(ctx), w.acks))
 	defer cancelBase()
-	w.waiter = wakeup.NewWaiter(w.rdb, w.queues(), w.cfg.Worker.PollInterval, w.pipe.workerID+":"+tasks.NewID())
+	w.waiter = broker.NewWaiter(w.rdb, w.queues(), w.cfg.Worker.PollInterval, w.pipe.workerID+":"+tasks.NewID())
 	srv := w.asynqServer(baseCtx)
 	services := w.components(ops)
 	startstop.StartAll(context.WithoutCancel(ctx), services...)
@@ -339,16 +339,16 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 
 // asynqServer is the asynq server that delivers tasks to the pipeline;
 // baseCtx is the parent of every task's context (cancelled to stop agents).
-// It runs on a wakeup.AsynqClient: after a round of empty queues its
+// It runs on a broker.AsynqClient: after a round of empty queues its
 // processor waits on the worker's Waiter (which is why asynq's own sleep
 // after an empty round, TaskCheckInterval, is a millisecond), and its
 // forwarder asks Redis only when a delayed task may be due.
 func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 	queues := serveQueues(w.cfg)
-	rdb := wakeup.NewAsynqClient(w.rdb, w.waiter, w.dues, len(queues), func(err error) {
+	rdb := broker.NewAsynqClient(w.rdb, w.waiter, w.dues, len(queues), func(err error) {
 		w.log.Warn("cannot wake idle workers for requeued tasks; they find them within worker.poll_interval", "err", err)
 	})
-	rdb.OnWait = func(c wakeup.Cause) { w.metrics.idleWaits.WithLabelValues(string(c)).Inc() }
+	rdb.OnWait = func(c broker.Cause) { w.metrics.idleWaits.WithLabelValues(string(c)).Inc() }
 	rdb.Acks = w.acks
 	rdb.Fair = w.cfg.Fair()
 	return asynq.NewServerFromRedisClient(rdb, asynq.Config{

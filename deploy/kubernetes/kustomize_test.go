@@ -34,7 +34,7 @@ import (
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/api"
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/worker"
@@ -366,7 +366,7 @@ func checkScaledObject(t *testing.T, s *rendered, metrics map[string]bool) {
 	require.True(t, so.Spec.MinReplicaCount != nil && *so.Spec.MinReplicaCount >= 1, "minReplicaCount ≥ 1")
 	want := map[string]bool{}
 	for q := range s.cfg.Worker.Queues {
-		want[asynqcompat.PendingKey(q)] = true
+		want[broker.PendingKey(q)] = true
 	}
 	watched := map[string]bool{}
 	for _, tr := range so.Spec.Triggers {

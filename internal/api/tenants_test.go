@@ -9,8 +9,8 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/api"
-	"github.com/agentq/agentq/internal/fair"
-	"github.com/agentq/agentq/internal/fair/fairtest"
+	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/broker/brokertest"
 )
 
 // TestTenants: GET /api/v1/tenants lists each tenant of each queue with
@@ -22,8 +22,8 @@ func TestTenants(t *testing.T) {
 	cfg := testConfig()
 	cfg.Tenants = map[string]config.Tenant{"acme": {Weight: 3, Concurrency: 2}}
 	e := setupWith(t, api.Options{Token: "tok"}, cfg)
-	want := fairtest.Seed(t, e.rdb, "default")
-	fairtest.Enqueue(t, e.rdb, "other", fair.Lane{Tenant: "zed"}, "zed", 1, time.Now())
+	want := brokertest.Seed(t, e.rdb, "default")
+	brokertest.Enqueue(t, e.rdb, "other", broker.Lane{Tenant: "zed"}, "zed", 1, time.Now())
 
 	require.Equal(t, http.StatusUnauthorized, do(t, "GET", e.url+"/api/v1/tenants", "", "").status)
 	r := do(t, "GET", e.url+"/api/v1/tenants", "tok", "")

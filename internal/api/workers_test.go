@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/api"
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/worker"
 )
 
@@ -32,7 +32,7 @@ func TestWorkers(t *testing.T) {
 	gone.Track("t-gone", "t-gone", "llm", "default")
 	require.NoError(t, gone.Beat(ctx))
 	lease := time.Now().Add(-25 * time.Second)
-	require.NoError(t, e.rdb.ZAdd(ctx, asynqcompat.LeaseKey("default"), redis.Z{Score: float64(lease.Unix()), Member: "t-gone"}).Err())
+	require.NoError(t, e.rdb.ZAdd(ctx, broker.LeaseKey("default"), redis.Z{Score: float64(lease.Unix()), Member: "t-gone"}).Err())
 
 	require.Equal(t, http.StatusUnauthorized, do(t, "GET", e.url+"/api/v1/workers", "", "").status)
 	r := do(t, "GET", e.url+"/api/v1/workers", "tok", "")

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/fair"
-	"github.com/agentq/agentq/internal/fair/fairtest"
+	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/broker/brokertest"
 	"github.com/agentq/agentq/internal/inspect"
 )
 
@@ -26,10 +26,10 @@ func TestInspectorTenants(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	rdb := b.rdb.(redis.UniversalClient)
-	want := fairtest.Seed(t, rdb, "default")
-	fairtest.Enqueue(t, rdb, "other", fair.Lane{Tenant: "zed"}, "zed", 1, time.Now())
+	want := brokertest.Seed(t, rdb, "default")
+	brokertest.Enqueue(t, rdb, "other", broker.Lane{Tenant: "zed"}, "zed", 1, time.Now())
 	cfg := filepath.Join(t.TempDir(), "agentq.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(fairtest.YAML), 0o600))
+	require.NoError(t, os.WriteFile(cfg, []byte(brokertest.YAML), 0o600))
 
 	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", b.url, "--config", cfg, "tenants", "--json")
 	require.Equal(t, 0, code, errOut)

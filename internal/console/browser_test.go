@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/breaker"
-	"github.com/agentq/agentq/internal/fair/fairtest"
+	"github.com/agentq/agentq/internal/broker/brokertest"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
@@ -85,7 +85,7 @@ func TestBrowser(t *testing.T) {
 	f.seedBudgets(t)
 	_, err0 := f.client.Enqueue(context.Background(), tasks.Task{ID: "by-corr", Agent: "llm", CorrelationID: "order-7"})
 	require.NoError(t, err0)
-	fairtest.Seed(t, f.rdb, "bulk") // tenants on queue bulk: acme at its cap
+	brokertest.Seed(t, f.rdb, "bulk") // tenants on queue bulk: acme at its cap
 	// A chart with something in it: an hour of synthetic minutes in Redis (the
 	// sampler's real readings are TestSamplerLifecycle's).
 	f.sampler.addSynthetic(t, time.Now(), time.Hour)

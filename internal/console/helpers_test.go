@@ -25,7 +25,7 @@ const testToken = "console-s3cret"
 
 // testConfig names two agents: llm (breaker key llm.example; a budget of
 // $0.05 an hour) and tool, and tenant acme (weight 3, cap 2:
-// fairtest.Config; 1000 tokens an hour); every other tenant has 5000
+// brokertest.Config; 1000 tokens an hour); every other tenant has 5000
 // tokens and $1 a day (defaults.tenant).
 func testConfig() *config.Config {
 	cfg := config.Default()

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/inspect"
 )
 
@@ -48,9 +48,9 @@ func (c *Console) tenants(rw http.ResponseWriter, r *http.Request, s session) er
 		if t.OldestWaiting != nil {
 			row.WaitedMS = max(0, now.Sub(*t.OldestWaiting).Milliseconds())
 		}
-		if len(t.ByPrio) > 1 || t.ByPrio[fair.Normal] != t.Pending {
+		if len(t.ByPrio) > 1 || t.ByPrio[broker.Normal] != t.Pending {
 			var parts []string
-			for _, p := range []string{fair.High, fair.Normal, fair.Low} {
+			for _, p := range []string{broker.High, broker.Normal, broker.Low} {
 				if n := t.ByPrio[p]; n > 0 {
 					parts = append(parts, p+" "+strconv.FormatInt(n, 10))
 				}

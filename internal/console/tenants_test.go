@@ -8,17 +8,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/fair"
-	"github.com/agentq/agentq/internal/fair/fairtest"
+	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/broker/brokertest"
 )
 
-// seedTenants sets up fairtest's scene on queue default (acme at its cap
+// seedTenants sets up brokertest's scene on queue default (acme at its cap
 // of 2, beta's low runs, the default tenant's) and tenant zed's run on
 // queue other; it returns what each tenant of default has.
-func (f *fixture) seedTenants(t *testing.T) map[string]fairtest.Want {
+func (f *fixture) seedTenants(t *testing.T) map[string]brokertest.Want {
 	t.Helper()
-	want := fairtest.Seed(t, f.rdb, "default")
-	fairtest.Enqueue(t, f.rdb, "other", fair.Lane{Tenant: "zed"}, "zed", 1, time.Now())
+	want := brokertest.Seed(t, f.rdb, "default")
+	brokertest.Enqueue(t, f.rdb, "other", broker.Lane{Tenant: "zed"}, "zed", 1, time.Now())
 	return want
 }
 

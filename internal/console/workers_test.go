@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/worker"
 )
 
@@ -31,7 +31,7 @@ func (f *fixture) seedWorkers(t *testing.T) (alive, gone string) {
 	dead.Track("task-orphan", "task-orphan", "tool", "default")
 	require.NoError(t, dead.Beat(ctx))
 	lease := time.Now().Add(-20 * time.Second)
-	require.NoError(t, f.rdb.ZAdd(ctx, asynqcompat.LeaseKey("default"), redis.Z{Score: float64(lease.Unix()), Member: "task-orphan"}).Err())
+	require.NoError(t, f.rdb.ZAdd(ctx, broker.LeaseKey("default"), redis.Z{Score: float64(lease.Unix()), Member: "task-orphan"}).Err())
 	return live.ID(), dead.ID()
 }
 

@@ -16,8 +16,8 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/budget"
-	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/restart"
 )
@@ -55,7 +55,7 @@ type QueueStats struct {
 }
 
 // Queues reads every asynq queue's sizes, today's counts and its tenants'
-// lanes (fair.Count), sorted by name. A queue asynq has never seen is not
+// lanes (broker.CountTenants), sorted by name. A queue asynq has never seen is not
 // listed.
 func Queues(rdb redis.UniversalClient) ([]QueueStats, error) {
 	insp := asynq.NewInspectorFromRedisClient(rdb)
@@ -70,7 +70,7 @@ func Queues(rdb redis.UniversalClient) ([]QueueStats, error) {
 		if err != nil {
 			return nil, fmt.Errorf("inspect: queue %s: %w", q, err)
 		}
-		w, err := fair.Count(context.Background(), rdb, q)
+		w, err := broker.CountTenants(context.Background(), rdb, q)
 		if err != nil {
 			return nil, fmt.Errorf("inspect: %w", err)
 		}

@@ -7,8 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/wakeup"
+	"github.com/agentq/agentq/internal/broker"
 )
 
 // ErrUnknownQueue is returned for a queue asynq has never seen (it is not
@@ -35,7 +34,7 @@ func checkQueue(ctx context.Context, rdb redis.UniversalClient, queue string, kn
 			return nil
 		}
 	}
-	ok, err := rdb.SIsMember(ctx, asynqcompat.AllQueues, queue).Result()
+	ok, err := rdb.SIsMember(ctx, broker.AllQueues, queue).Result()
 	if err != nil {
 		return fmt.Errorf("inspect: queue %s: %w", queue, err)
 	}
@@ -45,7 +44,7 @@ func checkQueue(ctx context.Context, rdb redis.UniversalClient, queue string, kn
 	return nil
 }
 
-// PauseQueue pauses queue with asynq's own pause (asynqcompat.PausedKey,
+// PauseQueue pauses queue with asynq's own pause (broker.PausedKey,
 // which asynq's dequeue honours): no worker starts a task of it until
 // ResumeQueue; its tasks stay where they are (pending, scheduled,
 // retrying), and scheduled tasks and retries still come due into its
@@ -59,7 +58,7 @@ func PauseQueue(ctx context.Context, rdb redis.UniversalClient, queue string, kn
 	}
 	// asynq's Inspector.PauseQueue is this SETNX (value: Unix seconds), but
 	// answers an untyped error when the queue is already paused.
-	ok, err := rdb.SetNX(ctx, asynqcompat.PausedKey(queue), rdbNow(ctx, rdb), 0).Result()
+	ok, err := rdb.SetNX(ctx, broker.PausedKey(queue), rdbNow(ctx, rdb), 0).Result()
 	if err != nil {
 		return res, fmt.Errorf("inspect: pause %s: %w", queue, err)
 	}
@@ -76,16 +75,16 @@ func ResumeQueue(ctx context.Context, rdb redis.UniversalClient, queue string, k
 	if err := checkQueue(ctx, rdb, queue, known); err != nil {
 		return res, err
 	}
-	n, err := rdb.Del(ctx, asynqcompat.PausedKey(queue)).Result()
+	n, err := rdb.Del(ctx, broker.PausedKey(queue)).Result()
 	if err != nil {
 		return res, fmt.Errorf("inspect: resume %s: %w", queue, err)
 	}
 	res.Changed = n == 1
-	pending, err := rdb.LLen(ctx, asynqcompat.PendingKey(queue)).Result()
+	pending, err := rdb.LLen(ctx, broker.PendingKey(queue)).Result()
 	if err != nil {
 		return res, fmt.Errorf("inspect: resume %s: %w", queue, err)
 	}
-	if err := wakeup.Push(ctx, rdb, queue, int(min(pending, wakeup.Cap))); err != nil {
+	if err := broker.PushWake(ctx, rdb, queue, int(min(pending, broker.WakeCap))); err != nil {
 		return res, fmt.Errorf("inspect: resume %s: waking its workers: %w", queue, err)
 	}
 	return res, nil

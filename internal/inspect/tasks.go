@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
@@ -125,15 +125,15 @@ type source struct {
 // sources are the places a listing reads, in order; per-queue ones first.
 var sources = []source{
 	{name: "pending", perQueue: true, states: []record.State{record.StatePending},
-		read: listSource(asynqcompat.PendingKey), listed: always(record.StatePending)},
+		read: listSource(broker.PendingKey), listed: always(record.StatePending)},
 	{name: "lanes", perQueue: true, states: []record.State{record.StatePending},
 		read: laneSource, listed: always(record.StatePending)},
 	{name: "active", perQueue: true, states: []record.State{record.StateActive},
-		read: listSource(asynqcompat.ActiveKey), listed: always(record.StateActive)},
+		read: listSource(broker.ActiveKey), listed: always(record.StateActive)},
 	{name: "scheduled", perQueue: true, states: []record.State{record.StateScheduled},
-		read: zsetSource(asynqcompat.ScheduledKey), listed: notRestarting},
+		read: zsetSource(broker.ScheduledKey), listed: notRestarting},
 	{name: "retry", perQueue: true, states: []record.State{record.StateRetrying, record.StateDeferred},
-		read: zsetSource(asynqcompat.RetryKey), listed: retryOrDeferred},
+		read: zsetSource(broker.RetryKey), listed: retryOrDeferred},
 	{name: "restart", states: []record.State{record.StateRestarting},
 		read: zsetSource(func(string) string { return rkeys.RestartPending() }), listed: always(record.StateRestarting)},
 }
@@ -185,7 +185,7 @@ func listSource(key func(string) string) func(context.Context, redis.UniversalCl
 	}
 }
 
-// laneSource reads the tenants' lanes of queue (internal/fair: the
+// laneSource reads the tenants' lanes of queue (internal/broker: the
 // pending runs of every tenant but the default tenant's normal ones, which
 // wait in asynq's pending list): tenant by tenant (sorted), each tenant's
 // high, normal and low lane, each newest first by index, as listSource.
@@ -370,7 +370,7 @@ func Tasks(ctx context.Context, rdb redis.UniversalClient, f TaskFilter) (TaskPa
 	queues := []string{f.Queue}
 	if f.Queue == "" {
 		var err error
-		if queues, err = rdb.SMembers(ctx, asynqcompat.AllQueues).Result(); err != nil {
+		if queues, err = rdb.SMembers(ctx, broker.AllQueues).Result(); err != nil {
 			return page, fmt.Errorf("inspect: queues: %w", err)
 		}
 		sort.Strings(queues)

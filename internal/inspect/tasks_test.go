@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
@@ -66,7 +66,7 @@ func TestTasksPagesThrough10000Pending(t *testing.T) {
 		batch := make([]tasks.Task, 0, 1000)
 		for i := b; i < b+1000; i++ {
 			// Spread over tenants and priorities: most wait in the
-			// tenants' lanes (internal/fair), not asynq's pending list.
+			// tenants' lanes (internal/broker), not asynq's pending list.
 			batch = append(batch, tasks.Task{ID: fmt.Sprintf("t%05d", i), Agent: []string{"a", "b"}[i%2],
 				Queue: "bulk", CorrelationID: fmt.Sprintf("c%d", i%10),
 				Tenant: []string{"", "x", "", "y"}[i%4], Priority: []string{"", "high", "low"}[(i/4)%3]})
@@ -116,7 +116,7 @@ func TestTasksStatesAndCursor(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// A retry with no agentq record (asynq's own) and a restart waiting.
-	require.NoError(t, rdb.ZAdd(ctx, asynqcompat.RetryKey("default"), redisZ(1, "plain")).Err())
+	require.NoError(t, rdb.ZAdd(ctx, broker.RetryKey("default"), redisZ(1, "plain")).Err())
 	require.NoError(t, rdb.ZAdd(ctx, rkeys.RestartPending(), redisZ(2, "gone")).Err())
 
 	ids, _ := pageAll(t, rdb, inspect.TaskFilter{States: []record.State{record.StateScheduled}, Limit: 2})

@@ -8,8 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/config"
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 )
 
 // Tenant is one tenant on one queue, as `inspector tenants --json`, GET
@@ -17,19 +16,19 @@ import (
 // (by priority) and in flight, its cap and weight from the config, whether
 // it waits at its cap, and when its oldest waiting run became pending.
 // The default tenant's name is "".
-type Tenant = fair.Tenant
+type Tenant = broker.Tenant
 
 // Tenants reads the tenants of queue (every queue of asynq's queue set
 // when queue is ""; none for a queue asynq does not know), sorted by
 // queue then tenant; cfg gives their weights
 // and caps (nil: the defaults). Each queue costs three round trips,
-// whatever its number of tenants (fair.Snapshot).
+// whatever its number of tenants (broker.Tenants).
 func Tenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, queue string) ([]Tenant, error) {
 	queues := []string{queue}
 	if queue != "" {
 		// A queue asynq has never seen has no tenants (not a made-up
 		// row of the default tenant's).
-		known, err := rdb.SIsMember(ctx, asynqcompat.AllQueues, queue).Result()
+		known, err := rdb.SIsMember(ctx, broker.AllQueues, queue).Result()
 		if err != nil {
 			return nil, fmt.Errorf("inspect: queues: %w", err)
 		}
@@ -38,18 +37,18 @@ func Tenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config,
 		}
 	} else {
 		var err error
-		if queues, err = rdb.SMembers(ctx, asynqcompat.AllQueues).Result(); err != nil {
+		if queues, err = rdb.SMembers(ctx, broker.AllQueues).Result(); err != nil {
 			return nil, fmt.Errorf("inspect: queues: %w", err)
 		}
 		sort.Strings(queues)
 	}
-	var fc fair.Config
+	var fc broker.FairConfig
 	if cfg != nil {
 		fc = cfg.Fair()
 	}
 	out := []Tenant{}
 	for _, q := range queues {
-		ts, err := fair.Snapshot(ctx, rdb, q, fc)
+		ts, err := broker.Tenants(ctx, rdb, q, fc)
 		if err != nil {
 			return nil, fmt.Errorf("inspect: %w", err)
 		}

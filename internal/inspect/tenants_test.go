@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/config"
-	"github.com/agentq/agentq/internal/fair"
-	"github.com/agentq/agentq/internal/fair/fairtest"
+	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/broker/brokertest"
 	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/redistest"
 )
@@ -25,9 +25,9 @@ func TestTenants(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	ctx := context.Background()
-	want := fairtest.Seed(t, rdb, "default")
-	fairtest.Enqueue(t, rdb, "other", fair.Lane{Tenant: "zed"}, "zed", 1, time.Now())
-	cfg, err := config.Parse([]byte(fairtest.YAML), "test.yaml")
+	want := brokertest.Seed(t, rdb, "default")
+	brokertest.Enqueue(t, rdb, "other", broker.Lane{Tenant: "zed"}, "zed", 1, time.Now())
+	cfg, err := config.Parse([]byte(brokertest.YAML), "test.yaml")
 	require.NoError(t, err)
 
 	got, err := inspect.Tenants(ctx, rdb, cfg, "")
@@ -63,9 +63,9 @@ func TestTenants(t *testing.T) {
 
 	// A queue without tenants: the dequeue does not count the default
 	// tenant's runs, yet they are in flight.
-	fairtest.Enqueue(t, rdb, "plain", fair.Lane{}, "p", 3, time.Now())
-	require.NotEmpty(t, fairtest.Dequeue(t, rdb, "plain", fair.Config{}))
-	require.NotEmpty(t, fairtest.Dequeue(t, rdb, "plain", fair.Config{}))
+	brokertest.Enqueue(t, rdb, "plain", broker.Lane{}, "p", 3, time.Now())
+	require.NotEmpty(t, brokertest.Dequeue(t, rdb, "plain", broker.FairConfig{}))
+	require.NotEmpty(t, brokertest.Dequeue(t, rdb, "plain", broker.FairConfig{}))
 	plain, err := inspect.Tenants(ctx, rdb, cfg, "plain")
 	require.NoError(t, err)
 	require.Len(t, plain, 1)
@@ -91,11 +91,11 @@ func TestTenantsRoundTrips(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client()
 	for i := range 1000 {
-		fairtest.Enqueue(t, rdb, "default", fair.Lane{Tenant: fmt.Sprintf("t%04d", i)}, fmt.Sprintf("t%04d", i), 1, time.Now())
+		brokertest.Enqueue(t, rdb, "default", broker.Lane{Tenant: fmt.Sprintf("t%04d", i)}, fmt.Sprintf("t%04d", i), 1, time.Now())
 	}
 	var trips readTrips
 	rdb.AddHook(&trips)
-	ts, err := fair.Snapshot(context.Background(), rdb, "default", fair.Config{})
+	ts, err := broker.Tenants(context.Background(), rdb, "default", broker.FairConfig{})
 	require.NoError(t, err)
 	require.Len(t, ts, 1001)
 	for _, tn := range ts[1:] {

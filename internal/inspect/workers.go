@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -165,7 +165,7 @@ func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo
 				id = t.ID
 			}
 			refs = append(refs, ref{i, j})
-			cmds = append(cmds, pipe.ZScore(ctx, asynqcompat.LeaseKey(t.Queue), id))
+			cmds = append(cmds, pipe.ZScore(ctx, broker.LeaseKey(t.Queue), id))
 		}
 	}
 	if len(cmds) == 0 {

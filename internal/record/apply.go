@@ -8,9 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/durx"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // applyScript is the checked write (lua/apply.lua: rec_apply, in
@@ -19,8 +18,7 @@ var applyScript = newApplyScript("apply.lua")
 
 // applyAckedScript is the checked write and asynq's done of the delivery
 // in one script (lua/apply_acked.lua).
-var applyAckedScript = newApplyScript("apply_acked.lua", wakeup.ReleaseLua,
-	"local function asynq_done(KEYS, ARGV)"+asynqcompat.DoneSource+"end\n")
+var applyAckedScript = newApplyScript("apply_acked.lua", broker.DoneLua)
 
 // Apply writes c for d, checked: only while d's run is current (or newer
 // than the record's) and has not ended, and the task is not canceled. Its
@@ -50,7 +48,7 @@ func (s *Store) Apply(ctx context.Context, d Delivery, c Change) (Outcome, error
 
 // AsynqDone is the call asynq's server makes to acknowledge a delivery that
 // succeeded: its done script's keys and arguments, as asynq passes them
-// (see asynqcompat.DoneScript).
+// (see broker.AsynqDoneScript).
 type AsynqDone struct {
 	Keys []string
 	Args []any
@@ -78,7 +76,7 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 		if outbox {
 			rk = s.outboxKeys(d.ID)
 		}
-		keys := append(append(append(make([]string, 0, 13), done.Keys...), rk...), wakeup.ReleaseKeys(wakeup.QueueOf(done.Keys[0]))...)
+		keys := append(append(append(make([]string, 0, 13), done.Keys...), rk...), broker.ReleaseKeys(broker.QueueOf(done.Keys[0]))...)
 		args = append(append(make([]any, 0, len(done.Args)+len(args)), done.Args...), args...)
 		return applyAckedScript.Run(ctx, s.rdb, keys, args...).Result()
 	})

@@ -10,8 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -26,15 +25,15 @@ const (
 // activeDelivery puts task id where asynq's server holds a delivery it
 // runs (on its default queue's active list, beside another delivery; a
 // lease; its task hash) and returns the call asynq makes to acknowledge it
-// (asynqcompat.DoneScript's keys and arguments).
+// (broker.AsynqDoneScript's keys and arguments).
 func activeDelivery(t *testing.T, rdb redis.UniversalClient, id string) AsynqDone {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, rdb.LPush(ctx, activeKey, "other", id).Err())
 	require.NoError(t, rdb.ZAdd(ctx, leaseKey, redis.Z{Score: 1, Member: id}).Err())
-	require.NoError(t, rdb.HSet(ctx, asynqcompat.TaskKey("default", id), "msg", "m", "state", "active").Err())
+	require.NoError(t, rdb.HSet(ctx, broker.TaskKey("default", id), "msg", "m", "state", "active").Err())
 	return AsynqDone{
-		Keys: []string{activeKey, leaseKey, asynqcompat.TaskKey("default", id), processedKey + ":2026-11-24", processedKey},
+		Keys: []string{activeKey, leaseKey, broker.TaskKey("default", id), processedKey + ":2026-11-24", processedKey},
 		Args: []any{id, time.Now().Add(time.Hour).Unix(), int64(math.MaxInt64)},
 	}
 }
@@ -44,7 +43,7 @@ func activeDelivery(t *testing.T, rdb redis.UniversalClient, id string) AsynqDon
 func requireAcked(t *testing.T, rdb redis.UniversalClient, id string) {
 	t.Helper()
 	ctx := context.Background()
-	n, err := rdb.Exists(ctx, asynqcompat.TaskKey("default", id)).Result()
+	n, err := rdb.Exists(ctx, broker.TaskKey("default", id)).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "asynq's task hash is deleted")
 	pos, err := rdb.LPos(ctx, activeKey, id, redis.LPosArgs{}).Result()
@@ -118,7 +117,7 @@ func TestApplyAcked(t *testing.T) {
 		})
 
 		t.Run("counted run releases its tenant", func(t *testing.T) {
-			// A run the fair dispatch counted (internal/fair): its
+			// A run the fair dispatch counted (internal/broker): its
 			// acknowledgement lowers its tenant's count and moves the
 			// capped tenant back to the ready set, with a wake token,
 			// for a task with webhooks (outbox keys) and one without.
@@ -132,7 +131,7 @@ func TestApplyAcked(t *testing.T) {
 				require.NoError(t, err)
 				require.True(t, ok2)
 				done := activeDelivery(t, rdb, tc.id)
-				require.NoError(t, rdb.HSet(ctx, asynqcompat.TaskKey("default", tc.id), fair.FieldCounted, "acme").Err())
+				require.NoError(t, rdb.HSet(ctx, broker.TaskKey("default", tc.id), broker.FieldCounted, "acme").Err())
 				require.NoError(t, rdb.HSet(ctx, rkeys.FairInflight("default"), "acme", 2).Err())
 				require.NoError(t, rdb.ZAdd(ctx, rkeys.FairCapped("default"), redis.Z{Score: 7, Member: "acme"}).Err())
 				require.NoError(t, rdb.Del(ctx, rkeys.Wake("default")).Err())

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentq/agentq/internal/asynqcompat"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/durx"
-	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/wakeup"
 )
 
 // createScript is Store.Create (lua/create_only.lua; rec_create, in
@@ -19,7 +17,7 @@ var createScript = newScript("create_only.lua", mustLua("create.lua"))
 
 // enqueueScript is an Enqueue with a caller's ID in one step, on one server
 // (lua/enqueue.lua documents its KEYS, ARGV and replies).
-var enqueueScript = newScript("enqueue.lua", wakeup.RunLua, mustLua("create.lua"))
+var enqueueScript = newScript("enqueue.lua", broker.RunLua, mustLua("create.lua"))
 
 // New is a task to record as enqueued: its ID and seed fields, its first
 // state (pending, or scheduled) and the delay to its first run.
@@ -76,20 +74,20 @@ func (s *Store) CreateCall(n New) redisx.Call {
 // A task with a deadline (n.Seed.Deadline) is added to the deadline index
 // (rkeys.Deadlines) in the same step, so that no task is enqueued without
 // the entry the workers' deadline sweeper reads.
-func (s *Store) EnqueueCall(n New, t asynqcompat.Task, lane fair.Lane, now time.Time) redisx.Call {
+func (s *Store) EnqueueCall(n New, t broker.AsynqTask, lane broker.Lane, now time.Time) redisx.Call {
 	return s.EnqueueCallAnnounced(n, t, lane, now, true)
 }
 
 // EnqueueCallAnnounced is EnqueueCall where announce says whether a
 // delayed run is announced on the due channel (a batch announces the
-// first run of each queue only, as wakeup.RunCall's announce).
-func (s *Store) EnqueueCallAnnounced(n New, t asynqcompat.Task, lane fair.Lane, now time.Time, announce bool) redisx.Call {
-	ks := append(append(append(keys(n.ID), rkeys.DLQEntries()), wakeup.RunKeys(t.Queue, t.ID, lane, n.Delay)...), rkeys.Deadlines())
+// first run of each queue only, as broker.RunCall's announce).
+func (s *Store) EnqueueCallAnnounced(n New, t broker.AsynqTask, lane broker.Lane, now time.Time, announce bool) redisx.Call {
+	ks := append(append(append(keys(n.ID), rkeys.DLQEntries()), broker.RunKeys(t.Queue, t.ID, lane, n.Delay)...), rkeys.Deadlines())
 	deadline := int64(0)
 	if !n.Seed.Deadline.IsZero() {
 		deadline = n.Seed.Deadline.UnixMilli()
 	}
-	args := append(append(wakeup.RunArgs(t, lane, now, n.Delay, announce), deadline), s.createArgs(n)...)
+	args := append(append(broker.RunArgs(t, lane, now, n.Delay, announce), deadline), s.createArgs(n)...)
 	return redisx.Call{Script: enqueueScript, Keys: ks, Args: args}
 }
 

@@ -28,13 +28,13 @@
 //
 //   - asynq's round trip: internal/record's applyAckedScript (a success's record
 //     written inside asynq's done: a batching runner would hold the
-//     delivery's slot in asynq's processor), and internal/wakeup's
+//     delivery's slot in asynq's processor), and internal/broker's
 //     forwardScript (asynq's forward, run on the client asynq was given,
 //     within asynq's own call), as are the fair versions of asynq's
 //     dequeue, done, retry and requeue that it runs in their place
 //     (AsynqClient.fairCall).
 //   - best-effort, where a lost write costs a delay and nothing else:
-//     internal/wakeup's pushScript (a wake token: a lost one delays a task
+//     internal/broker's pushScript (a wake token: a lost one delays a task
 //     by at most the poll interval), worker's alertScript (the fleet's
 //     alert window), internal/breaker's recordProbeScript (a health probe's
 //     result; the next probe writes another), worker's heartbeatScript (a
@@ -48,7 +48,7 @@
 //   - bookkeeping that repairs itself: restart's reserveScript (a slot in
 //     the restart index, written before the run's enqueue, which goes
 //     through the client's runner) and removeIfScoreScript (Repair frees
-//     an orphaned slot); internal/fair's repairScript (the tenants' ready
+//     an orphaned slot); internal/broker's repairScript (the tenants' ready
 //     sets and in-flight counts, recounted), removeScript (a canceled or
 //     expired run taken out of its lane: one left there is dropped unrun
 //     when a worker takes it) and runNowScript (a deferred run woken into

@@ -169,7 +169,7 @@ func Wake(queue string) string { return Prefix + "{" + queue + "}:wake" }
 // (waiter id) also blocks, so that its shutdown can end the wait at once.
 func WakeStop(queue, id string) string { return Prefix + "{" + queue + "}:wake-stop:" + id }
 
-// Fair dispatch keys (package internal/fair) share the queue's hash tag with
+// Fair dispatch keys (package internal/broker) share the queue's hash tag with
 // asynq's keys of the queue, so the dequeue, forward and acknowledgement
 // scripts touch them in the same step, on Redis Cluster too.
 

@@ -7,7 +7,7 @@
 -- counters), KEYS[6] task record, KEYS[7] history, KEYS[8] webhook outbox,
 -- KEYS[9] the webhooks' due set (KEYS[8..9] only when the task names
 -- webhooks), and last the fair dispatch's four release keys
--- (internal/wakeup's ReleaseKeys: the run's tenant count is lowered when
+-- (internal/broker's ReleaseKeys: the run's tenant count is lowered when
 -- asynq's done ran)
 -- ARGV[1..3] asynq's done arguments, ARGV[4..] rec_apply's.
 -- Returns rec_apply's reply. On R.seed and R.outbox nothing is written and asynq's done

@@ -1,6 +1,6 @@
 -- enqueue.lua: all of an Enqueue with a caller's ID in one step, where
 -- every key lives on one server (not a Cluster): the duplicate check, the
--- run on its queue (agentq_run, internal/wakeup's), the task's entry in
+-- run on its queue (agentq_run, internal/broker's), the task's entry in
 -- the deadline index when it has a deadline, and the record (rec_create).
 -- KEYS[1] task record, KEYS[2] history, KEYS[3] dead letters, KEYS[4..8]
 -- agentq_run's keys (asynq's task hash, the run's list, the queue's wake

@@ -1,7 +1,0 @@
-package asynqcompat
-
-// The scripts' sources, for TestScriptsAreAsynqs.
-const (
-	EnqueueSource  = enqueueSource
-	ScheduleSource = scheduleSource
-)

@@ -1,0 +1,67 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// fairDequeueScript is the fair dequeue of one queue, run in place of
+// asynq's dequeue (lua/dequeue.lua: asynq's keys and arguments followed
+// by DequeueKeys and FairConfig.DequeueArgs; asynq's reply).
+var fairDequeueScript = scripts.Script("dequeue.lua")
+
+// DequeueArgs are the arguments dequeue.lua takes after asynq's two: the
+// lane prefix, the default stride, the default concurrency, and whether
+// the config names tenants.
+func (c FairConfig) DequeueArgs(queue string) []any {
+	named := "0"
+	if len(c.Named) > 0 {
+		named = "1"
+	}
+	return []any{rkeys.FairLanePrefix(queue), c.Default.stride(), c.Default.Concurrency, named}
+}
+
+// stride is how far a dispatch advances the tenant's pass:
+// 1,000,000/weight rounded, at least 1, as a whole number in decimal
+// (dequeue.lua computes the same for a named tenant).
+func (s TenantSettings) stride() string {
+	return strconv.FormatInt(max(1, int64(math.Floor(1e6/s.weight()+0.5))), 10)
+}
+
+// DequeueKeys are the keys dequeue.lua takes after asynq's four.
+func DequeueKeys(queue string) []string {
+	return []string{rkeys.FairReady(queue), rkeys.FairCapped(queue), rkeys.FairInflight(queue),
+		rkeys.FairConf(queue), rkeys.FairState(queue)}
+}
+
+// dequeued follows one queue's dequeue: after a whole round of empty
+// queues it waits for a wake-up; after an error it pauses briefly (asynq
+// would otherwise retry at once, in a loop, while Redis is down).
+func (c *AsynqClient) dequeued(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+	switch err := cmd.Err(); {
+	case err == nil:
+		c.empties.Store(0)
+	case errors.Is(err, redis.Nil):
+		if c.empties.Add(1) >= c.queues {
+			c.empties.Store(0)
+			cause := c.waiter.Wait(ctx)
+			if c.OnWait != nil {
+				c.OnWait(cause)
+			}
+		}
+	default:
+		c.empties.Store(0)
+		c.waiter.Pause(ctx, min(c.waiter.Bound(), errorPause))
+	}
+	return cmd
+}
+
+// errorPause is the pause after a failed dequeue.
+const errorPause = 100 * time.Millisecond

@@ -1,0 +1,73 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/rkeys"
+)
+
+// RunLua defines agentq_run (lua/lib/run.lua, with lua/lib/wake.lua and
+// lua/lib/lane.lua before it): asynq's enqueue of a run, in its lane, with
+// its wake-up or due announcement. The record's enqueue script
+// (internal/record) includes it.
+var RunLua = scripts.Source("lib/wake.lua", "lib/lane.lua", "lib/run.lua")
+
+// runScript puts one run of a task on its queue (RunCall; lua/run.lua
+// documents its KEYS, ARGV and reply: RunKeys's and RunArgs's).
+var runScript = scripts.Script("lib/wake.lua", "lib/lane.lua", "lib/run.lua", "run.lua")
+
+// RunCall is the call that puts t, of lane, on its queue at now, after
+// delay. announce adds the due announcement of a delayed task (a batch
+// announces the first task of a queue only: they are all due together).
+func RunCall(t AsynqTask, lane Lane, now time.Time, delay time.Duration, announce bool) redisx.Call {
+	return redisx.Call{Script: runScript, Keys: RunKeys(t.Queue, t.ID, lane, delay), Args: RunArgs(t, lane, now, delay, announce)}
+}
+
+// RunKeys are agentq_run's keys: asynq's task hash, the list the run
+// waits in (its lane: the queue's pending list for the default lane) or,
+// delayed, the scheduled set, the queue's wake list, and the fair
+// dispatch's ready set and tenant registry, all in the queue's slot.
+func RunKeys(queue, asynqID string, lane Lane, delay time.Duration) []string {
+	list := lane.Key(queue)
+	if delay > 0 {
+		list = ScheduledKey(queue)
+	}
+	ready, tenants, _ := LaneKeys(queue)
+	return []string{TaskKey(queue, asynqID), list, rkeys.Wake(queue), ready, tenants}
+}
+
+// RunArgs are agentq_run's arguments for t of lane at now after delay.
+func RunArgs(t AsynqTask, lane Lane, now time.Time, delay time.Duration, announce bool) []any {
+	if delay <= 0 {
+		return append([]any{t.Message(), t.ID, now.UnixNano(), "pending", WakeCap, rkeys.DueChannel(), ""}, lane.Args()...)
+	}
+	at := now.Add(delay)
+	due := ""
+	if announce {
+		due = DueMessage(t.Queue, at)
+	}
+	return append([]any{t.Message(), t.ID, at.Unix(), "scheduled", WakeCap, rkeys.DueChannel(), due}, lane.Args()...)
+}
+
+// RunCommands are the plain commands that put t on its queue at now after
+// delay, for a MULTI/EXEC of a task whose ID is new (agentq_run without
+// its EXISTS check): asynq's task hash and queue entry, and the wake-up
+// token (LPUSH, LTRIM to WakeCap) or the due announcement.
+func RunCommands(t AsynqTask, lane Lane, now time.Time, delay time.Duration) [][]any {
+	if delay > 0 {
+		at := now.Add(delay)
+		return [][]any{
+			append([]any{"hset", TaskKey(t.Queue, t.ID), "msg", t.Message(), "state", "scheduled"}, lane.Fields()...),
+			{"zadd", ScheduledKey(t.Queue), at.Unix(), t.ID},
+			{"publish", rkeys.DueChannel(), DueMessage(t.Queue, at)},
+		}
+	}
+	cmds := [][]any{
+		append([]any{"hset", TaskKey(t.Queue, t.ID), "msg", t.Message(), "state", "pending", "pending_since", now.UnixNano()},
+			lane.Fields()...),
+		{"lpush", lane.Key(t.Queue), t.ID},
+	}
+	cmds = append(cmds, lane.Commands(t.Queue)...)
+	return append(cmds, []any{"lpush", rkeys.Wake(t.Queue), "1"}, []any{"ltrim", rkeys.Wake(t.Queue), 0, WakeCap - 1})
+}
