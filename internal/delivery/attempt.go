@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -21,13 +21,13 @@ import (
 type attemptResult struct {
 	n      int           // the attempt's number within its run
 	start  *attemptStart // the attempt's start in the record
-	served *spec         // the agent that served the attempt's last call
+	served *Spec         // the agent that served the attempt's last call
 	why    string        // why the call went to served, a fallback agent ("": the task's agent)
 	call   callResult
 }
 
 // report is what the attempt's events say of its last call.
-func (a *attemptResult) report(p *pipeline, env *tasks.Envelope) record.Attempt {
+func (a *attemptResult) report(p *Executor, env *tasks.Envelope) record.Attempt {
 	rep := a.call.report(env, a.served, a.n, p.workerID)
 	rep.Fallback = a.why
 	return rep
@@ -40,7 +40,7 @@ func (a *attemptResult) report(p *pipeline, env *tasks.Envelope) record.Attempt 
 // each call its own history event. It returns nil and ProcessTask's answer
 // when the delivery must not run (stale, already ended, canceled, Redis
 // away).
-func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, g *admitted) (*attemptResult, error) {
+func (p *Executor) attempt(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, g *admitted) (*attemptResult, error) {
 	n := metaOf(ctx).attemptNumber()
 	// The attempt's own context, which a lazy start that finds the task
 	// canceled ends (see beginLazy).
@@ -84,7 +84,7 @@ func (p *pipeline) attempt(ctx context.Context, log *taskLog, env *tasks.Envelop
 // later run (beginNow: a restart or requeue, whose task may have been
 // canceled while it waited). A nil start means the delivery must not run;
 // the answer is then ProcessTask's.
-func (p *pipeline) startAttempt(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, n int, stop func()) (*attemptStart, error) {
+func (p *Executor) startAttempt(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, n int, stop func()) (*attemptStart, error) {
 	d := delivery(env, n)
 	if n == 1 && env.Run == 0 {
 		return p.beginLazy(ctx, d, stop), nil
@@ -113,7 +113,7 @@ type callResult struct {
 
 // report is what the events of the call, attempt n of env's run, served
 // by agent served, say of it.
-func (c callResult) report(env *tasks.Envelope, served *spec, n int, worker string) record.Attempt {
+func (c callResult) report(env *tasks.Envelope, served *Spec, n int, worker string) record.Attempt {
 	return record.Attempt{Attempt: n, Restart: env.Restarts, Agent: served.name, Worker: worker,
 		ErrorClass: string(c.verdict.Class), Error: c.errText, Duration: c.elapsed, Usage: c.usage}
 }
@@ -122,7 +122,7 @@ func (c callResult) report(env *tasks.Envelope, served *spec, n int, worker stri
 // classifies its outcome and records it in its own breaker, its limits,
 // the metrics and the alerter. The Request names the agent called (sp), which for a
 // fallback is not the task's agent.
-func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, attempt int) callResult {
+func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, attempt int) callResult {
 	sp, adm := g.sp, g.adm
 	timeout, cut := callDeadline(env, callTimeout(ctx, sp.timeout, time.Now()), time.Now())
 	got := &agent.Reply{}
@@ -183,18 +183,18 @@ func (p *pipeline) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), callOutcome(v.Class)).Inc()
 	p.chartAttempt(v.Class)
 	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled && !deadlineCut) {
-		p.alerts.failure(sp.name)
+		p.onFailure(sp.name)
 	}
 	errText := ""
 	if runErr != nil {
-		errText = truncate(runErr.Error(), 2000)
+		errText = Truncate(runErr.Error(), 2000)
 	}
 	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut, usage: used, system: system}
 }
 
 // recordBreaker records a call's outcome out in the breaker of the agent
 // called (sp, admitted by adm), unless the gate is off (WithoutBreaker).
-func (p *pipeline) recordBreaker(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm breaker.Admission, out breaker.Outcome) {
+func (p *Executor) recordBreaker(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, adm breaker.Admission, out breaker.Outcome) {
 	if p.noGate {
 		return
 	}
@@ -205,7 +205,7 @@ func (p *pipeline) recordBreaker(ctx context.Context, log *taskLog, env *tasks.E
 	case err != nil:
 		log.Warn("breaker record failed", "err", err)
 	case st != adm.State:
-		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(st))
+		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(StateValue(st))
 		log.Info("breaker changed state", "breaker_key", sp.breakerKey, "state", st)
 	}
 }
@@ -213,7 +213,7 @@ func (p *pipeline) recordBreaker(ctx context.Context, log *taskLog, env *tasks.E
 // chartAttempt counts an attempt whose failure class is class (""
 // succeeded) in the console's per-minute charts; a canceled one is not
 // counted.
-func (p *pipeline) chartAttempt(class resilience.Class) {
+func (p *Executor) chartAttempt(class resilience.Class) {
 	switch callOutcome(class) {
 	case "success":
 		p.charts.Succeeded()

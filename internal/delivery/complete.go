@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -72,7 +72,7 @@ func (c inlineCompleter) ping(ctx context.Context, id string) error {
 // newCompleter returns the worker's completer: ackCompleter where a
 // success may ride asynq's ack (acks is not nil, see newAcks), else
 // inlineCompleter.
-func newCompleter(rec *record.Store, acks *wakeup.Acks, p *pipeline) completer {
+func newCompleter(rec *record.Store, acks *wakeup.Acks, p *Executor) completer {
 	in := inlineCompleter{rec: rec}
 	if acks == nil {
 		return in
@@ -89,7 +89,7 @@ func delivery(env *tasks.Envelope, n int) record.Delivery {
 // answer is ProcessTask's answer for a write that was not applied: out
 // says why, or err that Redis stayed away (the task goes back to its
 // queue a second later without using an attempt; nothing is lost).
-func (p *pipeline) answer(ctx context.Context, log *taskLog, env *tasks.Envelope, out record.Outcome, err error) error {
+func (p *Executor) answer(ctx context.Context, log *taskLog, env *tasks.Envelope, out record.Outcome, err error) error {
 	switch {
 	case err != nil:
 		log.Error("could not write the task record; task put back", "err", err)

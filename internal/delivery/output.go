@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -51,7 +51,7 @@ type outputWriter struct {
 }
 
 // newOutput returns the writer of a call of delivery d.
-func (p *pipeline) newOutput(ctx context.Context, log *taskLog, d record.Delivery) *outputWriter {
+func (p *Executor) newOutput(ctx context.Context, log *taskLog, d record.Delivery) *outputWriter {
 	return &outputWriter{rec: p.rec, d: d, ctx: context.WithoutCancel(ctx), log: log}
 }
 

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -44,7 +44,7 @@ type budgets struct {
 
 // of returns the budgets a call of env by sp counts against: its tenant's
 // and sp's.
-func (bs *budgets) of(env *tasks.Envelope, sp *spec) []budget.Budget {
+func (bs *budgets) of(env *tasks.Envelope, sp *Spec) []budget.Budget {
 	var out []budget.Budget
 	if b := inspect.BudgetOf(budget.Tenant, env.Tenant, bs.tenant(env.Tenant)); b != nil {
 		out = append(out, *b)
@@ -61,7 +61,7 @@ func (bs *budgets) of(env *tasks.Envelope, sp *spec) []budget.Budget {
 // budget.fallback, and a fallback agent admits the call (budget, breaker,
 // limits): that agent is returned (alt) and serves the attempt. done says
 // the task must not start (answer is then ProcessTask's).
-func (p *pipeline) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec) (alt *admitted, answer error, done bool) {
+func (p *Executor) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec) (alt *admitted, answer error, done bool) {
 	if p.budgets == nil {
 		return nil, nil, false
 	}
@@ -109,7 +109,7 @@ func (p *pipeline) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Env
 // budgetRoom reports whether fallback agent fs's own budget has room for
 // a call (always, for an agent without a budget: no Redis command), and
 // otherwise how long until it has. A budget Redis cannot read has no room.
-func (p *pipeline) budgetRoom(ctx context.Context, log *taskLog, fs *spec) (room bool, wait time.Duration) {
+func (p *Executor) budgetRoom(ctx context.Context, log *taskLog, fs *Spec) (room bool, wait time.Duration) {
 	if fs.budget == nil || p.budgets == nil {
 		return true, 0
 	}
@@ -127,7 +127,7 @@ func (p *pipeline) budgetRoom(ctx context.Context, log *taskLog, fs *spec) (room
 // deferBudget puts a task back for about retry (at least a second, at most
 // budget.DeferMax), spread by jitter of up to a fifth of it, without
 // using an attempt; why names the budget in its history event.
-func (p *pipeline) deferBudget(ctx context.Context, log *taskLog, env *tasks.Envelope, why string, retry time.Duration) error {
+func (p *Executor) deferBudget(ctx context.Context, log *taskLog, env *tasks.Envelope, why string, retry time.Duration) error {
 	wait := min(max(retry, time.Second), budget.DeferMax)
 	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
 	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
@@ -146,7 +146,7 @@ const budgetDeferCause = "over budget"
 // call, with the usage the meter read), as soon as the call has ended,
 // before its outcome is recorded: a later admission anywhere in the fleet
 // sees it.
-func (p *pipeline) debitBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, u usage.Usage) {
+func (p *Executor) debitBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, u usage.Usage) {
 	if p.budgets == nil || u.IsZero() {
 		return
 	}

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func acksOf(ctx context.Context) *wakeup.Acks {
 
 // newAcks returns the worker's Acks, or nil where writes must not ride
 // asynq's ack (see above).
-func newAcks(rdb redis.UniversalClient, replicas int, p *pipeline) *wakeup.Acks {
+func newAcks(rdb redis.UniversalClient, replicas int, p *Executor) *wakeup.Acks {
 	if _, cluster := rdb.(*redis.ClusterClient); cluster || replicas > 0 || os.Getenv(FailpointEnv) == "after_success_recorded" {
 		return nil
 	}
@@ -82,7 +82,7 @@ func forgetAck(ctx context.Context) {
 // written with asynq's done of the delivery; every other write is inline.
 type ackCompleter struct {
 	inlineCompleter
-	p *pipeline
+	p *Executor
 }
 
 func (c *ackCompleter) succeed(ctx context.Context, d record.Delivery, ch record.Change) (record.Outcome, bool, error) {
@@ -99,7 +99,7 @@ func (c *ackCompleter) succeed(ctx context.Context, d record.Delivery, ch record
 // successAck is a success's record write waiting for asynq's ack.
 type successAck struct {
 	rec *record.Store
-	p   *pipeline
+	p   *Executor
 	d   record.Delivery
 	c   record.Change
 }
@@ -143,7 +143,7 @@ func (s *successAck) Alone(ctx context.Context) {
 
 // succeeded counts a success's write that found out (its log says what
 // became of one that was not applied).
-func (p *pipeline) succeeded(d record.Delivery, out record.Outcome) {
+func (p *Executor) succeeded(d record.Delivery, out record.Outcome) {
 	switch {
 	case out != record.Applied:
 		p.log.Warn("a success was not recorded: the run was "+out.String(), "task_id", d.ID, "run", d.Run)

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func untilRedis(ctx context.Context, op func() error) error {
 
 // awaitRedis waits (as untilRedis does) until Redis answers a read of task
 // id's record, so that what the handler returns next reaches asynq.
-func (p *pipeline) awaitRedis(ctx context.Context, id string) {
+func (p *Executor) awaitRedis(ctx context.Context, id string) {
 	_ = untilRedis(ctx, func() error {
 		return p.rec.ping(context.WithoutCancel(ctx), id)
 	})

@@ -1,11 +1,13 @@
-package worker
+package delivery
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http/httptrace"
+	"slices"
 	"sync"
 	"time"
 
@@ -125,7 +127,7 @@ func (ls *limitLines) get(key string) *limitLine {
 // without limits admits; a limiter Redis cannot reach refuses
 // (limit.Unavailable): the task waits, and is deferred, as for
 // any limit.
-func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) limit.Admission {
+func (p *Executor) admitLimit(ctx context.Context, log *taskLog, sp *Spec) limit.Admission {
 	if sp.limits == nil || p.limiter == nil {
 		return limit.Admission{Allowed: true}
 	}
@@ -145,7 +147,7 @@ func (p *pipeline) admitLimit(ctx context.Context, log *taskLog, sp *spec) limit
 // waitLimit waits in sp's line for its limits to admit a call, at most
 // limitWaitMax. It returns the admission, or the last refusal (ok false)
 // when the wait would be longer; err is ctx's when the worker shuts down.
-func (p *pipeline) waitLimit(ctx context.Context, log *taskLog, sp *spec, last limit.Admission) (limit.Admission, error) {
+func (p *Executor) waitLimit(ctx context.Context, log *taskLog, sp *Spec, last limit.Admission) (limit.Admission, error) {
 	line := p.lines.get(sp.limits.key)
 	deadline := time.Now().Add(limitWaitMax)
 	if last.RetryIn > limitWaitMax {
@@ -207,7 +209,7 @@ func sleepOrFreed(ctx context.Context, d time.Duration, freed <-chan struct{}) e
 // the limit. asynq may deliver it up to a second early (whole seconds):
 // it then waits for the rest in its worker's line, which is what lets a
 // key's deferred tasks take capacity as soon as it frees.
-func (p *pipeline) deferLimit(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a limit.Admission) error {
+func (p *Executor) deferLimit(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a limit.Admission) error {
 	wait := max(a.RetryIn, 100*time.Millisecond)
 	wait += time.Duration(rand.Int64N(int64(min(max(wait/5, 500*time.Millisecond), time.Second)) + 1))
 	why := sp.limits.describe(a)
@@ -226,13 +228,13 @@ const limitDeferCause = "over limit"
 
 // releaseAdmitted gives back what a call that was never made holds: its
 // breaker admission and its concurrency lease.
-func (p *pipeline) releaseAdmitted(ctx context.Context, g *admitted) {
+func (p *Executor) releaseAdmitted(ctx context.Context, g *admitted) {
 	p.release(ctx, g.sp, g.adm)
 	p.releaseLimit(ctx, g.sp, g.lim)
 }
 
 // releaseLimit gives back a concurrency lease and wakes the key's line.
-func (p *pipeline) releaseLimit(ctx context.Context, sp *spec, a limit.Admission) {
+func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission) {
 	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
 		return
 	}
@@ -253,9 +255,9 @@ const restampAfter = 10 * time.Millisecond
 // stamper restamps a limited call's start when it leaves late; its late
 // method may run on the HTTP transport's goroutine (httptrace).
 type stamper struct {
-	p    *pipeline
+	p    *Executor
 	ctx  context.Context
-	sp   *spec
+	sp   *Spec
 	adm  limit.Admission
 	mu   sync.Mutex
 	last time.Time
@@ -263,7 +265,7 @@ type stamper struct {
 
 // newStamper returns the stamper of a call admitted by a (nil when the
 // call's start is not logged: no request limit).
-func (p *pipeline) newStamper(ctx context.Context, sp *spec, a limit.Admission) *stamper {
+func (p *Executor) newStamper(ctx context.Context, sp *Spec, a limit.Admission) *stamper {
 	if sp.limits == nil || p.limiter == nil || a.Start == "" {
 		return nil
 	}
@@ -303,7 +305,7 @@ func (s *stamper) trace(ctx context.Context) context.Context {
 // limits, a reply saying the key is exhausted pauses it at once, as soon
 // as its headers are in (before its body is read), so that the fleet
 // stops calling as early as it can.
-func (p *pipeline) observeReply(ctx context.Context, log *taskLog, sp *spec, got *agent.Reply) (context.Context, *agent.Reply) {
+func (p *Executor) observeReply(ctx context.Context, log *taskLog, sp *Spec, got *agent.Reply) (context.Context, *agent.Reply) {
 	if sp.limits == nil || p.limiter == nil {
 		return agent.WithReplyObserver(ctx, func(r agent.Reply) { *got = r }), nil
 	}
@@ -315,7 +317,7 @@ func (p *pipeline) observeReply(ctx context.Context, log *taskLog, sp *spec, got
 
 // pauseIfExhausted pauses sp's limits key fleet-wide when the reply says
 // the key is exhausted (limit.ExhaustedFor).
-func (p *pipeline) pauseIfExhausted(ctx context.Context, log *taskLog, sp *spec, r agent.Reply) {
+func (p *Executor) pauseIfExhausted(ctx context.Context, log *taskLog, sp *Spec, r agent.Reply) {
 	d, why, ok := limit.ExhaustedFor(r.Status, r.Header, time.Now())
 	if !ok {
 		return
@@ -336,7 +338,7 @@ func (p *pipeline) pauseIfExhausted(ctx context.Context, log *taskLog, sp *spec,
 // releases its lease and debits the tokens its reply used (tokens: the
 // call's usage, meter.read; a pause was written when the reply came in:
 // observeReply).
-func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec, a limit.Admission, tokens int64, reply *agent.Reply) {
+func (p *Executor) afterLimitedCall(ctx context.Context, log *taskLog, sp *Spec, a limit.Admission, tokens int64, reply *agent.Reply) {
 	if sp.limits == nil || p.limiter == nil {
 		return
 	}
@@ -352,21 +354,21 @@ func (p *pipeline) afterLimitedCall(ctx context.Context, log *taskLog, sp *spec,
 	}
 }
 
-// registerLimits records every limits key's configuration in Redis for
+// RegisterLimits records every limits key's configuration in Redis for
 // inspection (inspector limits); retried in the background until it
 // succeeds or ctx ends, since a worker may start while Redis is away.
-func (w *Worker) registerLimits(ctx context.Context) {
+func (p *Executor) RegisterLimits(ctx context.Context) {
 	seen := map[string]bool{}
 	var todo []*limitSpec
-	for _, name := range w.Agents() {
-		if l := w.specs[name].limits; l != nil && !l.pauseOnly && !seen[l.key] {
+	for _, name := range slices.Sorted(maps.Keys(p.specs)) {
+		if l := p.specs[name].limits; l != nil && !l.pauseOnly && !seen[l.key] {
 			seen[l.key] = true
 			todo = append(todo, l)
 		}
 	}
 	for len(todo) > 0 {
 		l := todo[0]
-		err := w.pipe.limiter.Register(ctx, l.key, l.cfg)
+		err := p.limiter.Register(ctx, l.key, l.cfg)
 		if err == nil {
 			todo = todo[1:]
 			continue

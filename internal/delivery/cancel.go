@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // ended the delivery's context (CancelProcessing), asynq has already put
 // the delivery back for a retry without waiting for this answer: that
 // leftover is deleted here (its redelivery would be acked unrun anyway).
-func (p *pipeline) canceled(ctx context.Context, log *taskLog, env *tasks.Envelope) error {
+func (p *Executor) canceled(ctx context.Context, log *taskLog, env *tasks.Envelope) error {
 	log.Info("task canceled: delivery acked, its outcome is not recorded", "event", "canceled", "run", env.Run)
 	if ctx.Err() != nil {
 		m := metaOf(ctx)
@@ -44,7 +44,7 @@ const (
 // back (it refuses to delete an active task), trying for up to ~2s in the
 // background. Best effort: a leftover that stays is redelivered and acked
 // without running (RunState.Ended covers canceled).
-func (p *pipeline) dropLeftover(queue, id string) {
+func (p *Executor) dropLeftover(queue, id string) {
 	if p.insp == nil || queue == "" || id == "" {
 		return
 	}
@@ -61,7 +61,7 @@ func (p *pipeline) dropLeftover(queue, id string) {
 
 // dropRun deletes run (a restart this worker scheduled for a task that was
 // canceled meanwhile) from its queue and frees its restart-index slot.
-func (p *pipeline) dropRun(ctx context.Context, run *tasks.Envelope) {
+func (p *Executor) dropRun(ctx context.Context, run *tasks.Envelope) {
 	if p.insp != nil {
 		_ = p.insp.DeleteTask(run.Queue, run.AsynqID())
 	}

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"cmp"
@@ -19,7 +19,7 @@ import (
 
 // settle decides what the attempt a leads to, under the task's agent sp's
 // policy, and takes that step: one method per decision.
-func (p *pipeline) settle(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a *attemptResult) (answer error) {
+func (p *Executor) settle(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a *attemptResult) (answer error) {
 	d := sp.policy.Decide(resilience.DecideInput{
 		Verdict: a.call.verdict, Attempt: a.n, MaxAttempts: sp.maxAttempts,
 		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
@@ -46,7 +46,7 @@ func (p *pipeline) settle(ctx context.Context, log *taskLog, env *tasks.Envelope
 
 // succeed records the attempt's success and acks the task; the write may
 // ride asynq's ack (ack.go).
-func (p *pipeline) succeed(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
+func (p *Executor) succeed(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
 	if out := a.start.settle(); out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)
 	}
@@ -66,7 +66,7 @@ func (p *pipeline) succeed(ctx context.Context, log *taskLog, env *tasks.Envelop
 // and asks asynq to retry the task then. A retry whose write Redis did not
 // take is still a retry: asynq counts the failed delivery, and the next
 // delivery's attempt number counts it in the record.
-func (p *pipeline) retry(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a *attemptResult, delay time.Duration) error {
+func (p *Executor) retry(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a *attemptResult, delay time.Duration) error {
 	rep := a.report(p, env)
 	out, err := a.start.apply(ctx, record.Retrying(rep, delay, time.Now().Add(delay)))
 	if err == nil && out != record.Applied {
@@ -81,7 +81,7 @@ func (p *pipeline) retry(ctx context.Context, log *taskLog, env *tasks.Envelope,
 // requeue puts back an attempt the worker's shutdown cut, without using
 // an attempt. An attempt cut because its task was canceled (the record
 // refuses the put-back) is acked instead.
-func (p *pipeline) requeue(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
+func (p *Executor) requeue(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
 	if out, err := a.start.apply(ctx, record.Interrupted(a.report(p, env))); err == nil && out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)
 	}
@@ -92,7 +92,7 @@ func (p *pipeline) requeue(ctx context.Context, log *taskLog, env *tasks.Envelop
 // restart schedules the task's next run after its restart delay (at least
 // the backend's Retry-After), records it and acks this run; a task that
 // cannot restart is dead-lettered with the reason.
-func (p *pipeline) restart(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, a *attemptResult) error {
+func (p *Executor) restart(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a *attemptResult) error {
 	if out, err := a.start.ensure(ctx); !applied(out, err) {
 		return p.answer(ctx, log, env, out, err)
 	}
@@ -136,7 +136,7 @@ func (p *pipeline) restart(ctx context.Context, log *taskLog, env *tasks.Envelop
 // reason. The dead letter is written first: a crash in between redelivers
 // the task, and the redelivery finds the dead letter (see ended); Put is
 // idempotent per task ID. The dead letter's attempts are the record's.
-func (p *pipeline) deadLetter(ctx context.Context, log *taskLog, env *tasks.Envelope, rep record.Attempt, reason string) error {
+func (p *Executor) deadLetter(ctx context.Context, log *taskLog, env *tasks.Envelope, rep record.Attempt, reason string) error {
 	ctx = context.WithoutCancel(ctx)
 	c := record.DeadLettered(rep, reason)
 	c.Event.At = p.now().UTC()
@@ -184,7 +184,7 @@ func (p *pipeline) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 // refused the mark: the task was canceled (a canceled task is not
 // dead-lettered), or the run ended otherwise meanwhile (a duplicate
 // delivery's success). A run that ended dead-lettered keeps it.
-func (p *pipeline) dropDeadLetter(ctx context.Context, env *tasks.Envelope) {
+func (p *Executor) dropDeadLetter(ctx context.Context, env *tasks.Envelope) {
 	if rs, err := p.rec.runState(ctx, env.ID); err == nil && rs.State == record.StateDeadLettered {
 		return
 	}
@@ -194,7 +194,7 @@ func (p *pipeline) dropDeadLetter(ctx context.Context, env *tasks.Envelope) {
 // putFailed handles a dead letter the store did not take: Redis trouble puts
 // the task back (a free retry, nothing lost); an entry the store can never
 // accept goes to asynq's archive instead, where `asynq` tools still see it.
-func (p *pipeline) putFailed(id string, err error) error {
+func (p *Executor) putFailed(id string, err error) error {
 	if errors.Is(err, deadletter.ErrInvalidEntry) {
 		p.log.Error("dead letter rejected by the store; task archived in asynq instead", "task_id", id, "err", err)
 		return fmt.Errorf("%v: %w", err, asynq.SkipRetry)
@@ -205,7 +205,7 @@ func (p *pipeline) putFailed(id string, err error) error {
 
 // deadLetterPayload keeps an undecodable payload as a dead letter
 // (invalid_request): nothing is lost, and the worker goes on.
-func (p *pipeline) deadLetterPayload(ctx context.Context, t *asynq.Task, env *tasks.Envelope, derr error) error {
+func (p *Executor) deadLetterPayload(ctx context.Context, t *asynq.Task, env *tasks.Envelope, derr error) error {
 	// The asynq task ID is the only trustworthy identity of a payload that
 	// failed its checks: the payload's own ID may be the reason it failed,
 	// or name another task whose record must not be touched.

@@ -1,10 +1,12 @@
-package worker
+package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -31,7 +33,7 @@ const ReasonDeadlineExceeded = "deadline_exceeded"
 // pastDeadline dead-letters a delivery of env taken at or after its
 // deadline, without calling the agent: done is true when it did, and
 // answer is then ProcessTask's answer.
-func (p *pipeline) pastDeadline(ctx context.Context, log *taskLog, env *tasks.Envelope) (answer error, done bool) {
+func (p *Executor) pastDeadline(ctx context.Context, log *taskLog, env *tasks.Envelope) (answer error, done bool) {
 	if !env.PastDeadline(time.Now()) {
 		return nil, false
 	}
@@ -59,7 +61,7 @@ func callDeadline(env *tasks.Envelope, timeout time.Duration, now time.Time) (ti
 // restart d would make would be due at or after it. It then turns d and
 // a into the dead letter: reason deadline_exceeded, class timeout, the
 // attempt's own failure kept in the error text.
-func overDeadline(env *tasks.Envelope, sp *spec, a *attemptResult, d *resilience.Decision, now time.Time) bool {
+func overDeadline(env *tasks.Envelope, sp *Spec, a *attemptResult, d *resilience.Decision, now time.Time) bool {
 	if env.Deadline == 0 || d.Action == resilience.ActionSucceed || d.Action == resilience.ActionRequeue {
 		return false
 	}
@@ -81,7 +83,7 @@ func overDeadline(env *tasks.Envelope, sp *spec, a *attemptResult, d *resilience
 		return false
 	}
 	if !a.call.deadline {
-		a.call.errText = truncate(fmt.Sprintf("%s; the attempt failed with class %s: %s", deadlineText(env, why), a.call.verdict.Class, a.call.errText), 2000)
+		a.call.errText = Truncate(fmt.Sprintf("%s; the attempt failed with class %s: %s", deadlineText(env, why), a.call.verdict.Class, a.call.errText), 2000)
 	}
 	a.call.verdict.Class = resilience.Timeout
 	*d = resilience.Decision{Action: resilience.ActionDeadLetter, Class: resilience.Timeout, Reason: ReasonDeadlineExceeded}
@@ -93,4 +95,23 @@ func overDeadline(env *tasks.Envelope, sp *spec, a *attemptResult, d *resilience
 func deadlineText(env *tasks.Envelope, when string) string {
 	return fmt.Sprintf("deadline exceeded: the task's deadline (%s) passed %s",
 		env.DeadlineTime().UTC().Format(time.RFC3339Nano), when)
+}
+
+// View is the record's view of task id (the deadline sweep reads it).
+func (p *Executor) View(ctx context.Context, id string) (*record.View, error) {
+	return p.rec.view(ctx, id)
+}
+
+// ExpireWaiting dead-letters env, past its deadline while it waited in
+// state (the deadline sweep's find). expired: this call dead-lettered it;
+// err: Redis could not take the write (try again next tick).
+func (p *Executor) ExpireWaiting(ctx context.Context, env *tasks.Envelope, state string) (expired bool, err error) {
+	log := &taskLog{base: p.log, env: env}
+	rep := p.report(env, 0, resilience.Timeout, deadlineText(env, "while the task was waiting ("+state+")"))
+	answer := p.deadLetter(ctx, log, env, rep, ReasonDeadlineExceeded)
+	var d *delayed
+	if errors.As(answer, &d) {
+		return false, errors.New(d.cause)
+	}
+	return answer == nil, nil
 }

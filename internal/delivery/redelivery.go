@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 //   - a retry, which asynq schedules in whole seconds and so may deliver
 //     up to a second early, waits for the rest of its computed delay; so
 //     does the first delivery of a delayed run (Envelope.NotBefore).
-func (p *pipeline) redelivered(ctx context.Context, log *taskLog, env *tasks.Envelope) (answer error, done bool) {
+func (p *Executor) redelivered(ctx context.Context, log *taskLog, env *tasks.Envelope) (answer error, done bool) {
 	if metaOf(ctx).retried == 0 {
 		// A first delivery of a delayed run (a scheduled task, a
 		// restart) may likewise come up to a second early.
@@ -51,7 +51,7 @@ func (p *pipeline) redelivered(ctx context.Context, log *taskLog, env *tasks.Env
 // recovery redelivers this run. Only redeliveries (retries) are checked,
 // at one lookup each; an error counts as "not superseded" (run it rather
 // than lose it).
-func (p *pipeline) superseded(ctx context.Context, env *tasks.Envelope) bool {
+func (p *Executor) superseded(ctx context.Context, env *tasks.Envelope) bool {
 	if p.insp == nil {
 		return false
 	}
@@ -82,7 +82,7 @@ func (p *pipeline) superseded(ctx context.Context, env *tasks.Envelope) bool {
 // a dead letter whose record was not yet marked is marked now. It also
 // returns the record's state (zero when unreadable: run the delivery
 // rather than lose it).
-func (p *pipeline) ended(ctx context.Context, log *taskLog, env *tasks.Envelope) (record.RunState, bool) {
+func (p *Executor) ended(ctx context.Context, log *taskLog, env *tasks.Envelope) (record.RunState, bool) {
 	rs, err := p.rec.runState(ctx, env.ID)
 	if err != nil {
 		return record.RunState{}, false

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // admitted is an agent whose breaker admitted a call of the task: the
 // task's own agent, or one of its fallback agents.
 type admitted struct {
-	sp   *spec
+	sp   *Spec
 	adm  breaker.Admission
 	lim  limit.Admission // the admission of sp's limits (zero: none)
 	next int             // index in the primary's fallback list of the next agent to fall back to
@@ -30,12 +30,12 @@ type admitted struct {
 // breaker defers the task without using an attempt, unless the breaker of
 // one of its fallback agents admits it. It returns the admitted agent, or
 // nil and ProcessTask's answer (a deferral).
-func (p *pipeline) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec) (*admitted, error) {
+func (p *Executor) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec) (*admitted, error) {
 	adm, err := p.admit(ctx, sp)
 	if err != nil {
 		log.Warn("breaker state unavailable; using the last state seen", "err", err)
 	}
-	p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(stateValue(adm.State))
+	p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(StateValue(adm.State))
 	if adm.Allowed {
 		return p.gateLimits(ctx, log, env, sp, adm)
 	}
@@ -52,7 +52,7 @@ func (p *pipeline) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 // gateLimits asks the limits of sp, whose breaker admitted the call (adm).
 // Over a limit, a fallback agent that admits the call serves it; else the
 // task waits in its worker for capacity (waitLimit), or is deferred.
-func (p *pipeline) gateLimits(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm breaker.Admission) (*admitted, error) {
+func (p *Executor) gateLimits(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, adm breaker.Admission) (*admitted, error) {
 	la := p.admitLimit(ctx, log, sp)
 	if la.Allowed {
 		return &admitted{sp: sp, adm: adm, lim: la}, nil
@@ -86,18 +86,18 @@ const fallbackOverBudget = "over_budget"
 
 // admit asks sp's breaker for a call: Allow, or AllowTask for an agent
 // with a health probe (its tasks are never half-open trials).
-func (p *pipeline) admit(ctx context.Context, sp *spec) (breaker.Admission, error) {
+func (p *Executor) admit(ctx context.Context, sp *Spec) (breaker.Admission, error) {
 	if p.noGate {
 		return breaker.Admission{Allowed: true, State: breaker.StateClosed}, nil
 	}
-	if sp.probe != nil {
+	if sp.probed {
 		return p.breakers.AllowTask(ctx, sp.breakerKey, sp.breaker)
 	}
 	return p.breakers.Allow(ctx, sp.breakerKey, sp.breaker)
 }
 
 // release gives back an admission whose call was never made.
-func (p *pipeline) release(ctx context.Context, sp *spec, adm breaker.Admission) {
+func (p *Executor) release(ctx context.Context, sp *Spec, adm breaker.Admission) {
 	if !p.noGate {
 		_, _ = p.breakers.Record(ctx, sp.breakerKey, sp.breaker, adm, breaker.OutcomeIgnore)
 	}
@@ -107,7 +107,7 @@ func (p *pipeline) release(ctx context.Context, sp *spec, adm breaker.Admission)
 // from on, whose budget (budgetRoom), breaker and limits admit a call; why
 // labels agentq_fallbacks_total. It returns nil when none admits, and then
 // the shortest wait the denials gave (0: none).
-func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, from int, why string) (alt *admitted, soonest time.Duration) {
+func (p *Executor) fallBack(ctx context.Context, log *taskLog, primary *Spec, from int, why string) (alt *admitted, soonest time.Duration) {
 	for i := from; i < len(primary.fallback); i++ {
 		fs := primary.fallback[i]
 		if room, wait := p.budgetRoom(ctx, log, fs); !room {
@@ -120,7 +120,7 @@ func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, fr
 		if err != nil {
 			log.Warn("fallback breaker state unavailable; using the last state seen", "fallback", fs.name, "err", err)
 		}
-		p.metrics.breakerState.WithLabelValues(fs.breakerKey).Set(stateValue(a.State))
+		p.metrics.breakerState.WithLabelValues(fs.breakerKey).Set(StateValue(a.State))
 		if a.Allowed {
 			la := p.admitLimit(ctx, log, fs)
 			if !la.Allowed {
@@ -144,7 +144,7 @@ func (p *pipeline) fallBack(ctx context.Context, log *taskLog, primary *spec, fr
 // deferTask puts a task back until its breaker may admit a trial. Deferred
 // tasks wake spread out (jitter) so they do not stampede; those not admitted
 // defer again.
-func (p *pipeline) deferTask(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *spec, adm breaker.Admission) error {
+func (p *Executor) deferTask(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, adm breaker.Admission) error {
 	wait := adm.RetryIn
 	if wait < 50*time.Millisecond {
 		wait = 50 * time.Millisecond

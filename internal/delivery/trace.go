@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -31,7 +31,7 @@ import (
 // by the admitted agent g (the task's agent sp, or a fallback) as a child
 // of the run's span; the returned context carries it to call (which passes
 // its context to the agent).
-func (p *pipeline) startAttemptSpan(ctx context.Context, env *tasks.Envelope, sp *spec, g *admitted) (context.Context, trace.Span) {
+func (p *Executor) startAttemptSpan(ctx context.Context, env *tasks.Envelope, sp *Spec, g *admitted) (context.Context, trace.Span) {
 	if !p.traced {
 		return ctx, nil
 	}
@@ -54,7 +54,7 @@ func (p *pipeline) startAttemptSpan(ctx context.Context, env *tasks.Envelope, sp
 // endAttemptSpan ends an attempt's span with its outcome (a nil: the
 // delivery did not run, see attempt) and the usage its last call reported
 // (spanUsage); a nil span (not traced) is none.
-func (p *pipeline) endAttemptSpan(span trace.Span, env *tasks.Envelope, sp *spec, a *attemptResult) {
+func (p *Executor) endAttemptSpan(span trace.Span, env *tasks.Envelope, sp *Spec, a *attemptResult) {
 	if span == nil {
 		return
 	}
@@ -114,7 +114,7 @@ func runOutcome(action resilience.Action) string {
 // point to (tracing.RunIDs). It starts when the run was due: its delayed
 // start (restarts, delayed tasks), else the enqueue for a first run; a
 // requeued run (neither) starts with its last attempt.
-func (p *pipeline) endRunSpan(env *tasks.Envelope, a *attemptResult, outcome, class string) {
+func (p *Executor) endRunSpan(env *tasks.Envelope, a *attemptResult, outcome, class string) {
 	if outcome == "" || !p.traced {
 		return
 	}

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -41,7 +41,7 @@ type attemptStart struct {
 
 // beginNow writes the start now (a redelivery, a later run); a start that
 // is not Applied means the delivery must not run.
-func (p *pipeline) beginNow(ctx context.Context, d record.Delivery) (*attemptStart, record.Outcome, error) {
+func (p *Executor) beginNow(ctx context.Context, d record.Delivery) (*attemptStart, record.Outcome, error) {
 	out, err := p.rec.apply(ctx, d, record.Started())
 	return &attemptStart{rec: p.rec, d: d, written: applied(out, err)}, out, err
 }
@@ -50,7 +50,7 @@ func (p *pipeline) beginNow(ctx context.Context, d record.Delivery) (*attemptSta
 // delivery). When it finds the task canceled (a cancel that came as the
 // delivery was dequeued, whose stop message the worker missed), it calls
 // stop, which ends the attempt's context: the agent is stopped.
-func (p *pipeline) beginLazy(ctx context.Context, d record.Delivery, stop func()) *attemptStart {
+func (p *Executor) beginLazy(ctx context.Context, d record.Delivery, stop func()) *attemptStart {
 	a := &attemptStart{rec: p.rec, d: d, fired: make(chan struct{})}
 	bg := context.WithoutCancel(ctx)
 	a.timer = time.AfterFunc(beginGrace, func() {

@@ -1,25 +1,16 @@
-package worker
+package delivery
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/hibiken/asynq"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/breaker"
-	"github.com/agentq/agentq/internal/charts"
-	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
-	"github.com/agentq/agentq/internal/restart"
-	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -32,60 +23,16 @@ const (
 	ReasonAttemptsExhausted = "attempts_exhausted"
 )
 
-// pipeline is the asynq handler. A task goes through it as the diagram
-// in docs/DESIGN.md draws it, one file a step:
-//
-//	decode → resolve (pipeline.go) → redelivery checks (redelivery.go)
-//	→ breaker gate (gate.go) → attempt: start, calls, fallbacks (attempt.go)
-//	→ settle: succeed | retry | requeue | restart | dead letter (settle.go)
-type pipeline struct {
-	log      *slog.Logger
-	specs    map[string]*spec
-	rec      completer // the one way to the task record (complete.go)
-	dlq      *deadletter.Store
-	restarts *restart.Scheduler
-	rdb      redis.UniversalClient // where the tenants' lanes are (internal/fair)
-	breakers *breaker.Breakers
-	limiter  *limit.Limiter // provider limits (limits.go)
-	lines    limitLines     // this process's waiting lines, per limits key
-	pauses   pauseView      // pauses of pause-only keys seen by this process (pauses.go)
-	metrics  *metrics
-	alerts   *alerter
-	workerID string
-	insp     *asynq.Inspector // nil: no superseded-run check (tests)
-	classify func(error) resilience.Verdict
-	noGate   bool         // WithoutBreaker: skip Allow and Record
-	tracer   trace.Tracer // attempt and run spans (see trace.go)
-	traced   bool         // tracer's provider is tracing.Active
-	// stopping is set when the worker starts shutting down: from then on a
-	// call's canceled context is the shutdown's, not a task's cancel.
-	stopping atomic.Bool
-	// track notes a delivery in flight for the worker registry
-	// (Heartbeat.Track); nil: not tracked.
-	track func(delivery, id, agent, queue string) (done func())
-	// charts counts attempts per minute for the console's charts
-	// (internal/charts); nil: not counted.
-	charts *charts.Counter
-	// usage receives every attempt's usage: by default a usage.Recorder
-	// adding it to the fleet's totals (WithUsageSink); never nil after New.
-	usage usage.Sink
-	// meter reads, prices and counts the calls' usage (usage.go).
-	meter *meter
-	// budgets are the tenants' and agents' budgets and tasks' own caps
-	// (budgets.go); nil: none (tests).
-	budgets *budgets
-}
-
 // quickStop reports whether a call whose context was canceled was stopped
 // because its task was canceled (asynq's CancelProcessing) rather than by
 // the worker's shutdown: its exec agent then gets SIGKILL sooner
 // (agent.WithQuickStop).
-func (p *pipeline) quickStop() bool { return !p.stopping.Load() }
+func (p *Executor) quickStop() bool { return !p.stopping.Load() }
 
 // ProcessTask implements asynq.Handler. It never panics on a task and
 // returns an error only to ask asynq for a (possibly free) retry: see the
 // answers below.
-func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
+func (p *Executor) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	defer p.recoverPanic(&err)
 	defer func() { err = toAsynq(err) }()
 	env, derr := tasks.Decode(t.Payload())
@@ -129,7 +76,7 @@ func (p *pipeline) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 }
 
 // recoverPanic turns a panic in the pipeline into a retry of the task.
-func (p *pipeline) recoverPanic(err *error) {
+func (p *Executor) recoverPanic(err *error) {
 	if r := recover(); r != nil {
 		p.log.Error("pipeline panic; task put back", "panic", fmt.Sprint(r))
 		*err = retryAfter(time.Second, fmt.Sprintf("panic: %v", r))
@@ -138,7 +85,7 @@ func (p *pipeline) recoverPanic(err *error) {
 
 // freeRestartSlot frees a restart run's slot in the restart index as soon
 // as the run is delivered, whatever becomes of it (restart.Scheduler.Started).
-func (p *pipeline) freeRestartSlot(ctx context.Context, env *tasks.Envelope) {
+func (p *Executor) freeRestartSlot(ctx context.Context, env *tasks.Envelope) {
 	if env.Restarts > 0 && env.Run > 0 {
 		_ = p.restarts.Started(ctx, env.ID)
 	}
@@ -146,7 +93,7 @@ func (p *pipeline) freeRestartSlot(ctx context.Context, env *tasks.Envelope) {
 
 // report is what the events of attempt (0: none) of env's current run,
 // served by env's own agent, say of it.
-func (p *pipeline) report(env *tasks.Envelope, attempt int, class resilience.Class, errText string) record.Attempt {
+func (p *Executor) report(env *tasks.Envelope, attempt int, class resilience.Class, errText string) record.Attempt {
 	return record.Attempt{Attempt: attempt, Restart: env.Restarts, Agent: env.Agent, Worker: p.workerID,
 		ErrorClass: string(class), Error: errText}
 }
@@ -249,8 +196,8 @@ func toAsynq(answer error) error {
 	return answer
 }
 
-// retryDelay is asynq's RetryDelayFunc: the delay the pipeline chose.
-func retryDelay(_ int, err error, _ *asynq.Task) time.Duration {
+// RetryDelay is asynq's RetryDelayFunc: the delay the pipeline chose.
+func RetryDelay(_ int, err error, _ *asynq.Task) time.Duration {
 	var d *delayed
 	if errors.As(err, &d) {
 		if !d.exact() && d.delay > 0 {
@@ -273,8 +220,8 @@ func ceilToSecond(now time.Time, delay time.Duration) time.Duration {
 	return at.Sub(now)
 }
 
-// isFailure is asynq's IsFailure: only real attempts count.
-func isFailure(err error) bool {
+// IsFailure is asynq's IsFailure: only real attempts count.
+func IsFailure(err error) bool {
 	var d *delayed
 	if errors.As(err, &d) {
 		return d.failure()
@@ -283,7 +230,7 @@ func isFailure(err error) bool {
 }
 
 // now is the pipeline's clock (a dead letter's time).
-func (p *pipeline) now() time.Time { return time.Now() }
+func (p *Executor) now() time.Time { return time.Now() }
 
 // taskLog is a task's logger: p.log with the task's agent and ID, built
 // on first use (most tasks log nothing, and slog's With allocates).
@@ -305,7 +252,8 @@ func (t *taskLog) Info(msg string, args ...any)  { t.get().Info(msg, args...) }
 func (t *taskLog) Warn(msg string, args ...any)  { t.get().Warn(msg, args...) }
 func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }
 
-func stateValue(s breaker.State) float64 {
+// StateValue is a breaker state as the agentq_breaker_state gauge shows it.
+func StateValue(s breaker.State) float64 {
 	switch s {
 	case breaker.StateHalfOpen:
 		return 1
@@ -315,7 +263,8 @@ func stateValue(s breaker.State) float64 {
 	return 0
 }
 
-func truncate(s string, n int) string {
+// Truncate cuts s to n bytes, marking the cut with an ellipsis.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"cmp"
@@ -23,10 +23,10 @@ import (
 // entries (one usage.Entry per call that reported usage, priced).
 type meter struct {
 	prices usage.Prices
-	m      *metrics // tokens, cost, and the tenant labels (metrics.tenant)
+	m      *Metrics // tokens, cost, and the tenant labels (metrics.tenant)
 }
 
-func newMeter(cfg *config.Config, m *metrics) *meter { return &meter{prices: cfg.Prices(), m: m} }
+func newMeter(cfg *config.Config, m *Metrics) *meter { return &meter{prices: cfg.Prices(), m: m} }
 
 // read returns what the call used, priced, and the system its reply's
 // shape names: the ActionResponse's usage (reply.Usage) or the result's
@@ -82,7 +82,7 @@ func (mt *meter) used(env *tasks.Envelope, agentLabel string, u usage.Usage, at 
 }
 
 // usageSeries adds the usage counters to m.
-func (m *metrics) usageSeries() {
+func (m *Metrics) usageSeries() {
 	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentq_tokens_total",
 		Help: "Tokens the agents' calls reported, by agent, tenant (named tenants of the config, default, the rest other), model (priced models, the rest other) and kind (input, output, cached: cached is a part of input).",

@@ -1,0 +1,126 @@
+package delivery
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/charts"
+	"github.com/agentq/agentq/internal/limit"
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/restart"
+	"github.com/agentq/agentq/internal/tracing"
+	"github.com/agentq/agentq/internal/usage"
+	"github.com/agentq/agentq/internal/wakeup"
+	"github.com/agentq/agentq/resilience"
+)
+
+// Executor is the asynq handler: it holds one delivery from start to
+// answer (process.go reads top-down). This file builds it.
+type Executor struct {
+	log      *slog.Logger
+	specs    map[string]*Spec
+	rec      completer // the one way to the task record (complete.go)
+	dlq      *deadletter.Store
+	restarts *restart.Scheduler
+	rdb      redis.UniversalClient // where the tenants' lanes are (internal/fair)
+	breakers *breaker.Breakers
+	limiter  *limit.Limiter // provider limits (limits.go)
+	lines    limitLines     // this process's waiting lines, per limits key
+	pauses   pauseView      // pauses of pause-only keys seen by this process (pauses.go)
+	metrics  *Metrics
+	// onFailure hears every failed call of an agent (the worker's
+	// failure-rate alerts); never nil after New.
+	onFailure func(agent string)
+	workerID  string
+	insp      *asynq.Inspector // nil: no superseded-run check (tests)
+	classify  func(error) resilience.Verdict
+	noGate    bool         // WithoutBreaker: skip Allow and Record
+	tracer    trace.Tracer // attempt and run spans (see trace.go)
+	traced    bool         // tracer's provider is tracing.Active
+	// stopping is set when the worker starts shutting down: from then on a
+	// call's canceled context is the shutdown's, not a task's cancel.
+	stopping atomic.Bool
+	// track notes a delivery in flight for the worker registry
+	// (Heartbeat.Track); nil: not tracked.
+	track func(delivery, id, agent, queue string) (done func())
+	// charts counts attempts per minute for the console's charts
+	// (internal/charts); nil: not counted.
+	charts *charts.Counter
+	// usage receives every attempt's usage: by default a usage.Recorder
+	// adding it to the fleet's totals (WithUsageSink); never nil after New.
+	usage usage.Sink
+	// meter reads, prices and counts the calls' usage (usage.go).
+	meter *meter
+	// budgets are the tenants' and agents' budgets and tasks' own caps
+	// (budgets.go); nil: none (tests).
+	budgets *budgets
+	// acks holds quick successes' record writes until asynq's ack of
+	// their delivery (ack.go); nil: none ride it.
+	acks *wakeup.Acks
+}
+
+// Deps are what an Executor is built from: the worker's config and the
+// stores and clients it shares with the worker's other components.
+type Deps struct {
+	Config   *config.Config
+	Log      *slog.Logger
+	Specs    map[string]*Spec
+	RDB      redis.UniversalClient
+	Batch    redisx.Runner // the group-committing batcher of admissions and bookkeeping
+	Records  *record.Store
+	DLQ      *deadletter.Store
+	Restarts *restart.Scheduler
+	Breakers *breaker.Breakers
+	Metrics  *Metrics
+	// Replicas is redis.wait_replicas (no success rides asynq's ack then).
+	Replicas  int
+	OnFailure func(agent string)
+	WorkerID  string
+	Inspector *asynq.Inspector
+	Classify  func(error) resilience.Verdict
+	NoGate    bool
+	Tracer    trace.TracerProvider
+	Track     func(delivery, id, agent, queue string) (done func())
+	Charts    *charts.Counter
+	Usage     usage.Sink
+}
+
+// New builds the Executor of d.
+func New(d Deps) *Executor {
+	p := &Executor{
+		log: d.Log, specs: d.Specs, rdb: d.RDB, dlq: d.DLQ, restarts: d.Restarts, breakers: d.Breakers,
+		metrics: d.Metrics, limiter: limit.New(d.RDB, limit.WithRunner(d.Batch)), onFailure: d.OnFailure,
+		workerID: d.WorkerID, insp: d.Inspector, classify: d.Classify, noGate: d.NoGate,
+		tracer: d.Tracer.Tracer(tracing.TracerName), traced: tracing.Active(d.Tracer),
+		meter: newMeter(d.Config, d.Metrics), budgets: newBudgets(d.Config, d.RDB, d.Batch),
+		track: d.Track, charts: d.Charts, usage: d.Usage,
+	}
+	if p.onFailure == nil {
+		p.onFailure = func(string) {}
+	}
+	p.acks = newAcks(d.RDB, d.Replicas, p)
+	p.rec = newCompleter(d.Records, p.acks, p)
+	return p
+}
+
+// Acks holds quick successes' record writes until asynq's ack of their
+// delivery; nil when none ride it (see ack.go). The worker's asynq server
+// and shutdown use it.
+func (p *Executor) Acks() *wakeup.Acks { return p.acks }
+
+// WithAcks is the base context of the worker's own asynq server: its
+// deliveries' successes may ride asynq's ack.
+func (p *Executor) WithAcks(ctx context.Context) context.Context { return withAcks(ctx, p.acks) }
+
+// Stopping tells the Executor the worker is shutting down: from then on
+// a call's canceled context is the shutdown's, not a task's cancel.
+func (p *Executor) Stopping() { p.stopping.Store(true) }
