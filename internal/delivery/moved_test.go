@@ -41,7 +41,7 @@ func TestOutputWriterStopsWhenRefused(t *testing.T) {
 		c := &refusingCompleter{fakeCompleter: &fakeCompleter{}, out: out}
 		p := &Executor{rec: c}
 		log := &taskLog{base: slog.New(slog.DiscardHandler), env: &tasks.Envelope{}}
-		w := p.newOutput(context.Background(), log, record.Delivery{ID: "x"})
+		w := newOutput(context.Background(), p.rec, log, record.Delivery{ID: "x"})
 		for range outputBatch { // a full batch: written at once
 			w.emit(agent.EventProgress, json.RawMessage(`1`))
 		}
@@ -53,7 +53,7 @@ func TestOutputWriterStopsWhenRefused(t *testing.T) {
 		require.Equal(t, 1, c.n, "%s: no write after the refusal", out)
 	}
 	c := &refusingCompleter{fakeCompleter: &fakeCompleter{}, out: record.Applied}
-	w := (&Executor{rec: c}).newOutput(context.Background(), &taskLog{base: slog.New(slog.DiscardHandler), env: &tasks.Envelope{}}, record.Delivery{ID: "y"})
+	w := newOutput(context.Background(), c, &taskLog{base: slog.New(slog.DiscardHandler), env: &tasks.Envelope{}}, record.Delivery{ID: "y"})
 	w.close()
 	require.Zero(t, c.n)
 }

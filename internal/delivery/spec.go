@@ -2,16 +2,44 @@ package delivery
 
 import (
 	"fmt"
-	"time"
-
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/inspect"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/resilience"
+	"time"
 )
+
+// limitSpec is an agent's limits.
+type limitSpec struct {
+	key string
+	cfg limit.Config
+	// pauseOnly: the agent configures no limits, but it is an HTTP agent,
+	// whose provider's replies may still pause key (its breaker key)
+	// fleet-wide: its calls honour the pause, read from Redis at most once
+	// per pauseCheckEvery per process (pauses.go), and nothing else.
+	pauseOnly bool
+}
+
+// newLimitSpec is the limits of a, an agent as config.Config.Agent
+// resolves it (its limits key defaulted there); an HTTP agent without a
+// limits block gets a pause-only spec on its breaker key (nil: none).
+func newLimitSpec(a config.Agent) *limitSpec {
+	l := a.Limits
+	if l == nil {
+		if a.HTTP != nil {
+			return &limitSpec{key: a.BreakerKey, pauseOnly: true}
+		}
+		return nil
+	}
+	return &limitSpec{key: l.Key, cfg: limit.Config{
+		Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency,
+		Lease: config.Lease(a.Timeout),
+	}}
+}
 
 // Spec is everything the delivery needs to run one agent: its runner and
 // its resolved settings.

@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"time"
-
-	"github.com/hibiken/asynq"
-
 	"github.com/agentq/agentq/internal/breaker"
-	"github.com/agentq/agentq/internal/record"
-	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
+	"github.com/hibiken/asynq"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
 )
 
 // Dead-letter reasons the pipeline itself gives (stable strings).
@@ -22,81 +20,6 @@ const (
 	ReasonNotRetryable      = "not_retryable"
 	ReasonAttemptsExhausted = "attempts_exhausted"
 )
-
-// quickStop reports whether a call whose context was canceled was stopped
-// because its task was canceled (asynq's CancelProcessing) rather than by
-// the worker's shutdown: its exec agent then gets SIGKILL sooner
-// (agent.WithQuickStop).
-func (p *Executor) quickStop() bool { return !p.stopping.Load() }
-
-// ProcessTask implements asynq.Handler. It never panics on a task and
-// returns an error only to ask asynq for a (possibly free) retry: see the
-// answers below.
-func (p *Executor) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
-	defer p.recoverPanic(&err)
-	defer func() { err = toAsynq(err) }()
-	env, derr := tasks.Decode(t.Payload())
-	if derr != nil {
-		return p.deadLetterPayload(ctx, t, env, derr)
-	}
-	forgetAck(ctx)
-	if m := metaOf(ctx); p.track != nil && m.ok {
-		defer p.track(m.id, env.ID, env.Agent, m.queue)()
-	}
-	p.freeRestartSlot(ctx, env)
-	sp, ok := p.specs[env.Agent]
-	if !ok {
-		p.endRunSpan(env, nil, runDeadLettered, string(resilience.NotSupported))
-		return p.deadLetter(ctx, &taskLog{base: p.log, env: env}, env, p.report(env, 0, resilience.NotSupported,
-			fmt.Sprintf("unknown agent %q: no runner is configured or registered for it", env.Agent)), ReasonUnknownAgent)
-	}
-	log := &taskLog{base: p.log, env: env}
-	if answer, done := p.redelivered(ctx, log, env); done {
-		return answer
-	}
-	if answer, done := p.pastDeadline(ctx, log, env); done {
-		return answer
-	}
-	g, answer, done := p.gateBudgets(ctx, log, env, sp)
-	if done {
-		return answer
-	}
-	if g == nil { // g: a fallback serving while sp's budget has no room
-		if g, answer = p.gate(ctx, log, env, sp); g == nil {
-			return answer
-		}
-	}
-	actx, span := p.startAttemptSpan(ctx, env, sp, g)
-	a, answer := p.attempt(actx, log, env, sp, g)
-	p.endAttemptSpan(span, env, sp, a)
-	if a == nil {
-		return answer
-	}
-	return p.settle(ctx, log, env, sp, a)
-}
-
-// recoverPanic turns a panic in the pipeline into a retry of the task.
-func (p *Executor) recoverPanic(err *error) {
-	if r := recover(); r != nil {
-		p.log.Error("pipeline panic; task put back", "panic", fmt.Sprint(r))
-		*err = retryAfter(time.Second, fmt.Sprintf("panic: %v", r))
-	}
-}
-
-// freeRestartSlot frees a restart run's slot in the restart index as soon
-// as the run is delivered, whatever becomes of it (restart.Scheduler.Started).
-func (p *Executor) freeRestartSlot(ctx context.Context, env *tasks.Envelope) {
-	if env.Restarts > 0 && env.Run > 0 {
-		_ = p.restarts.Started(ctx, env.ID)
-	}
-}
-
-// report is what the events of attempt (0: none) of env's current run,
-// served by env's own agent, say of it.
-func (p *Executor) report(env *tasks.Envelope, attempt int, class resilience.Class, errText string) record.Attempt {
-	return record.Attempt{Attempt: attempt, Restart: env.Restarts, Agent: env.Agent, Worker: p.workerID,
-		ErrorClass: string(class), Error: errText}
-}
 
 // The answers ProcessTask gives asynq, one name each:
 //
@@ -229,8 +152,56 @@ func IsFailure(err error) bool {
 	return err != nil
 }
 
-// now is the pipeline's clock (a dead letter's time).
-func (p *Executor) now() time.Time { return time.Now() }
+// ReasonDeadlineExceeded is the dead-letter reason of a task whose
+// deadline (tasks.Task.Deadline) passed before it succeeded: it was still
+// waiting, its running attempt was stopped, or its next retry or restart
+// would have been due after it. Its class is timeout.
+const ReasonDeadlineExceeded = "deadline_exceeded"
+
+// Budgets in the pipeline (config budget on tenants and agents; the
+// keeper is budget.Keeper). Before its breaker is asked, a task whose
+// tenant or agent has a budget with no room left is not started: it is
+// deferred (no attempt used, a history event naming the budget) until
+// about when the window has room, at most budget.DeferMax at a time.
+// An agent with budget.fallback sends its tasks to its fallback agents
+// instead while its own budget has no room (a fallback agent with a
+// budget of its own serves only while that has room, whatever sent the
+// call to it). After each call its usage is debited from the tenant's
+// budget and from the budget of the agent that served it. A task with a cap of its own
+// (max_tokens, max_cost_usd) whose record's usage sum (every attempt's,
+// every run's) reached it is dead-lettered (budget_exhausted) before its
+// next attempt. Tasks with no budget and no cap cost no Redis command here.
+
+// ReasonBudgetExhausted is the dead-letter reason of a task whose own cap
+// (max_tokens, max_cost_usd) was reached.
+const ReasonBudgetExhausted = "budget_exhausted"
+
+// Run outcomes (the agentq.outcome attribute of a run span).
+const (
+	runSucceeded    = "succeeded"
+	runRestarting   = "restarting"
+	runDeadLettered = "dead_lettered"
+	runCanceled     = "canceled"
+)
+
+// fallbackOverLimit is the class label of agentq_fallbacks_total when the
+// primary's limits did not admit the call.
+const fallbackOverLimit = "over_limit"
+
+// fallbackBreakerOpen is the class label of agentq_fallbacks_total when the
+// primary's breaker did not admit the call.
+const fallbackBreakerOpen = "breaker_open"
+
+// fallbackOverBudget is the class label of agentq_fallbacks_total when the
+// primary's own budget had no room and it has budget.fallback (budgets.go).
+const fallbackOverBudget = "over_budget"
+
+// deadlineText is the error of a task whose deadline passed when (a
+// phrase: "before the task could start").
+func deadlineText(env *tasks.Envelope, when string) string {
+	return fmt.Sprintf("deadline exceeded: the task's deadline (%s) passed %s",
+		env.DeadlineTime().UTC().Format(time.RFC3339Nano), when)
+}
 
 // taskLog is a task's logger: p.log with the task's agent and ID, built
 // on first use (most tasks log nothing, and slog's With allocates).
@@ -248,8 +219,11 @@ func (t *taskLog) get() *slog.Logger {
 }
 
 func (t *taskLog) Debug(msg string, args ...any) { t.get().Debug(msg, args...) }
-func (t *taskLog) Info(msg string, args ...any)  { t.get().Info(msg, args...) }
-func (t *taskLog) Warn(msg string, args ...any)  { t.get().Warn(msg, args...) }
+
+func (t *taskLog) Info(msg string, args ...any) { t.get().Info(msg, args...) }
+
+func (t *taskLog) Warn(msg string, args ...any) { t.get().Warn(msg, args...) }
+
 func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }
 
 // StateValue is a breaker state as the agentq_breaker_state gauge shows it.
@@ -269,4 +243,75 @@ func Truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// meta is what asynq tells a handler of the delivery it runs: the
+// delivery's asynq task ID, its queue and how many failed deliveries of
+// the task came before it.
+type meta struct {
+	id, queue string
+	retried   int
+	ok        bool // the context carries a delivery
+}
+
+type metaKey struct{}
+
+// metaOf is the delivery ctx carries: asynq's, or one withMeta set.
+func metaOf(ctx context.Context) meta {
+	if m, ok := ctx.Value(metaKey{}).(meta); ok {
+		return m
+	}
+	id, ok := asynq.GetTaskID(ctx)
+	q, _ := asynq.GetQueueName(ctx)
+	r, _ := asynq.GetRetryCount(ctx)
+	return meta{id: id, queue: q, retried: r, ok: ok}
+}
+
+// withMeta gives ctx a delivery of its own: the pipeline runs a task
+// without an asynq server (tests of its decisions).
+func withMeta(ctx context.Context, id, queue string, retried int) context.Context {
+	return context.WithValue(ctx, metaKey{}, meta{id: id, queue: queue, retried: retried, ok: true})
+}
+
+// attemptNumber is the delivery's attempt number within its run.
+func (m meta) attemptNumber() int { return m.retried + 1 }
+
+// FailpointEnv names the environment variable that arms a failpoint.
+//
+// This is a TEST HOOK. When AGENTQ_FAILPOINT holds the name of a failpoint,
+// the worker kills its own process with SIGKILL the moment it reaches that
+// point, so crash tests can hit a precise window (for example, between
+// scheduling a restart and acknowledging the run to asynq) deterministically.
+// It is never set in production; unset, a failpoint costs one environment
+// lookup.
+//
+// Failpoints:
+//
+//	after_restart_scheduled  in the restart branch of the pipeline, after the
+//	                         restart is scheduled and the "restarting"
+//	                         transition is written, before the handler
+//	                         returns (asynq still holds the run's lease)
+//	before_restart_recorded  after the restart is scheduled, before its
+//	                         "restarting" transition is written
+//	after_success_recorded   after a success is written, before asynq's ack
+//	before_dead_letter_recorded
+//	                         after the dead letter is stored, before the
+//	                         task record is marked dead_lettered
+//	after_dead_letter_recorded
+//	                         after both, before asynq's ack
+//	call_started             as an agent call starts, just before the
+//	                         runner runs (on a first delivery, before the
+//	                         attempt's start is written beginGrace into
+//	                         the call)
+const FailpointEnv = "AGENTQ_FAILPOINT"
+
+// failpoint kills the process with SIGKILL when AGENTQ_FAILPOINT equals name
+// (a test hook; see FailpointEnv). SIGKILL runs no deferred functions and no
+// shutdown: the process dies as in a crash.
+func failpoint(name string) {
+	if os.Getenv(FailpointEnv) != name {
+		return
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // SIGKILL is not catchable; never go on past the failpoint
 }
