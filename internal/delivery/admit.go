@@ -3,267 +3,18 @@ package delivery
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"time"
+
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/budget"
+	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
-	"math/rand/v2"
-	"time"
 )
-
-// A task's deadline, in the pipeline (the sweeper, for the tasks no worker
-// takes in time, is in sweep.go):
-//
-//   - a delivery taken at or after the deadline is dead-lettered without
-//     calling the agent (pastDeadline);
-//   - a call is given the time left to the deadline when that is shorter
-//     than its agent's timeout (callDeadline), and a call the deadline cut
-//     is told apart from an ordinary timeout (callResult.deadline): it does
-//     not count against its agent's breaker;
-//   - a failed attempt whose retry or restart would be due at or after the
-//     deadline, or that the deadline cut, is dead-lettered instead
-//     (overDeadline).
-
-// pastDeadline dead-letters a delivery of env taken at or after its
-// deadline, without calling the agent: done is true when it did, and
-// answer is then ProcessTask's answer.
-func (p *Executor) pastDeadline(ctx context.Context, log *taskLog, env *tasks.Envelope) (answer error, done bool) {
-	if !env.PastDeadline(time.Now()) {
-		return nil, false
-	}
-	p.endRunSpan(env, nil, runDeadLettered, string(resilience.Timeout))
-	rep := p.report(env, 0, resilience.Timeout, deadlineText(env, "before the task could start"))
-	return p.deadLetter(ctx, log, env, rep, ReasonDeadlineExceeded), true
-}
-
-// gateBudgets is the pipeline's budget step, before the breaker: a task
-// over its own cap is dead-lettered, a task whose tenant or agent is over
-// budget is deferred — unless it is the agent's own budget, the agent has
-// budget.fallback, and a fallback agent admits the call (budget, breaker,
-// limits): that agent is returned (alt) and serves the attempt. done says
-// the task must not start (answer is then ProcessTask's).
-func (p *Executor) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec) (alt *admitted, answer error, done bool) {
-	if p.budgets == nil {
-		return nil, nil, false
-	}
-	if env.MaxTokens > 0 || env.MaxCostUSD > 0 {
-		spent, err := p.budgets.keeper.TaskSpent(ctx, env.ID)
-		if err != nil {
-			log.Warn("task's spending unavailable; the task waits for Redis", "err", err)
-			return nil, p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
-		}
-		if why, over := budget.OverCap(spent, env.MaxTokens, env.MaxCostUSD); over {
-			p.endRunSpan(env, nil, runDeadLettered, string(resilience.QuotaExhausted))
-			return nil, p.deadLetter(ctx, log, env, p.report(env, 0, resilience.QuotaExhausted,
-				"budget_exhausted: the task's own cap was reached: "+why), ReasonBudgetExhausted), true
-		}
-	}
-	bs := p.budgets.of(env, sp)
-	if len(bs) == 0 {
-		return nil, nil, false
-	}
-	over, err := p.budgets.keeper.Check(ctx, bs...)
-	if err != nil {
-		log.Warn("budgets unavailable; the task waits for Redis", "err", err)
-		return nil, p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
-	}
-	if over == nil {
-		return nil, nil, false
-	}
-	why, wait := over.Budget.Text(over.Unit), over.ResetsIn
-	// Check asks the tenant's budget first: an agent's Over means the
-	// tenant's has room, which a fallback spends too.
-	if over.Budget.Kind == budget.Agent && sp.budgetFallback {
-		alt, soonest := p.fallBack(ctx, log, sp, 0, fallbackOverBudget)
-		if alt != nil {
-			alt.why = fallbackOverBudget + ": " + why
-			log.Info("over budget: a fallback agent serves the task", "event", "fallback", "budget", why, "to", alt.sp.name)
-			return alt, nil, false
-		}
-		if soonest > 0 && soonest < wait {
-			wait = soonest // a fallback may admit before the budget has room
-		}
-	}
-	return nil, p.deferBudget(ctx, log, env, why, wait), true
-}
-
-// budgetRoom reports whether fallback agent fs's own budget has room for
-// a call (always, for an agent without a budget: no Redis command), and
-// otherwise how long until it has. A budget Redis cannot read has no room.
-func (p *Executor) budgetRoom(ctx context.Context, log *taskLog, fs *Spec) (room bool, wait time.Duration) {
-	if fs.budget == nil || p.budgets == nil {
-		return true, 0
-	}
-	over, err := p.budgets.keeper.Check(ctx, *fs.budget)
-	if err != nil {
-		log.Warn("fallback budget unavailable; skipping the fallback", "fallback", fs.name, "err", err)
-		return false, 0
-	}
-	if over != nil {
-		return false, over.ResetsIn
-	}
-	return true, 0
-}
-
-// deferBudget puts a task back for about retry (at least a second, at most
-// budget.DeferMax), spread by jitter of up to a fifth of it, without
-// using an attempt; why names the budget in its history event.
-func (p *Executor) deferBudget(ctx context.Context, log *taskLog, env *tasks.Envelope, why string, retry time.Duration) error {
-	wait := min(max(retry, time.Second), budget.DeferMax)
-	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
-	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
-	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), why, wait)); err == nil && out != record.Applied {
-		return p.answer(ctx, log, env, out, nil)
-	}
-	log.Info("deferred: over budget", "event", "defer", "budget", why, "delay_ms", wait.Milliseconds())
-	return deferUntil(wait, budgetDeferCause+": "+why)
-}
-
-// budgetDeferCause starts the error text a budget's deferral hands asynq.
-const budgetDeferCause = "over budget"
-
-// admitLimit asks sp's limits for a call once, without waiting. An agent
-// without limits admits; a limiter Redis cannot reach refuses
-// (limit.Unavailable): the task waits, and is deferred, as for
-// any limit.
-func (p *Executor) admitLimit(ctx context.Context, log *taskLog, sp *Spec) limit.Admission {
-	if sp.limits == nil || p.limiter == nil {
-		return limit.Admission{Allowed: true}
-	}
-	if sp.limits.pauseOnly {
-		return p.pauses.admit(ctx, log, p.limiter, sp.limits.key)
-	}
-	a, err := p.limiter.Admit(ctx, sp.limits.key, sp.limits.cfg)
-	if err != nil && ctx.Err() == nil {
-		log.Warn("limits unavailable; the call waits for Redis", "limit_key", sp.limits.key, "err", err)
-	}
-	if !a.Allowed {
-		p.metrics.limitRefusals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
-	}
-	return a
-}
-
-// waitLimit waits in sp's line for its limits to admit a call, at most
-// limitWaitMax. It returns the admission, or the last refusal (ok false)
-// when the wait would be longer; err is ctx's when the worker shuts down.
-func (p *Executor) waitLimit(ctx context.Context, log *taskLog, sp *Spec, last limit.Admission) (limit.Admission, error) {
-	line := p.lines.get(sp.limits.key)
-	deadline := time.Now().Add(limitWaitMax)
-	if last.RetryIn > limitWaitMax {
-		return last, nil // a long wait (a pause, a token window): defer at once
-	}
-	timer := time.NewTimer(limitWaitMax)
-	defer timer.Stop()
-	select {
-	case line.turn <- struct{}{}:
-	case <-timer.C:
-		// The line was busy all along: capacity is being used; come back
-		// soon (deferLimit spreads the returns).
-		last.RetryIn = 0
-		return last, nil
-	case <-ctx.Done():
-		return last, ctx.Err()
-	}
-	defer func() { <-line.turn }()
-	for {
-		a := p.admitLimit(ctx, log, sp)
-		if a.Allowed {
-			return a, nil
-		}
-		last = a
-		wait := a.RetryIn
-		if wait <= 0 {
-			wait = limitPoll
-		}
-		// A little jitter, so the heads of several workers do not ask at
-		// the same millisecond.
-		wait += time.Millisecond + time.Duration(rand.Int64N(int64(min(wait/10, 10*time.Millisecond))+1))
-		if time.Until(deadline) < wait {
-			return last, nil
-		}
-		if err := sleepOrFreed(ctx, wait, line.freed); err != nil {
-			return last, err
-		}
-	}
-}
-
-// sleepOrFreed sleeps d, or until a call of the line's key ends here.
-func sleepOrFreed(ctx context.Context, d time.Duration, freed <-chan struct{}) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-freed:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// describe names a refusal for history and logs, e.g.
-// limit "openai-prod" requests 20/1s.
-func (l *limitSpec) describe(a limit.Admission) string {
-	switch a.Limit {
-	case limit.Requests:
-		return fmt.Sprintf("limit %q requests %d/%s", l.key, l.cfg.Requests, l.cfg.Per)
-	case limit.Tokens:
-		return fmt.Sprintf("limit %q tokens %d/%s", l.key, l.cfg.Tokens, l.cfg.Per)
-	case limit.Concurrency:
-		return fmt.Sprintf("limit %q concurrency %d", l.key, l.cfg.Concurrency)
-	case limit.Paused:
-		return fmt.Sprintf("limit %q paused by the provider until %s", l.key, a.PausedUntil.Format(time.RFC3339Nano))
-	case limit.Unavailable:
-		return fmt.Sprintf("limit %q unavailable: Redis did not answer", l.key)
-	}
-	return fmt.Sprintf("limit %q", l.key)
-}
-
-// deferLimit puts a task back until about when sp's limits may admit it:
-// the limiter's RetryIn (at least 100ms) plus jitter of up to a fifth of
-// it (at least 500ms, at most a second), so that the deferred tasks of a
-// key come back spread out. It uses no attempt; the history event names
-// the limit. asynq may deliver it up to a second early (whole seconds):
-// it then waits for the rest in its worker's line, which is what lets a
-// key's deferred tasks take capacity as soon as it frees.
-func (p *Executor) deferLimit(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a limit.Admission) error {
-	wait := max(a.RetryIn, 100*time.Millisecond)
-	wait += time.Duration(rand.Int64N(int64(min(max(wait/5, 500*time.Millisecond), time.Second)) + 1))
-	why := sp.limits.describe(a)
-	p.metrics.limitDeferrals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
-	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
-	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), why, wait)); err == nil && out != record.Applied {
-		return p.answer(ctx, log, env, out, nil)
-	}
-	log.Info("deferred: over a limit", "event", "defer", "limit_key", sp.limits.key, "limit", a.Limit, "delay_ms", wait.Milliseconds())
-	return deferEarly(wait, limitDeferCause)
-}
-
-// limitDeferCause is the error text a limit's deferral hands asynq (its
-// TaskInfo.LastErr); a breaker's close does not wake these tasks.
-const limitDeferCause = "over limit"
-
-// releaseAdmitted gives back what a call that was never made holds: its
-// breaker admission and its concurrency lease.
-func (p *Executor) releaseAdmitted(ctx context.Context, g *admitted) {
-	p.release(ctx, g.sp, g.adm)
-	p.releaseLimit(ctx, g.sp, g.lim)
-}
-
-// releaseLimit gives back a concurrency lease and wakes the key's line.
-func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission) {
-	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
-		return
-	}
-	_ = p.limiter.Release(context.WithoutCancel(ctx), sp.limits.key, a)
-	select {
-	case p.lines.get(sp.limits.key).freed <- struct{}{}:
-	default:
-	}
-}
 
 // admitTask is the delivery's admission: the checks of a redelivery, the
 // task's deadline, its budgets, then its agent's breaker and limits. It
@@ -402,6 +153,117 @@ func waitUntilDue(ctx context.Context, due time.Time) error {
 	return startstop.Sleep(ctx, wait)
 }
 
+// A task's deadline, in the pipeline (the sweeper, for the tasks no worker
+// takes in time, is in sweep.go):
+//
+//   - a delivery taken at or after the deadline is dead-lettered without
+//     calling the agent (pastDeadline);
+//   - a call is given the time left to the deadline when that is shorter
+//     than its agent's timeout (callDeadline), and a call the deadline cut
+//     is told apart from an ordinary timeout (callResult.deadline): it does
+//     not count against its agent's breaker;
+//   - a failed attempt whose retry or restart would be due at or after the
+//     deadline, or that the deadline cut, is dead-lettered instead
+//     (overDeadline).
+
+// pastDeadline dead-letters a delivery of env taken at or after its
+// deadline, without calling the agent: done is true when it did, and
+// answer is then ProcessTask's answer.
+func (p *Executor) pastDeadline(ctx context.Context, log *taskLog, env *tasks.Envelope) (answer error, done bool) {
+	if !env.PastDeadline(time.Now()) {
+		return nil, false
+	}
+	p.endRunSpan(env, nil, runDeadLettered, string(resilience.Timeout))
+	rep := p.report(env, 0, resilience.Timeout, deadlineText(env, "before the task could start"))
+	return p.deadLetter(ctx, log, env, rep, ReasonDeadlineExceeded), true
+}
+
+// gateBudgets is the pipeline's budget step, before the breaker: a task
+// over its own cap is dead-lettered, a task whose tenant or agent is over
+// budget is deferred — unless it is the agent's own budget, the agent has
+// budget.fallback, and a fallback agent admits the call (budget, breaker,
+// limits): that agent is returned (alt) and serves the attempt. done says
+// the task must not start (answer is then ProcessTask's).
+func (p *Executor) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec) (alt *admitted, answer error, done bool) {
+	if p.budgets == nil {
+		return nil, nil, false
+	}
+	if env.MaxTokens > 0 || env.MaxCostUSD > 0 {
+		spent, err := p.budgets.keeper.TaskSpent(ctx, env.ID)
+		if err != nil {
+			log.Warn("task's spending unavailable; the task waits for Redis", "err", err)
+			return nil, p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
+		}
+		if why, over := budget.OverCap(spent, env.MaxTokens, env.MaxCostUSD); over {
+			p.endRunSpan(env, nil, runDeadLettered, string(resilience.QuotaExhausted))
+			return nil, p.deadLetter(ctx, log, env, p.report(env, 0, resilience.QuotaExhausted,
+				"budget_exhausted: the task's own cap was reached: "+why), ReasonBudgetExhausted), true
+		}
+	}
+	bs := p.budgets.of(env, sp)
+	if len(bs) == 0 {
+		return nil, nil, false
+	}
+	over, err := p.budgets.keeper.Check(ctx, bs...)
+	if err != nil {
+		log.Warn("budgets unavailable; the task waits for Redis", "err", err)
+		return nil, p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
+	}
+	if over == nil {
+		return nil, nil, false
+	}
+	why, wait := over.Budget.Text(over.Unit), over.ResetsIn
+	// Check asks the tenant's budget first: an agent's Over means the
+	// tenant's has room, which a fallback spends too.
+	if over.Budget.Kind == budget.Agent && sp.budgetFallback {
+		alt, soonest := p.fallBack(ctx, log, sp, 0, fallbackOverBudget)
+		if alt != nil {
+			alt.why = fallbackOverBudget + ": " + why
+			log.Info("over budget: a fallback agent serves the task", "event", "fallback", "budget", why, "to", alt.sp.name)
+			return alt, nil, false
+		}
+		if soonest > 0 && soonest < wait {
+			wait = soonest // a fallback may admit before the budget has room
+		}
+	}
+	return nil, p.deferBudget(ctx, log, env, why, wait), true
+}
+
+// budgetRoom reports whether fallback agent fs's own budget has room for
+// a call (always, for an agent without a budget: no Redis command), and
+// otherwise how long until it has. A budget Redis cannot read has no room.
+func (p *Executor) budgetRoom(ctx context.Context, log *taskLog, fs *Spec) (room bool, wait time.Duration) {
+	if fs.budget == nil || p.budgets == nil {
+		return true, 0
+	}
+	over, err := p.budgets.keeper.Check(ctx, *fs.budget)
+	if err != nil {
+		log.Warn("fallback budget unavailable; skipping the fallback", "fallback", fs.name, "err", err)
+		return false, 0
+	}
+	if over != nil {
+		return false, over.ResetsIn
+	}
+	return true, 0
+}
+
+// deferBudget puts a task back for about retry (at least a second, at most
+// budget.DeferMax), spread by jitter of up to a fifth of it, without
+// using an attempt; why names the budget in its history event.
+func (p *Executor) deferBudget(ctx context.Context, log *taskLog, env *tasks.Envelope, why string, retry time.Duration) error {
+	wait := min(max(retry, time.Second), budget.DeferMax)
+	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
+	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), why, wait)); err == nil && out != record.Applied {
+		return p.answer(ctx, log, env, out, nil)
+	}
+	log.Info("deferred: over budget", "event", "defer", "budget", why, "delay_ms", wait.Milliseconds())
+	return deferUntil(wait, budgetDeferCause+": "+why)
+}
+
+// budgetDeferCause starts the error text a budget's deferral hands asynq.
+const budgetDeferCause = "over budget"
+
 // admitted is an agent whose breaker admitted a call of the task: the
 // task's own agent, or one of its fallback agents.
 type admitted struct {
@@ -461,6 +323,18 @@ func (p *Executor) gateLimits(ctx context.Context, log *taskLog, env *tasks.Enve
 	}
 	return nil, p.deferLimit(ctx, log, env, sp, la)
 }
+
+// fallbackOverLimit is the class label of agentq_fallbacks_total when the
+// primary's limits did not admit the call.
+const fallbackOverLimit = "over_limit"
+
+// fallbackBreakerOpen is the class label of agentq_fallbacks_total when the
+// primary's breaker did not admit the call.
+const fallbackBreakerOpen = "breaker_open"
+
+// fallbackOverBudget is the class label of agentq_fallbacks_total when the
+// primary's own budget had no room and it has budget.fallback (budgets.go).
+const fallbackOverBudget = "over_budget"
 
 // admit asks sp's breaker for a call: Allow, or AllowTask for an agent
 // with a health probe (its tasks are never half-open trials).
@@ -541,6 +415,71 @@ func (p *Executor) deferTask(ctx context.Context, log *taskLog, env *tasks.Envel
 	return deferUntil(wait, fmt.Sprintf("deferred: breaker %q is %s", sp.breakerKey, adm.State))
 }
 
+// admitLimit asks sp's limits for a call once, without waiting. An agent
+// without limits admits; a limiter Redis cannot reach refuses
+// (limit.Unavailable): the task waits, and is deferred, as for
+// any limit.
+func (p *Executor) admitLimit(ctx context.Context, log *taskLog, sp *Spec) limit.Admission {
+	if sp.limits == nil || p.limiter == nil {
+		return limit.Admission{Allowed: true}
+	}
+	if sp.limits.pauseOnly {
+		return p.pauses.admit(ctx, log, p.limiter, sp.limits.key)
+	}
+	a, err := p.limiter.Admit(ctx, sp.limits.key, sp.limits.cfg)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("limits unavailable; the call waits for Redis", "limit_key", sp.limits.key, "err", err)
+	}
+	if !a.Allowed {
+		p.metrics.limitRefusals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
+	}
+	return a
+}
+
+// waitLimit waits in sp's line for its limits to admit a call, at most
+// limitWaitMax. It returns the admission, or the last refusal (ok false)
+// when the wait would be longer; err is ctx's when the worker shuts down.
+func (p *Executor) waitLimit(ctx context.Context, log *taskLog, sp *Spec, last limit.Admission) (limit.Admission, error) {
+	line := p.lines.get(sp.limits.key)
+	deadline := time.Now().Add(limitWaitMax)
+	if last.RetryIn > limitWaitMax {
+		return last, nil // a long wait (a pause, a token window): defer at once
+	}
+	timer := time.NewTimer(limitWaitMax)
+	defer timer.Stop()
+	select {
+	case line.turn <- struct{}{}:
+	case <-timer.C:
+		// The line was busy all along: capacity is being used; come back
+		// soon (deferLimit spreads the returns).
+		last.RetryIn = 0
+		return last, nil
+	case <-ctx.Done():
+		return last, ctx.Err()
+	}
+	defer func() { <-line.turn }()
+	for {
+		a := p.admitLimit(ctx, log, sp)
+		if a.Allowed {
+			return a, nil
+		}
+		last = a
+		wait := a.RetryIn
+		if wait <= 0 {
+			wait = limitPoll
+		}
+		// A little jitter, so the heads of several workers do not ask at
+		// the same millisecond.
+		wait += time.Millisecond + time.Duration(rand.Int64N(int64(min(wait/10, 10*time.Millisecond))+1))
+		if time.Until(deadline) < wait {
+			return last, nil
+		}
+		if err := sleepOrFreed(ctx, wait, line.freed); err != nil {
+			return last, err
+		}
+	}
+}
+
 // limitWaitMax bounds how long a task waits in its worker for capacity
 // before it is deferred instead: short enough not to hold a worker slot
 // for long, long enough that a request limit's next windows are served
@@ -552,3 +491,155 @@ const limitWaitMax = 5 * time.Second
 // limit refused it and no call of its key ended in this process: a slot
 // freed by another worker is found within about this time.
 const limitPoll = 25 * time.Millisecond
+
+// sleepOrFreed sleeps d, or until a call of the line's key ends here.
+func sleepOrFreed(ctx context.Context, d time.Duration, freed <-chan struct{}) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-freed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// describe names a refusal for history and logs, e.g.
+// limit "openai-prod" requests 20/1s.
+func (l *limitSpec) describe(a limit.Admission) string {
+	switch a.Limit {
+	case limit.Requests:
+		return fmt.Sprintf("limit %q requests %d/%s", l.key, l.cfg.Requests, l.cfg.Per)
+	case limit.Tokens:
+		return fmt.Sprintf("limit %q tokens %d/%s", l.key, l.cfg.Tokens, l.cfg.Per)
+	case limit.Concurrency:
+		return fmt.Sprintf("limit %q concurrency %d", l.key, l.cfg.Concurrency)
+	case limit.Paused:
+		return fmt.Sprintf("limit %q paused by the provider until %s", l.key, a.PausedUntil.Format(time.RFC3339Nano))
+	case limit.Unavailable:
+		return fmt.Sprintf("limit %q unavailable: Redis did not answer", l.key)
+	}
+	return fmt.Sprintf("limit %q", l.key)
+}
+
+// deferLimit puts a task back until about when sp's limits may admit it:
+// the limiter's RetryIn (at least 100ms) plus jitter of up to a fifth of
+// it (at least 500ms, at most a second), so that the deferred tasks of a
+// key come back spread out. It uses no attempt; the history event names
+// the limit. asynq may deliver it up to a second early (whole seconds):
+// it then waits for the rest in its worker's line, which is what lets a
+// key's deferred tasks take capacity as soon as it frees.
+func (p *Executor) deferLimit(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a limit.Admission) error {
+	wait := max(a.RetryIn, 100*time.Millisecond)
+	wait += time.Duration(rand.Int64N(int64(min(max(wait/5, 500*time.Millisecond), time.Second)) + 1))
+	why := sp.limits.describe(a)
+	p.metrics.limitDeferrals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
+	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), why, wait)); err == nil && out != record.Applied {
+		return p.answer(ctx, log, env, out, nil)
+	}
+	log.Info("deferred: over a limit", "event", "defer", "limit_key", sp.limits.key, "limit", a.Limit, "delay_ms", wait.Milliseconds())
+	return deferEarly(wait, limitDeferCause)
+}
+
+// limitDeferCause is the error text a limit's deferral hands asynq (its
+// TaskInfo.LastErr); a breaker's close does not wake these tasks.
+const limitDeferCause = "over limit"
+
+// releaseAdmitted gives back what a call that was never made holds: its
+// breaker admission and its concurrency lease.
+func (p *Executor) releaseAdmitted(ctx context.Context, g *admitted) {
+	p.release(ctx, g.sp, g.adm)
+	p.releaseLimit(ctx, g.sp, g.lim)
+}
+
+// releaseLimit gives back a concurrency lease and wakes the key's line.
+func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission) {
+	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
+		return
+	}
+	_ = p.limiter.Release(context.WithoutCancel(ctx), sp.limits.key, a)
+	select {
+	case p.lines.get(sp.limits.key).freed <- struct{}{}:
+	default:
+	}
+}
+
+// of returns the budgets a call of env by sp counts against: its tenant's
+// and sp's.
+func (bs *budgets) of(env *tasks.Envelope, sp *Spec) []budget.Budget {
+	var out []budget.Budget
+	if b := inspect.BudgetOf(budget.Tenant, env.Tenant, bs.tenant(env.Tenant)); b != nil {
+		out = append(out, *b)
+	}
+	if sp.budget != nil {
+		out = append(out, *sp.budget)
+	}
+	return out
+}
+
+func (ls *limitLines) get(key string) *limitLine {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.lines == nil {
+		ls.lines = map[string]*limitLine{}
+	}
+	l := ls.lines[key]
+	if l == nil {
+		l = &limitLine{turn: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+		ls.lines[key] = l
+	}
+	return l
+}
+
+// admit decides a call of pause-only key: refused while a pause is in
+// force (limit.Paused, RetryIn its remainder).
+func (v *pauseView) admit(ctx context.Context, log *taskLog, l *limit.Limiter, key string) limit.Admission {
+	now := time.Now()
+	v.mu.Lock()
+	e, ok := v.keys[key]
+	v.mu.Unlock()
+	if !ok || now.Sub(e.checked) >= pauseCheckEvery || now.Before(e.checked) {
+		left, err := l.PausedFor(ctx, key)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Debug("provider pause unknown: Redis did not answer; the call goes ahead", "limit_key", key, "err", err)
+			}
+		} else {
+			e = pauseEntry{checked: now}
+			if left > 0 {
+				e.until = now.Add(left)
+			}
+			v.mu.Lock()
+			if v.keys == nil {
+				v.keys = map[string]pauseEntry{}
+			}
+			if old := v.keys[key]; old.until.After(e.until) {
+				e.until = old.until // a pause this process set meanwhile
+			}
+			v.keys[key] = e
+			v.mu.Unlock()
+		}
+	}
+	if left := e.until.Sub(now); left > 0 {
+		return limit.Admission{Limit: limit.Paused, RetryIn: left, PausedUntil: e.until.UTC()}
+	}
+	return limit.Admission{Allowed: true}
+}
+
+// paused notes a pause of d this process just set on key.
+func (v *pauseView) paused(key string, d time.Duration) {
+	now := time.Now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.keys == nil {
+		v.keys = map[string]pauseEntry{}
+	}
+	e := v.keys[key]
+	if until := now.Add(d); until.After(e.until) {
+		e.until = until
+	}
+	v.keys[key] = e
+}

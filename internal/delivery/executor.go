@@ -3,12 +3,22 @@ package delivery
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/charts"
-	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
@@ -18,99 +28,7 @@ import (
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/internal/wakeup"
 	"github.com/agentq/agentq/resilience"
-	"github.com/agentq/agentq/tasks"
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/trace"
-	"log/slog"
-	"maps"
-	"slices"
-	"sync"
-	"sync/atomic"
-	"time"
 )
-
-// View is the record's view of task id (the deadline sweep reads it).
-func (p *Executor) View(ctx context.Context, id string) (*record.View, error) {
-	return p.rec.view(ctx, id)
-}
-
-// RegisterLimits records every limits key's configuration in Redis for
-// inspection (inspector limits); retried in the background until it
-// succeeds or ctx ends, since a worker may start while Redis is away.
-func (p *Executor) RegisterLimits(ctx context.Context) {
-	seen := map[string]bool{}
-	var todo []*limitSpec
-	for _, name := range slices.Sorted(maps.Keys(p.specs)) {
-		if l := p.specs[name].limits; l != nil && !l.pauseOnly && !seen[l.key] {
-			seen[l.key] = true
-			todo = append(todo, l)
-		}
-	}
-	for len(todo) > 0 {
-		l := todo[0]
-		err := p.limiter.Register(ctx, l.key, l.cfg)
-		if err == nil {
-			todo = todo[1:]
-			continue
-		}
-		if errors.Is(err, context.Canceled) || startstop.Sleep(ctx, time.Second) != nil {
-			return
-		}
-	}
-}
-
-// budgets is what the pipeline knows of budgets.
-type budgets struct {
-	keeper *budget.Keeper
-	tenant func(string) *config.Budget // config.Config.TenantBudget
-}
-
-// of returns the budgets a call of env by sp counts against: its tenant's
-// and sp's.
-func (bs *budgets) of(env *tasks.Envelope, sp *Spec) []budget.Budget {
-	var out []budget.Budget
-	if b := inspect.BudgetOf(budget.Tenant, env.Tenant, bs.tenant(env.Tenant)); b != nil {
-		out = append(out, *b)
-	}
-	if sp.budget != nil {
-		out = append(out, *sp.budget)
-	}
-	return out
-}
-
-// newBudgets returns the pipeline's budgets: cfg's, and the keeper of
-// tasks' own caps.
-func newBudgets(cfg *config.Config, rdb redis.UniversalClient, run redisx.Runner) *budgets {
-	return &budgets{keeper: budget.New(rdb, limit.WithRunner(run)), tenant: cfg.TenantBudget}
-}
-
-// limitLines are the worker's waiting lines, one per limits key.
-type limitLines struct {
-	mu    sync.Mutex
-	lines map[string]*limitLine
-}
-
-// limitLine is one key's line: turn is held by the head (the one task
-// that asks Redis), freed is signalled when a call of the key ends here.
-type limitLine struct {
-	turn  chan struct{}
-	freed chan struct{}
-}
-
-func (ls *limitLines) get(key string) *limitLine {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.lines == nil {
-		ls.lines = map[string]*limitLine{}
-	}
-	l := ls.lines[key]
-	if l == nil {
-		l = &limitLine{turn: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
-		ls.lines[key] = l
-	}
-	return l
-}
 
 // Executor is the asynq handler: it holds one delivery from start to
 // answer (process.go reads top-down). This file builds it.
@@ -217,6 +135,61 @@ func (p *Executor) WithAcks(ctx context.Context) context.Context { return withAc
 // a call's canceled context is the shutdown's, not a task's cancel.
 func (p *Executor) Stopping() { p.stopping.Store(true) }
 
+// View is the record's view of task id (the deadline sweep reads it).
+func (p *Executor) View(ctx context.Context, id string) (*record.View, error) {
+	return p.rec.view(ctx, id)
+}
+
+// RegisterLimits records every limits key's configuration in Redis for
+// inspection (inspector limits); retried in the background until it
+// succeeds or ctx ends, since a worker may start while Redis is away.
+func (p *Executor) RegisterLimits(ctx context.Context) {
+	seen := map[string]bool{}
+	var todo []*limitSpec
+	for _, name := range slices.Sorted(maps.Keys(p.specs)) {
+		if l := p.specs[name].limits; l != nil && !l.pauseOnly && !seen[l.key] {
+			seen[l.key] = true
+			todo = append(todo, l)
+		}
+	}
+	for len(todo) > 0 {
+		l := todo[0]
+		err := p.limiter.Register(ctx, l.key, l.cfg)
+		if err == nil {
+			todo = todo[1:]
+			continue
+		}
+		if errors.Is(err, context.Canceled) || startstop.Sleep(ctx, time.Second) != nil {
+			return
+		}
+	}
+}
+
+// budgets is what the pipeline knows of budgets.
+type budgets struct {
+	keeper *budget.Keeper
+	tenant func(string) *config.Budget // config.Config.TenantBudget
+}
+
+// newBudgets returns the pipeline's budgets: cfg's, and the keeper of
+// tasks' own caps.
+func newBudgets(cfg *config.Config, rdb redis.UniversalClient, run redisx.Runner) *budgets {
+	return &budgets{keeper: budget.New(rdb, limit.WithRunner(run)), tenant: cfg.TenantBudget}
+}
+
+// limitLines are the worker's waiting lines, one per limits key.
+type limitLines struct {
+	mu    sync.Mutex
+	lines map[string]*limitLine
+}
+
+// limitLine is one key's line: turn is held by the head (the one task
+// that asks Redis), freed is signalled when a call of the key ends here.
+type limitLine struct {
+	turn  chan struct{}
+	freed chan struct{}
+}
+
 // Provider pauses for HTTP agents without limits (a pause-only limitSpec):
 // a rate_limited reply that says when the key resets (Retry-After, the
 // x-ratelimit-*/anthropic-ratelimit-* headers: limit.ExhaustedFor)
@@ -240,54 +213,4 @@ type pauseView struct {
 type pauseEntry struct {
 	until   time.Time // local clock: end of the pause known (zero: none)
 	checked time.Time // local clock: last read from Redis
-}
-
-// admit decides a call of pause-only key: refused while a pause is in
-// force (limit.Paused, RetryIn its remainder).
-func (v *pauseView) admit(ctx context.Context, log *taskLog, l *limit.Limiter, key string) limit.Admission {
-	now := time.Now()
-	v.mu.Lock()
-	e, ok := v.keys[key]
-	v.mu.Unlock()
-	if !ok || now.Sub(e.checked) >= pauseCheckEvery || now.Before(e.checked) {
-		left, err := l.PausedFor(ctx, key)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Debug("provider pause unknown: Redis did not answer; the call goes ahead", "limit_key", key, "err", err)
-			}
-		} else {
-			e = pauseEntry{checked: now}
-			if left > 0 {
-				e.until = now.Add(left)
-			}
-			v.mu.Lock()
-			if v.keys == nil {
-				v.keys = map[string]pauseEntry{}
-			}
-			if old := v.keys[key]; old.until.After(e.until) {
-				e.until = old.until // a pause this process set meanwhile
-			}
-			v.keys[key] = e
-			v.mu.Unlock()
-		}
-	}
-	if left := e.until.Sub(now); left > 0 {
-		return limit.Admission{Limit: limit.Paused, RetryIn: left, PausedUntil: e.until.UTC()}
-	}
-	return limit.Admission{Allowed: true}
-}
-
-// paused notes a pause of d this process just set on key.
-func (v *pauseView) paused(key string, d time.Duration) {
-	now := time.Now()
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.keys == nil {
-		v.keys = map[string]pauseEntry{}
-	}
-	e := v.keys[key]
-	if until := now.Add(d); until.After(e.until) {
-		e.until = until
-	}
-	v.keys[key] = e
 }

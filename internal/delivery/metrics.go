@@ -3,14 +3,16 @@ package delivery
 import (
 	"encoding/json"
 	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
-	"github.com/prometheus/client_golang/prometheus"
-	"time"
 )
 
 // UnknownAgentLabel is the agent label of every series about a task whose

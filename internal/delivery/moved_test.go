@@ -4,17 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/internal/fair"
-	"github.com/agentq/agentq/internal/record"
-	"github.com/agentq/agentq/tasks"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/stretchr/testify/require"
 	"log/slog"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/internal/fair"
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/tasks"
 )
 
 // refusingCompleter answers every output write with out, counting them.

@@ -2,11 +2,12 @@ package delivery
 
 import (
 	"encoding/json"
+	"time"
+
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
-	"time"
 )
 
 // attemptKind is what became of an attempt.

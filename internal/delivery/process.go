@@ -3,9 +3,11 @@ package delivery
 import (
 	"context"
 	"fmt"
-	"github.com/agentq/agentq/tasks"
-	"github.com/hibiken/asynq"
 	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/agentq/agentq/tasks"
 )
 
 // ProcessTask implements asynq.Handler: one delivery, from its payload to

@@ -4,18 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/wakeup"
 	"github.com/agentq/agentq/tasks"
-	"github.com/redis/go-redis/v9"
-	"log/slog"
-	"os"
-	"sync"
-	"sync/atomic"
-	"time"
 )
 
 // completer is the pipeline's one way to the task record (river's job

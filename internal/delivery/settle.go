@@ -4,12 +4,40 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"time"
+
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
-	"time"
 )
+
+// settle decides what the attempt a leads to, under the task's agent sp's
+// policy, and takes that step: one method per decision.
+func (p *Executor) settle(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a *attemptResult) (answer error) {
+	d := sp.policy.Decide(resilience.DecideInput{
+		Verdict: a.call.verdict, Attempt: a.n, MaxAttempts: sp.maxAttempts,
+		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
+	})
+	overDeadline(env, sp, a, &d, time.Now())
+	outcome := runOutcome(d.Action)
+	defer func() { p.endRunSpan(env, a, cmp.Or(runEnd(answer), outcome), string(a.call.verdict.Class)) }()
+	switch d.Action {
+	case resilience.ActionSucceed:
+		return p.succeed(ctx, log, env, a)
+	case resilience.ActionRetry:
+		return p.retry(ctx, log, env, sp, a, d.Delay)
+	case resilience.ActionRequeue:
+		return p.requeue(ctx, log, env, a)
+	case resilience.ActionRestart:
+		return p.restart(ctx, log, env, sp, a)
+	default:
+		if out, err := a.start.ensure(ctx); !applied(out, err) {
+			return p.answer(ctx, log, env, out, err)
+		}
+		return p.deadLetter(ctx, log, env, a.report(p, env), d.Reason)
+	}
+}
 
 // overDeadline reports whether the decision d for attempt a of env (by
 // its agent sp's policy) gives way to the task's deadline at now: the
@@ -58,33 +86,6 @@ func runOutcome(action resilience.Action) string {
 		return ""
 	}
 	return runDeadLettered
-}
-
-// settle decides what the attempt a leads to, under the task's agent sp's
-// policy, and takes that step: one method per decision.
-func (p *Executor) settle(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a *attemptResult) (answer error) {
-	d := sp.policy.Decide(resilience.DecideInput{
-		Verdict: a.call.verdict, Attempt: a.n, MaxAttempts: sp.maxAttempts,
-		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
-	})
-	overDeadline(env, sp, a, &d, time.Now())
-	outcome := runOutcome(d.Action)
-	defer func() { p.endRunSpan(env, a, cmp.Or(runEnd(answer), outcome), string(a.call.verdict.Class)) }()
-	switch d.Action {
-	case resilience.ActionSucceed:
-		return p.succeed(ctx, log, env, a)
-	case resilience.ActionRetry:
-		return p.retry(ctx, log, env, sp, a, d.Delay)
-	case resilience.ActionRequeue:
-		return p.requeue(ctx, log, env, a)
-	case resilience.ActionRestart:
-		return p.restart(ctx, log, env, sp, a)
-	default:
-		if out, err := a.start.ensure(ctx); !applied(out, err) {
-			return p.answer(ctx, log, env, out, err)
-		}
-		return p.deadLetter(ctx, log, env, a.report(p, env), d.Reason)
-	}
 }
 
 // succeed records the attempt's success and acks the task; the write may

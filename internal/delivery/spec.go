@@ -2,6 +2,8 @@ package delivery
 
 import (
 	"fmt"
+	"time"
+
 	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/breaker"
@@ -10,7 +12,6 @@ import (
 	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/resilience"
-	"time"
 )
 
 // limitSpec is an agent's limits.
