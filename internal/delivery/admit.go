@@ -153,8 +153,8 @@ func waitUntilDue(ctx context.Context, due time.Time) error {
 	return startstop.Sleep(ctx, wait)
 }
 
-// A task's deadline, in the pipeline (the sweeper, for the tasks no worker
-// takes in time, is in sweep.go):
+// A task's deadline, in the delivery (the sweeper, for the tasks no worker
+// takes in time, is worker/sweep.go):
 //
 //   - a delivery taken at or after the deadline is dead-lettered without
 //     calling the agent (pastDeadline);
@@ -178,7 +178,21 @@ func (p *Executor) pastDeadline(ctx context.Context, log *taskLog, env *tasks.En
 	return p.deadLetter(ctx, log, env, rep, ReasonDeadlineExceeded), true
 }
 
-// gateBudgets is the pipeline's budget step, before the breaker: a task
+// Budgets in the delivery (config budget on tenants and agents; the
+// keeper is budget.Keeper). Before its breaker is asked, a task whose
+// tenant or agent has a budget with no room left is not started: it is
+// deferred (no attempt used, a history event naming the budget) until
+// about when the window has room, at most budget.DeferMax at a time.
+// An agent with budget.fallback sends its tasks to its fallback agents
+// instead while its own budget has no room (a fallback agent with a
+// budget of its own serves only while that has room, whatever sent the
+// call to it). After each call its usage is debited from the tenant's
+// budget and from the budget of the agent that served it. A task with a cap of its own
+// (max_tokens, max_cost_usd) whose record's usage sum (every attempt's,
+// every run's) reached it is dead-lettered (budget_exhausted) before its
+// next attempt. Tasks with no budget and no cap cost no Redis command here.
+
+// gateBudgets is the delivery's budget step, before the breaker: a task
 // over its own cap is dead-lettered, a task whose tenant or agent is over
 // budget is deferred — unless it is the agent's own budget, the agent has
 // budget.fallback, and a fallback agent admits the call (budget, breaker,

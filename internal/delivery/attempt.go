@@ -285,7 +285,7 @@ func backPressure(r agent.Reply) bool {
 	return ok
 }
 
-// Provider limits in the pipeline (config agents.NAME.limits; the limiter
+// Provider limits in the delivery (config agents.NAME.limits; the limiter
 // is limit.Limiter). After its breaker admits a call, the agent's
 // limits must admit it too, in one Redis script for the whole fleet. A
 // call over a limit is not made:

@@ -94,7 +94,7 @@ func answerOn(state record.State, out record.Outcome, err error) func(record.Cha
 	}
 }
 
-// TestPipelineDecisionsFake: the pipeline's decisions, and its answers to
+// TestPipelineDecisionsFake: the delivery's decisions, and its answers to
 // every outcome of the record's checked write, with a fake completer: no
 // redis-server and no asynq server (the dead letters and restarts it
 // schedules land on miniredis), each case in milliseconds. The e2e suite

@@ -173,8 +173,8 @@ func (p *Executor) answer(ctx context.Context, log *taskLog, env *tasks.Envelope
 }
 
 // A task canceled on request (tasks.Client.Cancel) has its record marked
-// canceled before anything else, and every write of the pipeline to the
-// record is then refused (record.Canceled). The pipeline tells such a
+// canceled before anything else, and every write of the delivery to the
+// record is then refused (record.Canceled). The delivery tells such a
 // cancel from its own shutdown (both end the delivery's context) by that
 // refusal: a shutdown's put-back is recorded and the task goes back to its
 // queue; a canceled task's writes are refused and the delivery is acked —
@@ -245,7 +245,7 @@ func (p *Executor) report(env *tasks.Envelope, attempt int, class resilience.Cla
 		ErrorClass: string(class), Error: errText}
 }
 
-// now is the pipeline's clock (a dead letter's time).
+// now is the delivery's clock (a dead letter's time).
 func (p *Executor) now() time.Time { return time.Now() }
 
 // endRunSpan writes the span of env's run, which ended with outcome after
@@ -312,7 +312,7 @@ func (p *Executor) ExpireWaiting(ctx context.Context, env *tasks.Envelope, state
 	return answer == nil, nil
 }
 
-// Dead-letter reasons the pipeline itself gives (stable strings).
+// Dead-letter reasons the delivery itself gives (stable strings).
 const (
 	ReasonInvalidPayload    = "invalid_payload"
 	ReasonUnknownAgent      = "unknown_agent"
@@ -325,20 +325,6 @@ const (
 // waiting, its running attempt was stopped, or its next retry or restart
 // would have been due after it. Its class is timeout.
 const ReasonDeadlineExceeded = "deadline_exceeded"
-
-// Budgets in the pipeline (config budget on tenants and agents; the
-// keeper is budget.Keeper). Before its breaker is asked, a task whose
-// tenant or agent has a budget with no room left is not started: it is
-// deferred (no attempt used, a history event naming the budget) until
-// about when the window has room, at most budget.DeferMax at a time.
-// An agent with budget.fallback sends its tasks to its fallback agents
-// instead while its own budget has no room (a fallback agent with a
-// budget of its own serves only while that has room, whatever sent the
-// call to it). After each call its usage is debited from the tenant's
-// budget and from the budget of the agent that served it. A task with a cap of its own
-// (max_tokens, max_cost_usd) whose record's usage sum (every attempt's,
-// every run's) reached it is dead-lettered (budget_exhausted) before its
-// next attempt. Tasks with no budget and no cap cost no Redis command here.
 
 // ReasonBudgetExhausted is the dead-letter reason of a task whose own cap
 // (max_tokens, max_cost_usd) was reached.
@@ -442,7 +428,7 @@ func toAsynq(answer error) error {
 	return answer
 }
 
-// RetryDelay is asynq's RetryDelayFunc: the delay the pipeline chose.
+// RetryDelay is asynq's RetryDelayFunc: the delay the delivery chose.
 func RetryDelay(_ int, err error, _ *asynq.Task) time.Duration {
 	var d *delayed
 	if errors.As(err, &d) {

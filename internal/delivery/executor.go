@@ -165,13 +165,13 @@ func (p *Executor) RegisterLimits(ctx context.Context) {
 	}
 }
 
-// budgets is what the pipeline knows of budgets.
+// budgets is what the delivery knows of budgets.
 type budgets struct {
 	keeper *budget.Keeper
 	tenant func(string) *config.Budget // config.Config.TenantBudget
 }
 
-// newBudgets returns the pipeline's budgets: cfg's, and the keeper of
+// newBudgets returns the delivery's budgets: cfg's, and the keeper of
 // tasks' own caps.
 func newBudgets(cfg *config.Config, rdb redis.UniversalClient, run redisx.Runner) *budgets {
 	return &budgets{keeper: budget.New(rdb, limit.WithRunner(run)), tenant: cfg.TenantBudget}

@@ -54,7 +54,7 @@ func (p *Executor) execute(ctx context.Context, t *asynq.Task) error {
 	}
 }
 
-// recoverPanic turns a panic in the pipeline into a retry of the task.
+// recoverPanic turns a panic in the delivery into a retry of the task.
 func (p *Executor) recoverPanic(err *error) {
 	if r := recover(); r != nil {
 		p.log.Error("pipeline panic; task put back", "panic", fmt.Sprint(r))

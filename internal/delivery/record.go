@@ -20,10 +20,10 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// completer is the pipeline's one way to the task record (river's job
+// completer is the delivery's one way to the task record (river's job
 // completer): every write is record.Store.Apply's checked write, waiting
 // out a Redis outage (untilRedis), and its answer is a record.Outcome that
-// the pipeline turns into its answer to asynq in one place (answer). The
+// the delivery turns into its answer to asynq in one place (answer). The
 // pipeline never looks at the record's run or state itself.
 //
 // Two completers, chosen once per worker (newCompleter): inlineCompleter

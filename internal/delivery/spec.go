@@ -57,7 +57,7 @@ type Spec struct {
 	policy        resilience.Policy
 	// fallbackNames are the agents a call falls back to, in order (config
 	// fallback); fallback holds their specs, linked by New once every spec
-	// is built. Empty: no fallback, and the pipeline takes no extra step.
+	// is built. Empty: no fallback, and the delivery takes no extra step.
 	fallbackNames []string
 	fallback      []*Spec
 	// probed: the agent has a health probe (the worker runs it), and its

@@ -74,7 +74,7 @@ func metaOf(ctx context.Context) meta {
 	return meta{id: id, queue: q, retried: r, ok: ok}
 }
 
-// withMeta gives ctx a delivery of its own: the pipeline runs a task
+// withMeta gives ctx a delivery of its own: the delivery runs a task
 // without an asynq server (tests of its decisions).
 func withMeta(ctx context.Context, id, queue string, retried int) context.Context {
 	return context.WithValue(ctx, metaKey{}, meta{id: id, queue: queue, retried: retried, ok: true})
@@ -94,7 +94,7 @@ func (m meta) attemptNumber() int { return m.retried + 1 }
 //
 // Failpoints:
 //
-//	after_restart_scheduled  in the restart branch of the pipeline, after the
+//	after_restart_scheduled  in the restart branch of the delivery, after the
 //	                         restart is scheduled and the "restarting"
 //	                         transition is written, before the handler
 //	                         returns (asynq still holds the run's lease)

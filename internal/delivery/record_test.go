@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/tasks"
 )
@@ -106,63 +104,6 @@ func TestUntilRedis(t *testing.T) {
 			}
 			require.Less(t, time.Since(began), 5*time.Second)
 		})
-	}
-}
-
-// TestTenantLabelsAreBounded: the tenant label of agentq_tenant_tasks_total
-// is a configured tenant's name, "default" for the default tenant and
-// "other" for any other name: a thousand tenants make three series per
-// outcome, not a thousand.
-func TestTenantLabelsAreBounded(t *testing.T) {
-	t.Parallel()
-	m := NewMetrics(prometheus.NewRegistry(), nil, fair.Config{})
-	m.tenants = fair.Config{Named: map[string]fair.Settings{"acme": {Weight: 3}}}
-	names := []string{"acme", ""}
-	for i := range 1000 {
-		names = append(names, fmt.Sprintf("customer-%d", i))
-	}
-	for _, n := range names {
-		m.tenantTasks.WithLabelValues(m.tenant(n), "succeeded").Inc()
-	}
-	mfs, err := m.reg.Gather()
-	require.NoError(t, err)
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "agentq_tenant_tasks_total" {
-			continue
-		}
-		for _, s := range mf.GetMetric() {
-			for _, lp := range s.GetLabel() {
-				if lp.GetName() == "tenant" {
-					got[lp.GetValue()] += s.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	require.Equal(t, map[string]float64{"acme": 1, "default": 1, "other": 1000}, got)
-}
-
-// TestCeilToSecond: a deferral's delay is stretched to the next whole
-// second (asynq truncates due times to seconds), never shortened.
-func TestCeilToSecond(t *testing.T) {
-	t.Parallel()
-	base := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		now   time.Time
-		delay time.Duration
-		want  time.Duration
-	}{
-		{base, time.Second, time.Second},
-		{base, 300 * time.Millisecond, time.Second},
-		{base.Add(700 * time.Millisecond), 300 * time.Millisecond, 300 * time.Millisecond},
-		{base.Add(700 * time.Millisecond), 997 * time.Millisecond, 1300 * time.Millisecond},
-		{base.Add(999 * time.Millisecond), 2 * time.Millisecond, 1001 * time.Millisecond},
-		{base.Add(250 * time.Millisecond), 30 * time.Second, 30*time.Second + 750*time.Millisecond},
-	} {
-		got := ceilToSecond(tc.now, tc.delay)
-		require.Equal(t, tc.want, got, "now %s delay %s", tc.now.Format("05.000"), tc.delay)
-		require.GreaterOrEqual(t, got, tc.delay)
-		require.Zero(t, tc.now.Add(got).Nanosecond())
 	}
 }
 
