@@ -562,13 +562,6 @@ func (p *Executor) deferLimit(ctx context.Context, log *taskLog, env *tasks.Enve
 // TaskInfo.LastErr); a breaker's close does not wake these tasks.
 const limitDeferCause = "over limit"
 
-// releaseAdmitted gives back what a call that was never made holds: its
-// breaker admission and its concurrency lease.
-func (p *Executor) releaseAdmitted(ctx context.Context, g *admitted) {
-	p.release(ctx, g.sp, g.adm)
-	p.releaseLimit(ctx, g.sp, g.lim)
-}
-
 // releaseLimit gives back a concurrency lease and wakes the key's line.
 func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission) {
 	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
@@ -643,17 +636,13 @@ func (v *pauseView) admit(ctx context.Context, log *taskLog, l *limit.Limiter, k
 	return limit.Admission{Allowed: true}
 }
 
-// paused notes a pause of d this process just set on key.
-func (v *pauseView) paused(key string, d time.Duration) {
-	now := time.Now()
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.keys == nil {
-		v.keys = map[string]pauseEntry{}
+// StateValue is a breaker state as the agentq_breaker_state gauge shows it.
+func StateValue(s breaker.State) float64 {
+	switch s {
+	case breaker.StateHalfOpen:
+		return 1
+	case breaker.StateOpen:
+		return 2
 	}
-	e := v.keys[key]
-	if until := now.Add(d); until.After(e.until) {
-		e.until = until
-	}
-	v.keys[key] = e
+	return 0
 }

@@ -112,7 +112,7 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	runCtx, cancel := agent.WithTimeout(stamp.trace(obsCtx), timeout)
 	started := time.Now()
 	failpoint("call_started") // test hook: die as the call starts, before a first delivery's lazy start
-	// The call's live output, written for this delivery (record.go).
+	// The call's live output, written for this delivery (outputWriter).
 	output := newOutput(ctx, p.rec, log, delivery(env, attempt))
 	data, runErr := sp.runner.Run(agent.WithLogger(runCtx, log.base), request(ctx, env, sp, attempt, output.emit))
 	elapsed := time.Since(started)
@@ -528,5 +528,275 @@ func spanUsage(span trace.Span, env *tasks.Envelope, c callResult) {
 	}
 	if u.Priced {
 		span.SetAttributes(attribute.Float64(tracing.AttrCostUSD, u.CostUSD))
+	}
+}
+
+// Truncate cuts s to n bytes, marking the cut with an ellipsis.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// attemptNumber is the delivery's attempt number within its run.
+func (m meta) attemptNumber() int { return m.retried + 1 }
+
+// paused notes a pause of d this process just set on key.
+func (v *pauseView) paused(key string, d time.Duration) {
+	now := time.Now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.keys == nil {
+		v.keys = map[string]pauseEntry{}
+	}
+	e := v.keys[key]
+	if until := now.Add(d); until.After(e.until) {
+		e.until = until
+	}
+	v.keys[key] = e
+}
+
+// releaseAdmitted gives back what a call that was never made holds: its
+// breaker admission and its concurrency lease.
+func (p *Executor) releaseAdmitted(ctx context.Context, g *admitted) {
+	p.release(ctx, g.sp, g.adm)
+	p.releaseLimit(ctx, g.sp, g.lim)
+}
+
+// read returns what the call used, priced, and the system its reply's
+// shape names: the ActionResponse's usage (reply.Usage) or the result's
+// (data: a provider's reply or an assembled stream), else a failed HTTP
+// reply's body (f.Text) when it reports usage. The model is the reply's,
+// else the one the task's params name (Bedrock's replies name none).
+func (mt *meter) read(params, data json.RawMessage, runErr error, reply agent.Reply) (usage.Usage, string) {
+	u, system := agent.UsageOf(data, reply.Usage)
+	var f *resilience.Failure
+	if u.IsZero() && errors.As(runErr, &f) && f.Text != "" {
+		u, system = usage.Parse([]byte(f.Text))
+	}
+	if u.IsZero() {
+		return usage.Usage{}, ""
+	}
+	if u.Model == "" {
+		u.Model = usage.ModelOf(params)
+	}
+	return mt.prices.Price(u), system
+}
+
+// model is the model label of u: the priced model's name, else
+// usage.Other (the labels stay bounded whatever the replies say).
+func (mt *meter) model(u usage.Usage) string {
+	if name, _, ok := mt.prices.Match(u.Model); ok {
+		return name
+	}
+	return usage.Other
+}
+
+// used counts a call's usage u (served by agent, for env's tenant) in the
+// metrics and hands it to sink (the worker's: WithUsageSink, by default
+// the fleet's totals; nil: none); nothing for a call without usage.
+func (mt *meter) used(env *tasks.Envelope, agentLabel string, u usage.Usage, at time.Time, sink usage.Sink) {
+	if u.IsZero() {
+		return
+	}
+	tenant, model := mt.m.tenant(env.Tenant), mt.model(u)
+	for _, k := range []struct {
+		kind string
+		n    int64
+	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cached", u.CachedTokens}} {
+		if k.n > 0 {
+			mt.m.tokens.WithLabelValues(agentLabel, tenant, model, k.kind).Add(float64(k.n))
+		}
+	}
+	if u.Priced {
+		mt.m.cost.WithLabelValues(agentLabel, tenant, model).Add(u.CostUSD)
+	}
+	if sink != nil {
+		sink.Add(usage.Entry{Agent: agentLabel, Tenant: env.Tenant, At: at, Usage: u})
+	}
+}
+
+// called is a, when its agent was called, else nil (the attempt's span
+// says nothing of an attempt that did not run).
+func (a *attemptResult) called() *attemptResult {
+	if a.kind == attemptCalled {
+		return a
+	}
+	return nil
+}
+
+// Live output of a call (DESIGN.md "Live output from agents"): the events
+// an agent emits (agent.Request.Emit) are batched, at most outputBatch
+// events per write and at most outputWindow after the first of a batch,
+// and written to the task's output with record.Store.Output for the
+// call's delivery. A call that emits nothing starts nothing and writes
+// nothing.
+const (
+	outputWindow       = 50 * time.Millisecond
+	outputBatch        = 64
+	outputWriteTimeout = 5 * time.Second
+)
+
+// outputWriter batches one call's live output events into the record.
+// emit never blocks; close writes what is left and returns once it is
+// written, so that a call's output precedes its outcome in the task's
+// events. Once a write is refused (the run is no longer live: Stale,
+// Ended, Canceled) or the task's caps are reached, the call's later
+// events are dropped without a write. Events beyond what the caps could
+// keep in any case are not buffered either, so a flooding agent costs
+// bounded memory.
+type outputWriter struct {
+	rec completer
+	d   record.Delivery
+	ctx context.Context // the call's, without its cancel: the last flush outlives a stop
+	log *taskLog
+
+	mu      sync.Mutex
+	pending []record.Event
+	bytes   int
+	running bool // the loop runs (the call emitted)
+	closed  bool
+	stopped bool // refused or capped: drop the rest
+	dropped int
+
+	kick   chan struct{} // events are pending
+	full   chan struct{} // a batch is full
+	done   chan struct{} // closed by close
+	exited chan struct{} // closed by the loop
+}
+
+// newOutput returns the writer of a call of delivery d.
+func newOutput(ctx context.Context, rec completer, log *taskLog, d record.Delivery) *outputWriter {
+	return &outputWriter{rec: rec, d: d, ctx: context.WithoutCancel(ctx), log: log}
+}
+
+// emit takes one event (agent.Request.Emit); it never blocks.
+func (w *outputWriter) emit(typ string, data json.RawMessage) {
+	if typ != agent.EventProgress && typ != agent.EventOutput {
+		return
+	}
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	// The attempt and restart that sent it, as the attempt's outcome
+	// names them.
+	ev := record.Event{At: time.Now().UTC(), Event: typ, Attempt: w.d.Attempt, Restart: w.d.Restarts,
+		Data: append(json.RawMessage(nil), data...)}
+	w.mu.Lock()
+	if w.closed || w.stopped || len(w.pending) > record.MaxOutputEvents || w.bytes > record.MaxOutputBytes {
+		w.dropped++
+		w.mu.Unlock()
+		return
+	}
+	w.pending = append(w.pending, ev)
+	w.bytes += len(data)
+	if !w.running {
+		w.running = true
+		w.kick, w.full = make(chan struct{}, 1), make(chan struct{}, 1)
+		w.done, w.exited = make(chan struct{}), make(chan struct{})
+		go w.loop()
+	}
+	n := len(w.pending)
+	w.mu.Unlock()
+	signal(w.kick)
+	if n >= outputBatch {
+		signal(w.full)
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// close writes the events still pending and stops the writer; events
+// emitted later are dropped.
+func (w *outputWriter) close() {
+	w.mu.Lock()
+	running := w.running
+	w.closed = true
+	w.mu.Unlock()
+	if !running {
+		return
+	}
+	close(w.done)
+	<-w.exited
+	w.mu.Lock()
+	dropped := w.dropped
+	w.mu.Unlock()
+	if dropped > 0 {
+		w.log.Debug("dropped live output events of the call", "dropped", dropped)
+	}
+}
+
+// loop writes the pending events: a batch once it is full or
+// outputWindow after its first event, the rest when the writer closes.
+func (w *outputWriter) loop() {
+	defer close(w.exited)
+	for {
+		select {
+		case <-w.kick:
+		case <-w.done:
+			w.flush()
+			return
+		}
+		t := time.NewTimer(outputWindow)
+		select {
+		case <-w.full:
+		case <-t.C:
+		case <-w.done:
+		}
+		t.Stop()
+		w.flush()
+	}
+}
+
+// flush writes every pending event, outputBatch a write.
+func (w *outputWriter) flush() {
+	for {
+		w.mu.Lock()
+		if w.stopped || len(w.pending) == 0 {
+			w.pending, w.bytes = nil, 0
+			w.mu.Unlock()
+			return
+		}
+		n := min(len(w.pending), outputBatch)
+		batch := w.pending[:n:n]
+		w.pending = w.pending[n:]
+		for _, ev := range batch {
+			w.bytes -= len(ev.Data)
+		}
+		w.mu.Unlock()
+		w.write(batch)
+	}
+}
+
+// write writes one batch; a refusal or the caps stop the writer.
+func (w *outputWriter) write(batch []record.Event) {
+	ctx, cancel := context.WithTimeout(w.ctx, outputWriteTimeout)
+	defer cancel()
+	out, kept, err := w.rec.output(ctx, w.d, batch)
+	stop := false
+	switch {
+	case err != nil:
+		// Live output is not worth holding the call for Redis: the batch
+		// is lost, later ones are tried.
+		w.log.Warn("could not write the agent's live output; events dropped", "events", len(batch), "err", err)
+	case out != record.Applied:
+		w.log.Debug("live output refused: the run is no longer live", "outcome", out)
+		stop = true
+	case kept < len(batch):
+		w.log.Debug("live output over the task's caps; the rest of the call's is dropped", "kept", kept)
+		stop = true
+	}
+	if stop {
+		w.mu.Lock()
+		w.stopped = true
+		w.dropped += len(w.pending)
+		w.pending, w.bytes = nil, 0
+		w.mu.Unlock()
 	}
 }

@@ -1,17 +1,11 @@
 package delivery
 
 import (
-	"encoding/json"
-	"errors"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/usage"
-	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -177,59 +171,6 @@ type meter struct {
 }
 
 func newMeter(cfg *config.Config, m *Metrics) *meter { return &meter{prices: cfg.Prices(), m: m} }
-
-// read returns what the call used, priced, and the system its reply's
-// shape names: the ActionResponse's usage (reply.Usage) or the result's
-// (data: a provider's reply or an assembled stream), else a failed HTTP
-// reply's body (f.Text) when it reports usage. The model is the reply's,
-// else the one the task's params name (Bedrock's replies name none).
-func (mt *meter) read(params, data json.RawMessage, runErr error, reply agent.Reply) (usage.Usage, string) {
-	u, system := agent.UsageOf(data, reply.Usage)
-	var f *resilience.Failure
-	if u.IsZero() && errors.As(runErr, &f) && f.Text != "" {
-		u, system = usage.Parse([]byte(f.Text))
-	}
-	if u.IsZero() {
-		return usage.Usage{}, ""
-	}
-	if u.Model == "" {
-		u.Model = usage.ModelOf(params)
-	}
-	return mt.prices.Price(u), system
-}
-
-// model is the model label of u: the priced model's name, else
-// usage.Other (the labels stay bounded whatever the replies say).
-func (mt *meter) model(u usage.Usage) string {
-	if name, _, ok := mt.prices.Match(u.Model); ok {
-		return name
-	}
-	return usage.Other
-}
-
-// used counts a call's usage u (served by agent, for env's tenant) in the
-// metrics and hands it to sink (the worker's: WithUsageSink, by default
-// the fleet's totals; nil: none); nothing for a call without usage.
-func (mt *meter) used(env *tasks.Envelope, agentLabel string, u usage.Usage, at time.Time, sink usage.Sink) {
-	if u.IsZero() {
-		return
-	}
-	tenant, model := mt.m.tenant(env.Tenant), mt.model(u)
-	for _, k := range []struct {
-		kind string
-		n    int64
-	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cached", u.CachedTokens}} {
-		if k.n > 0 {
-			mt.m.tokens.WithLabelValues(agentLabel, tenant, model, k.kind).Add(float64(k.n))
-		}
-	}
-	if u.Priced {
-		mt.m.cost.WithLabelValues(agentLabel, tenant, model).Add(u.CostUSD)
-	}
-	if sink != nil {
-		sink.Add(usage.Entry{Agent: agentLabel, Tenant: env.Tenant, At: at, Usage: u})
-	}
-}
 
 // usageSeries adds the usage counters to m.
 func (m *Metrics) usageSeries() {

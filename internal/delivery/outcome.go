@@ -66,12 +66,3 @@ func (c callResult) report(env *tasks.Envelope, served *Spec, n int, worker stri
 
 // notRun is an attempt that must not run, answered with answer.
 func notRun(answer error) *attemptResult { return &attemptResult{kind: attemptNotRun, answer: answer} }
-
-// called is a, when its agent was called, else nil (the attempt's span
-// says nothing of an attempt that did not run).
-func (a *attemptResult) called() *attemptResult {
-	if a.kind == attemptCalled {
-		return a
-	}
-	return nil
-}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -32,25 +31,6 @@ func (t *taskLog) Info(msg string, args ...any) { t.get().Info(msg, args...) }
 func (t *taskLog) Warn(msg string, args ...any) { t.get().Warn(msg, args...) }
 
 func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }
-
-// StateValue is a breaker state as the agentq_breaker_state gauge shows it.
-func StateValue(s breaker.State) float64 {
-	switch s {
-	case breaker.StateHalfOpen:
-		return 1
-	case breaker.StateOpen:
-		return 2
-	}
-	return 0
-}
-
-// Truncate cuts s to n bytes, marking the cut with an ellipsis.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
 
 // meta is what asynq tells a handler of the delivery it runs: the
 // delivery's asynq task ID, its queue and how many failed deliveries of
@@ -79,9 +59,6 @@ func metaOf(ctx context.Context) meta {
 func withMeta(ctx context.Context, id, queue string, retried int) context.Context {
 	return context.WithValue(ctx, metaKey{}, meta{id: id, queue: queue, retried: retried, ok: true})
 }
-
-// attemptNumber is the delivery's attempt number within its run.
-func (m meta) attemptNumber() int { return m.retried + 1 }
 
 // FailpointEnv names the environment variable that arms a failpoint.
 //

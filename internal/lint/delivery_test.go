@@ -14,9 +14,10 @@ import (
 // files with 51 returns (through the whole module: 350 stops in 68 files
 // with 153 returns). The goal is at most half those files and a
 // third of those returns (17). The files are held to half; the returns
-// are held to what the regrouping reached (most left are calls into the
-// small shared helpers: the task's log, asynq's metadata, the record's
-// writes, the metrics), a ceiling to lower, not a goal met.
+// are held to what the regrouping reached, 32: a ceiling to lower, not the
+// goal met. Most of those left are calls from one step into the answers
+// and dead letters of end.go, the record's writes (record.go) and the
+// task's log (task.go), which every step shares.
 const (
 	deliveryPkg   = "github.com/agentq/agentq/internal/delivery"
 	deliveryEntry = "Executor.ProcessTask"
@@ -26,7 +27,7 @@ const (
 	baselineReturns = 51
 	// maxReturns is the ceiling of the walk's returns (goal:
 	// baselineReturns/3).
-	maxReturns = 46
+	maxReturns = 32
 )
 
 var loadDelivery = sync.OnceValues(func() (*moduleSource, error) {
