@@ -26,7 +26,7 @@ import (
 // fleetAlerter is an alerter counting in rdb on the fake clock clk, as one
 // worker process of a fleet would (each has its own Redis client).
 func fleetAlerter(t *testing.T, srv *redistest.Server, clk *fakeClock, lh *alertLog, threshold int, window time.Duration, webhook string) *alerter {
-	a := newAlerter(srv.Client(), threshold, window, webhook, slog.New(lh), newMetrics())
+	a := newAlerter(srv.Client(), threshold, window, webhook, slog.New(lh), testMetrics())
 	a.now, a.scriptNow = clk.now, clk.now
 	a.retryWait = 10 * time.Millisecond
 	return a
@@ -127,7 +127,7 @@ func TestAlerterFleetRedisTime(t *testing.T) {
 	ctx := context.Background()
 	const window = time.Hour
 	lh := &alertLog{alerts: map[string]int{}}
-	a := newAlerter(rdb, 2, window, "", slog.New(lh), newMetrics())
+	a := newAlerter(rdb, 2, window, "", slog.New(lh), testMetrics())
 	before, err := rdb.Time(ctx).Result()
 	require.NoError(t, err)
 	a.failure("llm")
@@ -158,7 +158,7 @@ func TestAlerterFleetFallback(t *testing.T) {
 	var buf syncBuffer
 	lh := &alertLog{alerts: map[string]int{}}
 	a := newAlerter(redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}),
-		3, time.Minute, "", slog.New(teeHandler{lh, slog.NewTextHandler(&buf, nil)}), newMetrics())
+		3, time.Minute, "", slog.New(teeHandler{lh, slog.NewTextHandler(&buf, nil)}), testMetrics())
 	t.Cleanup(func() { _ = a.rdb.Close() })
 	a.now, a.scriptNow = clk.now, clk.now
 
@@ -233,7 +233,7 @@ func TestAlerterHelperProcess(t *testing.T) {
 	require.NoError(t, err)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	a := newAlerter(rdb, 10, time.Minute, os.Getenv(helperHook), slog.New(slog.NewTextHandler(os.Stderr, nil)), newMetrics())
+	a := newAlerter(rdb, 10, time.Minute, os.Getenv(helperHook), slog.New(slog.NewTextHandler(os.Stderr, nil)), testMetrics())
 	a.scriptNow = func() time.Time { return time.UnixMilli(now) }
 	ctx, cancel := context.WithCancel(context.Background())
 	a.Start(ctx)

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"github.com/agentq/agentq/internal/broker"
 	"io"
 	"log/slog"
 	"net"
@@ -69,7 +70,7 @@ func (h *alertLog) count(agent string) int {
 func newTestAlerter(threshold int, window time.Duration, webhook string) (*alerter, *fakeClock, *alertLog) {
 	clk := &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	lh := &alertLog{alerts: map[string]int{}}
-	a := newAlerter(nil, threshold, window, webhook, slog.New(lh), newMetrics())
+	a := newAlerter(nil, threshold, window, webhook, slog.New(lh), testMetrics())
 	a.now = clk.now
 	a.retryWait = 10 * time.Millisecond
 	return a, clk, lh
@@ -340,7 +341,7 @@ func TestAlerterWebhookLogsHostOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var buf syncBuffer
-			a := newAlerter(nil, 1, time.Minute, tc.url, slog.New(slog.NewTextHandler(&buf, nil)), newMetrics())
+			a := newAlerter(nil, 1, time.Minute, tc.url, slog.New(slog.NewTextHandler(&buf, nil)), testMetrics())
 			a.retryWait = time.Millisecond
 			ctx, cancel := context.WithCancel(context.Background())
 			defer func() { cancel(); a.Stop() }()
@@ -355,3 +356,7 @@ func TestAlerterWebhookLogsHostOnly(t *testing.T) {
 		})
 	}
 }
+
+// testMetrics are a worker's series where every agent name is its own
+// label.
+func testMetrics() *metrics { return newMetrics(nil, broker.FairConfig{}) }

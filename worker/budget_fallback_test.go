@@ -124,7 +124,7 @@ agents:
 			// The budget was used up, and overshot by at most one call per slot.
 			require.GreaterOrEqual(t, byLLM*perCall, llmLimit)
 			require.LessOrEqual(t, byLLM*perCall, llmLimit+tt.concurrency*perCall, "llm's backend served more than its budget plus the overshoot")
-			fellBack := counterValue(t, w, "agentq_fallbacks_total", map[string]string{"agent": "llm", "fallback": "cheap", "class": fallbackOverBudget})
+			fellBack := counterValue(t, w, "agentq_fallbacks_total", map[string]string{"agent": "llm", "fallback": "cheap", "class": "over_budget"})
 			require.EqualValues(t, byCheap, fellBack)
 
 			st, err := budget.New(rdb).Status(context.Background(), budget.Budget{Kind: budget.Agent, Name: "llm", Tokens: llmLimit, Per: time.Hour})

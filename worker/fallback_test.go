@@ -227,7 +227,7 @@ func TestFallback(t *testing.T) {
 			name: "open primary: straight to the fallback", primary: overloaded, n: 5,
 			want: []string{"failed@primary", "succeeded@second"}, state: tasks.StateSucceeded,
 			served:  map[string]int{"primary": 2, "second": 5},
-			byClass: map[string]float64{"provider_error": 2, fallbackBreakerOpen: 3},
+			byClass: map[string]float64{"provider_error": 2, "breaker_open": 3},
 		},
 	}
 	for _, tt := range tests {
@@ -252,7 +252,7 @@ func TestFallback(t *testing.T) {
 					require.Equal(t, tasks.StateSucceeded, v.State, id)
 					last := v.History[len(v.History)-1]
 					require.Equal(t, "second", last.Agent, id)
-					why := fallbackBreakerOpen // the primary's breaker was open
+					why := "breaker_open" // the primary's breaker was open
 					if lastEvent(v, tasks.EventFailed) != nil {
 						why = "provider_error" // the primary was called before its breaker opened
 					}

@@ -1,138 +1,50 @@
 package worker
 
 import (
-	"github.com/agentq/agentq/internal/broker"
-	"github.com/agentq/agentq/tasks"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/delivery"
 )
 
 // UnknownAgentLabel is the agent label of every series about a task whose
-// agent this worker does not run (dead-lettered not_supported, or a
-// payload that cannot be decoded): agent names come from producers, and
-// one series per name they choose would grow every worker's /metrics
-// without bound.
-const UnknownAgentLabel = "_unknown"
+// agent this worker does not run (see delivery.UnknownAgentLabel).
+const UnknownAgentLabel = delivery.UnknownAgentLabel
 
-// metrics are the worker's Prometheus series. Each Worker has its own
-// registry, so several workers can live in one process (tests, embedding).
+// metrics are the worker's Prometheus series: the delivery's
+// (delivery.Metrics) and its background components'. Each Worker has its
+// own registry, so several workers can live in one process (tests,
+// embedding).
 type metrics struct {
-	reg *prometheus.Registry
-	// known are the agents the worker runs (see runs); every agent label
-	// goes through agent(). nil (tests): any name is its own label.
-	known          map[string]bool
-	attempts       *prometheus.CounterVec
-	duration       *prometheus.HistogramVec
-	retries        *prometheus.CounterVec
-	deadLetters    *prometheus.CounterVec
-	deferrals      *prometheus.CounterVec
-	restarts       *prometheus.CounterVec
-	restartResults *prometheus.CounterVec
-	breakerState   *prometheus.GaugeVec
-	rejections     *prometheus.CounterVec
-	alerts         *prometheus.CounterVec
-	fallbacks      *prometheus.CounterVec
-	probes         *prometheus.CounterVec
-	probeDuration  *prometheus.HistogramVec
+	reg      *prometheus.Registry
+	delivery *delivery.Metrics
+	// breakerState is the delivery's gauge, which the probes set too.
+	breakerState  *prometheus.GaugeVec
+	alerts        *prometheus.CounterVec
+	probes        *prometheus.CounterVec
+	probeDuration *prometheus.HistogramVec
 	// shortReplication counts writes that reached fewer replicas than
 	// redis.wait_replicas within redis.wait_timeout.
 	shortReplication prometheus.Counter
-	// limitRefusals, limitDeferrals and limitPauses are the provider
-	// limits' series, by limits key (and limit).
-	limitRefusals  *prometheus.CounterVec
-	limitDeferrals *prometheus.CounterVec
-	limitPauses    *prometheus.CounterVec
-	// tenantTasks counts the runs that ended (succeeded, restarted,
-	// dead_lettered) by tenant label (tenant) and outcome.
-	tenantTasks *prometheus.CounterVec
-	// tenants are the configured tenants: the only tenant names that are
-	// their own label (broker.FairConfig.Label).
-	tenants broker.FairConfig
 	// idleWaits counts the idle waits of the worker's dequeue by how they
 	// ended (internal/broker.Cause: token, bound, stopped, error).
 	idleWaits *prometheus.CounterVec
-	// tokens and cost are the calls' usage (usage.go).
-	tokens *prometheus.CounterVec
-	cost   *prometheus.CounterVec
 }
 
-// agent is the agent label of name: name when the worker runs that agent,
-// UnknownAgentLabel otherwise.
-func (m *metrics) agent(name string) string {
-	if m.known != nil && !m.known[name] {
-		return UnknownAgentLabel
-	}
-	return name
-}
+// agent is the agent label of name (delivery.Metrics.Agent).
+func (m *metrics) agent(name string) string { return m.delivery.Agent(name) }
 
-// tenant is the tenant label of a task of tenant name: its name for a
-// tenant the config names (tenants), "default" for the default tenant,
-// "other" for every other, so that producers' tenant names cannot grow
-// the worker's series without bound.
-func (m *metrics) tenant(name string) string { return m.tenants.Label(name) }
-
-// ended counts a run of env's tenant that ended with outcome (succeeded,
-// restarted, dead_lettered).
-func (m *metrics) ended(env *tasks.Envelope, outcome string) {
-	m.tenantTasks.WithLabelValues(m.tenant(tenantOf(env)), outcome).Inc()
-}
-
-// tenantOf is the tenant of env ("": the default tenant, also for a nil
-// env).
-func tenantOf(env *tasks.Envelope) string {
-	if env == nil {
-		return ""
-	}
-	return env.Tenant
-}
-
-// runs sets the agents the worker runs: from then on, any other name is
-// labelled UnknownAgentLabel.
-func (m *metrics) runs(agents []string) {
-	m.known = make(map[string]bool, len(agents))
-	for _, name := range agents {
-		m.known[name] = true
-	}
-}
-
-func newMetrics() *metrics {
+// newMetrics registers the worker's series; agents are the agents it
+// runs, tenants the configured ones.
+func newMetrics(agents []string, tenants broker.FairConfig) *metrics {
+	reg := prometheus.NewRegistry()
+	d := delivery.NewMetrics(reg, agents, tenants)
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_attempts_total", Help: "Agent attempts by agent, error class (\"\" on success) and outcome.",
-		}, []string{"agent", "class", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "agentq_attempt_duration_seconds", Help: "Duration of agent attempts.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
-		}, []string{"agent"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_retries_total", Help: "Retries scheduled within a run.",
-		}, []string{"agent", "class"}),
-		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_dead_letters_total", Help: "Tasks dead-lettered.",
-		}, []string{"agent", "class", "reason"}),
-		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_deferrals_total", Help: "Tasks deferred because their breaker was open or a provider limit did not admit their call.",
-		}, []string{"agent"}),
-		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_restarts_total", Help: "Restarts scheduled.",
-		}, []string{"agent", "class"}),
-		restartResults: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_restart_outcomes_total", Help: "How restarted runs ended (succeeded, dead_lettered, restarted).",
-		}, []string{"agent", "outcome"}),
-		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "agentq_breaker_state", Help: "Breaker state last seen by this worker: 0 closed, 1 half-open, 2 open.",
-		}, []string{"key"}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_breaker_rejections_total", Help: "Admissions refused by a breaker.",
-		}, []string{"key"}),
+		reg: reg, delivery: d, breakerState: d.BreakerState(),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentq_alerts_total", Help: "Failure-rate alerts raised.",
 		}, []string{"agent"}),
-		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_fallbacks_total",
-			Help: "Calls sent to a fallback agent, by primary agent, fallback agent and why: the error class of the failed call, breaker_open, over_limit or over_budget.",
-		}, []string{"agent", "fallback", "class"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentq_probe_total", Help: "Health probes run by this worker, by agent and result (ok, fail).",
 		}, []string{"agent", "result"}),
@@ -149,26 +61,13 @@ func newMetrics() *metrics {
 			Help: "Waits of an idle worker for work, by how they ended: token (woken by an enqueue, forward or restart), bound (worker.poll_interval passed), stopped, error.",
 		}, []string{"end"}),
 	}
-	m.tenantTasks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_tenant_tasks_total",
-		Help: "Runs that ended on this worker (succeeded, restarted, dead_lettered), by tenant: a tenant named in the config by its name, the default tenant as default, every other as other.",
-	}, []string{"tenant", "outcome"})
-	m.limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_limit_refusals_total",
-		Help: "Admissions refused by a provider limit in this worker, by limits key and limit (requests, tokens, concurrency, paused); a task waiting in its worker may be refused several times.",
-	}, []string{"key", "limit"})
-	m.limitDeferrals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_limit_deferrals_total",
-		Help: "Tasks deferred because a provider limit did not admit their call, by limits key and limit (requests, tokens, concurrency, paused).",
-	}, []string{"key", "limit"})
-	m.limitPauses = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_limit_pauses_total",
-		Help: "Fleet-wide pauses of a limits key this worker wrote (or extended) because a provider's reply said the key was exhausted.",
-	}, []string{"key"})
-	m.reg.MustRegister(m.limitRefusals, m.limitDeferrals, m.limitPauses, m.shortReplication, m.idleWaits, m.tenantTasks, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
-		m.restarts, m.restartResults, m.breakerState, m.rejections, m.alerts,
-		m.fallbacks, m.probes, m.probeDuration,
+	reg.MustRegister(m.shortReplication, m.idleWaits, m.alerts, m.probes, m.probeDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.usageSeries()
 	return m
 }
+
+// stateValue and truncate are the delivery's (the probes use them).
+var (
+	stateValue = delivery.StateValue
+	truncate   = delivery.Truncate
+)

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -211,45 +209,4 @@ agents:
 	n, err := rdb.Exists(context.Background(), rkeys.TaskOutput("quiet-1")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "a task that emits nothing has no output list")
-}
-
-// refusingCompleter answers every output write with out, counting them.
-type refusingCompleter struct {
-	*fakeCompleter
-	out record.Outcome
-	mu  sync.Mutex
-	n   int
-}
-
-func (c *refusingCompleter) output(_ context.Context, _ record.Delivery, evs []record.Event) (record.Outcome, int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.n++
-	return c.out, 0, nil
-}
-
-// TestOutputWriterStopsWhenRefused: once a write of a call's output is
-// refused (the run is no longer live), the call's later events are not
-// written; a writer that got no event writes nothing.
-func TestOutputWriterStopsWhenRefused(t *testing.T) {
-	t.Parallel()
-	for _, out := range []record.Outcome{record.Stale, record.Ended, record.Canceled} {
-		c := &refusingCompleter{fakeCompleter: &fakeCompleter{}, out: out}
-		p := &pipeline{rec: c}
-		log := &taskLog{base: slog.New(slog.DiscardHandler), env: &tasks.Envelope{}}
-		w := p.newOutput(context.Background(), log, record.Delivery{ID: "x"})
-		for range outputBatch { // a full batch: written at once
-			w.emit(agent.EventProgress, json.RawMessage(`1`))
-		}
-		require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.n == 1 }, 10*time.Second, time.Millisecond)
-		for range 3 * outputBatch {
-			w.emit(agent.EventProgress, json.RawMessage(`2`))
-		}
-		w.close()
-		require.Equal(t, 1, c.n, "%s: no write after the refusal", out)
-	}
-	c := &refusingCompleter{fakeCompleter: &fakeCompleter{}, out: record.Applied}
-	w := (&pipeline{rec: c}).newOutput(context.Background(), &taskLog{base: slog.New(slog.DiscardHandler), env: &tasks.Envelope{}}, record.Delivery{ID: "y"})
-	w.close()
-	require.Zero(t, c.n)
 }

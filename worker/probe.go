@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentq/agentq/internal/delivery"
 	"io"
 	"log/slog"
 	"net/http"
@@ -160,13 +161,13 @@ type prober struct {
 	lifecycle startstop.Loop
 }
 
-func newProber(sp *spec, br *breaker.Breakers, m *metrics, log *slog.Logger) *prober {
-	cfg := sp.breaker
-	cfg.TrialLease = config.Lease(sp.probe.timeout)
+func newProber(sp *delivery.Spec, probe *probeSpec, br *breaker.Breakers, m *metrics, log *slog.Logger) *prober {
+	cfg := sp.Breaker()
+	cfg.TrialLease = config.Lease(probe.timeout)
 	return &prober{
-		agent: sp.name, key: sp.breakerKey, cfg: cfg, spec: sp.probe,
-		poll: min(sp.probe.interval, maxProbePoll), br: br, m: m,
-		log: log.With("agent", sp.name, "breaker_key", sp.breakerKey, "probe", sp.probe.kind),
+		agent: sp.Name(), key: sp.BreakerKey(), cfg: cfg, spec: probe,
+		poll: min(probe.interval, maxProbePoll), br: br, m: m,
+		log: log.With("agent", sp.Name(), "breaker_key", sp.BreakerKey(), "probe", probe.kind),
 	}
 }
 

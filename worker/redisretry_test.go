@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,55 +28,6 @@ type replyErr string
 
 func (e replyErr) Error() string { return string(e) }
 func (replyErr) RedisError()     {}
-
-func TestUntilRedis(t *testing.T) {
-	t.Parallel()
-	down := fmt.Errorf("dial tcp 127.0.0.1:1: %w", syscall.ECONNREFUSED)
-	for _, tc := range []struct {
-		name      string
-		errs      []error // returned by successive calls; then nil
-		cancel    bool
-		wantCalls int
-		wantErr   error
-	}{
-		{"success at once", nil, false, 1, nil},
-		{"retried until Redis answers", []error{down, down, down}, false, 4, nil},
-		{"temporary replies are waited out", []error{
-			replyErr("READONLY You can't write against a read only replica."),
-			fmt.Errorf("tasks: transition: %w", replyErr("LOADING Redis is loading the dataset in memory")),
-			replyErr("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
-			replyErr("CLUSTERDOWN Hash slot not served"),
-			replyErr("TRYAGAIN Multiple keys request during rehashing of slot"),
-		}, false, 6, nil},
-		{"other errors are not retried", []error{replyErr("ERR wrong")}, false, 1, nil},
-		{"stops when ctx ends", []error{down, down, down, down, down, down, down, down, down, down}, true, 1, down},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tc.cancel {
-				cancel()
-			}
-			calls := 0
-			began := time.Now()
-			err := untilRedis(ctx, func() error {
-				calls++
-				if calls <= len(tc.errs) {
-					return tc.errs[calls-1]
-				}
-				return nil
-			})
-			require.Equal(t, tc.wantCalls, calls)
-			if tc.name == "other errors are not retried" {
-				require.EqualError(t, err, "ERR wrong")
-			} else {
-				require.Equal(t, tc.wantErr, err)
-			}
-			require.Less(t, time.Since(began), 5*time.Second)
-		})
-	}
-}
 
 // readOnlyHook signals once a command naming key fails with READONLY.
 type readOnlyHook struct {

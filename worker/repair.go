@@ -22,8 +22,8 @@ func (w *Worker) repairRestarts(ctx context.Context, interval time.Duration) {
 	defer t.Stop()
 	for {
 		w.registerQueues(ctx)
-		if ok, err := w.rdb.SetNX(ctx, rkeys.RestartRepairClaim(), w.pipe.workerID, interval-interval/10).Result(); err == nil && ok {
-			n, err := w.pipe.restarts.Repair(ctx, restart.InspectorLookup(w.pipe.insp), restart.RepairGrace)
+		if ok, err := w.rdb.SetNX(ctx, rkeys.RestartRepairClaim(), w.id, interval-interval/10).Result(); err == nil && ok {
+			n, err := w.restarts.Repair(ctx, restart.InspectorLookup(w.insp), restart.RepairGrace)
 			if err != nil && ctx.Err() == nil {
 				w.log.Warn("restart index repair failed", "err", err)
 			}

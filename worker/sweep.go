@@ -13,7 +13,6 @@ import (
 
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -36,7 +35,7 @@ func (w *Worker) sweepDeadlines(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if ok, err := w.rdb.SetNX(ctx, rkeys.DeadlineSweepClaim(), w.pipe.workerID, interval-interval/10).Result(); err == nil && ok {
+		if ok, err := w.rdb.SetNX(ctx, rkeys.DeadlineSweepClaim(), w.id, interval-interval/10).Result(); err == nil && ok {
 			if n, err := w.sweep(ctx, time.Now()); err != nil && ctx.Err() == nil {
 				w.log.Warn("deadline sweep failed", "err", err)
 			} else if n > 0 {
@@ -66,7 +65,7 @@ func (w *Worker) sweep(ctx context.Context, now time.Time) (int, error) {
 			return dead, err
 		}
 		for _, id := range ids {
-			done, expired, err := w.pipe.expire(ctx, id, now)
+			done, expired, err := w.expire(ctx, id, now)
 			if err != nil {
 				return dead, err
 			}
@@ -96,8 +95,8 @@ func (w *Worker) sweep(ctx context.Context, now time.Time) (int, error) {
 // when its index entry can go (it ended, now or before, or has no
 // record); expired when this call dead-lettered it. A running task is
 // left to its worker (done false).
-func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, expired bool, err error) {
-	v, err := p.rec.view(ctx, id)
+func (w *Worker) expire(ctx context.Context, id string, now time.Time) (done, expired bool, err error) {
+	v, err := w.exec.View(ctx, id)
 	switch {
 	case errors.Is(err, record.ErrNotFound):
 		return true, false, nil
@@ -114,8 +113,8 @@ func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, 
 	}
 	env := &tasks.Envelope{ID: id, Run: v.Run}
 	aid := env.AsynqID()
-	if p.insp != nil {
-		info, err := p.taskInfo(ctx, queue, aid)
+	if w.insp != nil {
+		info, err := w.taskInfo(ctx, queue, aid)
 		switch {
 		case errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound):
 			// Between its queue and a worker (being taken), or its
@@ -147,26 +146,23 @@ func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, 
 	if !env.PastDeadline(now) {
 		return false, false, nil // not yet
 	}
-	log := &taskLog{base: p.log, env: env}
-	rep := p.report(env, 0, resilience.Timeout, deadlineText(env, "while the task was waiting ("+string(v.State)+")"))
-	answer := p.deadLetter(ctx, log, env, rep, ReasonDeadlineExceeded)
-	var d *delayed
-	if errors.As(answer, &d) {
-		return false, false, errors.New(d.cause) // Redis trouble: next tick
+	expired, err = w.exec.ExpireWaiting(ctx, env, string(v.State))
+	if err != nil {
+		return false, false, err // Redis trouble: next tick
 	}
 	// Take the waiting run off its queue (or, if a worker took it
 	// meanwhile, stop it: its writes are refused now).
-	if p.insp != nil {
-		if ok, _ := broker.RemoveFromLane(ctx, p.rdb, queue, aid); ok {
+	if w.insp != nil {
+		if ok, _ := broker.RemoveFromLane(ctx, w.rdb, queue, aid); ok {
 			// it waited in its tenant's lane
-		} else if p.insp.DeleteTask(queue, aid) != nil {
-			_ = p.insp.CancelProcessing(aid)
+		} else if w.insp.DeleteTask(queue, aid) != nil {
+			_ = w.insp.CancelProcessing(aid)
 		}
 		if v.State == record.StateRestarting {
-			_ = p.restarts.Started(ctx, id)
+			_ = w.restarts.Started(ctx, id)
 		}
 	}
-	return true, answer == nil, nil
+	return true, expired, nil
 }
 
 // taskInfo is asynq's view of run aid of a task whose record names queue.
@@ -175,13 +171,13 @@ func (p *pipeline) expire(ctx context.Context, id string, now time.Time) (done, 
 // without persistence, a failover to a replica that missed the write)
 // while the queue's runs wait: the queue the record names is registered
 // again and asked again, so that a lost set never holds deadlines up.
-func (p *pipeline) taskInfo(ctx context.Context, queue, aid string) (*asynq.TaskInfo, error) {
-	info, err := p.insp.GetTaskInfo(queue, aid)
+func (w *Worker) taskInfo(ctx context.Context, queue, aid string) (*asynq.TaskInfo, error) {
+	info, err := w.insp.GetTaskInfo(queue, aid)
 	if !errors.Is(err, asynq.ErrQueueNotFound) {
 		return info, err
 	}
-	if err := broker.RegisterQueues(ctx, p.rdb, queue); err != nil {
+	if err := broker.RegisterQueues(ctx, w.rdb, queue); err != nil {
 		return nil, err
 	}
-	return p.insp.GetTaskInfo(queue, aid)
+	return w.insp.GetTaskInfo(queue, aid)
 }

@@ -58,7 +58,7 @@ func (w *Worker) tenants(ctx context.Context, interval time.Duration) {
 // repairFair runs broker.RepairFair on queue when this worker claims the
 // interval, and wakes a worker per tenant it made ready.
 func (w *Worker) repairFair(ctx context.Context, q string, fc broker.FairConfig, interval time.Duration) {
-	ok, err := w.rdb.SetNX(ctx, rkeys.FairRepairClaim(q), w.pipe.workerID, interval-interval/10).Result()
+	ok, err := w.rdb.SetNX(ctx, rkeys.FairRepairClaim(q), w.id, interval-interval/10).Result()
 	if err != nil || !ok {
 		return
 	}

@@ -23,7 +23,7 @@ func TestWorkerRecordsUsageTotals(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client()
 	w := newTestWorker(t, srv, "", "usage: {retention: 48h, max_series: 50}\n")
-	rec, ok := w.pipe.usage.(*usage.Recorder)
+	rec, ok := w.usage.(*usage.Recorder)
 	require.True(t, ok, "a worker records totals by default")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -58,9 +58,9 @@ func TestWithUsageSink(t *testing.T) {
 	var got []usage.Entry
 	s := sinkFunc(func(e usage.Entry) { mu.Lock(); got = append(got, e); mu.Unlock() })
 	w := newTestWorker(t, srv, "", "", WithUsageSink(s))
-	w.pipe.usage.Add(usage.Entry{Agent: "a"})
+	w.usage.Add(usage.Entry{Agent: "a"})
 	require.Len(t, got, 1)
-	_, isRec := w.pipe.usage.(*usage.Recorder)
+	_, isRec := w.usage.(*usage.Recorder)
 	require.False(t, isRec)
 }
 

@@ -43,11 +43,11 @@ const (
 func (w *Worker) listen(ctx context.Context) {
 	keys := map[string][]string{} // breaker key -> agents gated by it
 	for name, sp := range w.specs {
-		keys[sp.breakerKey] = append(keys[sp.breakerKey], name)
+		keys[sp.BreakerKey()] = append(keys[sp.BreakerKey()], name)
 		// A task deferred because its whole fallback chain was open may
 		// run as soon as any agent of the chain closes.
-		for _, f := range sp.fallback {
-			keys[f.breakerKey] = append(keys[f.breakerKey], name)
+		for _, f := range sp.Fallback() {
+			keys[f.BreakerKey()] = append(keys[f.BreakerKey()], name)
 		}
 	}
 	ps := w.rdb.Subscribe(ctx, rkeys.BreakerChannel(), rkeys.DueChannel())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentq/agentq/internal/delivery"
 	"log/slog"
 	"maps"
 	"net"
@@ -30,13 +31,11 @@ import (
 	"github.com/agentq/agentq/internal/charts"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/inspect"
-	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/internal/startstop"
-	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/internal/usage"
 	wh "github.com/agentq/agentq/internal/webhook"
 	"github.com/agentq/agentq/resilience"
@@ -77,14 +76,12 @@ func WithListener(l net.Listener) Option { return func(o *options) { o.listener 
 // a production worker keeps the gate.
 func WithoutBreaker() Option { return func(o *options) { o.noGate = true } }
 
-// WithTracerProvider traces the worker's runs and attempts with tp, the
-// program's own provider; zero: the global provider
-// (otel.GetTracerProvider: a no-op unless the program, or the commands'
-// internal/tracing.Setup, installed one), as it is when New runs: a
-// provider that is not tracing.Active (no-op) costs nothing. Only a
-// provider built with internal/tracing's ID generator (the commands')
-// writes each run's span with the ID its attempts' spans point to; with
-// another the attempts share the run's trace but their parent is missing.
+// WithTracerProvider traces the worker's runs and attempts with tp (build
+// it with tracing.NewTracerProvider, whose ID generator makes each run's
+// span the parent of its attempts' spans); zero: the global provider
+// (otel.GetTracerProvider: a no-op unless tracing.Setup, or the program,
+// installed one), as it is when New runs: a provider that is not
+// tracing.Active (no-op) costs nothing.
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
 
 // WithUsageSink sends every attempt's usage to s instead of the worker's
@@ -98,14 +95,14 @@ type Worker struct {
 	cfg      *config.Config
 	rdb      redis.UniversalClient
 	log      *slog.Logger
-	pipe     *pipeline
+	exec     *delivery.Executor
 	breakers *breaker.Breakers
 	metrics  *metrics
 	token    string
 	limiter  *httpx.Limiter // wrong tokens on /api/v1/agents, per client address
 	ln       net.Listener
 	addr     string
-	specs    map[string]*spec
+	specs    map[string]*delivery.Spec
 	probers  []*prober
 	inflight sync.WaitGroup
 	// waiter and dues let the asynq server wait for work instead of
@@ -113,8 +110,17 @@ type Worker struct {
 	waiter *broker.Waiter
 	dues   *broker.Dues
 	// acks holds quick successes' record writes until asynq's ack of
-	// their delivery, which runs them (ack.go); nil: none ride it.
+	// their delivery, which runs them (delivery.Executor.Acks); nil: none
+	// ride it.
 	acks *broker.Acks
+	// id is this worker's ID (host:pid): the holder of the fleet's claims.
+	id       string
+	insp     *asynq.Inspector
+	restarts *restart.Scheduler
+	alerts   *alerter
+	// charts counts attempts per minute; usage takes the attempts' usage.
+	charts *charts.Counter
+	usage  usage.Sink
 	// rec reads task records (which deferred tasks a breaker's close wakes).
 	rec *record.Store
 	// hooks delivers webhooks (webhooks.go); nil when none are configured.
@@ -149,7 +155,7 @@ func newOptions(opts []Option) options {
 // returns an error naming the agent when an agent cannot be built.
 func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker, error) {
 	o := newOptions(opts)
-	specs, err := buildSpecs(cfg, o.funcs)
+	specs, err := delivery.BuildSpecs(cfg, o.funcs)
 	if err != nil {
 		return nil, err
 	}
@@ -159,11 +165,8 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		return nil, err
 	}
 	classifier := resilience.Classifier{Custom: custom}
-	m := newMetrics()
-	m.runs(slices.Collect(maps.Keys(specs)))
-	m.tenants = cfg.Fair()
+	m := newMetrics(slices.Collect(maps.Keys(specs)), cfg.Fair())
 	host, _ := os.Hostname()
-	workerID := fmt.Sprintf("%s:%d", host, os.Getpid())
 	// One group-committing batcher: concurrent tasks' admissions and
 	// bookkeeping writes share pipelined round trips (redisx.Batcher, in
 	// internal/redisx).
@@ -176,49 +179,52 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	batch := redisx.NewBatcher(rdb, redisx.BatchOptions{Replication: rep})
 	client := tasks.NewClient(rdb, tasks.WithRetention(cfg.History.Retention),
 		tasks.WithWaitReplicas(rep.Replicas, rep.Timeout), tasks.WithShortReplication(rep.OnShort))
-	rec := record.NewStore(rdb, record.WithRetention(cfg.History.Retention), record.WithRunner(batch))
-	br := breaker.New(rdb, breaker.WithLogger(o.logger), breaker.WithRunner(batch))
 	w := &Worker{
-		cfg: cfg, rdb: rdb, log: o.logger, breakers: br, metrics: m, token: o.token, ln: o.listener,
+		cfg: cfg, rdb: rdb, log: o.logger, metrics: m, token: o.token, ln: o.listener,
 		limiter: httpx.NewLimiter(httpx.LimiterOptions{Logger: o.logger}), specs: specs,
-		dues: broker.NewDues(cfg.Worker.PollInterval, nil),
-	}
-	w.pipe = &pipeline{
-		log: o.logger, specs: specs, rdb: rdb,
-		dlq:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
-		restarts: restart.NewScheduler(rdb, client), breakers: br, metrics: m,
-		limiter:  limit.New(rdb, limit.WithRunner(batch)),
-		alerts:   newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
-		workerID: workerID, insp: asynq.NewInspectorFromRedisClient(rdb), classify: classifier.Classify, noGate: o.noGate,
-		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
-		meter: newMeter(cfg, m),
+		dues: broker.NewDues(cfg.Worker.PollInterval, nil), id: fmt.Sprintf("%s:%d", host, os.Getpid()),
+		rec:      record.NewStore(rdb, record.WithRetention(cfg.History.Retention), record.WithRunner(batch)),
+		breakers: breaker.New(rdb, breaker.WithLogger(o.logger), breaker.WithRunner(batch)),
+		insp:     asynq.NewInspectorFromRedisClient(rdb), restarts: restart.NewScheduler(rdb, client),
+		alerts: newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
+		charts: charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger}), usage: o.sink,
+		hb: NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0),
 	}
 	if w.hooks, err = newDeliverer(cfg, rdb, o.logger, m); err != nil {
 		return nil, err
 	}
-	w.pipe.budgets = newBudgets(cfg, rdb, batch)
-	w.pipe.charts = charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger})
-	w.pipe.usage = o.sink
-	if w.pipe.usage == nil {
-		w.pipe.usage = usage.NewRecorder(rdb, usage.RecorderOptions{
+	if w.usage == nil {
+		w.usage = usage.NewRecorder(rdb, usage.RecorderOptions{
 			Retention: cfg.Usage.Retention, MaxSeries: cfg.Usage.MaxSeries, Logger: o.logger})
 	}
-	w.hb = NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0)
-	w.pipe.track = w.hb.Track
 	if w.sched, err = newScheduler(cfg, rdb, client, o.logger, m); err != nil {
 		return nil, err
 	}
-	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
-	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
-	w.rec = rec
-	if !o.noGate {
-		for _, name := range w.Agents() {
-			if sp := specs[name]; sp.probe != nil {
-				w.probers = append(w.probers, newProber(sp, br, m, o.logger))
-			}
+	w.exec = delivery.New(delivery.Deps{
+		Config: cfg, Log: o.logger, Specs: specs, RDB: rdb, Batch: batch, Records: w.rec,
+		DLQ:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
+		Restarts: w.restarts, Breakers: w.breakers, Metrics: m.delivery, Replicas: rep.Replicas,
+		OnFailure: w.alerts.failure, WorkerID: w.id, Inspector: w.insp, Classify: classifier.Classify,
+		NoGate: o.noGate, Tracer: o.tp, Track: w.hb.Track, Charts: w.charts, Usage: w.usage,
+	})
+	w.acks = w.exec.Acks()
+	w.probers = newProbers(cfg, w.Agents(), specs, w.breakers, m, o.logger, o.noGate)
+	return w, nil
+}
+
+// newProbers are the health probers of the agents that have a probe
+// (none without the breaker gate).
+func newProbers(cfg *config.Config, names []string, specs map[string]*delivery.Spec, br *breaker.Breakers, m *metrics, log *slog.Logger, noGate bool) []*prober {
+	var out []*prober
+	if noGate {
+		return nil
+	}
+	for _, name := range names {
+		if a, _ := cfg.Agent(name); a.Health != nil {
+			out = append(out, newProber(specs[name], newProbeSpec(*a.Health, a.Exec), br, m, log))
 		}
 	}
-	return w, nil
+	return out
 }
 
 // shortReplication reports a write that reached fewer replicas than
@@ -258,7 +264,7 @@ func (w *Worker) Handler() asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		w.inflight.Add(1)
 		defer w.inflight.Done()
-		return w.pipe.ProcessTask(ctx, t)
+		return w.exec.ProcessTask(ctx, t)
 	})
 }
 
@@ -285,9 +291,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	baseCtx, cancelBase := context.WithCancel(withAcks(context.WithoutCancel(ctx), w.acks))
+	baseCtx, cancelBase := context.WithCancel(w.exec.WithAcks(context.WithoutCancel(ctx)))
 	defer cancelBase()
-	w.waiter = broker.NewWaiter(w.rdb, w.queues(), w.cfg.Worker.PollInterval, w.pipe.workerID+":"+tasks.NewID())
+	w.waiter = broker.NewWaiter(w.rdb, w.queues(), w.cfg.Worker.PollInterval, w.id+":"+tasks.NewID())
 	srv := w.asynqServer(baseCtx)
 	services := w.components(ops)
 	startstop.StartAll(context.WithoutCancel(ctx), services...)
@@ -298,7 +304,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker started", "concurrency", w.cfg.Worker.Concurrency, "agents", w.Agents(), "ops_addr", w.addr)
 	<-ctx.Done()
 	w.log.Info("worker shutting down", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
-	w.pipe.stopping.Store(true)               // canceled calls are the shutdown's from now on
+	w.exec.Stopping()                         // canceled calls are the shutdown's from now on
 	w.waiter.Stop(context.WithoutCancel(ctx)) // end an idle wait at once
 	srv.Shutdown()                            // stops dequeuing, waits for in-flight tasks, requeues the rest
 	cancelBase()                              // stop agents still running (their tasks are already back on the queue)
@@ -314,18 +320,18 @@ func (w *Worker) Run(ctx context.Context) error {
 // components are the worker's background components, in start order.
 func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
-		ops, w.breakers, w.hb, w.pipe.charts,
+		ops, w.breakers, w.hb, w.charts,
 		startstop.Func(w.listen),
-		startstop.Func(w.registerLimits),
+		startstop.Func(w.exec.RegisterLimits),
 		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),
 		startstop.Func(func(ctx context.Context) { w.sweepDeadlines(ctx, sweepInterval) }),
 		startstop.Func(func(ctx context.Context) { w.tenants(ctx, fairRepairInterval) }),
-		w.pipe.alerts,
+		w.alerts,
 	}
 	for _, p := range w.probers {
 		out = append(out, p)
 	}
-	if svc, ok := w.pipe.usage.(startstop.Service); ok {
+	if svc, ok := w.usage.(startstop.Service); ok {
 		out = append(out, svc)
 	}
 	if w.hooks != nil {
@@ -355,8 +361,8 @@ func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 		Concurrency:              w.cfg.Worker.Concurrency,
 		Queues:                   queues,
 		BaseContext:              func() context.Context { return baseCtx },
-		RetryDelayFunc:           retryDelay,
-		IsFailure:                isFailure,
+		RetryDelayFunc:           delivery.RetryDelay,
+		IsFailure:                delivery.IsFailure,
 		ShutdownTimeout:          w.cfg.Worker.ShutdownTimeout,
 		TaskCheckInterval:        asynqEmptySleep,
 		DelayedTaskCheckInterval: w.cfg.Worker.ForwardInterval,

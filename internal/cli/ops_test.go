@@ -183,7 +183,7 @@ func TestLimitsResume(t *testing.T) {
 }
 
 // TestLimitsResumeBreakerKeyPause: a provider's pause on the breaker key of
-// an HTTP agent without limits (which a worker writes, worker/limits.go's
+// an HTTP agent without limits (which a worker writes, internal/delivery's
 // pause-only spec, and registers nowhere) is listed by `inspector limits`
 // while it is in force and is a known key for `limits resume`, with or
 // without --config: it used to be refused as unknown, so that only Redis by

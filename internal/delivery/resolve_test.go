@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -111,7 +111,7 @@ agents:
 
 			// The view's fallbacks and probe are the worker's.
 			require.Equal(t, sp.fallbackNames, ref.Fallback)
-			require.Equal(t, sp.probe != nil, ref.Probe)
+			require.Equal(t, sp.probed, ref.Probe)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"fmt"
@@ -9,13 +9,42 @@ import (
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/inspect"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/resilience"
 )
 
-// spec is everything the pipeline needs to run one agent: its runner and
+// limitSpec is an agent's limits.
+type limitSpec struct {
+	key string
+	cfg limit.Config
+	// pauseOnly: the agent configures no limits, but it is an HTTP agent,
+	// whose provider's replies may still pause key (its breaker key)
+	// fleet-wide: its calls honour the pause, read from Redis at most once
+	// per pauseCheckEvery per process (pauses.go), and nothing else.
+	pauseOnly bool
+}
+
+// newLimitSpec is the limits of a, an agent as config.Config.Agent
+// resolves it (its limits key defaulted there); an HTTP agent without a
+// limits block gets a pause-only spec on its breaker key (nil: none).
+func newLimitSpec(a config.Agent) *limitSpec {
+	l := a.Limits
+	if l == nil {
+		if a.HTTP != nil {
+			return &limitSpec{key: a.BreakerKey, pauseOnly: true}
+		}
+		return nil
+	}
+	return &limitSpec{key: l.Key, cfg: limit.Config{
+		Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency,
+		Lease: config.Lease(a.Timeout),
+	}}
+}
+
+// Spec is everything the delivery needs to run one agent: its runner and
 // its resolved settings.
-type spec struct {
+type Spec struct {
 	name          string
 	runner        agent.Runner
 	timeout       time.Duration
@@ -28,12 +57,12 @@ type spec struct {
 	policy        resilience.Policy
 	// fallbackNames are the agents a call falls back to, in order (config
 	// fallback); fallback holds their specs, linked by New once every spec
-	// is built. Empty: no fallback, and the pipeline takes no extra step.
+	// is built. Empty: no fallback, and the delivery takes no extra step.
 	fallbackNames []string
-	fallback      []*spec
-	// probe is the agent's health probe; nil: none, and its tasks may be
-	// half-open trials as usual.
-	probe *probeSpec
+	fallback      []*Spec
+	// probed: the agent has a health probe (the worker runs it), and its
+	// tasks are never half-open trials.
+	probed bool
 	// limits are the agent's provider limits; nil: none (limits.go).
 	limits *limitSpec
 	// budget is the agent's budget; nil: none (budgets.go).
@@ -46,7 +75,7 @@ type spec struct {
 // buildSpec takes the settings of agent name as config.Config.Agent
 // resolves them (its config block when it has one, the defaults otherwise:
 // a Go-function agent needs no block); it applies no default of its own.
-func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error) {
+func buildSpec(cfg *config.Config, name string, run agent.Runner) (*Spec, error) {
 	a, _ := cfg.Agent(name)
 	// A Go runner's result, events and errors are made valid UTF-8 as
 	// Exec's and HTTP's are (agent.Valid).
@@ -70,13 +99,9 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 		}
 	}
 	s := a.Settings
-	var probe *probeSpec
-	if a.Health != nil {
-		probe = newProbeSpec(*a.Health, a.Exec)
-	}
-	return &spec{
+	return &Spec{
 		fallbackNames:  a.Fallback,
-		probe:          probe,
+		probed:         a.Health != nil,
 		limits:         newLimitSpec(a),
 		budget:         inspect.BudgetOf(budget.Agent, name, a.Budget),
 		budgetFallback: a.Budget != nil && a.Budget.Fallback,
@@ -104,11 +129,11 @@ func buildSpec(cfg *config.Config, name string, run agent.Runner) (*spec, error)
 	}, nil
 }
 
-// buildSpecs builds the spec of every agent cfg configures and of every
+// BuildSpecs builds the spec of every agent cfg configures and of every
 // Go-function agent in funcs (which runs its config block's settings, or
 // the defaults), then links their fallbacks.
-func buildSpecs(cfg *config.Config, funcs map[string]agent.Runner) (map[string]*spec, error) {
-	specs := map[string]*spec{}
+func BuildSpecs(cfg *config.Config, funcs map[string]agent.Runner) (map[string]*Spec, error) {
+	specs := map[string]*Spec{}
 	for _, name := range cfg.AgentNames() {
 		sp, err := buildSpec(cfg, name, funcs[name])
 		if err != nil {
@@ -135,7 +160,7 @@ func buildSpecs(cfg *config.Config, funcs map[string]agent.Runner) (map[string]*
 // linkFallbacks points every spec at the specs of its fallback agents. A
 // name without a spec is an error naming it (a validated config only names
 // configured agents, each of which has a spec).
-func linkFallbacks(specs map[string]*spec) error {
+func linkFallbacks(specs map[string]*Spec) error {
 	for name, sp := range specs {
 		sp.fallback = nil
 		for i, f := range sp.fallbackNames {
@@ -155,3 +180,15 @@ func cfgName(cfg *config.Config) string {
 	}
 	return cfg.Path
 }
+
+// Name is the agent's name.
+func (s *Spec) Name() string { return s.name }
+
+// BreakerKey is the key of the agent's breaker.
+func (s *Spec) BreakerKey() string { return s.breakerKey }
+
+// Breaker is the agent's breaker configuration.
+func (s *Spec) Breaker() breaker.Config { return s.breaker }
+
+// Fallback are the specs of the agent's fallback agents, in order.
+func (s *Spec) Fallback() []*Spec { return s.fallback }

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"cmp"
@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -96,7 +94,7 @@ func answerOn(state record.State, out record.Outcome, err error) func(record.Cha
 	}
 }
 
-// TestPipelineDecisionsFake: the pipeline's decisions, and its answers to
+// TestPipelineDecisionsFake: the delivery's decisions, and its answers to
 // every outcome of the record's checked write, with a fake completer: no
 // redis-server and no asynq server (the dead letters and restarts it
 // schedules land on miniredis), each case in milliseconds. The e2e suite
@@ -182,11 +180,9 @@ func TestPipelineDecisionsFake(t *testing.T) {
 				}
 				return json.RawMessage(`{"ok":true}`), tc.agentErr
 			})
-			w, err := New(cfg, rdb, WithoutBreaker(), WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-				WithAgent("a", run), WithAgent("b", run))
-			require.NoError(t, err)
+			p := testExecutor(t, cfg, rdb, map[string]agent.Runner{"a": run, "b": run})
 			fake := &fakeCompleter{answers: tc.answers}
-			w.pipe.rec, w.pipe.insp = fake, nil
+			p.rec, p.insp = fake, nil
 			env := &tasks.Envelope{ID: "t", Agent: cmp.Or(tc.agent, "a"), Queue: tasks.DefaultQueue, Run: tc.run, EnqueuedAt: time.Now()}
 			if tc.deadline != 0 {
 				env.Deadline = time.Now().Add(tc.deadline).UnixMilli()
@@ -194,7 +190,7 @@ func TestPipelineDecisionsFake(t *testing.T) {
 			payload, err := tasks.Encode(env)
 			require.NoError(t, err)
 			ctx := withMeta(context.Background(), env.AsynqID(), env.Queue, tc.retried)
-			answer := w.pipe.ProcessTask(ctx, asynq.NewTask(tasks.TypeName, payload))
+			answer := p.ProcessTask(ctx, asynq.NewTask(tasks.TypeName, payload))
 			require.Equal(t, tc.writes, fake.names())
 			require.Equal(t, tc.answer, answerName(answer), "answer %v", answer)
 			require.Equal(t, tc.calls, calls)

@@ -1,4 +1,4 @@
-package worker
+package delivery
 
 import (
 	"context"
@@ -21,23 +21,23 @@ import (
 // tracer as a process without OTEL_* has it (off), and with a recording
 // SDK provider (on). `go test -run - -bench TraceHooks -benchmem ./worker/`
 func BenchmarkTraceHooks(b *testing.B) {
-	sp := &spec{name: "llm"}
+	sp := &Spec{name: "llm"}
 	g := &admitted{sp: sp, adm: breaker.Admission{Allowed: true, State: breaker.StateClosed}}
 	for _, c := range []struct {
 		name   string
-		tracer func() *pipeline
+		tracer func() *Executor
 		tp     string
 	}{
-		{"off", func() *pipeline {
-			return &pipeline{tracer: otel.GetTracerProvider().Tracer(tracing.TracerName), traced: tracing.Active(otel.GetTracerProvider())}
+		{"off", func() *Executor {
+			return &Executor{tracer: otel.GetTracerProvider().Tracer(tracing.TracerName), traced: tracing.Active(otel.GetTracerProvider())}
 		}, ""},
-		{"off-traced-producer", func() *pipeline {
-			return &pipeline{tracer: otel.GetTracerProvider().Tracer(tracing.TracerName), traced: tracing.Active(otel.GetTracerProvider())}
+		{"off-traced-producer", func() *Executor {
+			return &Executor{tracer: otel.GetTracerProvider().Tracer(tracing.TracerName), traced: tracing.Active(otel.GetTracerProvider())}
 		},
 			"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-		{"on", func() *pipeline {
+		{"on", func() *Executor {
 			tp := tracing.NewTracerProvider(sdktrace.WithSyncer(tracetest.NewNoopExporter()))
-			return &pipeline{tracer: tp.Tracer(tracing.TracerName), traced: true, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			return &Executor{tracer: tp.Tracer(tracing.TracerName), traced: true, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		}, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -1,0 +1,186 @@
+package delivery
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/usage"
+	"github.com/agentq/agentq/tasks"
+)
+
+// UnknownAgentLabel is the agent label of every series about a task whose
+// agent this worker does not run (dead-lettered not_supported, or a
+// payload that cannot be decoded): agent names come from producers, and
+// one series per name they choose would grow every worker's /metrics
+// without bound.
+const UnknownAgentLabel = "_unknown"
+
+// Metrics are the delivery's Prometheus series, registered in the
+// worker's registry (each Worker has its own, so several workers can live
+// in one process: tests, embedding).
+type Metrics struct {
+	reg *prometheus.Registry
+	// known are the agents the worker runs (see runs); every agent label
+	// goes through agent(). nil (tests): any name is its own label.
+	known          map[string]bool
+	attempts       *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	retries        *prometheus.CounterVec
+	deadLetters    *prometheus.CounterVec
+	deferrals      *prometheus.CounterVec
+	restarts       *prometheus.CounterVec
+	restartResults *prometheus.CounterVec
+	breakerState   *prometheus.GaugeVec
+	rejections     *prometheus.CounterVec
+	fallbacks      *prometheus.CounterVec
+	// limitRefusals, limitDeferrals and limitPauses are the provider
+	// limits' series, by limits key (and limit).
+	limitRefusals  *prometheus.CounterVec
+	limitDeferrals *prometheus.CounterVec
+	limitPauses    *prometheus.CounterVec
+	// tenantTasks counts the runs that ended (succeeded, restarted,
+	// dead_lettered) by tenant label (tenant) and outcome.
+	tenantTasks *prometheus.CounterVec
+	// tenants are the configured tenants: the only tenant names that are
+	// their own label (broker.FairConfig.Label).
+	tenants broker.FairConfig
+	// tokens and cost are the calls' usage (usage.go).
+	tokens *prometheus.CounterVec
+	cost   *prometheus.CounterVec
+}
+
+// agent is the agent label of name: name when the worker runs that agent,
+// UnknownAgentLabel otherwise.
+func (m *Metrics) agent(name string) string {
+	if m.known != nil && !m.known[name] {
+		return UnknownAgentLabel
+	}
+	return name
+}
+
+// tenant is the tenant label of a task of tenant name: its name for a
+// tenant the config names (tenants), "default" for the default tenant,
+// "other" for every other, so that producers' tenant names cannot grow
+// the worker's series without bound.
+func (m *Metrics) tenant(name string) string { return m.tenants.Label(name) }
+
+// ended counts a run of env's tenant that ended with outcome (succeeded,
+// restarted, dead_lettered).
+func (m *Metrics) ended(env *tasks.Envelope, outcome string) {
+	m.tenantTasks.WithLabelValues(m.tenant(tenantOf(env)), outcome).Inc()
+}
+
+// tenantOf is the tenant of env ("": the default tenant, also for a nil
+// env).
+func tenantOf(env *tasks.Envelope) string {
+	if env == nil {
+		return ""
+	}
+	return env.Tenant
+}
+
+// runs sets the agents the worker runs: from then on, any other name is
+// labelled UnknownAgentLabel.
+func (m *Metrics) runs(agents []string) {
+	m.known = make(map[string]bool, len(agents))
+	for _, name := range agents {
+		m.known[name] = true
+	}
+}
+
+// NewMetrics registers the delivery's series in reg; agents are the
+// agents the worker runs (every other name is labelled UnknownAgentLabel;
+// nil: every name is its own label),
+// tenants the configured ones.
+func NewMetrics(reg *prometheus.Registry, agents []string, tenants broker.FairConfig) *Metrics {
+	m := &Metrics{
+		reg: reg, tenants: tenants,
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_attempts_total", Help: "Agent attempts by agent, error class (\"\" on success) and outcome.",
+		}, []string{"agent", "class", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentq_attempt_duration_seconds", Help: "Duration of agent attempts.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"agent"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_retries_total", Help: "Retries scheduled within a run.",
+		}, []string{"agent", "class"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_dead_letters_total", Help: "Tasks dead-lettered.",
+		}, []string{"agent", "class", "reason"}),
+		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_deferrals_total", Help: "Tasks deferred because their breaker was open or a provider limit did not admit their call.",
+		}, []string{"agent"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_restarts_total", Help: "Restarts scheduled.",
+		}, []string{"agent", "class"}),
+		restartResults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_restart_outcomes_total", Help: "How restarted runs ended (succeeded, dead_lettered, restarted).",
+		}, []string{"agent", "outcome"}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "agentq_breaker_state", Help: "Breaker state last seen by this worker: 0 closed, 1 half-open, 2 open.",
+		}, []string{"key"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_breaker_rejections_total", Help: "Admissions refused by a breaker.",
+		}, []string{"key"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentq_fallbacks_total",
+			Help: "Calls sent to a fallback agent, by primary agent, fallback agent and why: the error class of the failed call, breaker_open, over_limit or over_budget.",
+		}, []string{"agent", "fallback", "class"}),
+	}
+	m.tenantTasks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_tenant_tasks_total",
+		Help: "Runs that ended on this worker (succeeded, restarted, dead_lettered), by tenant: a tenant named in the config by its name, the default tenant as default, every other as other.",
+	}, []string{"tenant", "outcome"})
+	m.limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_limit_refusals_total",
+		Help: "Admissions refused by a provider limit in this worker, by limits key and limit (requests, tokens, concurrency, paused); a task waiting in its worker may be refused several times.",
+	}, []string{"key", "limit"})
+	m.limitDeferrals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_limit_deferrals_total",
+		Help: "Tasks deferred because a provider limit did not admit their call, by limits key and limit (requests, tokens, concurrency, paused).",
+	}, []string{"key", "limit"})
+	m.limitPauses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_limit_pauses_total",
+		Help: "Fleet-wide pauses of a limits key this worker wrote (or extended) because a provider's reply said the key was exhausted.",
+	}, []string{"key"})
+	m.reg.MustRegister(m.limitRefusals, m.limitDeferrals, m.limitPauses, m.tenantTasks, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
+		m.restarts, m.restartResults, m.breakerState, m.rejections, m.fallbacks)
+	m.usageSeries()
+	if agents != nil {
+		m.runs(agents)
+	}
+	return m
+}
+
+// Agent is the agent label of name: name when the worker runs that agent,
+// UnknownAgentLabel otherwise.
+func (m *Metrics) Agent(name string) string { return m.agent(name) }
+
+// BreakerState is the gauge of the breakers' states this worker last saw
+// (its probes set it too).
+func (m *Metrics) BreakerState() *prometheus.GaugeVec { return m.breakerState }
+
+// meter turns the calls' usage into cost (the config's pricing), metrics
+// (agentq_tokens_total, agentq_cost_usd_total) and the usage sink's
+// entries (one usage.Entry per call that reported usage, priced).
+type meter struct {
+	prices usage.Prices
+	m      *Metrics // tokens, cost, and the tenant labels (metrics.tenant)
+}
+
+func newMeter(cfg *config.Config, m *Metrics) *meter { return &meter{prices: cfg.Prices(), m: m} }
+
+// usageSeries adds the usage counters to m.
+func (m *Metrics) usageSeries() {
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_tokens_total",
+		Help: "Tokens the agents' calls reported, by agent, tenant (named tenants of the config, default, the rest other), model (priced models, the rest other) and kind (input, output, cached: cached is a part of input).",
+	}, []string{"agent", "tenant", "model", "kind"})
+	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentq_cost_usd_total",
+		Help: "Cost in USD of the tokens the agents' calls reported, by the config's pricing; by agent, tenant and model (as agentq_tokens_total).",
+	}, []string{"agent", "tenant", "model"})
+	m.reg.MustRegister(m.tokens, m.cost)
+}

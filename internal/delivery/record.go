@@ -1,0 +1,379 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/startstop"
+	"github.com/agentq/agentq/tasks"
+)
+
+// completer is the delivery's one way to the task record (river's job
+// completer): every write is record.Store.Apply's checked write, waiting
+// out a Redis outage (untilRedis), and its answer is a record.Outcome that
+// the delivery turns into its answer to asynq in one place (answer). The
+// pipeline never looks at the record's run or state itself.
+//
+// Two completers, chosen once per worker (newCompleter): inlineCompleter
+// writes each change when it is made; ackCompleter (ack.go) also lets a
+// success ride asynq's acknowledgement of its delivery.
+type completer interface {
+	// apply writes c for d.
+	apply(ctx context.Context, d record.Delivery, c record.Change) (record.Outcome, error)
+	// succeed writes the success c for d, or leaves it to ride asynq's
+	// ack of the delivery (rode: then it answers Applied at once, and the
+	// write reports what it finds itself, see ack.go).
+	succeed(ctx context.Context, d record.Delivery, c record.Change) (out record.Outcome, rode bool, err error)
+	// runState reads what a redelivery needs to know of its record.
+	runState(ctx context.Context, id string) (record.RunState, error)
+	// view reads the record and its history (a dead letter's copy).
+	view(ctx context.Context, id string) (*record.View, error)
+	// ping reads the record's existence: it fails while Redis is away.
+	ping(ctx context.Context, id string) error
+	// output appends live output events of d's call (record.Store.Output):
+	// one try, not waiting out a Redis outage (output.go).
+	output(ctx context.Context, d record.Delivery, evs []record.Event) (record.Outcome, int, error)
+}
+
+// inlineCompleter writes every change through the record store when it is
+// made, waiting out a Redis outage.
+type inlineCompleter struct{ rec *record.Store }
+
+func (c inlineCompleter) apply(ctx context.Context, d record.Delivery, ch record.Change) (out record.Outcome, err error) {
+	err = untilRedis(ctx, func() error {
+		out, err = c.rec.Apply(context.WithoutCancel(ctx), d, ch)
+		return err
+	})
+	return out, err
+}
+
+func (c inlineCompleter) succeed(ctx context.Context, d record.Delivery, ch record.Change) (record.Outcome, bool, error) {
+	out, err := c.apply(ctx, d, ch)
+	return out, false, err
+}
+
+func (c inlineCompleter) runState(ctx context.Context, id string) (record.RunState, error) {
+	return c.rec.RunState(ctx, id)
+}
+
+func (c inlineCompleter) view(ctx context.Context, id string) (*record.View, error) {
+	return c.rec.Get(ctx, id)
+}
+
+func (c inlineCompleter) output(ctx context.Context, d record.Delivery, evs []record.Event) (record.Outcome, int, error) {
+	return c.rec.Output(ctx, d, evs)
+}
+
+func (c inlineCompleter) ping(ctx context.Context, id string) error {
+	_, err := c.rec.Exists(ctx, id)
+	return err
+}
+
+// newCompleter returns the worker's completer: ackCompleter where a
+// success may ride asynq's ack (acks is not nil, see newAcks), else
+// inlineCompleter.
+func newCompleter(rec *record.Store, acks *broker.Acks, stopping *atomic.Bool, done *successes) completer {
+	in := inlineCompleter{rec: rec}
+	if acks == nil {
+		return in
+	}
+	return &ackCompleter{inlineCompleter: in, stopping: stopping, done: done}
+}
+
+// delivery is the record's view of env's delivery with attempt number n
+// (asynq's count of the run's failed deliveries, plus one).
+func delivery(env *tasks.Envelope, n int) record.Delivery {
+	return record.Delivery{ID: env.ID, Run: env.Run, Restarts: env.Restarts, Attempt: n, Seed: env.Seed()}
+}
+
+// applied reports whether a write was applied.
+func applied(out record.Outcome, err error) bool { return err == nil && out == record.Applied }
+
+// beginGrace is how long a first delivery's call may run before its start
+// is written to the task record. A call that ends sooner has its start
+// written together with its outcome (one write instead of two); a longer
+// one shows as "active" from beginGrace on.
+const beginGrace = 50 * time.Millisecond
+
+// attemptStart is the start of one attempt in the task record.
+//
+// A redelivery (asynq retry count > 0) may belong to a superseded run, so
+// its start is written, and fenced, before its agent runs (beginNow). A
+// first delivery is not fenced first: the only stale first delivery is one
+// asynq put back at a shutdown deadline after its worker had recorded the
+// next run, and the checked write of its outcome still refuses it. Its
+// start is written beginGrace into the call (beginLazy), or with the
+// attempt's outcome if the call ends sooner: every change of an attempt
+// carries its start (record.Change.Start), so the outcome's write counts
+// the attempt whether or not the start was written.
+//
+// Its methods run on the handler's goroutine; the lazy start runs on a
+// timer's, and closing fired orders its outcome before settle reads it.
+type attemptStart struct {
+	rec completer
+	d   record.Delivery
+
+	timer *time.Timer   // the lazy start; nil once settled or when begun at once
+	fired chan struct{} // closed when the lazy start has returned
+	out   record.Outcome
+	err   error
+	// written: the start is in the record.
+	written bool
+}
+
+// beginNow writes the start now (a redelivery, a later run); a start that
+// is not Applied means the delivery must not run.
+func beginNow(ctx context.Context, rec completer, d record.Delivery) (*attemptStart, record.Outcome, error) {
+	out, err := rec.apply(ctx, d, record.Started())
+	return &attemptStart{rec: rec, d: d, written: applied(out, err)}, out, err
+}
+
+// beginLazy schedules the start's write beginGrace from now (a first
+// delivery). When it finds the task canceled (a cancel that came as the
+// delivery was dequeued, whose stop message the worker missed), it calls
+// stop, which ends the attempt's context: the agent is stopped.
+func beginLazy(ctx context.Context, rec completer, d record.Delivery, stop func()) *attemptStart {
+	a := &attemptStart{rec: rec, d: d, fired: make(chan struct{})}
+	bg := context.WithoutCancel(ctx)
+	a.timer = time.AfterFunc(beginGrace, func() {
+		defer close(a.fired)
+		a.out, a.err = a.rec.apply(bg, d, record.Started())
+		a.written = applied(a.out, a.err)
+		if a.out == record.Canceled && a.err == nil && stop != nil {
+			stop()
+		}
+	})
+	return a
+}
+
+// settle ends the lazy start: it stops it if it has not fired, or waits
+// for it, and returns what its write found (Applied when it never ran).
+// A lazy start that failed for Redis counts as not written: the outcome
+// writes it.
+func (a *attemptStart) settle() record.Outcome {
+	if a.timer != nil {
+		if !a.timer.Stop() { // fired: wait for its write
+			<-a.fired
+		}
+		a.timer = nil
+	}
+	return a.out
+}
+
+// ensure makes sure the start is in the record before a step that must
+// not follow a superseded run (scheduling a restart, dead-lettering).
+func (a *attemptStart) ensure(ctx context.Context) (record.Outcome, error) {
+	if out := a.settle(); out != record.Applied || a.written {
+		return out, nil
+	}
+	out, err := a.rec.apply(ctx, a.d, record.Started())
+	a.written = applied(out, err)
+	return out, err
+}
+
+// apply records a change of the attempt (with its start).
+func (a *attemptStart) apply(ctx context.Context, c record.Change) (record.Outcome, error) {
+	if out := a.settle(); out != record.Applied {
+		return out, nil
+	}
+	return a.rec.apply(ctx, a.d, c)
+}
+
+// A quick success's record write rides asynq's acknowledgement of the
+// delivery. The handler leaves the write in the worker's broker.Acks and
+// returns to asynq at once; asynq's done of the delivery then runs the
+// record write and asynq's own script as one (record.Store.ApplyAcked),
+// so a task costs Redis one script call fewer and its record and its ack
+// land together. What keeps it safe:
+//
+//   - Only a delivery whose handler returns no error with its context
+//     still live leaves a write: asynq then calls done at once, unless
+//     the delivery's lease was lost (the task runs again elsewhere, as it
+//     would have anyway). If the context ends as the handler returns,
+//     asynq may answer with a retry instead: the AsynqClient then writes
+//     the success first (Ack.Alone), and the retry finds the run ended.
+//   - The wait-out of a Redis outage (untilRedis) runs in the hook, within
+//     asynq's done, so the record and the ack land when Redis is back.
+//   - A new delivery of the task drops a write an earlier one left
+//     (Acks.Forget), so a write never rides another delivery's ack.
+//   - Once the worker shuts down, successes are written before the
+//     handler returns, as before (asynq may abandon a delivery at its
+//     shutdown deadline without acking it); writes still waiting when
+//     the worker has stopped run alone (Acks.Drain).
+//   - Only on the worker's own asynq server (Run puts the Acks in the
+//     tasks' base context), not on a Redis Cluster (asynq's keys and the
+//     record are in different slots), not with redis.wait_replicas (the
+//     record write then goes through the worker's batcher, which WAITs for
+//     the replicas), and not while the crash test hook
+//     after_success_recorded is armed (there is no gap to crash in).
+
+type acksKey struct{}
+
+// withAcks is the base context of the worker's own asynq server.
+func withAcks(ctx context.Context, acks *broker.Acks) context.Context {
+	if acks == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, acksKey{}, acks)
+}
+
+// acksOf returns the Acks a delivery's write may ride, or nil.
+func acksOf(ctx context.Context) *broker.Acks {
+	a, _ := ctx.Value(acksKey{}).(*broker.Acks)
+	return a
+}
+
+// newAcks returns the worker's Acks, or nil where writes must not ride
+// asynq's ack (see above).
+func newAcks(rdb redis.UniversalClient, replicas int, log *slog.Logger) *broker.Acks {
+	if _, cluster := rdb.(*redis.ClusterClient); cluster || replicas > 0 || os.Getenv(FailpointEnv) == "after_success_recorded" {
+		return nil
+	}
+	return broker.NewAcks(func(id string) {
+		log.Warn("asynq never acknowledged a delivery that succeeded; its success was not recorded and the task runs again", "task_id", id)
+	})
+}
+
+// forgetAck drops a write an earlier delivery of this task left and
+// asynq never acknowledged (its lease was lost).
+func forgetAck(ctx context.Context) {
+	if acks := acksOf(ctx); acks != nil && acks.Len() > 0 {
+		if m := metaOf(ctx); m.ok {
+			acks.Forget(m.id)
+		}
+	}
+}
+
+// ackCompleter is the completer of a worker whose successes may ride
+// asynq's ack: a success whose delivery's context is live, while the
+// worker is not stopping, is left in the worker's Acks (successAck) and
+// written with asynq's done of the delivery; every other write is inline.
+type ackCompleter struct {
+	inlineCompleter
+	stopping *atomic.Bool // the worker is shutting down (Executor.stopping)
+	done     *successes
+}
+
+func (c *ackCompleter) succeed(ctx context.Context, d record.Delivery, ch record.Change) (record.Outcome, bool, error) {
+	acks := acksOf(ctx)
+	m := metaOf(ctx)
+	id, ok := m.id, m.ok
+	if acks == nil || !ok || ctx.Err() != nil || c.stopping.Load() {
+		return c.inlineCompleter.succeed(ctx, d, ch)
+	}
+	acks.Put(id, &successAck{rec: c.rec, done: c.done, d: d, c: ch})
+	return record.Applied, true, nil
+}
+
+// successAck is a success's record write waiting for asynq's ack.
+type successAck struct {
+	rec  *record.Store
+	done *successes
+	d    record.Delivery
+	c    record.Change
+}
+
+// WithDone implements broker.Ack: the success and asynq's done in one
+// script (record.Store.ApplyAcked), waiting out a Redis outage.
+func (s *successAck) WithDone(ctx context.Context, keys []string, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx)
+	done := record.AsynqDone{Keys: keys, Args: args}
+	var out record.Outcome
+	err := untilRedis(ctx, func() (err error) {
+		out, err = s.rec.ApplyAcked(ctx, s.d, s.c, done)
+		return err
+	})
+	switch {
+	case errors.Is(err, record.ErrNotActive) && out == record.Applied:
+		// The record holds the success. asynq's done found the delivery
+		// gone: its lease was lost, or this is a resend whose first send
+		// acked it and lost the reply. Either way there is nothing for
+		// asynq to do.
+	case err != nil:
+		s.done.log.Error("could not record success", "task_id", s.d.ID, "err", err)
+		cmd.SetErr(err)
+		return cmd
+	}
+	s.done.count(s.d, out)
+	cmd.SetVal("OK")
+	return cmd
+}
+
+// Alone implements broker.Ack: the success written without asynq's done
+// (asynq answered the delivery otherwise, or the worker stopped).
+func (s *successAck) Alone(ctx context.Context) {
+	out, err := inlineCompleter{rec: s.rec}.apply(ctx, s.d, s.c)
+	if err != nil {
+		s.done.log.Error("could not record success", "task_id", s.d.ID, "err", err)
+		return
+	}
+	s.done.count(s.d, out)
+}
+
+// successes counts the successes' writes (and logs the ones that were
+// not applied).
+type successes struct {
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+// count counts a success's write that found out (its log says what
+// became of one that was not applied).
+func (p *successes) count(d record.Delivery, out record.Outcome) {
+	switch {
+	case out != record.Applied:
+		p.log.Warn("a success was not recorded: the run was "+out.String(), "task_id", d.ID, "run", d.Run)
+	case d.Restarts > 0:
+		p.metrics.restartResults.WithLabelValues(p.metrics.agent(d.Seed.Agent), "succeeded").Inc()
+	}
+}
+
+// maxRedisWait bounds how long a handler waits for an unreachable Redis
+// before it hands the outcome to asynq anyway. asynq's lease lasts 30s and
+// cannot be extended while Redis is down; once it expires asynq drops the
+// handler's result and leaves the task to its lease recoverer, so waiting
+// longer would be useless.
+const maxRedisWait = 25 * time.Second
+
+// Backoff between tries while Redis is unreachable.
+const (
+	redisRetryMin = 50 * time.Millisecond
+	redisRetryMax = time.Second
+)
+
+// untilRedis runs op and, while it fails because Redis cannot be reached
+// or cannot serve it yet (redisx.IsUnavailable: network errors, LOADING,
+// READONLY during a failover, …), runs it again with backoff until it succeeds, fails for another reason,
+// ctx ends or maxRedisWait passes. It returns op's last error.
+//
+// Why: a handler that returns to asynq while Redis is down loses its
+// outcome twice over. agentq's record of the task (succeeded, dead
+// lettered) was not written, and asynq v0.26 cannot acknowledge the task
+// later either: its processor hands the failed Done/Retry to its syncer
+// with a context it has already canceled, so every later try fails and the
+// task stays active until its lease is recovered a minute or two later and
+// it runs again. Waiting here for Redis, within the lease, lets both the
+// record and asynq's acknowledgement land as soon as Redis is back.
+func untilRedis(ctx context.Context, op func() error) error {
+	deadline := time.Now().Add(maxRedisWait)
+	wait := redisRetryMin
+	for {
+		err := op()
+		if err == nil || !redisx.IsUnavailable(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		if startstop.Sleep(ctx, wait) != nil {
+			return err
+		}
+		wait = min(2*wait, redisRetryMax)
+	}
+}

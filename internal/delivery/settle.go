@@ -1,0 +1,176 @@
+package delivery
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/restart"
+	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
+)
+
+// settle decides what the attempt a leads to, under the task's agent sp's
+// policy, and takes that step: one method per decision.
+func (p *Executor) settle(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a *attemptResult) (answer error) {
+	d := sp.policy.Decide(resilience.DecideInput{
+		Verdict: a.call.verdict, Attempt: a.n, MaxAttempts: sp.maxAttempts,
+		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
+	})
+	overDeadline(env, sp, a, &d, time.Now())
+	outcome := runOutcome(d.Action)
+	defer func() { p.endRunSpan(env, a, cmp.Or(runEnd(answer), outcome), string(a.call.verdict.Class)) }()
+	switch d.Action {
+	case resilience.ActionSucceed:
+		return p.succeed(ctx, log, env, a)
+	case resilience.ActionRetry:
+		return p.retry(ctx, log, env, sp, a, d.Delay)
+	case resilience.ActionRequeue:
+		return p.requeue(ctx, log, env, a)
+	case resilience.ActionRestart:
+		return p.restart(ctx, log, env, sp, a)
+	default:
+		if out, err := a.start.ensure(ctx); !applied(out, err) {
+			return p.answer(ctx, log, env, out, err)
+		}
+		return p.deadLetter(ctx, log, env, a.report(p, env), d.Reason)
+	}
+}
+
+// overDeadline reports whether the decision d for attempt a of env (by
+// its agent sp's policy) gives way to the task's deadline at now: the
+// deadline cut the attempt's call, or has passed, or the retry or the
+// restart d would make would be due at or after it. It then turns d and
+// a into the dead letter: reason deadline_exceeded, class timeout, the
+// attempt's own failure kept in the error text.
+func overDeadline(env *tasks.Envelope, sp *Spec, a *attemptResult, d *resilience.Decision, now time.Time) bool {
+	if env.Deadline == 0 || d.Action == resilience.ActionSucceed || d.Action == resilience.ActionRequeue {
+		return false
+	}
+	why := ""
+	switch {
+	case a.call.deadline:
+		why = "while its attempt was running"
+	case env.PastDeadline(now):
+		why = "before its attempt ended"
+	case d.Action == resilience.ActionRetry && env.PastDeadline(now.Add(d.Delay)):
+		why = fmt.Sprintf("before its next attempt would be due (in %s)", d.Delay.Round(time.Millisecond))
+	case d.Action == resilience.ActionRestart:
+		delay, err := sp.restart.Delay(env.Restarts)
+		if err != nil || !env.PastDeadline(now.Add(max(delay, d.Delay))) {
+			return false
+		}
+		why = fmt.Sprintf("before its restart would be due (in %s)", max(delay, d.Delay).Round(time.Millisecond))
+	default:
+		return false
+	}
+	if !a.call.deadline {
+		a.call.errText = Truncate(fmt.Sprintf("%s; the attempt failed with class %s: %s", deadlineText(env, why), a.call.verdict.Class, a.call.errText), 2000)
+	}
+	a.call.verdict.Class = resilience.Timeout
+	*d = resilience.Decision{Action: resilience.ActionDeadLetter, Class: resilience.Timeout, Reason: ReasonDeadlineExceeded}
+	return true
+}
+
+// runOutcome is the outcome of a run whose attempt was settled with
+// action; "" when the run goes on (a retry, a requeue at shutdown).
+func runOutcome(action resilience.Action) string {
+	switch action {
+	case resilience.ActionSucceed:
+		return runSucceeded
+	case resilience.ActionRestart:
+		return runRestarting
+	case resilience.ActionRetry, resilience.ActionRequeue:
+		return ""
+	}
+	return runDeadLettered
+}
+
+// succeed records the attempt's success and acks the task; the write may
+// ride asynq's ack (ack.go).
+func (p *Executor) succeed(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
+	if out := a.start.settle(); out != record.Applied {
+		return p.answer(ctx, log, env, out, nil)
+	}
+	out, rode, err := p.rec.succeed(ctx, a.start.d, record.Succeeded(a.report(p, env), a.call.data))
+	if !applied(out, err) {
+		return p.answer(ctx, log, env, out, err)
+	}
+	if !rode {
+		p.successes.count(a.start.d, out)
+	}
+	p.metrics.ended(env, "succeeded")
+	failpoint("after_success_recorded") // test hook: crash before asynq acks a success
+	return nil
+}
+
+// retry records that the attempt failed and the next is due after delay,
+// and asks asynq to retry the task then. A retry whose write Redis did not
+// take is still a retry: asynq counts the failed delivery, and the next
+// delivery's attempt number counts it in the record.
+func (p *Executor) retry(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a *attemptResult, delay time.Duration) error {
+	rep := a.report(p, env)
+	out, err := a.start.apply(ctx, record.Retrying(rep, delay, time.Now().Add(delay)))
+	if err == nil && out != record.Applied {
+		return p.answer(ctx, log, env, out, nil)
+	}
+	p.metrics.retries.WithLabelValues(p.metrics.agent(env.Agent), rep.ErrorClass).Inc()
+	log.Warn("retrying", "event", "retry", "class", rep.ErrorClass, "attempt", a.n,
+		"max_attempts", sp.maxAttempts, "delay_ms", delay.Milliseconds(), "error", rep.Error)
+	return retryAfter(delay, rep.Error)
+}
+
+// requeue puts back an attempt the worker's shutdown cut, without using
+// an attempt. An attempt cut because its task was canceled (the record
+// refuses the put-back) is acked instead.
+func (p *Executor) requeue(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
+	if out, err := a.start.apply(ctx, record.Interrupted(a.report(p, env))); err == nil && out != record.Applied {
+		return p.answer(ctx, log, env, out, nil)
+	}
+	log.Info("attempt interrupted by shutdown; task put back without using an attempt", "attempt", a.n)
+	return putBack()
+}
+
+// restart schedules the task's next run after its restart delay (at least
+// the backend's Retry-After), records it and acks this run; a task that
+// cannot restart is dead-lettered with the reason.
+func (p *Executor) restart(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a *attemptResult) error {
+	if out, err := a.start.ensure(ctx); !applied(out, err) {
+		return p.answer(ctx, log, env, out, err)
+	}
+	bg := context.WithoutCancel(ctx)
+	rep := a.report(p, env)
+	next, delay, err := p.restarts.ScheduleAfter(bg, env, sp.restart, a.call.verdict.RetryAfter)
+	if err != nil {
+		reason := restart.Reason(err)
+		if reason == "" {
+			// Redis trouble: keep the task (a free retry) rather than lose it.
+			log.Error("could not schedule restart; retrying the hand-off", "err", err)
+			p.awaitRedis(ctx, env.ID)
+			return handBack(err)
+		}
+		if answer := p.deadLetter(bg, log, env, rep, reason); answer != nil {
+			return answer
+		}
+		return acked(runDeadLettered)
+	}
+	failpoint("before_restart_recorded") // test hook: crash between scheduling and recording
+	out, err := a.start.apply(ctx, record.Restarting(rep, record.NextRun{Run: next.Run, Restarts: next.Restarts}, delay))
+	if err == nil && out != record.Applied {
+		// Canceled (or superseded) between the schedule and its record:
+		// the restart must not run.
+		p.dropRun(ctx, next)
+		return p.answer(ctx, log, env, out, nil)
+	}
+	p.metrics.restarts.WithLabelValues(p.metrics.agent(env.Agent), rep.ErrorClass).Inc()
+	p.metrics.ended(env, "restarted")
+	if env.Restarts > 0 {
+		p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "restarted").Inc()
+	}
+	log.Warn("restarting later", "event", "restart", "class", rep.ErrorClass, "attempt", a.n,
+		"restart", next.Restarts, "delay_ms", delay.Milliseconds(), "error", rep.Error)
+	failpoint("after_restart_scheduled") // test hook: crash before asynq acks this run
+	return nil
+}
