@@ -400,7 +400,7 @@ func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
 func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	out, err := s.breakers.Summaries(ctx, inspect.AgentRefs(s.cfg))
+	out, err := inspect.Summaries(ctx, s.rdb, s.breakers, inspect.AgentRefs(s.cfg))
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/usage"
+	"github.com/agentq/agentq/internal/amount"
 )
 
 // DefaultRetention is how long a task's record and history are kept after
@@ -256,7 +256,7 @@ type View struct {
 	// Usage is what the task's attempts used, summed over all its
 	// attempts, retries and restarts (absent when none reported usage);
 	// priced when any priced attempt's cost is in it.
-	Usage   *usage.Usage `json:"usage,omitempty"`
+	Usage   *amount.Usage `json:"usage,omitempty"`
 	History []Event      `json:"history"`
 }
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/tally"
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/tally"
 )
 
 // DefaultFlushEvery is how often a Recorder adds its counts to Redis: the
@@ -144,6 +144,9 @@ func (r *Recorder) Stop() {
 		r.tally.Stop()
 	}
 }
+
+// Started reports whether Start started the flushes.
+func (r *Recorder) Started() bool { return r != nil && r.tally.Started() }
 
 // Flush adds the counts to Redis now (nothing to add: no call): first a
 // batch Redis did not answer, sent again as it was, then what was counted
