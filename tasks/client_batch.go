@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/asynqcompat"
-	"github.com/agentq/agentq/internal/fair"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -450,27 +449,4 @@ func (c *Client) registerQueues(ctx context.Context, items []batchItem, idx []in
 		}
 	}
 	return err
-}
-
-// laneOf is the lane env's runs wait in for a worker (package
-// internal/fair): its tenant and priority.
-func laneOf(env *Envelope) fair.Lane {
-	return fair.Lane{Tenant: env.Tenant, Priority: env.Priority}
-}
-
-// asynqTask is the asynq task that puts env's run on its queue at now,
-// after delay (whose end it sets as env's NotBefore): agentq's type, the
-// envelope as payload, the run's ID, its queue, asynqMaxRetry and
-// RunTimeout.
-func asynqTask(env *Envelope, now time.Time, delay time.Duration) (asynqcompat.Task, error) {
-	env.NotBefore = 0
-	if delay > 0 {
-		env.NotBefore = now.Add(delay).UnixMilli()
-	}
-	payload, err := Encode(env)
-	if err != nil {
-		return asynqcompat.Task{}, err
-	}
-	return asynqcompat.Task{Type: TypeName, Payload: payload, ID: env.AsynqID(), Queue: env.Queue,
-		MaxRetry: asynqMaxRetry, Timeout: RunTimeout}, nil
 }
