@@ -47,7 +47,14 @@ const HandoffGrace = time.Minute
 // agent whose chain is longer.
 const MaxAttempt = RunTimeout - HandoffGrace
 
-// Task is what a producer enqueues.
+// Task is what a producer enqueues, in Go. The shapes of a task are two:
+// the envelope (Envelope, what travels through the queue: Task's fields
+// and the bookkeeping of its runs) and the view (View, what its record
+// shows). The others are adapters of these: Request (Task as producers
+// write it in JSON), internal/record's New and Seed (the envelope's fields
+// the record keeps, built by newRecord and Envelope.Seed), internal/inspect's
+// ListedTask (a View in a listing) and deadletter.Entry (a dead letter:
+// the envelope and its view's history).
 type Task struct {
 	// ID is the task ID and idempotency key; zero: a random ID is generated.
 	// A task ID that was already enqueued (and whose record is still

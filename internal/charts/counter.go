@@ -16,9 +16,6 @@ import (
 // DefaultFlushEvery is how often a Counter adds its counts to Redis.
 const DefaultFlushEvery = 10 * time.Second
 
-// flushTimeout bounds a flush, and the last one at Stop.
-const flushTimeout = 3 * time.Second
-
 // CounterOptions configure a Counter. The zero value is usable.
 type CounterOptions struct {
 	// Every is the flush interval. Zero: DefaultFlushEvery.
@@ -104,7 +101,7 @@ func (c *Counter) add(i int) {
 // Start flushes every interval until ctx ends or Stop is called, then
 // flushes once more.
 func (c *Counter) Start(ctx context.Context) {
-	c.tally.Start(ctx, c.opts.Every, flushTimeout, func(err error) {
+	c.tally.Start(ctx, c.opts.Every, func(err error) {
 		c.opts.Logger.Debug("charts: flushing the attempt counts failed", "err", err,
 			"kept", !errors.Is(err, ErrFlushRefused))
 	})

@@ -39,9 +39,9 @@ import (
 	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/notify"
-	"github.com/agentq/agentq/internal/stores"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/stores"
 	"github.com/agentq/agentq/tasks"
 )
 

@@ -26,7 +26,8 @@ type Delivery struct {
 	Seed    Seed
 }
 
-// Seed is the part of a record that Create writes.
+// Seed is the part of a record that Create writes: the fields of the
+// producer's envelope (tasks.Envelope.Seed) the record keeps, an adapter.
 type Seed struct {
 	Agent, Action, Queue, CorrelationID string
 	EnqueuedAt                          time.Time

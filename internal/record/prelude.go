@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/amount"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/amount"
 )
 
 // Code is the first element of every record script's reply.

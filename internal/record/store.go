@@ -12,10 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/amount"
 	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/amount"
 )
 
 // DefaultRetention is how long a task's record and history are kept after
@@ -257,7 +257,7 @@ type View struct {
 	// attempts, retries and restarts (absent when none reported usage);
 	// priced when any priced attempt's cost is in it.
 	Usage   *amount.Usage `json:"usage,omitempty"`
-	History []Event      `json:"history"`
+	History []Event       `json:"history"`
 }
 
 // Get returns task id's record and history.

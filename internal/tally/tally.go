@@ -73,11 +73,14 @@ func (t *Tally[P]) Add(count func(P)) {
 	count(t.pending)
 }
 
-// Start flushes every interval (each flush bounded by timeout) until ctx
-// ends or Stop is called, then flushes once more; failed receives the
+// FlushTimeout bounds a flush, and the last one at Stop.
+const FlushTimeout = 3 * time.Second
+
+// Start flushes every interval (each flush bounded by FlushTimeout) until
+// ctx ends or Stop is called, then flushes once more; failed receives the
 // error of a flush that failed.
-func (t *Tally[P]) Start(ctx context.Context, every, timeout time.Duration, failed func(error)) {
-	t.GoFlush(ctx, every, timeout, t.Flush, failed)
+func (t *Tally[P]) Start(ctx context.Context, every time.Duration, failed func(error)) {
+	t.GoFlush(ctx, every, FlushTimeout, t.Flush, failed)
 }
 
 // Flush sends the counts now: first a batch Redis did not answer, sent

@@ -17,9 +17,6 @@ import (
 // most `inspector usage` lags behind the attempts.
 const DefaultFlushEvery = 5 * time.Second
 
-// flushTimeout bounds a flush, and the last one at Stop.
-const flushTimeout = 3 * time.Second
-
 // RecorderOptions configure a Recorder. The zero value is usable.
 type RecorderOptions struct {
 	// Every is the flush interval. Zero: DefaultFlushEvery.
@@ -131,7 +128,7 @@ func (r *Recorder) Start(ctx context.Context) {
 	if r == nil {
 		return
 	}
-	r.tally.Start(ctx, r.opts.Every, flushTimeout, func(err error) {
+	r.tally.Start(ctx, r.opts.Every, func(err error) {
 		r.opts.Logger.Warn("usage: flushing the usage totals failed", "err", err,
 			"kept", !errors.Is(err, ErrFlushRefused))
 	})
