@@ -46,7 +46,14 @@ const HandoffGrace = time.Minute
 // agent whose chain is longer.
 const MaxAttempt = RunTimeout - HandoffGrace
 
-// Task is what a producer enqueues.
+// Task is what a producer enqueues, in Go. The shapes of a task are two:
+// the envelope (Envelope, what travels through the queue: Task's fields
+// and the bookkeeping of its runs) and the view (View, what its record
+// shows). The others are adapters of these: Request (Task as producers
+// write it in JSON), internal/record's New and Seed (the envelope's fields
+// the record keeps, built by newRecord and Envelope.Seed), internal/inspect's
+// ListedTask (a View in a listing) and deadletter.Entry (a dead letter:
+// the envelope and its view's history).
 type Task struct {
 	// ID is the task ID and idempotency key; zero: a random ID is generated.
 	// A task ID that was already enqueued (and whose record is still
@@ -310,66 +317,6 @@ func NewID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// Enqueue puts t on its queue. With a caller-chosen ID it is idempotent: a
-// repeat returns Duplicate and the existing task's state, and so does the ID
-// of a dead letter whose record has expired (state dead_lettered: the dead
-// letter is kept; requeue it or delete it first). An invalid task (a
-// caller ID with '#', see ValidateID; a queue the client was told is not
-// served, see WithQueues; a delay longer than MaxDelay) is a
-// *ValidationError. The enqueue is traced
-// (see WithTracerProvider).
-//
-// Any other error (Redis unreachable, a timeout, a failover, WAIT not met)
-// does not mean the task was not enqueued: the write may have reached
-// Redis before the reply was lost. Retry with the same caller-chosen ID (a
-// task that landed comes back as Duplicate); a task without a caller ID
-// gets a new one on each call, so set t.ID before the first try if you may
-// retry.
-func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (res Result, err error) {
-	o := newEnqueueOptions(opts)
-	env, err := c.envelope(t, c.store.Now().UTC())
-	if err != nil {
-		return Result{}, err
-	}
-	if err := CheckDelay(o.delay(time.Now())); err != nil {
-		return Result{}, err
-	}
-	if err := env.setDeadline(o, t, time.Now()); err != nil {
-		return Result{}, err
-	}
-	ctx, span := c.startEnqueueSpan(ctx, env)
-	defer func() { endEnqueueSpan(span, res, err) }()
-	if !isCluster(c.store.rdb) {
-		now := time.Now()
-		return c.enqueueOne(ctx, env, t.ID != "", now, o.delay(now))
-	}
-	// On a Cluster the record and the queue are on different slots: check,
-	// queue, record, in three round trips.
-	if t.ID != "" {
-		if dup, st, err := c.existing(ctx, env.ID); err != nil || dup {
-			return Result{ID: env.ID, Duplicate: dup, State: st}, err
-		}
-	}
-	delay := o.delay(time.Now())
-	state := firstState(delay)
-	if err := c.indexDeadlines(ctx, env); err != nil {
-		return Result{}, err
-	}
-	err = c.EnqueueRun(ctx, env, delay)
-	if errors.Is(err, ErrDuplicate) {
-		_, st, _ := c.existing(ctx, env.ID)
-		return Result{ID: env.ID, Duplicate: true, State: st}, nil
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	if _, err := c.store.rec.Create(ctx, newRecord(env, state, delay)); err != nil {
-		// The task is queued; only its record is missing (the worker writes one).
-		return Result{ID: env.ID, State: state}, nil
-	}
-	return Result{ID: env.ID, State: state}, nil
 }
 
 // envelope is the envelope Enqueue and EnqueueMany put on the queue for t,

@@ -449,26 +449,3 @@ func (c *Client) registerQueues(ctx context.Context, items []batchItem, idx []in
 	}
 	return err
 }
-
-// laneOf is the lane env's runs wait in for a worker (package
-// internal/broker): its tenant and priority.
-func laneOf(env *Envelope) broker.Lane {
-	return broker.Lane{Tenant: env.Tenant, Priority: env.Priority}
-}
-
-// asynqTask is the asynq task that puts env's run on its queue at now,
-// after delay (whose end it sets as env's NotBefore): agentq's type, the
-// envelope as payload, the run's ID, its queue, asynqMaxRetry and
-// RunTimeout.
-func asynqTask(env *Envelope, now time.Time, delay time.Duration) (broker.AsynqTask, error) {
-	env.NotBefore = 0
-	if delay > 0 {
-		env.NotBefore = now.Add(delay).UnixMilli()
-	}
-	payload, err := Encode(env)
-	if err != nil {
-		return broker.AsynqTask{}, err
-	}
-	return broker.AsynqTask{Type: TypeName, Payload: payload, ID: env.AsynqID(), Queue: env.Queue,
-		MaxRetry: asynqMaxRetry, Timeout: RunTimeout}, nil
-}

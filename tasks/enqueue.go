@@ -2,6 +2,7 @@ package tasks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +13,66 @@ import (
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
+
+// Enqueue puts t on its queue. With a caller-chosen ID it is idempotent: a
+// repeat returns Duplicate and the existing task's state, and so does the ID
+// of a dead letter whose record has expired (state dead_lettered: the dead
+// letter is kept; requeue it or delete it first). An invalid task (a
+// caller ID with '#', see ValidateID; a queue the client was told is not
+// served, see WithQueues; a delay longer than MaxDelay) is a
+// *ValidationError. The enqueue is traced
+// (see WithTracerProvider).
+//
+// Any other error (Redis unreachable, a timeout, a failover, WAIT not met)
+// does not mean the task was not enqueued: the write may have reached
+// Redis before the reply was lost. Retry with the same caller-chosen ID (a
+// task that landed comes back as Duplicate); a task without a caller ID
+// gets a new one on each call, so set t.ID before the first try if you may
+// retry.
+func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (res Result, err error) {
+	o := newEnqueueOptions(opts)
+	env, err := c.envelope(t, c.store.Now().UTC())
+	if err != nil {
+		return Result{}, err
+	}
+	if err := CheckDelay(o.delay(time.Now())); err != nil {
+		return Result{}, err
+	}
+	if err := env.setDeadline(o, t, time.Now()); err != nil {
+		return Result{}, err
+	}
+	ctx, span := c.startEnqueueSpan(ctx, env)
+	defer func() { endEnqueueSpan(span, res, err) }()
+	if !isCluster(c.store.rdb) {
+		now := time.Now()
+		return c.enqueueOne(ctx, env, t.ID != "", now, o.delay(now))
+	}
+	// On a Cluster the record and the queue are on different slots: check,
+	// queue, record, in three round trips.
+	if t.ID != "" {
+		if dup, st, err := c.existing(ctx, env.ID); err != nil || dup {
+			return Result{ID: env.ID, Duplicate: dup, State: st}, err
+		}
+	}
+	delay := o.delay(time.Now())
+	state := firstState(delay)
+	if err := c.indexDeadlines(ctx, env); err != nil {
+		return Result{}, err
+	}
+	err = c.EnqueueRun(ctx, env, delay)
+	if errors.Is(err, ErrDuplicate) {
+		_, st, _ := c.existing(ctx, env.ID)
+		return Result{ID: env.ID, Duplicate: true, State: st}, nil
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := c.store.rec.Create(ctx, newRecord(env, state, delay)); err != nil {
+		// The task is queued; only its record is missing (the worker writes one).
+		return Result{ID: env.ID, State: state}, nil
+	}
+	return Result{ID: env.ID, State: state}, nil
+}
 
 // enqueueOne is Enqueue in one round trip, where every key lives on one
 // server (not a Cluster), through the client's group-committing batcher
@@ -101,4 +162,27 @@ func (c *Client) runRegistered(ctx context.Context, queue string, call redisx.Ca
 func isCluster(rdb redis.UniversalClient) bool {
 	_, ok := rdb.(*redis.ClusterClient)
 	return ok
+}
+
+// laneOf is the lane env's runs wait in for a worker (package
+// internal/broker): its tenant and priority.
+func laneOf(env *Envelope) broker.Lane {
+	return broker.Lane{Tenant: env.Tenant, Priority: env.Priority}
+}
+
+// asynqTask is the asynq task that puts env's run on its queue at now,
+// after delay (whose end it sets as env's NotBefore): agentq's type, the
+// envelope as payload, the run's ID, its queue, asynqMaxRetry and
+// RunTimeout.
+func asynqTask(env *Envelope, now time.Time, delay time.Duration) (broker.AsynqTask, error) {
+	env.NotBefore = 0
+	if delay > 0 {
+		env.NotBefore = now.Add(delay).UnixMilli()
+	}
+	payload, err := Encode(env)
+	if err != nil {
+		return broker.AsynqTask{}, err
+	}
+	return broker.AsynqTask{Type: TypeName, Payload: payload, ID: env.AsynqID(), Queue: env.Queue,
+		MaxRetry: asynqMaxRetry, Timeout: RunTimeout}, nil
 }

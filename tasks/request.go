@@ -8,7 +8,8 @@ import (
 
 // Request is a task as producers write it in JSON: one task of POST
 // /api/v1/tasks, one line of `enqueuer --file`. Its fields are the stable
-// JSON of both.
+// JSON of both. It is an adapter of Task (Request.Task), not a shape of
+// its own.
 type Request struct {
 	// ID is the task ID and idempotency key. Zero: a random ID.
 	ID     string `json:"id,omitempty"`

@@ -531,13 +531,13 @@ func (w *Worker) OpsHandler() http.Handler {
 }
 
 // AgentSummary is one agent's health (the /api/v1/agents view).
-type AgentSummary = breaker.AgentSummary
+type AgentSummary = inspect.AgentSummary
 
 // agentSummaries lists the worker's agents through inspect.AgentRefsOf,
 // the builder the HTTP API and the console use too: the settings shown are
 // config.Config.Agent's, the ones buildSpec ran the agents with.
 func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
-	return w.breakers.Summaries(ctx, inspect.AgentRefsOf(w.cfg, w.Agents()))
+	return inspect.Summaries(ctx, w.rdb, w.breakers, inspect.AgentRefsOf(w.cfg, w.Agents()))
 }
 
 // CheckBearer reports whether r carries "Authorization: Bearer <token>",

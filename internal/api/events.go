@@ -61,7 +61,7 @@ func (s *Server) taskEvents(rw http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !ok {
-		return newErr(http.StatusNotFound, CodeNotFound, "no task %q (never enqueued, or its record expired)", id)
+		return taskNotFound(id)
 	}
 	return ServeEvents(rw, r, s.hub(), id, after, s.opts.KeepAlive, s.opts.Logger.Warn)
 }

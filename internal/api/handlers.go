@@ -15,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/tracing"
@@ -73,13 +72,6 @@ type item struct {
 	task     tasks.Task
 	delay    time.Duration
 	failFast bool
-}
-
-// newClient is the client the API enqueues with: records kept for the
-// config's history.retention (as the worker keeps them), and only the
-// queues of worker.queues accepted.
-func newClient(rdb redis.UniversalClient, cfg *config.Config) *tasks.Client {
-	return tasks.NewClient(rdb, cfg.ClientOptions()...)
 }
 
 // readBody reads the (size-limited) body.
@@ -381,12 +373,17 @@ func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
 	if r.URL.Query().Has("wait") {
 		return s.getTaskWait(rw, r)
 	}
+	return s.writeTask(rw, r, r.PathValue("id"))
+}
+
+// writeTask answers task id's record (404 when it has none): the read of
+// GET /api/v1/tasks/{id}, with or without ?wait.
+func (s *Server) writeTask(rw http.ResponseWriter, r *http.Request, id string) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	id := r.PathValue("id")
 	v, err := s.store.Get(ctx, id)
 	if errors.Is(err, tasks.ErrNotFound) {
-		return newErr(http.StatusNotFound, CodeNotFound, "no task %q (never enqueued, or its record expired)", id)
+		return taskNotFound(id)
 	}
 	if err != nil {
 		return err
@@ -395,12 +392,17 @@ func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// taskNotFound is the 404 of a task with no record.
+func taskNotFound(id string) error {
+	return newErr(http.StatusNotFound, CodeNotFound, "no task %q (never enqueued, or its record expired)", id)
+}
+
 // agents serves GET /api/v1/agents: every configured agent with its
 // breaker (and its limits, for an agent with limits).
 func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	out, err := s.breakers.Summaries(ctx, inspect.AgentRefs(s.cfg))
+	out, err := inspect.Summaries(ctx, s.rdb, s.breakers, inspect.AgentRefs(s.cfg))
 	if err != nil {
 		return err
 	}
@@ -570,7 +572,7 @@ func (s *Server) cancelTask(rw http.ResponseWriter, r *http.Request) error {
 	var ended *tasks.EndedError
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
-		return newErr(http.StatusNotFound, CodeNotFound, "no task %q (never enqueued, or its record expired)", id)
+		return taskNotFound(id)
 	case errors.As(err, &ended):
 		e := newErr(http.StatusConflict, CodeTaskEnded, "%v", err)
 		e.body.State = string(ended.State)

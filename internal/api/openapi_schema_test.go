@@ -37,7 +37,7 @@ func TestOpenAPISchemasDocumentEveryField(t *testing.T) {
 		"Task":        tasks.View{},
 		"Event":       tasks.Event{},
 		"DeadLetter":  deadletter.Entry{},
-		"Agent":       breaker.AgentSummary{},
+		"Agent":       inspect.AgentSummary{},
 		"Limits":      limit.Status{},
 		"Probe":       breaker.ProbeStatus{},
 		"Worker":      inspect.WorkerInfo{},

@@ -18,6 +18,7 @@ import (
 	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/notify"
+	"github.com/agentq/agentq/internal/stores"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -146,14 +147,11 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 	if opts.Limiter == nil {
 		opts.Limiter = httpx.NewLimiter(httpx.LimiterOptions{Logger: opts.Logger})
 	}
-	client := newClient(rdb, cfg)
+	set := stores.New(rdb, cfg, stores.Options{Notifier: opts.Notifier, RedisTimeout: opts.RedisTimeout, Logger: opts.Logger})
 	s := &Server{
-		rdb: rdb, cfg: cfg, opts: opts, client: client, store: client.Store(),
-		dlq:      deadletter.NewStore(rdb),
-		breakers: breaker.New(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger)),
-		budgets:  budget.New(rdb),
+		rdb: rdb, cfg: cfg, opts: opts, client: set.Client, store: set.Tasks, dlq: set.DeadLetters,
+		breakers: set.Breakers, budgets: set.Budgets, hubs: set.Hubs,
 	}
-	s.hubs = notify.NewLazy(opts.Notifier, rdb, s.store.Record(), notify.Options{Logger: opts.Logger})
 	s.mux = s.buildMux()
 	s.handler = s.guard(s.mux, opts.Addr)
 	return s

@@ -79,21 +79,11 @@ func (s *Server) getTaskWait(rw http.ResponseWriter, r *http.Request) error {
 	cancel()
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
-		return newErr(http.StatusNotFound, CodeNotFound, "no task %q (never enqueued, or its record expired)", id)
+		return taskNotFound(id)
 	case r.Context().Err() != nil:
 		return nil // the caller has gone
 	case err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, notify.ErrStopped):
 		return err
 	}
-	ctx, cancelGet := s.bounded(r, 1)
-	defer cancelGet()
-	v, err := s.store.Get(ctx, id)
-	if errors.Is(err, tasks.ErrNotFound) {
-		return newErr(http.StatusNotFound, CodeNotFound, "no task %q (never enqueued, or its record expired)", id)
-	}
-	if err != nil {
-		return err
-	}
-	writeJSON(rw, http.StatusOK, v)
-	return nil
+	return s.writeTask(rw, r, id)
 }

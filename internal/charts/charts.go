@@ -20,6 +20,7 @@ package charts
 
 import (
 	"context"
+	"embed"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -40,53 +42,23 @@ const (
 	fieldQueues = "q"
 )
 
-// trimLua drops the minutes older than the oldest kept (ARGV[1], a unix
-// minute), at most 500 per call (a call adds a few minutes: it catches up).
-const trimLua = `
-local function trim(h, idx, oldest)
-  local old = redis.call('ZRANGEBYSCORE', idx, '-inf', '(' .. oldest, 'LIMIT', 0, 500)
-  for _, m in ipairs(old) do
-    redis.call('HDEL', h, m .. ':ok', m .. ':fail', m .. ':q')
-  end
-  if #old > 0 then redis.call('ZREM', idx, unpack(old)) end
-  return #old
-end
-`
+// scripts are the package's Lua (lua/*.lua), F.name naming a minute's
+// field suffix.
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+var scripts = redisx.NewScripts("charts", luaFiles, map[string]map[string]string{
+	"F": redisx.Literals(map[string]any{"ok": fieldOK, "fail": fieldFail, "q": fieldQueues}),
+})
 
 // chartCountScript adds a worker's attempt counts to their minutes, and
-// trims the old minutes.
-//
-//	KEYS[1] rkeys.ChartCounts, KEYS[2] rkeys.ChartMinutes
-//	ARGV[1] the oldest unix minute kept; then triples: unix minute,
-//	        series ("ok" or "fail"), count to add (minutes older than
-//	        ARGV[1] are skipped)
-//	returns the number of minutes trimmed
-var chartCountScript = redis.NewScript(trimLua + `
-local oldest = tonumber(ARGV[1])
-for i = 2, #ARGV, 3 do
-  local m = ARGV[i]
-  if tonumber(m) >= oldest then
-    redis.call('HINCRBY', KEYS[1], m .. ':' .. ARGV[i + 1], ARGV[i + 2])
-    redis.call('ZADD', KEYS[2], m, m)
-  end
-end
-return trim(KEYS[1], KEYS[2], oldest)
-`)
+// trims the old minutes (lua/count.lua).
+var chartCountScript = scripts.Script("lua/trim.lua", "lua/count.lua")
 
-// chartQueuesScript sets a minute's queue sizes, and trims the old minutes.
-//
-//	KEYS[1] rkeys.ChartCounts, KEYS[2] rkeys.ChartMinutes
-//	ARGV[1] the oldest unix minute kept, ARGV[2] the unix minute,
-//	ARGV[3] "pending active scheduled retry"
-//	returns the number of minutes trimmed
-var chartQueuesScript = redis.NewScript(trimLua + `
-local oldest = tonumber(ARGV[1])
-if tonumber(ARGV[2]) >= oldest then
-  redis.call('HSET', KEYS[1], ARGV[2] .. ':q', ARGV[3])
-  redis.call('ZADD', KEYS[2], ARGV[2], ARGV[2])
-end
-return trim(KEYS[1], KEYS[2], oldest)
-`)
+// chartQueuesScript sets a minute's queue sizes, and trims the old
+// minutes (lua/queues.lua).
+var chartQueuesScript = scripts.Script("lua/trim.lua", "lua/queues.lua")
 
 // unixMinute is the minute t falls in, in minutes since the Unix epoch.
 func unixMinute(t time.Time) int64 { return t.Unix() / 60 }

@@ -2,7 +2,9 @@ package charts
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,4 +165,67 @@ func TestNilCounter(t *testing.T) {
 	var c *Counter
 	c.Succeeded()
 	c.Failed()
+}
+
+// lostReply is a go-redis hook that lets the next script run in Redis but
+// answers its caller with a transport error, as a connection that dropped
+// after the command was sent.
+type lostReply struct{ armed atomic.Bool }
+
+func (l *lostReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (l *lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && err == nil && l.armed.CompareAndSwap(true, false) {
+			return errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: i/o timeout")
+		}
+		return err
+	}
+}
+
+func (l *lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestCounterLostReplyCountsOnce: a flush applied in Redis whose reply was
+// lost is sent again with its number and counts once (it was counted
+// twice: the counter put its counts back and added them again), and the
+// attempts counted meanwhile count too.
+func TestCounterLostReplyCountsOnce(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	ctx := context.Background()
+	lost := &lostReply{}
+	s.rdb.AddHook(lost)
+	c := NewCounter(s.rdb, CounterOptions{Now: s.clock.Now})
+	c.Succeeded()
+	c.Failed()
+	lost.armed.Store(true)
+	err := c.Flush(ctx)
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrFlushRefused)
+	c.Succeeded()
+	require.NoError(t, c.Flush(ctx))
+	require.NoError(t, c.Flush(ctx))
+	got, err := Read(ctx, s.rdb, s.clock.Now(), s.clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, []Minute{{At: s.clock.Now().Truncate(time.Minute), Succeeded: 2, Failed: 1}}, got)
+}
+
+// TestCounterRefusedFlushDropped: a flush Redis refuses (an error reply)
+// is dropped, not sent again.
+func TestCounterRefusedFlushDropped(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	ctx := context.Background()
+	require.NoError(t, s.rdb.Set(ctx, rkeys.ChartCounts(), "not a hash", 0).Err())
+	c := NewCounter(s.rdb, CounterOptions{Now: s.clock.Now})
+	c.Succeeded()
+	require.ErrorIs(t, c.Flush(ctx), ErrFlushRefused)
+	require.NoError(t, s.rdb.Del(ctx, rkeys.ChartCounts()).Err())
+	require.NoError(t, c.Flush(ctx))
+	got, err := Read(ctx, s.rdb, s.clock.Now(), s.clock.Now())
+	require.NoError(t, err)
+	require.Empty(t, got, "the refused flush was not sent again")
 }

@@ -2,23 +2,19 @@ package charts
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/startstop"
+	"github.com/agentq/agentq/internal/tally"
 )
 
 // DefaultFlushEvery is how often a Counter adds its counts to Redis.
 const DefaultFlushEvery = 10 * time.Second
-
-// flushTimeout bounds a flush, and the last one at Stop.
-const flushTimeout = 3 * time.Second
 
 // CounterOptions configure a Counter. The zero value is usable.
 type CounterOptions struct {
@@ -37,18 +33,30 @@ type CounterOptions struct {
 // the chart series in Redis (rkeys.ChartCounts) every CounterOptions.Every:
 // one chartCountScript call per flush (one HINCRBY per minute and series
 // that has counts), none when nothing was counted. Counting an attempt
-// takes a mutex and no Redis call. A flush that fails keeps its counts for
-// the next one (minutes older than Keep are dropped). Start/Stop follow
+// takes a mutex and no Redis call. Flushes are internal/tally's numbered
+// batches, which the script applies at most once: a flush Redis did not
+// answer is sent again, with its number, before any later counts (minutes
+// older than Keep are dropped from it), so it counts once; a flush Redis
+// refused (ErrFlushRefused) is dropped. Start/Stop follow
 // internal/startstop; Stop (idempotent) flushes what is left. A nil
 // *Counter counts nothing.
 type Counter struct {
-	startstop.Loop
-	rdb  redis.UniversalClient
-	opts CounterOptions
-
-	mu     sync.Mutex
-	counts map[int64]*[2]int64 // unix minute -> succeeded, failed
+	rdb   redis.UniversalClient
+	opts  CounterOptions
+	tally *tally.Tally[minutes]
 }
+
+// minutes are a flush's counts: unix minute -> succeeded, failed.
+type minutes map[int64]*[2]int64
+
+// flushedTTL is how long Redis keeps the number of a counter's last flush
+// after it: a batch whose reply was lost is recognised when sent again
+// within it.
+const flushedTTL = 24 * time.Hour
+
+// ErrFlushRefused: Redis answered a flush with an error (not a transport
+// failure): the batch is dropped, not sent again.
+var ErrFlushRefused = errors.New("charts: flush refused")
 
 // NewCounter returns a counter flushing to rdb; Start begins the flushes.
 func NewCounter(rdb redis.UniversalClient, opts CounterOptions) *Counter {
@@ -64,7 +72,9 @@ func NewCounter(rdb redis.UniversalClient, opts CounterOptions) *Counter {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Counter{rdb: rdb, opts: opts, counts: map[int64]*[2]int64{}}
+	c := &Counter{rdb: rdb, opts: opts}
+	c.tally = tally.New("charts: flushing attempt counts", ErrFlushRefused, func() minutes { return minutes{} }, c.send)
+	return c
 }
 
 // Succeeded counts an attempt that succeeded, now.
@@ -78,45 +88,47 @@ func (c *Counter) add(i int) {
 		return
 	}
 	m := unixMinute(c.opts.Now())
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.counts[m]
-	if n == nil {
-		n = &[2]int64{}
-		c.counts[m] = n
-	}
-	n[i]++
+	c.tally.Add(func(p minutes) {
+		n := p[m]
+		if n == nil {
+			n = &[2]int64{}
+			p[m] = n
+		}
+		n[i]++
+	})
 }
 
 // Start flushes every interval until ctx ends or Stop is called, then
 // flushes once more.
 func (c *Counter) Start(ctx context.Context) {
-	c.GoFlush(ctx, c.opts.Every, flushTimeout, c.Flush, func(err error) {
-		c.opts.Logger.Debug("charts: flushing the attempt counts failed; kept for the next flush", "err", err)
+	c.tally.Start(ctx, c.opts.Every, func(err error) {
+		c.opts.Logger.Debug("charts: flushing the attempt counts failed", "err", err,
+			"kept", !errors.Is(err, ErrFlushRefused))
 	})
 }
 
 // Stop ends the flushes, flushing what is left, and waits for it.
-func (c *Counter) Stop() { c.Loop.Stop() }
+func (c *Counter) Stop() { c.tally.Stop() }
 
-// Flush adds the counts to Redis now (nothing to do: no call).
-func (c *Counter) Flush(ctx context.Context) error {
-	c.mu.Lock()
-	counts := c.counts
-	c.counts = map[int64]*[2]int64{}
-	c.mu.Unlock()
+// Flush adds the counts to Redis now (nothing to do: no call): first a
+// flush Redis did not answer, sent again as it was, then what was counted
+// since.
+func (c *Counter) Flush(ctx context.Context) error { return c.tally.Flush(ctx) }
+
+// send runs chartCountScript on flush seq of counter id (nothing counted:
+// no call).
+func (c *Counter) send(ctx context.Context, id string, seq int64, counts minutes) error {
 	if len(counts) == 0 {
 		return nil
 	}
-	now := c.opts.Now()
-	first := oldest(now, c.opts.Keep)
-	minutes := make([]int64, 0, len(counts))
+	first := oldest(c.opts.Now(), c.opts.Keep)
+	ms := make([]int64, 0, len(counts))
 	for m := range counts {
-		minutes = append(minutes, m)
+		ms = append(ms, m)
 	}
-	sort.Slice(minutes, func(i, j int) bool { return minutes[i] < minutes[j] })
-	args := []any{first}
-	for _, m := range minutes {
+	sort.Slice(ms, func(i, j int) bool { return ms[i] < ms[j] })
+	args := []any{seq, int64(flushedTTL / time.Second), first}
+	for _, m := range ms {
 		if n := counts[m]; m >= first {
 			if n[0] > 0 {
 				args = append(args, m, fieldOK, n[0])
@@ -126,27 +138,6 @@ func (c *Counter) Flush(ctx context.Context) error {
 			}
 		}
 	}
-	err := chartCountScript.Run(ctx, c.rdb, []string{rkeys.ChartCounts(), rkeys.ChartMinutes()}, args...).Err()
-	if err != nil {
-		c.restore(counts, first)
-		return fmt.Errorf("charts: flushing attempt counts: %w", err)
-	}
-	return nil
-}
-
-// restore puts back the counts of a failed flush, but those older than first.
-func (c *Counter) restore(counts map[int64]*[2]int64, first int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for m, n := range counts {
-		if m < first {
-			continue
-		}
-		if cur := c.counts[m]; cur != nil {
-			cur[0] += n[0]
-			cur[1] += n[1]
-		} else {
-			c.counts[m] = n
-		}
-	}
+	keys := []string{rkeys.ChartCounts(), rkeys.ChartMinutes(), rkeys.ChartFlushed(id)}
+	return chartCountScript.Run(ctx, c.rdb, keys, args...).Err()
 }

@@ -66,7 +66,7 @@ const testToken = "serve-test-s3cret-token"
 // and without the token.
 func TestServeRefusesWeakToken(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(filepath.Join("..", "deploy", "kubernetes", "secret.example.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "secret.example.yaml"))
 	require.NoError(t, err)
 	var secret struct {
 		StringData map[string]string `yaml:"stringData"`

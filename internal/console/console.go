@@ -41,6 +41,7 @@ import (
 	"github.com/agentq/agentq/internal/notify"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/stores"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -171,18 +172,14 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
 	if opts.Limiter == nil {
 		opts.Limiter = httpx.NewLimiter(httpx.LimiterOptions{Now: opts.Now, Logger: opts.Logger})
 	}
-	if opts.Client == nil {
-		opts.Client = tasks.NewClient(rdb, cfg.ClientOptions()...)
-	}
-	if opts.Breakers == nil {
-		opts.Breakers = breaker.New(rdb, breaker.WithCallTimeout(opts.RedisTimeout), breaker.WithLogger(opts.Logger))
-	}
+	set := stores.New(rdb, cfg, stores.Options{Client: opts.Client, Breakers: opts.Breakers,
+		Notifier: opts.Notifier, RedisTimeout: opts.RedisTimeout, Logger: opts.Logger})
+	opts.Client, opts.Breakers = set.Client, set.Breakers
 	c := &Console{
 		rdb: rdb, cfg: cfg, opts: opts, key: keyFor(opts.Token), base: Base,
-		dlq: deadletter.NewStore(rdb), client: opts.Client, store: opts.Client.Store(), breakers: opts.Breakers,
-		budgets: budget.New(rdb),
+		dlq: set.DeadLetters, client: set.Client, store: set.Tasks, breakers: set.Breakers,
+		budgets: set.Budgets, hubs: set.Hubs,
 	}
-	c.hubs = notify.NewLazy(opts.Notifier, rdb, c.store.Record(), notify.Options{Logger: opts.Logger})
 	c.pages = parsePages()
 	c.handler = c.routes()
 	return c

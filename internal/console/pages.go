@@ -128,7 +128,7 @@ func (c *Console) overview(rw http.ResponseWriter, r *http.Request, s session) e
 	if err != nil {
 		return err
 	}
-	agents, err := c.breakers.Summaries(ctx, inspect.AgentRefs(c.cfg))
+	agents, err := inspect.Summaries(ctx, c.rdb, c.breakers, inspect.AgentRefs(c.cfg))
 	if err != nil {
 		return err
 	}
@@ -694,7 +694,7 @@ func (c *Console) breakerTrip(rw http.ResponseWriter, r *http.Request, s session
 func (c *Console) agents(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
-	list, err := c.breakers.Summaries(ctx, inspect.AgentRefs(c.cfg))
+	list, err := inspect.Summaries(ctx, c.rdb, c.breakers, inspect.AgentRefs(c.cfg))
 	if err != nil {
 		return err
 	}
@@ -703,7 +703,7 @@ func (c *Console) agents(rw http.ResponseWriter, r *http.Request, s session) err
 		return err
 	}
 	type row struct {
-		breaker.AgentSummary
+		inspect.AgentSummary
 		Kind, Queue string
 		DeadLetters int64
 	}

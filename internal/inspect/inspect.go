@@ -118,7 +118,7 @@ func Collect(ctx context.Context, rdb redis.UniversalClient, breakers *breaker.B
 
 // AgentRefs names cfg's agents (sorted) with their breaker keys, fallbacks
 // and whether they have a health probe, for breaker.Breakers.Summaries.
-func AgentRefs(cfg *config.Config) []breaker.AgentRef {
+func AgentRefs(cfg *config.Config) []AgentRef {
 	return AgentRefsOf(cfg, cfg.AgentNames())
 }
 
@@ -127,11 +127,11 @@ func AgentRefs(cfg *config.Config) []breaker.AgentRef {
 // the settings config.Config.Agent gives it. It is the one builder of the
 // `GET /api/v1/agents` view: the HTTP API, the console and the worker's
 // ops listener all list agents through it.
-func AgentRefsOf(cfg *config.Config, names []string) []breaker.AgentRef {
-	refs := make([]breaker.AgentRef, 0, len(names))
+func AgentRefsOf(cfg *config.Config, names []string) []AgentRef {
+	refs := make([]AgentRef, 0, len(names))
 	for _, name := range names {
 		a, _ := cfg.Agent(name)
-		ref := breaker.AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil}
+		ref := AgentRef{Name: name, BreakerKey: a.BreakerKey, Fallback: a.Fallback, Probe: a.Health != nil}
 		if l := a.Limits; l != nil {
 			ref.LimitKey = l.Key
 			ref.Limits = limit.Config{Requests: l.Requests, Tokens: l.Tokens, Per: l.Per, Concurrency: l.Concurrency}

@@ -60,7 +60,7 @@ func TestAgentRefs(t *testing.T) {
 	}
 	refs := inspect.AgentRefs(cfg)
 	require.Len(t, refs, 2)
-	require.Equal(t, breaker.AgentRef{Name: "a", BreakerKey: "shared", Fallback: []string{"b"}, Probe: true}, refs[0])
+	require.Equal(t, inspect.AgentRef{Name: "a", BreakerKey: "shared", Fallback: []string{"b"}, Probe: true}, refs[0])
 	require.Equal(t, "b", refs[1].Name)
 	require.Equal(t, "b", refs[1].BreakerKey, "an agent without breaker_key uses its name")
 	require.False(t, refs[1].Probe)

@@ -80,8 +80,8 @@ func ParseStates(s string) []record.State {
 	return out
 }
 
-// ListedTask is one task of a listing: its record as GET /api/v1/tasks/{id}
-// shows it, without its history (a page of tasks would carry every
+// ListedTask is one task of a listing (an adapter of the view,
+// record.View): its record as GET /api/v1/tasks/{id} shows it, without its history (a page of tasks would carry every
 // history), and ListedAs, where the listing found it. State is the
 // record's; the two differ when, say, a retry that came due waits in the
 // pending list (listed_as pending, state retrying). A task of asynq's with

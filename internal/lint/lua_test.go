@@ -36,8 +36,6 @@ var pendingInline = map[string]bool{
 	"worker/heartbeat.go":        true,
 	"internal/webhook/status.go": true,
 	"internal/breaker/probe.go":  true,
-	"internal/usage/totals.go":   true,
-	"internal/charts/charts.go":  true,
 }
 
 // TestNoInlineScripts: no non-test Go file builds a script itself (a call

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentq/agentq/internal/usage"
+	"github.com/agentq/agentq/internal/amount"
 )
 
 // Delivery is what a write knows of the delivery it comes from: the task,
@@ -26,7 +26,8 @@ type Delivery struct {
 	Seed    Seed
 }
 
-// Seed is the part of a record that Create writes.
+// Seed is the part of a record that Create writes: the fields of the
+// producer's envelope (tasks.Envelope.Seed) the record keeps, an adapter.
 type Seed struct {
 	Agent, Action, Queue, CorrelationID string
 	EnqueuedAt                          time.Time
@@ -110,7 +111,7 @@ type Attempt struct {
 	// Usage is what the attempt's call used, priced (zero: none reported).
 	// The change that ends the attempt puts it on its event and adds it
 	// to the task's sum.
-	Usage usage.Usage
+	Usage amount.Usage
 	// Fallback, for a call served by a fallback agent, says why it went
 	// there (Event.Fallback); "" for the task's own agent.
 	Fallback string
@@ -127,7 +128,7 @@ func (a Attempt) event(kind string) *Event {
 }
 
 // used is the usage a change ending attempt a adds to the task's sum.
-func (a Attempt) used() usage.Usage { return a.Usage }
+func (a Attempt) used() amount.Usage { return a.Usage }
 
 // Change is one state change of a task record: the fields it sets, the
 // one event it appends (none for a bare start), and its write ID. Make
@@ -153,7 +154,7 @@ type Change struct {
 	Event  *Event
 	// Usage is added to the task's usage sum (the record's FieldUsage)
 	// when the change is applied; zero adds nothing.
-	Usage usage.Usage
+	Usage amount.Usage
 	// WriteID identifies the write (see the package doc).
 	WriteID string
 }

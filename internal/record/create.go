@@ -20,7 +20,9 @@ var createScript = newScript("create_only.lua", mustLua("create.lua"))
 var enqueueScript = newScript("enqueue.lua", broker.RunLua, mustLua("create.lua"))
 
 // New is a task to record as enqueued: its ID and seed fields, its first
-// state (pending, or scheduled) and the delay to its first run.
+// state (pending, or scheduled) and the delay to its first run. It is an
+// adapter of the producer's envelope (tasks.Envelope, built by the
+// producer from it), not a shape of its own.
 type New struct {
 	ID    string
 	Seed  Seed

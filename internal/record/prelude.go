@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/amount"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/usage"
 )
 
 // Code is the first element of every record script's reply.
@@ -104,7 +104,7 @@ var schema = func() map[string]map[string]string {
 func renderConsts() string {
 	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n"+
 		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\n", HistoryHead, HistoryTail,
-		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, usage.MaxSum)
+		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, amount.MaxSum)
 }
 
 // terminalRef is TERMINAL(x) in a script: whether the state x is terminal,

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentq/agentq/internal/usage"
+	"github.com/agentq/agentq/internal/amount"
 )
 
 // State is a task's lifecycle state (stable names, docs/DESIGN.md §3).
@@ -174,7 +174,7 @@ type Event struct {
 	// Usage is what the attempt's call used (an attempt's outcome or a
 	// failed call), when it reported usage; its cost when its model is
 	// priced.
-	Usage *usage.Usage `json:"usage,omitempty"`
+	Usage *amount.Usage `json:"usage,omitempty"`
 	// Fallback is, for an event of a call served by a fallback agent (Agent),
 	// why the call went to it: the failed call's class (provider_error, …),
 	// breaker_open, over_limit, or "over_budget: " and the task's agent's

@@ -12,10 +12,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/amount"
 	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/usage"
 )
 
 // DefaultRetention is how long a task's record and history are kept after
@@ -256,8 +256,8 @@ type View struct {
 	// Usage is what the task's attempts used, summed over all its
 	// attempts, retries and restarts (absent when none reported usage);
 	// priced when any priced attempt's cost is in it.
-	Usage   *usage.Usage `json:"usage,omitempty"`
-	History []Event      `json:"history"`
+	Usage   *amount.Usage `json:"usage,omitempty"`
+	History []Event       `json:"history"`
 }
 
 // Get returns task id's record and history.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentq/agentq/internal/usage"
+	"github.com/agentq/agentq/internal/amount"
 )
 
 // The task's usage sum is one record field (FieldUsage) rather than one
@@ -21,9 +21,9 @@ const nanosPerUSD = 1e9
 
 // FormatUsageSum is u as FieldUsage holds it: "in,out,cached,total", and
 // ",nanos" (the cost in nano-dollars) when u has a cost; "" for no usage
-// at all (no tokens, no cost). Every number is within [0, usage.MaxSum]
+// at all (no tokens, no cost). Every number is within [0, amount.MaxSum]
 // (what the script's saturating sum needs), whatever u says.
-func FormatUsageSum(u usage.Usage) string {
+func FormatUsageSum(u amount.Usage) string {
 	if u.IsZero() && u.CostUSD == 0 {
 		return ""
 	}
@@ -42,25 +42,25 @@ func FormatUsageSum(u usage.Usage) string {
 	return string(b)
 }
 
-// sumPart is n within [0, usage.MaxSum].
-func sumPart(n int64) int64 { return min(max(n, 0), usage.MaxSum) }
+// sumPart is n within [0, amount.MaxSum].
+func sumPart(n int64) int64 { return min(max(n, 0), amount.MaxSum) }
 
-// nanos is usd in nano-dollars within [0, usage.MaxSum] (NaN and +Inf:
+// nanos is usd in nano-dollars within [0, amount.MaxSum] (NaN and +Inf:
 // the most), converted only once it is known to fit.
 func nanos(usd float64) int64 {
 	n := math.Round(usd * nanosPerUSD)
 	switch {
-	case n >= 0 && n < float64(usage.MaxSum):
+	case n >= 0 && n < float64(amount.MaxSum):
 		return int64(n)
 	case n < 0:
 		return 0
 	}
-	return usage.MaxSum
+	return amount.MaxSum
 }
 
 // ParseUsageSum reads a FieldUsage value: nil for none ("", or no
 // tokens and no cost). A sum with a cost is Priced.
-func ParseUsageSum(s string) *usage.Usage {
+func ParseUsageSum(s string) *amount.Usage {
 	if s == "" {
 		return nil
 	}
@@ -70,7 +70,7 @@ func ParseUsageSum(s string) *usage.Usage {
 		n[i], _ = strconv.ParseInt(p, 10, 64)
 		n[i] = sumPart(n[i])
 	}
-	u := usage.Usage{InputTokens: n[0], OutputTokens: n[1], CachedTokens: n[2], TotalTokens: n[3]}
+	u := amount.Usage{InputTokens: n[0], OutputTokens: n[1], CachedTokens: n[2], TotalTokens: n[3]}
 	if len(parts) == 5 {
 		u.CostUSD, u.Priced = float64(n[4])/nanosPerUSD, true
 	}

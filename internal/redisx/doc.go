@@ -40,8 +40,8 @@
 //     result; the next probe writes another), worker's heartbeatScript (a
 //     worker's registry entry; the next heartbeat writes another),
 //     internal/charts' chartCountScript (a worker's attempt counts for the
-//     console's charts, once per flush, kept for the next flush when it
-//     fails) and chartQueuesScript (a console's reading of the queue
+//     console's charts, once per flush number, sent again when Redis
+//     did not answer) and chartQueuesScript (a console's reading of the queue
 //     sizes; the next reading writes another), and usage's totalsScript
 //     (a worker's usage totals, once per flush, kept for the next flush
 //     when it fails).

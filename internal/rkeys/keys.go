@@ -268,6 +268,12 @@ func ChartCounts() string { return Prefix + "{charts}:counts" }
 // minute -> the same), by which old minutes are trimmed.
 func ChartMinutes() string { return Prefix + "{charts}:minutes" }
 
+// ChartFlushed is the number of the last flush of charts counter id (a
+// random ID per worker process) that the count script applied: a flush
+// sent again after its reply was lost is counted once. It expires a day
+// after the counter's last flush.
+func ChartFlushed(id string) string { return Prefix + "{charts}:f:" + id }
+
 // Schedule is the hash of schedule name's state (last_fire and
 // last_skipped, Unix ms of the ticks; last_task, the last fired tick's
 // task ID), one per configured schedule, expiring when the schedule stops

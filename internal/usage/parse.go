@@ -197,23 +197,3 @@ func ModelOf(params []byte) string {
 	}
 	return p.ModelID
 }
-
-// Add returns u plus v: tokens and cost summed, saturating at MaxSum
-// (SatAdd; the cost at MaxSum nano-dollars), priced when either is; the
-// model kept when both name the same one, "" otherwise (a zero u takes
-// v's).
-func (u Usage) Add(v Usage) Usage {
-	if u.IsZero() && u.CostUSD == 0 {
-		return v
-	}
-	if u.Model != v.Model {
-		u.Model = ""
-	}
-	u.InputTokens = SatAdd(u.InputTokens, v.InputTokens)
-	u.OutputTokens = SatAdd(u.OutputTokens, v.OutputTokens)
-	u.CachedTokens = SatAdd(u.CachedTokens, v.CachedTokens)
-	u.TotalTokens = SatAdd(u.TotalTokens, v.TotalTokens)
-	u.CostUSD = sumCost(u.CostUSD, v.CostUSD)
-	u.Priced = u.Priced || v.Priced
-	return u
-}

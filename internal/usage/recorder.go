@@ -2,28 +2,20 @@ package usage
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/startstop"
+	"github.com/agentq/agentq/internal/tally"
 )
 
 // DefaultFlushEvery is how often a Recorder adds its counts to Redis: the
 // most `inspector usage` lags behind the attempts.
 const DefaultFlushEvery = 5 * time.Second
-
-// flushTimeout bounds a flush, and the last one at Stop.
-const flushTimeout = 3 * time.Second
 
 // RecorderOptions configure a Recorder. The zero value is usable.
 type RecorderOptions struct {
@@ -44,36 +36,23 @@ type RecorderOptions struct {
 // Recorder is a worker's usage.Sink: Add counts an attempt's usage in
 // memory (a mutex, no Redis call), and the flush loop adds the counts to
 // the fleet's totals in Redis every RecorderOptions.Every: one
-// totalsScript call per flush, none when nothing was added. Each flush
-// is a batch with a number of its own (the recorder's random ID and a
-// sequence), which the script applies all or nothing and at most once. A
-// flush Redis did not answer (a transport error, a timeout: its reply may
-// be lost) is kept as it is and sent again, with its number, before any
-// later counts — so it counts once whether or not it had been applied; a
-// flush Redis refused (ErrFlushRefused) is dropped, never sent again.
-// Hours past the retention are dropped from a batch sent again. In memory
-// too an hour holds at most MaxSeries series per flush, the rest folded as
-// in Redis. Start/Stop follow internal/startstop; Stop (idempotent)
-// flushes what is left. A nil *Recorder records nothing.
+// totalsScript call per flush, none when nothing was added. Flushes are
+// internal/tally's numbered batches, which the script applies all or
+// nothing and at most once: a flush Redis did not answer is sent again,
+// with its number, before any later counts; a flush Redis refused
+// (ErrFlushRefused) is dropped. Hours past the retention are dropped from
+// a batch sent again. In memory too an hour holds at most MaxSeries series
+// per flush, the rest folded as in Redis. Start/Stop follow
+// internal/startstop; Stop (idempotent) flushes what is left. A nil
+// *Recorder records nothing.
 type Recorder struct {
-	startstop.Loop
-	rdb  redis.UniversalClient
-	opts RecorderOptions
-	id   string // rkeys.UsageFlushed's ID
-
-	mu      sync.Mutex
-	pending map[int64]map[Series]*Counts // unix hour -> series -> counts
-
-	flushMu sync.Mutex // one flush at a time, in number order
-	seq     int64      // the last batch's number
-	unsent  *batch     // a batch Redis did not answer: sent again first
+	rdb   redis.UniversalClient
+	opts  RecorderOptions
+	tally *tally.Tally[hours]
 }
 
-// batch is one flush's counts and number.
-type batch struct {
-	seq   int64
-	hours map[int64]map[Series]*Counts
-}
+// hours are a flush's counts: unix hour -> series -> counts.
+type hours map[int64]map[Series]*Counts
 
 // flushedTTL is how long Redis keeps the number of a recorder's last
 // flush after it: a batch whose reply was lost is recognised when sent
@@ -104,9 +83,9 @@ func NewRecorder(rdb redis.UniversalClient, opts RecorderOptions) *Recorder {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	var id [12]byte
-	_, _ = rand.Read(id[:])
-	return &Recorder{rdb: rdb, opts: opts, id: hex.EncodeToString(id[:]), pending: map[int64]map[Series]*Counts{}}
+	r := &Recorder{rdb: rdb, opts: opts}
+	r.tally = tally.New("usage: flushing totals", ErrFlushRefused, func() hours { return hours{} }, r.send)
+	return r
 }
 
 // Add counts e, in the hour of e.At (zero: now). It never blocks on Redis.
@@ -119,16 +98,14 @@ func (r *Recorder) Add(e Entry) {
 		at = r.opts.Now()
 	}
 	s := Series{Agent: Clean(e.Agent), Tenant: Clean(e.Tenant), Model: Clean(e.Model)}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.addLocked(unixHour(at), s, countsOf(e))
+	r.tally.Add(func(p hours) { r.addTo(p, unixHour(at), s, countsOf(e)) })
 }
 
-func (r *Recorder) addLocked(h int64, s Series, c Counts) {
-	hour := r.pending[h]
+func (r *Recorder) addTo(p hours, h int64, s Series, c Counts) {
+	hour := p[h]
 	if hour == nil {
 		hour = map[Series]*Counts{}
-		r.pending[h] = hour
+		p[h] = hour
 	}
 	cur := hour[s]
 	if cur == nil {
@@ -151,7 +128,7 @@ func (r *Recorder) Start(ctx context.Context) {
 	if r == nil {
 		return
 	}
-	r.GoFlush(ctx, r.opts.Every, flushTimeout, r.Flush, func(err error) {
+	r.tally.Start(ctx, r.opts.Every, func(err error) {
 		r.opts.Logger.Warn("usage: flushing the usage totals failed", "err", err,
 			"kept", !errors.Is(err, ErrFlushRefused))
 	})
@@ -161,9 +138,12 @@ func (r *Recorder) Start(ctx context.Context) {
 // recorder never started flushes nothing.
 func (r *Recorder) Stop() {
 	if r != nil {
-		r.Loop.Stop()
+		r.tally.Stop()
 	}
 }
+
+// Started reports whether Start started the flushes.
+func (r *Recorder) Started() bool { return r != nil && r.tally.Started() }
 
 // Flush adds the counts to Redis now (nothing to add: no call): first a
 // batch Redis did not answer, sent again as it was, then what was counted
@@ -174,39 +154,17 @@ func (r *Recorder) Flush(ctx context.Context) error {
 	if r == nil {
 		return nil
 	}
-	r.flushMu.Lock()
-	defer r.flushMu.Unlock()
-	if r.unsent != nil {
-		b := r.unsent
-		r.unsent = nil
-		if err := r.send(ctx, b); err != nil {
-			return err
-		}
-	}
-	r.mu.Lock()
-	pending := r.pending
-	r.pending = map[int64]map[Series]*Counts{}
-	r.mu.Unlock()
-	r.seq++
-	return r.send(ctx, &batch{seq: r.seq, hours: pending})
+	return r.tally.Flush(ctx)
 }
 
-// send runs totalsScript on b (its hours from the oldest kept on); b is
-// kept as r.unsent when Redis did not answer.
-func (r *Recorder) send(ctx context.Context, b *batch) error {
-	keys, args := r.flushArgs(b, r.oldest())
+// send runs totalsScript on flush seq of recorder id (its hours from the
+// oldest kept on; none: no call).
+func (r *Recorder) send(ctx context.Context, id string, seq int64, p hours) error {
+	keys, args := r.flushArgs(id, seq, p, r.oldest())
 	if len(keys) == 1 {
 		return nil
 	}
-	err := totalsScript.Run(ctx, r.rdb, keys, args...).Err()
-	switch {
-	case err == nil:
-		return nil
-	case redisx.Unanswered(err):
-		r.unsent = b
-		return fmt.Errorf("usage: flushing totals (flush %d kept, sent again next): %w", b.seq, err)
-	}
-	return fmt.Errorf("%w (flush %d dropped): %w", ErrFlushRefused, b.seq, err)
+	return totalsScript.Run(ctx, r.rdb, keys, args...).Err()
 }
 
 // oldest is the oldest hour still kept: one that ended within the retention.
@@ -214,10 +172,10 @@ func (r *Recorder) oldest() int64 {
 	return unixHour(r.opts.Now().Add(-r.opts.Retention))
 }
 
-// flushArgs are totalsScript's keys and arguments for the hours of b
-// from first on (only the recorder's mark key when b has none).
-func (r *Recorder) flushArgs(b *batch, first int64) ([]string, []any) {
-	pending := b.hours
+// flushArgs are totalsScript's keys and arguments for flush seq of
+// recorder id, for the hours of pending from first on (only the
+// recorder's mark key when pending has none).
+func (r *Recorder) flushArgs(id string, seq int64, pending hours, first int64) ([]string, []any) {
 	hours := make([]int64, 0, len(pending))
 	for h := range pending {
 		if h >= first && len(pending[h]) > 0 {
@@ -225,8 +183,8 @@ func (r *Recorder) flushArgs(b *batch, first int64) ([]string, []any) {
 		}
 	}
 	sort.Slice(hours, func(i, j int) bool { return hours[i] < hours[j] })
-	keys := []string{rkeys.UsageFlushed(r.id)}
-	args := []any{b.seq, int64(flushedTTL / time.Second), r.opts.MaxSeries, MaxSum}
+	keys := []string{rkeys.UsageFlushed(id)}
+	args := []any{seq, int64(flushedTTL / time.Second), r.opts.MaxSeries, MaxSum}
 	for _, h := range hours {
 		keys = append(keys, rkeys.UsageHour(h), rkeys.UsageSeries(h))
 		expireAt := (h+1)*3600 + int64(r.opts.Retention/time.Second)

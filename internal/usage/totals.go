@@ -2,7 +2,7 @@ package usage
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -125,12 +126,22 @@ func unixHour(t time.Time) int64 { return t.Unix() / 3600 }
 // totalsScript adds a flush's counts to the hours they fall in, once per
 // flush number, all or nothing, bounding each hour's series and
 // saturating each counter at MaxSum; its KEYS, ARGV and reply are
-// documented in totals.lua.
-//
-//go:embed totals.lua
-var totalsLua string
+// documented in lua/totals.lua.
+var totalsScript = scripts.Script("lua/totals.lua")
 
-var totalsScript = redis.NewScript(totalsLua)
+// scripts are the package's Lua (lua/*.lua); C.other is Other, C.sep is
+// sep (as Lua 5.1 writes it: a decimal escape).
+//
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+var scripts = redisx.NewScripts("usage", luaFiles, map[string]map[string]string{"C": scriptConstants()})
+
+func scriptConstants() map[string]string {
+	c := redisx.Literals(map[string]any{"other": Other})
+	c["sep"] = fmt.Sprintf(`"\%03d"`, sep[0])
+	return c
+}
 
 // Hour is one hour's totals.
 type Hour struct {

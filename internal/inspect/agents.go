@@ -1,8 +1,11 @@
-package breaker
+package inspect
 
 import (
 	"context"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/limit"
 )
@@ -12,7 +15,7 @@ import (
 // renamed.
 type AgentSummary struct {
 	Agent string `json:"agent"`
-	Snapshot
+	breaker.Snapshot
 	// Fallback lists the agent's fallback agents, in order (omitted when
 	// none).
 	Fallback []string `json:"fallback,omitempty"`
@@ -20,7 +23,7 @@ type AgentSummary struct {
 	// last probe's time, outcome, latency and error, and the success rate
 	// over the recent probes. Omitted for an agent without a probe; null
 	// fields until its first probe.
-	Probe *ProbeStatus `json:"probe,omitempty"`
+	Probe *breaker.ProbeStatus `json:"probe,omitempty"`
 	// Limits is the agent's provider limits: the configuration and the
 	// fleet-wide usage of its limits key (see limit.Status). Omitted for an
 	// agent without limits.
@@ -46,10 +49,10 @@ type AgentRef struct {
 	Budget *budget.Budget
 }
 
-// Summaries reads the breaker (and, for an agent with a probe, the probe
-// view, and for an agent with limits its limits' status) of each agent,
-// in order.
-func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSummary, error) {
+// Summaries reads the breaker in b (and, for an agent with a probe, the
+// probe view, for an agent with limits its limits' status, and for an
+// agent with a budget its budget's, from rdb) of each agent, in order.
+func Summaries(ctx context.Context, rdb redis.UniversalClient, b *breaker.Breakers, agents []AgentRef) ([]AgentSummary, error) {
 	out := make([]AgentSummary, 0, len(agents))
 	for _, a := range agents {
 		snap, err := b.Get(ctx, a.BreakerKey)
@@ -65,7 +68,7 @@ func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSum
 			sum.Probe = &st
 		}
 		if a.LimitKey != "" {
-			st, err := limit.New(b.rdb).Status(ctx, a.LimitKey)
+			st, err := limit.New(rdb).Status(ctx, a.LimitKey)
 			if err != nil {
 				return nil, err
 			}
@@ -73,7 +76,7 @@ func (b *Breakers) Summaries(ctx context.Context, agents []AgentRef) ([]AgentSum
 			sum.Limits = &st
 		}
 		if a.Budget != nil {
-			st, err := budget.New(b.rdb).Status(ctx, *a.Budget)
+			st, err := budget.New(rdb).Status(ctx, *a.Budget)
 			if err != nil {
 				return nil, err
 			}

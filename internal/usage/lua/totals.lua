@@ -22,8 +22,8 @@
 -- is 2^53), so no write can fail part-way, as HINCRBY's overflow did.
 --
 -- A series new to an hour that already counts N series is counted as
--- (agent, "other", model), which is admitted while the hour counts fewer
--- than N + N/10 series, else as ("other", "other", "other"): at most
+-- (agent, C.other, model), which is admitted while the hour counts fewer
+-- than N + N/10 series, else as (C.other, C.other, C.other): at most
 -- N + N/10 + 1 series per hour.
 local seq = tonumber(ARGV[1])
 local done = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
@@ -56,7 +56,7 @@ if a ~= #ARGV + 1 then return redis.error_reply('usage totals: extra arguments')
 local n = tonumber(ARGV[3])
 local over = n + math.floor(n / 10)
 local folded = 0
-local sep = '\031'
+local sep = C.sep
 local names = {'in', 'out', 'cached', 'total', 'cost', 'n'}
 local function admit(set, s, lim)
   if redis.call('SISMEMBER', set, s) == 1 then return true end
@@ -73,9 +73,9 @@ for h = 2, #KEYS, 2 do
     local s = ARGV[a] .. sep .. ARGV[a + 1] .. sep .. ARGV[a + 2]
     if not admit(set, s, n) then
       folded = folded + 1
-      s = ARGV[a] .. sep .. 'other' .. sep .. ARGV[a + 2]
+      s = ARGV[a] .. sep .. C.other .. sep .. ARGV[a + 2]
       if not admit(set, s, over) then
-        s = 'other' .. sep .. 'other' .. sep .. 'other'
+        s = C.other .. sep .. C.other .. sep .. C.other
         redis.call('SADD', set, s)
       end
     end
