@@ -327,7 +327,7 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 		out = append(out, svc)
 	}
 	if w.hooks != nil {
-		out = append(out, startstop.Func(w.deliverWebhooks))
+		out = append(out, w.hooks)
 	}
 	if w.sched != nil {
 		out = append(out, w.sched)
