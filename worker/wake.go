@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"maps"
 	"slices"
 	"time"
 
@@ -141,12 +140,7 @@ func (w *Worker) deferredOf(ctx context.Context, insp *asynq.Inspector, q string
 func (w *Worker) serves(q string) bool { return slices.Contains(w.queues(), q) }
 
 // queues are the queues the worker serves, sorted.
-func (w *Worker) queues() []string {
-	if len(w.cfg.Worker.Queues) == 0 {
-		return []string{tasks.DefaultQueue}
-	}
-	return slices.Sorted(maps.Keys(w.cfg.Worker.Queues))
-}
+func (w *Worker) queues() []string { return queueList(w.cfg) }
 
 // wake moves the deferred tasks of agents from the retry sets of this
 // worker's queues to pending, wakes idle workers for them, and returns how

@@ -122,6 +122,7 @@ type Worker struct {
 	// sched fires the config's schedules (package schedule); nil when
 	// none are configured.
 	sched *schedule.Scheduler
+	loops
 }
 
 // newOptions applies opts over the defaults: slog.Default, the token in
@@ -209,6 +210,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
 	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
 	w.rec = rec
+	w.newLoops()
 	if !o.noGate {
 		for _, name := range w.Agents() {
 			if sp := specs[name]; sp.probe != nil {
@@ -315,9 +317,7 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 		ops, w.breakers, w.hb, w.pipe.charts,
 		startstop.Func(w.listen),
 		startstop.Func(w.registerLimits),
-		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),
-		startstop.Func(func(ctx context.Context) { w.sweepDeadlines(ctx, sweepInterval) }),
-		startstop.Func(func(ctx context.Context) { w.tenants(ctx, fairRepairInterval) }),
+		w.repairer, w.sweeper, w.tenants,
 		w.pipe.alerts,
 	}
 	for _, p := range w.probers {

@@ -1,0 +1,41 @@
+package worker
+
+import (
+	"maps"
+	"slices"
+
+	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/deadline"
+	"github.com/agentq/agentq/internal/restart"
+	"github.com/agentq/agentq/internal/tenants"
+)
+
+// loops are the worker's background services that keep the fleet's data
+// (each in the package that owns it), built by newLoops and started with
+// the worker's other components.
+type loops struct {
+	// sweeper dead-letters waiting tasks past their deadline (one worker
+	// of the fleet per tick).
+	sweeper *deadline.Sweeper
+	// repairer registers the worker's queues and repairs the restart
+	// index (one worker of the fleet per interval).
+	repairer *restart.Repairer
+	// tenants publishes the tenants' settings and repairs fair dispatch
+	// (one worker of the fleet per queue and interval).
+	tenants *tenants.Service
+}
+
+// newLoops builds the worker's loops on its pipeline (built already).
+func (w *Worker) newLoops() {
+	p := w.pipe
+	w.sweeper = deadline.New(w.rdb, w.rec, p.insp, p.restarts, p.deadLetterWaiting,
+		deadline.Options{Holder: p.workerID, Logger: w.log})
+	w.repairer = restart.NewRepairer(p.restarts, w.rdb, restart.InspectorLookup(p.insp), queueList(w.cfg),
+		restart.RepairOptions{Holder: p.workerID, Logger: w.log})
+	w.tenants = tenants.New(w.rdb, w.cfg.Fair(), queueList(w.cfg), tenants.Options{Holder: p.workerID, Logger: w.log})
+}
+
+// queueList is the queues a worker serves (serveQueues), sorted.
+func queueList(cfg *config.Config) []string {
+	return slices.Sorted(maps.Keys(serveQueues(cfg)))
+}
