@@ -88,12 +88,12 @@ type Options struct {
 // workers run one each; a lease keeps each task's deliveries with one).
 type Deliverer struct {
 	lifecycle startstop.Loop
-	rdb     redis.UniversalClient
-	store   *record.Store
-	o       Options
-	client  *http.Client
-	lease   time.Duration
-	cluster bool
+	rdb       redis.UniversalClient
+	store     *record.Store
+	o         Options
+	client    *http.Client
+	lease     time.Duration
+	cluster   bool
 	// cursors are Repair's SCAN cursors by master address.
 	cursors map[string]uint64
 	// slots is the pool (Options.Concurrency) and lanes each webhook's
