@@ -10,6 +10,12 @@ import (
 	"github.com/agentq/agentq/internal/tenants"
 )
 
+// Version is the version a worker reports in the worker registry (set it
+// with -ldflags "-X github.com/agentq/agentq/worker.Version=…"); empty:
+// the module's version from the build info, or its VCS revision
+// (registry.BuildVersion).
+var Version = ""
+
 // loops are the worker's background services that keep the fleet's data
 // (each in the package that owns it), built by newLoops and started with
 // the worker's other components.

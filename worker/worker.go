@@ -32,6 +32,7 @@ import (
 	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
+	"github.com/agentq/agentq/internal/registry"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/internal/startstop"
@@ -117,8 +118,8 @@ type Worker struct {
 	rec *record.Store
 	// hooks delivers webhooks (webhooks.go); nil when none are configured.
 	hooks *wh.Deliverer
-	// hb keeps this worker's entry in the worker registry (heartbeat.go).
-	hb *Heartbeat
+	// hb keeps this worker's entry in the worker registry (internal/registry).
+	hb *registry.Heartbeat
 	// sched fires the config's schedules (package schedule); nil when
 	// none are configured.
 	sched *schedule.Scheduler
@@ -202,7 +203,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		w.pipe.usage = usage.NewRecorder(rdb, usage.RecorderOptions{
 			Retention: cfg.Usage.Retention, MaxSeries: cfg.Usage.MaxSeries, Logger: o.logger})
 	}
-	w.hb = NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0)
+	w.hb = registry.NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, Version, o.logger, nil, 0)
 	w.pipe.track = w.hb.Track
 	if w.sched, err = newScheduler(cfg, rdb, client, o.logger, m); err != nil {
 		return nil, err
