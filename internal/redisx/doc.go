@@ -35,10 +35,11 @@
 //     (AsynqClient.fairCall).
 //   - best-effort, where a lost write costs a delay and nothing else:
 //     internal/wakeup's pushScript (a wake token: a lost one delays a task
-//     by at most the poll interval), worker's alertScript (the fleet's
-//     alert window), internal/breaker's recordProbeScript (a health probe's
-//     result; the next probe writes another), worker's heartbeatScript (a
-//     worker's registry entry; the next heartbeat writes another),
+//     by at most the poll interval), internal/alert's windowScript (the
+//     fleet's alert window), internal/breaker's recordProbeScript (a
+//     health probe's result; the next probe writes another),
+//     internal/registry's heartbeatScript (a worker's registry entry; the
+//     next heartbeat writes another),
 //     internal/charts' chartCountScript (a worker's attempt counts for the
 //     console's charts, once per flush, kept for the next flush when it
 //     fails) and chartQueuesScript (a console's reading of the queue
@@ -72,7 +73,7 @@
 // code: a script run straight on a client that is not named here fails it.
 //
 // The packages that own keys (tasks, resilience, deadletter, restart,
-// worker's alerts) keep each script as a named redis.NewScript next to the
+// internal/alert) keep each script as a named redis.NewScript next to the
 // Go method that runs it, with a comment listing KEYS, ARGV and replies,
 // and a typed wrapper where the arguments or replies are more than a few.
 package redisx
