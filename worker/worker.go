@@ -26,6 +26,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/breaker/probe"
 	"github.com/agentq/agentq/internal/charts"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/inspect"
@@ -105,7 +106,7 @@ type Worker struct {
 	ln       net.Listener
 	addr     string
 	specs    map[string]*spec
-	probers  []*prober
+	probers  []*probe.Prober
 	inflight sync.WaitGroup
 	// waiter and dues let the asynq server wait for work instead of
 	// polling for it (internal/wakeup).
