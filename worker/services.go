@@ -8,6 +8,7 @@ import (
 	"github.com/agentq/agentq/internal/deadline"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/internal/tenants"
+	"github.com/agentq/agentq/internal/wake"
 )
 
 // Version is the version a worker reports in the worker registry (set it
@@ -29,6 +30,9 @@ type loops struct {
 	// tenants publishes the tenants' settings and repairs fair dispatch
 	// (one worker of the fleet per queue and interval).
 	tenants *tenants.Service
+	// listener wakes deferred tasks when their breaker closes, and the
+	// forwarder when a producer announces a due task.
+	listener *wake.Listener
 }
 
 // newLoops builds the worker's loops on its pipeline (built already).
@@ -39,7 +43,26 @@ func (w *Worker) newLoops() {
 	w.repairer = restart.NewRepairer(p.restarts, w.rdb, restart.InspectorLookup(p.insp), queueList(w.cfg),
 		restart.RepairOptions{Holder: p.workerID, Logger: w.log})
 	w.tenants = tenants.New(w.rdb, w.cfg.Fair(), queueList(w.cfg), tenants.Options{Holder: p.workerID, Logger: w.log})
+	w.listener = wake.New(w.rdb, w.rec, wake.Options{Keys: w.breakerKeys(), Queues: queueList(w.cfg), Dues: w.dues, Logger: w.log})
 }
+
+// breakerKeys maps each breaker key the worker gates on to the agents it
+// gates: an agent's own, and, since a task deferred because its whole
+// fallback chain was open may run as soon as any agent of the chain
+// closes, the keys of its fallbacks.
+func (w *Worker) breakerKeys() map[string][]string {
+	keys := map[string][]string{}
+	for name, sp := range w.specs {
+		keys[sp.breakerKey] = append(keys[sp.breakerKey], name)
+		for _, f := range sp.fallback {
+			keys[f.breakerKey] = append(keys[f.breakerKey], name)
+		}
+	}
+	return keys
+}
+
+// queues are the queues the worker serves, sorted.
+func (w *Worker) queues() []string { return queueList(w.cfg) }
 
 // queueList is the queues a worker serves (serveQueues), sorted.
 func queueList(cfg *config.Config) []string {

@@ -317,7 +317,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
 		ops, w.breakers, w.hb, w.pipe.charts,
-		startstop.Func(w.listen),
+		w.listener,
 		startstop.Func(w.registerLimits),
 		w.repairer, w.sweeper, w.tenants,
 		w.pipe.alerts,
