@@ -5,10 +5,15 @@ import (
 	"slices"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/breaker/probe"
 	"github.com/agentq/agentq/internal/deadline"
+	"github.com/agentq/agentq/internal/registry"
 	"github.com/agentq/agentq/internal/restart"
+	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/internal/tenants"
 	"github.com/agentq/agentq/internal/wake"
+	wh "github.com/agentq/agentq/internal/webhook"
+	"github.com/agentq/agentq/tasks"
 )
 
 // Version is the version a worker reports in the worker registry (set it
@@ -21,6 +26,16 @@ var Version = ""
 // (each in the package that owns it), built by newLoops and started with
 // the worker's other components.
 type loops struct {
+	// hb keeps this worker's entry in the worker registry, with the
+	// deliveries in flight.
+	hb *registry.Heartbeat
+	// hooks delivers webhooks; nil when none are configured.
+	hooks *wh.Deliverer
+	// sched fires the config's schedules; nil when none are configured.
+	sched *schedule.Scheduler
+	// probers run the agents' health probes (none without the breaker
+	// gate).
+	probers []*probe.Prober
 	// sweeper dead-letters waiting tasks past their deadline (one worker
 	// of the fleet per tick).
 	sweeper *deadline.Sweeper
@@ -35,15 +50,32 @@ type loops struct {
 	listener *wake.Listener
 }
 
-// newLoops builds the worker's loops on its pipeline (built already).
-func (w *Worker) newLoops() {
+// newLoops builds the worker's loops on its pipeline (built already);
+// client enqueues the schedules' tasks; noGate: no health probes (no
+// breaker gate). It fails on a webhook or schedule the config cannot
+// resolve.
+func (w *Worker) newLoops(client *tasks.Client, noGate bool) (err error) {
 	p := w.pipe
+	w.hb = registry.NewHeartbeat(w.rdb, serveQueues(w.cfg), w.cfg.Worker.Concurrency, Version, w.log, nil, 0)
+	p.track = w.hb.Track
+	if w.hooks, err = newDeliverer(w.cfg, w.rdb, w.log, w.metrics); err != nil {
+		return err
+	}
+	if w.sched, err = newScheduler(w.cfg, w.rdb, client, w.log, w.metrics); err != nil {
+		return err
+	}
+	for _, name := range w.Agents() {
+		if sp := w.specs[name]; sp.probe != nil && !noGate {
+			w.probers = append(w.probers, newProber(sp, w.breakers, w.metrics, w.log))
+		}
+	}
 	w.sweeper = deadline.New(w.rdb, w.rec, p.insp, p.restarts, p.deadLetterWaiting,
 		deadline.Options{Holder: p.workerID, Logger: w.log})
 	w.repairer = restart.NewRepairer(p.restarts, w.rdb, restart.InspectorLookup(p.insp), queueList(w.cfg),
 		restart.RepairOptions{Holder: p.workerID, Logger: w.log})
 	w.tenants = tenants.New(w.rdb, w.cfg.Fair(), queueList(w.cfg), tenants.Options{Holder: p.workerID, Logger: w.log})
 	w.listener = wake.New(w.rdb, w.rec, wake.Options{Keys: w.breakerKeys(), Queues: queueList(w.cfg), Dues: w.dues, Logger: w.log})
+	return nil
 }
 
 // breakerKeys maps each breaker key the worker gates on to the agents it

@@ -26,21 +26,17 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/breaker"
-	"github.com/agentq/agentq/internal/breaker/probe"
 	"github.com/agentq/agentq/internal/charts"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
-	"github.com/agentq/agentq/internal/registry"
 	"github.com/agentq/agentq/internal/restart"
-	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/internal/wakeup"
-	wh "github.com/agentq/agentq/internal/webhook"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -106,7 +102,6 @@ type Worker struct {
 	ln       net.Listener
 	addr     string
 	specs    map[string]*spec
-	probers  []*probe.Prober
 	inflight sync.WaitGroup
 	// waiter and dues let the asynq server wait for work instead of
 	// polling for it (internal/wakeup).
@@ -115,15 +110,10 @@ type Worker struct {
 	// acks holds quick successes' record writes until asynq's ack of
 	// their delivery, which runs them (ack.go); nil: none ride it.
 	acks *wakeup.Acks
-	// rec reads task records (which deferred tasks a breaker's close wakes).
+	// rec reads task records (which deferred tasks a breaker's close
+	// wakes, the deadline sweep).
 	rec *record.Store
-	// hooks delivers webhooks (webhooks.go); nil when none are configured.
-	hooks *wh.Deliverer
-	// hb keeps this worker's entry in the worker registry (internal/registry).
-	hb *registry.Heartbeat
-	// sched fires the config's schedules (package schedule); nil when
-	// none are configured.
-	sched *schedule.Scheduler
+	// loops are the background services (services.go).
 	loops
 }
 
@@ -194,9 +184,6 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		tracer: o.tp.Tracer(tracing.TracerName), traced: tracing.Active(o.tp),
 		meter: newMeter(cfg, m),
 	}
-	if w.hooks, err = newDeliverer(cfg, rdb, o.logger, m); err != nil {
-		return nil, err
-	}
 	w.pipe.budgets = newBudgets(cfg, rdb, batch)
 	w.pipe.charts = charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger})
 	w.pipe.usage = o.sink
@@ -204,21 +191,11 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		w.pipe.usage = usage.NewRecorder(rdb, usage.RecorderOptions{
 			Retention: cfg.Usage.Retention, MaxSeries: cfg.Usage.MaxSeries, Logger: o.logger})
 	}
-	w.hb = registry.NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, Version, o.logger, nil, 0)
-	w.pipe.track = w.hb.Track
-	if w.sched, err = newScheduler(cfg, rdb, client, o.logger, m); err != nil {
-		return nil, err
-	}
 	w.acks = newAcks(rdb, rep.Replicas, w.pipe)
 	w.pipe.rec = newCompleter(rec, w.acks, w.pipe)
 	w.rec = rec
-	w.newLoops()
-	if !o.noGate {
-		for _, name := range w.Agents() {
-			if sp := specs[name]; sp.probe != nil {
-				w.probers = append(w.probers, newProber(sp, br, m, o.logger))
-			}
-		}
+	if err := w.newLoops(client, o.noGate); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
