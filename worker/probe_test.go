@@ -2,13 +2,9 @@ package worker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,45 +105,4 @@ agents:
 	require.NoError(t, err)
 	require.Equal(t, breaker.StateClosed, s.State, "interval probes do not open the breaker")
 	require.Zero(t, s.FailureCount)
-}
-
-// TestCommandCheck: command probes run without a shell, with only the
-// allowed environment, and are killed on timeout.
-func TestCommandCheck(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	script := filepath.Join(dir, "probe.sh")
-	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\n[ \"$WANT\" = yes ] || { echo \"WANT=$WANT SECRET=$SECRET\" >&2; exit 3; }\n[ -z \"$SECRET\" ] || exit 4\n[ \"$1\" = '$x' ] || exit 5\nexit 0\n"), 0o755))
-	getenv := func(k string) string { return map[string]string{"WANT": "yes", "SECRET": "s3"}[k] }
-	tests := []struct {
-		name string
-		argv []string
-		env  []string
-		want string // "" healthy, else a substring of the error
-	}{
-		{"healthy", []string{script, "$x"}, []string{"WANT"}, ""},
-		{"set value", []string{script, "$x"}, []string{"WANT=yes"}, ""},
-		{"not passed", []string{script, "$x"}, nil, "exit status 3"},
-		{"no shell expansion", []string{script, "x"}, []string{"WANT"}, "exit status 5"},
-		{"missing program", []string{filepath.Join(dir, "nope")}, nil, "no such file"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			err := commandCheck(tt.argv, tt.env, "", getenv)(context.Background())
-			if tt.want == "" {
-				require.NoError(t, err)
-				return
-			}
-			require.ErrorContains(t, err, tt.want)
-		})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	started := time.Now()
-	err := commandCheck([]string{"sleep", "30"}, []string{"PATH"}, "", os.Getenv)(ctx)
-	require.Error(t, err)
-	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
-	require.Less(t, time.Since(started), 10*time.Second)
-	require.True(t, strings.HasPrefix(err.Error(), "probe command sleep"))
 }

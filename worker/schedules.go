@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/config"
@@ -13,8 +12,8 @@ import (
 )
 
 // newScheduler is the worker's scheduler of the config's schedules
-// (package schedule): every worker runs it, and each tick is enqueued once
-// however many do. nil when the config has none.
+// (package schedule, a service): every worker runs it, and each tick is
+// enqueued once however many do. nil when the config has none.
 func newScheduler(cfg *config.Config, rdb redis.UniversalClient, client *tasks.Client, log *slog.Logger, m *metrics) (*schedule.Scheduler, error) {
 	if len(cfg.Schedules) == 0 {
 		return nil, nil
@@ -23,10 +22,5 @@ func newScheduler(cfg *config.Config, rdb redis.UniversalClient, client *tasks.C
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	ticks := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentq_schedule_ticks_total",
-		Help: "Schedule ticks this worker handled, by schedule and outcome (fired; duplicate: another worker fired it; skipped: overlap skip; error)."},
-		[]string{"schedule", "outcome"})
-	m.reg.MustRegister(ticks)
-	return schedule.New(rdb, client, defs, schedule.Options{Logger: log,
-		Observe: func(name, outcome string) { ticks.WithLabelValues(name, outcome).Inc() }}), nil
+	return schedule.New(rdb, client, defs, schedule.Instrument(schedule.Options{Logger: log}, m.reg)), nil
 }

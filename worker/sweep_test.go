@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"testing"
 	"time"
 
@@ -84,10 +83,10 @@ func TestSweepDeadlines(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rdb.ZAdd(ctx, rkeys.Deadlines(), redis.Z{Score: float64(deadline.UnixMilli()), Member: "requeued"}).Err())
 
-	n, err := w.sweep(ctx, time.Now())
+	n, err := w.sweeper.Sweep(ctx, time.Now())
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing is past its deadline yet")
-	n, err = w.sweep(ctx, deadline.Add(time.Second))
+	n, err = w.sweeper.Sweep(ctx, deadline.Add(time.Second))
 	require.NoError(t, err)
 	waiting := []string{"pending", "scheduled", "deferred", "retrying", "restarting"}
 	require.Equal(t, len(waiting), n)
@@ -140,7 +139,7 @@ func TestDeadlinesOutliveALostQueueSet(t *testing.T) {
 	}
 	require.NoError(t, rdb.Del(ctx, broker.AllQueues).Err())
 
-	n, err := w.sweep(ctx, deadline.Add(time.Second))
+	n, err := w.sweeper.Sweep(ctx, deadline.Add(time.Second))
 	require.NoError(t, err)
 	require.Equal(t, len(ids), n, "every waiting task past its deadline is dead-lettered")
 	rec := record.NewStore(rdb)
@@ -159,27 +158,4 @@ func TestDeadlinesOutliveALostQueueSet(t *testing.T) {
 	ok, err := rdb.SIsMember(ctx, broker.AllQueues, "q").Result()
 	require.NoError(t, err)
 	require.True(t, ok, "the queue the records name is registered again")
-}
-
-// TestRepairTickRegistersQueues: a worker registers the queues it serves
-// in asynq's set of queues at start and again on every repair tick, so a
-// set lost under an idle fleet comes back.
-func TestRepairTickRegistersQueues(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	w := newTestWorker(t, srv, "", "agents:\n  a: {}\nworker:\n  queues: {high: 6, low: 1}\n", WithAgent("a", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); w.repairRestarts(ctx, 20*time.Millisecond) }()
-	t.Cleanup(func() { cancel(); <-done })
-	registered := func() bool {
-		got, err := rdb.SMembers(ctx, broker.AllQueues).Result()
-		return err == nil && len(got) == 2 && slices.Contains(got, "high") && slices.Contains(got, "low")
-	}
-	require.Eventually(t, registered, 10*time.Second, 10*time.Millisecond, "registered at start")
-	for range 3 {
-		require.NoError(t, rdb.Del(ctx, broker.AllQueues).Err())
-		require.Eventually(t, registered, 10*time.Second, 10*time.Millisecond, "registered again on a repair tick")
-	}
 }

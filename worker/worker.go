@@ -34,10 +34,8 @@ import (
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/restart"
-	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/usage"
-	wh "github.com/agentq/agentq/internal/webhook"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -103,7 +101,6 @@ type Worker struct {
 	ln       net.Listener
 	addr     string
 	specs    map[string]*delivery.Spec
-	probers  []*prober
 	inflight sync.WaitGroup
 	// waiter and dues let the asynq server wait for work instead of
 	// polling for it (internal/broker).
@@ -121,15 +118,11 @@ type Worker struct {
 	// charts counts attempts per minute; usage takes the attempts' usage.
 	charts *charts.Counter
 	usage  usage.Sink
-	// rec reads task records (which deferred tasks a breaker's close wakes).
+	// rec reads task records (which deferred tasks a breaker's close
+	// wakes, the deadline sweep).
 	rec *record.Store
-	// hooks delivers webhooks (webhooks.go); nil when none are configured.
-	hooks *wh.Deliverer
-	// hb keeps this worker's entry in the worker registry (heartbeat.go).
-	hb *Heartbeat
-	// sched fires the config's schedules (package schedule); nil when
-	// none are configured.
-	sched *schedule.Scheduler
+	// loops are the background services (services.go).
+	loops
 }
 
 // newOptions applies opts over the defaults: slog.Default, the token in
@@ -188,16 +181,12 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		insp:     asynq.NewInspectorFromRedisClient(rdb), restarts: restart.NewScheduler(rdb, client),
 		alerts: newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
 		charts: charts.NewCounter(rdb, charts.CounterOptions{Logger: o.logger}), usage: o.sink,
-		hb: NewHeartbeat(rdb, serveQueues(cfg), cfg.Worker.Concurrency, o.logger, nil, 0),
-	}
-	if w.hooks, err = newDeliverer(cfg, rdb, o.logger, m); err != nil {
-		return nil, err
 	}
 	if w.usage == nil {
 		w.usage = usage.NewRecorder(rdb, usage.RecorderOptions{
 			Retention: cfg.Usage.Retention, MaxSeries: cfg.Usage.MaxSeries, Logger: o.logger})
 	}
-	if w.sched, err = newScheduler(cfg, rdb, client, o.logger, m); err != nil {
+	if err := w.newLoops(client, o.noGate); err != nil {
 		return nil, err
 	}
 	w.exec = delivery.New(delivery.Deps{
@@ -208,23 +197,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		NoGate: o.noGate, Tracer: o.tp, Track: w.hb.Track, Charts: w.charts, Usage: w.usage,
 	})
 	w.acks = w.exec.Acks()
-	w.probers = newProbers(cfg, w.Agents(), specs, w.breakers, m, o.logger, o.noGate)
 	return w, nil
-}
-
-// newProbers are the health probers of the agents that have a probe
-// (none without the breaker gate).
-func newProbers(cfg *config.Config, names []string, specs map[string]*delivery.Spec, br *breaker.Breakers, m *metrics, log *slog.Logger, noGate bool) []*prober {
-	var out []*prober
-	if noGate {
-		return nil
-	}
-	for _, name := range names {
-		if a, _ := cfg.Agent(name); a.Health != nil {
-			out = append(out, newProber(specs[name], newProbeSpec(*a.Health, a.Exec), br, m, log))
-		}
-	}
-	return out
 }
 
 // shortReplication reports a write that reached fewer replicas than
@@ -321,11 +294,9 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
 		ops, w.breakers, w.hb, w.charts,
-		startstop.Func(w.listen),
+		w.listener,
 		startstop.Func(w.exec.RegisterLimits),
-		startstop.Func(func(ctx context.Context) { w.repairRestarts(ctx, repairInterval) }),
-		startstop.Func(func(ctx context.Context) { w.sweepDeadlines(ctx, sweepInterval) }),
-		startstop.Func(func(ctx context.Context) { w.tenants(ctx, fairRepairInterval) }),
+		w.repairer, w.sweeper, w.tenants,
 		w.alerts,
 	}
 	for _, p := range w.probers {
@@ -335,7 +306,7 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 		out = append(out, svc)
 	}
 	if w.hooks != nil {
-		out = append(out, startstop.Func(w.deliverWebhooks))
+		out = append(out, w.hooks)
 	}
 	if w.sched != nil {
 		out = append(out, w.sched)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentq/agentq/internal/api"
 	"github.com/agentq/agentq/internal/broker"
-	"github.com/agentq/agentq/worker"
+	"github.com/agentq/agentq/internal/registry"
 )
 
 // TestWorkers: GET /api/v1/workers lists a live worker with its task in
@@ -24,11 +24,11 @@ func TestWorkers(t *testing.T) {
 	ctx := context.Background()
 	// Stamped ahead: alive however slow the machine (gone is 15 s silent).
 	ahead := func() time.Time { return time.Now().Add(10 * time.Minute) }
-	live := worker.NewHeartbeat(e.rdb, map[string]int{"default": 1}, 2, nil, ahead, 0)
+	live := registry.NewHeartbeat(e.rdb, map[string]int{"default": 1}, 2, "", nil, ahead, 0)
 	live.Track("t-live", "t-live", "tool", "default")
 	require.NoError(t, live.Beat(ctx))
 	past := func() time.Time { return time.Now().Add(-time.Minute) }
-	gone := worker.NewHeartbeat(e.rdb, map[string]int{"default": 1}, 2, nil, past, 0)
+	gone := registry.NewHeartbeat(e.rdb, map[string]int{"default": 1}, 2, "", nil, past, 0)
 	gone.Track("t-gone", "t-gone", "llm", "default")
 	require.NoError(t, gone.Beat(ctx))
 	lease := time.Now().Add(-25 * time.Second)

@@ -2,13 +2,14 @@ package breaker
 
 import (
 	"context"
+	"embed"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/agentq/agentq/internal/fleet"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -50,20 +51,22 @@ type ProbeStatus struct {
 	Error string `json:"error"`
 }
 
-// recordProbeScript stores one probe result.
-//
-// KEYS[1] probe hash. ARGV[1] now ms or "" (Redis TIME), ARGV[2] "1"
-// healthy | "0" not, ARGV[3] latency ms, ARGV[4] error text, ARGV[5] window.
-// The field "recent" keeps the last ARGV[5] outcomes as a string of 1s and
-// 0s. Returns the time stored as last_at (ms).
-var recordProbeScript = redis.NewScript(luaPrelude + `
-local now = now_ms(ARGV[1])
-local recent = (redis.call('HGET', KEYS[1], 'recent') or '') .. ARGV[2]
-local w = tonumber(ARGV[5])
-if #recent > w then recent = string.sub(recent, #recent - w + 1) end
-redis.call('HSET', KEYS[1], 'last_at', now, 'last_ok', ARGV[2], 'latency_ms', ARGV[3], 'error', ARGV[4], 'recent', recent)
-return now
-`)
+// The fields of a probe hash (rkeys.Probe).
+const (
+	probeLastAt    = "last_at"
+	probeLastOK    = "last_ok"
+	probeLatencyMS = "latency_ms"
+	probeError     = "error"
+	probeRecent    = "recent"
+)
+
+//go:embed lua/record_probe.lua
+var probeLua embed.FS
+
+// recordProbeScript stores one probe result (lua/record_probe.lua).
+var recordProbeScript = redisx.NewScripts("breaker", probeLua, map[string]map[string]string{
+	"F": redisx.Quoted(probeLastAt, probeLastOK, probeLatencyMS, probeError, probeRecent),
+}).Script(redisx.NowMS, "lua/record_probe.lua")
 
 // RecordProbe stores the result of one probe of key (one EVALSHA). It does
 // not touch the breaker: a probe that is the half-open trial reports to
@@ -99,14 +102,14 @@ func (b *Breakers) ProbeStatus(ctx context.Context, key string) (st ProbeStatus,
 	if len(h) == 0 {
 		return ProbeStatus{}, false, nil
 	}
-	if ms, _ := strconv.ParseInt(h["last_at"], 10, 64); ms > 0 {
+	if ms, _ := strconv.ParseInt(h[probeLastAt], 10, 64); ms > 0 {
 		t := time.UnixMilli(ms)
 		st.LastAt = &t
 	}
-	st.LastOK = h["last_ok"] == "1"
-	st.LatencyMS, _ = strconv.ParseInt(h["latency_ms"], 10, 64)
-	st.Error = h["error"]
-	recent := h["recent"]
+	st.LastOK = h[probeLastOK] == "1"
+	st.LatencyMS, _ = strconv.ParseInt(h[probeLatencyMS], 10, 64)
+	st.Error = h[probeError]
+	recent := h[probeRecent]
 	st.Probes = len(recent)
 	if st.Probes > 0 {
 		st.SuccessRate = float64(strings.Count(recent, "1")) / float64(st.Probes)
@@ -124,7 +127,7 @@ func (b *Breakers) ClaimProbe(ctx context.Context, key string, interval time.Dur
 	}
 	ctx, cancel := b.bound(ctx)
 	defer cancel()
-	won, err := b.rdb.SetNX(ctx, rkeys.ProbeClaim(key), 1, interval).Result()
+	won, err := fleet.Claim(ctx, b.rdb, rkeys.ProbeClaim(key), "1", interval)
 	if err != nil {
 		return false, b.wrap(key, "claim probe", err)
 	}

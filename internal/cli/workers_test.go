@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/inspect"
-	"github.com/agentq/agentq/worker"
+	"github.com/agentq/agentq/internal/registry"
 )
 
 // TestInspectorWorkers: `inspector workers` lists a worker of the
@@ -23,7 +23,7 @@ func TestInspectorWorkers(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Empty(t, out, "no worker yet")
 
-	hb := worker.NewHeartbeat(b.rdb.(redis.UniversalClient), map[string]int{"default": 1}, 3, nil, nil, 0)
+	hb := registry.NewHeartbeat(b.rdb.(redis.UniversalClient), map[string]int{"default": 1}, 3, "", nil, nil, 0)
 	hb.Track("t-1", "t-1", "tool", "default")
 	require.NoError(t, hb.Beat(context.Background()))
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/broker"
-	"github.com/agentq/agentq/worker"
+	"github.com/agentq/agentq/internal/registry"
 )
 
 // seedWorkers writes two workers in the registry: one alive running
@@ -23,11 +23,11 @@ func (f *fixture) seedWorkers(t *testing.T) (alive, gone string) {
 	// still counts as alive however long a busy machine takes to reach
 	// the page (a worker is gone 15 s after its last heartbeat).
 	ahead := func() time.Time { return time.Now().Add(10 * time.Minute) }
-	live := worker.NewHeartbeat(f.rdb, map[string]int{"default": 1, "bulk": 3}, 8, nil, ahead, 0)
+	live := registry.NewHeartbeat(f.rdb, map[string]int{"default": 1, "bulk": 3}, 8, "", nil, ahead, 0)
 	live.Track("task-live", "task-live", "llm", "default")
 	require.NoError(t, live.Beat(ctx))
 	past := func() time.Time { return time.Now().Add(-time.Minute) }
-	dead := worker.NewHeartbeat(f.rdb, map[string]int{"default": 1}, 4, nil, past, 0)
+	dead := registry.NewHeartbeat(f.rdb, map[string]int{"default": 1}, 4, "", nil, past, 0)
 	dead.Track("task-orphan", "task-orphan", "tool", "default")
 	require.NoError(t, dead.Beat(ctx))
 	lease := time.Now().Add(-20 * time.Second)

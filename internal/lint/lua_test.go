@@ -27,17 +27,6 @@ var scriptBuilders = map[string]bool{
 	"internal/broker/asynq_server.go": true,
 }
 
-// pendingInline are files that still build a script from a Go string.
-// Being converted by #36's broker/loops/shapes work; the lead empties this
-// list on merge. An entry must still hold an inline script (delete it
-// once its scripts are .lua files).
-var pendingInline = map[string]bool{
-	"worker/alert.go":            true,
-	"worker/heartbeat.go":        true,
-	"internal/webhook/status.go": true,
-	"internal/breaker/probe.go":  true,
-}
-
 // TestNoInlineScripts: no non-test Go file builds a script itself (a call
 // of a function or method named NewScript, redis.NewScript included)
 // outside redisx's Scripts and internal/record's builders: every script is
@@ -49,15 +38,10 @@ func TestNoInlineScripts(t *testing.T) {
 	require.Contains(t, calls, "internal/redisx/luafile.go", "the walk missed redisx's own NewScript: it is broken")
 	var bad []string
 	for file, lines := range calls {
-		if scriptBuilders[file] || pendingInline[file] {
+		if scriptBuilders[file] {
 			continue
 		}
 		bad = append(bad, fmt.Sprintf("%s:%v builds a script from a Go string: put it in an embedded .lua file built with redisx.NewScripts", file, lines))
-	}
-	for file := range pendingInline {
-		if _, ok := calls[file]; !ok {
-			bad = append(bad, file+" builds no script itself any more: delete it from pendingInline")
-		}
 	}
 	sort.Strings(bad)
 	require.Empty(t, bad)

@@ -35,10 +35,11 @@
 //     (AsynqClient.fairCall).
 //   - best-effort, where a lost write costs a delay and nothing else:
 //     internal/broker's pushScript (a wake token: a lost one delays a task
-//     by at most the poll interval), worker's alertScript (the fleet's
-//     alert window), internal/breaker's recordProbeScript (a health probe's
-//     result; the next probe writes another), worker's heartbeatScript (a
-//     worker's registry entry; the next heartbeat writes another),
+//     by at most the poll interval), internal/alert's windowScript (the
+//     fleet's alert window), internal/breaker's recordProbeScript (a
+//     health probe's result; the next probe writes another),
+//     internal/registry's heartbeatScript (a worker's registry entry; the
+//     next heartbeat writes another),
 //     internal/charts' chartCountScript (a worker's attempt counts for the
 //     console's charts, once per flush number, sent again when Redis
 //     did not answer) and chartQueuesScript (a console's reading of the queue

@@ -28,6 +28,7 @@ import (
 	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/startstop"
 )
 
 // Defaults of Options.
@@ -86,12 +87,13 @@ type Options struct {
 // Deliverer makes the webhook deliveries of every task (any number of
 // workers run one each; a lease keeps each task's deliveries with one).
 type Deliverer struct {
-	rdb     redis.UniversalClient
-	store   *record.Store
-	o       Options
-	client  *http.Client
-	lease   time.Duration
-	cluster bool
+	lifecycle startstop.Loop
+	rdb       redis.UniversalClient
+	store     *record.Store
+	o         Options
+	client    *http.Client
+	lease     time.Duration
+	cluster   bool
 	// cursors are Repair's SCAN cursors by master address.
 	cursors map[string]uint64
 	// slots is the pool (Options.Concurrency) and lanes each webhook's
@@ -188,24 +190,16 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 
 // Run delivers until ctx ends: a pass each Poll, and again whenever an
 // attempt frees a slot of the pool; it returns once the attempts under way
-// have ended.
+// have ended. (Start runs it as a service, with the outbox repair on a
+// Cluster.)
 func (d *Deliverer) Run(ctx context.Context) error {
 	t := time.NewTicker(d.o.Poll)
 	defer t.Stop()
 	defer d.active.Wait()
-	lastRepair := time.Time{}
 	var n atomic.Int64
 	for {
 		if err := d.pass(ctx, &n); err != nil && ctx.Err() == nil {
 			d.o.Logger.Warn("webhooks: delivery pass failed", "err", err)
-		}
-		if d.cluster && d.o.Now().Sub(lastRepair) >= d.o.RepairEvery {
-			lastRepair = d.o.Now()
-			if n, err := d.Repair(ctx); err != nil && ctx.Err() == nil {
-				d.o.Logger.Warn("webhooks: outbox repair failed", "err", err)
-			} else if n > 0 {
-				d.o.Logger.Info("webhooks: outbox repair made tasks due", "tasks", n)
-			}
 		}
 		select {
 		case <-ctx.Done():

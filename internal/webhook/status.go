@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/redact"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -188,26 +190,18 @@ func cutLast(s, sep string) (string, string, bool) {
 	return s[:i], s[i+len(sep):], true
 }
 
-// retryScript makes the deliveries to one webhook of one task due now
-// (KEYS[1] deliveries hash; ARGV[1] task, ARGV[2] now ms,
-// ARGV[3..] the fields). A given-up delivery gets a fresh max_age. A field
-// gone meanwhile (delivered) is skipped. Returns how many were made due.
-var retryScript = redis.NewScript(`
-local n = 0
-for i = 3, #ARGV do
-  local raw = redis.call("HGET", KEYS[1], ARGV[i])
-  if raw then
-    local ok, d = pcall(cjson.decode, raw)
-    if ok and type(d) == "table" then
-      if d.given_up and d.given_up ~= 0 then d.given_up = nil; d.first = tonumber(ARGV[2]) end
-      d.next = tonumber(ARGV[2])
-      redis.call("HSET", KEYS[1], ARGV[i], cjson.encode(d))
-      n = n + 1
-    end
-  end
-end
-return n
-`)
+//go:embed lua/retry.lua lua/repair.lua
+var statusLua embed.FS
+
+// The scripts of Retry and Repair, the Delivery JSON's names (J) rendered
+// from Go.
+var (
+	statusScripts = redisx.NewScripts("webhook", statusLua, map[string]map[string]string{
+		"J": redisx.Quoted("given_up", "first", "next"),
+	})
+	retryScript  = statusScripts.Script("lua/retry.lua")
+	repairScript = statusScripts.Script("lua/repair.lua")
+)
 
 // Retry makes every pending or given-up delivery to the webhook name due
 // now (a given-up one with a fresh max_age) and returns how many.
@@ -250,23 +244,19 @@ func Retry(ctx context.Context, rdb redis.UniversalClient, name string, now time
 
 // Repair, on a Redis Cluster, makes due every task whose outbox holds
 // entries but which is in neither the due nor the leased set (the store's
-// second step after the record write was lost). One worker of the fleet
-// repairs per RepairEvery (a claim), scanning at most repairPages pages of
-// each master per pass and going on from there the next time. It returns
-// how many tasks it made due.
+// second step after the record write was lost), scanning at most
+// repairPages pages of each master per pass and going on from there the
+// next time. It returns how many tasks it made due. One worker of the
+// fleet repairs per RepairEvery (Start's fleet claim).
 func (d *Deliverer) Repair(ctx context.Context) (int, error) {
 	cc, ok := d.rdb.(*redis.ClusterClient)
 	if !ok {
 		return 0, nil
 	}
-	got, err := d.rdb.SetNX(ctx, rkeys.WebhooksRepairClaim(), "1", d.o.RepairEvery).Result()
-	if err != nil || !got {
-		return 0, err
-	}
 	prefix, suffix, _ := strings.Cut(rkeys.TaskOutbox("\x00"), "\x00")
 	var mu sync.Mutex
 	var ids []string
-	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 		addr := c.Options().Addr
 		mu.Lock()
 		cursor := d.cursors[addr]
@@ -312,12 +302,3 @@ func (d *Deliverer) Repair(ctx context.Context) (int, error) {
 // repairPages bounds the SCAN pages (of 1000 keys) of one master per
 // repair pass.
 const repairPages = 100
-
-// repairScript makes task ARGV[1] due now (ARGV[2], ms) unless it is due
-// or leased already (KEYS[1] due set, KEYS[2] leased set). Returns 1 when
-// it did.
-var repairScript = redis.NewScript(`
-if redis.call("ZSCORE", KEYS[1], ARGV[1]) or redis.call("ZSCORE", KEYS[2], ARGV[1]) then return 0 end
-redis.call("ZADD", KEYS[1], ARGV[2], ARGV[1])
-return 1
-`)

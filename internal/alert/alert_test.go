@@ -1,9 +1,8 @@
-package worker
+package alert
 
 import (
 	"context"
 	"encoding/json"
-	"github.com/agentq/agentq/internal/broker"
 	"io"
 	"log/slog"
 	"net"
@@ -15,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -67,20 +66,41 @@ func (h *alertLog) count(agent string) int {
 	return h.alerts[agent]
 }
 
-func newTestAlerter(threshold int, window time.Duration, webhook string) (*alerter, *fakeClock, *alertLog) {
+func newTestAlerter(threshold int, window time.Duration, webhook string) (*Alerter, *fakeClock, *alertLog) {
 	clk := &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	lh := &alertLog{alerts: map[string]int{}}
-	a := newAlerter(nil, threshold, window, webhook, slog.New(lh), testMetrics())
+	a := newAlerterT(nil, threshold, window, webhook, slog.New(lh))
 	a.now = clk.now
 	a.retryWait = 10 * time.Millisecond
 	return a, clk, lh
 }
 
-func alertMetric(t *testing.T, a *alerter, agent string) int {
+// raisedBy counts the alerts each test alerter raised, by agent (what
+// the worker's agentq_alerts_total counts through Options.Raised).
+var (
+	raisedMu sync.Mutex
+	raisedBy = map[*Alerter]map[string]int{}
+)
+
+// newAlerterT is New with Options.Raised counted in raisedBy.
+func newAlerterT(rdb redis.UniversalClient, threshold int, window time.Duration, webhook string, log *slog.Logger) *Alerter {
+	counts := map[string]int{}
+	a := New(rdb, Options{Threshold: threshold, Window: window, Webhook: webhook, Logger: log, Raised: func(agent string) {
+		raisedMu.Lock()
+		counts[agent]++
+		raisedMu.Unlock()
+	}})
+	raisedMu.Lock()
+	raisedBy[a] = counts
+	raisedMu.Unlock()
+	return a
+}
+
+func alertMetric(t *testing.T, a *Alerter, agent string) int {
 	t.Helper()
-	var m dto.Metric
-	require.NoError(t, a.metrics.alerts.WithLabelValues(agent).Write(&m))
-	return int(m.GetCounter().GetValue())
+	raisedMu.Lock()
+	defer raisedMu.Unlock()
+	return raisedBy[a][agent]
 }
 
 // TestAlerterThreshold: an alert fires once per window when an agent's
@@ -131,7 +151,7 @@ func TestAlerterThreshold(t *testing.T) {
 			a, clk, lh := newTestAlerter(tc.threshold, window, "")
 			for _, s := range tc.steps {
 				clk.advance(s.after)
-				a.failure(s.agent)
+				a.Failure(s.agent)
 			}
 			for agent, n := range tc.want {
 				require.Equal(t, n, lh.count(agent), "alert log lines of %s", agent)
@@ -144,8 +164,8 @@ func TestAlerterThreshold(t *testing.T) {
 // TestAlerterNil: a nil alerter (alerts off) ignores failures.
 func TestAlerterNil(t *testing.T) {
 	t.Parallel()
-	var a *alerter
-	require.NotPanics(t, func() { a.failure("x") })
+	var a *Alerter
+	require.NotPanics(t, func() { a.Failure("x") })
 }
 
 // webhook is an httptest server answering the given statuses in turn
@@ -195,9 +215,9 @@ func TestAlerterWebhook(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer func() { cancel(); a.Stop() }()
 			a.Start(ctx)
-			a.failure("llm")
+			a.Failure("llm")
 			clk.advance(time.Second)
-			a.failure("llm")
+			a.Failure("llm")
 
 			require.Eventually(t, func() bool { return int(wh.calls.Load()) >= tc.wantCalls },
 				5*time.Second, 5*time.Millisecond)
@@ -246,7 +266,7 @@ func TestAlerterHangingWebhookNeverBlocks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); a.Stop() }()
 	a.Start(ctx)
-	a.failure("llm")
+	a.Failure("llm")
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, 5*time.Millisecond,
 		"the sender is stuck in the hanging webhook")
 
@@ -255,7 +275,7 @@ func TestAlerterHangingWebhookNeverBlocks(t *testing.T) {
 		start := time.Now()
 		for i := 0; i < 1000; i++ {
 			clk.advance(time.Millisecond) // every failure opens a new window: 1000 alerts
-			a.failure("llm")
+			a.Failure("llm")
 		}
 		done <- time.Since(start)
 	}()
@@ -293,10 +313,10 @@ func TestAlerterSenderNoLeak(t *testing.T) {
 	a, clk, _ := newTestAlerter(1, time.Millisecond, srv.URL)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.Start(ctx)
-	a.failure("a")
+	a.Failure("a")
 	require.Eventually(t, func() bool { return calls.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
 	clk.advance(time.Second)
-	a.failure("b") // queued behind the stuck POST
+	a.Failure("b") // queued behind the stuck POST
 
 	waited := make(chan struct{})
 	cancel()
@@ -312,7 +332,7 @@ func TestAlerterSenderNoLeak(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	b.Start(ctx2)
 	clk2.advance(time.Second)
-	b.failure("c")
+	b.Failure("c")
 	require.Eventually(t, func() bool { return calls.Load() >= 2 }, 5*time.Second, 5*time.Millisecond)
 	cancel2()
 	b.Stop()
@@ -341,12 +361,12 @@ func TestAlerterWebhookLogsHostOnly(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var buf syncBuffer
-			a := newAlerter(nil, 1, time.Minute, tc.url, slog.New(slog.NewTextHandler(&buf, nil)), testMetrics())
+			a := newAlerterT(nil, 1, time.Minute, tc.url, slog.New(slog.NewTextHandler(&buf, nil)))
 			a.retryWait = time.Millisecond
 			ctx, cancel := context.WithCancel(context.Background())
 			defer func() { cancel(); a.Stop() }()
 			a.Start(ctx)
-			a.failure("llm")
+			a.Failure("llm")
 			require.Eventually(t, func() bool { return strings.Contains(buf.String(), tc.want) }, 10*time.Second, 5*time.Millisecond, buf.String())
 			out := buf.String()
 			require.NotContains(t, out, "SECRET", "the webhook's path, query or password leaked into the log")
@@ -356,7 +376,3 @@ func TestAlerterWebhookLogsHostOnly(t *testing.T) {
 		})
 	}
 }
-
-// testMetrics are a worker's series where every agent name is its own
-// label.
-func testMetrics() *metrics { return newMetrics(nil, broker.FairConfig{}) }

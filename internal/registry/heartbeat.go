@@ -1,7 +1,11 @@
-package worker
+// Package registry keeps a worker process's entry in the worker registry
+// (rkeys.Workers, read with inspect.Workers): Heartbeat, a startstop
+// service.
+package registry
 
 import (
 	"context"
+	"embed"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -16,20 +20,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/inspect"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/tasks"
 )
 
-// Version is the version a worker reports in the worker registry (set it
-// with -ldflags "-X github.com/agentq/agentq/worker.Version=…"); empty:
-// the module's version from the build info, or its VCS revision.
-var Version = ""
-
-// version is Version, or what the build info says.
-func version() string {
-	if Version != "" {
-		return Version
+// BuildVersion is v, or, when v is "", the module's version from the
+// build info, or its VCS revision.
+func BuildVersion(v string) string {
+	if v != "" {
+		return v
 	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -68,10 +69,11 @@ type Heartbeat struct {
 }
 
 // NewHeartbeat is the registry entry of this process (host and pid from
-// the OS, a random suffix to the ID) serving queues with concurrency.
+// the OS, a random suffix to the ID) serving queues with concurrency, at
+// version (BuildVersion's).
 // now is the clock (nil: time.Now), interval the heartbeat's (zero:
 // inspect.HeartbeatInterval).
-func NewHeartbeat(rdb redis.UniversalClient, queues map[string]int, concurrency int, log *slog.Logger,
+func NewHeartbeat(rdb redis.UniversalClient, queues map[string]int, concurrency int, version string, log *slog.Logger,
 	now func() time.Time, interval time.Duration) *Heartbeat {
 	if now == nil {
 		now = time.Now
@@ -86,7 +88,7 @@ func NewHeartbeat(rdb redis.UniversalClient, queues map[string]int, concurrency 
 	pid := os.Getpid()
 	return &Heartbeat{rdb: rdb, log: log, now: now, interval: interval, tasks: map[string]inspect.WorkerTask{},
 		entry: inspect.WorkerEntry{
-			ID: host + ":" + strconv.Itoa(pid) + ":" + tasks.NewID()[:8], Host: host, PID: pid, Version: version(),
+			ID: host + ":" + strconv.Itoa(pid) + ":" + tasks.NewID()[:8], Host: host, PID: pid, Version: BuildVersion(version),
 			Queues: maps.Clone(queues), Concurrency: concurrency, Started: now().UTC(),
 		}}
 }
@@ -170,30 +172,9 @@ func (h *Heartbeat) Beat(ctx context.Context) error {
 // heartbeatDropMax bounds the entries one heartbeat drops.
 const heartbeatDropMax = 100
 
-// heartbeatScript writes a worker's registry entry and drops, up to a
-// bound, the entries whose last heartbeat is older than the keep time and
-// the oldest beyond the cap; both keys expire the keep time after the
-// last heartbeat of any worker.
-//
-//	KEYS[1] rkeys.Workers (hash)   KEYS[2] rkeys.WorkersBeats (zset)
-//	ARGV    id, entry JSON, now ms, keep ms, max entries, max drops
-//	returns the number of entries dropped
-var heartbeatScript = redis.NewScript(`
-local now, keep = tonumber(ARGV[3]), tonumber(ARGV[4])
-local cap, most = tonumber(ARGV[5]), tonumber(ARGV[6])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('ZADD', KEYS[2], now, ARGV[1])
-local drop = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - keep), 'LIMIT', 0, most)
-local over = redis.call('ZCARD', KEYS[2]) - #drop - cap
-if over > 0 then
-  local oldest = redis.call('ZRANGE', KEYS[2], #drop, #drop + math.min(over, most) - 1)
-  for _, id in ipairs(oldest) do drop[#drop + 1] = id end
-end
-for _, id in ipairs(drop) do
-  redis.call('HDEL', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], id)
-end
-redis.call('PEXPIRE', KEYS[1], keep)
-redis.call('PEXPIRE', KEYS[2], keep)
-return #drop
-`)
+//go:embed lua/heartbeat.lua
+var heartbeatLua embed.FS
+
+// heartbeatScript writes the entry and drops the old ones
+// (lua/heartbeat.lua).
+var heartbeatScript = redisx.NewScripts("registry", heartbeatLua, nil).Script("lua/heartbeat.lua")

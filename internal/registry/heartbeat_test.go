@@ -1,4 +1,4 @@
-package worker_test
+package registry_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/registry"
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/worker"
 )
 
 // fakeClock is a clock the test moves.
@@ -41,8 +41,8 @@ func setupHeartbeat(t *testing.T) hbSetup {
 	return hbSetup{rdb: srv.Client(), clock: &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}, ctx: context.Background()}
 }
 
-func (s hbSetup) heartbeat() *worker.Heartbeat {
-	return worker.NewHeartbeat(s.rdb, map[string]int{"default": 1, "slow": 2}, 4, nil, s.clock.now, time.Hour)
+func (s hbSetup) heartbeat() *registry.Heartbeat {
+	return registry.NewHeartbeat(s.rdb, map[string]int{"default": 1, "slow": 2}, 4, "", nil, s.clock.now, time.Hour)
 }
 
 func (s hbSetup) list(t *testing.T) []inspect.WorkerInfo {

@@ -1,4 +1,4 @@
-package worker
+package alert
 
 import (
 	"bytes"
@@ -25,8 +25,8 @@ import (
 
 // fleetAlerter is an alerter counting in rdb on the fake clock clk, as one
 // worker process of a fleet would (each has its own Redis client).
-func fleetAlerter(t *testing.T, srv *redistest.Server, clk *fakeClock, lh *alertLog, threshold int, window time.Duration, webhook string) *alerter {
-	a := newAlerter(srv.Client(), threshold, window, webhook, slog.New(lh), testMetrics())
+func fleetAlerter(t *testing.T, srv *redistest.Server, clk *fakeClock, lh *alertLog, threshold int, window time.Duration, webhook string) *Alerter {
+	a := newAlerterT(srv.Client(), threshold, window, webhook, slog.New(lh))
 	a.now, a.scriptNow = clk.now, clk.now
 	a.retryWait = 10 * time.Millisecond
 	return a
@@ -49,7 +49,7 @@ func TestAlerterFleetWide(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC)} // a window start
 	lh := &alertLog{alerts: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
-	var as []*alerter
+	var as []*Alerter
 	for range workers {
 		a := fleetAlerter(t, srv, clk, lh, threshold, window, wh.srv.URL)
 		a.Start(ctx)
@@ -73,7 +73,7 @@ func TestAlerterFleetWide(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range each {
-					a.failure(agent)
+					a.Failure(agent)
 				}
 			}()
 		}
@@ -127,11 +127,11 @@ func TestAlerterFleetRedisTime(t *testing.T) {
 	ctx := context.Background()
 	const window = time.Hour
 	lh := &alertLog{alerts: map[string]int{}}
-	a := newAlerter(rdb, 2, window, "", slog.New(lh), testMetrics())
+	a := newAlerterT(rdb, 2, window, "", slog.New(lh))
 	before, err := rdb.Time(ctx).Result()
 	require.NoError(t, err)
-	a.failure("llm")
-	a.failure("llm")
+	a.Failure("llm")
+	a.Failure("llm")
 	after, err := rdb.Time(ctx).Result()
 	require.NoError(t, err)
 	require.Equal(t, 1, lh.count("llm"))
@@ -157,17 +157,17 @@ func TestAlerterFleetFallback(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 0, 0, time.UTC)}
 	var buf syncBuffer
 	lh := &alertLog{alerts: map[string]int{}}
-	a := newAlerter(redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}),
-		3, time.Minute, "", slog.New(teeHandler{lh, slog.NewTextHandler(&buf, nil)}), testMetrics())
+	a := newAlerterT(redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond}),
+		3, time.Minute, "", slog.New(teeHandler{lh, slog.NewTextHandler(&buf, nil)}))
 	t.Cleanup(func() { _ = a.rdb.Close() })
 	a.now, a.scriptNow = clk.now, clk.now
 
-	a.failure("llm")
-	a.failure("llm")
+	a.Failure("llm")
+	a.Failure("llm")
 	srv.Stop()
-	a.failure("llm") // third in this process's window: raised per process
+	a.Failure("llm") // third in this process's window: raised per process
 	require.Equal(t, 1, lh.count("llm"), "the alert is raised without Redis")
-	a.failure("llm")
+	a.Failure("llm")
 	require.Equal(t, 1, lh.count("llm"), "once per window per process")
 	require.Equal(t, 1, strings.Count(buf.String(), "alert counting falls back to this worker process"), buf.String())
 	require.Contains(t, buf.String(), `counted=process`)
@@ -175,7 +175,7 @@ func TestAlerterFleetFallback(t *testing.T) {
 	srv.Restart() // empty: nothing was persisted
 	clk.advance(time.Minute)
 	for range 3 {
-		a.failure("llm")
+		a.Failure("llm")
 	}
 	require.Equal(t, 2, lh.count("llm"))
 	require.Contains(t, buf.String(), "alert counting is fleet-wide again")
@@ -233,12 +233,12 @@ func TestAlerterHelperProcess(t *testing.T) {
 	require.NoError(t, err)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	a := newAlerter(rdb, 10, time.Minute, os.Getenv(helperHook), slog.New(slog.NewTextHandler(os.Stderr, nil)), testMetrics())
+	a := newAlerterT(rdb, 10, time.Minute, os.Getenv(helperHook), slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	a.scriptNow = func() time.Time { return time.UnixMilli(now) }
 	ctx, cancel := context.WithCancel(context.Background())
 	a.Start(ctx)
 	for range n {
-		a.failure("llm")
+		a.Failure("llm")
 	}
 	fmt.Println("counted")
 	_, _ = io.Copy(io.Discard, os.Stdin)

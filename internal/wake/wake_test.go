@@ -1,8 +1,7 @@
-package worker
+package wake
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
@@ -25,12 +23,10 @@ func TestWakeOnlyDeferredTasks(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client()
-	w := newTestWorker(t, srv, "", "agents:\n  a: {}\n", WithAgent("a", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
-		return json.RawMessage(`{}`), nil
-	})))
 	ctx := context.Background()
 	c := tasks.NewClient(rdb)
 	rec := record.NewStore(rdb)
+	l := New(rdb, rec, Options{Queues: []string{tasks.DefaultQueue}})
 	for id, change := range map[string]record.Change{
 		"deferred": record.Deferred(record.Attempt{}, "breaker \"a\" is open", time.Minute),
 		"retrying": record.Retrying(record.Attempt{Attempt: 1, ErrorClass: "provider_error", Error: "breaker open"}, time.Minute, time.Now().Add(time.Minute)),
@@ -44,7 +40,7 @@ func TestWakeOnlyDeferredTasks(t *testing.T) {
 		require.NoError(t, rdb.ZAdd(ctx, "asynq:{default}:retry", redis.Z{Score: float64(time.Now().Add(time.Minute).Unix()), Member: id}).Err())
 		require.NoError(t, rdb.HSet(ctx, broker.TaskKey(tasks.DefaultQueue, id), "state", "retry").Err())
 	}
-	require.Equal(t, 1, w.wake(ctx, asynq.NewInspectorFromRedisClient(rdb), []string{"a"}))
+	require.Equal(t, 1, l.wake(ctx, asynq.NewInspectorFromRedisClient(rdb), []string{"a"}))
 	insp := asynq.NewInspectorFromRedisClient(rdb)
 	info, err := insp.GetTaskInfo(tasks.DefaultQueue, "deferred")
 	require.NoError(t, err)
