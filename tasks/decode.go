@@ -63,7 +63,7 @@ func decodeFast(b []byte, e *Envelope) bool {
 		return skipSpace(b, i+1) == len(b)
 	}
 	for {
-		key, j, ok := plainString(b, i)
+		raw, j, ok := plainBytes(b, i)
 		if !ok {
 			return false
 		}
@@ -72,13 +72,13 @@ func decodeFast(b []byte, e *Envelope) bool {
 			return false
 		}
 		i = skipSpace(b, i+1)
+		key := envelopeKey(raw)
 		switch key {
 		case "id", "agent", "action", "correlation_id", "queue", "traceparent", "tracestate", "tenant", "priority":
-			var s string
-			if s, j, ok = plainString(b, i); !ok {
+			if raw, j, ok = plainBytes(b, i); !ok {
 				return false
 			}
-			e.setString(key, s)
+			e.setString(key, string(raw))
 		case "restarts", "run", "not_before_ms", "deadline_ms":
 			var n int
 			if n, j, ok = plainInt(b, i); !ok {
@@ -86,7 +86,7 @@ func decodeFast(b []byte, e *Envelope) bool {
 			}
 			e.setInt(key, n)
 		case "enqueued_at":
-			if _, j, ok = plainString(b, i); !ok || e.EnqueuedAt.UnmarshalJSON(b[i:j]) != nil {
+			if _, j, ok = plainBytes(b, i); !ok || e.EnqueuedAt.UnmarshalJSON(b[i:j]) != nil {
 				return false
 			}
 		case "params":
@@ -119,28 +119,67 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// plainString reads the JSON string at b[i] when it has no escape and no
-// control character and is valid UTF-8; j is just past its closing quote.
-func plainString(b []byte, i int) (s string, j int, ok bool) {
+// envelopeKey is key raw as one of decodeFast's key constants (no
+// allocation: a switch on string(raw) does not copy), or "" for any other.
+func envelopeKey(raw []byte) string {
+	switch string(raw) {
+	case "id":
+		return "id"
+	case "agent":
+		return "agent"
+	case "action":
+		return "action"
+	case "correlation_id":
+		return "correlation_id"
+	case "queue":
+		return "queue"
+	case "traceparent":
+		return "traceparent"
+	case "tracestate":
+		return "tracestate"
+	case "tenant":
+		return "tenant"
+	case "priority":
+		return "priority"
+	case "restarts":
+		return "restarts"
+	case "run":
+		return "run"
+	case "not_before_ms":
+		return "not_before_ms"
+	case "deadline_ms":
+		return "deadline_ms"
+	case "enqueued_at":
+		return "enqueued_at"
+	case "params":
+		return "params"
+	}
+	return ""
+}
+
+// plainBytes reads the JSON string at b[i] when it has no escape and no
+// control character and is valid UTF-8: raw is its content (a slice of
+// b, not a copy); j is just past its closing quote.
+func plainBytes(b []byte, i int) (raw []byte, j int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
-		return "", 0, false
+		return nil, 0, false
 	}
 	ascii := true
 	for j = i + 1; j < len(b); j++ {
 		switch c := b[j]; {
 		case c == '"':
-			raw := b[i+1 : j]
+			raw = b[i+1 : j]
 			if !ascii && !utf8.Valid(raw) {
-				return "", 0, false
+				return nil, 0, false
 			}
-			return string(raw), j + 1, true
+			return raw, j + 1, true
 		case c == '\\' || c < 0x20:
-			return "", 0, false
+			return nil, 0, false
 		case c >= 0x80:
 			ascii = false
 		}
 	}
-	return "", 0, false
+	return nil, 0, false
 }
 
 // plainInt reads the JSON integer at b[i] (no fraction, no exponent, at
@@ -212,4 +251,18 @@ func skipString(b []byte, i int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// validateDecoded is e.Validate for an envelope Decode just read; when
+// decodeFast read it (fast), its params have been checked with json.Valid
+// already and are not read a second time.
+func validateDecoded(e *Envelope, fast bool) error {
+	if !fast {
+		return e.Validate()
+	}
+	params := e.Params
+	e.Params = nil
+	err := e.Validate()
+	e.Params = params
+	return err
 }
