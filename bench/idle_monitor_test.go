@@ -41,20 +41,30 @@ func TestIdleMonitor(t *testing.T) {
 	defer func() { require.NoError(t, f.stop()) }()
 	time.Sleep(2 * time.Second) // settle: the start-up's one-off work is not idle cost
 
-	file, err := os.Create(out)
-	require.NoError(t, err)
-	defer file.Close()
-	mon := exec.Command("redis-cli", "-u", srv.URL(), "monitor")
-	mon.Stdout = file
-	require.NoError(t, mon.Start())
+	stop := startMonitor(t, srv, out)
 	s0 := mustSnap(t, rdb)
 	time.Sleep(window) // the measuring window
 	s1 := mustSnap(t, rdb)
-	_ = mon.Process.Kill()
-	_ = mon.Wait()
+	stop()
 
 	sec := s1.at.Sub(s0.at).Seconds()
 	fmt.Printf("idle worker over %.1fs: Redis CPU %.3f ms/s (MONITOR's own cost included), commands %.1f/s\n",
 		sec, (s1.cpu-s0.cpu)*1000/sec, float64(s1.cmds-s0.cmds)/sec)
 	printStats(s0, s1, int(sec))
+}
+
+// startMonitor writes srv's MONITOR stream (redis-cli) to the file out
+// until the returned stop.
+func startMonitor(t *testing.T, srv *redistest.Server, out string) (stop func()) {
+	t.Helper()
+	file, err := os.Create(out)
+	require.NoError(t, err)
+	mon := exec.Command("redis-cli", "-u", srv.URL(), "monitor")
+	mon.Stdout = file
+	require.NoError(t, mon.Start())
+	return func() {
+		_ = mon.Process.Kill()
+		_ = mon.Wait()
+		_ = file.Close()
+	}
 }

@@ -24,6 +24,7 @@ import (
 //	AGENTQ_PROFILE_TASKS  tasks (4000)
 //	AGENTQ_PROFILE_C      concurrency (200)
 //	AGENTQ_PROFILE_DELAY  the HTTP backend's delay (50ms)
+//	AGENTQ_PROFILE_MONITOR  file the MONITOR stream is written to (unset: none)
 //
 // Run it with -cpuprofile/-memprofile to profile one side alone, e.g.
 //
@@ -58,6 +59,9 @@ func TestProfileDelivery(t *testing.T) {
 	defer wrdb.Close()
 	rt := &rtCount{}
 	wrdb.AddHook(rt)
+	if out := envString("AGENTQ_PROFILE_MONITOR"); out != "" {
+		defer startMonitor(t, srv, out)()
+	}
 	stop := startProfiled(t, side, srv, wrdb, be, c)
 	_, err = resumeWhenUp(ctx, rdb)
 	require.NoError(t, err)
