@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/agentq/agentq/internal/jsonscan"
 )
 
 // decodeFast parses payload b when it is the plain JSON object Encode
@@ -54,24 +56,24 @@ func (e *Envelope) setInt(key string, n int) {
 }
 
 func decodeFast(b []byte, e *Envelope) bool {
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
-	i = skipSpace(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return skipSpace(b, i+1) == len(b)
+		return jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 	for {
 		raw, j, ok := plainBytes(b, i)
 		if !ok {
 			return false
 		}
-		i = skipSpace(b, j)
+		i = jsonscan.SkipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
 			return false
 		}
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
 		key := envelopeKey(raw)
 		switch key {
 		case "id", "agent", "action", "correlation_id", "queue", "traceparent", "tracestate", "tenant", "priority":
@@ -90,33 +92,26 @@ func decodeFast(b []byte, e *Envelope) bool {
 				return false
 			}
 		case "params":
-			if j, ok = skipValue(b, i); !ok || b[i] == 'n' || !json.Valid(b[i:j]) {
+			if j, ok = jsonscan.SkipValue(b, i); !ok || b[i] == 'n' || !json.Valid(b[i:j]) {
 				return false
 			}
 			e.Params = append(json.RawMessage(nil), b[i:j]...)
 		default:
 			return false
 		}
-		i = skipSpace(b, j)
+		i = jsonscan.SkipSpace(b, j)
 		if i >= len(b) {
 			return false
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		case '}':
-			return skipSpace(b, i+1) == len(b)
+			return jsonscan.SkipSpace(b, i+1) == len(b)
 		default:
 			return false
 		}
 	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // envelopeKey is key raw as one of decodeFast's key constants (no
@@ -202,55 +197,6 @@ func plainInt(b []byte, i int) (n int, j int, ok bool) {
 	}
 	n, err := strconv.Atoi(string(b[i:j]))
 	return n, j, err == nil
-}
-
-// skipValue finds the end of the JSON value at b[i] by its structure
-// (strings, nesting); the caller checks the value with json.Valid.
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, ok := skipString(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	}
-	j := i // a scalar runs to the next delimiter
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-		j++
-	}
-	return j, j > i
-}
-
-// skipString returns the index just past the JSON string at b[i].
-func skipString(b []byte, i int) (int, bool) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, true
-		}
-	}
-	return 0, false
 }
 
 // validateDecoded is e.Validate for an envelope Decode just read; when

@@ -3,6 +3,8 @@ package usage
 import (
 	"bytes"
 	"encoding/json"
+
+	"github.com/agentq/agentq/internal/jsonscan"
 )
 
 // replyTop is what Parse reads of a reply: a few of its top-level keys.
@@ -39,15 +41,15 @@ func (r *replyTop) decode(body []byte) error {
 // is not an object or a key is not plainly one of them or another.
 func pickTop(body []byte) (picked []byte, ok bool) {
 	var vals [len(topKeys)][]byte
-	i := skipWS(body, 0)
+	i := jsonscan.SkipSpace(body, 0)
 	if body[i] != '{' {
 		return nil, false
 	}
-	for i = skipWS(body, i+1); body[i] != '}'; {
-		end := skipStr(body, i)
+	for i = jsonscan.SkipSpace(body, i+1); body[i] != '}'; {
+		end, _ := jsonscan.SkipString(body, i)
 		key := body[i+1 : end-1]
-		i = skipWS(body, skipWS(body, end)+1) // past the colon
-		vend := skipVal(body, i)
+		i = jsonscan.SkipSpace(body, jsonscan.SkipSpace(body, end)+1) // past the colon
+		vend, _ := jsonscan.SkipValue(body, i)
 		k, plain := topKey(key)
 		if !plain || (k >= 0 && vals[k] != nil) {
 			return nil, false
@@ -55,8 +57,8 @@ func pickTop(body []byte) (picked []byte, ok bool) {
 		if k >= 0 {
 			vals[k] = body[i:vend]
 		}
-		if i = skipWS(body, vend); body[i] == ',' {
-			i = skipWS(body, i+1)
+		if i = jsonscan.SkipSpace(body, vend); body[i] == ',' {
+			i = jsonscan.SkipSpace(body, i+1)
 		}
 	}
 	picked = append(make([]byte, 0, 256), '{')
@@ -89,52 +91,4 @@ func topKey(key []byte) (k int, plain bool) {
 		}
 	}
 	return -1, true
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipStr returns the index just past the JSON string at b[i].
-func skipStr(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(b)
-}
-
-// skipVal returns the index just past the JSON value at b[i] (b valid).
-func skipVal(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipStr(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = skipStr(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(b)
-	}
-	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-		j++
-	}
-	return j
 }
