@@ -187,24 +187,7 @@ func runIOAsynq(ctx context.Context, srv *redistest.Server, be *ioBackend, hc *h
 		return 0, err
 	}
 	if err := s.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(t.Payload()))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if _, err := io.ReadAll(resp.Body); err != nil {
-			return err
-		}
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("backend answered %s", resp.Status)
-		}
-		return nil
+		return postPayload(ctx, hc, url, t.Payload())
 	})); err != nil {
 		return 0, err
 	}
@@ -221,4 +204,27 @@ func runIOAsynq(ctx context.Context, srv *redistest.Server, be *ioBackend, hc *h
 		return 0, err
 	}
 	return float64(n) / end.Sub(be.first.time()).Seconds(), nil
+}
+
+// postPayload is the plain asynq side's handler: it POSTs payload to url
+// with hc and reads the reply.
+func postPayload(ctx context.Context, hc *http.Client, url string, payload []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("backend answered %s", resp.Status)
+	}
+	return nil
 }

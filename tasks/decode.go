@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/agentq/agentq/internal/jsonscan"
 )
 
 // decodeFast parses payload b when it is the plain JSON object Encode
@@ -54,31 +56,31 @@ func (e *Envelope) setInt(key string, n int) {
 }
 
 func decodeFast(b []byte, e *Envelope) bool {
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
-	i = skipSpace(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return skipSpace(b, i+1) == len(b)
+		return jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 	for {
-		key, j, ok := plainString(b, i)
+		raw, j, ok := plainBytes(b, i)
 		if !ok {
 			return false
 		}
-		i = skipSpace(b, j)
+		i = jsonscan.SkipSpace(b, j)
 		if i >= len(b) || b[i] != ':' {
 			return false
 		}
-		i = skipSpace(b, i+1)
+		i = jsonscan.SkipSpace(b, i+1)
+		key := envelopeKey(raw)
 		switch key {
 		case "id", "agent", "action", "correlation_id", "queue", "traceparent", "tracestate", "tenant", "priority":
-			var s string
-			if s, j, ok = plainString(b, i); !ok {
+			if raw, j, ok = plainBytes(b, i); !ok {
 				return false
 			}
-			e.setString(key, s)
+			e.setString(key, string(raw))
 		case "restarts", "run", "not_before_ms", "deadline_ms":
 			var n int
 			if n, j, ok = plainInt(b, i); !ok {
@@ -86,61 +88,93 @@ func decodeFast(b []byte, e *Envelope) bool {
 			}
 			e.setInt(key, n)
 		case "enqueued_at":
-			if _, j, ok = plainString(b, i); !ok || e.EnqueuedAt.UnmarshalJSON(b[i:j]) != nil {
+			if _, j, ok = plainBytes(b, i); !ok || e.EnqueuedAt.UnmarshalJSON(b[i:j]) != nil {
 				return false
 			}
 		case "params":
-			if j, ok = skipValue(b, i); !ok || b[i] == 'n' || !json.Valid(b[i:j]) {
+			if j, ok = jsonscan.SkipValue(b, i); !ok || b[i] == 'n' || !json.Valid(b[i:j]) {
 				return false
 			}
 			e.Params = append(json.RawMessage(nil), b[i:j]...)
 		default:
 			return false
 		}
-		i = skipSpace(b, j)
+		i = jsonscan.SkipSpace(b, j)
 		if i >= len(b) {
 			return false
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		case '}':
-			return skipSpace(b, i+1) == len(b)
+			return jsonscan.SkipSpace(b, i+1) == len(b)
 		default:
 			return false
 		}
 	}
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
+// envelopeKey is key raw as one of decodeFast's key constants (no
+// allocation: a switch on string(raw) does not copy), or "" for any other.
+func envelopeKey(raw []byte) string {
+	switch string(raw) {
+	case "id":
+		return "id"
+	case "agent":
+		return "agent"
+	case "action":
+		return "action"
+	case "correlation_id":
+		return "correlation_id"
+	case "queue":
+		return "queue"
+	case "traceparent":
+		return "traceparent"
+	case "tracestate":
+		return "tracestate"
+	case "tenant":
+		return "tenant"
+	case "priority":
+		return "priority"
+	case "restarts":
+		return "restarts"
+	case "run":
+		return "run"
+	case "not_before_ms":
+		return "not_before_ms"
+	case "deadline_ms":
+		return "deadline_ms"
+	case "enqueued_at":
+		return "enqueued_at"
+	case "params":
+		return "params"
 	}
-	return i
+	return ""
 }
 
-// plainString reads the JSON string at b[i] when it has no escape and no
-// control character and is valid UTF-8; j is just past its closing quote.
-func plainString(b []byte, i int) (s string, j int, ok bool) {
+// plainBytes reads the JSON string at b[i] when it has no escape and no
+// control character and is valid UTF-8: raw is its content (a slice of
+// b, not a copy); j is just past its closing quote.
+func plainBytes(b []byte, i int) (raw []byte, j int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
-		return "", 0, false
+		return nil, 0, false
 	}
 	ascii := true
 	for j = i + 1; j < len(b); j++ {
 		switch c := b[j]; {
 		case c == '"':
-			raw := b[i+1 : j]
+			raw = b[i+1 : j]
 			if !ascii && !utf8.Valid(raw) {
-				return "", 0, false
+				return nil, 0, false
 			}
-			return string(raw), j + 1, true
+			return raw, j + 1, true
 		case c == '\\' || c < 0x20:
-			return "", 0, false
+			return nil, 0, false
 		case c >= 0x80:
 			ascii = false
 		}
 	}
-	return "", 0, false
+	return nil, 0, false
 }
 
 // plainInt reads the JSON integer at b[i] (no fraction, no exponent, at
@@ -165,51 +199,16 @@ func plainInt(b []byte, i int) (n int, j int, ok bool) {
 	return n, j, err == nil
 }
 
-// skipValue finds the end of the JSON value at b[i] by its structure
-// (strings, nesting); the caller checks the value with json.Valid.
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
+// validateDecoded is e.Validate for an envelope Decode just read; when
+// decodeFast read it (fast), its params have been checked with json.Valid
+// already and are not read a second time.
+func validateDecoded(e *Envelope, fast bool) error {
+	if !fast {
+		return e.Validate()
 	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, ok := skipString(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	}
-	j := i // a scalar runs to the next delimiter
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-		j++
-	}
-	return j, j > i
-}
-
-// skipString returns the index just past the JSON string at b[i].
-func skipString(b []byte, i int) (int, bool) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, true
-		}
-	}
-	return 0, false
+	params := e.Params
+	e.Params = nil
+	err := e.Validate()
+	e.Params = params
+	return err
 }

@@ -460,13 +460,14 @@ func (e *Envelope) PastDeadline(now time.Time) bool {
 // error wrapping ErrInvalidEnvelope.
 func Decode(b []byte) (*Envelope, error) {
 	var e Envelope
-	if !decodeFast(b, &e) {
+	fast := decodeFast(b, &e)
+	if !fast {
 		e = Envelope{}
 		if err := json.Unmarshal(b, &e); err != nil {
 			return nil, decodeError(b)
 		}
 	}
-	if err := e.Validate(); err != nil {
+	if err := validateDecoded(&e, fast); err != nil {
 		return &e, err
 	}
 	if e.Queue == "" {

@@ -29,7 +29,7 @@ var applyAckedScript = newApplyScript("apply_acked.lua", broker.DoneLua)
 // Redis's: after one, whether c was applied is unknown, and sending c
 // again is safe.
 func (s *Store) Apply(ctx context.Context, d Delivery, c Change) (Outcome, error) {
-	out, err := s.apply(d, c, func(outbox bool, args []any) (any, error) {
+	out, err := s.apply(d, c, nil, func(outbox bool, args []any) (any, error) {
 		keys := keys(d.ID)
 		if outbox {
 			keys = s.outboxKeys(d.ID)
@@ -71,13 +71,12 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 	if len(done.Keys) != 5 || len(done.Args) != 3 {
 		return Applied, fmt.Errorf("record: asynq's done call has %d keys and %d arguments, not 5 and 3", len(done.Keys), len(done.Args))
 	}
-	out, err := s.apply(d, c, func(outbox bool, args []any) (any, error) {
+	out, err := s.apply(d, c, done.Args, func(outbox bool, args []any) (any, error) {
 		rk := keys(d.ID)
 		if outbox {
 			rk = s.outboxKeys(d.ID)
 		}
 		keys := append(append(append(make([]string, 0, 13), done.Keys...), rk...), broker.ReleaseKeys(broker.QueueOf(done.Keys[0]))...)
-		args = append(append(make([]any, 0, len(done.Args)+len(args)), done.Args...), args...)
 		return applyAckedScript.Run(ctx, s.rdb, keys, args...).Result()
 	})
 	var rerr redis.Error
@@ -91,21 +90,21 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 }
 
 // apply makes the call of rec_apply (run, given whether to pass the
-// webhook outbox's keys and its arguments) for d and c, and maps the
+// webhook outbox's keys and its arguments, after head) for d and c, and maps the
 // reply. The seed pairs go only with a second call, when the first finds
 // no record written by Create; the outbox's keys go when d's seed names
 // webhooks, or with a second call when the record does (CodeOutbox): a
 // task without webhooks costs Redis no more keys.
-func (s *Store) apply(d Delivery, c Change, run func(outbox bool, args []any) (any, error)) (Outcome, error) {
+func (s *Store) apply(d Delivery, c Change, head []any, run func(outbox bool, args []any) (any, error)) (Outcome, error) {
 	w := s.write(c)
 	outbox := len(d.Seed.Notify) > 0
-	code, _, err := reply(run(outbox, w.args(d, false)))
+	code, _, err := reply(run(outbox, w.args(d, false, head...)))
 	if err == nil && code == CodeOutbox {
 		outbox = true
-		code, _, err = reply(run(outbox, w.args(d, false)))
+		code, _, err = reply(run(outbox, w.args(d, false, head...)))
 	}
 	if err == nil && code == CodeSeed {
-		code, _, err = reply(run(outbox, w.args(d, true)))
+		code, _, err = reply(run(outbox, w.args(d, true, head...)))
 	}
 	if err != nil {
 		return Applied, err
@@ -126,7 +125,7 @@ func (s *Store) apply(d Delivery, c Change, run func(outbox bool, args []any) (a
 // write is a Change ready for rec_apply: stamped, its event encoded.
 type write struct {
 	c        Change
-	event    string
+	event    []byte // the event's JSON without its "{" (nil: none); go-redis sends it as a string
 	fields   []any
 	lifetime time.Duration
 }
@@ -142,14 +141,15 @@ func (s *Store) write(c Change) write {
 		ev.Seq = 0
 		ev.At = s.stamp(ev.At)
 		at = ev.At
-		w.event = string(ev.Marshal()[1:]) // rec_apply's event: without its "{" (Marshal's first byte, always)
+		w.event = ev.Marshal()[1:] // rec_apply's event: without its "{" (Marshal's first byte, always)
 	}
 	w.fields = c.fields(at)
 	return w
 }
 
-// args are rec_apply's ARGV for d: the seed pairs only when seed is set.
-func (w write) args(d Delivery, seed bool) []any {
+// args are rec_apply's ARGV for d after head (the arguments a script
+// takes before rec_apply's): the seed pairs only when seed is set.
+func (w write) args(d Delivery, seed bool, head ...any) []any {
 	secs := durx.CeilSeconds(w.lifetime)
 	keep := secs - int64(refreshSlack(w.lifetime)/time.Second)
 	attempt, next, merge, clear := 0, -1, "0", "0"
@@ -169,7 +169,8 @@ func (w write) args(d Delivery, seed bool) []any {
 	if seed {
 		pairs = d.Seed.pairs(d.ID)
 	}
-	args := make([]any, 0, 12+len(pairs)+len(w.fields))
+	args := make([]any, 0, len(head)+12+len(pairs)+len(w.fields))
+	args = append(args, head...)
 	args = append(args, d.Run, w.c.WriteID, attempt, d.Restarts, next, secs, keep, w.event, merge, clear, len(pairs)/2,
 		FormatUsageSum(w.c.Usage))
 	args = append(args, pairs...)

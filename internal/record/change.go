@@ -246,7 +246,8 @@ func Deferred(a Attempt, why string, delay time.Duration) Change {
 
 // fields are the record fields c writes at time at.
 func (c Change) fields(at time.Time) []any {
-	fields := []any{FieldState, string(c.State), FieldUpdatedAt, at.UTC().Format(time.RFC3339Nano)}
+	fields := make([]any, 0, 14) // every field below
+	fields = append(fields, FieldState, string(c.State), FieldUpdatedAt, at.UTC().Format(time.RFC3339Nano))
 	if c.NextRun != nil {
 		fields = append(fields, FieldRestarts, c.NextRun.Restarts)
 	}
@@ -255,7 +256,7 @@ func (c Change) fields(at time.Time) []any {
 		if len(res) > MaxStoredResult {
 			res, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(c.Result)})
 		}
-		fields = append(fields, FieldResult, string(res))
+		fields = append(fields, FieldResult, []byte(res)) // not copied: go-redis sends a []byte as a string
 	}
 	if !c.NextAttemptAt.IsZero() {
 		fields = append(fields, FieldNextAttemptAt, c.NextAttemptAt.UnixMilli())

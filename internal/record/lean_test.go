@@ -30,6 +30,6 @@ func TestApplyScriptsAreLean(t *testing.T) {
 		require.NotContains(t, body, "string.sub", name+": the common path cuts no string")
 	}
 	w := NewStore(nil).write(Succeeded(Attempt{Attempt: 1}, nil))
-	require.False(t, strings.HasPrefix(w.event, "{"), w.event)
-	require.True(t, strings.HasPrefix(w.event, `"at":`), w.event)
+	require.False(t, strings.HasPrefix(string(w.event), "{"), string(w.event))
+	require.True(t, strings.HasPrefix(string(w.event), `"at":`), string(w.event))
 }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"time"
 
@@ -194,7 +195,8 @@ func (ev Event) AttemptOutcome() bool {
 
 // Marshal is json.Marshal(ev) (the history's stable JSON shape), written
 // directly for the events the worker writes on every task: UTC times in
-// years 0–9999 and strings of printable ASCII that JSON does not escape.
+// years 0–9999, strings of printable ASCII that JSON does not escape, and
+// a usage whose cost JSON writes without an exponent (plainUsage).
 // Any other event goes through encoding/json (FuzzEventMarshal holds the
 // two to the same bytes).
 func (ev Event) Marshal() []byte {
@@ -202,7 +204,11 @@ func (ev Event) Marshal() []byte {
 		b, _ := json.Marshal(ev)
 		return b
 	}
-	b := make([]byte, 0, 176+len(ev.Agent)+len(ev.ErrorClass)+len(ev.Error)+len(ev.Worker)+len(ev.Reason)+len(ev.Fallback))
+	size := 176 + len(ev.Agent) + len(ev.ErrorClass) + len(ev.Error) + len(ev.Worker) + len(ev.Reason) + len(ev.Fallback)
+	if ev.Usage != nil {
+		size += 160 + len(ev.Usage.Model)
+	}
+	b := make([]byte, 0, size)
 	b = append(b, '{')
 	if ev.Seq != 0 {
 		b = append(b, `"seq":`...)
@@ -240,10 +246,50 @@ func (ev Event) Marshal() []byte {
 	if ev.Reason != "" {
 		b = appendStr(b, "reason", ev.Reason)
 	}
+	if ev.Usage != nil {
+		b = appendUsage(b, ev.Usage)
+	}
 	if ev.Fallback != "" {
 		b = appendStr(b, "fallback", ev.Fallback)
 	}
 	return append(b, '}')
+}
+
+// appendUsage appends `,"usage":{…}`, u as encoding/json writes it (see
+// plainUsage).
+func appendUsage(b []byte, u *amount.Usage) []byte {
+	b = append(b, `,"usage":{`...)
+	if u.Model != "" {
+		b = append(b, `"model":"`...)
+		b = append(b, u.Model...)
+		b = append(b, `",`...)
+	}
+	b = append(b, `"input_tokens":`...)
+	b = strconv.AppendInt(b, u.InputTokens, 10)
+	b = appendInt(b, "output_tokens", u.OutputTokens)
+	if u.CachedTokens != 0 {
+		b = appendInt(b, "cached_tokens", u.CachedTokens)
+	}
+	b = appendInt(b, "total_tokens", u.TotalTokens)
+	if u.CostUSD != 0 {
+		b = append(b, `,"cost_usd":`...)
+		b = strconv.AppendFloat(b, u.CostUSD, 'f', -1, 64)
+	}
+	if u.Priced {
+		b = append(b, `,"priced":true`...)
+	}
+	return append(b, '}')
+}
+
+// plainUsage reports whether appendUsage writes u as encoding/json does:
+// its model needs no escaping and its cost is 0 or written without an
+// exponent (encoding/json's 'f' format: 1e-6 ≤ |cost| < 1e21).
+func plainUsage(u *amount.Usage) bool {
+	if u == nil {
+		return true
+	}
+	abs := math.Abs(u.CostUSD)
+	return PlainText(u.Model) && (abs == 0 || (abs >= 1e-6 && abs < 1e21))
 }
 
 // appendStr appends `,"key":"s"` (s needs no escaping, see plain; the
@@ -269,7 +315,7 @@ func appendInt(b []byte, key string, n int64) []byte {
 
 // plain reports whether Marshal may write ev itself.
 func (ev Event) plain() bool {
-	return len(ev.Data) == 0 && ev.Usage == nil && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
+	return len(ev.Data) == 0 && plainUsage(ev.Usage) && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
 		PlainText(ev.Event) && PlainText(ev.Agent) && PlainText(ev.ErrorClass) && PlainText(ev.Error) &&
 		PlainText(ev.Worker) && PlainText(ev.Reason) && PlainText(ev.Fallback)
 }

@@ -49,15 +49,8 @@ func Parse(body []byte) (u Usage, system string) {
 		// reply that reports none costs a scan, not a parse).
 		return Usage{}, ""
 	}
-	var r struct {
-		Model         string          `json:"model"`
-		ModelVersion  string          `json:"modelVersion"`
-		Object        string          `json:"object"`
-		Type          string          `json:"type"`
-		Usage         json.RawMessage `json:"usage"`
-		UsageMetadata *geminiUsage    `json:"usageMetadata"`
-	}
-	if json.Unmarshal(body, &r) != nil {
+	var r replyTop
+	if r.decode(body) != nil {
 		return Usage{}, ""
 	}
 	if r.UsageMetadata != nil {
