@@ -487,15 +487,26 @@ func workerOpsPaths(t *testing.T) map[string]int {
 	return out
 }
 
-// workerMetricNames are the Name fields of the Prometheus collectors the
-// worker package declares (prometheus.*Opts literals).
+// workerMetricNames are the Name fields of the Prometheus collectors a
+// worker registers (prometheus.*Opts literals): the worker package's and
+// those of the packages whose services it runs.
 func workerMetricNames(t *testing.T) map[string]bool {
 	t.Helper()
+	out := map[string]bool{}
+	for _, dir := range []string{"worker", "internal/delivery", "internal/webhook", "internal/schedule"} {
+		addMetricNames(t, filepath.Join("..", "..", filepath.FromSlash(dir)), out)
+	}
+	require.Contains(t, out, "agentq_attempts_total", "the parse finds the worker's metrics")
+	return out
+}
+
+// addMetricNames adds to out the Name fields of the prometheus.*Opts
+// literals in dir's non-test Go files.
+func addMetricNames(t *testing.T, dir string, out map[string]bool) {
+	t.Helper()
 	fset := token.NewFileSet()
-	dir := filepath.Join("..", "..", "worker")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	out := map[string]bool{}
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
 			continue
@@ -524,8 +535,6 @@ func workerMetricNames(t *testing.T) map[string]bool {
 			return true
 		})
 	}
-	require.Contains(t, out, "agentq_attempts_total", "the parse finds the worker's metrics")
-	return out
 }
 
 // configVars are the variables the config reads when a worker runs it:
