@@ -95,17 +95,10 @@ func StartSentinel(t testing.TB) *Sentinel {
 		s.Sentinels = append(s.Sentinels, sp.addr)
 	}
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := s.ready()
-		if err == nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: sentinel group not ready within 20s: %v\n%s", err, s.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := poll(20*time.Second, s.ready); err != nil {
+		t.Fatalf("redistest: sentinel group not ready within 20s: %v\n%s", err, s.logs())
 	}
+	return s
 }
 
 // ready says why the group is not ready yet, or nil.
@@ -205,17 +198,15 @@ func (s *Sentinel) KillMaster(t testing.TB) *Server {
 // master; it returns the new master's address. It fails the test after within.
 func (s *Sentinel) WaitFailover(t testing.TB, old string, within time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		addr, err := s.failedOver(old)
-		if err == nil {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: no failover from %s within %v: %v\n%s", old, within, err, s.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
+	var addr string
+	err := poll(within, func() (err error) {
+		addr, err = s.failedOver(old)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("redistest: no failover from %s within %v: %v\n%s", old, within, err, s.logs())
 	}
+	return addr
 }
 
 func (s *Sentinel) failedOver(old string) (string, error) {
@@ -396,17 +387,10 @@ func StartCluster(t testing.TB) *Cluster {
 		t.Fatalf("redistest: redis-cli %s: %v\n%s\n%s", strings.Join(args, " "), err, out, c.logs())
 	}
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := c.ready()
-		if err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: cluster not ready within 30s: %v\n%s", err, c.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := poll(30*time.Second, c.ready); err != nil {
+		t.Fatalf("redistest: cluster not ready within 30s: %v\n%s", err, c.logs())
 	}
+	return c
 }
 
 // ready says why the cluster is not ready yet, or nil.
@@ -525,17 +509,15 @@ func (c *Cluster) Kill(t testing.TB, addr string) *Server {
 // returns the new master's address, and fails the test after within.
 func (c *Cluster) WaitPromoted(t testing.TB, key string, old string, within time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		addr, err := c.promoted(key, old)
-		if err == nil {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: slot of %q not served by a new master (old %s) within %v: %v\n%s", key, old, within, err, c.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
+	var addr string
+	err := poll(within, func() (err error) {
+		addr, err = c.promoted(key, old)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("redistest: slot of %q not served by a new master (old %s) within %v: %v\n%s", key, old, within, err, c.logs())
 	}
+	return addr
 }
 
 func (c *Cluster) promoted(key, old string) (string, error) {
@@ -700,6 +682,19 @@ func sentinelClient(addr string) *redis.SentinelClient {
 		Addr: addr, MaxRetries: -1, PoolSize: 1,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
 	})
+}
+
+// poll calls try every 50 ms until it returns nil, or until within has
+// passed: then it returns try's last error.
+func poll(within time.Duration, try func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := try()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitUp waits until the process that exited (closed when it ends)
