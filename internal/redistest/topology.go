@@ -95,9 +95,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 		s.Sentinels = append(s.Sentinels, sp.addr)
 	}
 
-	if err := poll(20*time.Second, s.ready); err != nil {
-		t.Fatalf("redistest: sentinel group not ready within 20s: %v\n%s", err, s.logs())
-	}
+	await(t, 20*time.Second, s.ready, s.logs, "sentinel group not ready")
 	return s
 }
 
@@ -183,11 +181,8 @@ func (s *Sentinel) masterBy(sentinel string) (string, error) {
 func (s *Sentinel) KillMaster(t testing.TB) *Server {
 	t.Helper()
 	addr := s.Master(t)
-	for _, n := range s.Nodes {
-		if n.Addr == addr {
-			n.Kill()
-			return n
-		}
+	if n := killAt(s.Nodes, addr); n != nil {
+		return n
 	}
 	t.Fatalf("redistest: the sentinels' master %s is none of the data nodes\n%s", addr, s.logs())
 	return nil
@@ -199,13 +194,10 @@ func (s *Sentinel) KillMaster(t testing.TB) *Server {
 func (s *Sentinel) WaitFailover(t testing.TB, old string, within time.Duration) string {
 	t.Helper()
 	var addr string
-	err := poll(within, func() (err error) {
+	await(t, within, func() (err error) {
 		addr, err = s.failedOver(old)
 		return err
-	})
-	if err != nil {
-		t.Fatalf("redistest: no failover from %s within %v: %v\n%s", old, within, err, s.logs())
-	}
+	}, s.logs, "no failover from "+old)
 	return addr
 }
 
@@ -387,9 +379,7 @@ func StartCluster(t testing.TB) *Cluster {
 		t.Fatalf("redistest: redis-cli %s: %v\n%s\n%s", strings.Join(args, " "), err, out, c.logs())
 	}
 
-	if err := poll(30*time.Second, c.ready); err != nil {
-		t.Fatalf("redistest: cluster not ready within 30s: %v\n%s", err, c.logs())
-	}
+	await(t, 30*time.Second, c.ready, c.logs, "cluster not ready")
 	return c
 }
 
@@ -493,11 +483,8 @@ func (c *Cluster) MasterOf(t testing.TB, key string) string {
 // Kill SIGKILLs the node with address addr and returns it.
 func (c *Cluster) Kill(t testing.TB, addr string) *Server {
 	t.Helper()
-	for _, n := range c.Nodes {
-		if n.Addr == addr {
-			n.Kill()
-			return n
-		}
+	if n := killAt(c.Nodes, addr); n != nil {
+		return n
 	}
 	t.Fatalf("redistest: no cluster node has address %s (nodes: %v)", addr, c.Addrs())
 	return nil
@@ -510,13 +497,10 @@ func (c *Cluster) Kill(t testing.TB, addr string) *Server {
 func (c *Cluster) WaitPromoted(t testing.TB, key string, old string, within time.Duration) string {
 	t.Helper()
 	var addr string
-	err := poll(within, func() (err error) {
+	await(t, within, func() (err error) {
 		addr, err = c.promoted(key, old)
 		return err
-	})
-	if err != nil {
-		t.Fatalf("redistest: slot of %q not served by a new master (old %s) within %v: %v\n%s", key, old, within, err, c.logs())
-	}
+	}, c.logs, fmt.Sprintf("slot of %q not served by a new master (old %s)", key, old))
 	return addr
 }
 
@@ -684,14 +668,30 @@ func sentinelClient(addr string) *redis.SentinelClient {
 	})
 }
 
-// poll calls try every 50 ms until it returns nil, or until within has
-// passed: then it returns try's last error.
-func poll(within time.Duration, try func() error) error {
+// killAt SIGKILLs the node of nodes with address addr and returns it; nil
+// when none has it.
+func killAt(nodes []*Server, addr string) *Server {
+	for _, n := range nodes {
+		if n.Addr == addr {
+			n.Kill()
+			return n
+		}
+	}
+	return nil
+}
+
+// await calls try every 50 ms until it returns nil; when within has passed
+// first, it fails t with what, try's last error and the processes' logs.
+func await(t testing.TB, within time.Duration, try func() error, logs func() string, what string) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		err := try()
-		if err == nil || time.Now().After(deadline) {
-			return err
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: %s within %v: %v\n%s", what, within, err, logs())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
