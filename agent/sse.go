@@ -471,9 +471,19 @@ type anthropicMessage struct {
 
 type anthropicBlock struct {
 	block                        map[string]json.RawMessage // content_block_start's block
-	text, json, thinking, signed strings.Builder
-	hasText, hasJSON             bool
-	hasThinking, hasSigned       bool
+	text, json, thinking, signed streamedField
+}
+
+// streamedField is one field of a content block as its deltas arrive; seen
+// tells a field never streamed from one streamed empty.
+type streamedField struct {
+	strings.Builder
+	seen bool
+}
+
+func (f *streamedField) add(s string) {
+	f.WriteString(s)
+	f.seen = true
 }
 
 func (m *anthropicMessage) add(name string, obj map[string]json.RawMessage) (bool, error) {
@@ -520,17 +530,13 @@ func (m *anthropicMessage) add(name string, obj map[string]json.RawMessage) (boo
 		}
 		switch d.Type {
 		case "text_delta":
-			b.text.WriteString(d.Text)
-			b.hasText = true
+			b.text.add(d.Text)
 		case "input_json_delta":
-			b.json.WriteString(d.PartialJSON)
-			b.hasJSON = true
+			b.json.add(d.PartialJSON)
 		case "thinking_delta":
-			b.thinking.WriteString(d.Thinking)
-			b.hasThinking = true
+			b.thinking.add(d.Thinking)
 		case "signature_delta":
-			b.signed.WriteString(d.Signature)
-			b.hasSigned = true
+			b.signed.add(d.Signature)
 		}
 	case "message_delta":
 		var d map[string]json.RawMessage
@@ -579,17 +585,17 @@ func (m *anthropicMessage) message() (any, error) {
 		if blk == nil {
 			blk = map[string]json.RawMessage{}
 		}
-		add := func(key string, has bool, sb *strings.Builder) {
-			if !has {
+		add := func(key string, f *streamedField) {
+			if !f.seen {
 				return
 			}
-			s := jsonString(blk[key]) + sb.String()
+			s := jsonString(blk[key]) + f.String()
 			blk[key], _ = json.Marshal(s)
 		}
-		add("text", b.hasText, &b.text)
-		add("thinking", b.hasThinking, &b.thinking)
-		add("signature", b.hasSigned, &b.signed)
-		if b.hasJSON {
+		add("text", &b.text)
+		add("thinking", &b.thinking)
+		add("signature", &b.signed)
+		if b.json.seen {
 			in := strings.TrimSpace(b.json.String())
 			if in == "" {
 				in = "{}"

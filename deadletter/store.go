@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
@@ -399,11 +400,7 @@ func (s *Store) page(ctx context.Context, f Filter, maxArg string, offset, count
 // how many f selects in all. Filtering by agent and class together
 // intersects both indexes in one script (linear in the smaller index).
 func (s *Store) List(ctx context.Context, f Filter) (entries []*Entry, total int64, err error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultLimit
-	}
-	limit = min(limit, MaxLimit)
+	limit := min(defaults.Positive(f.Limit, DefaultLimit), MaxLimit)
 	items, total, err := s.page(ctx, f, "+inf", max(f.Offset, 0), limit, true)
 	if err != nil {
 		return nil, 0, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/startstop"
 )
@@ -108,36 +109,17 @@ func (c Config) Resolved() Mode {
 
 func (c Config) withDefaults() Config {
 	c.Mode = c.Resolved()
-	if c.FailureThreshold <= 0 {
-		c.FailureThreshold = DefaultFailureThreshold
-	}
-	if c.Window <= 0 {
-		c.Window = DefaultWindow
-	}
+	c.FailureThreshold = defaults.Positive(c.FailureThreshold, DefaultFailureThreshold)
+	c.Window = defaults.Positive(c.Window, DefaultWindow)
 	if !(c.FailureRate > 0 && c.FailureRate <= 1) {
 		c.FailureRate = DefaultFailureRate
 	}
-	if c.MinCalls <= 0 {
-		c.MinCalls = DefaultMinCalls
-	}
-	if c.MinFailingTasks <= 0 {
-		c.MinFailingTasks = DefaultMinFailingTasks
-	}
-	if c.Cooldown <= 0 {
-		c.Cooldown = DefaultCooldown
-	}
-	if c.MaxCooldown <= 0 {
-		c.MaxCooldown = DefaultMaxCooldown
-	}
-	if c.MaxCooldown < c.Cooldown {
-		c.MaxCooldown = c.Cooldown
-	}
-	if c.HalfOpenMaxCalls <= 0 {
-		c.HalfOpenMaxCalls = DefaultHalfOpenMaxCalls
-	}
-	if c.TrialLease <= 0 {
-		c.TrialLease = DefaultTrialLease
-	}
+	c.MinCalls = defaults.Positive(c.MinCalls, DefaultMinCalls)
+	c.MinFailingTasks = defaults.Positive(c.MinFailingTasks, DefaultMinFailingTasks)
+	c.Cooldown = defaults.Positive(c.Cooldown, DefaultCooldown)
+	c.MaxCooldown = max(defaults.Positive(c.MaxCooldown, DefaultMaxCooldown), c.Cooldown)
+	c.HalfOpenMaxCalls = defaults.Positive(c.HalfOpenMaxCalls, DefaultHalfOpenMaxCalls)
+	c.TrialLease = defaults.Positive(c.TrialLease, DefaultTrialLease)
 	return c
 }
 

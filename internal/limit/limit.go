@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -202,10 +203,7 @@ func newLeaseToken() string {
 // Unavailable and RetryIn UnavailableRetry, and returns the error
 // (wrapping ErrUnavailable when Redis gave no answer).
 func (l *Limiter) Admit(ctx context.Context, key string, cfg Config) (Admission, error) {
-	lease := cfg.Lease
-	if lease <= 0 {
-		lease = DefaultLease
-	}
+	lease := defaults.Positive(cfg.Lease, DefaultLease)
 	token := ""
 	if cfg.Concurrency > 0 {
 		token = newLeaseToken()

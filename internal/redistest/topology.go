@@ -95,17 +95,8 @@ func StartSentinel(t testing.TB) *Sentinel {
 		s.Sentinels = append(s.Sentinels, sp.addr)
 	}
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		err := s.ready()
-		if err == nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: sentinel group not ready within 20s: %v\n%s", err, s.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	await(t, 20*time.Second, s.ready, s.logs, "sentinel group not ready")
+	return s
 }
 
 // ready says why the group is not ready yet, or nil.
@@ -190,11 +181,8 @@ func (s *Sentinel) masterBy(sentinel string) (string, error) {
 func (s *Sentinel) KillMaster(t testing.TB) *Server {
 	t.Helper()
 	addr := s.Master(t)
-	for _, n := range s.Nodes {
-		if n.Addr == addr {
-			n.Kill()
-			return n
-		}
+	if n := killAt(s.Nodes, addr); n != nil {
+		return n
 	}
 	t.Fatalf("redistest: the sentinels' master %s is none of the data nodes\n%s", addr, s.logs())
 	return nil
@@ -205,17 +193,12 @@ func (s *Sentinel) KillMaster(t testing.TB) *Server {
 // master; it returns the new master's address. It fails the test after within.
 func (s *Sentinel) WaitFailover(t testing.TB, old string, within time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		addr, err := s.failedOver(old)
-		if err == nil {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: no failover from %s within %v: %v\n%s", old, within, err, s.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var addr string
+	await(t, within, func() (err error) {
+		addr, err = s.failedOver(old)
+		return err
+	}, s.logs, "no failover from "+old)
+	return addr
 }
 
 func (s *Sentinel) failedOver(old string) (string, error) {
@@ -396,17 +379,8 @@ func StartCluster(t testing.TB) *Cluster {
 		t.Fatalf("redistest: redis-cli %s: %v\n%s\n%s", strings.Join(args, " "), err, out, c.logs())
 	}
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := c.ready()
-		if err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: cluster not ready within 30s: %v\n%s", err, c.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	await(t, 30*time.Second, c.ready, c.logs, "cluster not ready")
+	return c
 }
 
 // ready says why the cluster is not ready yet, or nil.
@@ -509,11 +483,8 @@ func (c *Cluster) MasterOf(t testing.TB, key string) string {
 // Kill SIGKILLs the node with address addr and returns it.
 func (c *Cluster) Kill(t testing.TB, addr string) *Server {
 	t.Helper()
-	for _, n := range c.Nodes {
-		if n.Addr == addr {
-			n.Kill()
-			return n
-		}
+	if n := killAt(c.Nodes, addr); n != nil {
+		return n
 	}
 	t.Fatalf("redistest: no cluster node has address %s (nodes: %v)", addr, c.Addrs())
 	return nil
@@ -525,17 +496,12 @@ func (c *Cluster) Kill(t testing.TB, addr string) *Server {
 // returns the new master's address, and fails the test after within.
 func (c *Cluster) WaitPromoted(t testing.TB, key string, old string, within time.Duration) string {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		addr, err := c.promoted(key, old)
-		if err == nil {
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: slot of %q not served by a new master (old %s) within %v: %v\n%s", key, old, within, err, c.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var addr string
+	await(t, within, func() (err error) {
+		addr, err = c.promoted(key, old)
+		return err
+	}, c.logs, fmt.Sprintf("slot of %q not served by a new master (old %s)", key, old))
+	return addr
 }
 
 func (c *Cluster) promoted(key, old string) (string, error) {
@@ -700,6 +666,35 @@ func sentinelClient(addr string) *redis.SentinelClient {
 		Addr: addr, MaxRetries: -1, PoolSize: 1,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
 	})
+}
+
+// killAt SIGKILLs the node of nodes with address addr and returns it; nil
+// when none has it.
+func killAt(nodes []*Server, addr string) *Server {
+	for _, n := range nodes {
+		if n.Addr == addr {
+			n.Kill()
+			return n
+		}
+	}
+	return nil
+}
+
+// await calls try every 50 ms until it returns nil; when within has passed
+// first, it fails t with what, try's last error and the processes' logs.
+func await(t testing.TB, within time.Duration, try func() error, logs func() string, what string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := try()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: %s within %v: %v\n%s", what, within, err, logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitUp waits until the process that exited (closed when it ends)

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/fleet"
 	"github.com/agentq/agentq/internal/rkeys"
 )
@@ -50,9 +51,7 @@ type Repairer struct {
 // NewRepairer repairs s's index, finding runs with lookup, for a worker
 // that serves queues.
 func NewRepairer(s *Scheduler, rdb redis.UniversalClient, lookup TaskLookup, queues []string, o RepairOptions) *Repairer {
-	if o.Interval <= 0 {
-		o.Interval = RepairInterval
-	}
+	o.Interval = defaults.Positive(o.Interval, RepairInterval)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

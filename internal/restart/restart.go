@@ -25,6 +25,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
@@ -274,9 +275,7 @@ type Pending struct {
 
 // List returns the tasks waiting for a restart, soonest first.
 func (s *Scheduler) List(ctx context.Context, limit int) ([]Pending, error) {
-	if limit <= 0 {
-		limit = 1000
-	}
+	limit = defaults.Positive(limit, 1000)
 	zs, err := s.rdb.ZRangeWithScores(ctx, rkeys.RestartPending(), 0, int64(limit-1)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("restart: list pending: %w", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/fleet"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/startstop"
@@ -52,9 +53,7 @@ type Service struct {
 
 // New is the upkeep of fair dispatch (settings fc) on queues.
 func New(rdb redis.UniversalClient, fc broker.FairConfig, queues []string, o Options) *Service {
-	if o.Interval <= 0 {
-		o.Interval = RepairInterval
-	}
+	o.Interval = defaults.Positive(o.Interval, RepairInterval)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

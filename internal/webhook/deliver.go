@@ -24,6 +24,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/internal/redisx"
@@ -115,27 +116,15 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Poll <= 0 {
-		o.Poll = DefaultPoll
-	}
-	if o.Batch <= 0 {
-		o.Batch = DefaultBatch
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	if o.InitialBackoff <= 0 {
-		o.InitialBackoff = DefaultInitialBackoff
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = DefaultMaxBackoff
-	}
+	o.Poll = defaults.Positive(o.Poll, DefaultPoll)
+	o.Batch = defaults.Positive(o.Batch, DefaultBatch)
+	o.Concurrency = defaults.Positive(o.Concurrency, DefaultConcurrency)
+	o.InitialBackoff = defaults.Positive(o.InitialBackoff, DefaultInitialBackoff)
+	o.MaxBackoff = defaults.Positive(o.MaxBackoff, DefaultMaxBackoff)
 	if o.Jitter <= 0 || o.Jitter > 1 {
 		o.Jitter = DefaultJitter
 	}
-	if o.RepairEvery <= 0 {
-		o.RepairEvery = DefaultRepairEvery
-	}
+	o.RepairEvery = defaults.Positive(o.RepairEvery, DefaultRepairEvery)
 	if o.Observe == nil {
 		o.Observe = func(string, string) {}
 	}
@@ -157,20 +146,13 @@ func New(rdb redis.UniversalClient, store *record.Store, o Options) *Deliverer {
 	hooks := make(map[string]Hook, len(o.Hooks))
 	lanes := make(map[string]*lane, len(o.Hooks))
 	for name, h := range o.Hooks {
-		if h.Timeout <= 0 {
-			h.Timeout = DefaultTimeout
-		}
-		if h.MaxAge <= 0 {
-			h.MaxAge = DefaultMaxAge
-		}
+		h.Timeout = defaults.Positive(h.Timeout, DefaultTimeout)
+		h.MaxAge = defaults.Positive(h.MaxAge, DefaultMaxAge)
 		if len(h.Events) == 0 {
 			h.Events = DefaultEvents
 		}
-		if h.Concurrency <= 0 {
-			h.Concurrency = DefaultHookConcurrency
-		}
 		// No one webhook takes every slot of the pool.
-		h.Concurrency = min(h.Concurrency, max(1, o.Concurrency/2))
+		h.Concurrency = min(defaults.Positive(h.Concurrency, DefaultHookConcurrency), max(1, o.Concurrency/2))
 		h.Name = name
 		hooks[name] = h
 		lanes[name] = &lane{slots: make(chan struct{}, h.Concurrency)}
