@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -562,18 +563,6 @@ func (p *Executor) deferLimit(ctx context.Context, log *taskLog, env *tasks.Enve
 // TaskInfo.LastErr); a breaker's close does not wake these tasks.
 const limitDeferCause = "over limit"
 
-// releaseLimit gives back a concurrency lease and wakes the key's line.
-func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission) {
-	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
-		return
-	}
-	_ = p.limiter.Release(context.WithoutCancel(ctx), sp.limits.key, a)
-	select {
-	case p.lines.get(sp.limits.key).freed <- struct{}{}:
-	default:
-	}
-}
-
 // of returns the budgets a call of env by sp counts against: its tenant's
 // and sp's.
 func (bs *budgets) of(env *tasks.Envelope, sp *Spec) []budget.Budget {
@@ -645,4 +634,51 @@ func StateValue(s breaker.State) float64 {
 		return 2
 	}
 	return 0
+}
+
+// ExpireWaiting dead-letters env, past its deadline while it waited in
+// state (the deadline sweep's find). expired: this call dead-lettered it;
+// err: Redis could not take the write (try again next tick).
+func (p *Executor) ExpireWaiting(ctx context.Context, env *tasks.Envelope, state string) (expired bool, err error) {
+	log := &taskLog{base: p.log, env: env}
+	rep := p.report(env, 0, resilience.Timeout, deadlineText(env, "while the task was waiting ("+state+")"))
+	answer := p.deadLetter(ctx, log, env, rep, ReasonDeadlineExceeded)
+	var d *delayed
+	if errors.As(answer, &d) {
+		return false, errors.New(d.cause)
+	}
+	return answer == nil, nil
+}
+
+// deadlineText is the error of a task whose deadline passed when (a
+// phrase: "before the task could start").
+func deadlineText(env *tasks.Envelope, when string) string {
+	return fmt.Sprintf("deadline exceeded: the task's deadline (%s) passed %s",
+		env.DeadlineTime().UTC().Format(time.RFC3339Nano), when)
+}
+
+// dropRun deletes run (a restart this worker scheduled for a task that was
+// canceled meanwhile) from its queue and frees its restart-index slot.
+func (p *Executor) dropRun(ctx context.Context, run *tasks.Envelope) {
+	if p.insp != nil {
+		_ = p.insp.DeleteTask(run.Queue, run.AsynqID())
+	}
+	_ = p.restarts.Started(context.WithoutCancel(ctx), run.ID)
+}
+
+// deferUntil: a breaker's deferral; back after d without using an attempt.
+func deferUntil(d time.Duration, cause string) error {
+	return &delayed{kind: answerDefer, delay: d, cause: cause}
+}
+
+// deferEarly: a limit's deferral, which may come back up to a second early
+// (it waits for the rest in its worker's line).
+func deferEarly(d time.Duration, cause string) error {
+	return &delayed{kind: answerDeferEarly, delay: d, cause: cause}
+}
+
+// putBack: back to the queue at once without using an attempt (the
+// worker is shutting down).
+func putBack() error {
+	return &delayed{kind: answerPutBack, cause: "interrupted by worker shutdown"}
 }

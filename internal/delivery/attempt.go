@@ -800,3 +800,18 @@ func (w *outputWriter) write(batch []record.Event) {
 		w.mu.Unlock()
 	}
 }
+
+// releaseLimit gives back a concurrency lease and wakes the key's line.
+func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission) {
+	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
+		return
+	}
+	_ = p.limiter.Release(context.WithoutCancel(ctx), sp.limits.key, a)
+	select {
+	case p.lines.get(sp.limits.key).freed <- struct{}{}:
+	default:
+	}
+}
+
+// notRun is an attempt that must not run, answered with answer.
+func notRun(answer error) *attemptResult { return &attemptResult{kind: attemptNotRun, answer: answer} }

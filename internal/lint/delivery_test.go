@@ -56,6 +56,12 @@ func TestDeliveryWalk(t *testing.T) {
 	for _, f := range files {
 		t.Logf("  %s entered %d times", f, own.Entered[f])
 	}
+	for _, s := range own.Path {
+		t.Logf("  stop: %s", s)
+	}
+	for _, c := range own.Crossings {
+		t.Logf("  return: %s", c)
+	}
 	require.LessOrEqual(t, own.Files, baselineFiles/2, "files visited")
 	require.LessOrEqual(t, own.Returns, maxReturns, "returns to a file already left (goal: %d)", baselineReturns/3)
 }
