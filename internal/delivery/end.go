@@ -154,6 +154,29 @@ func (p *Executor) putFailed(id string, err error) error {
 	return handBack(err)
 }
 
+// taskLog is a task's logger: p.log with the task's agent and ID, built
+// on first use (most tasks log nothing, and slog's With allocates).
+type taskLog struct {
+	base *slog.Logger
+	env  *tasks.Envelope
+	l    *slog.Logger
+}
+
+func (t *taskLog) get() *slog.Logger {
+	if t.l == nil {
+		t.l = t.base.With("agent", t.env.Agent, "task_id", t.env.ID)
+	}
+	return t.l
+}
+
+func (t *taskLog) Debug(msg string, args ...any) { t.get().Debug(msg, args...) }
+
+func (t *taskLog) Info(msg string, args ...any) { t.get().Info(msg, args...) }
+
+func (t *taskLog) Warn(msg string, args ...any) { t.get().Warn(msg, args...) }
+
+func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }
+
 // answer is ProcessTask's answer for a write that was not applied: out
 // says why, or err that Redis stayed away (the task goes back to its
 // queue a second later without using an attempt; nothing is lost).
@@ -321,7 +344,9 @@ const ReasonBudgetExhausted = "budget_exhausted"
 //	handBack   Redis could not take a write: back a second later, no attempt used
 //
 // Every answer but the ack is a *delayed, which asynq's RetryDelayFunc and
-// IsFailure read (retryDelay, isFailure).
+// IsFailure read (RetryDelay, IsFailure). The answers that put a task back
+// without using an attempt before its call (deferUntil, deferEarly,
+// putBack) are made by admission and live there (admit.go).
 
 // answerKind is which answer a *delayed is.
 type answerKind int
@@ -440,26 +465,3 @@ func failpoint(name string) {
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // SIGKILL is not catchable; never go on past the failpoint
 }
-
-// taskLog is a task's logger: p.log with the task's agent and ID, built
-// on first use (most tasks log nothing, and slog's With allocates).
-type taskLog struct {
-	base *slog.Logger
-	env  *tasks.Envelope
-	l    *slog.Logger
-}
-
-func (t *taskLog) get() *slog.Logger {
-	if t.l == nil {
-		t.l = t.base.With("agent", t.env.Agent, "task_id", t.env.ID)
-	}
-	return t.l
-}
-
-func (t *taskLog) Debug(msg string, args ...any) { t.get().Debug(msg, args...) }
-
-func (t *taskLog) Info(msg string, args ...any) { t.get().Info(msg, args...) }
-
-func (t *taskLog) Warn(msg string, args ...any) { t.get().Warn(msg, args...) }
-
-func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }

@@ -11,6 +11,10 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
+// What an attempt leaves for settle: its result (attemptResult, the
+// kinds of attempt) and its start in the task record (attemptStart), which
+// the attempt writes and settle's steps settle.
+
 // attemptKind is what became of an attempt.
 type attemptKind int
 

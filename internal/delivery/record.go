@@ -24,14 +24,14 @@ import (
 // pipeline never looks at the record's run or state itself.
 //
 // Two completers, chosen once per worker (newCompleter): inlineCompleter
-// writes each change when it is made; ackCompleter (ack.go) also lets a
+// writes each change when it is made; ackCompleter (below) also lets a
 // success ride asynq's acknowledgement of its delivery.
 type completer interface {
 	// apply writes c for d.
 	apply(ctx context.Context, d record.Delivery, c record.Change) (record.Outcome, error)
 	// succeed writes the success c for d, or leaves it to ride asynq's
 	// ack of the delivery (rode: then it answers Applied at once, and the
-	// write reports what it finds itself, see ack.go).
+	// write reports what it finds itself, see ackCompleter).
 	succeed(ctx context.Context, d record.Delivery, c record.Change) (out record.Outcome, rode bool, err error)
 	// runState reads what a redelivery needs to know of its record.
 	runState(ctx context.Context, id string) (record.RunState, error)
@@ -40,7 +40,7 @@ type completer interface {
 	// ping reads the record's existence: it fails while Redis is away.
 	ping(ctx context.Context, id string) error
 	// output appends live output events of d's call (record.Store.Output):
-	// one try, not waiting out a Redis outage (output.go).
+	// one try, not waiting out a Redis outage (outputWriter, attempt.go).
 	output(ctx context.Context, d record.Delivery, evs []record.Event) (record.Outcome, int, error)
 }
 
