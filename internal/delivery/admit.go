@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -102,6 +103,15 @@ func (p *Executor) superseded(ctx context.Context, env *tasks.Envelope) bool {
 	return true
 }
 
+// dropRun deletes run (a restart this worker scheduled for a task that was
+// canceled meanwhile) from its queue and frees its restart-index slot.
+func (p *Executor) dropRun(ctx context.Context, run *tasks.Envelope) {
+	if p.insp != nil {
+		_ = p.insp.DeleteTask(run.Queue, run.AsynqID())
+	}
+	_ = p.restarts.Started(context.WithoutCancel(ctx), run.ID)
+}
+
 // ended reports whether a redelivery's run has already ended: its outcome
 // was recorded (succeeded, or dead-lettered: the dead letter is written
 // before the record, so a dead letter of this run counts too) but asynq
@@ -153,8 +163,14 @@ func waitUntilDue(ctx context.Context, due time.Time) error {
 	return startstop.Sleep(ctx, wait)
 }
 
+// putBack: back to the queue at once without using an attempt (the
+// worker is shutting down).
+func putBack() error {
+	return &delayed{kind: answerPutBack, cause: "interrupted by worker shutdown"}
+}
+
 // A task's deadline, in the delivery (the sweeper, for the tasks no worker
-// takes in time, is worker/sweep.go):
+// takes in time, is internal/deadline; it dead-letters through ExpireWaiting):
 //
 //   - a delivery taken at or after the deadline is dead-lettered without
 //     calling the agent (pastDeadline);
@@ -176,6 +192,27 @@ func (p *Executor) pastDeadline(ctx context.Context, log *taskLog, env *tasks.En
 	p.endRunSpan(env, nil, runDeadLettered, string(resilience.Timeout))
 	rep := p.report(env, 0, resilience.Timeout, deadlineText(env, "before the task could start"))
 	return p.deadLetter(ctx, log, env, rep, ReasonDeadlineExceeded), true
+}
+
+// ExpireWaiting dead-letters env, past its deadline while it waited in
+// state (the deadline sweep's find). expired: this call dead-lettered it;
+// err: Redis could not take the write (try again next tick).
+func (p *Executor) ExpireWaiting(ctx context.Context, env *tasks.Envelope, state string) (expired bool, err error) {
+	log := &taskLog{base: p.log, env: env}
+	rep := p.report(env, 0, resilience.Timeout, deadlineText(env, "while the task was waiting ("+state+")"))
+	answer := p.deadLetter(ctx, log, env, rep, ReasonDeadlineExceeded)
+	var d *delayed
+	if errors.As(answer, &d) {
+		return false, errors.New(d.cause)
+	}
+	return answer == nil, nil
+}
+
+// deadlineText is the error of a task whose deadline passed when (a
+// phrase: "before the task could start").
+func deadlineText(env *tasks.Envelope, when string) string {
+	return fmt.Sprintf("deadline exceeded: the task's deadline (%s) passed %s",
+		env.DeadlineTime().UTC().Format(time.RFC3339Nano), when)
 }
 
 // Budgets in the delivery (config budget on tenants and agents; the
@@ -278,6 +315,11 @@ func (p *Executor) deferBudget(ctx context.Context, log *taskLog, env *tasks.Env
 // budgetDeferCause starts the error text a budget's deferral hands asynq.
 const budgetDeferCause = "over budget"
 
+// deferUntil: a breaker's deferral; back after d without using an attempt.
+func deferUntil(d time.Duration, cause string) error {
+	return &delayed{kind: answerDefer, delay: d, cause: cause}
+}
+
 // admitted is an agent whose breaker admitted a call of the task: the
 // task's own agent, or one of its fallback agents.
 type admitted struct {
@@ -347,7 +389,7 @@ const fallbackOverLimit = "over_limit"
 const fallbackBreakerOpen = "breaker_open"
 
 // fallbackOverBudget is the class label of agentq_fallbacks_total when the
-// primary's own budget had no room and it has budget.fallback (budgets.go).
+// primary's own budget had no room and it has budget.fallback (gateBudgets).
 const fallbackOverBudget = "over_budget"
 
 // admit asks sp's breaker for a call: Allow, or AllowTask for an agent
@@ -562,16 +604,10 @@ func (p *Executor) deferLimit(ctx context.Context, log *taskLog, env *tasks.Enve
 // TaskInfo.LastErr); a breaker's close does not wake these tasks.
 const limitDeferCause = "over limit"
 
-// releaseLimit gives back a concurrency lease and wakes the key's line.
-func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission) {
-	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
-		return
-	}
-	_ = p.limiter.Release(context.WithoutCancel(ctx), sp.limits.key, a)
-	select {
-	case p.lines.get(sp.limits.key).freed <- struct{}{}:
-	default:
-	}
+// deferEarly: a limit's deferral, which may come back up to a second early
+// (it waits for the rest in its worker's line).
+func deferEarly(d time.Duration, cause string) error {
+	return &delayed{kind: answerDeferEarly, delay: d, cause: cause}
 }
 
 // of returns the budgets a call of env by sp counts against: its tenant's

@@ -26,7 +26,7 @@ import (
 )
 
 // attempt makes one attempt of env with the agent g admitted, in its
-// span (trace.go's spans: the attempt's, under the run's).
+// span (the attempt's span, under the run's: endRunSpan).
 func (p *Executor) attempt(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, g *admitted) *attemptResult {
 	actx, span := p.startAttemptSpan(ctx, env, sp, g)
 	a := p.calls(actx, log, env, sp, g)
@@ -77,6 +77,9 @@ func (p *Executor) calls(ctx context.Context, log *taskLog, env *tasks.Envelope,
 		cur = alt
 	}
 }
+
+// notRun is an attempt that must not run, answered with answer.
+func notRun(answer error) *attemptResult { return &attemptResult{kind: attemptNotRun, answer: answer} }
 
 // startAttempt records the start of attempt n: lazily for a first
 // delivery of a task's first run (beginLazy; stop ends the attempt if the
@@ -263,7 +266,7 @@ func callOutcome(class resilience.Class) string {
 // call, a failure the policy does not count (a caller's error:
 // invalid_request, context_length, … — it says nothing of the backend's
 // health either way), or a rate_limited reply that said when the key
-// resets (back-pressure: it paused the key, see pauses.go; reply is the
+// resets (back-pressure: it paused the key, see pauseView; reply is the
 // call's observed reply, nil when none was observed).
 func breakerOutcome(pol resilience.Policy, class resilience.Class, reply *agent.Reply) breaker.Outcome {
 	switch {
@@ -562,6 +565,18 @@ func (v *pauseView) paused(key string, d time.Duration) {
 func (p *Executor) releaseAdmitted(ctx context.Context, g *admitted) {
 	p.release(ctx, g.sp, g.adm)
 	p.releaseLimit(ctx, g.sp, g.lim)
+}
+
+// releaseLimit gives back a concurrency lease and wakes the key's line.
+func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission) {
+	if sp.limits == nil || p.limiter == nil || a.Lease == "" {
+		return
+	}
+	_ = p.limiter.Release(context.WithoutCancel(ctx), sp.limits.key, a)
+	select {
+	case p.lines.get(sp.limits.key).freed <- struct{}{}:
+	default:
+	}
 }
 
 // read returns what the call used, priced, and the system its reply's

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"syscall"
 	"time"
@@ -153,6 +154,29 @@ func (p *Executor) putFailed(id string, err error) error {
 	return handBack(err)
 }
 
+// taskLog is a task's logger: p.log with the task's agent and ID, built
+// on first use (most tasks log nothing, and slog's With allocates).
+type taskLog struct {
+	base *slog.Logger
+	env  *tasks.Envelope
+	l    *slog.Logger
+}
+
+func (t *taskLog) get() *slog.Logger {
+	if t.l == nil {
+		t.l = t.base.With("agent", t.env.Agent, "task_id", t.env.ID)
+	}
+	return t.l
+}
+
+func (t *taskLog) Debug(msg string, args ...any) { t.get().Debug(msg, args...) }
+
+func (t *taskLog) Info(msg string, args ...any) { t.get().Info(msg, args...) }
+
+func (t *taskLog) Warn(msg string, args ...any) { t.get().Warn(msg, args...) }
+
+func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }
+
 // answer is ProcessTask's answer for a write that was not applied: out
 // says why, or err that Redis stayed away (the task goes back to its
 // queue a second later without using an attempt; nothing is lost).
@@ -219,15 +243,6 @@ func (p *Executor) dropLeftover(queue, id string) {
 			}
 		}
 	}()
-}
-
-// dropRun deletes run (a restart this worker scheduled for a task that was
-// canceled meanwhile) from its queue and frees its restart-index slot.
-func (p *Executor) dropRun(ctx context.Context, run *tasks.Envelope) {
-	if p.insp != nil {
-		_ = p.insp.DeleteTask(run.Queue, run.AsynqID())
-	}
-	_ = p.restarts.Started(context.WithoutCancel(ctx), run.ID)
 }
 
 // awaitRedis waits (as untilRedis does) until Redis answers a read of task
@@ -298,20 +313,6 @@ func (p *Executor) endRunSpan(env *tasks.Envelope, a *attemptResult, outcome, cl
 	span.End(trace.WithTimestamp(now))
 }
 
-// ExpireWaiting dead-letters env, past its deadline while it waited in
-// state (the deadline sweep's find). expired: this call dead-lettered it;
-// err: Redis could not take the write (try again next tick).
-func (p *Executor) ExpireWaiting(ctx context.Context, env *tasks.Envelope, state string) (expired bool, err error) {
-	log := &taskLog{base: p.log, env: env}
-	rep := p.report(env, 0, resilience.Timeout, deadlineText(env, "while the task was waiting ("+state+")"))
-	answer := p.deadLetter(ctx, log, env, rep, ReasonDeadlineExceeded)
-	var d *delayed
-	if errors.As(answer, &d) {
-		return false, errors.New(d.cause)
-	}
-	return answer == nil, nil
-}
-
 // Dead-letter reasons the delivery itself gives (stable strings).
 const (
 	ReasonInvalidPayload    = "invalid_payload"
@@ -343,7 +344,9 @@ const ReasonBudgetExhausted = "budget_exhausted"
 //	handBack   Redis could not take a write: back a second later, no attempt used
 //
 // Every answer but the ack is a *delayed, which asynq's RetryDelayFunc and
-// IsFailure read (retryDelay, isFailure).
+// IsFailure read (RetryDelay, IsFailure). The answers that put a task back
+// without using an attempt before its call (deferUntil, deferEarly,
+// putBack) are made by admission and live there (admit.go).
 
 // answerKind is which answer a *delayed is.
 type answerKind int
@@ -376,23 +379,6 @@ func (d *delayed) exact() bool { return d.kind == answerRetry || d.kind == answe
 // retryAfter: a failed attempt; asynq retries it after d, counting it.
 func retryAfter(d time.Duration, cause string) error {
 	return &delayed{kind: answerRetry, delay: d, cause: cause}
-}
-
-// deferUntil: a breaker's deferral; back after d without using an attempt.
-func deferUntil(d time.Duration, cause string) error {
-	return &delayed{kind: answerDefer, delay: d, cause: cause}
-}
-
-// deferEarly: a limit's deferral, which may come back up to a second early
-// (it waits for the rest in its worker's line).
-func deferEarly(d time.Duration, cause string) error {
-	return &delayed{kind: answerDeferEarly, delay: d, cause: cause}
-}
-
-// putBack: back to the queue at once without using an attempt (the
-// worker is shutting down).
-func putBack() error {
-	return &delayed{kind: answerPutBack, cause: "interrupted by worker shutdown"}
 }
 
 // handBack: back to the queue a second later without using an attempt,
@@ -468,13 +454,6 @@ const (
 	runDeadLettered = "dead_lettered"
 	runCanceled     = "canceled"
 )
-
-// deadlineText is the error of a task whose deadline passed when (a
-// phrase: "before the task could start").
-func deadlineText(env *tasks.Envelope, when string) string {
-	return fmt.Sprintf("deadline exceeded: the task's deadline (%s) passed %s",
-		env.DeadlineTime().UTC().Format(time.RFC3339Nano), when)
-}
 
 // failpoint kills the process with SIGKILL when AGENTQ_FAILPOINT equals name
 // (a test hook; see FailpointEnv). SIGKILL runs no deferred functions and no

@@ -35,14 +35,14 @@ import (
 type Executor struct {
 	log      *slog.Logger
 	specs    map[string]*Spec
-	rec      completer // the one way to the task record (complete.go)
+	rec      completer // the one way to the task record (record.go)
 	dlq      *deadletter.Store
 	restarts *restart.Scheduler
 	rdb      redis.UniversalClient // where the tenants' lanes are (internal/broker)
 	breakers *breaker.Breakers
-	limiter  *limit.Limiter // provider limits (limits.go)
+	limiter  *limit.Limiter // provider limits (admit.go)
 	lines    limitLines     // this process's waiting lines, per limits key
-	pauses   pauseView      // pauses of pause-only keys seen by this process (pauses.go)
+	pauses   pauseView      // pauses of pause-only keys seen by this process (admit.go)
 	metrics  *Metrics
 	// onFailure hears every failed call of an agent (the worker's
 	// failure-rate alerts); never nil after New.
@@ -51,7 +51,7 @@ type Executor struct {
 	insp      *asynq.Inspector // nil: no superseded-run check (tests)
 	classify  func(error) resilience.Verdict
 	noGate    bool         // WithoutBreaker: skip Allow and Record
-	tracer    trace.Tracer // attempt and run spans (see trace.go)
+	tracer    trace.Tracer // attempt and run spans (attempt.go, end.go)
 	traced    bool         // tracer's provider is tracing.Active
 	// stopping is set when the worker starts shutting down: from then on a
 	// call's canceled context is the shutdown's, not a task's cancel.
@@ -65,13 +65,13 @@ type Executor struct {
 	// usage receives every attempt's usage: by default a usage.Recorder
 	// adding it to the fleet's totals (WithUsageSink); never nil after New.
 	usage usage.Sink
-	// meter reads, prices and counts the calls' usage (usage.go).
+	// meter reads, prices and counts the calls' usage (attempt.go).
 	meter *meter
 	// budgets are the tenants' and agents' budgets and tasks' own caps
-	// (budgets.go); nil: none (tests).
+	// (admit.go); nil: none (tests).
 	budgets *budgets
 	// acks holds quick successes' record writes until asynq's ack of
-	// their delivery (ack.go); nil: none ride it.
+	// their delivery (record.go); nil: none ride it.
 	acks *broker.Acks
 	// successes counts the successes' writes, inline or with asynq's ack.
 	successes *successes
@@ -123,7 +123,7 @@ func New(d Deps) *Executor {
 }
 
 // Acks holds quick successes' record writes until asynq's ack of their
-// delivery; nil when none ride it (see ack.go). The worker's asynq server
+// delivery; nil when none ride it (see record.go). The worker's asynq server
 // and shutdown use it.
 func (p *Executor) Acks() *broker.Acks { return p.acks }
 

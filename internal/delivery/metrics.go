@@ -45,7 +45,7 @@ type Metrics struct {
 	// tenants are the configured tenants: the only tenant names that are
 	// their own label (broker.FairConfig.Label).
 	tenants broker.FairConfig
-	// tokens and cost are the calls' usage (usage.go).
+	// tokens and cost are the calls' usage (meter.read, attempt.go).
 	tokens *prometheus.CounterVec
 	cost   *prometheus.CounterVec
 }
@@ -96,55 +96,38 @@ func (m *Metrics) runs(agents []string) {
 func NewMetrics(reg *prometheus.Registry, agents []string, tenants broker.FairConfig) *Metrics {
 	m := &Metrics{
 		reg: reg, tenants: tenants,
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_attempts_total", Help: "Agent attempts by agent, error class (\"\" on success) and outcome.",
-		}, []string{"agent", "class", "outcome"}),
+		attempts: counter("agentq_attempts_total",
+			"Agent attempts by agent, error class (\"\" on success) and outcome.", "agent", "class", "outcome"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "agentq_attempt_duration_seconds", Help: "Duration of agent attempts.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 		}, []string{"agent"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_retries_total", Help: "Retries scheduled within a run.",
-		}, []string{"agent", "class"}),
-		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_dead_letters_total", Help: "Tasks dead-lettered.",
-		}, []string{"agent", "class", "reason"}),
-		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_deferrals_total", Help: "Tasks deferred because their breaker was open or a provider limit did not admit their call.",
-		}, []string{"agent"}),
-		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_restarts_total", Help: "Restarts scheduled.",
-		}, []string{"agent", "class"}),
-		restartResults: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_restart_outcomes_total", Help: "How restarted runs ended (succeeded, dead_lettered, restarted).",
-		}, []string{"agent", "outcome"}),
+		retries: counter("agentq_retries_total",
+			"Retries scheduled within a run.", "agent", "class"),
+		deadLetters: counter("agentq_dead_letters_total",
+			"Tasks dead-lettered.", "agent", "class", "reason"),
+		deferrals: counter("agentq_deferrals_total",
+			"Tasks deferred because their breaker was open or a provider limit did not admit their call.", "agent"),
+		restarts: counter("agentq_restarts_total",
+			"Restarts scheduled.", "agent", "class"),
+		restartResults: counter("agentq_restart_outcomes_total",
+			"How restarted runs ended (succeeded, dead_lettered, restarted).", "agent", "outcome"),
 		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "agentq_breaker_state", Help: "Breaker state last seen by this worker: 0 closed, 1 half-open, 2 open.",
 		}, []string{"key"}),
-		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_breaker_rejections_total", Help: "Admissions refused by a breaker.",
-		}, []string{"key"}),
-		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentq_fallbacks_total",
-			Help: "Calls sent to a fallback agent, by primary agent, fallback agent and why: the error class of the failed call, breaker_open, over_limit or over_budget.",
-		}, []string{"agent", "fallback", "class"}),
+		rejections: counter("agentq_breaker_rejections_total",
+			"Admissions refused by a breaker.", "key"),
+		fallbacks: counter("agentq_fallbacks_total",
+			"Calls sent to a fallback agent, by primary agent, fallback agent and why: the error class of the failed call, breaker_open, over_limit or over_budget.", "agent", "fallback", "class"),
 	}
-	m.tenantTasks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_tenant_tasks_total",
-		Help: "Runs that ended on this worker (succeeded, restarted, dead_lettered), by tenant: a tenant named in the config by its name, the default tenant as default, every other as other.",
-	}, []string{"tenant", "outcome"})
-	m.limitRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_limit_refusals_total",
-		Help: "Admissions refused by a provider limit in this worker, by limits key and limit (requests, tokens, concurrency, paused); a task waiting in its worker may be refused several times.",
-	}, []string{"key", "limit"})
-	m.limitDeferrals = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_limit_deferrals_total",
-		Help: "Tasks deferred because a provider limit did not admit their call, by limits key and limit (requests, tokens, concurrency, paused).",
-	}, []string{"key", "limit"})
-	m.limitPauses = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_limit_pauses_total",
-		Help: "Fleet-wide pauses of a limits key this worker wrote (or extended) because a provider's reply said the key was exhausted.",
-	}, []string{"key"})
+	m.tenantTasks = counter("agentq_tenant_tasks_total",
+		"Runs that ended on this worker (succeeded, restarted, dead_lettered), by tenant: a tenant named in the config by its name, the default tenant as default, every other as other.", "tenant", "outcome")
+	m.limitRefusals = counter("agentq_limit_refusals_total",
+		"Admissions refused by a provider limit in this worker, by limits key and limit (requests, tokens, concurrency, paused); a task waiting in its worker may be refused several times.", "key", "limit")
+	m.limitDeferrals = counter("agentq_limit_deferrals_total",
+		"Tasks deferred because a provider limit did not admit their call, by limits key and limit (requests, tokens, concurrency, paused).", "key", "limit")
+	m.limitPauses = counter("agentq_limit_pauses_total",
+		"Fleet-wide pauses of a limits key this worker wrote (or extended) because a provider's reply said the key was exhausted.", "key")
 	m.reg.MustRegister(m.limitRefusals, m.limitDeferrals, m.limitPauses, m.tenantTasks, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
 		m.restarts, m.restartResults, m.breakerState, m.rejections, m.fallbacks)
 	m.usageSeries()
@@ -174,13 +157,14 @@ func newMeter(cfg *config.Config, m *Metrics) *meter { return &meter{prices: cfg
 
 // usageSeries adds the usage counters to m.
 func (m *Metrics) usageSeries() {
-	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_tokens_total",
-		Help: "Tokens the agents' calls reported, by agent, tenant (named tenants of the config, default, the rest other), model (priced models, the rest other) and kind (input, output, cached: cached is a part of input).",
-	}, []string{"agent", "tenant", "model", "kind"})
-	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "agentq_cost_usd_total",
-		Help: "Cost in USD of the tokens the agents' calls reported, by the config's pricing; by agent, tenant and model (as agentq_tokens_total).",
-	}, []string{"agent", "tenant", "model"})
+	m.tokens = counter("agentq_tokens_total",
+		"Tokens the agents' calls reported, by agent, tenant (named tenants of the config, default, the rest other), model (priced models, the rest other) and kind (input, output, cached: cached is a part of input).", "agent", "tenant", "model", "kind")
+	m.cost = counter("agentq_cost_usd_total",
+		"Cost in USD of the tokens the agents' calls reported, by the config's pricing; by agent, tenant and model (as agentq_tokens_total).", "agent", "tenant", "model")
 	m.reg.MustRegister(m.tokens, m.cost)
+}
+
+// counter is a counter series named name, with help, by labels.
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }

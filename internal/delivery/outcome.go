@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
@@ -9,6 +10,10 @@ import (
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
+
+// What an attempt leaves for settle: its result (attemptResult, the
+// kinds of attempt) and its start in the task record (attemptStart), which
+// the attempt writes and settle's steps settle.
 
 // attemptKind is what became of an attempt.
 type attemptKind int
@@ -64,5 +69,95 @@ func (c callResult) report(env *tasks.Envelope, served *Spec, n int, worker stri
 		ErrorClass: string(c.verdict.Class), Error: c.errText, Duration: c.elapsed, Usage: c.usage}
 }
 
-// notRun is an attempt that must not run, answered with answer.
-func notRun(answer error) *attemptResult { return &attemptResult{kind: attemptNotRun, answer: answer} }
+// applied reports whether a write was applied.
+func applied(out record.Outcome, err error) bool { return err == nil && out == record.Applied }
+
+// beginGrace is how long a first delivery's call may run before its start
+// is written to the task record. A call that ends sooner has its start
+// written together with its outcome (one write instead of two); a longer
+// one shows as "active" from beginGrace on.
+const beginGrace = 50 * time.Millisecond
+
+// attemptStart is the start of one attempt in the task record.
+//
+// A redelivery (asynq retry count > 0) may belong to a superseded run, so
+// its start is written, and fenced, before its agent runs (beginNow). A
+// first delivery is not fenced first: the only stale first delivery is one
+// asynq put back at a shutdown deadline after its worker had recorded the
+// next run, and the checked write of its outcome still refuses it. Its
+// start is written beginGrace into the call (beginLazy), or with the
+// attempt's outcome if the call ends sooner: every change of an attempt
+// carries its start (record.Change.Start), so the outcome's write counts
+// the attempt whether or not the start was written.
+//
+// Its methods run on the handler's goroutine; the lazy start runs on a
+// timer's, and closing fired orders its outcome before settle reads it.
+type attemptStart struct {
+	rec completer
+	d   record.Delivery
+
+	timer *time.Timer   // the lazy start; nil once settled or when begun at once
+	fired chan struct{} // closed when the lazy start has returned
+	out   record.Outcome
+	err   error
+	// written: the start is in the record.
+	written bool
+}
+
+// beginNow writes the start now (a redelivery, a later run); a start that
+// is not Applied means the delivery must not run.
+func beginNow(ctx context.Context, rec completer, d record.Delivery) (*attemptStart, record.Outcome, error) {
+	out, err := rec.apply(ctx, d, record.Started())
+	return &attemptStart{rec: rec, d: d, written: applied(out, err)}, out, err
+}
+
+// beginLazy schedules the start's write beginGrace from now (a first
+// delivery). When it finds the task canceled (a cancel that came as the
+// delivery was dequeued, whose stop message the worker missed), it calls
+// stop, which ends the attempt's context: the agent is stopped.
+func beginLazy(ctx context.Context, rec completer, d record.Delivery, stop func()) *attemptStart {
+	a := &attemptStart{rec: rec, d: d, fired: make(chan struct{})}
+	bg := context.WithoutCancel(ctx)
+	a.timer = time.AfterFunc(beginGrace, func() {
+		defer close(a.fired)
+		a.out, a.err = a.rec.apply(bg, d, record.Started())
+		a.written = applied(a.out, a.err)
+		if a.out == record.Canceled && a.err == nil && stop != nil {
+			stop()
+		}
+	})
+	return a
+}
+
+// settle ends the lazy start: it stops it if it has not fired, or waits
+// for it, and returns what its write found (Applied when it never ran).
+// A lazy start that failed for Redis counts as not written: the outcome
+// writes it.
+func (a *attemptStart) settle() record.Outcome {
+	if a.timer != nil {
+		if !a.timer.Stop() { // fired: wait for its write
+			<-a.fired
+		}
+		a.timer = nil
+	}
+	return a.out
+}
+
+// ensure makes sure the start is in the record before a step that must
+// not follow a superseded run (scheduling a restart, dead-lettering).
+func (a *attemptStart) ensure(ctx context.Context) (record.Outcome, error) {
+	if out := a.settle(); out != record.Applied || a.written {
+		return out, nil
+	}
+	out, err := a.rec.apply(ctx, a.d, record.Started())
+	a.written = applied(out, err)
+	return out, err
+}
+
+// apply records a change of the attempt (with its start).
+func (a *attemptStart) apply(ctx context.Context, c record.Change) (record.Outcome, error) {
+	if out := a.settle(); out != record.Applied {
+		return out, nil
+	}
+	return a.rec.apply(ctx, a.d, c)
+}

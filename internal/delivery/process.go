@@ -12,7 +12,7 @@ import (
 
 // ProcessTask implements asynq.Handler: one delivery, from its payload to
 // its answer. It never panics on a task and returns an error only to ask
-// asynq for a (possibly free) retry (see answer.go).
+// asynq for a (possibly free) retry (end.go).
 func (p *Executor) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
 	defer p.recoverPanic(&err)
 	return toAsynq(p.execute(ctx, t))

@@ -89,7 +89,7 @@ func runOutcome(action resilience.Action) string {
 }
 
 // succeed records the attempt's success and acks the task; the write may
-// ride asynq's ack (ack.go).
+// ride asynq's ack (record.go).
 func (p *Executor) succeed(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
 	if out := a.start.settle(); out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)

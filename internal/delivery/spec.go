@@ -21,7 +21,7 @@ type limitSpec struct {
 	// pauseOnly: the agent configures no limits, but it is an HTTP agent,
 	// whose provider's replies may still pause key (its breaker key)
 	// fleet-wide: its calls honour the pause, read from Redis at most once
-	// per pauseCheckEvery per process (pauses.go), and nothing else.
+	// per pauseCheckEvery per process (admit.go), and nothing else.
 	pauseOnly bool
 }
 
@@ -63,9 +63,9 @@ type Spec struct {
 	// probed: the agent has a health probe (the worker runs it), and its
 	// tasks are never half-open trials.
 	probed bool
-	// limits are the agent's provider limits; nil: none (limits.go).
+	// limits are the agent's provider limits; nil: none (admit.go).
 	limits *limitSpec
-	// budget is the agent's budget; nil: none (budgets.go).
+	// budget is the agent's budget; nil: none (admit.go).
 	budget *budget.Budget
 	// budgetFallback: over its budget, the agent's tasks go to its
 	// fallback agents instead of waiting (config budget.fallback).

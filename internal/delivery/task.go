@@ -2,35 +2,9 @@ package delivery
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/hibiken/asynq"
-
-	"github.com/agentq/agentq/tasks"
 )
-
-// taskLog is a task's logger: p.log with the task's agent and ID, built
-// on first use (most tasks log nothing, and slog's With allocates).
-type taskLog struct {
-	base *slog.Logger
-	env  *tasks.Envelope
-	l    *slog.Logger
-}
-
-func (t *taskLog) get() *slog.Logger {
-	if t.l == nil {
-		t.l = t.base.With("agent", t.env.Agent, "task_id", t.env.ID)
-	}
-	return t.l
-}
-
-func (t *taskLog) Debug(msg string, args ...any) { t.get().Debug(msg, args...) }
-
-func (t *taskLog) Info(msg string, args ...any) { t.get().Info(msg, args...) }
-
-func (t *taskLog) Warn(msg string, args ...any) { t.get().Warn(msg, args...) }
-
-func (t *taskLog) Error(msg string, args ...any) { t.get().Error(msg, args...) }
 
 // meta is what asynq tells a handler of the delivery it runs: the
 // delivery's asynq task ID, its queue and how many failed deliveries of

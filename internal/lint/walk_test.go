@@ -42,6 +42,8 @@ type walkFigures struct {
 	Entered map[string]int
 	// Crossings are the returns: "caller (file) -> callee (file)".
 	Crossings []string
+	// Path is the stops in the walk's order: "file: function".
+	Path []string
 }
 
 // moduleSource is the module's packages that pattern depends on (itself
@@ -247,6 +249,7 @@ func (m *moduleSource) walk(entry *types.Func, within string) walkFigures {
 	root := m.decls[entry]
 	w.seen[root] = true
 	w.fig.Stops = 1
+	w.fig.Path = append(w.fig.Path, filepath.Base(m.file(root))+": "+root.Name.Name)
 	w.moveTo(m.file(root))
 	w.visit(root)
 	w.fig.Files = len(w.been)
@@ -274,6 +277,7 @@ func (w *walker) visit(fd *ast.FuncDecl) {
 		if f != w.at && w.been[f] {
 			w.fig.Crossings = append(w.fig.Crossings, fd.Name.Name+" ("+filepath.Base(here)+") -> "+c.Name.Name+" ("+filepath.Base(f)+")")
 		}
+		w.fig.Path = append(w.fig.Path, filepath.Base(f)+": "+c.Name.Name)
 		w.moveTo(f)
 		w.visit(c)
 	}
