@@ -594,7 +594,7 @@ func (mt *meter) model(u usage.Usage) string {
 }
 
 // used counts a call's usage u (served by agent, for env's tenant) in the
-// metrics and hands it to sink (the worker's: WithUsageSink, by default
+// metrics and hands it to sink (the worker's: withUsageSink, by default
 // the fleet's totals; nil: none); nothing for a call without usage.
 func (mt *meter) used(env *tasks.Envelope, agentLabel string, u usage.Usage, at time.Time, sink usage.Sink) {
 	if u.IsZero() {
