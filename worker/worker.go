@@ -192,7 +192,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	}
 	w.exec = delivery.New(delivery.Deps{
 		Config: cfg, Log: o.logger, Specs: specs, RDB: rdb, Batch: batch, Records: w.rec,
-		DLQ:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
+		DLQ:      deadletter.NewStore(rdb, deadletter.WithWaitReplicas(rep.Replicas, rep.Timeout, rep.OnShort)),
 		Restarts: w.restarts, Breakers: w.breakers, Metrics: m.delivery, Replicas: rep.Replicas,
 		OnFailure: w.alerts.failure, WorkerID: w.id, Inspector: w.insp, Classify: classifier.Classify,
 		NoGate: o.noGate, Tracer: o.tp, Track: w.hb.Track, Charts: w.charts, Usage: w.usage,

@@ -570,7 +570,7 @@ func (p *Executor) releaseAdmitted(ctx context.Context, g *admitted) {
 // reply's body (f.Text) when it reports usage. The model is the reply's,
 // else the one the task's params name (Bedrock's replies name none).
 func (mt *meter) read(params, data json.RawMessage, runErr error, reply agent.Reply) (usage.Usage, string) {
-	u, system := agent.UsageOf(data, reply.Usage)
+	u, system := usage.Of(data, reply.Usage)
 	var f *resilience.Failure
 	if u.IsZero() && errors.As(runErr, &f) && f.Text != "" {
 		u, system = usage.Parse([]byte(f.Text))

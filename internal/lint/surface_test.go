@@ -57,11 +57,9 @@ var knownLeaks = map[string]bool{
 	"github.com/agentq/agentq/internal/record.Event":      true,
 	"github.com/agentq/agentq/internal/record.State":      true,
 	"github.com/agentq/agentq/internal/record.View":       true,
-	"github.com/agentq/agentq/internal/redisx.Runner":     true,
 	"github.com/agentq/agentq/internal/schedule.Def":      true,
 	"github.com/agentq/agentq/internal/usage.Price":       true,
 	"github.com/agentq/agentq/internal/usage.Prices":      true,
-	"github.com/agentq/agentq/internal/usage.Usage":       true,
 	"github.com/agentq/agentq/internal/webhook.Hook":      true,
 }
 
