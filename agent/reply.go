@@ -37,22 +37,10 @@ func ObserveReply(ctx context.Context, r Reply) {
 	}
 }
 
-// UsageTokens returns the tokens a call used (its TotalTokens, see
-// UsageOf); 0 when none is found.
+// UsageTokens returns the tokens a call used (the TotalTokens of the
+// reply's usage field, else of its result data read as a provider's
+// reply); 0 when none is found.
 func UsageTokens(data, used json.RawMessage) int64 {
-	u, _ := UsageOf(data, used)
+	u, _ := usage.Of(data, used)
 	return u.TotalTokens
-}
-
-// UsageOf returns what a call used: the "usage" field of an
-// ActionResponse when set (usage.Object: a usage object of any provider's
-// shape, or a bare number of tokens), else the usage of the result data
-// read as a provider's reply (usage.Parse: OpenAI, Anthropic, Gemini,
-// Bedrock Converse, an assembled stream), and the system its shape names
-// (usage.SystemOpenAI, …; "" when unknown). Zero when none is found.
-func UsageOf(data, used json.RawMessage) (usage.Usage, string) {
-	if u, system := usage.Object(used); !u.IsZero() {
-		return u, system
-	}
-	return usage.Parse(data)
 }

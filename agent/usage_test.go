@@ -126,7 +126,7 @@ data: {"type":"message_stop"}`},
 			require.NoError(t, err)
 			data, err := h.Run(context.Background(), agent.Request{TaskID: "t", Agent: "a", Params: json.RawMessage(`{}`)})
 			require.NoError(t, err)
-			u, system := agent.UsageOf(data, nil)
+			u, system := usage.Of(data, nil)
 			require.Equal(t, tc.want, u)
 			require.Equal(t, tc.system, system)
 		})

@@ -511,7 +511,7 @@ func storeWork(split bool) func(rdb redis.UniversalClient) func(context.Context,
 			if err != nil {
 				return err
 			}
-			d := record.Delivery{ID: env.ID, Run: env.Run, Restarts: env.Restarts, Attempt: 1, Seed: env.Seed()}
+			d := record.Delivery{ID: env.ID, Run: env.Run, Restarts: env.Restarts, Attempt: 1, Seed: record.SeedOf(env)}
 			ok := record.Succeeded(record.Attempt{Attempt: 1, Agent: env.Agent}, nil)
 			if split {
 				if _, err := st.Apply(ctx, d, record.Started()); err != nil {

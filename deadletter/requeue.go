@@ -47,7 +47,7 @@ func (s *Store) RequeueTaskRun(ctx context.Context, client *tasks.Client, id str
 			return err
 		}
 		// The new run number fences any stale delivery of the old run.
-		return client.Store().Record().Requeued(ctx, record.Delivery{ID: env.ID, Run: env.Run, Seed: env.Seed()}, e.Attempts, e.History,
+		return record.StoreOf(client.Store()).Requeued(ctx, record.Delivery{ID: env.ID, Run: env.Run, Seed: record.SeedOf(env)}, e.Attempts, e.History,
 			tasks.Event{Event: tasks.EventRequeued, Agent: env.Agent, ErrorClass: e.ErrorClass, Error: "requeued from the dead letters"})
 	})
 }

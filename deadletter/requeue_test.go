@@ -22,7 +22,7 @@ func deadTask(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store, id s
 	ctx := context.Background()
 	st := record.NewStore(rdb)
 	env := &tasks.Envelope{ID: id, Agent: "llm", Action: "chat", Queue: tasks.DefaultQueue, CorrelationID: "c-" + id, EnqueuedAt: base}
-	_, err := st.Create(ctx, record.New{ID: id, Seed: env.Seed(), State: tasks.StatePending})
+	_, err := st.Create(ctx, record.New{ID: id, Seed: record.SeedOf(env), State: tasks.StatePending})
 	require.NoError(t, err)
 	_, err = st.Apply(ctx, record.Delivery{ID: id, Attempt: 1}, record.DeadLettered(record.Attempt{Attempt: 1, Agent: "llm",
 		ErrorClass: "invalid_request", Error: "bad"}, deadletter.ReasonNotRetryable))

@@ -59,7 +59,7 @@ var errConflict = errors.New("dead letter changed concurrently too many times")
 type Store struct {
 	rdb    redis.UniversalClient
 	now    func() time.Time
-	writes redisx.Runner // runs Put's script: redisx.Direct, or WithScriptRunner's
+	writes redisx.Runner // runs Put's script: redisx.Direct, or WithWaitReplicas'
 }
 
 // Option configures a Store.
@@ -75,10 +75,17 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// WithScriptRunner runs Put's writes through r (the worker passes one that
-// waits for replicas, redis.wait_replicas). Nil (the default) means one
-// plain round trip per call.
-func WithScriptRunner(r redisx.Runner) Option { return func(s *Store) { s.writes = r } }
+// WithWaitReplicas makes Put's writes wait until n replicas have them
+// (Redis WAIT, each at most timeout; zero: 1s), as the worker's
+// redis.wait_replicas asks. onShort, when not nil, makes a wait that ends
+// short best-effort: it gets the error and Put's outcome, which is on the
+// master, stands; when nil, Put fails. Without it (the default) each write
+// is one plain round trip.
+func WithWaitReplicas(n int, timeout time.Duration, onShort func(error)) Option {
+	return func(s *Store) {
+		s.writes = redisx.Replicated(s.rdb, redisx.Replication{Replicas: n, Timeout: timeout, OnShort: onShort})
+	}
+}
 
 // NewStore returns a store on rdb.
 func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {

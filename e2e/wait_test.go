@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/tasks"
 )
@@ -142,7 +143,7 @@ agents:
 	_ = resp.Body.Close()
 	all := append(first, rest...)
 	require.Equal(t, "succeeded", all[len(all)-1].event, "the stream ends with the terminal event")
-	evs, _, err := tasks.NewStore(rdb).Record().Events(context.Background(), "stream-1", 0)
+	evs, _, err := record.StoreOf(tasks.NewStore(rdb)).Events(context.Background(), "stream-1", 0)
 	require.NoError(t, err)
 	require.Len(t, all, len(evs), "every event once")
 	for i, ev := range all {

@@ -175,7 +175,7 @@ agents:
 
 	// The terminal writes, paced, from a few writers; each waiter's
 	// latency is from just before its task's write.
-	rec := tasks.NewStore(rdb).Record()
+	rec := record.StoreOf(tasks.NewStore(rdb))
 	wrote := make([]time.Time, n)
 	var wwg sync.WaitGroup
 	const writers = 4

@@ -65,13 +65,13 @@ func TestCancel(t *testing.T) {
 
 	t.Run("restarting", func(t *testing.T) {
 		env := &Envelope{ID: "c-restart", Agent: "tool", Queue: DefaultQueue, EnqueuedAt: time.Now()}
-		_, err := c.Store().Record().Create(ctx, record.New{ID: env.ID, Seed: env.Seed(), State: StateActive})
+		_, err := c.store.rec.Create(ctx, record.New{ID: env.ID, Seed: env.seed(), State: StateActive})
 		require.NoError(t, err)
 		next := *env
 		next.Run, next.Restarts = 1, 1
 		require.NoError(t, c.EnqueueRun(ctx, &next, time.Hour))
 		require.NoError(t, rdb.ZAdd(ctx, rkeys.RestartPending(), redis.Z{Score: 1, Member: "c-restart"}).Err())
-		out, err := c.Store().Record().Apply(ctx, delivery(env, 1), record.Restarting(record.Attempt{Attempt: 1, ErrorClass: "timeout"},
+		out, err := c.store.rec.Apply(ctx, delivery(env, 1), record.Restarting(record.Attempt{Attempt: 1, ErrorClass: "timeout"},
 			record.NextRun{Run: next.Run, Restarts: next.Restarts}, time.Hour))
 		require.NoError(t, err)
 		require.Equal(t, record.Applied, out)
@@ -90,7 +90,7 @@ func TestCancel(t *testing.T) {
 		_, err := c.Enqueue(ctx, Task{ID: "c-active", Agent: "tool"})
 		require.NoError(t, err)
 		env := &Envelope{ID: "c-active", Agent: "tool", Queue: DefaultQueue}
-		out, err := c.Store().Record().Apply(ctx, delivery(env, 1), record.Started())
+		out, err := c.store.rec.Apply(ctx, delivery(env, 1), record.Started())
 		require.NoError(t, err)
 		require.Equal(t, record.Applied, out)
 		// asynq holds the run as active: DeleteTask refuses, CancelProcessing is published.
@@ -129,7 +129,7 @@ func TestCancel(t *testing.T) {
 				record.DeadLettered(a, "not_retryable"),
 				record.Deferred(a, "breaker open", time.Second),
 			} {
-				out, err := c.Store().Record().Apply(ctx, d, ch)
+				out, err := c.store.rec.Apply(ctx, d, ch)
 				require.NoError(t, err)
 				require.Equal(t, record.Canceled, out, "run %d: %+v", d.Run, ch)
 			}
@@ -141,7 +141,7 @@ func TestCancel(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, StateCanceled, v.State)
 		require.Equal(t, EventTaskCanceled, v.History[len(v.History)-1].Event, "nothing was written after the cancel")
-		rs, err := c.Store().Record().RunState(ctx, "c-active")
+		rs, err := c.store.rec.RunState(ctx, "c-active")
 		require.NoError(t, err)
 		require.True(t, rs.Ended(0))
 		require.True(t, rs.Ended(3), "a cancel ends every run")
@@ -159,7 +159,7 @@ func TestCancel(t *testing.T) {
 
 		_, err = c.Enqueue(ctx, Task{ID: "c-done", Agent: "tool"})
 		require.NoError(t, err)
-		out, err := c.Store().Record().Apply(ctx, delivery(&Envelope{ID: "c-done", Agent: "tool"}, 1), record.Succeeded(record.Attempt{Attempt: 1}, nil))
+		out, err := c.store.rec.Apply(ctx, delivery(&Envelope{ID: "c-done", Agent: "tool"}, 1), record.Succeeded(record.Attempt{Attempt: 1}, nil))
 		require.NoError(t, err)
 		require.Equal(t, record.Applied, out)
 		_, err = c.Cancel(ctx, "c-done", "")

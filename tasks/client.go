@@ -390,11 +390,11 @@ func firstState(delay time.Duration) State {
 
 // newRecord is the record of env, enqueued in state after delay.
 func newRecord(env *Envelope, state State, delay time.Duration) record.New {
-	return record.New{ID: env.ID, Seed: env.Seed(), State: state, Delay: delay}
+	return record.New{ID: env.ID, Seed: env.seed(), State: state, Delay: delay}
 }
 
-// Seed is the part of env's record that enqueueing it writes.
-func (env *Envelope) Seed() record.Seed {
+// seed is the part of env's record that enqueueing it writes.
+func (env *Envelope) seed() record.Seed {
 	return record.Seed{Agent: env.Agent, Action: env.Action, Queue: env.Queue, CorrelationID: env.CorrelationID,
 		EnqueuedAt: env.EnqueuedAt, Deadline: env.DeadlineTime(), Notify: env.Notify,
 		Tenant: env.Tenant, Priority: NormPriority(env.Priority)}

@@ -56,7 +56,7 @@ func TestClientConformance(t *testing.T) {
 			})
 
 			t.Run("apply fences stale runs", func(t *testing.T) {
-				rec := c.Store().Record()
+				rec := c.store.rec
 				out, err := rec.Apply(ctx, delivery(&Envelope{ID: "job-2", Agent: "tool", Run: 1}, 1), record.Started())
 				require.NoError(t, err)
 				require.Equal(t, record.Applied, out, "a missing record is seeded")
@@ -75,7 +75,7 @@ func TestClientConformance(t *testing.T) {
 			})
 
 			t.Run("apply records start and outcome in one step", func(t *testing.T) {
-				rec := c.Store().Record()
+				rec := c.store.rec
 				res, err := c.Enqueue(ctx, Task{ID: "job-4", Agent: "tool", CorrelationID: "corr"})
 				require.NoError(t, err)
 				require.Equal(t, StatePending, res.State)
@@ -290,5 +290,5 @@ func TestCloseLeavesRedisOpen(t *testing.T) {
 
 // delivery is the record's Delivery of env's attempt (as the worker makes it).
 func delivery(env *Envelope, attempt int) record.Delivery {
-	return record.Delivery{ID: env.ID, Run: env.Run, Restarts: env.Restarts, Attempt: attempt, Seed: env.Seed()}
+	return record.Delivery{ID: env.ID, Run: env.Run, Restarts: env.Restarts, Attempt: attempt, Seed: env.seed()}
 }

@@ -78,6 +78,11 @@ func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
 	return s.rec.History(ctx, id)
 }
 
-// Record is the store's writer, for agentq's own packages (its type is
-// internal: a program outside agentq cannot name it).
-func (s *Store) Record() *record.Store { return s.rec }
+// The record behind a Store and an Envelope, for agentq's own packages
+// (record.StoreOf, record.SeedOf): their types are internal, which a
+// program outside agentq cannot name, so tasks' API does not show them.
+func init() {
+	record.SetBehind(
+		func(s any) *record.Store { return s.(*Store).rec },
+		func(env any) record.Seed { return env.(*Envelope).seed() })
+}

@@ -17,7 +17,7 @@ import (
 // that waits for many tasks at once should share one notifier (the HTTP
 // API's GET /api/v1/tasks/{id}?wait= does).
 func (c *Client) Wait(ctx context.Context, id string) (*View, error) {
-	h := notify.New(c.store.rdb, c.store.Record(), notify.Options{Shards: 1, Logger: slog.New(slog.DiscardHandler)})
+	h := notify.New(c.store.rdb, c.store.rec, notify.Options{Shards: 1, Logger: slog.New(slog.DiscardHandler)})
 	h.Start(context.Background())
 	defer h.Stop()
 	if _, err := h.Wait(ctx, id); err != nil {

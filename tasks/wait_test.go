@@ -33,7 +33,7 @@ func TestClientWait(t *testing.T) {
 				}
 				got <- v
 			}()
-			rec := c.Store().Record()
+			rec := record.StoreOf(c.Store())
 			require.Eventually(t, func() bool {
 				v, err := rdb.HGet(ctx, "agentq:{task:w}", record.FieldWatch).Result()
 				return err == nil && v == "1"

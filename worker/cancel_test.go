@@ -181,7 +181,7 @@ agents:
 	st := record.NewStore(rdb)
 	c := tasks.NewClient(rdb)
 	env := &tasks.Envelope{ID: "missed", Agent: "slow", Queue: tasks.DefaultQueue, EnqueuedAt: time.Now().UTC()}
-	_, err := st.Create(ctx, record.New{ID: env.ID, Seed: env.Seed(), State: tasks.StateCanceled})
+	_, err := st.Create(ctx, record.New{ID: env.ID, Seed: record.SeedOf(env), State: tasks.StateCanceled})
 	require.NoError(t, err)
 	require.NoError(t, c.EnqueueRun(ctx, env, 0))
 	select {
@@ -192,7 +192,7 @@ agents:
 	asynqGone(t, rdb, "missed", 10*time.Second)
 
 	later := &tasks.Envelope{ID: "later", Agent: "slow", Queue: tasks.DefaultQueue, EnqueuedAt: time.Now().UTC()}
-	_, err = st.Create(ctx, record.New{ID: later.ID, Seed: later.Seed(), State: tasks.StateCanceled})
+	_, err = st.Create(ctx, record.New{ID: later.ID, Seed: record.SeedOf(later), State: tasks.StateCanceled})
 	require.NoError(t, err)
 	later.Run, later.Restarts = 1, 1
 	require.NoError(t, c.EnqueueRun(ctx, later, 0))

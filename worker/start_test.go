@@ -110,7 +110,7 @@ func TestStaleFirstDelivery(t *testing.T) {
 			c := tasks.NewClient(rdb)
 			st := c.Store()
 			// The record is at run 1; run 0 is delivered again.
-			_, err := st.Record().Apply(ctx, record.Delivery{ID: "t", Run: 1, Attempt: 1, Seed: record.Seed{Agent: "tool"}}, record.Started())
+			_, err := record.StoreOf(st).Apply(ctx, record.Delivery{ID: "t", Run: 1, Attempt: 1, Seed: record.Seed{Agent: "tool"}}, record.Started())
 			require.NoError(t, err)
 			before, err := st.Get(ctx, "t")
 			require.NoError(t, err)

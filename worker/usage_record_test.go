@@ -93,7 +93,7 @@ tenants:
   acme: {weight: 1}
 pricing:
   gpt-4o: {input_per_mtok: 2.5, output_per_mtok: 10, cached_input_per_mtok: 1.25}
-`, srv.URL), WithUsageSink(sink), WithTracerProvider(tp))
+`, srv.URL), withUsageSink(sink), WithTracerProvider(tp))
 	c := tasks.NewClient(rdb)
 	_, err := c.Enqueue(context.Background(), tasks.Task{ID: "use-1", Agent: "llm", Tenant: "acme",
 		Params: json.RawMessage(`{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`)})
@@ -167,7 +167,7 @@ pricing:
 func TestUsageNoneNoCost(t *testing.T) {
 	t.Parallel()
 	sink := &sinkRecorder{}
-	w, rdb := runWorker(t, tracedYAML, WithAgent("llm", &flakyTraced{}), WithUsageSink(sink))
+	w, rdb := runWorker(t, tracedYAML, WithAgent("llm", &flakyTraced{}), withUsageSink(sink))
 	_, err := tasks.NewClient(rdb).Enqueue(context.Background(), tasks.Task{ID: "nouse-1", Agent: "llm"})
 	require.NoError(t, err)
 	v := waitState(t, rdb, "nouse-1", 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })

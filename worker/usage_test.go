@@ -50,14 +50,14 @@ type sinkFunc func(usage.Entry)
 
 func (f sinkFunc) Add(e usage.Entry) { f(e) }
 
-// TestWithUsageSink: a sink given as an option replaces the recorder.
-func TestWithUsageSink(t *testing.T) {
+// TestWorkerUsageSinkOption: a sink given as an option replaces the recorder.
+func TestWorkerUsageSinkOption(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	var mu sync.Mutex
 	var got []usage.Entry
 	s := sinkFunc(func(e usage.Entry) { mu.Lock(); got = append(got, e); mu.Unlock() })
-	w := newTestWorker(t, srv, "", "", WithUsageSink(s))
+	w := newTestWorker(t, srv, "", "", withUsageSink(s))
 	w.usage.Add(usage.Entry{Agent: "a"})
 	require.Len(t, got, 1)
 	_, isRec := w.usage.(*usage.Recorder)

@@ -82,11 +82,12 @@ func WithoutBreaker() Option { return func(o *options) { o.noGate = true } }
 // tracing.Active (no-op) costs nothing.
 func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options) { o.tp = tp } }
 
-// WithUsageSink sends every attempt's usage to s instead of the worker's
-// own usage.Recorder (the fleet's totals in Redis). A sink that is also a
-// startstop.Service (a *usage.Recorder) is started and stopped with the
-// worker's other background components.
-func WithUsageSink(s usage.Sink) Option { return func(o *options) { o.sink = s } }
+// withUsageSink sends every attempt's usage to s instead of the worker's
+// own usage.Recorder (the fleet's totals in Redis): the worker's tests
+// (unexported: usage.Sink is internal, a public option would name it). A
+// sink that is also a startstop.Service (a *usage.Recorder) is started and
+// stopped with the worker's other background components.
+func withUsageSink(s usage.Sink) Option { return func(o *options) { o.sink = s } }
 
 // Worker runs tasks from Redis until its context ends.
 type Worker struct {
@@ -191,7 +192,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	}
 	w.exec = delivery.New(delivery.Deps{
 		Config: cfg, Log: o.logger, Specs: specs, RDB: rdb, Batch: batch, Records: w.rec,
-		DLQ:      deadletter.NewStore(rdb, deadletter.WithScriptRunner(redisx.Replicated(rdb, rep))),
+		DLQ:      deadletter.NewStore(rdb, deadletter.WithWaitReplicas(rep.Replicas, rep.Timeout, rep.OnShort)),
 		Restarts: w.restarts, Breakers: w.breakers, Metrics: m.delivery, Replicas: rep.Replicas,
 		OnFailure: w.alerts.failure, WorkerID: w.id, Inspector: w.insp, Classify: classifier.Classify,
 		NoGate: o.noGate, Tracer: o.tp, Track: w.hb.Track, Charts: w.charts, Usage: w.usage,
@@ -501,13 +502,10 @@ func (w *Worker) OpsHandler() http.Handler {
 	})
 }
 
-// AgentSummary is one agent's health (the /api/v1/agents view).
-type AgentSummary = inspect.AgentSummary
-
 // agentSummaries lists the worker's agents through inspect.AgentRefsOf,
 // the builder the HTTP API and the console use too: the settings shown are
 // config.Config.Agent's, the ones buildSpec ran the agents with.
-func (w *Worker) agentSummaries(ctx context.Context) ([]AgentSummary, error) {
+func (w *Worker) agentSummaries(ctx context.Context) ([]inspect.AgentSummary, error) {
 	return inspect.Summaries(ctx, w.rdb, w.breakers, inspect.AgentRefsOf(w.cfg, w.Agents()))
 }
 

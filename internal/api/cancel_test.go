@@ -60,7 +60,7 @@ func TestCancelTask(t *testing.T) {
 	requireError(t, r, http.StatusConflict, api.CodeTaskEnded, "canceled")
 	require.Equal(t, "canceled", r.json["state"])
 
-	_, err = e.store.Record().Create(ctx, record.New{ID: "done", Seed: record.Seed{Agent: "tool"}, State: tasks.StateSucceeded})
+	_, err = record.StoreOf(e.store).Create(ctx, record.New{ID: "done", Seed: record.Seed{Agent: "tool"}, State: tasks.StateSucceeded})
 	require.NoError(t, err)
 	r = do(t, "POST", e.url+"/api/v1/tasks/done/cancel", token, "")
 	requireError(t, r, http.StatusConflict, api.CodeTaskEnded, "succeeded")

@@ -35,7 +35,7 @@ func finish(t *testing.T, e env, id string, c record.Change) {
 	ctx := context.Background()
 	d := record.Delivery{ID: id, Attempt: 1}
 	for _, ch := range []record.Change{record.Started(), c} {
-		out, err := e.store.Record().Apply(ctx, d, ch)
+		out, err := record.StoreOf(e.store).Apply(ctx, d, ch)
 		require.NoError(t, err)
 		require.Equal(t, record.Applied, out)
 	}
@@ -172,15 +172,15 @@ func TestEventStream(t *testing.T) {
 	}
 	ctx := context.Background()
 	d := record.Delivery{ID: "s1", Attempt: 1}
-	_, err := e.store.Record().Apply(ctx, d, record.Started())
+	_, err := record.StoreOf(e.store).Apply(ctx, d, record.Started())
 	require.NoError(t, err)
-	_, _, err = e.store.Record().Output(ctx, d, []record.Event{{Event: record.EventProgress, Data: []byte(`{"pct":50}`)}})
+	_, _, err = record.StoreOf(e.store).Output(ctx, d, []record.Event{{Event: record.EventProgress, Data: []byte(`{"pct":50}`)}})
 	require.NoError(t, err)
 	ev, _ = next(t, c, false)
 	require.Equal(t, "2", ev.id)
 	require.Equal(t, "progress", ev.event)
 	require.Contains(t, ev.data, `"pct":50`)
-	_, err = e.store.Record().Apply(ctx, d, record.Succeeded(record.Attempt{Attempt: 1}, nil))
+	_, err = record.StoreOf(e.store).Apply(ctx, d, record.Succeeded(record.Attempt{Attempt: 1}, nil))
 	require.NoError(t, err)
 	ev, _ = next(t, c, false)
 	require.Equal(t, sseEvent{id: "3", event: "succeeded", data: ev.data}, ev)

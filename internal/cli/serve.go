@@ -17,6 +17,7 @@ import (
 	"github.com/agentq/agentq/internal/console"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/notify"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -131,7 +132,7 @@ func (o *serveOptions) run(ctx context.Context, app *App, g *global) error {
 	limiter := httpx.NewLimiter(httpx.LimiterOptions{Logger: log})
 	// One notifier for every wait and event stream of the API and the
 	// console: a few Redis connections however many wait.
-	hub := notify.New(rdb, tasks.NewStore(rdb).Record(), notify.Options{Logger: log})
+	hub := notify.New(rdb, record.StoreOf(tasks.NewStore(rdb)), notify.Options{Logger: log})
 	hub.Start(ctx)
 	defer hub.Stop()
 	// One cap on the waits and streams of the API and the console.

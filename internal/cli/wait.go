@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/notify"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -64,7 +65,7 @@ func (o *enqueueOptions) waitFor(ctx context.Context, app *App, client *tasks.Cl
 // as they are recorded, one line each (JSON Lines with asJSON), until the
 // terminal one.
 func followTask(ctx context.Context, app *App, rdb redis.UniversalClient, id string, asJSON bool) error {
-	hub := notify.New(rdb, tasks.NewStore(rdb).Record(), notify.Options{Shards: 1, Logger: slog.New(slog.DiscardHandler)})
+	hub := notify.New(rdb, record.StoreOf(tasks.NewStore(rdb)), notify.Options{Shards: 1, Logger: slog.New(slog.DiscardHandler)})
 	hub.Start(context.Background())
 	defer hub.Stop()
 	err := hub.Follow(ctx, id, 0, func(ev tasks.Event) error {

@@ -45,7 +45,7 @@ func end(t *testing.T, rec *record.Store, id string, c record.Change) {
 func TestEnqueueWait(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	rec := b.client.Store().Record()
+	rec := record.StoreOf(b.client.Store())
 	run := func(args ...string) chan cmdResult {
 		c := make(chan cmdResult, 1)
 		go func() {
@@ -87,7 +87,7 @@ func TestEnqueueWait(t *testing.T) {
 func TestInspectorFollow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	rec := b.client.Store().Record()
+	rec := record.StoreOf(b.client.Store())
 	ctx := context.Background()
 	for _, asJSON := range []bool{false, true} {
 		id := "f" + map[bool]string{false: "text", true: "json"}[asJSON]

@@ -245,12 +245,12 @@ func TestBrowser(t *testing.T) {
 	}
 	waitText("#live-events", "retrying")
 	live := record.Delivery{ID: "task-42", Attempt: 2}
-	_, err = f.store.Record().Apply(context.Background(), live, record.Started())
+	_, err = record.StoreOf(f.store).Apply(context.Background(), live, record.Started())
 	require.NoError(t, err)
-	_, _, err = f.store.Record().Output(context.Background(), live, []record.Event{{Event: record.EventOutput, Data: []byte(`"half way"`)}})
+	_, _, err = record.StoreOf(f.store).Output(context.Background(), live, []record.Event{{Event: record.EventOutput, Data: []byte(`"half way"`)}})
 	require.NoError(t, err)
 	waitText("#live-events", `output "half way"`)
-	_, err = f.store.Record().Apply(context.Background(), live, record.Succeeded(record.Attempt{Attempt: 2}, []byte(`{"summary":"ok"}`)))
+	_, err = record.StoreOf(f.store).Apply(context.Background(), live, record.Succeeded(record.Attempt{Attempt: 2}, []byte(`{"summary":"ok"}`)))
 	require.NoError(t, err)
 	waitText("#live-events", "succeeded")
 	waitText("#task-state", "succeeded")

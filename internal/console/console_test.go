@@ -366,7 +366,7 @@ func TestTaskPageAndCancel(t *testing.T) {
 
 	// A succeeded task shows its result and cannot be canceled.
 	f.seedTask(t, "done-1")
-	_, err := f.store.Record().Apply(context.Background(), record.Delivery{ID: "done-1", Attempt: 2},
+	_, err := record.StoreOf(f.store).Apply(context.Background(), record.Delivery{ID: "done-1", Attempt: 2},
 		record.Succeeded(record.Attempt{Attempt: 2, Agent: "llm"}, json.RawMessage(`{"answer":42}`)))
 	require.NoError(t, err)
 	r = call(t, "GET", f.url+"/ui/tasks/done-1", nil, cookie)

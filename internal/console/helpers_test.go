@@ -125,7 +125,7 @@ func (f *fixture) seedTask(t *testing.T, id string) {
 	ctx := context.Background()
 	_, err := f.client.Enqueue(ctx, tasks.Task{ID: id, Agent: "llm", Action: "summarize", Params: json.RawMessage(`{"doc":"a.pdf"}`)})
 	require.NoError(t, err)
-	_, err = f.store.Record().Apply(ctx, record.Delivery{ID: id, Attempt: 1}, record.Retrying(record.Attempt{Attempt: 1, Agent: "llm", ErrorClass: "timeout",
+	_, err = record.StoreOf(f.store).Apply(ctx, record.Delivery{ID: id, Attempt: 1}, record.Retrying(record.Attempt{Attempt: 1, Agent: "llm", ErrorClass: "timeout",
 		Error: "context deadline exceeded after 30s", Duration: 30 * time.Second}, 2*time.Second, time.Now().Add(2*time.Second)))
 	require.NoError(t, err)
 }

@@ -585,7 +585,7 @@ func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission
 // reply's body (f.Text) when it reports usage. The model is the reply's,
 // else the one the task's params name (Bedrock's replies name none).
 func (mt *meter) read(params, data json.RawMessage, runErr error, reply agent.Reply) (usage.Usage, string) {
-	u, system := agent.UsageOf(data, reply.Usage)
+	u, system := usage.Of(data, reply.Usage)
 	var f *resilience.Failure
 	if u.IsZero() && errors.As(runErr, &f) && f.Text != "" {
 		u, system = usage.Parse([]byte(f.Text))
@@ -609,7 +609,7 @@ func (mt *meter) model(u usage.Usage) string {
 }
 
 // used counts a call's usage u (served by agent, for env's tenant) in the
-// metrics and hands it to sink (the worker's: WithUsageSink, by default
+// metrics and hands it to sink (the worker's: withUsageSink, by default
 // the fleet's totals; nil: none); nothing for a call without usage.
 func (mt *meter) used(env *tasks.Envelope, agentLabel string, u usage.Usage, at time.Time, sink usage.Sink) {
 	if u.IsZero() {

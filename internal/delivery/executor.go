@@ -63,7 +63,7 @@ type Executor struct {
 	// (internal/charts); nil: not counted.
 	charts *charts.Counter
 	// usage receives every attempt's usage: by default a usage.Recorder
-	// adding it to the fleet's totals (WithUsageSink); never nil after New.
+	// adding it to the fleet's totals (withUsageSink); never nil after New.
 	usage usage.Sink
 	// meter reads, prices and counts the calls' usage (attempt.go).
 	meter *meter

@@ -92,7 +92,7 @@ func newCompleter(rec *record.Store, acks *broker.Acks, stopping *atomic.Bool, d
 // delivery is the record's view of env's delivery with attempt number n
 // (asynq's count of the run's failed deliveries, plus one).
 func delivery(env *tasks.Envelope, n int) record.Delivery {
-	return record.Delivery{ID: env.ID, Run: env.Run, Restarts: env.Restarts, Attempt: n, Seed: env.Seed()}
+	return record.Delivery{ID: env.ID, Run: env.Run, Restarts: env.Restarts, Attempt: n, Seed: record.SeedOf(env)}
 }
 
 // A quick success's record write rides asynq's acknowledgement of the

@@ -20,7 +20,7 @@
 // times a second, and those its outcome depends on, do, so that the worker
 // can batch them and make them wait for replicas (redis.wait_replicas):
 // the task record's writes and the enqueues (internal/record's Store,
-// tasks.Client), a dead letter's Put (deadletter.WithScriptRunner), the
+// tasks.Client), a dead letter's Put (deadletter.WithWaitReplicas), the
 // breaker's admissions and records (breaker.WithRunner) and the limiter's
 // (limit.WithRunner). Every other script is run straight on
 // the client (redis.Script.Run, which has the same EVALSHA-then-EVAL

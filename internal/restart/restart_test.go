@@ -109,7 +109,7 @@ func TestScheduleEnqueuesNextRun(t *testing.T) {
 
 	env := envelope("t-1", 1)
 	store := record.NewStore(rdb)
-	_, err := store.Create(ctx, record.New{ID: env.ID, Seed: env.Seed(), State: tasks.StateActive})
+	_, err := store.Create(ctx, record.New{ID: env.ID, Seed: record.SeedOf(env), State: tasks.StateActive})
 	require.NoError(t, err)
 
 	next, delay, err := s.Schedule(ctx, env, cfg)
@@ -298,7 +298,7 @@ func TestRepairFreesOrphans(t *testing.T) {
 	// Two restarts fill the restart queue (max_pending 2).
 	for _, id := range []string{"deleted", "waiting"} {
 		env := envelope(id, 0)
-		_, err := record.NewStore(rdb).Create(ctx, record.New{ID: id, Seed: env.Seed(), State: tasks.StatePending})
+		_, err := record.NewStore(rdb).Create(ctx, record.New{ID: id, Seed: record.SeedOf(env), State: tasks.StatePending})
 		require.NoError(t, err)
 		next, _, err := s.Schedule(ctx, env, cfg)
 		require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/notify"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -60,6 +61,6 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) Set {
 		Client: opts.Client, Tasks: store, Breakers: opts.Breakers,
 		DeadLetters: deadletter.NewStore(rdb),
 		Budgets:     budget.New(rdb),
-		Hubs:        notify.NewLazy(opts.Notifier, rdb, store.Record(), notify.Options{Logger: opts.Logger}),
+		Hubs:        notify.NewLazy(opts.Notifier, rdb, record.StoreOf(store), notify.Options{Logger: opts.Logger}),
 	}
 }
