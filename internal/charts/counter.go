@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/tally"
 )
 
@@ -49,28 +50,15 @@ type Counter struct {
 // minutes are a flush's counts: unix minute -> succeeded, failed.
 type minutes map[int64]*[2]int64
 
-// flushedTTL is how long Redis keeps the number of a counter's last flush
-// after it: a batch whose reply was lost is recognised when sent again
-// within it.
-const flushedTTL = 24 * time.Hour
-
 // ErrFlushRefused: Redis answered a flush with an error (not a transport
 // failure): the batch is dropped, not sent again.
 var ErrFlushRefused = errors.New("charts: flush refused")
 
 // NewCounter returns a counter flushing to rdb; Start begins the flushes.
 func NewCounter(rdb redis.UniversalClient, opts CounterOptions) *Counter {
-	if opts.Every <= 0 {
-		opts.Every = DefaultFlushEvery
-	}
+	opts.Every, opts.Now, opts.Logger = startstop.Defaults(opts.Every, DefaultFlushEvery, opts.Now, opts.Logger)
 	if opts.Keep <= 0 {
 		opts.Keep = DefaultKeep
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
 	}
 	c := &Counter{rdb: rdb, opts: opts}
 	c.tally = tally.New("charts: flushing attempt counts", ErrFlushRefused, func() minutes { return minutes{} }, c.send)
@@ -101,10 +89,7 @@ func (c *Counter) add(i int) {
 // Start flushes every interval until ctx ends or Stop is called, then
 // flushes once more.
 func (c *Counter) Start(ctx context.Context) {
-	c.tally.Start(ctx, c.opts.Every, func(err error) {
-		c.opts.Logger.Debug("charts: flushing the attempt counts failed", "err", err,
-			"kept", !errors.Is(err, ErrFlushRefused))
-	})
+	c.tally.Start(ctx, c.opts.Every, c.tally.LogFailed(c.opts.Logger, slog.LevelDebug, "charts: flushing the attempt counts failed"))
 }
 
 // Stop ends the flushes, flushing what is left, and waits for it.
@@ -127,7 +112,7 @@ func (c *Counter) send(ctx context.Context, id string, seq int64, counts minutes
 		ms = append(ms, m)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i] < ms[j] })
-	args := []any{seq, int64(flushedTTL / time.Second), first}
+	args := []any{seq, int64(tally.NumberTTL / time.Second), first}
 	for _, m := range ms {
 		if n := counts[m]; m >= first {
 			if n[0] > 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/tally"
 )
 
@@ -54,11 +55,6 @@ type Recorder struct {
 // hours are a flush's counts: unix hour -> series -> counts.
 type hours map[int64]map[Series]*Counts
 
-// flushedTTL is how long Redis keeps the number of a recorder's last
-// flush after it: a batch whose reply was lost is recognised when sent
-// again within it.
-const flushedTTL = 24 * time.Hour
-
 // ErrFlushRefused: Redis answered a flush with an error (not a transport
 // failure): the batch is dropped, not sent again, and nothing of it was
 // added (the script checks everything before it writes).
@@ -68,20 +64,12 @@ var _ Sink = (*Recorder)(nil)
 
 // NewRecorder returns a recorder flushing to rdb; Start begins the flushes.
 func NewRecorder(rdb redis.UniversalClient, opts RecorderOptions) *Recorder {
-	if opts.Every <= 0 {
-		opts.Every = DefaultFlushEvery
-	}
+	opts.Every, opts.Now, opts.Logger = startstop.Defaults(opts.Every, DefaultFlushEvery, opts.Now, opts.Logger)
 	if opts.Retention <= 0 {
 		opts.Retention = DefaultRetention
 	}
 	if opts.MaxSeries <= 0 {
 		opts.MaxSeries = DefaultMaxSeries
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
 	}
 	r := &Recorder{rdb: rdb, opts: opts}
 	r.tally = tally.New("usage: flushing totals", ErrFlushRefused, func() hours { return hours{} }, r.send)
@@ -128,10 +116,7 @@ func (r *Recorder) Start(ctx context.Context) {
 	if r == nil {
 		return
 	}
-	r.tally.Start(ctx, r.opts.Every, func(err error) {
-		r.opts.Logger.Warn("usage: flushing the usage totals failed", "err", err,
-			"kept", !errors.Is(err, ErrFlushRefused))
-	})
+	r.tally.Start(ctx, r.opts.Every, r.tally.LogFailed(r.opts.Logger, slog.LevelWarn, "usage: flushing the usage totals failed"))
 }
 
 // Stop ends the flushes, flushing what is left, and waits for it. A
@@ -184,7 +169,7 @@ func (r *Recorder) flushArgs(id string, seq int64, pending hours, first int64) (
 	}
 	sort.Slice(hours, func(i, j int) bool { return hours[i] < hours[j] })
 	keys := []string{rkeys.UsageFlushed(id)}
-	args := []any{seq, int64(flushedTTL / time.Second), r.opts.MaxSeries, MaxSum}
+	args := []any{seq, int64(tally.NumberTTL / time.Second), r.opts.MaxSeries, MaxSum}
 	for _, h := range hours {
 		keys = append(keys, rkeys.UsageHour(h), rkeys.UsageSeries(h))
 		expireAt := (h+1)*3600 + int64(r.opts.Retention/time.Second)
