@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/tally"
 )
 
@@ -56,9 +55,17 @@ var ErrFlushRefused = errors.New("charts: flush refused")
 
 // NewCounter returns a counter flushing to rdb; Start begins the flushes.
 func NewCounter(rdb redis.UniversalClient, opts CounterOptions) *Counter {
-	opts.Every, opts.Now, opts.Logger = startstop.Defaults(opts.Every, DefaultFlushEvery, opts.Now, opts.Logger)
+	if opts.Every <= 0 {
+		opts.Every = DefaultFlushEvery
+	}
 	if opts.Keep <= 0 {
 		opts.Keep = DefaultKeep
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	c := &Counter{rdb: rdb, opts: opts}
 	c.tally = tally.New("charts: flushing attempt counts", ErrFlushRefused, func() minutes { return minutes{} }, c.send)

@@ -72,12 +72,20 @@ type Sampler struct {
 
 // NewSampler returns a sampler of rdb's asynq queues; Start begins it.
 func NewSampler(rdb redis.UniversalClient, opts SamplerOptions) *Sampler {
-	opts.Every, opts.Now, opts.Logger = startstop.Defaults(opts.Every, DefaultSampleEvery, opts.Now, opts.Logger)
+	if opts.Every <= 0 {
+		opts.Every = DefaultSampleEvery
+	}
 	if opts.Window <= 0 {
 		opts.Window = DefaultSampleWindow
 	}
 	if opts.Keep <= 0 {
 		opts.Keep = charts.DefaultKeep
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	return &Sampler{rdb: rdb, opts: opts}
 }

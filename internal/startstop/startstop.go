@@ -10,7 +10,6 @@ package startstop
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"time"
 )
@@ -149,20 +148,4 @@ func (l *Loop) GoFlush(ctx context.Context, interval, timeout time.Duration, flu
 		}
 		once()
 	})
-}
-
-// Defaults are a loop's options with the zero ones filled the one way
-// every loop fills them: the interval every (def when not positive), the
-// clock now (time.Now when nil) and the logger (slog.Default() when nil).
-func Defaults(every, def time.Duration, now func() time.Time, logger *slog.Logger) (time.Duration, func() time.Time, *slog.Logger) {
-	if every <= 0 {
-		every = def
-	}
-	if now == nil {
-		now = time.Now
-	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return every, now, logger
 }

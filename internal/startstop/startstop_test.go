@@ -3,7 +3,6 @@ package startstop_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -119,20 +118,4 @@ func TestGoFlushInFlightAtStop(t *testing.T) {
 	require.NoError(t, <-flushes, "the flush in flight when the loop ended")
 	require.NoError(t, <-flushes, "the last flush")
 	require.Empty(t, flushes, "a flush after the last one")
-}
-
-// TestDefaults: zero options get the default interval, time.Now and
-// slog.Default(); set ones are kept.
-func TestDefaults(t *testing.T) {
-	t.Parallel()
-	every, now, logger := startstop.Defaults(-1, time.Second, nil, nil)
-	require.Equal(t, time.Second, every)
-	require.NotNil(t, now)
-	require.Same(t, slog.Default(), logger)
-	clock := func() time.Time { return time.Unix(7, 0) }
-	own := slog.New(slog.DiscardHandler)
-	every, now, logger = startstop.Defaults(time.Minute, time.Second, clock, own)
-	require.Equal(t, time.Minute, every)
-	require.Equal(t, time.Unix(7, 0), now())
-	require.Same(t, own, logger)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/rkeys"
-	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/tally"
 )
 
@@ -64,12 +63,20 @@ var _ Sink = (*Recorder)(nil)
 
 // NewRecorder returns a recorder flushing to rdb; Start begins the flushes.
 func NewRecorder(rdb redis.UniversalClient, opts RecorderOptions) *Recorder {
-	opts.Every, opts.Now, opts.Logger = startstop.Defaults(opts.Every, DefaultFlushEvery, opts.Now, opts.Logger)
+	if opts.Every <= 0 {
+		opts.Every = DefaultFlushEvery
+	}
 	if opts.Retention <= 0 {
 		opts.Retention = DefaultRetention
 	}
 	if opts.MaxSeries <= 0 {
 		opts.MaxSeries = DefaultMaxSeries
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	r := &Recorder{rdb: rdb, opts: opts}
 	r.tally = tally.New("usage: flushing totals", ErrFlushRefused, func() hours { return hours{} }, r.send)
