@@ -141,20 +141,20 @@ func (s *Server) validate(tr TaskRequest, prefix string) (item, error) {
 	if tr.Agent == "" {
 		return item{}, invalid("%sfield \"agent\" is required", prefix)
 	}
-	if len(s.cfg.Agents) > 0 {
-		if _, ok := s.cfg.Agents[tr.Agent]; !ok {
-			return item{}, invalid("%sunknown agent %q (configured agents: %v)", prefix, tr.Agent, s.cfg.AgentNames())
+	if len(s.Config.Agents) > 0 {
+		if _, ok := s.Config.Agents[tr.Agent]; !ok {
+			return item{}, invalid("%sunknown agent %q (configured agents: %v)", prefix, tr.Agent, s.Config.AgentNames())
 		}
 	}
 	if tr.Queue == "" {
-		tr.Queue = s.cfg.AgentQueue(tr.Agent)
+		tr.Queue = s.Config.AgentQueue(tr.Agent)
 	}
-	notify, err := s.cfg.ResolveNotify(tr.Agent, tr.Notify)
+	notify, err := s.Config.ResolveNotify(tr.Agent, tr.Notify)
 	if err != nil {
 		return item{}, invalid("%sfield \"notify\": %v", prefix, err)
 	}
 	tr.Notify = notify
-	t, delay, err := tr.Task(s.cfg.ServedQueues())
+	t, delay, err := tr.Task(s.Config.ServedQueues())
 	var ve *tasks.ValidationError
 	if errors.As(err, &ve) {
 		return item{}, invalid("%sfield %q %s", prefix, ve.Field, ve.Reason)
@@ -249,7 +249,7 @@ func (s *Server) enqueue(rw http.ResponseWriter, r *http.Request) error {
 
 	if !batch {
 		it := items[0]
-		res, err := s.client.Enqueue(ctx, it.task, enqueueOpts(it)...)
+		res, err := s.Client.Enqueue(ctx, it.task, enqueueOpts(it)...)
 		if err != nil {
 			return err
 		}
@@ -259,12 +259,12 @@ func (s *Server) enqueue(rw http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		out := EnqueueResponse{ID: res.ID, Duplicate: true, State: res.State}
-		if v, err := s.store.Get(ctx, res.ID); err == nil {
+		if v, err := s.Tasks.Get(ctx, res.ID); err == nil {
 			out.Task = v
 			out.State = v.State
 		} else if res.State == tasks.StateDeadLettered {
 			// The record expired; the dead letter is what is left of the task.
-			if e, err := s.dlq.Get(ctx, res.ID); err == nil {
+			if e, err := s.DeadLetters.Get(ctx, res.ID); err == nil {
 				out.Task = e.TaskView()
 			}
 		}
@@ -308,7 +308,7 @@ func (s *Server) enqueueBatch(rw http.ResponseWriter, r *http.Request, ctx conte
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				res, err := s.client.Enqueue(ctx, items[i].task, enqueueOpts(items[i])...)
+				res, err := s.Client.Enqueue(ctx, items[i].task, enqueueOpts(items[i])...)
 				if err != nil {
 					errs[i] = err
 					continue
@@ -381,7 +381,7 @@ func (s *Server) getTask(rw http.ResponseWriter, r *http.Request) error {
 func (s *Server) writeTask(rw http.ResponseWriter, r *http.Request, id string) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	v, err := s.store.Get(ctx, id)
+	v, err := s.Tasks.Get(ctx, id)
 	if errors.Is(err, tasks.ErrNotFound) {
 		return taskNotFound(id)
 	}
@@ -402,7 +402,7 @@ func taskNotFound(id string) error {
 func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	out, err := inspect.Summaries(ctx, s.rdb, s.breakers, inspect.AgentRefs(s.cfg))
+	out, err := inspect.Summaries(ctx, s.Redis, s.Breakers, inspect.AgentRefs(s.Config))
 	if err != nil {
 		return err
 	}
@@ -415,7 +415,7 @@ func (s *Server) agents(rw http.ResponseWriter, r *http.Request) error {
 func (s *Server) workers(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	out, err := inspect.Workers(ctx, s.rdb, s.opts.Now())
+	out, err := inspect.Workers(ctx, s.Redis, s.opts.Now())
 	if err != nil {
 		return err
 	}
@@ -429,7 +429,7 @@ func (s *Server) workers(rw http.ResponseWriter, r *http.Request) error {
 func (s *Server) tenants(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 2)
 	defer cancel()
-	out, err := inspect.Tenants(ctx, s.rdb, s.cfg, r.URL.Query().Get("queue"))
+	out, err := inspect.Tenants(ctx, s.Redis, s.Config, r.URL.Query().Get("queue"))
 	if err != nil {
 		return err
 	}
@@ -442,7 +442,7 @@ func (s *Server) tenants(rw http.ResponseWriter, r *http.Request) error {
 func (s *Server) schedules(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	out, err := inspect.Schedules(ctx, s.rdb, s.cfg, s.opts.Now())
+	out, err := inspect.Schedules(ctx, s.Redis, s.Config, s.opts.Now())
 	if err != nil {
 		return err
 	}
@@ -472,7 +472,7 @@ func (s *Server) deadLetters(rw http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	entries, total, err := s.dlq.List(ctx, deadletter.Filter{Agent: q.Get("agent"), Class: q.Get("class"), Offset: offset, Limit: limit})
+	entries, total, err := s.DeadLetters.List(ctx, deadletter.Filter{Agent: q.Get("agent"), Class: q.Get("class"), Offset: offset, Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -530,7 +530,7 @@ func (s *Server) requeue(rw http.ResponseWriter, r *http.Request) error {
 		}
 		run = *req.Run
 	}
-	e, err := s.dlq.RequeueTaskRun(ctx, s.client, id, run)
+	e, err := s.DeadLetters.RequeueTaskRun(ctx, s.Client, id, run)
 	var conflict *deadletter.ConflictError
 	switch {
 	case errors.Is(err, deadletter.ErrNotFound):
@@ -568,7 +568,7 @@ func (s *Server) cancelTask(rw http.ResponseWriter, r *http.Request) error {
 	if err := tasks.CheckCancelReason(req.Reason); errors.As(err, &ve) {
 		return invalid("cancel request: field %q %s", ve.Field, ve.Reason)
 	}
-	res, err := s.client.Cancel(ctx, id, req.Reason)
+	res, err := s.Client.Cancel(ctx, id, req.Reason)
 	var ended *tasks.EndedError
 	switch {
 	case errors.Is(err, tasks.ErrNotFound):
@@ -619,7 +619,7 @@ func (s *Server) listTasks(rw http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := s.bounded(r, 2)
 	defer cancel()
-	page, err := inspect.Tasks(ctx, s.rdb, f)
+	page, err := inspect.Tasks(ctx, s.Redis, f)
 	if errors.Is(err, inspect.ErrBadCursor) {
 		return invalid("parameter \"cursor\" is not a cursor this API returned")
 	}
@@ -644,7 +644,7 @@ func (s *Server) setPaused(rw http.ResponseWriter, r *http.Request,
 	do func(context.Context, redis.UniversalClient, string, []string) (inspect.PauseResult, error)) error {
 	ctx, cancel := s.bounded(r, 3)
 	defer cancel()
-	res, err := do(ctx, s.rdb, r.PathValue("name"), s.cfg.ServedQueues())
+	res, err := do(ctx, s.Redis, r.PathValue("name"), s.Config.ServedQueues())
 	if errors.Is(err, inspect.ErrUnknownQueue) {
 		return newErr(http.StatusNotFound, CodeNotFound, "%v", err)
 	}
@@ -668,9 +668,9 @@ func (s *Server) failFast(ctx context.Context, items []item, batch bool) error {
 		key := it.task.Agent + "\x00" + it.task.Tenant
 		err, ok := checked[key]
 		if !ok {
-			err = CheckAvailableAt(ctx, s.breakers, s.cfg, it.task.Agent, now)
+			err = CheckAvailableAt(ctx, s.Breakers, s.Config, it.task.Agent, now)
 			if err == nil {
-				err = CheckBudgets(ctx, s.budgets, s.cfg, it.task.Agent, it.task.Tenant, now)
+				err = CheckBudgets(ctx, s.Budgets, s.Config, it.task.Agent, it.task.Tenant, now)
 			}
 			checked[key] = err
 		}

@@ -14,8 +14,6 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
-	"github.com/agentq/agentq/internal/breaker"
-	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/notify"
 	"github.com/agentq/agentq/internal/stores"
@@ -99,18 +97,10 @@ type Options struct {
 
 // Server is the HTTP API on one Redis and one configuration.
 type Server struct {
-	rdb      redis.UniversalClient
-	cfg      *config.Config
-	opts     Options
-	client   *tasks.Client
-	store    *tasks.Store
-	dlq      *deadletter.Store
-	breakers *breaker.Breakers
-	budgets  *budget.Keeper
-	mux      http.Handler
-	handler  http.Handler
-
-	hubs *notify.Lazy // Options.Notifier, or the server's own
+	stores.Set // Hubs: Options.Notifier, or the server's own
+	opts       Options
+	mux        http.Handler
+	handler    http.Handler
 }
 
 // New returns the API server on rdb. cfg gives the known agents (a task for
@@ -123,9 +113,6 @@ type Server struct {
 // rdb should have ContextTimeoutEnabled (cli.OpenRedis sets it), so that a
 // Redis that stops answering is bounded by the request's deadline.
 func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
-	if cfg == nil {
-		cfg = config.Default()
-	}
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
 	}
@@ -148,10 +135,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 		opts.Limiter = httpx.NewLimiter(httpx.LimiterOptions{Logger: opts.Logger})
 	}
 	set := stores.New(rdb, cfg, stores.Options{Notifier: opts.Notifier, RedisTimeout: opts.RedisTimeout, Logger: opts.Logger})
-	s := &Server{
-		rdb: rdb, cfg: cfg, opts: opts, client: set.Client, store: set.Tasks, dlq: set.DeadLetters,
-		breakers: set.Breakers, budgets: set.Budgets, hubs: set.Hubs,
-	}
+	s := &Server{Set: set, opts: opts}
 	s.mux = s.buildMux()
 	s.handler = s.guard(s.mux, opts.Addr)
 	return s
@@ -264,7 +248,7 @@ func (s *Server) classify(ctx context.Context, err error) *apiError {
 	}
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(time.Second, s.opts.RedisTimeout))
 	defer cancel()
-	if perr := s.rdb.Ping(pctx).Err(); perr != nil {
+	if perr := s.Redis.Ping(pctx).Err(); perr != nil {
 		return newErr(http.StatusServiceUnavailable, CodeUnavailable, "redis unavailable: %v", err)
 	}
 	return newErr(http.StatusInternalServerError, CodeInternal, "%v", err)
@@ -278,7 +262,7 @@ func (s *Server) bounded(r *http.Request, n int) (context.Context, context.Cance
 func (s *Server) healthz(rw http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), min(2*time.Second, s.opts.RedisTimeout))
 	defer cancel()
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
+	if err := s.Redis.Ping(ctx).Err(); err != nil {
 		// /healthz needs no token: the raw error (Redis address, server
 		// reply) goes to the log only.
 		s.opts.Logger.Warn("healthz: redis ping failed", "err", err)

@@ -29,7 +29,7 @@ func (s *Server) usageTotals(rw http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := s.bounded(r, 1)
 	defer cancel()
-	rep, err := usage.Summarize(ctx, s.rdb, by, since, s.opts.Now())
+	rep, err := usage.Summarize(ctx, s.Redis, by, since, s.opts.Now())
 	if err != nil {
 		return err
 	}

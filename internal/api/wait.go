@@ -35,11 +35,11 @@ func parseWait(s string) (time.Duration, error) {
 
 // hub is the notifier the waits and event streams share: Options.Notifier,
 // else the server's own, started on first use.
-func (s *Server) hub() *notify.Hub { return s.hubs.Hub() }
+func (s *Server) hub() *notify.Hub { return s.Hubs.Hub() }
 
 // Close stops the server's own notifier (when it made one: no
 // Options.Notifier); Serve calls it as it returns.
-func (s *Server) Close() { s.hubs.Close() }
+func (s *Server) Close() { s.Hubs.Close() }
 
 // HoldRetryAfter is the Retry-After of a wait or stream refused by
 // Options.Holds.

@@ -49,11 +49,6 @@ type Counter struct {
 // minutes are a flush's counts: unix minute -> succeeded, failed.
 type minutes map[int64]*[2]int64
 
-// flushedTTL is how long Redis keeps the number of a counter's last flush
-// after it: a batch whose reply was lost is recognised when sent again
-// within it.
-const flushedTTL = 24 * time.Hour
-
 // ErrFlushRefused: Redis answered a flush with an error (not a transport
 // failure): the batch is dropped, not sent again.
 var ErrFlushRefused = errors.New("charts: flush refused")
@@ -101,10 +96,7 @@ func (c *Counter) add(i int) {
 // Start flushes every interval until ctx ends or Stop is called, then
 // flushes once more.
 func (c *Counter) Start(ctx context.Context) {
-	c.tally.Start(ctx, c.opts.Every, func(err error) {
-		c.opts.Logger.Debug("charts: flushing the attempt counts failed", "err", err,
-			"kept", !errors.Is(err, ErrFlushRefused))
-	})
+	c.tally.Start(ctx, c.opts.Every, c.tally.LogFailed(c.opts.Logger, slog.LevelDebug, "charts: flushing the attempt counts failed"))
 }
 
 // Stop ends the flushes, flushing what is left, and waits for it.
@@ -127,7 +119,7 @@ func (c *Counter) send(ctx context.Context, id string, seq int64, counts minutes
 		ms = append(ms, m)
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i] < ms[j] })
-	args := []any{seq, int64(flushedTTL / time.Second), first}
+	args := []any{seq, int64(tally.NumberTTL / time.Second), first}
 	for _, m := range ms {
 		if n := counts[m]; m >= first {
 			if n[0] > 0 {

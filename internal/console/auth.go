@@ -206,12 +206,12 @@ func (c *Console) revoke(ctx context.Context, s session) error {
 	if s.id == nil || ttl <= 0 {
 		return nil
 	}
-	return c.rdb.Set(ctx, revokedKey(s), "1", ttl+time.Second).Err()
+	return c.Redis.Set(ctx, revokedKey(s), "1", ttl+time.Second).Err()
 }
 
 // revoked reports whether s was logged out.
 func (c *Console) revoked(ctx context.Context, s session) (bool, error) {
-	n, err := c.rdb.Exists(ctx, revokedKey(s)).Result()
+	n, err := c.Redis.Exists(ctx, revokedKey(s)).Result()
 	if err != nil {
 		return false, fmt.Errorf("console: reading the session's revocation: %w", err)
 	}

@@ -22,12 +22,12 @@ func (c *Console) taskList(rw http.ResponseWriter, r *http.Request, s session) e
 	ctx, cancel := c.bounded(r, 2)
 	defer cancel()
 	if term := strings.TrimSpace(q.Get("q")); term != "" {
-		ok, err := c.store.Exists(ctx, term)
+		ok, err := c.Tasks.Exists(ctx, term)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			_, derr := c.dlq.Get(ctx, term)
+			_, derr := c.DeadLetters.Get(ctx, term)
 			ok = derr == nil
 		}
 		if ok {
@@ -39,7 +39,7 @@ func (c *Console) taskList(rw http.ResponseWriter, r *http.Request, s session) e
 	}
 	f := inspect.TaskFilter{Queue: q.Get("queue"), States: inspect.ParseStates(q.Get("state")), Agent: q.Get("agent"),
 		Tenant: q.Get("tenant"), CorrelationID: q.Get("correlation_id"), Limit: 100, Cursor: q.Get("cursor")}
-	page, err := inspect.Tasks(ctx, c.rdb, f)
+	page, err := inspect.Tasks(ctx, c.Redis, f)
 	if errors.Is(err, inspect.ErrBadFilter) || errors.Is(err, inspect.ErrBadCursor) {
 		return httpError(http.StatusBadRequest, "%v", err)
 	}
@@ -59,7 +59,7 @@ func (c *Console) taskList(rw http.ResponseWriter, r *http.Request, s session) e
 	}
 	var queue *inspect.QueueStats
 	if f.Queue != "" {
-		if qs, err := inspect.Queues(c.rdb); err == nil {
+		if qs, err := inspect.Queues(c.Redis); err == nil {
 			for i := range qs {
 				if qs[i].Queue == f.Queue {
 					queue = &qs[i]
@@ -93,7 +93,7 @@ func (c *Console) setPaused(rw http.ResponseWriter, r *http.Request, s session, 
 	if pause {
 		do, kind = inspect.PauseQueue, "paused"
 	}
-	if _, err := do(ctx, c.rdb, name, c.cfg.ServedQueues()); err != nil {
+	if _, err := do(ctx, c.Redis, name, c.Config.ServedQueues()); err != nil {
 		if errors.Is(err, inspect.ErrUnknownQueue) {
 			return httpError(http.StatusNotFound, "No queue %q.", name)
 		}

@@ -47,7 +47,7 @@ func (c *Console) budgetsPage(rw http.ResponseWriter, r *http.Request, s session
 	ctx, cancel := c.bounded(r, 2)
 	defer cancel()
 	now := c.opts.Now()
-	all, err := inspect.FleetBudgetStatuses(ctx, c.rdb, c.budgets, c.cfg, now)
+	all, err := inspect.FleetBudgetStatuses(ctx, c.Redis, c.Budgets, c.Config, now)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func (c *Console) budgetsLink(offset int) string {
 func (c *Console) budgetRowOf(st budget.Status, now time.Time) budgetRow {
 	row := budgetRow{Status: st}
 	if st.Kind == budget.Tenant {
-		t, named := c.cfg.Tenants[st.Name]
+		t, named := c.Config.Tenants[st.Name]
 		row.Default = !named || t.Budget == nil
 	}
 	if st.Tokens > 0 {
@@ -124,13 +124,13 @@ func (c *Console) budgetReset(rw http.ResponseWriter, r *http.Request, s session
 	if len(name) > 1000 || strings.ContainsAny(name, "\r\n") {
 		return httpError(http.StatusBadRequest, "That is not a tenant's or agent's name.")
 	}
-	b := inspect.ConfiguredBudget(c.cfg, kind, name)
+	b := inspect.ConfiguredBudget(c.Config, kind, name)
 	if b == nil {
 		return httpError(http.StatusBadRequest, "The config sets no budget for %s %q.", kind, name)
 	}
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
-	if err := c.budgets.Reset(ctx, kind, name); err != nil {
+	if err := c.Budgets.Reset(ctx, kind, name); err != nil {
 		return err
 	}
 	c.redirect(rw, r, s, c.budgetsLink(offsetParam(r.PostForm)), flashMsg{Kind: "budget-reset", Key: string(kind), ID: name})

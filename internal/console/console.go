@@ -36,7 +36,6 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/breaker"
-	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/notify"
 	"github.com/agentq/agentq/internal/redisx"
@@ -129,28 +128,17 @@ type Options struct {
 
 // Console is the web console on one Redis and one configuration.
 type Console struct {
-	rdb      redis.UniversalClient
-	cfg      *config.Config
-	opts     Options
-	key      []byte
-	base     string
-	dlq      *deadletter.Store
-	store    *tasks.Store
-	client   *tasks.Client
-	breakers *breaker.Breakers
-	budgets  *budget.Keeper
-	pages    map[string]*template.Template
-	handler  http.Handler
-
-	hubs *notify.Lazy // Options.Notifier, or the console's own
+	stores.Set // Hubs: Options.Notifier, or the console's own
+	opts       Options
+	key        []byte
+	base       string
+	pages      map[string]*template.Template
+	handler    http.Handler
 }
 
 // New returns the console on rdb; cfg (nil: config.Default()) names the
 // agents and their breakers.
 func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
-	if cfg == nil {
-		cfg = config.Default()
-	}
 	if opts.RedisTimeout <= 0 {
 		opts.RedisTimeout = DefaultRedisTimeout
 	}
@@ -175,11 +163,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
 	set := stores.New(rdb, cfg, stores.Options{Client: opts.Client, Breakers: opts.Breakers,
 		Notifier: opts.Notifier, RedisTimeout: opts.RedisTimeout, Logger: opts.Logger})
 	opts.Client, opts.Breakers = set.Client, set.Breakers
-	c := &Console{
-		rdb: rdb, cfg: cfg, opts: opts, key: keyFor(opts.Token), base: Base,
-		dlq: set.DeadLetters, client: set.Client, store: set.Tasks, breakers: set.Breakers,
-		budgets: set.Budgets, hubs: set.Hubs,
-	}
+	c := &Console{Set: set, opts: opts, key: keyFor(opts.Token), base: Base}
 	c.pages = parsePages()
 	c.handler = c.routes()
 	return c
@@ -428,7 +412,7 @@ func (c *Console) flash(r *http.Request, s session) string {
 	}
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
-	b, err := c.rdb.Get(ctx, rkeys.ConsoleFlash(hex.EncodeToString(s.id))).Bytes()
+	b, err := c.Redis.Get(ctx, rkeys.ConsoleFlash(hex.EncodeToString(s.id))).Bytes()
 	if err != nil {
 		if !errors.Is(err, redis.Nil) {
 			c.opts.Logger.Debug("console: reading the flash failed", "err", err)
@@ -449,7 +433,7 @@ func (c *Console) redirect(rw http.ResponseWriter, r *http.Request, s session, p
 		ctx, cancel := c.bounded(r, 1)
 		defer cancel()
 		b, _ := json.Marshal(f)
-		if err := c.rdb.Set(ctx, rkeys.ConsoleFlash(hex.EncodeToString(s.id)), b, flashTTL).Err(); err != nil {
+		if err := c.Redis.Set(ctx, rkeys.ConsoleFlash(hex.EncodeToString(s.id)), b, flashTTL).Err(); err != nil {
 			c.opts.Logger.Warn("console: storing the flash failed", "err", err)
 		}
 	}

@@ -11,10 +11,10 @@ import (
 
 // hub is the notifier of the live events: Options.Notifier, else the
 // console's own, started on first use.
-func (c *Console) hub() *notify.Hub { return c.hubs.Hub() }
+func (c *Console) hub() *notify.Hub { return c.Hubs.Hub() }
 
 // Close stops the console's own notifier, when it made one.
-func (c *Console) Close() { c.hubs.Close() }
+func (c *Console) Close() { c.Hubs.Close() }
 
 // taskEvents serves GET /ui/tasks/{id}/events: the task's events as
 // Server-Sent Events, behind the console's login (the Task page's live
@@ -42,7 +42,7 @@ func (c *Console) taskEvents(rw http.ResponseWriter, r *http.Request, _ session)
 	}
 	id := r.PathValue("id")
 	ctx, cancel := c.bounded(r, 1)
-	ok, err := c.store.Exists(ctx, id)
+	ok, err := c.Tasks.Exists(ctx, id)
 	cancel()
 	if err != nil {
 		return err

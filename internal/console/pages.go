@@ -124,11 +124,11 @@ func sortedCounts(m map[string]int64) []count {
 func (c *Console) overview(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 2)
 	defer cancel()
-	st, bl, err := inspect.Collect(ctx, c.rdb, c.breakers)
+	st, bl, err := inspect.Collect(ctx, c.Redis, c.Breakers)
 	if err != nil {
 		return err
 	}
-	agents, err := inspect.Summaries(ctx, c.rdb, c.breakers, inspect.AgentRefs(c.cfg))
+	agents, err := inspect.Summaries(ctx, c.Redis, c.Breakers, inspect.AgentRefs(c.Config))
 	if err != nil {
 		return err
 	}
@@ -267,7 +267,7 @@ func (c *Console) deadLetters(rw http.ResponseWriter, r *http.Request, s session
 	f.Limit, f.Offset = c.opts.PageSize, offset
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
-	entries, total, err := c.dlq.List(ctx, f)
+	entries, total, err := c.DeadLetters.List(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -276,11 +276,11 @@ func (c *Console) deadLetters(rw http.ResponseWriter, r *http.Request, s session
 		// row of the last page was requeued or deleted): the last page.
 		offset = lastPageOffset(total, c.opts.PageSize)
 		f.Offset = offset
-		if entries, total, err = c.dlq.List(ctx, f); err != nil {
+		if entries, total, err = c.DeadLetters.List(ctx, f); err != nil {
 			return err
 		}
 	}
-	byAgent, _, err := c.dlq.CountBy(ctx)
+	byAgent, _, err := c.DeadLetters.CountBy(ctx)
 	if err != nil {
 		return err
 	}
@@ -288,7 +288,7 @@ func (c *Console) deadLetters(rw http.ResponseWriter, r *http.Request, s session
 	for a := range byAgent {
 		agentSet[a] = true
 	}
-	for _, a := range c.cfg.AgentNames() {
+	for _, a := range c.Config.AgentNames() {
 		agentSet[a] = true
 	}
 	if f.Agent != "" {
@@ -318,7 +318,7 @@ func (c *Console) deadLetter(rw http.ResponseWriter, r *http.Request, s session)
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	id := r.PathValue("id")
-	e, err := c.dlq.Get(ctx, id)
+	e, err := c.DeadLetters.Get(ctx, id)
 	if errors.Is(err, deadletter.ErrNotFound) {
 		return httpError(http.StatusNotFound, "No dead letter %q (requeued, deleted, or never dead-lettered).", id)
 	}
@@ -354,7 +354,7 @@ func (c *Console) requeue(rw http.ResponseWriter, r *http.Request, s session) er
 		}
 		run = n
 	}
-	_, err := c.dlq.RequeueTaskRun(ctx, c.client, id, run)
+	_, err := c.DeadLetters.RequeueTaskRun(ctx, c.Client, id, run)
 	var conflict *deadletter.ConflictError
 	switch {
 	case errors.Is(err, deadletter.ErrNotFound):
@@ -373,7 +373,7 @@ func (c *Console) deleteDeadLetter(rw http.ResponseWriter, r *http.Request, s se
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	id := r.PathValue("id")
-	n, err := c.dlq.Delete(ctx, id)
+	n, err := c.DeadLetters.Delete(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -414,7 +414,7 @@ func (c *Console) bulkConfirm(rw http.ResponseWriter, r *http.Request, s session
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	f.Limit = 1
-	newest, total, err := c.dlq.List(ctx, f)
+	newest, total, err := c.DeadLetters.List(ctx, f)
 	if err != nil {
 		return err
 	}
@@ -454,13 +454,13 @@ func (c *Console) bulk(rw http.ResponseWriter, r *http.Request, s session) error
 	back := c.pageLink(f, 0)
 	switch r.PostForm.Get("action") {
 	case "requeue":
-		n, failed, err := c.dlq.RequeueMatching(ctx, c.client, f, nil)
+		n, failed, err := c.DeadLetters.RequeueMatching(ctx, c.Client, f, nil)
 		if err != nil && n == 0 {
 			return err
 		}
 		c.redirect(rw, r, s, back, flashMsg{Kind: "requeued-n", N: n, Failed: failed, More: err != nil})
 	case "delete":
-		n, err := c.dlq.DeleteMatching(ctx, f)
+		n, err := c.DeadLetters.DeleteMatching(ctx, f)
 		if err != nil && n == 0 {
 			return err
 		}
@@ -489,7 +489,7 @@ func (c *Console) exportDeadLetters(rw http.ResponseWriter, r *http.Request, _ s
 	ctx, cancel := c.bounded(r, 20)
 	defer cancel()
 	w := &exportWriter{rw: rw}
-	n, err := c.dlq.Export(ctx, w, f)
+	n, err := c.DeadLetters.Export(ctx, w, f)
 	if err == nil {
 		w.start() // no dead letters: a 200 with an empty body
 		return nil
@@ -535,10 +535,10 @@ func (c *Console) task(rw http.ResponseWriter, r *http.Request, s session) error
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	id := r.PathValue("id")
-	v, err := c.store.Get(ctx, id)
+	v, err := c.Tasks.Get(ctx, id)
 	fromDLQ := false
 	if errors.Is(err, tasks.ErrNotFound) {
-		e, derr := c.dlq.Get(ctx, id)
+		e, derr := c.DeadLetters.Get(ctx, id)
 		if derr != nil {
 			if errors.Is(derr, deadletter.ErrNotFound) {
 				return httpError(http.StatusNotFound, "No task %q (never enqueued, or its record expired).", id)
@@ -552,7 +552,7 @@ func (c *Console) task(rw http.ResponseWriter, r *http.Request, s session) error
 	}
 	inDLQ := fromDLQ
 	if !inDLQ && v.State == tasks.StateDeadLettered {
-		if _, derr := c.dlq.Get(ctx, id); derr == nil {
+		if _, derr := c.DeadLetters.Get(ctx, id); derr == nil {
 			inDLQ = true
 		}
 	}
@@ -593,7 +593,7 @@ func (c *Console) cancel(rw http.ResponseWriter, r *http.Request, s session) err
 func (c *Console) breakerRows(ctx context.Context, list []breaker.Snapshot) ([]breaker.Snapshot, map[string][]string, error) {
 	if list == nil {
 		var err error
-		if list, err = c.breakers.List(ctx); err != nil {
+		if list, err = c.Breakers.List(ctx); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -602,13 +602,13 @@ func (c *Console) breakerRows(ctx context.Context, list []breaker.Snapshot) ([]b
 		seen[b.Key] = true
 	}
 	users := map[string][]string{}
-	for _, ref := range inspect.AgentRefs(c.cfg) {
+	for _, ref := range inspect.AgentRefs(c.Config) {
 		users[ref.BreakerKey] = append(users[ref.BreakerKey], ref.Name)
 		if seen[ref.BreakerKey] {
 			continue
 		}
 		seen[ref.BreakerKey] = true
-		snap, err := c.breakers.Get(ctx, ref.BreakerKey)
+		snap, err := c.Breakers.Get(ctx, ref.BreakerKey)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -642,7 +642,7 @@ func breakerKey(r *http.Request) (string, error) {
 // that Redis has no breaker for: a trip or reset would leave a phantom
 // breaker for ever. The console has no override (inspector's --force has).
 func (c *Console) checkBreakerKey(ctx context.Context, key string) error {
-	err := c.breakers.CheckKey(ctx, key, inspect.BreakerKeys(c.cfg))
+	err := c.Breakers.CheckKey(ctx, key, inspect.BreakerKeys(c.Config))
 	var uk *resilience.UnknownKeyError
 	if errors.As(err, &uk) {
 		return httpError(http.StatusBadRequest, "Unknown breaker: %s.", uk.Error())
@@ -661,7 +661,7 @@ func (c *Console) breakerReset(rw http.ResponseWriter, r *http.Request, s sessio
 	if err := c.checkBreakerKey(ctx, key); err != nil {
 		return err
 	}
-	if err := c.breakers.Reset(ctx, key); err != nil {
+	if err := c.Breakers.Reset(ctx, key); err != nil {
 		return err
 	}
 	c.redirect(rw, r, s, c.base+"breakers", flashMsg{Kind: "reset", Key: key})
@@ -683,7 +683,7 @@ func (c *Console) breakerTrip(rw http.ResponseWriter, r *http.Request, s session
 	if err := c.checkBreakerKey(ctx, key); err != nil {
 		return err
 	}
-	if err := c.breakers.Trip(ctx, key, d); err != nil {
+	if err := c.Breakers.Trip(ctx, key, d); err != nil {
 		return err
 	}
 	c.redirect(rw, r, s, c.base+"breakers", flashMsg{Kind: "tripped", Key: key, For: d.String()})
@@ -694,11 +694,11 @@ func (c *Console) breakerTrip(rw http.ResponseWriter, r *http.Request, s session
 func (c *Console) agents(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
-	list, err := inspect.Summaries(ctx, c.rdb, c.breakers, inspect.AgentRefs(c.cfg))
+	list, err := inspect.Summaries(ctx, c.Redis, c.Breakers, inspect.AgentRefs(c.Config))
 	if err != nil {
 		return err
 	}
-	byAgent, _, err := c.dlq.CountBy(ctx)
+	byAgent, _, err := c.DeadLetters.CountBy(ctx)
 	if err != nil {
 		return err
 	}
@@ -709,8 +709,8 @@ func (c *Console) agents(rw http.ResponseWriter, r *http.Request, s session) err
 	}
 	rows := make([]row, 0, len(list))
 	for _, a := range list {
-		ar := row{AgentSummary: a, DeadLetters: byAgent[a.Agent], Queue: c.cfg.AgentQueue(a.Agent)}
-		if ag, ok := c.cfg.Agent(a.Agent); ok {
+		ar := row{AgentSummary: a, DeadLetters: byAgent[a.Agent], Queue: c.Config.AgentQueue(a.Agent)}
+		if ag, ok := c.Config.Agent(a.Agent); ok {
 			switch {
 			case ag.Exec != nil:
 				ar.Kind = "exec"
@@ -730,7 +730,7 @@ func (c *Console) agents(rw http.ResponseWriter, r *http.Request, s session) err
 func (c *Console) restarts(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
-	sch := restart.NewScheduler(c.rdb, nil)
+	sch := restart.NewScheduler(c.Redis, nil)
 	list, err := sch.List(ctx, 500)
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 func (c *Console) schedules(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
-	list, err := inspect.Schedules(ctx, c.rdb, c.cfg, time.Now())
+	list, err := inspect.Schedules(ctx, c.Redis, c.Config, time.Now())
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func (c *Console) tenants(rw http.ResponseWriter, r *http.Request, s session) er
 	ctx, cancel := c.bounded(r, 2)
 	defer cancel()
 	queue := r.URL.Query().Get("queue")
-	all, err := inspect.Tenants(ctx, c.rdb, c.cfg, "")
+	all, err := inspect.Tenants(ctx, c.Redis, c.Config, "")
 	if err != nil {
 		return err
 	}

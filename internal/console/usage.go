@@ -35,7 +35,7 @@ func (c *Console) usagePage(rw http.ResponseWriter, r *http.Request, s session) 
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	now := c.opts.Now()
-	rep, err := usage.Summarize(ctx, c.rdb, by, since, now)
+	rep, err := usage.Summarize(ctx, c.Redis, by, since, now)
 	if err != nil {
 		return err
 	}

@@ -13,11 +13,11 @@ func (c *Console) webhooks(rw http.ResponseWriter, r *http.Request, s session) e
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
 	hooks := map[string]webhook.Hook{}
-	for _, n := range c.cfg.WebhookNames() {
-		w, _ := c.cfg.Webhook(n)
+	for _, n := range c.Config.WebhookNames() {
+		w, _ := c.Config.Webhook(n)
 		hooks[n] = webhook.Hook{Name: n, URL: w.URL}
 	}
-	list, err := webhook.Statuses(ctx, c.rdb, hooks)
+	list, err := webhook.Statuses(ctx, c.Redis, hooks)
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ type workerTask struct {
 func (c *Console) workers(rw http.ResponseWriter, r *http.Request, s session) error {
 	ctx, cancel := c.bounded(r, 1)
 	defer cancel()
-	list, err := inspect.Workers(ctx, c.rdb, c.opts.Now())
+	list, err := inspect.Workers(ctx, c.Redis, c.opts.Now())
 	if err != nil {
 		return err
 	}

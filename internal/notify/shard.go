@@ -193,24 +193,25 @@ func (h *Hub) confirm(ch string) {
 
 // confirmShard releases every Subscribe waiting on shard s.
 func (h *Hub) confirmShard(s *shard) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, e := range h.entries {
-		if e.shard == s {
-			e.confirm()
-		}
-	}
+	h.eachOf(s, func(e *entry) { e.confirm() })
 }
 
 // wakeShard wakes every Sub of shard s.
 func (h *Hub) wakeShard(s *shard) {
+	h.eachOf(s, func(e *entry) {
+		for sub := range e.subs {
+			sub.signal()
+		}
+	})
+}
+
+// eachOf runs f on every entry of shard s, under the hub's mutex.
+func (h *Hub) eachOf(s *shard, f func(*entry)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range h.entries {
 		if e.shard == s {
-			for sub := range e.subs {
-				sub.signal()
-			}
+			f(e)
 		}
 	}
 }

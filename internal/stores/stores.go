@@ -35,8 +35,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Set is the stores of one Redis and one configuration.
+// Set is the stores of one Redis and one configuration, with the Redis and
+// the configuration themselves. internal/api's Server and
+// internal/console's Console embed it.
 type Set struct {
+	Redis       redis.UniversalClient
+	Config      *config.Config
 	Client      *tasks.Client
 	Tasks       *tasks.Store
 	DeadLetters *deadletter.Store
@@ -45,8 +49,11 @@ type Set struct {
 	Hubs        *notify.Lazy
 }
 
-// New returns the set on rdb and cfg.
+// New returns the set on rdb and cfg (nil: config.Default()).
 func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) Set {
+	if cfg == nil {
+		cfg = config.Default()
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -58,6 +65,7 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) Set {
 	}
 	store := opts.Client.Store()
 	return Set{
+		Redis: rdb, Config: cfg,
 		Client: opts.Client, Tasks: store, Breakers: opts.Breakers,
 		DeadLetters: deadletter.NewStore(rdb),
 		Budgets:     budget.New(rdb),

@@ -19,7 +19,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -76,11 +78,24 @@ func (t *Tally[P]) Add(count func(P)) {
 // FlushTimeout bounds a flush, and the last one at Stop.
 const FlushTimeout = 3 * time.Second
 
+// NumberTTL is how long Redis keeps the number of a tally's last batch
+// after it (the batch scripts' TTL argument): a batch whose reply was lost
+// is recognised when sent again within it.
+const NumberTTL = 24 * time.Hour
+
 // Start flushes every interval (each flush bounded by FlushTimeout) until
 // ctx ends or Stop is called, then flushes once more; failed receives the
 // error of a flush that failed.
 func (t *Tally[P]) Start(ctx context.Context, every time.Duration, failed func(error)) {
 	t.GoFlush(ctx, every, FlushTimeout, t.Flush, failed)
+}
+
+// LogFailed is a failed for Start: it logs msg at level on logger with
+// the flush's error and whether its batch was kept (not refused).
+func (t *Tally[P]) LogFailed(logger *slog.Logger, level slog.Level, msg string) func(error) {
+	return func(err error) {
+		logger.Log(context.Background(), level, msg, "err", err, "kept", !errors.Is(err, t.refused))
+	}
 }
 
 // Flush sends the counts now: first a batch Redis did not answer, sent

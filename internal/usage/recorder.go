@@ -54,11 +54,6 @@ type Recorder struct {
 // hours are a flush's counts: unix hour -> series -> counts.
 type hours map[int64]map[Series]*Counts
 
-// flushedTTL is how long Redis keeps the number of a recorder's last
-// flush after it: a batch whose reply was lost is recognised when sent
-// again within it.
-const flushedTTL = 24 * time.Hour
-
 // ErrFlushRefused: Redis answered a flush with an error (not a transport
 // failure): the batch is dropped, not sent again, and nothing of it was
 // added (the script checks everything before it writes).
@@ -128,10 +123,7 @@ func (r *Recorder) Start(ctx context.Context) {
 	if r == nil {
 		return
 	}
-	r.tally.Start(ctx, r.opts.Every, func(err error) {
-		r.opts.Logger.Warn("usage: flushing the usage totals failed", "err", err,
-			"kept", !errors.Is(err, ErrFlushRefused))
-	})
+	r.tally.Start(ctx, r.opts.Every, r.tally.LogFailed(r.opts.Logger, slog.LevelWarn, "usage: flushing the usage totals failed"))
 }
 
 // Stop ends the flushes, flushing what is left, and waits for it. A
@@ -184,7 +176,7 @@ func (r *Recorder) flushArgs(id string, seq int64, pending hours, first int64) (
 	}
 	sort.Slice(hours, func(i, j int) bool { return hours[i] < hours[j] })
 	keys := []string{rkeys.UsageFlushed(id)}
-	args := []any{seq, int64(flushedTTL / time.Second), r.opts.MaxSeries, MaxSum}
+	args := []any{seq, int64(tally.NumberTTL / time.Second), r.opts.MaxSeries, MaxSum}
 	for _, h := range hours {
 		keys = append(keys, rkeys.UsageHour(h), rkeys.UsageSeries(h))
 		expireAt := (h+1)*3600 + int64(r.opts.Retention/time.Second)

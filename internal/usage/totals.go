@@ -67,35 +67,26 @@ type Counts struct {
 	Attempts int64   `json:"attempts"`
 }
 
-func (c *Counts) values() [6]int64 {
-	return [6]int64{c.InputTokens, c.OutputTokens, c.CachedTokens, c.TotalTokens, c.CostMicroUSD, c.Attempts}
+// fields are c's counters, in the order of counters.
+func (c *Counts) fields() [6]*int64 {
+	return [6]*int64{&c.InputTokens, &c.OutputTokens, &c.CachedTokens, &c.TotalTokens, &c.CostMicroUSD, &c.Attempts}
 }
 
-func (c *Counts) set(i int, v int64) {
-	switch i {
-	case 0:
-		c.InputTokens = v
-	case 1:
-		c.OutputTokens = v
-	case 2:
-		c.CachedTokens = v
-	case 3:
-		c.TotalTokens = v
-	case 4:
-		c.CostMicroUSD = v
-	case 5:
-		c.Attempts = v
+// values are c's counters, in the order of counters.
+func (c *Counts) values() [6]int64 {
+	var v [6]int64
+	for i, f := range c.fields() {
+		v[i] = *f
 	}
+	return v
 }
 
 // Plus adds o to c, each counter saturating at MaxSum (SatAdd).
 func (c *Counts) Plus(o Counts) {
-	c.InputTokens = SatAdd(c.InputTokens, o.InputTokens)
-	c.OutputTokens = SatAdd(c.OutputTokens, o.OutputTokens)
-	c.CachedTokens = SatAdd(c.CachedTokens, o.CachedTokens)
-	c.TotalTokens = SatAdd(c.TotalTokens, o.TotalTokens)
-	c.CostMicroUSD = SatAdd(c.CostMicroUSD, o.CostMicroUSD)
-	c.Attempts = SatAdd(c.Attempts, o.Attempts)
+	add := o.values()
+	for i, f := range c.fields() {
+		*f = SatAdd(*f, add[i])
+	}
 	c.CostUSD = float64(c.CostMicroUSD) / 1e6
 }
 
@@ -195,7 +186,7 @@ func parseHour(fields map[string]string) map[Series]Counts {
 		c := out[s]
 		for i, name := range counters {
 			if name == parts[3] {
-				c.set(i, n)
+				*c.fields()[i] = n
 			}
 		}
 		c.CostUSD = float64(c.CostMicroUSD) / 1e6
