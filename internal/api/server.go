@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/notify"
 	"github.com/agentq/agentq/internal/stores"
@@ -113,21 +114,11 @@ type Server struct {
 // rdb should have ContextTimeoutEnabled (cli.OpenRedis sets it), so that a
 // Redis that stops answering is bounded by the request's deadline.
 func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
-	if opts.MaxBody <= 0 {
-		opts.MaxBody = DefaultMaxBody
-	}
-	if opts.RedisTimeout <= 0 {
-		opts.RedisTimeout = DefaultRedisTimeout
-	}
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = DefaultMaxBatch
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts.MaxBody = defaults.Positive(opts.MaxBody, DefaultMaxBody)
+	opts.RedisTimeout = defaults.Positive(opts.RedisTimeout, DefaultRedisTimeout)
+	opts.MaxBatch = defaults.Positive(opts.MaxBatch, DefaultMaxBatch)
+	opts.Now = defaults.Clock(opts.Now)
+	opts.Logger = defaults.Logger(opts.Logger)
 	if opts.Holds == nil {
 		opts.Holds = httpx.NewHolds(httpx.HoldsOptions{})
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/tally"
 )
@@ -55,18 +56,10 @@ var ErrFlushRefused = errors.New("charts: flush refused")
 
 // NewCounter returns a counter flushing to rdb; Start begins the flushes.
 func NewCounter(rdb redis.UniversalClient, opts CounterOptions) *Counter {
-	if opts.Every <= 0 {
-		opts.Every = DefaultFlushEvery
-	}
-	if opts.Keep <= 0 {
-		opts.Keep = DefaultKeep
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts.Every = defaults.Positive(opts.Every, DefaultFlushEvery)
+	opts.Keep = defaults.Positive(opts.Keep, DefaultKeep)
+	opts.Now = defaults.Clock(opts.Now)
+	opts.Logger = defaults.Logger(opts.Logger)
 	c := &Counter{rdb: rdb, opts: opts}
 	c.tally = tally.New("charts: flushing attempt counts", ErrFlushRefused, func() minutes { return minutes{} }, c.send)
 	return c

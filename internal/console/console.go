@@ -36,6 +36,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/httpx"
 	"github.com/agentq/agentq/internal/notify"
 	"github.com/agentq/agentq/internal/redisx"
@@ -139,24 +140,14 @@ type Console struct {
 // New returns the console on rdb; cfg (nil: config.Default()) names the
 // agents and their breakers.
 func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Console {
-	if opts.RedisTimeout <= 0 {
-		opts.RedisTimeout = DefaultRedisTimeout
-	}
-	if opts.SessionTTL <= 0 {
-		opts.SessionTTL = DefaultSessionTTL
-	}
-	if opts.PageSize <= 0 {
-		opts.PageSize = DefaultPageSize
-	}
+	opts.RedisTimeout = defaults.Positive(opts.RedisTimeout, DefaultRedisTimeout)
+	opts.SessionTTL = defaults.Positive(opts.SessionTTL, DefaultSessionTTL)
+	opts.PageSize = defaults.Positive(opts.PageSize, DefaultPageSize)
 	if opts.Refresh == 0 {
 		opts.Refresh = DefaultRefresh
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts.Now = defaults.Clock(opts.Now)
+	opts.Logger = defaults.Logger(opts.Logger)
 	if opts.Limiter == nil {
 		opts.Limiter = httpx.NewLimiter(httpx.LimiterOptions{Now: opts.Now, Logger: opts.Logger})
 	}

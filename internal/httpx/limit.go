@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/durx"
 )
 
@@ -89,21 +90,11 @@ type LimiterOptions struct {
 
 // NewLimiter returns a Limiter.
 func NewLimiter(o LimiterOptions) *Limiter {
-	if o.Max <= 0 {
-		o.Max = DefaultMaxFailures
-	}
-	if o.Window <= 0 {
-		o.Window = DefaultFailWindow
-	}
-	if o.Capacity <= 0 {
-		o.Capacity = DefaultLimiterCap
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Max = defaults.Positive(o.Max, DefaultMaxFailures)
+	o.Window = defaults.Positive(o.Window, DefaultFailWindow)
+	o.Capacity = defaults.Positive(o.Capacity, DefaultLimiterCap)
+	o.Now = defaults.Clock(o.Now)
+	o.Logger = defaults.Logger(o.Logger)
 	return &Limiter{max: o.Max, window: o.Window, capacity: o.Capacity, now: o.Now, log: o.Logger,
 		clients: map[string]*failures{}, counting: list.New(), locked: list.New()}
 }

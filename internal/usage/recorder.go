@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/defaults"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/tally"
 )
@@ -63,21 +64,11 @@ var _ Sink = (*Recorder)(nil)
 
 // NewRecorder returns a recorder flushing to rdb; Start begins the flushes.
 func NewRecorder(rdb redis.UniversalClient, opts RecorderOptions) *Recorder {
-	if opts.Every <= 0 {
-		opts.Every = DefaultFlushEvery
-	}
-	if opts.Retention <= 0 {
-		opts.Retention = DefaultRetention
-	}
-	if opts.MaxSeries <= 0 {
-		opts.MaxSeries = DefaultMaxSeries
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
+	opts.Every = defaults.Positive(opts.Every, DefaultFlushEvery)
+	opts.Retention = defaults.Positive(opts.Retention, DefaultRetention)
+	opts.MaxSeries = defaults.Positive(opts.MaxSeries, DefaultMaxSeries)
+	opts.Now = defaults.Clock(opts.Now)
+	opts.Logger = defaults.Logger(opts.Logger)
 	r := &Recorder{rdb: rdb, opts: opts}
 	r.tally = tally.New("usage: flushing totals", ErrFlushRefused, func() hours { return hours{} }, r.send)
 	return r
