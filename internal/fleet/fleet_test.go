@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,19 +19,6 @@ type manualTicker struct{ c chan time.Time }
 
 func (m manualTicker) C() <-chan time.Time { return m.c }
 func (m manualTicker) Stop()               {}
-
-// fakeClock is a clock the test moves.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // claimant is one worker's Every in a test: its ticker, its runs, its
 // claims (won and lost) and its ticks done.
@@ -91,15 +77,16 @@ func TestOneHolderPerIntervalOneClaimPerLease(t *testing.T) {
 	rdb := srv.Client()
 	ctx := context.Background()
 	const interval, ticks = 500 * time.Millisecond, 40 // 20 s: four leases
-	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	var clock atomic.Int64                             // the test's clock, in ns
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
 	var cs []*claimant
 	for _, h := range []string{"w1", "w2", "w3"} {
-		c := newClaimant(t, ctx, rdb, "test:claim", h, interval, Options{Now: clock.Now})
+		c := newClaimant(t, ctx, rdb, "test:claim", h, interval, Options{Now: now})
 		c.wait(t) // the tick at start
 		cs = append(cs, c)
 	}
 	for range ticks {
-		clock.Add(interval)
+		clock.Add(int64(interval))
 		for _, c := range cs {
 			c.tick(t)
 		}
