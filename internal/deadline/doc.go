@@ -1,5 +1,5 @@
 // Package deadline is the fleet's deadline sweep: a service that, every
-// SweepInterval, by one worker of the fleet per tick (a fleet claim on
+// SweepInterval, by one worker of the fleet per tick (a fleet lease on
 // rkeys.DeadlineSweepClaim), goes through the tasks of the deadline index
 // (rkeys.Deadlines, written by the producers with each task that has a
 // deadline) whose deadline has passed, and dead-letters the ones still

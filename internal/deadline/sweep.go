@@ -16,9 +16,13 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// SweepInterval is how often the fleet sweeps the deadline index (one
-// worker per tick, by claim): a waiting task is dead-lettered within
-// about this long of its deadline.
+// SweepInterval is how often the fleet sweeps the deadline index (the
+// one worker that holds the sweep's fleet lease): a waiting task is
+// dead-lettered within about this long of its deadline. Each sweep reads
+// the index once even when nothing is due: producers add entries without
+// telling the fleet, and a new task's deadline may come before the
+// earliest one known, so skipping ticks until that one would lose this
+// precision. The read costs the fleet one ZRANGE a tick, not each worker.
 const SweepInterval = 500 * time.Millisecond
 
 // sweepBatch is how many index entries one read of a sweep takes;
