@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -500,8 +501,9 @@ func workerMetricNames(t *testing.T) map[string]bool {
 	return out
 }
 
-// addMetricNames adds to out the Name fields of the prometheus.*Opts
-// literals in dir's non-test Go files.
+// addMetricNames adds to out the metric names in dir's non-test Go
+// files: every string literal that is a whole agentq_ name (a collector's
+// Opts.Name, or the name handed to a helper that builds the collector).
 func addMetricNames(t *testing.T, dir string, out map[string]bool) {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -514,28 +516,20 @@ func addMetricNames(t *testing.T, dir string, out map[string]bool) {
 		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, 0)
 		require.NoError(t, err)
 		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.CompositeLit)
-			if !ok {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
 				return true
 			}
-			sel, ok := lit.Type.(*ast.SelectorExpr)
-			if !ok || !strings.HasSuffix(sel.Sel.Name, "Opts") {
-				return true
-			}
-			for _, el := range lit.Elts {
-				kv, ok := el.(*ast.KeyValueExpr)
-				if k, isIdent := kv.Key.(*ast.Ident); ok && isIdent && k.Name == "Name" {
-					if s, ok := kv.Value.(*ast.BasicLit); ok {
-						name, err := strconv.Unquote(s.Value)
-						require.NoError(t, err)
-						out[name] = true
-					}
-				}
+			if name, err := strconv.Unquote(lit.Value); err == nil && metricName.MatchString(name) {
+				out[name] = true
 			}
 			return true
 		})
 	}
 }
+
+// metricName is a whole agentq metric name.
+var metricName = regexp.MustCompile(`^agentq_[a-z_]+$`)
 
 // configVars are the variables the config reads when a worker runs it:
 // ${VAR} in HTTP agents' headers and in Redis passwords (found by running
