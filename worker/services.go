@@ -52,8 +52,9 @@ type loops struct {
 	listener *wake.Listener
 }
 
-// newLoops builds the worker's loops on its pipeline (built already);
-// client enqueues the schedules' tasks; noGate: no health probes (no
+// newLoops builds the worker's loops, before the delivery (which reads the
+// heartbeat's Track; the deadline sweep reaches the delivery when it
+// runs); client enqueues the schedules' tasks; noGate: no health probes (no
 // breaker gate). It fails on a webhook or schedule the config cannot
 // resolve.
 func (w *Worker) newLoops(client *tasks.Client, noGate bool) (err error) {
