@@ -385,6 +385,12 @@ agents:
 		if len(rs) == 1 && rs[0]["id"] == "f1" {
 			break
 		}
+		// On a loaded machine one inspector process can outlast f1's
+		// restart window (its delay): the record shows it went through it.
+		if v, err := tasks.NewStore(rdb).Get(context.Background(), "f1"); err == nil && v.Restarts >= 1 && v.State.Terminal() {
+			t.Logf("f1's restart window passed between two inspector calls")
+			break
+		}
 		require.True(t, time.Now().Before(deadline), "f1 never listed as restarting: %v", rs)
 		time.Sleep(50 * time.Millisecond)
 	}
