@@ -42,5 +42,5 @@ func TestLuaNowMSOnce(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"../../internal/redisx/lua.go"}, found, "scripts read the Redis clock through redisx.LuaNowMS only")
+	require.Equal(t, []string{"../../internal/redisx/lua/now_ms.lua", "../../internal/redisx/lua/server_ms.lua"}, found, "scripts read the Redis clock through redisx.LuaNowMS and LuaServerMS only")
 }
