@@ -32,10 +32,11 @@ import (
 //	    -cpuprofile cpu.out -memprofile mem.out -memprofilerate 512
 
 // TestProfileDelivery runs one side of BenchmarkIOBound (an HTTP agent
-// against an httptest backend) once, alone in the process, and prints what
-// one task cost: this process's CPU and allocations (the backend's
-// included: compare the sides), the round trips and commands its go-redis
-// client sent, and redis-server's CPU and commandstats per task.
+// against the backend process of io_backend_test.go) once, alone in the
+// process, and prints what one task cost: this process's CPU and
+// allocations (the worker's: the backend runs in a process of its own),
+// the round trips and commands its go-redis client sent, and
+// redis-server's CPU and commandstats per task.
 func TestProfileDelivery(t *testing.T) {
 	side := envString("AGENTQ_PROFILE_SIDE")
 	if side == "" {
@@ -48,8 +49,7 @@ func TestProfileDelivery(t *testing.T) {
 	}
 	ctx := context.Background()
 	srv := redistest.Start(t)
-	be := newIOBackend(delay)
-	defer be.srv.Close()
+	be := newIOBackend(t, delay)
 	rdb := newClient(srv)
 	defer rdb.Close()
 	require.NoError(t, prefill(ctx, rdb, n, ioAgent))
@@ -90,7 +90,7 @@ func startProfiled(t *testing.T, side string, srv *redistest.Server, rdb *redis.
 	switch side {
 	case "agentq":
 		cfg := agentqConfig(srv, c)
-		cfg.Agents[ioAgent] = config.Agent{Name: ioAgent, HTTP: &config.HTTP{URL: be.srv.URL + "/run"}, Settings: cfg.Defaults.Clone()}
+		cfg.Agents[ioAgent] = config.Agent{Name: ioAgent, HTTP: &config.HTTP{URL: be.url}, Settings: cfg.Defaults.Clone()}
 		w, err := worker.New(cfg, rdb, worker.WithLogger(discardLogger()))
 		require.NoError(t, err)
 		rctx, cancel := context.WithCancel(context.Background())
@@ -99,7 +99,7 @@ func startProfiled(t *testing.T, side string, srv *redistest.Server, rdb *redis.
 		return func() { cancel(); require.NoError(t, <-done) }
 	case "asynq":
 		hc := ioClient(c)
-		url := be.srv.URL + "/run"
+		url := be.url
 		s := asynq.NewServerFromRedisClient(rdb, asynqConfig(c, true))
 		require.NoError(t, s.Start(asynq.HandlerFunc(func(ctx context.Context, tk *asynq.Task) error {
 			return postPayload(ctx, hc, url, tk.Payload())
