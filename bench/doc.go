@@ -4,8 +4,9 @@
 // server processes), the cost of the circuit-breaker gate, how many calls
 // reach a dead backend from 4 worker processes sharing one breaker, idle
 // pickup latency (1 to 100 idle workers), retry timing, an I/O-bound HTTP
-// agent (200 ms calls, concurrency 400) against asynq making the same
-// calls, enqueue throughput
+// agent (50 ms calls at concurrency 200, and 200 ms calls at concurrency
+// 400) against asynq making the same calls, with the worker's CPU per task
+// (the backend a process of its own), enqueue throughput
 // (single, concurrent, batched with EnqueueMany, and the enqueuer binary's
 // --file), and what agentq costs its Redis: Redis CPU per task, and Redis
 // CPU, round trips and commands per idle worker (1, 10 and 50 idle workers
@@ -18,14 +19,17 @@
 // "idle Redis CPU per worker:",
 // "single enqueue/asynq ratio:", "pipeline/asynq 4-process throughput
 // ratio:", "pipeline/asynq Redis CPU per task ratio:", "pipeline/asynq
-// throughput ratio:"); the summary printed after the run, and `make bench`,
-// end with them in that order.
+// throughput ratio:", "io-bound 50ms/c=200 agentq/asynq throughput ratio:",
+// "io-bound 200ms/c=400 agentq/asynq throughput ratio:", "worker CPU per
+// task agentq/asynq ratio:"); the summary printed after the run, and
+// `make bench`, end with them in that order.
 //
 // Every figure is measured in one run, A/B interleaved (A, B, A, B, …), on
 // one real redis-server started on a free port and flushed between rounds;
 // the benchmarks print medians and ratios and never assert wall-clock
 // numbers. Child processes are this test binary run again with
-// AGENTQ_BENCH_ROLE set (TestMain dispatches them), or the worker and
+// AGENTQ_BENCH_ROLE set (TestMain dispatches them) or run as
+// TestHelperBackend (BenchmarkIOBound's backend), or the worker and
 // enqueuer binaries built for the run. Plain `go test ./...` runs only the
 // cheap helper tests here; the benchmarks run with `-bench`. BENCHMARKS.md
 // at the repository root has the figures of a reference run.

@@ -99,10 +99,10 @@ func serveBackend(delay time.Duration, in io.Reader, out io.Writer) int {
 
 // ioBackend is the parent's end of a backend process.
 type ioBackend struct {
-	url  string // the agent's endpoint: http://<addr>/run
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	out  *bufio.Scanner
+	url string // the agent's endpoint: http://<addr>/run
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
 }
 
 // backendStats is what "stats" answers.
