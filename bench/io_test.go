@@ -22,7 +22,7 @@ import (
 // Knobs of BenchmarkIOBound (environment variables, optional):
 //
 //	AGENTQ_BENCH_IO_TASKS   tasks per round (4000 at 50 ms, 2000 at 200 ms: about a second each)
-//	AGENTQ_BENCH_IO_ROUNDS  A/B rounds of each load (3)
+//	AGENTQ_BENCH_IO_ROUNDS  A/B rounds of each load (5)
 
 // ioAgent is the name the HTTP agent of BenchmarkIOBound is configured
 // under.
@@ -100,7 +100,7 @@ func ioClient(c int) *http.Client {
 func BenchmarkIOBound(b *testing.B) {
 	skipShort(b)
 	srv := redistest.Start(b)
-	rounds := envInt("AGENTQ_BENCH_IO_ROUNDS", 3)
+	rounds := envInt("AGENTQ_BENCH_IO_ROUNDS", 5)
 	loads := []ioLoad{
 		{delay: 50 * time.Millisecond, c: 200, n: envInt("AGENTQ_BENCH_IO_TASKS", 4000), headline: hlIO50},
 		{delay: 200 * time.Millisecond, c: 400, n: envInt("AGENTQ_BENCH_IO_TASKS", 2000), headline: hlIO200},
