@@ -3,6 +3,7 @@ package delivery
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/agentq/agentq/internal/record"
@@ -90,14 +91,19 @@ const beginGrace = 50 * time.Millisecond
 // carries its start (record.Change.Start), so the outcome's write counts
 // the attempt whether or not the start was written.
 //
-// Its methods run on the handler's goroutine; the lazy start runs on a
-// timer's, and closing fired orders its outcome before settle reads it.
+// Its methods run on the handler's goroutine; the lazy start (fire) runs
+// on a timer's, and fired orders its outcome before settle reads it.
 type attemptStart struct {
 	rec completer
 	d   record.Delivery
 
-	timer *time.Timer   // the lazy start; nil once settled or when begun at once
-	fired chan struct{} // closed when the lazy start has returned
+	// The lazy start: the delivery's context (its values: the write
+	// outlives its cancellation) and what stops the attempt's agent.
+	ctx  context.Context
+	stop func()
+
+	timer *time.Timer    // the lazy start; nil once settled or when begun at once
+	fired sync.WaitGroup // done when the lazy start has returned
 	out   record.Outcome
 	err   error
 	// written: the start is in the record.
@@ -123,17 +129,20 @@ func beginNow(ctx context.Context, rec completer, d record.Delivery) (*attemptSt
 // EVALSHA a task, about 0.2 round trips a task), without waiting for one
 // another beyond the Batcher's linger.
 func beginLazy(ctx context.Context, rec completer, d record.Delivery, stop func()) *attemptStart {
-	a := &attemptStart{rec: rec, d: d, fired: make(chan struct{})}
-	bg := context.WithoutCancel(ctx)
-	a.timer = time.AfterFunc(beginGrace, func() {
-		defer close(a.fired)
-		a.out, a.err = a.rec.apply(bg, d, record.Started())
-		a.written = applied(a.out, a.err)
-		if a.out == record.Canceled && a.err == nil && stop != nil {
-			stop()
-		}
-	})
+	a := &attemptStart{rec: rec, d: d, ctx: ctx, stop: stop}
+	a.fired.Add(1)
+	a.timer = time.AfterFunc(beginGrace, a.fire)
 	return a
+}
+
+// fire is the lazy start's write, on its timer's goroutine.
+func (a *attemptStart) fire() {
+	defer a.fired.Done()
+	a.out, a.err = a.rec.apply(context.WithoutCancel(a.ctx), a.d, record.Started())
+	a.written = applied(a.out, a.err)
+	if a.out == record.Canceled && a.err == nil && a.stop != nil {
+		a.stop()
+	}
 }
 
 // settle ends the lazy start: it stops it if it has not fired, or waits
@@ -143,7 +152,7 @@ func beginLazy(ctx context.Context, rec completer, d record.Delivery, stop func(
 func (a *attemptStart) settle() record.Outcome {
 	if a.timer != nil {
 		if !a.timer.Stop() { // fired: wait for its write
-			<-a.fired
+			a.fired.Wait()
 		}
 		a.timer = nil
 	}
