@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The simulated agent backend of BenchmarkIOBound and TestProfileDelivery
@@ -185,4 +187,43 @@ func (be *ioBackend) stats() (backendStats, error) {
 func (be *ioBackend) close() {
 	_ = be.in.Close()
 	_ = be.cmd.Wait()
+}
+
+// TestServeBackend holds the backend process's protocol: its address
+// line, a POST answered and counted, reset and stats.
+func TestServeBackend(t *testing.T) {
+	t.Parallel()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	exit := make(chan int, 1)
+	go func() { exit <- serveBackend(time.Millisecond, inR, outW) }()
+	out := bufio.NewScanner(outR)
+	ask := func(cmd string) string {
+		_, err := fmt.Fprintln(inW, cmd)
+		require.NoError(t, err)
+		require.True(t, out.Scan())
+		return out.Text()
+	}
+	require.True(t, out.Scan())
+	addr, ok := strings.CutPrefix(out.Text(), "addr ")
+	require.True(t, ok, out.Text())
+	require.Equal(t, "0 0 0", ask("stats"))
+
+	resp, err := http.Post("http://"+addr+"/run", "application/json", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, `{"ok":true}`, string(body))
+
+	var first, calls, conns int64
+	_, err = fmt.Sscanf(ask("stats"), "%d %d %d", &first, &calls, &conns)
+	require.NoError(t, err)
+	require.Positive(t, first)
+	require.Equal(t, int64(1), calls)
+	require.Equal(t, int64(1), conns)
+	require.Equal(t, "ok", ask("reset"))
+	require.Equal(t, "0 0 0", ask("stats"))
+	require.NoError(t, inW.Close())
+	require.Equal(t, 0, <-exit)
 }
