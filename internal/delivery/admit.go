@@ -343,7 +343,7 @@ func (p *Executor) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	if err != nil {
 		log.Warn("breaker state unavailable; using the last state seen", "err", err)
 	}
-	p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(StateValue(adm.State))
+	p.metrics.breakerGauge(sp.breakerKey).Set(StateValue(adm.State))
 	if adm.Allowed {
 		return p.gateLimits(ctx, log, env, sp, adm)
 	}
@@ -428,7 +428,7 @@ func (p *Executor) fallBack(ctx context.Context, log *taskLog, primary *Spec, fr
 		if err != nil {
 			log.Warn("fallback breaker state unavailable; using the last state seen", "fallback", fs.name, "err", err)
 		}
-		p.metrics.breakerState.WithLabelValues(fs.breakerKey).Set(StateValue(a.State))
+		p.metrics.breakerGauge(fs.breakerKey).Set(StateValue(a.State))
 		if a.Allowed {
 			la := p.admitLimit(ctx, log, fs)
 			if !la.Allowed {

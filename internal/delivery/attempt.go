@@ -128,7 +128,8 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	p.afterLimitedCall(ctx, log, sp, g.lim, used.TotalTokens, reply)
 	p.meter.used(env, p.metrics.agent(sp.name), used, time.Now(), p.usage)
 	p.debitBudgets(ctx, log, env, sp, used)
-	p.metrics.duration.WithLabelValues(p.metrics.agent(sp.name)).Observe(elapsed.Seconds())
+	series := p.metrics.series(sp.name)
+	series.duration.Observe(elapsed.Seconds())
 
 	var v resilience.Verdict
 	switch {
@@ -157,7 +158,11 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 		out = breaker.OutcomeIgnore // the caller's deadline says nothing of the agent's health
 	}
 	p.recordBreaker(ctx, log, env, sp, adm, out)
-	p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), callOutcome(v.Class)).Inc()
+	if v.Class == "" {
+		series.succeeded.Inc()
+	} else {
+		p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), callOutcome(v.Class)).Inc()
+	}
 	p.chartAttempt(v.Class)
 	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled && !deadlineCut) {
 		p.onFailure(sp.name)
@@ -231,7 +236,7 @@ func (p *Executor) recordBreaker(ctx context.Context, log *taskLog, env *tasks.E
 	case err != nil:
 		log.Warn("breaker record failed", "err", err)
 	case st != adm.State:
-		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(StateValue(st))
+		p.metrics.breakerGauge(sp.breakerKey).Set(StateValue(st))
 		log.Info("breaker changed state", "breaker_key", sp.breakerKey, "state", st)
 	}
 }
