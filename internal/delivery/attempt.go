@@ -108,7 +108,7 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	sp, adm := g.sp, g.adm
 	timeout, cut := callDeadline(env, callTimeout(ctx, sp.timeout, time.Now()), time.Now())
 	got := &agent.Reply{}
-	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quickStop), log, sp, got)
+	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quick), log, sp, got)
 	stamp := p.newStamper(ctx, sp, g.lim)
 	stamp.late() // the call leaves now: restamp its start if the worker stalled since its admission
 	// agent.WithTimeout: a runner's timeout failure names timeout itself.
