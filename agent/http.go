@@ -303,7 +303,7 @@ func (h *HTTP) request(ctx context.Context, req Request) (hreq *http.Request, se
 		}
 	} else {
 		var err error
-		if body, err = json.Marshal(req); err != nil {
+		if body, err = marshalRequest(req); err != nil {
 			return nil, nil, &resilience.Failure{Err: fmt.Errorf("agent: encode request: %w", err), Class: resilience.InvalidRequest}
 		}
 	}
