@@ -669,7 +669,9 @@ const (
 type outputWriter struct {
 	rec completer
 	d   record.Delivery
-	ctx context.Context // the call's, without its cancel: the last flush outlives a stop
+	// ctx is the call's; without its cancel once the loop starts (the
+	// last flush outlives a stop), made then: most calls emit nothing.
+	ctx context.Context
 	log *taskLog
 
 	mu      sync.Mutex
@@ -688,7 +690,7 @@ type outputWriter struct {
 
 // newOutput returns the writer of a call of delivery d.
 func newOutput(ctx context.Context, rec completer, log *taskLog, d record.Delivery) *outputWriter {
-	return &outputWriter{rec: rec, d: d, ctx: context.WithoutCancel(ctx), log: log}
+	return &outputWriter{rec: rec, d: d, ctx: ctx, log: log}
 }
 
 // emit takes one event (agent.Request.Emit); it never blocks.
@@ -715,6 +717,7 @@ func (w *outputWriter) emit(typ string, data json.RawMessage) {
 		w.running = true
 		w.kick, w.full = make(chan struct{}, 1), make(chan struct{}, 1)
 		w.done, w.exited = make(chan struct{}), make(chan struct{})
+		w.ctx = context.WithoutCancel(w.ctx)
 		go w.loop()
 	}
 	n := len(w.pending)
