@@ -128,7 +128,11 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	p.afterLimitedCall(ctx, log, sp, g.lim, used.TotalTokens, reply)
 	p.meter.used(env, p.metrics.agent(sp.name), used, time.Now(), p.usage)
 	p.debitBudgets(ctx, log, env, sp, used)
-	series := p.metrics.series(sp.name)
+	label := p.metrics.agent(sp.name)
+	series := p.metrics.byAgent.get(label, func() agentSeries {
+		return agentSeries{duration: p.metrics.duration.WithLabelValues(label),
+			succeeded: p.metrics.attempts.WithLabelValues(label, "", outcomeSuccess)}
+	})
 	series.duration.Observe(elapsed.Seconds())
 
 	var v resilience.Verdict
@@ -161,7 +165,7 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	if v.Class == "" {
 		series.succeeded.Inc()
 	} else {
-		p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), callOutcome(v.Class)).Inc()
+		p.metrics.attempts.WithLabelValues(label, string(v.Class), callOutcome(v.Class)).Inc()
 	}
 	p.chartAttempt(v.Class)
 	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled && !deadlineCut) {
@@ -217,12 +221,6 @@ func callDeadline(env *tasks.Envelope, timeout time.Duration, now time.Time) (ti
 	return timeout, false
 }
 
-// quickStop reports whether a call whose context was canceled was stopped
-// because its task was canceled (asynq's CancelProcessing) rather than by
-// the worker's shutdown: its exec agent then gets SIGKILL sooner
-// (agent.WithQuickStop).
-func (p *Executor) quickStop() bool { return !p.stopping.Load() }
-
 // recordBreaker records a call's outcome out in the breaker of the agent
 // called (sp, admitted by adm), unless the gate is off (WithoutBreaker).
 func (p *Executor) recordBreaker(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, adm breaker.Admission, out breaker.Outcome) {
@@ -236,7 +234,7 @@ func (p *Executor) recordBreaker(ctx context.Context, log *taskLog, env *tasks.E
 	case err != nil:
 		log.Warn("breaker record failed", "err", err)
 	case st != adm.State:
-		p.metrics.breakerGauge(sp.breakerKey).Set(StateValue(st))
+		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(StateValue(st))
 		log.Info("breaker changed state", "breaker_key", sp.breakerKey, "state", st)
 	}
 }
@@ -258,7 +256,7 @@ func (p *Executor) chartAttempt(class resilience.Class) {
 func callOutcome(class resilience.Class) string {
 	switch class {
 	case "":
-		return "success"
+		return outcomeSuccess
 	case resilience.Canceled:
 		return "canceled"
 	}

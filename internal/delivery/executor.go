@@ -135,6 +135,12 @@ func (p *Executor) Acks() *broker.Acks { return p.acks }
 // deliveries' successes may ride asynq's ack.
 func (p *Executor) WithAcks(ctx context.Context) context.Context { return withAcks(ctx, p.acks) }
 
+// quickStop reports whether a call whose context was canceled was stopped
+// because its task was canceled (asynq's CancelProcessing) rather than by
+// the worker's shutdown: its exec agent then gets SIGKILL sooner
+// (agent.WithQuickStop).
+func (p *Executor) quickStop() bool { return !p.stopping.Load() }
+
 // Stopping tells the Executor the worker is shutting down: from then on
 // a call's canceled context is the shutdown's, not a task's cancel.
 func (p *Executor) Stopping() { p.stopping.Store(true) }

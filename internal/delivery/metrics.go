@@ -63,24 +63,11 @@ type Metrics struct {
 // agentSeries are an agent label's children a call touches.
 type agentSeries struct {
 	duration  prometheus.Observer
-	succeeded prometheus.Counter // attempts{class="", outcome="success"}
+	succeeded prometheus.Counter // attempts{class="", outcome=outcomeSuccess}
 }
 
-// series is the children of agent name's label.
-func (m *Metrics) series(name string) agentSeries {
-	label := m.agent(name)
-	return m.byAgent.get(label, func() agentSeries {
-		return agentSeries{
-			duration:  m.duration.WithLabelValues(label),
-			succeeded: m.attempts.WithLabelValues(label, "", callOutcome("")),
-		}
-	})
-}
-
-// breakerGauge is the breaker state gauge of breaker key.
-func (m *Metrics) breakerGauge(key string) prometheus.Gauge {
-	return m.byBreaker.get(key, func() prometheus.Gauge { return m.breakerState.WithLabelValues(key) })
-}
+// outcomeSuccess is the outcome label of a successful call.
+const outcomeSuccess = "success"
 
 // children is a copy-on-write map of metric children by label: a read
 // takes no lock; a label's first use copies the map. Its labels are
