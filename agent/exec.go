@@ -156,7 +156,7 @@ func (e *Exec) run(ctx context.Context, req Request) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, ctxFailure(ctx, time.Now(), err)
 	}
-	in, err := json.Marshal(req)
+	in, err := marshalRequest(req)
 	if err != nil {
 		return nil, &resilience.Failure{Err: fmt.Errorf("agent: encode request: %w", err), Class: resilience.InvalidRequest}
 	}

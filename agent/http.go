@@ -303,7 +303,7 @@ func (h *HTTP) request(ctx context.Context, req Request) (hreq *http.Request, se
 		}
 	} else {
 		var err error
-		if body, err = json.Marshal(req); err != nil {
+		if body, err = marshalRequest(req); err != nil {
 			return nil, nil, &resilience.Failure{Err: fmt.Errorf("agent: encode request: %w", err), Class: resilience.InvalidRequest}
 		}
 	}
@@ -311,8 +311,9 @@ func (h *HTTP) request(ctx context.Context, req Request) (hreq *http.Request, se
 	if err != nil {
 		return nil, nil, &resilience.Failure{Err: fmt.Errorf("agent: build request: %w", err), Class: resilience.InvalidRequest}
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
+	// Both headers' values in one array (Header.Set makes one per value).
+	jsonType := []string{"application/json", "application/json"}
+	hreq.Header["Content-Type"], hreq.Header["Accept"] = jsonType[0:1:1], jsonType[1:2:2]
 	for k, v := range h.cfg.Headers {
 		v, vals := expandEnv(v, h.cfg.Getenv, true)
 		if len(vals) > 0 {

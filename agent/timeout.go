@@ -24,7 +24,23 @@ func WithTimeout(parent context.Context, d time.Duration) (context.Context, cont
 	if pdl, ok := parent.Deadline(); ok && pdl.Equal(dl) {
 		return ctx, cancel // the parent's earlier deadline holds, not d
 	}
-	return context.WithValue(ctx, timeoutKey{}, callTimeout{d: d, deadline: dl}), cancel
+	return &timeoutCtx{Context: ctx, t: callTimeout{d: d, deadline: dl}}, cancel
+}
+
+// timeoutCtx is the call's timer context carrying its callTimeout: one
+// allocation where context.WithValue of a callTimeout took two. Its
+// Done, Err, Deadline and cancellation are the timer context's (children
+// find its cancelCtx through Value as they would the timer context's).
+type timeoutCtx struct {
+	context.Context
+	t callTimeout
+}
+
+func (c *timeoutCtx) Value(key any) any {
+	if _, ok := key.(timeoutKey); ok {
+		return c.t
+	}
+	return c.Context.Value(key)
 }
 
 // timeoutOf is the timeout ctx's deadline came from when WithTimeout set

@@ -108,7 +108,7 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	sp, adm := g.sp, g.adm
 	timeout, cut := callDeadline(env, callTimeout(ctx, sp.timeout, time.Now()), time.Now())
 	got := &agent.Reply{}
-	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quickStop), log, sp, got)
+	obsCtx, reply := p.observeReply(agent.WithQuickStop(ctx, p.quick), log, sp, got)
 	stamp := p.newStamper(ctx, sp, g.lim)
 	stamp.late() // the call leaves now: restamp its start if the worker stalled since its admission
 	// agent.WithTimeout: a runner's timeout failure names timeout itself.
@@ -128,7 +128,12 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	p.afterLimitedCall(ctx, log, sp, g.lim, used.TotalTokens, reply)
 	p.meter.used(env, p.metrics.agent(sp.name), used, time.Now(), p.usage)
 	p.debitBudgets(ctx, log, env, sp, used)
-	p.metrics.duration.WithLabelValues(p.metrics.agent(sp.name)).Observe(elapsed.Seconds())
+	label := p.metrics.agent(sp.name)
+	series := p.metrics.byAgent.get(label, func() agentSeries {
+		return agentSeries{duration: p.metrics.duration.WithLabelValues(label),
+			succeeded: p.metrics.attempts.WithLabelValues(label, "", outcomeSuccess)}
+	})
+	series.duration.Observe(elapsed.Seconds())
 
 	var v resilience.Verdict
 	switch {
@@ -157,7 +162,11 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 		out = breaker.OutcomeIgnore // the caller's deadline says nothing of the agent's health
 	}
 	p.recordBreaker(ctx, log, env, sp, adm, out)
-	p.metrics.attempts.WithLabelValues(p.metrics.agent(sp.name), string(v.Class), callOutcome(v.Class)).Inc()
+	if v.Class == "" {
+		series.succeeded.Inc()
+	} else {
+		p.metrics.attempts.WithLabelValues(label, string(v.Class), callOutcome(v.Class)).Inc()
+	}
 	p.chartAttempt(v.Class)
 	if out == breaker.OutcomeFailure || (v.Class != "" && v.Class != resilience.Canceled && !deadlineCut) {
 		p.onFailure(sp.name)
@@ -212,12 +221,6 @@ func callDeadline(env *tasks.Envelope, timeout time.Duration, now time.Time) (ti
 	return timeout, false
 }
 
-// quickStop reports whether a call whose context was canceled was stopped
-// because its task was canceled (asynq's CancelProcessing) rather than by
-// the worker's shutdown: its exec agent then gets SIGKILL sooner
-// (agent.WithQuickStop).
-func (p *Executor) quickStop() bool { return !p.stopping.Load() }
-
 // recordBreaker records a call's outcome out in the breaker of the agent
 // called (sp, admitted by adm), unless the gate is off (WithoutBreaker).
 func (p *Executor) recordBreaker(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, adm breaker.Admission, out breaker.Outcome) {
@@ -253,7 +256,7 @@ func (p *Executor) chartAttempt(class resilience.Class) {
 func callOutcome(class resilience.Class) string {
 	switch class {
 	case "":
-		return "success"
+		return outcomeSuccess
 	case resilience.Canceled:
 		return "canceled"
 	}
@@ -664,7 +667,9 @@ const (
 type outputWriter struct {
 	rec completer
 	d   record.Delivery
-	ctx context.Context // the call's, without its cancel: the last flush outlives a stop
+	// ctx is the call's; without its cancel once the loop starts (the
+	// last flush outlives a stop), made then: most calls emit nothing.
+	ctx context.Context
 	log *taskLog
 
 	mu      sync.Mutex
@@ -683,7 +688,7 @@ type outputWriter struct {
 
 // newOutput returns the writer of a call of delivery d.
 func newOutput(ctx context.Context, rec completer, log *taskLog, d record.Delivery) *outputWriter {
-	return &outputWriter{rec: rec, d: d, ctx: context.WithoutCancel(ctx), log: log}
+	return &outputWriter{rec: rec, d: d, ctx: ctx, log: log}
 }
 
 // emit takes one event (agent.Request.Emit); it never blocks.
@@ -710,6 +715,7 @@ func (w *outputWriter) emit(typ string, data json.RawMessage) {
 		w.running = true
 		w.kick, w.full = make(chan struct{}, 1), make(chan struct{}, 1)
 		w.done, w.exited = make(chan struct{}), make(chan struct{})
+		w.ctx = context.WithoutCancel(w.ctx)
 		go w.loop()
 	}
 	n := len(w.pending)

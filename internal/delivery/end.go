@@ -399,6 +399,9 @@ func acked(end string) error { return &ackedAs{end: end} }
 // runEnd is how a step's answer says its run ended, or "" when it ended
 // as decided.
 func runEnd(answer error) string {
+	if answer == nil {
+		return "" // the common case, without errors.As's allocation
+	}
 	var a *ackedAs
 	if errors.As(answer, &a) {
 		return a.end

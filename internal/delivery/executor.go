@@ -56,6 +56,9 @@ type Executor struct {
 	// stopping is set when the worker starts shutting down: from then on a
 	// call's canceled context is the shutdown's, not a task's cancel.
 	stopping atomic.Bool
+	// quick is p.quickStop, the func every call's context carries
+	// (agent.WithQuickStop), made once rather than per call.
+	quick func() bool
 	// track notes a delivery in flight for the worker registry
 	// (Heartbeat.Track); nil: not tracked.
 	track func(delivery, id, agent, queue string) (done func())
@@ -116,6 +119,7 @@ func New(d Deps) *Executor {
 	if p.onFailure == nil {
 		p.onFailure = func(string) {}
 	}
+	p.quick = p.quickStop
 	p.successes = &successes{log: d.Log, metrics: d.Metrics}
 	p.acks = newAcks(d.RDB, d.Replicas, d.Log)
 	p.rec = newCompleter(d.Records, p.acks, &p.stopping, p.successes)
@@ -130,6 +134,12 @@ func (p *Executor) Acks() *broker.Acks { return p.acks }
 // WithAcks is the base context of the worker's own asynq server: its
 // deliveries' successes may ride asynq's ack.
 func (p *Executor) WithAcks(ctx context.Context) context.Context { return withAcks(ctx, p.acks) }
+
+// quickStop reports whether a call whose context was canceled was stopped
+// because its task was canceled (asynq's CancelProcessing) rather than by
+// the worker's shutdown: its exec agent then gets SIGKILL sooner
+// (agent.WithQuickStop).
+func (p *Executor) quickStop() bool { return !p.stopping.Load() }
 
 // Stopping tells the Executor the worker is shutting down: from then on
 // a call's canceled context is the shutdown's, not a task's cancel.

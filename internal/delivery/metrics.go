@@ -1,6 +1,9 @@
 package delivery
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentq/agentq/config"
@@ -48,6 +51,57 @@ type Metrics struct {
 	// tokens and cost are the calls' usage (meter.read, attempt.go).
 	tokens *prometheus.CounterVec
 	cost   *prometheus.CounterVec
+	// byAgent, byBreaker and succeededBy hold the children every delivery
+	// touches (by agent label, breaker key, tenant label), resolved on
+	// first use: WithLabelValues hashes its labels and takes the vector's
+	// lock on every call.
+	byAgent     children[agentSeries]
+	byBreaker   children[prometheus.Gauge]
+	succeededBy children[prometheus.Counter]
+}
+
+// agentSeries are an agent label's children a call touches.
+type agentSeries struct {
+	duration  prometheus.Observer
+	succeeded prometheus.Counter // attempts{class="", outcome=outcomeSuccess}
+}
+
+// outcomeSuccess is the outcome label of a successful call.
+const outcomeSuccess = "success"
+
+// children is a copy-on-write map of metric children by label: a read
+// takes no lock; a label's first use copies the map. Its labels are
+// bounded (agent labels, breaker keys and tenant labels of the config).
+type children[T any] struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]T]
+}
+
+// get is key's child, made by mk on its first use.
+func (c *children[T]) get(key string, mk func() T) T {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[key]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[key]; ok {
+			return v
+		}
+	}
+	next := make(map[string]T, 1)
+	if old != nil {
+		for k, v := range *old {
+			next[k] = v
+		}
+	}
+	v := mk()
+	next[key] = v
+	c.m.Store(&next)
+	return v
 }
 
 // agent is the agent label of name: name when the worker runs that agent,
@@ -68,7 +122,12 @@ func (m *Metrics) tenant(name string) string { return m.tenants.Label(name) }
 // ended counts a run of env's tenant that ended with outcome (succeeded,
 // restarted, dead_lettered).
 func (m *Metrics) ended(env *tasks.Envelope, outcome string) {
-	m.tenantTasks.WithLabelValues(m.tenant(tenantOf(env)), outcome).Inc()
+	tenant := m.tenant(tenantOf(env))
+	if outcome != "succeeded" {
+		m.tenantTasks.WithLabelValues(tenant, outcome).Inc()
+		return
+	}
+	m.succeededBy.get(tenant, func() prometheus.Counter { return m.tenantTasks.WithLabelValues(tenant, outcome) }).Inc()
 }
 
 // tenantOf is the tenant of env ("": the default tenant, also for a nil

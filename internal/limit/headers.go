@@ -32,38 +32,79 @@ func ExhaustedFor(status int, h http.Header, now time.Time) (d time.Duration, re
 	if h == nil && status != http.StatusTooManyRequests {
 		return 0, "", false
 	}
-	take := func(w time.Duration, why string) {
-		if w <= 0 {
-			return
-		}
-		if w > MaxPause {
-			w = MaxPause
-		}
-		if w > d {
-			d, reason, ok = w, why, true
-		}
-	}
-	for _, l := range []string{"requests", "tokens"} {
-		if remainingZero(h.Get("X-Ratelimit-Remaining-" + l)) {
-			if w, good := parseResetDuration(h.Get("X-Ratelimit-Reset-" + l)); good {
-				take(w, fmt.Sprintf("provider: x-ratelimit-remaining-%s 0, reset %s", l, w))
+	var p pause
+	for _, l := range openAILimits {
+		if remainingZero(headerValue(h, l.remaining)) {
+			if w, good := parseResetDuration(headerValue(h, l.reset)); good {
+				p.take(w, func() string { return fmt.Sprintf("provider: x-ratelimit-remaining-%s 0, reset %s", l.name, w) })
 			}
 		}
 	}
-	for _, l := range []string{"requests", "tokens", "input-tokens", "output-tokens"} {
-		if remainingZero(h.Get("Anthropic-Ratelimit-" + l + "-Remaining")) {
-			v := strings.TrimSpace(h.Get("Anthropic-Ratelimit-" + l + "-Reset"))
+	for _, l := range anthropicLimits {
+		if remainingZero(headerValue(h, l.remaining)) {
+			v := strings.TrimSpace(headerValue(h, l.reset))
 			if t, err := time.Parse(time.RFC3339, v); err == nil {
-				take(t.Sub(now), fmt.Sprintf("provider: anthropic-ratelimit-%s-remaining 0, reset %s", l, v))
+				p.take(t.Sub(now), func() string { return fmt.Sprintf("provider: anthropic-ratelimit-%s-remaining 0, reset %s", l.name, v) })
 			}
 		}
 	}
 	if status == http.StatusTooManyRequests {
 		if w, good := resilience.ParseRetryAfter(h, now); good {
-			take(w, fmt.Sprintf("provider: 429 with retry-after %s", w))
+			p.take(w, func() string { return fmt.Sprintf("provider: 429 with retry-after %s", w) })
 		}
 	}
-	return d, reason, ok
+	return p.d, p.reason, p.ok
+}
+
+// providerLimit is one limit a provider reports, with its headers'
+// canonical names (built once: ExhaustedFor reads every agent reply, and a
+// name built and canonicalized per reply cost allocations on every call).
+type providerLimit struct{ name, remaining, reset string }
+
+var (
+	openAILimits = []providerLimit{
+		openAILimit("requests"), openAILimit("tokens"),
+	}
+	anthropicLimits = []providerLimit{
+		anthropicLimit("requests"), anthropicLimit("tokens"), anthropicLimit("input-tokens"), anthropicLimit("output-tokens"),
+	}
+)
+
+func openAILimit(l string) providerLimit {
+	return providerLimit{l, http.CanonicalHeaderKey("X-Ratelimit-Remaining-" + l), http.CanonicalHeaderKey("X-Ratelimit-Reset-" + l)}
+}
+
+func anthropicLimit(l string) providerLimit {
+	return providerLimit{l, http.CanonicalHeaderKey("Anthropic-Ratelimit-" + l + "-Remaining"), http.CanonicalHeaderKey("Anthropic-Ratelimit-" + l + "-Reset")}
+}
+
+// headerValue is h.Get(key) for a canonical key, without canonicalizing it
+// again.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// pause is the longest pause ExhaustedFor found so far, capped at
+// MaxPause; its reason is formatted only for a pause that is kept.
+type pause struct {
+	d      time.Duration
+	reason string
+	ok     bool
+}
+
+func (p *pause) take(w time.Duration, why func() string) {
+	if w <= 0 {
+		return
+	}
+	if w > MaxPause {
+		w = MaxPause
+	}
+	if w > p.d {
+		p.d, p.reason, p.ok = w, why(), true
+	}
 }
 
 func remainingZero(v string) bool {

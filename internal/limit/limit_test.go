@@ -334,6 +334,21 @@ func TestExhaustedFor(t *testing.T) {
 	}
 }
 
+// TestExhaustedForAllocatesNothingOnAPlainReply: ExhaustedFor reads every
+// agent reply; a reply without limit headers costs it no allocation (the
+// header names are canonical constants, a reason is formatted only for a
+// pause kept). Not parallel: AllocsPerRun counts the whole process.
+func TestExhaustedForAllocatesNothingOnAPlainReply(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/json"}, "X-Ratelimit-Remaining-Requests": {"12"}}
+	now := time.Now()
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, _, ok := ExhaustedFor(200, h, now); ok {
+			t.Fatal("a plain reply is not exhausted")
+		}
+	})
+	require.Zero(t, allocs)
+}
+
 // TestLimitKeysShareOneSlot: a limits key's Redis keys share one hash tag,
 // so its scripts run on Redis Cluster.
 func TestLimitKeysShareOneSlot(t *testing.T) {

@@ -130,8 +130,12 @@ type call struct {
 	// calls go together, in order, in one pipeline; results are theirs.
 	group   []Call
 	results []Result
-	done    chan struct{} // closed when res/err are set
-	lead    chan struct{} // closed when this call is handed the lead
+	// wake is closed when res/err are set (finished) or, before that,
+	// when this call is handed the lead (led, set first under b.mu): one
+	// channel per call, not one for each.
+	wake     chan struct{}
+	led      bool
+	finished bool
 }
 
 // Run runs script with keys and args like (*redis.Script).Run and returns its
@@ -157,7 +161,7 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.done, c.lead = make(chan struct{}), make(chan struct{})
+	c.wake = make(chan struct{})
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
 	b.arrived(time.Now())
@@ -169,12 +173,11 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 	}
 	if b.flushing {
 		b.mu.Unlock()
-		select {
-		case <-c.done:
+		<-c.wake
+		if c.finished {
 			return c.res, c.err
-		case <-c.lead:
-			// The previous leader handed over: flush below.
 		}
+		// The previous leader handed over: flush below.
 		b.mu.Lock()
 	}
 	b.flushing = true
@@ -192,13 +195,15 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 		b.mu.Unlock()
 		b.flush(batch)
 		b.mu.Lock()
-		if isDone(c) {
+		if c.finished {
 			break
 		}
 		// The cap left this call queued: lead the next batch too.
 	}
 	if len(b.pending) > 0 {
-		close(b.pending[0].lead) // hand over; flushing stays true
+		next := b.pending[0]
+		next.led = true
+		close(next.wake) // hand over; flushing stays true
 	} else {
 		b.flushing = false
 	}
@@ -269,15 +274,6 @@ func (b *Batcher) lingerFor(queued int) time.Duration {
 	return min(time.Duration(want)*b.gap, b.linger)
 }
 
-func isDone(c *call) bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
 // flush sends batch in one pipelined round trip (see Pipelined), with a
 // WAIT per master when the Batcher asks for replication.
 func (b *Batcher) flush(batch []*call) {
@@ -299,6 +295,9 @@ func (b *Batcher) flush(batch []*call) {
 			c.res, c.err = res[0].Val, res[0].Err
 			res = res[1:]
 		}
-		close(c.done)
+		c.finished = true
+		if !c.led { // a leader's wake was closed when it was handed the lead
+			close(c.wake)
+		}
 	}
 }

@@ -1,0 +1,47 @@
+package agent
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMarshalRequestIsJSONMarshal: the request an agent gets is
+// json.Marshal's, byte for byte (and its error), on plain requests and
+// on those that take json.Marshal's own path.
+func TestMarshalRequestIsJSONMarshal(t *testing.T) {
+	t.Parallel()
+	base := Request{TaskID: "t-1", Agent: "a", Action: "run", Params: json.RawMessage(`{"x":1}`),
+		CorrelationID: "c", Attempt: 2, Restart: 1}
+	with := func(f func(*Request)) Request { r := base; f(&r); return r }
+	cases := map[string]Request{
+		"plain":            base,
+		"zero":             {},
+		"nil params":       with(func(r *Request) { r.Params = nil }),
+		"spaced params":    with(func(r *Request) { r.Params = json.RawMessage(" {\n \"a\" : [1, 2] }\t") }),
+		"html params":      with(func(r *Request) { r.Params = json.RawMessage(`{"h":"<b>&"}`) }),
+		"u2028 params":     with(func(r *Request) { r.Params = json.RawMessage("\"a\u2028b\u2029\"") }),
+		"invalid params":   with(func(r *Request) { r.Params = json.RawMessage(`{"x":`) }),
+		"empty params":     with(func(r *Request) { r.Params = json.RawMessage{} }),
+		"escaped strings":  with(func(r *Request) { r.TaskID, r.Action = "a\"b\\c\n", "<&>" }),
+		"unicode":          with(func(r *Request) { r.CorrelationID = "é\u2028\xff" }),
+		"trace":            with(func(r *Request) { r.Traceparent, r.Tracestate = "00-abc-def-01", "k=v" }),
+		"trace state only": with(func(r *Request) { r.Tracestate = "k=\"v\"" }),
+		"negative":         with(func(r *Request) { r.Attempt, r.Restart = -1, 1<<40 }),
+		"emit is not sent": with(func(r *Request) { r.Emit = func(string, json.RawMessage) {} }),
+	}
+	for name, req := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			want, wantErr := json.Marshal(req)
+			got, err := marshalRequest(req)
+			if wantErr != nil {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got))
+		})
+	}
+}
