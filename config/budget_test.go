@@ -61,7 +61,7 @@ agents:
 	require.Equal(t, &Budget{Tokens: 1000, Per: time.Hour}, c.TenantBudget(""))
 	a, _ := c.Agent("llm")
 	require.Equal(t, &Budget{USD: 100, Per: 720 * time.Hour}, a.Budget)
-	require.Equal(t, 2.0, c.Fair().Named["globex"].Weight)
+	require.Equal(t, 2.0, c.Tenants["globex"].Weight)
 }
 
 // TestBudgetFallbackParsed: an agent's budget.fallback with a fallback

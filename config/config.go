@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/breaker"
-	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -71,10 +70,10 @@ type Config struct {
 	// (schedules.go). Zero → none.
 	Schedules map[string]Schedule `yaml:"schedules"`
 	// Pricing is the price of each model, in USD per million tokens, that
-	// turns the tokens attempts report into cost (usage.Prices: a dated
+	// turns the tokens attempts report into cost (a dated
 	// name such as gpt-4o-2024-08-06 takes gpt-4o's price). No price is
 	// built in; a model without one shows tokens only. Zero → none.
-	Pricing map[string]usage.Price `yaml:"pricing"`
+	Pricing map[string]Price `yaml:"pricing"`
 	// Path is the file the config was loaded from ("" for Default).
 	Path string `yaml:"-"`
 

@@ -581,8 +581,9 @@ func TestFileSizeCap(t *testing.T) {
 	}
 }
 
-// TestTenantsConfig: tenants and defaults.tenant load, named tenants
-// without a weight take the default's, and bad values name their field.
+// TestTenantsConfig: tenants and defaults.tenant load (a named tenant
+// without a weight takes the default's: configx.TestFair), and bad values
+// name their field.
 func TestTenantsConfig(t *testing.T) {
 	t.Parallel()
 	c, err := Parse([]byte(`
@@ -592,15 +593,9 @@ tenants:
   trial: {concurrency: 5}
 `), "t.yaml")
 	require.NoError(t, err)
-	fc := c.Fair()
-	require.Equal(t, 2.0, fc.Default.Weight)
-	require.Equal(t, 7, fc.Default.Concurrency)
-	require.Equal(t, 3.0, fc.Named["acme"].Weight)
-	require.Equal(t, 0, fc.Named["acme"].Concurrency, "a named tenant's cap is its own")
-	require.Equal(t, 2.0, fc.Named["trial"].Weight, "a named tenant without a weight takes the default's")
-	require.Equal(t, "other", fc.Label("somebody"))
-	require.Equal(t, "acme", fc.Label("acme"))
-	require.Equal(t, "default", fc.Label(""))
+	require.Equal(t, Tenant{Weight: 2, Concurrency: 7}, c.Defaults.Tenant)
+	require.Equal(t, Tenant{Weight: 3}, c.Tenants["acme"])
+	require.Equal(t, Tenant{Concurrency: 5}, c.Tenants["trial"])
 	for _, tc := range []struct{ yaml, field string }{
 		{`tenants: {acme: {weight: -1}}`, "tenants.acme.weight"},
 		{`tenants: {acme: {weight: 1001}}`, "tenants.acme.weight"},

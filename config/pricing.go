@@ -1,10 +1,22 @@
 package config
 
 import (
+	"maps"
 	"math"
-
-	"github.com/agentq/agentq/internal/usage"
+	"slices"
 )
+
+// Price is a model's price in USD per million tokens (pricing.MODEL). No
+// price is built in: they change.
+type Price struct {
+	// InputPerMTok prices the prompt's tokens not read from the cache.
+	InputPerMTok float64 `yaml:"input_per_mtok" json:"input_per_mtok"`
+	// OutputPerMTok prices the completion's tokens.
+	OutputPerMTok float64 `yaml:"output_per_mtok" json:"output_per_mtok"`
+	// CachedInputPerMTok prices the input tokens read from the cache; nil
+	// prices them as input.
+	CachedInputPerMTok *float64 `yaml:"cached_input_per_mtok" json:"cached_input_per_mtok,omitempty"`
+}
 
 // validPrice checks one price of pricing.MODEL (path names the field).
 func (v *validator) validPrice(path string, p float64) {
@@ -15,7 +27,7 @@ func (v *validator) validPrice(path string, p float64) {
 
 // pricing checks every model's price (pricing.MODEL).
 func (v *validator) pricing() {
-	for _, model := range usage.Prices(v.c.Pricing).Names() {
+	for _, model := range slices.Sorted(maps.Keys(v.c.Pricing)) {
 		p := v.c.Pricing[model]
 		path := join("pricing", model)
 		if model == "" {
@@ -28,6 +40,3 @@ func (v *validator) pricing() {
 		}
 	}
 }
-
-// Prices returns the config's pricing as package usage prices it.
-func (c *Config) Prices() usage.Prices { return usage.Prices(c.Pricing) }

@@ -7,8 +7,8 @@ import (
 )
 
 // TestPricingConfig: pricing.MODEL loads (cached_input_per_mtok unset
-// stays unset: cached tokens take the input price), and a bad price names
-// its field.
+// stays unset: cached tokens take the input price; configx.TestPrices
+// prices by it), and a bad price names its field.
 func TestPricingConfig(t *testing.T) {
 	t.Parallel()
 	c, err := Parse([]byte(`
@@ -17,13 +17,9 @@ pricing:
   claude-3-5-haiku: {input_per_mtok: 0.8, output_per_mtok: 4}
 `), "p.yaml")
 	require.NoError(t, err)
-	ps := c.Prices()
-	require.Equal(t, []string{"claude-3-5-haiku", "gpt-4o"}, ps.Names())
-	require.Equal(t, 1.25, *ps["gpt-4o"].CachedInputPerMTok)
-	require.Nil(t, ps["claude-3-5-haiku"].CachedInputPerMTok)
-	name, _, ok := ps.Match("gpt-4o-2024-08-06")
-	require.True(t, ok)
-	require.Equal(t, "gpt-4o", name)
+	require.Len(t, c.Pricing, 2)
+	require.Equal(t, 1.25, *c.Pricing["gpt-4o"].CachedInputPerMTok)
+	require.Equal(t, Price{InputPerMTok: 0.8, OutputPerMTok: 4}, c.Pricing["claude-3-5-haiku"])
 
 	_, err = Parse([]byte(`
 pricing:

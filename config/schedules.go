@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"sort"
 
@@ -54,22 +53,6 @@ func (c *Config) ScheduleNames() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// ScheduleDefs are the configured schedules, sorted by name, for a
-// schedule.Scheduler. The config must be valid.
-func (c *Config) ScheduleDefs() ([]schedule.Def, error) {
-	out := make([]schedule.Def, 0, len(c.Schedules))
-	for _, name := range c.ScheduleNames() {
-		s := c.Schedules[name]
-		sp, err := schedule.ParseSpec(s.Cron, s.Timezone)
-		if err != nil {
-			return nil, fmt.Errorf("%s.cron: %w", join("schedules", name), err)
-		}
-		out = append(out, schedule.Def{Name: name, Spec: sp, Overlap: s.Overlap,
-			Task: tasks.Task{Agent: s.Agent, Action: s.Action, Params: s.Params, Queue: s.Queue, Tenant: s.Tenant}})
-	}
-	return out, nil
 }
 
 // schedules validates the schedules block.

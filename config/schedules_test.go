@@ -4,50 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
-	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/tasks"
 )
-
-// TestSchedules: a schedules block decodes, params as JSON, and becomes
-// the scheduler's definitions.
-func TestSchedules(t *testing.T) {
-	t.Parallel()
-	c, err := Parse([]byte(`
-worker:
-  queues: {default: 1, cron: 2}
-agents:
-  tool: {timeout: 5s}
-schedules:
-  nightly:
-    cron: "30 2 * * *"
-    timezone: Europe/Paris
-    agent: tool
-    action: report
-    params: {repo: ".", depth: 2, tags: [a, b]}
-    queue: cron
-    tenant: acme
-    overlap: skip
-  fast: {cron: "@every 2s", agent: tool, params: '{"x": 1}'}
-`), "agentq.yaml")
-	require.NoError(t, err)
-	require.Equal(t, []string{"fast", "nightly"}, c.ScheduleNames())
-	defs, err := c.ScheduleDefs()
-	require.NoError(t, err)
-	require.Len(t, defs, 2)
-	n := defs[1]
-	require.Equal(t, "nightly", n.Name)
-	require.Equal(t, "Europe/Paris", n.Spec.Location().String())
-	require.Equal(t, schedule.OverlapSkip, n.Overlap)
-	require.Equal(t, "acme", n.Task.Tenant)
-	require.Equal(t, "cron", n.Task.Queue)
-	require.Equal(t, "report", n.Task.Action)
-	require.JSONEq(t, `{"repo": ".", "depth": 2, "tags": ["a", "b"]}`, string(n.Task.Params))
-	require.JSONEq(t, `{"x": 1}`, string(defs[0].Task.Params))
-	require.Equal(t, "UTC", defs[0].Spec.Location().String())
-	require.Equal(t, "", defs[0].Overlap)
-}
 
 // TestScheduleErrors: each bad schedule is an error naming its field.
 func TestScheduleErrors(t *testing.T) {

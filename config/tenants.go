@@ -3,7 +3,6 @@ package config
 import (
 	"sort"
 
-	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -32,25 +31,6 @@ func (c *Config) TenantNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// Fair returns the tenants' settings as the fair dispatch reads them.
-func (c *Config) Fair() broker.FairConfig {
-	fc := broker.FairConfig{Default: fairSettings(c.Defaults.Tenant)}
-	if len(c.Tenants) > 0 {
-		fc.Named = make(map[string]broker.TenantSettings, len(c.Tenants))
-		for n, t := range c.Tenants {
-			if t.Weight == 0 {
-				t.Weight = c.Defaults.Tenant.Weight
-			}
-			fc.Named[n] = fairSettings(t)
-		}
-	}
-	return fc
-}
-
-func fairSettings(t Tenant) broker.TenantSettings {
-	return broker.TenantSettings{Weight: t.Weight, Concurrency: t.Concurrency}
 }
 
 func (v *validator) tenants() {

@@ -120,14 +120,14 @@ func (c *Config) ResolveNotify(agent string, notify []string) ([]string, error) 
 	return c.Notify(agent, notify), nil
 }
 
-// Hooks resolves the configured webhooks for a deliverer: each secret read
-// from getenv (os.Getenv when nil) and decoded. An error names the field
-// (never the secret's value).
-func (c *Config) Hooks(getenv func(string) string) (map[string]webhook.Hook, error) {
+// WebhookKeys resolves the configured webhooks' signing keys, by webhook
+// name: each secret read from getenv (os.Getenv when nil) and decoded. An
+// error names the field (never the secret's value).
+func (c *Config) WebhookKeys(getenv func(string) string) (map[string][]byte, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	out := map[string]webhook.Hook{}
+	out := map[string][]byte{}
 	for _, name := range c.WebhookNames() {
 		w, _ := c.Webhook(name)
 		path := join("webhooks", name) + ".secret"
@@ -143,8 +143,7 @@ func (c *Config) Hooks(getenv func(string) string) (map[string]webhook.Hook, err
 		if err != nil {
 			return nil, fmt.Errorf("%s (from %s): %w", path, m[1], err)
 		}
-		out[name] = webhook.Hook{Name: name, URL: w.URL, Key: key, Events: w.Events, Timeout: w.Timeout, MaxAge: w.MaxAge,
-			Concurrency: w.Concurrency}
+		out[name] = key
 	}
 	return out, nil
 }

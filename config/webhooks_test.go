@@ -45,17 +45,15 @@ agents:
 	key := []byte(strings.Repeat("k", 32))
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
 	env := map[string]string{"BILLING_SECRET": secret, "AUDIT_SECRET": secret}
-	hooks, err := c.Hooks(func(k string) string { return env[k] })
+	keys, err := c.WebhookKeys(func(k string) string { return env[k] })
 	require.NoError(t, err)
-	require.Equal(t, key, hooks["billing"].Key)
-	require.Equal(t, []string{"succeeded", "retrying", "canceled"}, hooks["audit"].Events)
-	require.Equal(t, 2, hooks["audit"].Concurrency)
+	require.Equal(t, map[string][]byte{"billing": key, "audit": key}, keys)
 
 	env["AUDIT_SECRET"] = ""
-	_, err = c.Hooks(func(k string) string { return env[k] })
+	_, err = c.WebhookKeys(func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "webhooks.audit.secret: the environment variable AUDIT_SECRET is not set")
 	env["AUDIT_SECRET"] = "whsec_not base64 SECRETVALUE"
-	_, err = c.Hooks(func(k string) string { return env[k] })
+	_, err = c.WebhookKeys(func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "webhooks.audit.secret")
 	require.NotContains(t, err.Error(), "SECRETVALUE", "the secret is never in an error")
 }

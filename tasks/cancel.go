@@ -18,7 +18,17 @@ var ErrTaskEnded = record.ErrTaskEnded
 
 // EndedError is Cancel's error for a task that has already ended: State
 // says how (succeeded, dead_lettered or canceled). Nothing was changed.
-type EndedError = record.EndedError
+type EndedError struct {
+	ID    string
+	State State
+}
+
+func (e *EndedError) Error() string {
+	return fmt.Sprintf("task %s has already ended (state %s): it cannot be canceled", e.ID, e.State)
+}
+
+// Unwrap makes errors.Is(err, ErrTaskEnded) true.
+func (e *EndedError) Unwrap() error { return ErrTaskEnded }
 
 // CancelResult says what Cancel did (JSON: `inspector task cancel --json`).
 type CancelResult struct {
@@ -86,6 +96,9 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (CancelResult, e
 		return CancelResult{}, err
 	}
 	got, err := c.store.rec.Cancel(ctx, id, reason)
+	if errors.Is(err, ErrTaskEnded) {
+		return CancelResult{}, &EndedError{ID: id, State: got.Previous}
+	}
 	if errors.Is(err, ErrNotFound) {
 		if dead, derr := c.store.rdb.HExists(ctx, rkeys.DLQEntries(), id).Result(); derr == nil && dead {
 			return CancelResult{}, &EndedError{ID: id, State: StateDeadLettered}

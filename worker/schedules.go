@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/tasks"
 )
@@ -18,7 +19,7 @@ func newScheduler(cfg *config.Config, rdb redis.UniversalClient, client *tasks.C
 	if len(cfg.Schedules) == 0 {
 		return nil, nil
 	}
-	defs, err := cfg.ScheduleDefs()
+	defs, err := configx.Schedules(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}

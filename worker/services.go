@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/breaker/probe"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/deadline"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/registry"
@@ -77,7 +78,7 @@ func (w *Worker) newLoops(client *tasks.Client, noGate bool) (err error) {
 	w.sweeper = deadline.New(w.rdb, w.rec, w.insp, w.restarts, expire, deadline.Options{Holder: w.id, Logger: w.log})
 	w.repairer = restart.NewRepairer(w.restarts, w.rdb, restart.InspectorLookup(w.insp), queueList(w.cfg),
 		restart.RepairOptions{Holder: w.id, Logger: w.log})
-	w.tenants = tenants.New(w.rdb, w.cfg.Fair(), queueList(w.cfg), tenants.Options{Holder: w.id, Logger: w.log})
+	w.tenants = tenants.New(w.rdb, configx.Fair(w.cfg), queueList(w.cfg), tenants.Options{Holder: w.id, Logger: w.log})
 	w.listener = wake.New(w.rdb, w.rec, wake.Options{Keys: w.breakerKeys(), Queues: queueList(w.cfg), Dues: w.dues, Logger: w.log})
 	return nil
 }

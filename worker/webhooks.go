@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/record"
 	wh "github.com/agentq/agentq/internal/webhook"
 )
@@ -20,7 +21,7 @@ func newDeliverer(cfg *config.Config, rdb redis.UniversalClient, log *slog.Logge
 	if len(cfg.Webhooks) == 0 {
 		return nil, nil
 	}
-	hooks, err := cfg.Hooks(os.Getenv)
+	hooks, err := configx.Hooks(cfg, os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("worker: %w", err)
 	}

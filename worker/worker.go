@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/delivery"
 	"log/slog"
 	"maps"
@@ -159,7 +160,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		return nil, err
 	}
 	classifier := resilience.Classifier{Custom: custom}
-	m := newMetrics(slices.Collect(maps.Keys(specs)), cfg.Fair())
+	m := newMetrics(slices.Collect(maps.Keys(specs)), configx.Fair(cfg))
 	host, _ := os.Hostname()
 	// One group-committing batcher: concurrent tasks' admissions and
 	// bookkeeping writes share pipelined round trips (redisx.Batcher, in
@@ -328,7 +329,7 @@ func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 	})
 	rdb.OnWait = func(c broker.Cause) { w.metrics.idleWaits.WithLabelValues(string(c)).Inc() }
 	rdb.Acks = w.acks
-	rdb.Fair = w.cfg.Fair()
+	rdb.Fair = configx.Fair(w.cfg)
 	return asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              w.cfg.Worker.Concurrency,
 		Queues:                   queues,

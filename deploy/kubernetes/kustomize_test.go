@@ -36,6 +36,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/api"
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/worker"
@@ -545,7 +546,7 @@ func configVars(t *testing.T, c *config.Config) map[string]bool {
 	rdb, err := c.Redis.NewClient(rec.getenv) // lazy: dials nothing
 	require.NoError(t, err)
 	require.NoError(t, rdb.Close())
-	_, err = c.Hooks(rec.getenv)
+	_, err = configx.Hooks(c, rec.getenv)
 	require.NoError(t, err)
 	return rec
 }

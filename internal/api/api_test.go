@@ -95,7 +95,13 @@ func do(t testing.TB, method, url, tok, body string) reply {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	c := &http.Client{Timeout: 20 * time.Second}
+	return roundTrip(t, &http.Client{Timeout: 20 * time.Second}, req)
+}
+
+// roundTrip sends req with c and reads the reply (its JSON parsed when it
+// says it is JSON).
+func roundTrip(t testing.TB, c *http.Client, req *http.Request) reply {
+	t.Helper()
 	resp, err := c.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

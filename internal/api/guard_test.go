@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -65,16 +64,7 @@ func send(t *testing.T, base string, rq rawReq) reply {
 	if rq.host != "" {
 		req.Host = rq.host
 	}
-	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	r := reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		require.NoError(t, json.Unmarshal(b, &r.json), string(b))
-	}
-	return r
+	return roundTrip(t, &http.Client{Timeout: 20 * time.Second}, req)
 }
 
 // TestWritesRequireJSON: a write whose body is not declared JSON is 415

@@ -2,13 +2,10 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,16 +30,7 @@ func get(t *testing.T, c *http.Client, url, auth string) reply {
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	resp, err := c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	r := reply{status: resp.StatusCode, header: resp.Header, body: string(b)}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		require.NoError(t, json.Unmarshal(b, &r.json), string(b))
-	}
-	return r
+	return roundTrip(t, c, req)
 }
 
 // TestBearerGuessingLockedOut: wrong bearer tokens from one address are

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/api"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/tasks"
 )
@@ -18,7 +19,7 @@ import (
 func TestSchedules(t *testing.T) {
 	t.Parallel()
 	e := setup(t, api.Options{})
-	defs, err := testConfig().ScheduleDefs()
+	defs, err := configx.Schedules(testConfig())
 	require.NoError(t, err)
 	tick := time.Now().Add(-time.Hour).Truncate(time.Minute)
 	_, err = schedule.New(e.rdb, tasks.NewClient(e.rdb), defs, schedule.Options{}).Fire(context.Background(), defs[0], tick)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/schedule"
 )
 
@@ -32,7 +33,7 @@ schedules:
 `), 0o600))
 	cfg, err := config.Load(cfgPath)
 	require.NoError(t, err)
-	defs, err := cfg.ScheduleDefs()
+	defs, err := configx.Schedules(cfg)
 	require.NoError(t, err)
 	tick := time.Now().Add(-time.Minute).Truncate(10 * time.Second)
 	opts, err := redis.ParseURL(b.url)

@@ -34,37 +34,25 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	}
 }
 
-// TestServeRefusesUnusableToken: a token of white space (or holding white
-// space or a control character) is bad usage, not protection, on any address.
-func TestServeRefusesUnusableToken(t *testing.T) {
-	t.Parallel()
-	for _, tok := range []string{" ", "\t", "s3cret ", "s3 cret", "s3cret\x1b"} {
-		for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
-			var out, errb bytes.Buffer
-			app := &App{Out: &out, Err: &errb, In: strings.NewReader(""), Getenv: func(k string) string {
-				if k == "AGENTQ_API_TOKEN" {
-					return tok
-				}
-				return ""
-			}}
-			code := Main(context.Background(), app, NewEnqueuerCmd, []string{"--redis", "redis://127.0.0.1:1/0", "serve", "--http", addr})
-			require.Equal(t, ExitUsage, code, "token %q on %s: %s", tok, addr, errb.String())
-			require.Contains(t, errb.String(), "AGENTQ_API_TOKEN holds white space or a control character")
-			if strings.Contains(tok, "s3") {
-				require.NotContains(t, errb.String(), "s3", "the token itself is never printed")
-			}
-		}
-	}
-}
-
 // testToken is a token serve accepts (at least MinTokenBytes).
 const testToken = "serve-test-s3cret-token"
 
-// TestServeRefusesWeakToken: a token under MinTokenBytes, or the
-// placeholder of deploy/kubernetes/secret.example.yaml, is bad usage (exit
-// 2, before Redis) on any address, with a message saying how to make one
-// and without the token.
-func TestServeRefusesWeakToken(t *testing.T) {
+// tokenEnv is an environment whose AGENTQ_API_TOKEN is token.
+func tokenEnv(token string) func(string) string {
+	return func(k string) string {
+		if k == "AGENTQ_API_TOKEN" {
+			return token
+		}
+		return ""
+	}
+}
+
+// TestServeRefusesBadToken: a token of white space (or holding white
+// space or a control character), under MinTokenBytes, or the placeholder
+// of deploy/kubernetes/secret.example.yaml is bad usage, not protection
+// (exit 2, before Redis: the Redis URL here is dead), on any address; a
+// weak token's message says how to make one. The token is never printed.
+func TestServeRefusesBadToken(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "secret.example.yaml"))
 	require.NoError(t, err)
@@ -74,29 +62,61 @@ func TestServeRefusesWeakToken(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(raw, &secret))
 	placeholder := secret.StringData["AGENTQ_API_TOKEN"]
 	require.NotEmpty(t, placeholder, "secret.example.yaml has an AGENTQ_API_TOKEN")
-	for _, tc := range []struct{ token, want string }{
-		{"a", "AGENTQ_API_TOKEN is 1 bytes, too short to be a secret (at least 16)"},
-		{"s3cret", "AGENTQ_API_TOKEN is 6 bytes, too short"},
-		{strings.Repeat("x", MinTokenBytes-1), "AGENTQ_API_TOKEN is 15 bytes, too short"},
-		{placeholder, "AGENTQ_API_TOKEN is the example's placeholder"},
-		{"change-me-please-0123456789", "AGENTQ_API_TOKEN is the example's placeholder"},
+	const unusable, weak = "AGENTQ_API_TOKEN holds white space or a control character", "openssl rand -hex 32"
+	for _, tc := range []struct {
+		token, want, howTo string
+		secret             string // what of the token must not be printed
+	}{
+		{" ", unusable, "", ""},
+		{"\t", unusable, "", ""},
+		{"s3cret ", unusable, "", "s3"},
+		{"s3 cret", unusable, "", "s3"},
+		{"s3cret\x1b", unusable, "", "s3"},
+		{"a", "AGENTQ_API_TOKEN is 1 bytes, too short to be a secret (at least 16)", weak, ""},
+		{"s3cret", "AGENTQ_API_TOKEN is 6 bytes, too short", weak, "s3cret"},
+		{strings.Repeat("x", MinTokenBytes-1), "AGENTQ_API_TOKEN is 15 bytes, too short", weak, strings.Repeat("x", MinTokenBytes-1)},
+		{placeholder, "AGENTQ_API_TOKEN is the example's placeholder", weak, placeholder},
+		{"change-me-please-0123456789", "AGENTQ_API_TOKEN is the example's placeholder", weak, "change-me-please-0123456789"},
 	} {
 		for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
 			var out, errb bytes.Buffer
-			app := &App{Out: &out, Err: &errb, In: strings.NewReader(""), Getenv: func(k string) string {
-				if k == "AGENTQ_API_TOKEN" {
-					return tc.token
-				}
-				return ""
-			}}
+			app := &App{Out: &out, Err: &errb, In: strings.NewReader(""), Getenv: tokenEnv(tc.token)}
 			code := Main(context.Background(), app, NewEnqueuerCmd, []string{"--redis", "redis://127.0.0.1:1/0", "serve", "--http", addr})
 			require.Equal(t, ExitUsage, code, "token %q on %s: %s", tc.token, addr, errb.String())
 			require.Contains(t, errb.String(), tc.want)
-			require.Contains(t, errb.String(), "openssl rand -hex 32", "the message says how to make a token")
-			if len(tc.token) > 1 {
-				require.NotContains(t, errb.String(), tc.token, "the token itself is never printed")
+			require.Contains(t, errb.String(), tc.howTo, "the message says how to make a token")
+			if tc.secret != "" {
+				require.NotContains(t, errb.String(), tc.secret, "the token itself is never printed")
 			}
 		}
+	}
+}
+
+// startServe runs `enqueuer serve --http addr` with flags on redisURL and
+// token until ctx ends, and waits for it to answer /healthz; done gets its
+// exit code, errb its output.
+func startServe(t *testing.T, ctx context.Context, redisURL, token, addr string, flags ...string) (done chan int, errb *syncBuffer) {
+	t.Helper()
+	done, errb = make(chan int, 1), &syncBuffer{}
+	go func() {
+		app := &App{Out: errb, Err: errb, In: strings.NewReader(""), Getenv: tokenEnv(token)}
+		done <- Main(ctx, app, NewEnqueuerCmd, append([]string{"--redis", redisURL, "serve", "--http", addr}, flags...))
+	}()
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, err := httpGet("http://127.0.0.1:" + port + "/healthz")
+		if err == nil && code == 200 {
+			return done, errb
+		}
+		select {
+		case c := <-done:
+			t.Fatalf("serve exited with %d: %s", c, errb.String())
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "serve did not answer: %s", errb.String())
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -119,32 +139,7 @@ func TestServeNonLoopbackWithTokenOrOptOut(t *testing.T) {
 			_, port, err := net.SplitHostPort(freeLoopback(t))
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan int, 1)
-			var errb syncBuffer
-			go func() {
-				app := &App{Out: &errb, Err: &errb, In: strings.NewReader(""), Getenv: func(k string) string {
-					if k == "AGENTQ_API_TOKEN" {
-						return tc.token
-					}
-					return ""
-				}}
-				args := append([]string{"--redis", srv.URL(), "serve", "--http", "0.0.0.0:" + port}, tc.flags...)
-				done <- Main(ctx, app, NewEnqueuerCmd, args)
-			}()
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				code, err := httpGet("http://127.0.0.1:" + port + "/healthz")
-				if err == nil && code == 200 {
-					break
-				}
-				select {
-				case c := <-done:
-					t.Fatalf("serve exited with %d: %s", c, errb.String())
-				default:
-				}
-				require.True(t, time.Now().Before(deadline), "serve did not answer: %s", errb.String())
-				time.Sleep(20 * time.Millisecond)
-			}
+			done, errb := startServe(t, ctx, srv.URL(), tc.token, "0.0.0.0:"+port, tc.flags...)
 			cancel()
 			require.Equal(t, ExitOK, <-done, errb.String())
 			require.Contains(t, errb.String(), tc.warn)
@@ -166,31 +161,7 @@ func TestServeConsole(t *testing.T) {
 			t.Parallel()
 			addr := freeLoopback(t)
 			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan int, 1)
-			var errb syncBuffer
-			go func() {
-				app := &App{Out: &errb, Err: &errb, In: strings.NewReader(""), Getenv: func(k string) string {
-					if k == "AGENTQ_API_TOKEN" {
-						return testToken
-					}
-					return ""
-				}}
-				done <- Main(ctx, app, NewEnqueuerCmd, append([]string{"--redis", srv.URL(), "serve", "--http", addr}, tc.flags...))
-			}()
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				code, err := httpGet("http://" + addr + "/healthz")
-				if err == nil && code == 200 {
-					break
-				}
-				select {
-				case c := <-done:
-					t.Fatalf("serve exited with %d: %s", c, errb.String())
-				default:
-				}
-				require.True(t, time.Now().Before(deadline), "serve did not answer: %s", errb.String())
-				time.Sleep(20 * time.Millisecond)
-			}
+			done, errb := startServe(t, ctx, srv.URL(), testToken, addr, tc.flags...)
 			client := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 			get := func(auth string) *http.Response {
 				req, err := http.NewRequest("GET", "http://"+addr+"/ui/", nil)

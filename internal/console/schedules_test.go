@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/schedule"
 )
 
@@ -19,7 +20,7 @@ func (f *fixture) setSchedules(t *testing.T) string {
 		"beat":    {Cron: "@every 1m", Agent: "tool", Overlap: "skip"},
 		"nightly": {Cron: "30 1 * * *", Timezone: "Europe/Paris", Agent: "llm"},
 	}
-	defs, err := f.cfg.ScheduleDefs()
+	defs, err := configx.Schedules(f.cfg)
 	require.NoError(t, err)
 	tick := time.Now().Add(-time.Hour).Truncate(time.Minute)
 	_, err = schedule.New(f.rdb, f.client, defs, schedule.Options{}).Fire(context.Background(), defs[0], tick)

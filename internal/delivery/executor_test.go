@@ -17,6 +17,7 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/restart"
@@ -40,7 +41,7 @@ func testExecutor(t *testing.T, cfg *config.Config, rdb redis.UniversalClient, f
 		Config: cfg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Specs: specs, RDB: rdb,
 		Batch: redisx.Direct(rdb), Records: record.NewStore(rdb), DLQ: deadletter.NewStore(rdb),
 		Restarts: restart.NewScheduler(rdb, tasks.NewClient(rdb)), Breakers: breaker.New(rdb),
-		Metrics:  NewMetrics(prometheus.NewRegistry(), slices.Collect(maps.Keys(specs)), cfg.Fair()),
+		Metrics:  NewMetrics(prometheus.NewRegistry(), slices.Collect(maps.Keys(specs)), configx.Fair(cfg)),
 		WorkerID: "test", Inspector: asynq.NewInspectorFromRedisClient(rdb),
 		Classify: resilience.Classifier{}.Classify, NoGate: true, Tracer: noop.NewTracerProvider(),
 		Usage: discardUsage{},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/tasks"
 )
@@ -212,7 +213,9 @@ type meter struct {
 	m      *Metrics // tokens, cost, and the tenant labels (metrics.tenant)
 }
 
-func newMeter(cfg *config.Config, m *Metrics) *meter { return &meter{prices: cfg.Prices(), m: m} }
+func newMeter(cfg *config.Config, m *Metrics) *meter {
+	return &meter{prices: configx.Prices(cfg), m: m}
+}
 
 // usageSeries adds the usage counters to m.
 func (m *Metrics) usageSeries() {

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/schedule"
 	"github.com/agentq/agentq/tasks"
 )
@@ -15,7 +16,7 @@ import (
 // (`inspector schedules`, `GET /api/v1/schedules`, the console's Schedules
 // page): next and last fire, the last fired task's ID and state.
 func Schedules(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config, now time.Time) ([]schedule.Status, error) {
-	defs, err := cfg.ScheduleDefs()
+	defs, err := configx.Schedules(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/configx"
 )
 
 // Tenant is one tenant on one queue, as `inspector tenants --json`, GET
@@ -44,7 +45,7 @@ func Tenants(ctx context.Context, rdb redis.UniversalClient, cfg *config.Config,
 	}
 	var fc broker.FairConfig
 	if cfg != nil {
-		fc = cfg.Fair()
+		fc = configx.Fair(cfg)
 	}
 	out := []Tenant{}
 	for _, q := range queues {

@@ -230,10 +230,9 @@ func TestCancelOutcomes(t *testing.T) {
 		c, err := st.Cancel(ctx, "c", "why")
 		require.NoError(t, err)
 		require.Equal(t, StatePending, c.Previous)
-		_, err = st.Cancel(ctx, "c", "again")
-		var ended *EndedError
-		require.ErrorAs(t, err, &ended)
-		require.Equal(t, StateCanceled, ended.State)
+		c, err = st.Cancel(ctx, "c", "again")
+		require.ErrorIs(t, err, ErrTaskEnded)
+		require.Equal(t, StateCanceled, c.Previous)
 		v := get(t, st, "c")
 		require.Equal(t, []string{"1:queued", "2:task_canceled"}, events(v))
 		require.Equal(t, "why", v.CancelReason)

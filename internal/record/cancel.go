@@ -8,23 +8,11 @@ import (
 	"time"
 )
 
-// ErrTaskEnded is wrapped by the *EndedError Cancel returns for a task that
-// has already ended (succeeded, dead_lettered or canceled).
+// ErrTaskEnded is Cancel's error for a task that has already ended
+// (succeeded, dead_lettered or canceled): the Cancellation's Previous
+// says how. Nothing was changed. (tasks.Client.Cancel makes it a
+// tasks.EndedError.)
 var ErrTaskEnded = errors.New("task has already ended")
-
-// EndedError is Cancel's error for a task that has already ended: State
-// says how. Nothing was changed.
-type EndedError struct {
-	ID    string
-	State State
-}
-
-func (e *EndedError) Error() string {
-	return fmt.Sprintf("task %s has already ended (state %s): it cannot be canceled", e.ID, e.State)
-}
-
-// Unwrap makes errors.Is(err, ErrTaskEnded) true.
-func (e *EndedError) Unwrap() error { return ErrTaskEnded }
 
 // cancelScript is Store.Cancel (lua/cancel.lua documents its KEYS, ARGV
 // and replies).
@@ -50,7 +38,8 @@ func CancelText(reason string) string {
 // has not ended: its record's state becomes canceled, for good, and its
 // history gains an EventTaskCanceled event. Sent again after a lost reply
 // it answers as the first time. It does not touch the task's queue.
-// Errors: ErrNotFound (no record), *EndedError.
+// Errors: ErrNotFound (no record), ErrTaskEnded (with the Cancellation's
+// Previous).
 func (s *Store) Cancel(ctx context.Context, id, reason string) (Cancellation, error) {
 	ev := Event{At: s.stamp(time.Time{}), Event: EventTaskCanceled, Error: CancelText(reason), Reason: reason}
 	code, rest, err := reply(s.runner.Run(ctx, cancelScript, s.outboxKeys(id), string(ev.Marshal()), ev.Error,
@@ -69,7 +58,7 @@ func (s *Store) Cancel(ctx context.Context, id, reason string) (Cancellation, er
 	case CodeMissing:
 		return Cancellation{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	case CodeEnded:
-		return Cancellation{}, &EndedError{ID: id, State: State(str(0))}
+		return Cancellation{Previous: State(str(0))}, fmt.Errorf("%w: %s", ErrTaskEnded, id)
 	case CodeApplied, CodeRepeat:
 		if len(rest) > 3 {
 			s.outboxed(ctx, id, rest[3])

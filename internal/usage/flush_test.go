@@ -3,15 +3,12 @@ package usage
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/rkeys"
@@ -20,7 +17,7 @@ import (
 // tenantsOf reads the totals of the last day by tenant.
 func tenantsOf(t *testing.T, s setup) map[string]Counts {
 	t.Helper()
-	r, err := Summarize(context.Background(), s.rdb, "tenant", 24*time.Hour, s.clock.Now())
+	r, err := Summarize(context.Background(), s.RDB, "tenant", 24*time.Hour, s.Clock.Now())
 	require.NoError(t, err)
 	out := map[string]Counts{}
 	for _, g := range r.Groups {
@@ -60,9 +57,9 @@ func TestFlushHugeUsage(t *testing.T) {
 		require.Equal(t, Counts{InputTokens: 100, OutputTokens: 10, TotalTokens: 110, Attempts: 1}, got[tn], "tenant %s", tn)
 	}
 
-	h := rkeys.UsageHour(unixHour(s.clock.Now()))
+	h := rkeys.UsageHour(unixHour(s.Clock.Now()))
 	field := "llm" + sep + "acme" + sep + "m" + sep
-	require.NoError(t, s.rdb.HSet(ctx, h, field+"in", MaxSum-10, field+"total", "9000000000000000000").Err())
+	require.NoError(t, s.RDB.HSet(ctx, h, field+"in", MaxSum-10, field+"total", "9000000000000000000").Err())
 	w1.Add(Entry{Agent: "llm", Tenant: "acme", Usage: huge})
 	require.NoError(t, w1.Flush(ctx))
 	got = tenantsOf(t, s)
@@ -70,30 +67,9 @@ func TestFlushHugeUsage(t *testing.T) {
 	require.Equal(t, MaxSum, got["acme"].TotalTokens, "saturated, from beyond the ceiling")
 	require.Equal(t, int64(5), got["acme"].Attempts)
 	require.Equal(t, int64(110), got["b"].TotalTokens)
-	stored, err := s.rdb.HMGet(ctx, h, field+"in", field+"total").Result()
+	stored, err := s.RDB.HMGet(ctx, h, field+"in", field+"total").Result()
 	require.NoError(t, err)
 	require.Equal(t, []any{"9007199254740992", "9007199254740992"}, stored, "stored saturated: MaxSum")
-}
-
-// lostReply is a go-redis hook that lets the next script run in Redis but
-// answers its caller with a transport error, as a connection that dropped
-// after the command was sent.
-type lostReply struct{ armed atomic.Bool }
-
-func (l *lostReply) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (l *lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if name := cmd.Name(); (name == "evalsha" || name == "eval") && err == nil && l.armed.CompareAndSwap(true, false) {
-			return errors.New("read tcp 127.0.0.1:1->127.0.0.1:2: i/o timeout")
-		}
-		return err
-	}
-}
-
-func (l *lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // TestFlushLostReplyCountsOnce: a flush applied in Redis whose reply was
@@ -103,11 +79,9 @@ func TestFlushLostReplyCountsOnce(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	ctx := context.Background()
-	lost := &lostReply{}
-	s.rdb.AddHook(lost)
 	rec := s.recorder(RecorderOptions{})
 	rec.Add(Entry{Agent: "llm", Tenant: "acme", Usage: Usage{InputTokens: 7}})
-	lost.armed.Store(true)
+	s.Lost.Arm()
 	err := rec.Flush(ctx)
 	require.Error(t, err)
 	require.NotErrorIs(t, err, ErrFlushRefused)
@@ -141,22 +115,22 @@ func TestFlushRefusedDropped(t *testing.T) {
 	t.Parallel()
 	s := newSetup(t)
 	ctx := context.Background()
-	now := s.clock.Now()
+	now := s.Clock.Now()
 	earlier := now.Add(-time.Hour)
-	require.NoError(t, s.rdb.Set(ctx, rkeys.UsageSeries(unixHour(now)), "not a set", 0).Err())
+	require.NoError(t, s.RDB.Set(ctx, rkeys.UsageSeries(unixHour(now)), "not a set", 0).Err())
 	logs := &syncBuffer{}
 	rec := s.recorder(RecorderOptions{Every: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	rec.Add(Entry{Agent: "llm", Tenant: "acme", At: earlier, Usage: Usage{InputTokens: 3}})
 	rec.Add(Entry{Agent: "llm", Tenant: "acme", At: now, Usage: Usage{InputTokens: 4}})
-	require.NoError(t, totalsScript.Load(ctx, s.rdb).Err())
-	before := s.trips.N.Load()
+	require.NoError(t, totalsScript.Load(ctx, s.RDB).Err())
+	before := s.Trips.N.Load()
 	rec.Start(ctx)
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "level=WARN") },
 		30*time.Second, 10*time.Millisecond)
 	require.Contains(t, logs.String(), "flush refused")
 	rec.Stop()
-	require.EqualValues(t, 1, s.trips.N.Load()-before, "one call: the refused flush is not sent again")
-	require.Zero(t, s.rdb.Exists(ctx, rkeys.UsageHour(unixHour(earlier)), rkeys.UsageHour(unixHour(now))).Val(),
+	require.EqualValues(t, 1, s.Trips.N.Load()-before, "one call: the refused flush is not sent again")
+	require.Zero(t, s.RDB.Exists(ctx, rkeys.UsageHour(unixHour(earlier)), rkeys.UsageHour(unixHour(now))).Val(),
 		"nothing of the refused flush was written")
 }

@@ -9,54 +9,23 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/tally/tallytest"
 )
-
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // testNow is half past this hour: near the server's clock, for the keys'
 // expiry times are absolute.
 func testNow() time.Time { return time.Now().UTC().Truncate(time.Hour).Add(30 * time.Minute) }
 
-type setup struct {
-	srv   *redistest.Server
-	rdb   *redis.Client
-	trips *redistest.RoundTrips
-	clock *fakeClock
-}
+type setup struct{ tallytest.Setup }
 
-func newSetup(t *testing.T) setup {
-	t.Helper()
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	trips := &redistest.RoundTrips{}
-	rdb.AddHook(trips)
-	return setup{srv: srv, rdb: rdb, trips: trips, clock: &fakeClock{now: testNow()}}
-}
+func newSetup(t *testing.T) setup { return setup{tallytest.New(t, testNow())} }
 
 func (s setup) recorder(opts RecorderOptions) *Recorder {
-	opts.Now = s.clock.Now
-	return NewRecorder(s.rdb, opts)
+	opts.Now = s.Clock.Now
+	return NewRecorder(s.RDB, opts)
 }
 
 // TestRecorderTotalsExact: many concurrent Adds (four "workers", each its
@@ -70,7 +39,7 @@ func TestRecorderTotalsExact(t *testing.T) {
 	for i := range recs {
 		recs[i] = s.recorder(RecorderOptions{})
 	}
-	require.NoError(t, totalsScript.Load(ctx, s.rdb).Err())
+	require.NoError(t, totalsScript.Load(ctx, s.RDB).Err())
 	var wg sync.WaitGroup
 	var want Counts
 	var costSum float64
@@ -81,7 +50,7 @@ func TestRecorderTotalsExact(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := range 250 {
-					e := Entry{Agent: "llm", Tenant: fmt.Sprintf("t%d", (w+g+i)%3), At: s.clock.Now(),
+					e := Entry{Agent: "llm", Tenant: fmt.Sprintf("t%d", (w+g+i)%3), At: s.Clock.Now(),
 						Usage: Usage{Model: "gpt-x", InputTokens: int64(100 + i), OutputTokens: int64(7 + g), CachedTokens: int64(i % 5),
 							CostUSD: float64(100+i)*0.0000025 + float64(7+g)*0.00001, Priced: true}}
 					rec.Add(e)
@@ -97,16 +66,16 @@ func TestRecorderTotalsExact(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	before := s.trips.N.Load()
+	before := s.Trips.N.Load()
 	for _, rec := range recs {
 		require.NoError(t, rec.Flush(ctx))
 	}
-	require.EqualValues(t, len(recs), s.trips.N.Load()-before, "one script call per flush")
-	before = s.trips.N.Load()
+	require.EqualValues(t, len(recs), s.Trips.N.Load()-before, "one script call per flush")
+	before = s.Trips.N.Load()
 	require.NoError(t, recs[0].Flush(ctx))
-	require.EqualValues(t, 0, s.trips.N.Load()-before, "nothing to flush: no call")
+	require.EqualValues(t, 0, s.Trips.N.Load()-before, "nothing to flush: no call")
 
-	r, err := Summarize(ctx, s.rdb, "agent", 24*time.Hour, s.clock.Now())
+	r, err := Summarize(ctx, s.RDB, "agent", 24*time.Hour, s.Clock.Now())
 	require.NoError(t, err)
 	require.Len(t, r.Groups, 1)
 	got := r.Groups[0]
@@ -120,7 +89,7 @@ func TestRecorderTotalsExact(t *testing.T) {
 	require.InDelta(t, float64(want.CostMicroUSD)/1e6, got.CostUSD, 1e-9)
 	require.InDelta(t, costSum, got.CostUSD, 0.005, "to the cent")
 
-	byTenant, err := Summarize(ctx, s.rdb, "tenant", 24*time.Hour, s.clock.Now())
+	byTenant, err := Summarize(ctx, s.RDB, "tenant", 24*time.Hour, s.Clock.Now())
 	require.NoError(t, err)
 	require.Len(t, byTenant.Groups, 3)
 	var sum Counts
@@ -137,7 +106,7 @@ func TestSinceWindows(t *testing.T) {
 	s := newSetup(t)
 	ctx := context.Background()
 	rec := s.recorder(RecorderOptions{})
-	now := s.clock.Now() // hh:30
+	now := s.Clock.Now() // hh:30
 	for _, back := range []time.Duration{0, time.Hour, 3 * time.Hour, 30 * time.Hour} {
 		rec.Add(Entry{Agent: "a", At: now.Add(-back), Usage: Usage{InputTokens: 1, OutputTokens: 1}})
 	}
@@ -155,13 +124,13 @@ func TestSinceWindows(t *testing.T) {
 		{31 * time.Hour, 4, 4},   // and in
 		{0, 1, 1},                // the current hour
 	} {
-		r, err := Summarize(ctx, s.rdb, "", tc.since, now)
+		r, err := Summarize(ctx, s.RDB, "", tc.since, now)
 		require.NoError(t, err)
 		require.Equal(t, "agent", r.By)
 		require.Equal(t, tc.attempts, r.Total.Attempts, "since %s", tc.since)
 		require.Len(t, r.Hours, tc.hours, "since %s", tc.since)
 	}
-	_, err := Summarize(ctx, s.rdb, "queue", time.Hour, now)
+	_, err := Summarize(ctx, s.RDB, "queue", time.Hour, now)
 	require.ErrorIs(t, err, ErrBadGroup)
 }
 
@@ -172,25 +141,25 @@ func TestRetention(t *testing.T) {
 	s := newSetup(t)
 	ctx := context.Background()
 	rec := s.recorder(RecorderOptions{Retention: 48 * time.Hour})
-	now := s.clock.Now()
+	now := s.Clock.Now()
 	rec.Add(Entry{Agent: "a", At: now, Usage: Usage{InputTokens: 5}})
 	rec.Add(Entry{Agent: "a", At: now.Add(-49 * time.Hour), Usage: Usage{InputTokens: 5}}) // gone already
 	require.NoError(t, rec.Flush(ctx))
 	h := unixHour(now)
 	wantExp := time.Unix((h+1)*3600, 0).Add(48 * time.Hour)
 	for _, k := range []string{rkeys.UsageHour(h), rkeys.UsageSeries(h)} {
-		exp, err := s.rdb.ExpireTime(ctx, k).Result()
+		exp, err := s.RDB.ExpireTime(ctx, k).Result()
 		require.NoError(t, err)
 		require.Equal(t, wantExp.Unix(), int64(exp/time.Second), k)
 	}
-	n, err := s.rdb.Exists(ctx, rkeys.UsageHour(unixHour(now.Add(-49*time.Hour)))).Result()
+	n, err := s.RDB.Exists(ctx, rkeys.UsageHour(unixHour(now.Add(-49*time.Hour)))).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "an hour past the retention is not written")
 	// Redis expires the hour at its time: seen by a server clock moved
 	// past it (DEBUG SET-ACTIVE-EXPIRE is not needed: EXPIREAT in the past
 	// deletes at once).
-	require.NoError(t, s.rdb.ExpireAt(ctx, rkeys.UsageHour(h), time.Unix(1, 0)).Err())
-	r, err := Summarize(ctx, s.rdb, "agent", time.Hour, now)
+	require.NoError(t, s.RDB.ExpireAt(ctx, rkeys.UsageHour(h), time.Unix(1, 0)).Err())
+	r, err := Summarize(ctx, s.RDB, "agent", time.Hour, now)
 	require.NoError(t, err)
 	require.Empty(t, r.Groups)
 }
@@ -205,20 +174,20 @@ func TestSeriesBound(t *testing.T) {
 	const n = 20
 	a := s.recorder(RecorderOptions{MaxSeries: n})
 	for i := range n + 5 {
-		a.Add(Entry{Agent: "a", Tenant: fmt.Sprintf("t%d", i), At: s.clock.Now(), Usage: Usage{InputTokens: 1}})
+		a.Add(Entry{Agent: "a", Tenant: fmt.Sprintf("t%d", i), At: s.Clock.Now(), Usage: Usage{InputTokens: 1}})
 	}
 	require.NoError(t, a.Flush(ctx))
 	// another worker's series, beyond the bound in Redis only
 	b := s.recorder(RecorderOptions{MaxSeries: n})
 	for i := range 10 {
-		b.Add(Entry{Agent: fmt.Sprintf("b%d", i), Tenant: "u", At: s.clock.Now(), Usage: Usage{InputTokens: 1}})
+		b.Add(Entry{Agent: fmt.Sprintf("b%d", i), Tenant: "u", At: s.Clock.Now(), Usage: Usage{InputTokens: 1}})
 	}
 	require.NoError(t, b.Flush(ctx))
-	h := unixHour(s.clock.Now())
-	card, err := s.rdb.SCard(ctx, rkeys.UsageSeries(h)).Result()
+	h := unixHour(s.Clock.Now())
+	card, err := s.RDB.SCard(ctx, rkeys.UsageSeries(h)).Result()
 	require.NoError(t, err)
 	require.LessOrEqual(t, card, int64(n+n/10+1))
-	r, err := Summarize(ctx, s.rdb, "tenant", time.Hour, s.clock.Now())
+	r, err := Summarize(ctx, s.RDB, "tenant", time.Hour, s.Clock.Now())
 	require.NoError(t, err)
 	require.Equal(t, int64(n+5+10), r.Total.InputTokens, "nothing lost")
 	other := map[string]int64{}
@@ -226,7 +195,7 @@ func TestSeriesBound(t *testing.T) {
 		other[g.Key] = g.InputTokens
 	}
 	require.Equal(t, int64(5+10), other[Other], "beyond the bound: tenant other: %v", r.Groups)
-	byAgent, err := Summarize(ctx, s.rdb, "agent", time.Hour, s.clock.Now())
+	byAgent, err := Summarize(ctx, s.RDB, "agent", time.Hour, s.Clock.Now())
 	require.NoError(t, err)
 	agents := map[string]int64{}
 	for _, g := range byAgent.Groups {
@@ -243,15 +212,15 @@ func TestFailedFlushKeeps(t *testing.T) {
 	s := newSetup(t)
 	ctx := context.Background()
 	rec := s.recorder(RecorderOptions{Every: time.Hour})
-	rec.Add(Entry{Agent: "a", At: s.clock.Now(), Usage: Usage{InputTokens: 3, OutputTokens: 4, CostUSD: 0.01}})
-	s.srv.Pause()
+	rec.Add(Entry{Agent: "a", At: s.Clock.Now(), Usage: Usage{InputTokens: 3, OutputTokens: 4, CostUSD: 0.01}})
+	s.Srv.Pause()
 	fctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	err := rec.Flush(fctx)
 	cancel()
 	require.Error(t, err)
 	done := make(chan struct{})
 	go func() { // Add takes no Redis call even while Redis hangs
-		rec.Add(Entry{Agent: "a", At: s.clock.Now(), Usage: Usage{InputTokens: 1}})
+		rec.Add(Entry{Agent: "a", At: s.Clock.Now(), Usage: Usage{InputTokens: 1}})
 		close(done)
 	}()
 	select {
@@ -259,11 +228,11 @@ func TestFailedFlushKeeps(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Add blocked")
 	}
-	s.srv.Resume()
+	s.Srv.Resume()
 	rec.Start(ctx)
 	rec.Stop()
 	rec.Stop() // idempotent
-	r, err := Summarize(ctx, s.rdb, "agent", time.Hour, s.clock.Now())
+	r, err := Summarize(ctx, s.RDB, "agent", time.Hour, s.Clock.Now())
 	require.NoError(t, err)
 	require.Len(t, r.Groups, 1)
 	require.Equal(t, int64(4), r.Groups[0].InputTokens)
@@ -280,9 +249,9 @@ func TestRecorderLoopFlushes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	rec := s.recorder(RecorderOptions{Every: 20 * time.Millisecond})
 	rec.Start(ctx)
-	rec.Add(Entry{Agent: "a", At: s.clock.Now(), Usage: Usage{InputTokens: 9}})
+	rec.Add(Entry{Agent: "a", At: s.Clock.Now(), Usage: Usage{InputTokens: 9}})
 	require.Eventually(t, func() bool {
-		r, err := Summarize(context.Background(), s.rdb, "agent", time.Hour, s.clock.Now())
+		r, err := Summarize(context.Background(), s.RDB, "agent", time.Hour, s.Clock.Now())
 		return err == nil && r.Total.InputTokens == 9
 	}, 30*time.Second, 10*time.Millisecond)
 	cancel()
