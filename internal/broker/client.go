@@ -15,8 +15,9 @@ import (
 // asynq's source by asynq_test.go) do around the call:
 //
 //   - dequeue: it runs the fair dequeue (lua/dequeue.lua: the
-//     tenants' lanes, weights, caps and priorities; asynq's own dequeue
-//     plus one ZRANGE of an empty set for a queue without tenants) instead. When every
+//     tenants' lanes, weights, caps and priorities; asynq's own dequeue,
+//     its EXISTS naming the ready set too, for a queue without tenants)
+//     instead. When every
 //     queue came back empty (one full round of asynq's processor), it
 //     waits on the Waiter (a BLPOP on the wake lists, at most the poll
 //     interval) before answering asynq, whose own sleep after an empty
