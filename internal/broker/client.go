@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -67,6 +68,9 @@ type AsynqClient struct {
 	// delivery runs Ack.WithDone instead, and any other of asynq's scripts
 	// on the task (a retry, a requeue, …) runs after Ack.Alone.
 	Acks *Acks
+	// dequeues holds each queue's dequeueTail, made at its first dequeue
+	// (queue → *dequeueTail).
+	dequeues sync.Map
 }
 
 // NewAsynqClient wraps rdb for an asynq server that serves nqueues queues.
@@ -118,8 +122,8 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 	}
 	switch {
 	case sha == dequeueSHA && len(keys) == 4 && len(args) == 2:
-		q := queueOf(keys[0])
-		return c.dequeued(ctx, c.fairCall(ctx, fairDequeueScript, keys, args, DequeueKeys(q), c.Fair.DequeueArgs(q)...))
+		tail := c.dequeueTail(queueOf(keys[0]))
+		return c.dequeued(ctx, c.fairCall(ctx, fairDequeueScript, keys, args, tail.keys, tail.args...))
 	case sha == forwardSHA && len(keys) == 2 && len(args) == 4:
 		return c.forward(ctx, keys, args)
 	case sha == retrySHA && len(keys) == 8 && len(args) >= 3:
