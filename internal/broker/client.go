@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -15,8 +16,9 @@ import (
 // asynq's source by asynq_test.go) do around the call:
 //
 //   - dequeue: it runs the fair dequeue (lua/dequeue.lua: the
-//     tenants' lanes, weights, caps and priorities; asynq's own dequeue
-//     plus one ZRANGE of an empty set for a queue without tenants) instead. When every
+//     tenants' lanes, weights, caps and priorities; asynq's own dequeue,
+//     its EXISTS naming the ready set too, for a queue without tenants)
+//     instead. When every
 //     queue came back empty (one full round of asynq's processor), it
 //     waits on the Waiter (a BLPOP on the wake lists, at most the poll
 //     interval) before answering asynq, whose own sleep after an empty
@@ -66,6 +68,9 @@ type AsynqClient struct {
 	// delivery runs Ack.WithDone instead, and any other of asynq's scripts
 	// on the task (a retry, a requeue, …) runs after Ack.Alone.
 	Acks *Acks
+	// dequeues holds each queue's dequeueTail, made at its first dequeue
+	// (queue → *dequeueTail).
+	dequeues sync.Map
 }
 
 // NewAsynqClient wraps rdb for an asynq server that serves nqueues queues.
@@ -117,8 +122,8 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 	}
 	switch {
 	case sha == dequeueSHA && len(keys) == 4 && len(args) == 2:
-		q := queueOf(keys[0])
-		return c.dequeued(ctx, c.fairCall(ctx, fairDequeueScript, keys, args, DequeueKeys(q), c.Fair.DequeueArgs(q)...))
+		tail := c.dequeueTail(queueOf(keys[0]))
+		return c.dequeued(ctx, c.fairCall(ctx, fairDequeueScript, keys, args, tail.keys, tail.args...))
 	case sha == forwardSHA && len(keys) == 2 && len(args) == 4:
 		return c.forward(ctx, keys, args)
 	case sha == retrySHA && len(keys) == 8 && len(args) >= 3:

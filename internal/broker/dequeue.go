@@ -41,6 +41,24 @@ func DequeueKeys(queue string) []string {
 		rkeys.FairConf(queue), rkeys.FairState(queue)}
 }
 
+// dequeueTail is what dequeue.lua takes after asynq's keys and arguments
+// for one queue: DequeueKeys and FairConfig.DequeueArgs, the same for
+// every dequeue of the queue (the Fair config is set before the server
+// starts), so made once rather than on asynq's one-at-a-time dequeue path.
+type dequeueTail struct {
+	keys []string
+	args []any
+}
+
+// dequeueTail returns queue's dequeueTail.
+func (c *AsynqClient) dequeueTail(queue string) *dequeueTail {
+	if t, ok := c.dequeues.Load(queue); ok {
+		return t.(*dequeueTail)
+	}
+	t, _ := c.dequeues.LoadOrStore(queue, &dequeueTail{keys: DequeueKeys(queue), args: c.Fair.DequeueArgs(queue)})
+	return t.(*dequeueTail)
+}
+
 // dequeued follows one queue's dequeue: after a whole round of empty
 // queues it waits for a wake-up; after an error it pauses briefly (asynq
 // would otherwise retry at once, in a loop, while Redis is down).

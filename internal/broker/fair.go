@@ -12,8 +12,9 @@
 //
 //   - A run of the default tenant ("") at normal priority waits in asynq's
 //     own pending list, exactly as without tenants: a queue whose producers
-//     never name a tenant or a priority pays for fairness one ZRANGE per
-//     dequeue.
+//     never name a tenant or a priority (and no default cap) pays for
+//     fairness the ready set named in the dequeue's EXISTS, and
+//     no more commands than asynq's dequeue.
 //   - Every other run waits in its lane: a list per tenant and priority
 //     (rkeys.FairLane), and its tenant is in the ready set
 //     (rkeys.FairReady, scored by the tenant's pass) or, at its cap, in the

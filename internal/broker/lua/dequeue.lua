@@ -16,7 +16,7 @@
 -- at its cap).
 --
 -- With no tenant in the ready set and no default cap this is asynq's
--- dequeue of the pending list plus one ZRANGE of an empty set. Otherwise it takes the
+-- dequeue of the pending list (its EXISTS names the ready set too). Otherwise it takes the
 -- tenant with the lowest pass (the default tenant's runs in the pending
 -- list take part at max(their pass, the lowest)); a tenant at its cap
 -- moves to the capped set and the next is tried; the tenant's high lane
@@ -34,9 +34,10 @@
 -- What it costs is mostly redis.call itself (arguments made, the reply
 -- written and read back into Lua) and number formatting (Redis 7.0
 -- prints a Lua number argument, and a score it replies, with
--- snprintf("%.17g")), so: one EXISTS answers both whether the queue is
--- paused and whether asynq's pending list has runs (EXISTS counts a key
--- named twice twice), constant arguments are strings, the lowest tenant
+-- snprintf("%.17g")), so: one EXISTS answers whether the queue is
+-- paused, whether asynq's pending list has runs and whether the ready set
+-- has tenants (EXISTS counts a key named k times k times: paused 1,
+-- pending 2, ready 4), constant arguments are strings, the lowest tenant
 -- is read without its score (read only when the default tenant's runs
 -- compete, or the tenant is capped) together with the next one (none: it
 -- is alone and its pass stays), its pass advances by ZINCRBY of the
@@ -45,9 +46,9 @@
 -- lane in turn (a missing lane's is cheap) rather than LMPOP and LPUSH
 -- (LMPOP's nested reply, built and read back into Lua, and its rewrite
 -- for replication cost more than the command).
-local e = redis.call("EXISTS", KEYS[2], KEYS[1], KEYS[1])
+local e = redis.call("EXISTS", KEYS[2], KEYS[1], KEYS[1], KEYS[5], KEYS[5], KEYS[5], KEYS[5])
 if e % 2 == 1 then return nil end
-local pend = e >= 2
+local pend = e % 4 >= 2
 local defcap = tonumber(ARGV[5])
 local function mark(id, t)
   local key = ARGV[2] .. id
@@ -61,8 +62,7 @@ local function mark(id, t)
   redis.call("ZADD", KEYS[4], ARGV[1], id)
   return redis.call("HGET", key, "msg")
 end
-local first = redis.call("ZRANGE", KEYS[5], "0", "1")
-if defcap == 0 and #first == 0 then
+if defcap == 0 and e < 4 then
   if not pend then return nil end
   local id = redis.call("RPOPLPUSH", KEYS[1], KEYS[3])
   if not id then return nil end
@@ -79,7 +79,8 @@ local function settings(t)
   return ARGV[4], defcap
 end
 for i = 1, 64 do
-  if i > 1 then first = redis.call("ZRANGE", KEYS[5], "0", "1") end
+  local first = {}
+  if i > 1 or e >= 4 then first = redis.call("ZRANGE", KEYS[5], "0", "1") end
   local t, p = first[1], nil
   local pending = false
   if pend and t ~= "" and not redis.call("ZSCORE", KEYS[5], "") and not redis.call("ZSCORE", KEYS[6], "") then
