@@ -146,17 +146,17 @@ type Worker struct {
 	// Queues maps the queues the worker serves to their priorities.
 	// Zero → {"default": 1}. A queues block in the file replaces the map.
 	Queues map[string]int `yaml:"queues"`
-	// PollInterval bounds how long an idle worker waits for a wake-up
-	// before it looks at its queues anyway (YAML poll_interval): an idle
-	// worker blocks on its queues' wake lists, which every enqueue, forward
-	// and restart signals, so this is only how late a task whose wake-up
-	// was lost is found, and how often an idle worker costs Redis a look.
-	// Zero → 1s.
+	// PollInterval is how often the fleet looks at its queues anyway (YAML
+	// poll_interval): an idle worker blocks on its queues' wake lists,
+	// which every enqueue, forward and restart signals, and one worker of
+	// the fleet per queue looks every interval for work whose wake-up was
+	// lost (each idle worker also looks every 30 intervals), so this is
+	// only how late such a task is found. Zero → 1s.
 	PollInterval time.Duration `yaml:"poll_interval"`
 	// ForwardInterval is the tick of the scheduled/retry forwarder (YAML
 	// forward_interval): how soon after it is due a delayed task moves to
 	// its queue. A tick asks Redis only when the worker knows a task may be
-	// due (or poll_interval has passed). Zero → 50ms.
+	// due (or the fleet's look every poll_interval asks). Zero → 50ms.
 	ForwardInterval time.Duration `yaml:"forward_interval"`
 }
 

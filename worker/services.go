@@ -9,6 +9,7 @@ import (
 	"github.com/agentq/agentq/internal/breaker/probe"
 	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/deadline"
+	"github.com/agentq/agentq/internal/fleet"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/registry"
 	"github.com/agentq/agentq/internal/restart"
@@ -51,6 +52,9 @@ type loops struct {
 	// listener wakes deferred tasks when their breaker closes, and the
 	// forwarder when a producer announces a due task.
 	listener *wake.Listener
+	// checks makes the forwarder check the delayed sets every poll
+	// interval (one worker of the fleet per queue and interval).
+	checks *fleet.Every
 }
 
 // newLoops builds the worker's loops, before the delivery (which reads the
@@ -80,6 +84,7 @@ func (w *Worker) newLoops(client *tasks.Client, noGate bool) (err error) {
 		restart.RepairOptions{Holder: w.id, Logger: w.log})
 	w.tenants = tenants.New(w.rdb, configx.Fair(w.cfg), queueList(w.cfg), tenants.Options{Holder: w.id, Logger: w.log})
 	w.listener = wake.New(w.rdb, w.rec, wake.Options{Keys: w.breakerKeys(), Queues: queueList(w.cfg), Dues: w.dues, Logger: w.log})
+	w.checks = wake.Checks(w.rdb, w.dues, queueList(w.cfg), w.cfg.Worker.PollInterval, w.id)
 	return nil
 }
 

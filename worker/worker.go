@@ -37,6 +37,7 @@ import (
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/usage"
+	"github.com/agentq/agentq/internal/wake"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
 )
@@ -177,7 +178,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 	w := &Worker{
 		cfg: cfg, rdb: rdb, log: o.logger, metrics: m, token: o.token, ln: o.listener,
 		limiter: httpx.NewLimiter(httpx.LimiterOptions{Logger: o.logger}), specs: specs,
-		dues: broker.NewDues(cfg.Worker.PollInterval, nil), id: fmt.Sprintf("%s:%d", host, os.Getpid()),
+		dues: broker.NewDues(cfg.Worker.PollInterval*wake.BackstopFactor, nil), id: fmt.Sprintf("%s:%d", host, os.Getpid()),
 		rec:      record.NewStore(rdb, record.WithRetention(cfg.History.Retention), record.WithRunner(batch)),
 		breakers: breaker.New(rdb, breaker.WithLogger(o.logger), breaker.WithRunner(batch)),
 		insp:     asynq.NewInspectorFromRedisClient(rdb), restarts: restart.NewScheduler(rdb, client),
@@ -268,7 +269,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	baseCtx, cancelBase := context.WithCancel(w.exec.WithAcks(context.WithoutCancel(ctx)))
 	defer cancelBase()
-	w.waiter = broker.NewWaiter(w.rdb, w.queues(), w.cfg.Worker.PollInterval, w.id+":"+tasks.NewID())
+	// The fleet looks every poll interval (wake.Checks); each idle worker
+	// blocks for much longer, and only a Redis failure's pause is short.
+	w.waiter = broker.NewWaiter(w.rdb, w.queues(), w.cfg.Worker.PollInterval*wake.BackstopFactor, w.id+":"+tasks.NewID()).
+		PauseOnFailure(w.cfg.Worker.PollInterval)
 	srv := w.asynqServer(baseCtx)
 	services := w.components(ops)
 	startstop.StartAll(context.WithoutCancel(ctx), services...)
@@ -296,7 +300,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
 		ops, w.breakers, w.hb, w.charts,
-		w.listener,
+		w.listener, w.checks,
 		startstop.Func(w.exec.RegisterLimits),
 		w.repairer, w.sweeper, w.tenants,
 		w.alerts,

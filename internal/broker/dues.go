@@ -17,8 +17,10 @@ import (
 // of: its own retries (asynq's retry script, through AsynqClient) and
 // producers' announcements of scheduled tasks (rkeys.DueChannel). What it
 // cannot hear of (a retry another worker scheduled and then died; a
-// producer that is not agentq's) is found by the periodic check, at least
-// every `every` (worker.poll_interval).
+// producer that is not agentq's) is found by the periodic check: Recheck,
+// which the fleet sends once per worker.poll_interval through the one
+// worker that holds the queue's forward lease (internal/wake's Checks),
+// and each worker's own backstop, every `every`.
 type Dues struct {
 	every time.Duration
 	now   func() time.Time
@@ -84,6 +86,17 @@ func (d *Dues) Done(key string, next int64, ok bool) {
 	}
 	// A task added while the check ran may be missing from its reply.
 	s.known, s.next = true, min(next, s.lowered)
+}
+
+// Recheck makes the next forwarder tick ask Redis about each of keys (the
+// scheduled or retry sets), whatever this worker knows of them: the
+// fleet's periodic check, for what no worker heard of.
+func (d *Dues) Recheck(keys ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, k := range keys {
+		d.set(k).known = false
+	}
 }
 
 // Lower records that set key has a task due at at (Unix s).

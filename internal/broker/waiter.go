@@ -27,7 +27,8 @@ import (
 type Waiter struct {
 	rdb    redis.UniversalClient
 	bound  time.Duration
-	groups [][]string // each: wake lists of one slot, then that slot's stop list
+	pause  time.Duration // after a failed wait (PauseOnFailure); bound
+	groups [][]string    // each: wake lists of one slot, then that slot's stop list
 	stop   chan struct{}
 	once   sync.Once
 
@@ -51,7 +52,7 @@ const (
 // NewWaiter returns a waiter on the wake lists of queues, waiting at most
 // bound. id names this waiter's stop lists (unique per worker process).
 func NewWaiter(rdb redis.UniversalClient, queues []string, bound time.Duration, id string) *Waiter {
-	w := &Waiter{rdb: rdb, bound: bound, stop: make(chan struct{}), woke: make(chan struct{}, 1)}
+	w := &Waiter{rdb: rdb, bound: bound, pause: bound, stop: make(chan struct{}), woke: make(chan struct{}, 1)}
 	if _, cluster := rdb.(*redis.ClusterClient); cluster {
 		for _, q := range queues {
 			w.groups = append(w.groups, []string{rkeys.Wake(q), rkeys.WakeStop(q, id)})
@@ -67,13 +68,22 @@ func NewWaiter(rdb redis.UniversalClient, queues []string, bound time.Duration, 
 	return w
 }
 
+// PauseOnFailure sets how long a wait that Redis failed lasts in all (the
+// bound by default: no spinning on a dead server), and returns w: a bound
+// far longer than the poll interval must not keep a worker away from a
+// Redis that is back. Call it before the first Wait.
+func (w *Waiter) PauseOnFailure(d time.Duration) *Waiter {
+	w.pause = min(d, w.bound)
+	return w
+}
+
 // Bound is the longest one Wait lasts.
 func (w *Waiter) Bound() time.Duration { return w.bound }
 
 // Wait blocks until a wake-up token is popped, the bound has passed, Stop
 // is called or ctx ends, and says which. After Stop it returns at once.
-// When Redis fails it still waits out the bound (no spinning on a dead
-// server).
+// When Redis fails it still waits out the bound, or PauseOnFailure's
+// shorter pause (no spinning on a dead server).
 func (w *Waiter) Wait(ctx context.Context) Cause {
 	select {
 	case <-w.stop:
@@ -93,7 +103,7 @@ func (w *Waiter) Wait(ctx context.Context) Cause {
 		case errors.Is(err, redis.Nil):
 			return Timeout
 		}
-		w.Pause(ctx, w.bound-time.Since(start))
+		w.Pause(ctx, w.pause-time.Since(start))
 		return Failed
 	}
 	for i := range w.groups {
@@ -130,7 +140,7 @@ func (w *Waiter) waitGroup(ctx context.Context, i int) {
 		default:
 		}
 	case err != nil && !errors.Is(err, redis.Nil):
-		w.Pause(ctx, w.bound-time.Since(start))
+		w.Pause(ctx, w.pause-time.Since(start))
 	}
 }
 

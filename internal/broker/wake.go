@@ -32,6 +32,21 @@ func PushWake(ctx context.Context, rdb redis.Scripter, queue string, n int) erro
 	return pushScript.Run(ctx, rdb, []string{rkeys.Wake(queue)}, n, WakeCap).Err()
 }
 
+// nudgeScript pushes a token when a queue has work but no token
+// (lua/nudge.lua).
+var nudgeScript = scripts.Script("nudge.lua")
+
+// Nudge is the fleet's periodic look at queue (internal/wake's Checks, one
+// worker per queue and worker.poll_interval): when the queue has work an
+// idle worker could take but no wake token, it pushes one. So a lost token
+// delays its task by at most the interval, while idle workers block on
+// their wake lists for much longer than it. It reports whether it pushed.
+func Nudge(ctx context.Context, rdb redis.Scripter, queue string) (bool, error) {
+	ready, _, _ := LaneKeys(queue)
+	n, err := nudgeScript.Run(ctx, rdb, []string{PendingKey(queue), PausedKey(queue), ready, rkeys.Wake(queue)}).Int()
+	return n == 1, err
+}
+
 // DueMessage is the announcement, on rkeys.DueChannel, of a task of queue
 // scheduled for at: "<Unix s> <queue>".
 func DueMessage(queue string, at time.Time) string {

@@ -35,7 +35,8 @@
 //     (AsynqClient.fairCall).
 //   - best-effort, where a lost write costs a delay and nothing else:
 //     internal/broker's pushScript (a wake token: a lost one delays a task
-//     by at most the poll interval), internal/alert's windowScript (the
+//     by at most the poll interval) and nudgeScript (the fleet's look for
+//     work without a token; the next interval looks again), internal/alert's windowScript (the
 //     fleet's alert window), internal/breaker's recordProbeScript (a
 //     health probe's result; the next probe writes another),
 //     internal/registry's heartbeatScript (a worker's registry entry; the

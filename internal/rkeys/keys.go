@@ -213,6 +213,12 @@ func FairLane(queue, p, tenant string) string { return FairLanePrefix(queue) + p
 // next repair of queue's fair dispatch state.
 func FairRepairClaim(queue string) string { return Prefix + "{" + queue + "}:fair:repair-claim" }
 
+// ForwardCheckClaim is the lease (internal/fleet) of the worker that
+// checks queue's scheduled and retry sets every worker.poll_interval for
+// the fleet (internal/wake's Checks), so that the fleet checks once per
+// interval, not once per worker.
+func ForwardCheckClaim(queue string) string { return Prefix + "{" + queue + "}:forward-claim" }
+
 // DueChannel is the pub/sub channel on which producers announce a task
 // scheduled for later ("<due Unix s> <queue>"), so that a worker forwards it
 // when it is due rather than when it next polls.

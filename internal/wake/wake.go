@@ -30,6 +30,13 @@ const (
 	wakeMaxPages = 200 // 100,000 tasks
 )
 
+// healthCheck is how long the subscription goes without a message before
+// go-redis PINGs it (its default: 3 s, a third of an idle worker's
+// commands to Redis). A dead connection found later only delays what a
+// missed message delays anyway (see Listener), and the fleet's look finds
+// a due task within worker.poll_interval.
+const healthCheck = 30 * time.Second
+
 // Options are a Listener's.
 type Options struct {
 	// Keys maps each breaker key the worker gates on to the agents gated
@@ -87,7 +94,7 @@ func (l *Listener) Stop() { l.Loop.Stop() }
 func (l *Listener) listen(ctx context.Context) {
 	ps := l.rdb.Subscribe(ctx, rkeys.BreakerChannel(), rkeys.DueChannel())
 	defer ps.Close()
-	ch := ps.Channel()
+	ch := ps.Channel(redis.WithChannelHealthCheckInterval(healthCheck))
 	insp := asynq.NewInspectorFromRedisClient(l.rdb)
 	for {
 		select {
