@@ -2,7 +2,6 @@ package delivery
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -70,39 +69,20 @@ type agentSeries struct {
 // outcomeSuccess is the outcome label of a successful call.
 const outcomeSuccess = "success"
 
-// children is a copy-on-write map of metric children by label: a read
-// takes no lock; a label's first use copies the map. Its labels are
-// bounded (agent labels, breaker keys and tenant labels of the config).
-type children[T any] struct {
-	mu sync.Mutex
-	m  atomic.Pointer[map[string]T]
-}
+// children holds metric children by label, made on a label's first use:
+// a sync.Map, whose reads of keys that no longer change take no lock. Its
+// labels are bounded (agent labels, breaker keys and tenant labels of the
+// config). mk may run twice for a label first used by two calls at once;
+// WithLabelValues gives both the same child.
+type children[T any] struct{ m sync.Map }
 
 // get is key's child, made by mk on its first use.
 func (c *children[T]) get(key string, mk func() T) T {
-	if m := c.m.Load(); m != nil {
-		if v, ok := (*m)[key]; ok {
-			return v
-		}
+	if v, ok := c.m.Load(key); ok {
+		return v.(T)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.m.Load()
-	if old != nil {
-		if v, ok := (*old)[key]; ok {
-			return v
-		}
-	}
-	next := make(map[string]T, 1)
-	if old != nil {
-		for k, v := range *old {
-			next[k] = v
-		}
-	}
-	v := mk()
-	next[key] = v
-	c.m.Store(&next)
-	return v
+	v, _ := c.m.LoadOrStore(key, mk())
+	return v.(T)
 }
 
 // agent is the agent label of name: name when the worker runs that agent,
