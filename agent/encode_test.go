@@ -2,6 +2,8 @@ package agent
 
 import (
 	"encoding/json"
+	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,4 +46,33 @@ func TestMarshalRequestIsJSONMarshal(t *testing.T) {
 			require.Equal(t, string(want), string(got))
 		})
 	}
+}
+
+// TestMarshalRequestKnowsEveryField: a Request with every JSON field set
+// to a plain value is encoded as json.Marshal encodes it, so a field added
+// to Request without teaching marshalRequest fails here instead of being
+// dropped from every agent's ActionRequest.
+func TestMarshalRequestKnowsEveryField(t *testing.T) {
+	t.Parallel()
+	var req Request
+	v := reflect.ValueOf(&req).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch {
+		case v.Type().Field(i).Tag.Get("json") == "-":
+		case f.Type() == reflect.TypeOf(json.RawMessage(nil)):
+			f.SetBytes([]byte(`{"k":1}`))
+		case f.Kind() == reflect.String:
+			f.SetString("v" + strconv.Itoa(i))
+		case f.Kind() == reflect.Int:
+			f.SetInt(int64(i + 1))
+		default:
+			t.Fatalf("Request.%s (%s): teach this test and marshalRequest the field", v.Type().Field(i).Name, f.Type())
+		}
+	}
+	want, err := json.Marshal(req)
+	require.NoError(t, err)
+	got, err := marshalRequest(req)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
 }
