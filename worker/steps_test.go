@@ -84,3 +84,59 @@ func TestGoAgentSteps(t *testing.T) {
 	require.Contains(t, v.Error, "per step")
 	require.Zero(t, v.Steps)
 }
+
+// TestStepOfCanceledTaskRefused (#37): a step recorded after its task was
+// canceled is refused like every write of a run no longer live: Step
+// returns the refusal, nothing of it is written, and the task stays
+// canceled with the steps recorded before.
+func TestStepOfCanceledTaskRefused(t *testing.T) {
+	t.Parallel()
+	recorded := make(chan struct{})
+	refusal := make(chan error, 1)
+	var store atomic.Pointer[tasks.Store]
+	goAgent := agent.Func(func(ctx context.Context, req agent.Request) (json.RawMessage, error) {
+		if _, err := req.Step(ctx, "a", func(context.Context) (any, error) { return "a", nil }); err != nil {
+			return nil, err
+		}
+		close(recorded)
+		deadline := time.Now().Add(20 * time.Second)
+		for { // the agent goes on, whatever its context says, until the task is canceled
+			if v, err := store.Load().Get(context.Background(), req.TaskID); err == nil && v.State == tasks.StateCanceled {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, context.DeadlineExceeded
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		_, err := req.Step(context.WithoutCancel(ctx), "b", func(context.Context) (any, error) { return "b", nil })
+		refusal <- err
+		return nil, err
+	})
+	_, rdb := runWorker(t, stepsYAML, WithAgent("go", goAgent), WithAgent("big", goAgent))
+	store.Store(tasks.NewStore(rdb))
+	c := tasks.NewClient(rdb)
+	_, err := c.Enqueue(context.Background(), tasks.Task{ID: "cancel-steps", Agent: "go", Params: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	select {
+	case <-recorded:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first step was not recorded")
+	}
+	_, err = c.Cancel(context.Background(), "cancel-steps", "test")
+	require.NoError(t, err)
+	select {
+	case err = <-refusal:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent never tried its second step")
+	}
+	require.ErrorIs(t, err, record.ErrStepRefused)
+	require.ErrorContains(t, err, "canceled")
+
+	steps, err := record.NewStore(rdb).Steps(context.Background(), "cancel-steps")
+	require.NoError(t, err)
+	require.Equal(t, map[string]json.RawMessage{"a": json.RawMessage(`"a"`)}, steps)
+	v := waitTerminal(t, rdb, []string{"cancel-steps"}, 20*time.Second)["cancel-steps"]
+	require.Equal(t, tasks.StateCanceled, v.State)
+	require.Equal(t, 1, v.Steps)
+}

@@ -240,7 +240,11 @@ func printHistory(app *App, h []tasks.Event) {
 		if ev.DelayMS > 0 {
 			delay = durx.Millis(ev.DelayMS).String()
 		}
-		args := []any{ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event, ev.Attempt, ev.Restart, ev.ErrorClass, delay}
+		name := ev.Event
+		if ev.Event == tasks.EventStep {
+			name = fmt.Sprintf("step %s (%d B)", ev.Name, ev.Bytes)
+		}
+		args := []any{ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), name, ev.Attempt, ev.Restart, ev.ErrorClass, delay}
 		if used {
 			args = append(args, tokens(ev))
 		}
@@ -515,6 +519,9 @@ func taskCmd(app *App, g *global) *cobra.Command {
 			}
 			if v.Usage != nil {
 				tprintf(w, "Usage:\t%s\n", usageText(*v.Usage))
+			}
+			if v.Steps > 0 {
+				tprintf(w, "Steps:\t%d\n", v.Steps)
 			}
 			_ = w.Flush()
 			fmt.Fprintln(app.Out, "History:")
