@@ -57,10 +57,14 @@ type StepResult struct {
 // recorded durably — Step returns once it is written — and returned. An
 // error of fn is returned as it is, recording nothing; an error recording
 // the step (a cap, a stale delivery) is returned and the agent should
-// return it.
+// return it. A Request with no RecordStep (not run by a worker) answers
+// ErrNoSteps without running fn.
 func (r Request) Step(ctx context.Context, name string, fn func(ctx context.Context) (any, error)) (json.RawMessage, error) {
 	if data, ok := r.Steps[name]; ok {
 		return data, nil
+	}
+	if r.RecordStep == nil {
+		return nil, ErrNoSteps
 	}
 	v, err := fn(ctx)
 	if err != nil {
@@ -72,9 +76,6 @@ func (r Request) Step(ctx context.Context, name string, fn func(ctx context.Cont
 	}
 	if ev.Data, err = json.Marshal(v); err != nil {
 		return nil, fmt.Errorf("agent: step %q: encode its data: %w", name, err)
-	}
-	if r.RecordStep == nil {
-		return nil, ErrNoSteps
 	}
 	if err := r.RecordStep(ctx, ev); err != nil {
 		return nil, err
