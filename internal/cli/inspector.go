@@ -272,6 +272,16 @@ type requeueOptions struct {
 	// run is the run the dead letter must be at (--run), or
 	// deadletter.AnyRun.
 	run int
+	// fresh deletes the tasks' steps first (--fresh).
+	fresh bool
+}
+
+// opts are the requeue's options for the deadletter store.
+func (o *requeueOptions) opts() []deadletter.RequeueOption {
+	if o.fresh {
+		return []deadletter.RequeueOption{deadletter.Fresh()}
+	}
+	return nil
 }
 
 func (o *requeueOptions) Validate(args []string) error {
@@ -301,7 +311,9 @@ requeues of one dead letter (this command, the console, the HTTP API)
 exactly one requeues it; the others are refused (exit 1: gone, or being
 requeued) and write nothing. --run N, with one ID, requeues it only if it
 is still run N (the Run that dlq show printed): once the task was requeued
-and dead-lettered again, a late requeue is refused.`,
+and dead-lettered again, a late requeue is refused. The steps the task's
+agents recorded are kept (the new run skips their work); --fresh deletes
+them first.`,
 		RunE: g.withSession(app, o.Validate, func(cmd *cobra.Command, args []string, s *session) error {
 			ids := args
 			if o.all {
@@ -313,7 +325,7 @@ and dead-lettered again, a late requeue is refused.`,
 			}
 			client := tasks.NewClient(s.rdb, s.cfg.ClientOptions()...)
 			if o.run != deadletter.AnyRun {
-				if _, err := s.dlq.RequeueTaskRun(cmd.Context(), client, ids[0], o.run); err != nil {
+				if _, err := s.dlq.RequeueTaskRun(cmd.Context(), client, ids[0], o.run, o.opts()...); err != nil {
 					return runtimeErr(err)
 				}
 				tprintf(app.Out, "%s\n", ids[0])
@@ -325,7 +337,7 @@ and dead-lettered again, a late requeue is refused.`,
 					return
 				}
 				tprintf(app.Out, "%s\n", id)
-			})
+			}, o.opts()...)
 			if err != nil {
 				return runtimeErr(err)
 			}
@@ -337,6 +349,7 @@ and dead-lettered again, a late requeue is refused.`,
 	cmd.Flags().BoolVar(&o.all, "all", false, "every dead letter (narrow with --agent, --class)")
 	cmd.Flags().StringVar(&o.agent, "agent", "", "with --all: only this agent's")
 	cmd.Flags().StringVar(&o.class, "class", "", "with --all: only this class")
+	cmd.Flags().BoolVar(&o.fresh, "fresh", false, "delete the tasks' recorded steps first: the new run starts afresh")
 	cmd.Flags().IntVar(&o.run, "run", deadletter.AnyRun, "with one ID: requeue it only if it is this run (the one you looked at); another run is refused")
 	return cmd
 }

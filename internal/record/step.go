@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentq/agentq/internal/amount"
 	"github.com/agentq/agentq/internal/durx"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -163,4 +165,22 @@ func (s *Store) Steps(ctx context.Context, id string) (map[string]json.RawMessag
 		out[k] = json.RawMessage(v)
 	}
 	return out, nil
+}
+
+// ClearSteps deletes task id's steps and zeroes the record's count and
+// bytes (a requeue asked to start afresh: `inspector dlq requeue --fresh`,
+// `{"fresh":true}`), in one MULTI. Call it only while no run of the task
+// may record a step: a dead letter's run has ended (step.lua refuses its
+// steps), and the requeue enqueues the new run after it. A task with no
+// steps is left as it is.
+func (s *Store) ClearSteps(ctx context.Context, id string) error {
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, rkeys.TaskSteps(id))
+		p.HDel(ctx, rkeys.Task(id), FieldSteps, FieldStepsBytes)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record: clear the steps of %s: %w", id, err)
+	}
+	return nil
 }
