@@ -23,9 +23,9 @@ import (
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/deadletter"
 	"github.com/agentq/agentq/internal/api"
-	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
 )
 
