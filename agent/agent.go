@@ -31,6 +31,17 @@ type Request struct {
 	// be called from any goroutine until Run returns; not part of the
 	// ActionRequest's JSON.
 	Emit func(typ string, data json.RawMessage) `json:"-"`
+	// Steps are the steps the task's agents recorded so far (name ->
+	// data; omitted when none): the agent skips the work they stand for
+	// (see Step).
+	Steps map[string]json.RawMessage `json:"steps,omitempty"`
+	// RecordStep, when set, records one step of the call durably and
+	// returns once it is written, or with why it was not (a cap, a
+	// delivery no longer current): the worker sets it per call. Exec
+	// agents' step lines and Go agents' Step reach it in the order they
+	// come, in order with the call's Emit events. Not part of the
+	// ActionRequest's JSON.
+	RecordStep func(ctx context.Context, s StepEvent) error `json:"-"`
 }
 
 // Response is the ActionResponse an exec agent prints on stdout.

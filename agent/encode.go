@@ -9,7 +9,7 @@ import (
 // marshalRequest is json.Marshal(req), byte for byte, without reflection
 // for the common request: its strings plain ASCII and its params JSON
 // without HTML characters. Anything else (a string to escape, params to
-// escape or invalid) is left to json.Marshal itself.
+// escape or invalid, steps) is left to json.Marshal itself.
 func marshalRequest(req Request) ([]byte, error) {
 	b := make([]byte, 0, 128+len(req.Params)+len(req.TaskID)+len(req.CorrelationID)+len(req.Traceparent)+len(req.Tracestate))
 	b = append(b, `{"task_id":`...)
@@ -37,7 +37,7 @@ func marshalRequest(req Request) ([]byte, error) {
 		b, ok2 = appendPlain(b, req.Tracestate)
 		ok = ok && ok2
 	}
-	if !ok {
+	if !ok || len(req.Steps) > 0 { // a task's steps: json.Marshal writes them
 		return json.Marshal(req)
 	}
 	return append(b, '}'), nil

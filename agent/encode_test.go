@@ -32,6 +32,9 @@ func TestMarshalRequestIsJSONMarshal(t *testing.T) {
 		"trace state only": with(func(r *Request) { r.Tracestate = "k=\"v\"" }),
 		"negative":         with(func(r *Request) { r.Attempt, r.Restart = -1, 1<<40 }),
 		"emit is not sent": with(func(r *Request) { r.Emit = func(string, json.RawMessage) {} }),
+		"steps": with(func(r *Request) {
+			r.Steps = map[string]json.RawMessage{"b": json.RawMessage(`2`), "a": json.RawMessage(`{"x":1}`)}
+		}),
 	}
 	for name, req := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -66,6 +69,11 @@ func TestMarshalRequestKnowsEveryField(t *testing.T) {
 			f.SetString("v" + strconv.Itoa(i))
 		case f.Kind() == reflect.Int:
 			f.SetInt(int64(i + 1))
+		case f.Kind() == reflect.Map && f.Type().Key().Kind() == reflect.String &&
+			f.Type().Elem() == reflect.TypeOf(json.RawMessage(nil)):
+			m := reflect.MakeMap(f.Type())
+			m.SetMapIndex(reflect.ValueOf("k"), reflect.ValueOf(json.RawMessage(`{"k":1}`)))
+			f.Set(m)
 		default:
 			t.Fatalf("Request.%s (%s): teach this test and marshalRequest the field", v.Type().Field(i).Name, f.Type())
 		}

@@ -121,13 +121,22 @@ func newEventsPipe() (*eventsPipe, error) {
 }
 
 // started closes the runner's copy of the write end (the agent has its
-// own) and starts draining the read end into emit.
-func (p *eventsPipe) started(emit func(string, json.RawMessage)) {
+// own) and starts draining the read end: live events to emit, steps to
+// step (Request.RecordStep; nil: step lines are dropped), in the order
+// the agent wrote them.
+func (p *eventsPipe) started(emit func(string, json.RawMessage), step func(StepEvent)) {
 	_ = p.w.Close()
 	go func() {
 		defer close(p.done)
-		p.drain(extendingReader{p}, emit)
+		p.drain(extendingReader{p}, sink{emit: emit, step: step})
 	}()
+}
+
+// sink is where a drained line goes: emit for live output, step for a
+// step (called synchronously: the next line is read once it returns).
+type sink struct {
+	emit func(string, json.RawMessage)
+	step func(StepEvent)
 }
 
 // finish waits for the drain once the agent's group is gone: it reads
@@ -180,27 +189,27 @@ func (p *eventsPipe) abort() {
 }
 
 // drain reads events lines from r until it ends and reports each event:
-// a line {"type":"progress"|"output","data":…}; a line over maxEventLine
-// becomes an output event whose data is a note of its size; any other
-// line is dropped and counted.
-func (p *eventsPipe) drain(r io.Reader, emit func(string, json.RawMessage)) {
+// a line {"type":"progress"|"output","data":…} or a step
+// {"type":"step","name":…,"data":…,"usage":…}; a line over maxEventLine
+// is read on up to MaxStepLine when it is a step, and otherwise becomes
+// an output event whose data is a note of its size (a step over
+// MaxStepLine is reported TooLarge); any other line is dropped and
+// counted.
+func (p *eventsPipe) drain(r io.Reader, to sink) {
 	br := bufio.NewReaderSize(r, maxEventLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
-			n := len(line)
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = br.ReadSlice('\n')
-				n += len(line)
+			line, err = p.long(br, line, to)
+			if line == nil {
+				if err != nil {
+					return
+				}
+				continue
 			}
-			emit(EventOutput, truncatedNote(n))
-			if err != nil {
-				return
-			}
-			continue
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
-			p.line(line, emit)
+			p.line(line, to)
 		}
 		if err != nil {
 			return
@@ -208,27 +217,100 @@ func (p *eventsPipe) drain(r io.Reader, emit func(string, json.RawMessage)) {
 	}
 }
 
-// line reports one events line, or counts it dropped.
-func (p *eventsPipe) line(line []byte, emit func(string, json.RawMessage)) {
-	var ev struct {
-		Type string          `json:"type"`
-		Data json.RawMessage `json:"data"`
+// long reads the rest of a line longer than the reader's buffer, whose
+// start is first: a step's line is kept whole up to MaxStepLine and
+// returned; any other line (or a step's over MaxStepLine) is reported by
+// its size and nil is returned. err is the read's last error.
+func (p *eventsPipe) long(br *bufio.Reader, first []byte, to sink) ([]byte, error) {
+	step := isStepLine(first)
+	name := "" // read now: first is the reader's buffer, which the reads below overwrite
+	if step {
+		name = stepName(first)
 	}
-	if err := json.Unmarshal(line, &ev); err != nil || (ev.Type != EventProgress && ev.Type != EventOutput) {
+	n := len(first)
+	var whole []byte
+	if step {
+		whole = append(whole, first...)
+	}
+	line, err := first, bufio.ErrBufferFull
+	for errors.Is(err, bufio.ErrBufferFull) {
+		line, err = br.ReadSlice('\n')
+		n += len(line)
+		if step && len(whole)+len(line) <= MaxStepLine {
+			whole = append(whole, line...)
+		}
+	}
+	switch {
+	case step && n <= MaxStepLine:
+		return whole, err
+	case step:
+		if to.step != nil {
+			to.step(StepEvent{Name: name, TooLarge: n})
+		}
+	default:
+		to.emit(EventOutput, truncatedNote(n))
+	}
+	return nil, err
+}
+
+// isStepLine reports whether the start of an events line is a step's.
+func isStepLine(b []byte) bool {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(b, &head) == nil {
+		return head.Type == EventStep
+	}
+	return bytes.Contains(b, []byte(`"type":"step"`)) || bytes.Contains(b, []byte(`"type": "step"`))
+}
+
+// stepName is the name a step line's start gives, when it can be read
+// ("" otherwise).
+func stepName(b []byte) string {
+	i := bytes.Index(b, []byte(`"name"`))
+	if i < 0 {
+		return ""
+	}
+	var name string
+	rest := bytes.TrimLeft(b[i+len(`"name"`):], " :")
+	if j := bytes.IndexByte(rest[min(1, len(rest)):], '"'); j >= 0 && json.Unmarshal(rest[:j+2], &name) == nil {
+		return name
+	}
+	return ""
+}
+
+// line reports one events line, or counts it dropped.
+func (p *eventsPipe) line(line []byte, to sink) {
+	var ev struct {
+		Type  string          `json:"type"`
+		Name  string          `json:"name"`
+		Data  json.RawMessage `json:"data"`
+		Usage json.RawMessage `json:"usage"`
+	}
+	err := json.Unmarshal(line, &ev)
+	if err == nil && ev.Type == EventStep && to.step != nil {
+		to.step(StepEvent{Name: ev.Name, Data: compact(ev.Data), Usage: ev.Usage})
+		return
+	}
+	if err != nil || (ev.Type != EventProgress && ev.Type != EventOutput) {
 		if p.dropped == 0 {
 			p.sample = preview(line, 120)
 		}
 		p.dropped++
 		return
 	}
-	if len(ev.Data) == 0 {
-		ev.Data = json.RawMessage("null")
+	emitCapped(to.emit, ev.Type, compact(ev.Data))
+}
+
+// compact is data on one line (null when empty): the line's own bytes
+// may carry blanks; the record keeps one line per event.
+func compact(data json.RawMessage) json.RawMessage {
+	if len(data) == 0 {
+		return json.RawMessage("null")
 	}
-	// Compact: the line's own bytes may carry blanks; the record keeps
-	// one line per event.
 	var buf bytes.Buffer
-	if json.Compact(&buf, ev.Data) == nil {
-		ev.Data = buf.Bytes()
+	if json.Compact(&buf, data) == nil {
+		return buf.Bytes()
 	}
-	emitCapped(emit, ev.Type, ev.Data)
+	return data
 }

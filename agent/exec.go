@@ -192,7 +192,7 @@ func (e *Exec) run(ctx context.Context, req Request) (json.RawMessage, error) {
 		return nil, startFailure(e.cfg.Command[0], err)
 	}
 	if events != nil {
-		events.started(req.Emit)
+		events.started(req.Emit, stepsOf(ctx, req))
 	}
 	waitErr := group.Wait() // and SIGKILLs what is left of the group
 	if t := hurry.Load(); t != nil {
@@ -204,6 +204,16 @@ func (e *Exec) run(ctx context.Context, req Request) (json.RawMessage, error) {
 	}
 
 	return e.outcome(ctx, start, waitErr, stdout, stderr)
+}
+
+// stepsOf is where an exec agent's step lines go: req.RecordStep, called
+// with ctx (nil when the call records no steps). Its error is the
+// worker's to act on (it fails the attempt); the drain goes on.
+func stepsOf(ctx context.Context, req Request) func(StepEvent) {
+	if req.RecordStep == nil {
+		return nil
+	}
+	return func(s StepEvent) { _ = req.RecordStep(ctx, s) }
 }
 
 // command is the agent's process: no shell, the allowlisted environment,

@@ -21,13 +21,31 @@ import (
 // Of concurrent requeues of one dead letter exactly one enqueues the task
 // and writes its "requeued" event; the others write nothing and fail with
 // a *ConflictError (ErrConflict: being requeued) or ErrNotFound (gone).
-func (s *Store) RequeueTask(ctx context.Context, client *tasks.Client, id string) (*Entry, error) {
-	return s.RequeueTaskRun(ctx, client, id, AnyRun)
+//
+// The task's steps (the named results its agents recorded) are kept: the
+// new run's agents get them and skip their work; Fresh deletes them first.
+func (s *Store) RequeueTask(ctx context.Context, client *tasks.Client, id string, opts ...RequeueOption) (*Entry, error) {
+	return s.RequeueTaskRun(ctx, client, id, AnyRun, opts...)
 }
+
+// RequeueOption changes what a requeue does.
+type RequeueOption func(*requeueOptions)
+
+type requeueOptions struct{ fresh bool }
+
+// Fresh makes a requeue delete the task's steps before the new run is
+// enqueued (`inspector dlq requeue --fresh`, `{"fresh":true}`): the run
+// starts afresh. The dead letter's run has ended, so no step of it can be
+// written meanwhile.
+func Fresh() RequeueOption { return func(o *requeueOptions) { o.fresh = true } }
 
 // RequeueTaskRun is RequeueTask of dead letter id provided it is run run
 // (AnyRun: any); another run is a *ConflictError and nothing is written.
-func (s *Store) RequeueTaskRun(ctx context.Context, client *tasks.Client, id string, run int) (*Entry, error) {
+func (s *Store) RequeueTaskRun(ctx context.Context, client *tasks.Client, id string, run int, opts ...RequeueOption) (*Entry, error) {
+	var o requeueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return s.RequeueRun(ctx, id, run, func(ctx context.Context, e *Entry) error {
 		env := &tasks.Envelope{
 			ID: e.ID, Agent: e.Agent, Action: e.Action, Params: e.Params, CorrelationID: e.CorrelationID,
@@ -42,6 +60,11 @@ func (s *Store) RequeueTaskRun(ctx context.Context, client *tasks.Client, id str
 		}
 		if env.Agent == "" {
 			return errors.New("dead letter has no agent (its payload could not be decoded); it cannot be requeued as is")
+		}
+		if o.fresh {
+			if err := record.StoreOf(client.Store()).ClearSteps(ctx, e.ID); err != nil {
+				return err
+			}
 		}
 		if err := client.EnqueueRun(ctx, env, 0); err != nil && !errors.Is(err, tasks.ErrDuplicate) {
 			return err
@@ -68,9 +91,9 @@ func (s *Store) RequeueMatching(ctx context.Context, client *tasks.Client, f Fil
 }
 
 // RequeueIDs requeues the given dead letters, like RequeueMatching.
-func (s *Store) RequeueIDs(ctx context.Context, client *tasks.Client, ids []string, done func(id string, err error)) (requeued, failed int, err error) {
+func (s *Store) RequeueIDs(ctx context.Context, client *tasks.Client, ids []string, done func(id string, err error), opts ...RequeueOption) (requeued, failed int, err error) {
 	for _, id := range ids {
-		_, rerr := s.RequeueTask(ctx, client, id)
+		_, rerr := s.RequeueTask(ctx, client, id, opts...)
 		if rerr != nil {
 			failed++
 		} else {

@@ -149,3 +149,46 @@ func TestRequeueMatchingAndDeleteMatching(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"x"}, left)
 }
+
+// TestRequeueKeepsStepsUnlessFresh (#37): a requeue keeps the steps the
+// task's agents recorded (the new run gets them); a fresh one deletes them
+// and zeroes the record's count.
+func TestRequeueKeepsStepsUnlessFresh(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	s := deadletter.NewStore(rdb)
+	st := record.NewStore(rdb)
+	for _, id := range []string{"keep-1", "fresh-1"} {
+		_, err := st.Create(ctx, record.New{ID: id, Seed: record.SeedOf(&tasks.Envelope{ID: id, Agent: "llm", Queue: tasks.DefaultQueue, EnqueuedAt: base}),
+			State: tasks.StatePending})
+		require.NoError(t, err)
+		ok, err := st.Step(ctx, record.Delivery{ID: id, Attempt: 1}, record.Step{Name: "plan", Data: []byte(`"p"`)})
+		require.NoError(t, err)
+		require.True(t, ok)
+		// deadTask creates the record itself: drop this one (the steps
+		// hash stays) and give the new record the step's count and bytes.
+		require.NoError(t, rdb.Del(ctx, rkeys.Task(id), rkeys.TaskHistory(id)).Err())
+		deadTask(t, rdb, s, id)
+		require.NoError(t, rdb.HSet(ctx, rkeys.Task(id), record.FieldSteps, 1, record.FieldStepsBytes, 3).Err())
+	}
+
+	_, err := s.RequeueTask(ctx, tasks.NewClient(rdb), "keep-1")
+	require.NoError(t, err)
+	steps, err := st.Steps(ctx, "keep-1")
+	require.NoError(t, err)
+	require.Len(t, steps, 1, "kept")
+	v, err := tasks.NewStore(rdb).Get(ctx, "keep-1")
+	require.NoError(t, err)
+	require.Equal(t, 1, v.Steps)
+
+	_, err = s.RequeueTask(ctx, tasks.NewClient(rdb), "fresh-1", deadletter.Fresh())
+	require.NoError(t, err)
+	steps, err = st.Steps(ctx, "fresh-1")
+	require.NoError(t, err)
+	require.Empty(t, steps, "deleted")
+	v, err = tasks.NewStore(rdb).Get(ctx, "fresh-1")
+	require.NoError(t, err)
+	require.Zero(t, v.Steps)
+	require.Equal(t, tasks.StatePending, v.State)
+}

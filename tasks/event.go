@@ -45,6 +45,10 @@ const (
 	// EventTaskCanceled: the task was canceled on request (Client.Cancel):
 	// state canceled, for good. Reason holds the caller's reason.
 	EventTaskCanceled = record.EventTaskCanceled
+	// EventStep: the task's agent recorded a step (its Name, Bytes and
+	// Usage on the event; the task's steps are handed to its later
+	// attempts).
+	EventStep = record.EventStep
 	// EventElided stands, in a long history, for the events between the
 	// first HistoryHead and the last HistoryTail.
 	EventElided = record.EventElided

@@ -25,6 +25,7 @@ import (
 	"github.com/agentq/agentq/internal/api"
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/tasks"
 )
 
@@ -511,6 +512,14 @@ func TestDeadLetters(t *testing.T) {
 	requireError(t, r, 404, api.CodeNotFound, `"d3"`)
 	r = do(t, "GET", e.url+"/api/v1/deadletters/d3/requeue", "", "")
 	requireError(t, r, 405, api.CodeMethodNotAllowed)
+
+	// A fresh requeue (#37) deletes the task's recorded steps first.
+	require.NoError(t, e.rdb.HSet(ctx, rkeys.TaskSteps("d5"), "plan", "1").Err())
+	r = do(t, "POST", e.url+"/api/v1/deadletters/d5/requeue", "", `{"fresh":true}`)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	exists, err := e.rdb.Exists(ctx, rkeys.TaskSteps("d5")).Result()
+	require.NoError(t, err)
+	require.Zero(t, exists, "the steps were deleted")
 }
 
 // TestRedisDown: with Redis killed every Redis-backed route answers 503

@@ -507,8 +507,11 @@ type RequeueResponse struct {
 // /api/v1/deadletters/{id}/requeue: Run, when set, is the run of the dead
 // letter the caller saw; a dead letter at another run (requeued and
 // dead-lettered again since) is 409 conflict, and nothing is requeued.
+// Fresh deletes the steps the task's agents recorded first (kept
+// otherwise: the new run skips their work).
 type RequeueRequest struct {
-	Run *int `json:"run,omitempty"`
+	Run   *int `json:"run,omitempty"`
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 // requeue serves POST /api/v1/deadletters/{id}/requeue: 200 with the
@@ -530,7 +533,11 @@ func (s *Server) requeue(rw http.ResponseWriter, r *http.Request) error {
 		}
 		run = *req.Run
 	}
-	e, err := s.DeadLetters.RequeueTaskRun(ctx, s.Client, id, run)
+	var opts []deadletter.RequeueOption
+	if req.Fresh {
+		opts = append(opts, deadletter.Fresh())
+	}
+	e, err := s.DeadLetters.RequeueTaskRun(ctx, s.Client, id, run, opts...)
 	var conflict *deadletter.ConflictError
 	switch {
 	case errors.Is(err, deadletter.ErrNotFound):

@@ -240,7 +240,11 @@ func printHistory(app *App, h []tasks.Event) {
 		if ev.DelayMS > 0 {
 			delay = durx.Millis(ev.DelayMS).String()
 		}
-		args := []any{ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), ev.Event, ev.Attempt, ev.Restart, ev.ErrorClass, delay}
+		name := ev.Event
+		if ev.Event == tasks.EventStep {
+			name = fmt.Sprintf("step %s (%d B)", ev.Name, ev.Bytes)
+		}
+		args := []any{ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), name, ev.Attempt, ev.Restart, ev.ErrorClass, delay}
 		if used {
 			args = append(args, tokens(ev))
 		}
@@ -268,6 +272,16 @@ type requeueOptions struct {
 	// run is the run the dead letter must be at (--run), or
 	// deadletter.AnyRun.
 	run int
+	// fresh deletes the tasks' steps first (--fresh).
+	fresh bool
+}
+
+// opts are the requeue's options for the deadletter store.
+func (o *requeueOptions) opts() []deadletter.RequeueOption {
+	if o.fresh {
+		return []deadletter.RequeueOption{deadletter.Fresh()}
+	}
+	return nil
 }
 
 func (o *requeueOptions) Validate(args []string) error {
@@ -297,7 +311,9 @@ requeues of one dead letter (this command, the console, the HTTP API)
 exactly one requeues it; the others are refused (exit 1: gone, or being
 requeued) and write nothing. --run N, with one ID, requeues it only if it
 is still run N (the Run that dlq show printed): once the task was requeued
-and dead-lettered again, a late requeue is refused.`,
+and dead-lettered again, a late requeue is refused. The steps the task's
+agents recorded are kept (the new run skips their work); --fresh deletes
+them first.`,
 		RunE: g.withSession(app, o.Validate, func(cmd *cobra.Command, args []string, s *session) error {
 			ids := args
 			if o.all {
@@ -309,7 +325,7 @@ and dead-lettered again, a late requeue is refused.`,
 			}
 			client := tasks.NewClient(s.rdb, s.cfg.ClientOptions()...)
 			if o.run != deadletter.AnyRun {
-				if _, err := s.dlq.RequeueTaskRun(cmd.Context(), client, ids[0], o.run); err != nil {
+				if _, err := s.dlq.RequeueTaskRun(cmd.Context(), client, ids[0], o.run, o.opts()...); err != nil {
 					return runtimeErr(err)
 				}
 				tprintf(app.Out, "%s\n", ids[0])
@@ -321,7 +337,7 @@ and dead-lettered again, a late requeue is refused.`,
 					return
 				}
 				tprintf(app.Out, "%s\n", id)
-			})
+			}, o.opts()...)
 			if err != nil {
 				return runtimeErr(err)
 			}
@@ -333,6 +349,7 @@ and dead-lettered again, a late requeue is refused.`,
 	cmd.Flags().BoolVar(&o.all, "all", false, "every dead letter (narrow with --agent, --class)")
 	cmd.Flags().StringVar(&o.agent, "agent", "", "with --all: only this agent's")
 	cmd.Flags().StringVar(&o.class, "class", "", "with --all: only this class")
+	cmd.Flags().BoolVar(&o.fresh, "fresh", false, "delete the tasks' recorded steps first: the new run starts afresh")
 	cmd.Flags().IntVar(&o.run, "run", deadletter.AnyRun, "with one ID: requeue it only if it is this run (the one you looked at); another run is refused")
 	return cmd
 }
@@ -515,6 +532,9 @@ func taskCmd(app *App, g *global) *cobra.Command {
 			}
 			if v.Usage != nil {
 				tprintf(w, "Usage:\t%s\n", usageText(*v.Usage))
+			}
+			if v.Steps > 0 {
+				tprintf(w, "Steps:\t%d\n", v.Steps)
 			}
 			_ = w.Flush()
 			fmt.Fprintln(app.Out, "History:")

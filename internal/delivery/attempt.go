@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http/httptrace"
 	"strings"
 	"sync"
@@ -52,7 +53,7 @@ func (p *Executor) calls(ctx context.Context, log *taskLog, env *tasks.Envelope,
 	}
 	cur := g
 	for {
-		c := p.call(ctx, log, env, cur, n)
+		c := p.call(ctx, log, env, cur, n, start)
 		a := &attemptResult{kind: attemptCalled, n: n, start: start, served: cur.sp, why: cur.why, call: c}
 		if c.verdict.Class == "" || cur.next >= len(sp.fallback) || ctx.Err() != nil || !sp.policy.FallsBack(c.verdict.Class) ||
 			env.PastDeadline(time.Now()) {
@@ -103,8 +104,10 @@ func (p *Executor) startAttempt(ctx context.Context, log *taskLog, env *tasks.En
 // call runs one call of agent g.sp (admitted by g) under its timeout,
 // classifies its outcome and records it in its own breaker, its limits,
 // the metrics and the alerter. The Request names the agent called (sp), which for a
-// fallback is not the task's agent.
-func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, attempt int) callResult {
+// fallback is not the task's agent, and carries the steps known to the
+// attempt (start); the steps the call records are written as they come
+// (stepWriter), and one that is refused fails the call.
+func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, attempt int, start *attemptStart) callResult {
 	sp, adm := g.sp, g.adm
 	timeout, cut := callDeadline(env, callTimeout(ctx, sp.timeout, time.Now()), time.Now())
 	got := &agent.Reply{}
@@ -117,7 +120,8 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	failpoint("call_started") // test hook: die as the call starts, before a first delivery's lazy start
 	// The call's live output, written for this delivery (outputWriter).
 	output := newOutput(ctx, p.rec, log, delivery(env, attempt))
-	data, runErr := sp.runner.Run(agent.WithLogger(runCtx, log.base), request(ctx, env, sp, attempt, output.emit))
+	steps := &stepWriter{p: p, log: log, env: env, sp: sp, out: output, start: start, stop: cancel}
+	data, runErr := sp.runner.Run(agent.WithLogger(runCtx, log.base), request(ctx, env, sp, attempt, output.emit, steps))
 	elapsed := time.Since(started)
 	output.close() // before the outcome is written: output precedes it
 	// Only the worker's shutdown cancels ctx (context.Canceled); asynq's
@@ -135,25 +139,7 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	})
 	series.duration.Observe(elapsed.Seconds())
 
-	var v resilience.Verdict
-	switch {
-	case runErr == nil:
-	case ctx.Err() == context.Canceled:
-		v.Class = resilience.Canceled
-	case timedOut && cut:
-		v.Class = resilience.Timeout
-		runErr = fmt.Errorf("%s: %w", deadlineText(env, "while its attempt was running: the call was stopped"), runErr)
-	case timedOut:
-		v.Class = resilience.Timeout
-		if !strings.Contains(runErr.Error(), "timed out") {
-			runErr = fmt.Errorf("agent timed out after %s: %w", timeout.Round(time.Millisecond), runErr)
-		}
-	default:
-		v = p.classify(runErr)
-		if v.Class == "" {
-			v.Class = resilience.ProviderError
-		}
-	}
+	v, runErr := p.verdict(ctx, env, runErr, steps.failed(), timedOut, cut, timeout)
 
 	// Breaker bookkeeping, in the breaker of the agent called.
 	out := breakerOutcome(sp.policy, v.Class, reply)
@@ -178,14 +164,46 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut, usage: used, system: system}
 }
 
+// verdict classifies a call's outcome: runErr, the run's error; stepErr,
+// a step the call recorded that was refused (a cap, a run no longer
+// live: logic_error, whatever the call answered); timedOut and cut, the
+// call timed out (cut: by the task's deadline) after timeout. It returns
+// the error text's error, with what it adds.
+func (p *Executor) verdict(ctx context.Context, env *tasks.Envelope, runErr, stepErr error, timedOut, cut bool, timeout time.Duration) (resilience.Verdict, error) {
+	var v resilience.Verdict
+	switch {
+	case stepErr != nil:
+		v.Class, runErr = resilience.LogicError, stepErr
+	case runErr == nil:
+	case ctx.Err() == context.Canceled:
+		v.Class = resilience.Canceled
+	case timedOut && cut:
+		v.Class = resilience.Timeout
+		runErr = fmt.Errorf("%s: %w", deadlineText(env, "while its attempt was running: the call was stopped"), runErr)
+	case timedOut:
+		v.Class = resilience.Timeout
+		if !strings.Contains(runErr.Error(), "timed out") {
+			runErr = fmt.Errorf("agent timed out after %s: %w", timeout.Round(time.Millisecond), runErr)
+		}
+	default:
+		v = p.classify(runErr)
+		if v.Class == "" {
+			v.Class = resilience.ProviderError
+		}
+	}
+	return v, runErr
+}
+
 // request is what agent sp is asked for attempt n of env: the one place
-// an agent.Request is built. emit takes the call's live output.
-func request(ctx context.Context, env *tasks.Envelope, sp *Spec, n int, emit func(string, json.RawMessage)) agent.Request {
+// an agent.Request is built. emit takes the call's live output, steps its
+// steps (and has those known to the attempt).
+func request(ctx context.Context, env *tasks.Envelope, sp *Spec, n int, emit func(string, json.RawMessage), steps *stepWriter) agent.Request {
 	traceparent, tracestate := agentTrace(ctx, env)
 	return agent.Request{
 		TaskID: env.ID, Agent: sp.name, Action: env.Action, Params: env.Params,
 		CorrelationID: env.CorrelationID, Attempt: n, Restart: env.Restarts,
 		Traceparent: traceparent, Tracestate: tracestate, Emit: emit,
+		Steps: steps.start.known(), RecordStep: steps.record,
 	}
 }
 
@@ -672,6 +690,9 @@ type outputWriter struct {
 	ctx context.Context
 	log *taskLog
 
+	// writing is held by each flush, so that the batches of the loop's
+	// flush and a step's (stepWriter) are written in order.
+	writing sync.Mutex
 	mu      sync.Mutex
 	pending []record.Event
 	bytes   int
@@ -777,6 +798,8 @@ func (w *outputWriter) loop() {
 
 // flush writes every pending event, outputBatch a write.
 func (w *outputWriter) flush() {
+	w.writing.Lock()
+	defer w.writing.Unlock()
 	for {
 		w.mu.Lock()
 		if w.stopped || len(w.pending) == 0 {
@@ -820,4 +843,102 @@ func (w *outputWriter) write(batch []record.Event) {
 		w.pending, w.bytes = nil, 0
 		w.mu.Unlock()
 	}
+}
+
+// known is a copy of the steps known to the attempt (nil when none), for
+// a call's request.
+func (a *attemptStart) known() map[string]json.RawMessage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.steps) == 0 {
+		return nil
+	}
+	return maps.Clone(a.steps)
+}
+
+// recorded adds the step name recorded by a call of the attempt.
+func (a *attemptStart) recorded(name string, data json.RawMessage) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.steps == nil {
+		a.steps = map[string]json.RawMessage{}
+	}
+	if _, ok := a.steps[name]; !ok {
+		a.steps[name] = data
+	}
+}
+
+// stepWriter records the steps of one call (agent.Request.RecordStep) for
+// its delivery, each at once and synchronously: the call's live output
+// emitted before it is written first (outputWriter.flush), then the step
+// (record.Store.Step, waiting out a Redis outage), before the call goes
+// on and long before the attempt's outcome. A step's usage is priced,
+// counted and debited like a call's. A step refused (over a cap, or the
+// run no longer live) stops the call and fails it (failed: logic_error).
+type stepWriter struct {
+	p     *Executor
+	log   *taskLog
+	env   *tasks.Envelope
+	sp    *Spec
+	out   *outputWriter
+	start *attemptStart
+	stop  func() // stops the call
+
+	mu  sync.Mutex
+	err error // the first refusal
+}
+
+// record writes one step of the call (see stepWriter).
+func (w *stepWriter) record(ctx context.Context, s agent.StepEvent) error {
+	if err := w.failed(); err != nil {
+		return err
+	}
+	var err error
+	switch {
+	case s.TooLarge > 0:
+		err = &record.StepCapError{Name: s.Name, Cap: "step_bytes", Limit: record.MaxStepBytes, Bytes: s.TooLarge}
+	case s.Name == "":
+		err = errors.New("a step without a name was recorded")
+	default:
+		err = w.write(ctx, s)
+	}
+	if err != nil {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = fmt.Errorf("step %q: %w", s.Name, err)
+		}
+		err = w.err
+		w.mu.Unlock()
+		w.log.Warn("a step of the agent was refused; the call is stopped", "step", s.Name, "err", err)
+		w.stop()
+	}
+	return err
+}
+
+// write prices and writes step s, then counts its usage.
+func (w *stepWriter) write(ctx context.Context, s agent.StepEvent) error {
+	p, env := w.p, w.env
+	used, _ := p.meter.read(env.Params, nil, nil, agent.Reply{Usage: s.Usage})
+	w.out.flush()
+	bg := context.WithoutCancel(ctx) // a step the agent made is written even as its call ends
+	ok, err := w.out.rec.step(bg, w.out.d, record.Step{Name: s.Name, Data: s.Data, Usage: used})
+	if err != nil {
+		return err
+	}
+	if ok {
+		w.start.recorded(s.Name, s.Data)
+	}
+	// The tokens were spent even when a step of this name was recorded
+	// already (an agent that redid it): the metrics and budgets count
+	// them; the task's usage sum has the first only.
+	p.meter.used(env, p.metrics.agent(w.sp.name), used, time.Now(), p.usage)
+	p.debitBudgets(bg, w.log, env, w.sp, used)
+	return nil
+}
+
+// failed is the call's first refused step (nil: none).
+func (w *stepWriter) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }

@@ -108,13 +108,22 @@ type attemptStart struct {
 	err   error
 	// written: the start is in the record.
 	written bool
+
+	// steps are the task's steps: those read at the start (beginNow) and
+	// those the attempt's calls recorded since (a fallback call of the
+	// attempt gets them too); under mu, which the calls' step writers
+	// share.
+	mu    sync.Mutex
+	steps map[string]json.RawMessage
 }
 
 // beginNow writes the start now (a redelivery, a later run); a start that
-// is not Applied means the delivery must not run.
+// is not Applied means the delivery must not run. It reads the task's
+// steps when the record counts some (completer.start): a first delivery
+// (beginLazy) has none.
 func beginNow(ctx context.Context, rec completer, d record.Delivery) (*attemptStart, record.Outcome, error) {
-	out, err := rec.apply(ctx, d, record.Started())
-	return &attemptStart{rec: rec, d: d, written: applied(out, err)}, out, err
+	out, steps, err := rec.start(ctx, d)
+	return &attemptStart{rec: rec, d: d, written: applied(out, err), steps: steps}, out, err
 }
 
 // beginLazy schedules the start's write beginGrace from now (a first

@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -39,6 +40,13 @@ type completer interface {
 	view(ctx context.Context, id string) (*record.View, error)
 	// ping reads the record's existence: it fails while Redis is away.
 	ping(ctx context.Context, id string) error
+	// start writes the start of d's attempt (record.Started), waiting
+	// out a Redis outage, and, when the record counts steps, reads them
+	// (nil when none: a task without steps pays no command for them).
+	start(ctx context.Context, d record.Delivery) (record.Outcome, map[string]json.RawMessage, error)
+	// step records one step of d's call (record.Store.Step), waiting out
+	// a Redis outage.
+	step(ctx context.Context, d record.Delivery, st record.Step) (bool, error)
 	// output appends live output events of d's call (record.Store.Output):
 	// one try, not waiting out a Redis outage (outputWriter, attempt.go).
 	output(ctx context.Context, d record.Delivery, evs []record.Event) (record.Outcome, int, error)
@@ -67,6 +75,30 @@ func (c inlineCompleter) runState(ctx context.Context, id string) (record.RunSta
 
 func (c inlineCompleter) view(ctx context.Context, id string) (*record.View, error) {
 	return c.rec.Get(ctx, id)
+}
+
+func (c inlineCompleter) start(ctx context.Context, d record.Delivery) (out record.Outcome, steps map[string]json.RawMessage, err error) {
+	n := 0
+	err = untilRedis(ctx, func() error {
+		out, n, err = c.rec.ApplyStart(context.WithoutCancel(ctx), d, record.Started())
+		return err
+	})
+	if err != nil || out != record.Applied || n == 0 {
+		return out, nil, err
+	}
+	err = untilRedis(ctx, func() error {
+		steps, err = c.rec.Steps(context.WithoutCancel(ctx), d.ID)
+		return err
+	})
+	return out, steps, err
+}
+
+func (c inlineCompleter) step(ctx context.Context, d record.Delivery, st record.Step) (ok bool, err error) {
+	err = untilRedis(ctx, func() error {
+		ok, err = c.rec.Step(context.WithoutCancel(ctx), d, st)
+		return err
+	})
+	return ok, err
 }
 
 func (c inlineCompleter) output(ctx context.Context, d record.Delivery, evs []record.Event) (record.Outcome, int, error) {

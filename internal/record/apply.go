@@ -29,7 +29,16 @@ var applyAckedScript = newApplyScript("apply_acked.lua", broker.DoneLua)
 // Redis's: after one, whether c was applied is unknown, and sending c
 // again is safe.
 func (s *Store) Apply(ctx context.Context, d Delivery, c Change) (Outcome, error) {
-	out, err := s.apply(d, c, nil, func(outbox bool, args []any) (any, error) {
+	out, _, err := s.ApplyStart(ctx, d, c)
+	return out, err
+}
+
+// ApplyStart is Apply answering also, for a change that starts an attempt
+// (Change.Start) of a task whose agents recorded steps, how many the
+// record counts (0 otherwise): the delivery reads the steps (Steps) only
+// when there are some, and a task without steps pays no command for it.
+func (s *Store) ApplyStart(ctx context.Context, d Delivery, c Change) (Outcome, int, error) {
+	out, steps, err := s.apply(d, c, nil, func(outbox bool, args []any) (any, error) {
 		keys := keys(d.ID)
 		if outbox {
 			keys = s.outboxKeys(d.ID)
@@ -41,9 +50,9 @@ func (s *Store) Apply(ctx context.Context, d Delivery, c Change) (Outcome, error
 		return v, err
 	})
 	if err != nil {
-		return out, fmt.Errorf("record: %s of %s: %w", c.name(), d.ID, err)
+		return out, 0, fmt.Errorf("record: %s of %s: %w", c.name(), d.ID, err)
 	}
-	return out, nil
+	return out, steps, nil
 }
 
 // AsynqDone is the call asynq's server makes to acknowledge a delivery that
@@ -71,7 +80,7 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 	if len(done.Keys) != 5 || len(done.Args) != 3 {
 		return Applied, fmt.Errorf("record: asynq's done call has %d keys and %d arguments, not 5 and 3", len(done.Keys), len(done.Args))
 	}
-	out, err := s.apply(d, c, done.Args, func(outbox bool, args []any) (any, error) {
+	out, _, err := s.apply(d, c, done.Args, func(outbox bool, args []any) (any, error) {
 		rk := keys(d.ID)
 		if outbox {
 			rk = s.outboxKeys(d.ID)
@@ -95,31 +104,36 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 // no record written by Create; the outbox's keys go when d's seed names
 // webhooks, or with a second call when the record does (CodeOutbox): a
 // task without webhooks costs Redis no more keys.
-func (s *Store) apply(d Delivery, c Change, head []any, run func(outbox bool, args []any) (any, error)) (Outcome, error) {
+func (s *Store) apply(d Delivery, c Change, head []any, run func(outbox bool, args []any) (any, error)) (Outcome, int, error) {
 	w := s.write(c)
 	outbox := len(d.Seed.Notify) > 0
-	code, _, err := reply(run(outbox, w.args(d, false, head...)))
+	code, rest, err := reply(run(outbox, w.args(d, false, head...)))
 	if err == nil && code == CodeOutbox {
 		outbox = true
-		code, _, err = reply(run(outbox, w.args(d, false, head...)))
+		code, rest, err = reply(run(outbox, w.args(d, false, head...)))
 	}
 	if err == nil && code == CodeSeed {
-		code, _, err = reply(run(outbox, w.args(d, true, head...)))
+		code, rest, err = reply(run(outbox, w.args(d, true, head...)))
 	}
 	if err != nil {
-		return Applied, err
+		return Applied, 0, err
 	}
 	switch code {
 	case CodeApplied, CodeRepeat:
-		return Applied, nil
+		steps := 0
+		if len(rest) > 3 && code == CodeApplied {
+			n, _ := rest[3].(int64)
+			steps = int(n)
+		}
+		return Applied, steps, nil
 	case CodeStale:
-		return Stale, nil
+		return Stale, 0, nil
 	case CodeEnded:
-		return Ended, nil
+		return Ended, 0, nil
 	case CodeCanceled:
-		return Canceled, nil
+		return Canceled, 0, nil
 	}
-	return Applied, fmt.Errorf("unexpected reply code %d", code)
+	return Applied, 0, fmt.Errorf("unexpected reply code %d", code)
 }
 
 // write is a Change ready for rec_apply: stamped, its event encoded.

@@ -39,6 +39,9 @@ const (
 	CodeMissing Code = 6
 	// CodeExists: the task or run to create exists already.
 	CodeExists Code = 7
+	// CodeCap: a step went over one of its caps (MaxSteps, MaxStepBytes,
+	// MaxStepsBytes): nothing was written.
+	CodeCap Code = 9
 	// CodeOutbox: the record names webhooks and the write came without
 	// the webhook outbox's keys: nothing was written; send it again with
 	// them (a write for a task without webhooks spares Redis the keys).
@@ -48,7 +51,7 @@ const (
 var codeNames = map[string]Code{
 	"applied": CodeApplied, "again": CodeRepeat, "stale": CodeStale, "ended": CodeEnded,
 	"canceled": CodeCanceled, "seed": CodeSeed, "missing": CodeMissing, "exists": CodeExists,
-	"outbox": CodeOutbox,
+	"outbox": CodeOutbox, "cap": CodeCap,
 }
 
 //go:embed lua/*.lua
@@ -90,11 +93,11 @@ var schema = func() map[string]map[string]string {
 			FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldResult,
 			FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason,
 			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldWatch, FieldSeq, FieldWriteID,
-			FieldTenant, FieldPriority, FieldUsage),
+			FieldTenant, FieldPriority, FieldUsage, FieldSteps, FieldStepsBytes),
 		"S": quoted(states...),
 		"E": quoted(EventQueued, EventScheduled, EventSucceeded, EventFailed, EventRetrying, EventDeferred,
 			EventRestarting, EventDeadLettered, EventRequeued, EventInterrupted, EventTaskCanceled, EventElided,
-			EventProgress, EventOutput, EventOutputTruncated),
+			EventProgress, EventOutput, EventOutputTruncated, EventStep),
 		"R": codes,
 	}
 }()
@@ -103,8 +106,9 @@ var schema = func() map[string]map[string]string {
 // lifetime and where the task ID starts in a record's key.
 func renderConsts() string {
 	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n"+
-		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\n", HistoryHead, HistoryTail,
-		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, amount.MaxSum)
+		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\nlocal STEPS_SUFFIX = %q\n", HistoryHead, HistoryTail,
+		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, amount.MaxSum,
+		strings.TrimPrefix(rkeys.TaskSteps("\x00"), rkeys.Task("\x00")))
 }
 
 // terminalRef is TERMINAL(x) in a script: whether the state x is terminal,

@@ -64,6 +64,10 @@ const (
 	EventProgress        = "progress"
 	EventOutput          = "output"
 	EventOutputTruncated = "output_truncated"
+	// EventStep: the task's agent recorded a step (Store.Step): Name is
+	// the step's name, Bytes the size of its data, Usage what it used.
+	// The data itself is in the task's steps hash (rkeys.TaskSteps).
+	EventStep = "step"
 	// EventElided stands, in a long history, for the events between the
 	// first HistoryHead and the last HistoryTail: Count says how many,
 	// Attempts how many attempt outcomes were among them.
@@ -141,6 +145,11 @@ const (
 	// separated by commas ("1200,80,1024,1280" or "1200,80,1024,1280,1240000").
 	// Absent until an attempt reports usage.
 	FieldUsage = "usage"
+	// FieldSteps is how many steps the task's agents recorded (absent:
+	// none) and FieldStepsBytes the bytes of their data (its caps:
+	// MaxSteps, MaxStepsBytes).
+	FieldSteps      = "steps"
+	FieldStepsBytes = "steps_bytes"
 )
 
 // Event is one entry of a task's history (stable JSON).
@@ -181,6 +190,10 @@ type Event struct {
 	// breaker_open, over_limit, or "over_budget: " and the task's agent's
 	// budget that had no room (budget.fallback).
 	Fallback string `json:"fallback,omitempty"`
+	// Name is, for EventStep, the step's name, and Bytes the size of its
+	// data.
+	Name  string `json:"name,omitempty"`
+	Bytes int    `json:"bytes,omitempty"`
 }
 
 // AttemptOutcome reports whether ev ends an attempt (and so counts one):
@@ -315,7 +328,7 @@ func appendInt(b []byte, key string, n int64) []byte {
 
 // plain reports whether Marshal may write ev itself.
 func (ev Event) plain() bool {
-	return len(ev.Data) == 0 && plainUsage(ev.Usage) && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
+	return len(ev.Data) == 0 && ev.Name == "" && ev.Bytes == 0 && plainUsage(ev.Usage) && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
 		PlainText(ev.Event) && PlainText(ev.Agent) && PlainText(ev.ErrorClass) && PlainText(ev.Error) &&
 		PlainText(ev.Worker) && PlainText(ev.Reason) && PlainText(ev.Fallback)
 }

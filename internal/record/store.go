@@ -256,8 +256,11 @@ type View struct {
 	// Usage is what the task's attempts used, summed over all its
 	// attempts, retries and restarts (absent when none reported usage);
 	// priced when any priced attempt's cost is in it.
-	Usage   *amount.Usage `json:"usage,omitempty"`
-	History []Event       `json:"history"`
+	Usage *amount.Usage `json:"usage,omitempty"`
+	// Steps is how many steps the task's agents recorded (absent: none;
+	// Store.Steps reads them).
+	Steps   int     `json:"steps,omitempty"`
+	History []Event `json:"history"`
 }
 
 // Get returns task id's record and history.
@@ -324,6 +327,7 @@ func viewOf(id string, m map[string]string) *View {
 		v.Notify = strings.Split(n, ",")
 	}
 	v.Usage = ParseUsageSum(m[FieldUsage])
+	v.Steps, _ = strconv.Atoi(m[FieldSteps])
 	if v.ID == "" {
 		v.ID = id
 	}

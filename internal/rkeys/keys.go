@@ -23,6 +23,11 @@ func TaskEvents(id string) string { return Prefix + "{task:" + id + "}:events" }
 // output lines of its agents), numbered from the record's sequence.
 func TaskOutput(id string) string { return Prefix + "{task:" + id + "}:output" }
 
+// TaskSteps is the hash of task id's steps (step name -> the step's data,
+// JSON): what its agents recorded while it ran (record.Store.Step), kept
+// as long as its record.
+func TaskSteps(id string) string { return Prefix + "{task:" + id + "}:steps" }
+
 // TaskOutbox is the list of task id's events that its webhooks are still
 // to be told of (the webhook outbox: the record's scripts push each event
 // of a task that names webhooks, in the step that records it).

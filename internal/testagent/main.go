@@ -41,6 +41,19 @@
 //	                                 then, when N > 0, one output event whose
 //	                                 data is a string of N bytes; succeeds
 //	                                 with {"events": B+A}
+//	{"mode": "steps", "n": N, "url": U, "fail_after": K}
+//	                                 an agent of N model-call steps s1…sN:
+//	                                 each step the request's steps do not
+//	                                 hold POSTs {"step":"sI"} to U (an
+//	                                 OpenAI-compatible chat endpoint) and
+//	                                 records the reply's content as the
+//	                                 step's data and its usage as the
+//	                                 step's usage ({"type":"step",…} on
+//	                                 AGENTQ_EVENTS_FD); on attempt 1, after
+//	                                 recording step K, exits 1 with a
+//	                                 connection reset on stderr (retryable);
+//	                                 succeeds with {"steps": [data…],
+//	                                 "called": steps called this attempt}
 //	{"mode": "bad_utf8", "exit": B}  writes raw invalid UTF-8 (0xFF 0xFE)
 //	                                 inside JSON strings: an output event
 //	                                 {"text": "a\xff\xfeb"} to the descriptor
@@ -73,6 +86,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -88,6 +102,7 @@ type request struct {
 	Attempt int                        `json:"attempt"`
 	Restart int                        `json:"restart"`
 	Params  map[string]json.RawMessage `json:"params"`
+	Steps   map[string]json.RawMessage `json:"steps"`
 }
 
 const defaultStderr = "read tcp 127.0.0.1:5000->127.0.0.1:443: read: connection reset by peer"
@@ -164,6 +179,8 @@ func main() {
 		printEnv()
 	case "bad_utf8":
 		badUTF8(p)
+	case "steps":
+		steps(req, p)
 	default:
 		die(2, "testagent: unknown mode %q", mode)
 	}
@@ -430,4 +447,56 @@ func badUTF8(p params) {
 		exit(1)
 	}
 	fmt.Fprint(os.Stdout, `{"status":"success","code":0,"data":{"text":"`+text+`"},"error":""}`+"\n")
+}
+
+// steps is the "steps" mode (see the package's comment).
+func steps(req request, p params) {
+	fd, err := strconv.Atoi(os.Getenv("AGENTQ_EVENTS_FD"))
+	if err != nil {
+		die(2, "testagent: no AGENTQ_EVENTS_FD")
+	}
+	events := os.NewFile(uintptr(fd), "events")
+	var out []json.RawMessage
+	called := 0
+	for i := 1; i <= p.int("n", 1); i++ {
+		name := "s" + strconv.Itoa(i)
+		if data, ok := req.Steps[name]; ok {
+			out = append(out, data)
+			continue
+		}
+		data, usage := modelCall(p.str("url", ""), name)
+		called++
+		line, _ := json.Marshal(map[string]any{"type": "step", "name": name, "data": data, "usage": usage})
+		if _, err := events.Write(append(line, '\n')); err != nil {
+			die(2, "testagent: write step: %v", err)
+		}
+		out = append(out, data)
+		if req.Attempt == 1 && i == p.int("fail_after", 0) {
+			die(1, "%s", defaultStderr)
+		}
+	}
+	succeed(map[string]any{"steps": out, "called": called})
+}
+
+// modelCall POSTs one step's call to the chat endpoint url and returns
+// its reply's content (JSON) and usage.
+func modelCall(url, step string) (json.RawMessage, json.RawMessage) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(`{"step":"`+step+`"}`))
+	if err != nil {
+		die(1, "%s", defaultStderr)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage json.RawMessage `json:"usage"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || len(r.Choices) == 0 {
+		die(1, "testagent: bad reply from the model: %v", err)
+	}
+	data, _ := json.Marshal(r.Choices[0].Message.Content)
+	return data, r.Usage
 }

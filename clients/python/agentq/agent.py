@@ -8,7 +8,8 @@ stdout (docs/agents.md). ::
         req.progress({"step": "fetching"})
         req.output("partial text")
         req.usage(input_tokens=812, output_tokens=40)
-        return {"answer": 42}
+        plan = req.step("plan", lambda: call_model("plan"))  # skipped on a retry
+        return {"answer": 42, "plan": plan}
 
     run(handle)
 
@@ -22,6 +23,8 @@ worker's classifier reads the text (``TimeoutError``, ``ConnectionRefusedError``
 raises Terminated in the handler; ``run`` then exits 143 without a traceback.
 """
 
+import asyncio
+import inspect
 import json
 import os
 import signal
@@ -31,7 +34,7 @@ import threading
 from ._types import Result
 
 __all__ = ["run", "Request", "AgentError", "Terminated", "progress", "output",
-           "emit", "handle_request"]
+           "emit", "handle_request", "StepResult"]
 
 
 class AgentError(Exception):
@@ -62,14 +65,18 @@ def _events_fd():
     return _fd
 
 
-def emit(type, data):
-    """Write one live event ``{"type": type, "data": data}`` to the fd named
-    by AGENTQ_EVENTS_FD (a no-op when unset: run outside agentq, or a
-    worker without live events). Returns whether it was written."""
+def emit(type, data, **more):
+    """Write one live event ``{"type": type, "data": data}`` (and the members
+    ``more``) to the fd named by AGENTQ_EVENTS_FD (a no-op when unset: run
+    outside agentq, or a worker without live events). Returns whether it was
+    written."""
     fd = _events_fd()
     if fd < 0:
         return False
-    line = (json.dumps({"type": type, "data": data}, separators=(",", ":")) + "\n").encode()
+    ev = {"type": type}
+    ev.update(more)
+    ev["data"] = data
+    line = (json.dumps(ev, separators=(",", ":")) + "\n").encode()
     with _lock:
         try:
             while line:
@@ -90,6 +97,27 @@ def output(data):
     return emit("output", data)
 
 
+class StepResult:
+    """What a step's function may return to report the step's usage with its
+    data (``usage``: a number of tokens or a usage object, as
+    Request.usage's)."""
+
+    def __init__(self, data, usage=None):
+        self.data = data
+        self.usage = usage
+
+
+def _record_step(name, v):
+    usage = None
+    if isinstance(v, StepResult):
+        v, usage = v.data, v.usage
+    more = {"name": name}
+    if usage is not None:
+        more["usage"] = usage
+    emit("step", v, **more)
+    return v
+
+
 class Request(Result):
     """The ActionRequest (task_id, agent, action, params, correlation_id,
     attempt, restart, traceparent) with the helpers of the call."""
@@ -99,6 +127,31 @@ class Request(Result):
 
     def output(self, data):
         return output(data)
+
+    def step(self, name, fn):
+        """Run the step ``name``: when the task recorded it already (the
+        request's ``steps``, from an earlier attempt), return its data without
+        calling ``fn``; otherwise call ``fn()`` and record its result (return
+        a StepResult to report the step's usage) as a step
+        (``{"type":"step",...}`` on AGENTQ_EVENTS_FD), then return it.
+        An async ``fn`` makes ``step`` return an awaitable: ``await
+        req.step(name, afn)``. The worker records the step before the
+        attempt's outcome; a later attempt skips it (docs/agents.md)."""
+        done = self.get("steps") or {}
+        is_async = asyncio.iscoroutinefunction(fn)
+        if name in done:
+            data = done[name]
+            if is_async:
+                async def kept():
+                    return data
+                return kept()
+            return data
+        v = fn()
+        if inspect.isawaitable(v):
+            async def recorded():
+                return _record_step(name, await v)
+            return recorded()
+        return _record_step(name, v)
 
     def usage(self, total_tokens=None, *, input_tokens=None, output_tokens=None, **more):
         """Report the tokens the call used (the ActionResponse's ``usage``), on

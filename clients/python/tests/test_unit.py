@@ -663,3 +663,56 @@ class BudgetErrorTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestAgentSteps(unittest.TestCase):
+    """Request.step (#37): a recorded step is returned without running its
+    function; a new one runs and is written as a step line, sync or async."""
+
+    def setUp(self):
+        import agentq.agent as agentmod
+        self.mod = agentmod
+        self.r, w = os.pipe()
+        self.saved = agentmod._fd
+        agentmod._fd = w
+        self.w = w
+
+        def restore():
+            agentmod._fd = self.saved
+            os.close(self.w)
+            os.close(self.r)
+        self.addCleanup(restore)
+
+    def lines(self):
+        os.set_blocking(self.r, False)
+        try:
+            data = os.read(self.r, 1 << 20)
+        except BlockingIOError:
+            data = b""
+        return [json.loads(l) for l in data.splitlines()]
+
+    def test_sync_and_async(self):
+        req = self.mod.Request(agentq._types.Result.wrap({"task_id": "t", "steps": {"plan": {"p": 1}}}))
+        calls = []
+
+        def fn(v):
+            def f():
+                calls.append(v)
+                return v
+            return f
+        self.assertEqual(req.step("plan", fn("again")), {"p": 1})
+        self.assertEqual(req.step("call", lambda: self.mod.StepResult("c", usage={"total_tokens": 5})), "c")
+
+        async def afn():
+            calls.append("a")
+            return ["a"]
+        self.assertEqual(asyncio.run(req.step("async", afn)), ["a"])
+
+        async def never():
+            calls.append("never")
+        self.assertEqual(asyncio.run(req.step("plan", never)), {"p": 1})
+        self.assertEqual(calls, ["a"])
+        self.assertEqual(self.lines(), [
+            {"type": "step", "name": "call", "usage": {"total_tokens": 5}, "data": "c"},
+            {"type": "step", "name": "async", "data": ["a"]},
+        ])

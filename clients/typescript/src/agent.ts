@@ -29,6 +29,9 @@ export interface ActionRequest {
   restart: number;
   traceparent?: string;
   tracestate?: string;
+  /** The steps the task's agents recorded so far (name -> data; absent
+   * when none). */
+  steps?: Record<string, unknown>;
   [k: string]: unknown;
 }
 
@@ -54,6 +57,12 @@ export interface Request extends ActionRequest {
   output(data: unknown): boolean;
   /** Report the tokens the call used (the ActionResponse's `usage`). */
   usage(u: Usage): void;
+  /** Run the step `name`: when the task recorded it already (`steps`, from
+   * an earlier attempt), resolve to its data without calling `fn`;
+   * otherwise await `fn()` (sync or async; return a StepResult to report
+   * the step's usage), record the result as a step ({"type":"step",…} on
+   * AGENTQ_EVENTS_FD) and resolve to it. A later attempt skips it. */
+  step<T>(name: string, fn: () => T | Promise<T> | StepResult<T> | Promise<StepResult<T>>): Promise<T>;
   /** Aborted on SIGTERM. */
   signal: AbortSignal;
 }
@@ -81,12 +90,18 @@ function eventsFd(): number {
   return Number.isInteger(n) && n >= 0 ? n : -1;
 }
 
-/** Write one live event {"type", "data"} to the fd named by AGENTQ_EVENTS_FD
- * (a no-op when unset). Returns whether it was written. */
-export function emit(type: string, data: unknown): boolean {
+/** What a step's function may return to report the step's usage with its data. */
+export class StepResult<T = unknown> {
+  constructor(readonly data: T, readonly usage?: Usage | number) {}
+}
+
+/** Write one live event {"type", "data"} (and the members `more`) to the fd
+ * named by AGENTQ_EVENTS_FD (a no-op when unset). Returns whether it was
+ * written. */
+export function emit(type: string, data: unknown, more: Record<string, unknown> = {}): boolean {
   const fd = eventsFd();
   if (fd < 0) return false;
-  let buf = Buffer.from(JSON.stringify({ type, data }) + "\n");
+  let buf = Buffer.from(JSON.stringify({ type, ...more, data }) + "\n");
   try {
     while (buf.length) buf = buf.subarray(writeSync(fd, buf));
   } catch {
@@ -97,6 +112,21 @@ export function emit(type: string, data: unknown): boolean {
 
 export const progress = (data: unknown) => emit("progress", data);
 export const output = (data: unknown) => emit("output", data);
+
+/** The step helper of a request whose recorded steps are `done`. */
+function stepper(done: Record<string, unknown> | undefined) {
+  return async function step<T>(name: string, fn: () => any): Promise<T> {
+    if (done && Object.prototype.hasOwnProperty.call(done, name)) return done[name] as T;
+    let v = await fn();
+    const more: Record<string, unknown> = { name };
+    if (v instanceof StepResult) {
+      if (v.usage !== undefined) more.usage = v.usage;
+      v = v.data;
+    }
+    emit("step", v ?? null, more);
+    return v as T;
+  };
+}
 
 function statusOf(e: any): number {
   for (const k of ["code", "status", "statusCode", "status_code"]) {
@@ -130,6 +160,7 @@ export async function handleRequest(handler: (req: Request) => unknown, raw: str
   const req: Request = Object.assign(Object.create(null), base, {
     progress, output, signal,
     usage: (u: Usage) => { used = u; },
+    step: stepper(base.steps),
   });
   let resp: ActionResponse;
   try {

@@ -351,7 +351,7 @@ test("one version", () => {
 // ---- agent helpers, real subprocesses ----
 
 const AGENT = `
-import { run, AgentError } from ${JSON.stringify(new URL("../dist/agent.js", import.meta.url).href)};
+import { run, AgentError, StepResult } from ${JSON.stringify(new URL("../dist/agent.js", import.meta.url).href)};
 class RateLimitError extends Error { constructor(m) { super(m); this.name = "RateLimitError"; this.status = 429; } }
 run(async (req) => {
   const mode = req.params?.mode;
@@ -362,11 +362,17 @@ run(async (req) => {
   if (mode === "rate") throw new RateLimitError("slow down");
   if (mode === "agent_error") throw new AgentError("bad params", 400);
   if (mode === "sleep") { process.stderr.write("ready\\n"); await new Promise((r) => setTimeout(r, 60000)); }
+  if (mode === "steps") {
+    const a = await req.step("plan", () => "ran again");
+    const b = await req.step("call", async () => new StepResult("c", { total_tokens: 5 }));
+    const c = await req.step("sync", () => ["s"]);
+    return { a, b, c };
+  }
   return { echo: req.params, task: req.task_id };
 });
 `;
 
-function runAgent(params, { events = true, term = false } = {}) {
+function runAgent(params, { events = true, term = false, steps = undefined } = {}) {
   const d = mkdtempSync(join(tmpdir(), "agentq-ts-"));
   const script = join(d, "agent.mjs");
   writeFileSync(script, AGENT);
@@ -377,7 +383,7 @@ function runAgent(params, { events = true, term = false } = {}) {
   if (events) env.AGENTQ_EVENTS_FD = "3";
   const p = spawn(process.execPath, [script], { env, stdio: ["pipe", "pipe", "pipe", events ? fd : "ignore"] });
   closeSync(fd);
-  p.stdin.end(JSON.stringify({ task_id: "t1", agent: "ts", params, attempt: 1 }));
+  p.stdin.end(JSON.stringify({ task_id: "t1", agent: "ts", params, attempt: 1, steps }));
   let out = "", err = "";
   p.stdout.on("data", (c) => (out += c));
   p.stderr.on("data", (c) => {
@@ -395,6 +401,16 @@ test("agent: success with events and usage", async () => {
   assert.equal(code, 0);
   assert.deepEqual(resp, { status: "success", code: 0, data: { echo: { mode: "echo", n: 1 }, task: "t1" }, usage: { input_tokens: 3, output_tokens: 4 } });
   assert.deepEqual(lines, [{ type: "progress", data: { pct: 50 } }, { type: "output", data: "partial" }]);
+});
+
+test("agent: steps (#37): a recorded step is kept, new ones are written as step lines", async () => {
+  const { code, resp, lines } = await runAgent({ mode: "steps" }, { steps: { plan: { p: 1 } } });
+  assert.equal(code, 0);
+  assert.deepEqual(resp.data, { a: { p: 1 }, b: "c", c: ["s"] });
+  assert.deepEqual(lines.slice(2), [
+    { type: "step", name: "call", usage: { total_tokens: 5 }, data: "c" },
+    { type: "step", name: "sync", data: ["s"] },
+  ]);
 });
 
 test("agent: no events fd", async () => {

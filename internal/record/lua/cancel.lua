@@ -22,4 +22,5 @@ redis.call("HDEL", KEYS[1], F.next_attempt_at)
 local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[1], seq, "0", cur[7], cur[8], KEYS[3], KEYS[4])
 redis.call("EXPIRE", KEYS[1], ARGV[5])
 redis.call("EXPIRE", KEYS[2], ARGV[5])
+redis.call("EXPIRE", KEYS[1] .. STEPS_SUFFIX, ARGV[5]) -- the steps hash (rkeys.TaskSteps), when there is one
 return {R.applied, cur[1], cur[2] or "0", cur[3] or "", outboxed}

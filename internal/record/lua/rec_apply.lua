@@ -30,7 +30,11 @@
 -- lifetime is at least o+7 (a write moments after the last one spares
 -- Redis the EXPIREs); a history this write created gets it in any case.
 -- Every script that sets the record's lifetime sets the history's to at
--- least as much.
+-- least as much, and the steps hash's (rec .. STEPS_SUFFIX, rkeys.TaskSteps:
+-- derived from the record's key, in its slot; only when the record counts
+-- steps, F.steps). A write that starts an attempt (o+3 > 0) of a task with
+-- steps answers {R.applied, attempts, seq, outboxed, steps} (steps: the
+-- record's count), so that the delivery reads the steps only then.
 -- This is the hottest script (every attempt's outcome): its common path is
 -- written out rather than calling helpers, numbers it writes are formatted
 -- once, as strings, and it reads only the error_class of the error fields
@@ -38,7 +42,7 @@
 -- refuses first).
 local function rec_apply(rec, hist, o, outbox, due)
   local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
-    F.error_class, F.watch, F.notify, F.usage)
+    F.error_class, F.watch, F.notify, F.usage, F.steps)
   if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
   local state = cur[2]
   if state == S.canceled then return {R.canceled} end
@@ -125,6 +129,8 @@ local function rec_apply(rec, hist, o, outbox, due)
   local fresh = redis.call("TTL", rec) >= tonumber(ARGV[o + 7])
   if not fresh then redis.call("EXPIRE", rec, ARGV[o + 6]) end
   if not fresh or created then redis.call("EXPIRE", hist, ARGV[o + 6]) end
+  if not fresh and cur[11] then redis.call("EXPIRE", rec .. STEPS_SUFFIX, ARGV[o + 6]) end
+  if n > 0 and cur[11] then return {R.applied, attempts, tonumber(seq), outboxed and 1 or 0, tonumber(cur[11])} end
   if outboxed then return {R.applied, attempts, tonumber(seq), 1} end
   return R.applied
 end

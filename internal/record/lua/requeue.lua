@@ -45,4 +45,5 @@ redis.call("HDEL", KEYS[1], F.next_attempt_at, F.reason, F.deadline)
 local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0", cur[6], cur[7], KEYS[3], KEYS[4])
 redis.call("EXPIRE", KEYS[1], ARGV[2])
 redis.call("EXPIRE", KEYS[2], ARGV[2])
+redis.call("EXPIRE", KEYS[1] .. STEPS_SUFFIX, ARGV[2]) -- the steps hash (rkeys.TaskSteps), when there is one: kept
 return {R.applied, outboxed}
