@@ -200,7 +200,7 @@ func TestPipelineDecisionsFake(t *testing.T) {
 			require.NoError(t, err)
 			ctx := withMeta(context.Background(), env.AsynqID(), env.Queue, tc.retried)
 			answer := p.ProcessTask(ctx, asynq.NewTask(tasks.TypeName, payload))
-			require.Equal(t, tc.writes, fake.names())
+			require.Equal(t, tc.writes, withoutLazyStart(tc.writes, fake.names(), tc.retried))
 			require.Equal(t, tc.answer, answerName(answer), "answer %v", answer)
 			require.Equal(t, tc.calls, calls)
 			if last := fake.writes[len(fake.writes)-1].c; tc.deadline != 0 && last.State == record.StateDeadLettered {
@@ -224,4 +224,16 @@ func answerName(err error) string {
 			answerPutBack: "putBack", answerHandBack: "handBack"}[d.kind]
 	}
 	return err.Error()
+}
+
+// withoutLazyStart drops from got a first delivery's lazy start ("active"
+// written beginGrace into the call) when want does not expect it: on a
+// busy machine the call may outlast beginGrace, and when the start is
+// written is not what these cases decide.
+func withoutLazyStart(want, got []string, retried int) []string {
+	lazy := "active/-@1"
+	if retried == 0 && len(got) > 0 && got[0] == lazy && (len(want) == 0 || want[0] != lazy) {
+		return got[1:]
+	}
+	return got
 }
