@@ -94,9 +94,11 @@ func TestStartMovesOffAPortAnotherProcessHolds(t *testing.T) {
 	s := &Server{t: t, Dir: t.TempDir()}
 	t.Cleanup(s.Kill)
 	var picks []int
-	start := time.Now()
+	// Only a failed bind seen from the exit ("Address already in use")
+	// is errPortTaken, which moves to the next port; an answer waited out
+	// fails the start (t.Fatalf). So a second pick proves the exit was
+	// seen, without timing it (the machine may be busy).
 	s.startOnFreePort(heldFirst(t, held, &picks))
-	require.Less(t, time.Since(start), 5*time.Second, "the failed bind is seen from the exit, not waited out")
 	require.Len(t, picks, 2)
 	require.NotEqual(t, "127.0.0.1:"+strconv.Itoa(held), s.Addr)
 	pid, err := pidAt(s.Addr)
