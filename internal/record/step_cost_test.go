@@ -21,37 +21,46 @@ import (
 // commands a script runs (redis.call) as well as the EVALSHA that runs it,
 // so the counts are exact on a busy machine where timings are not.
 
-// cmdCalls is INFO commandstats as command → calls.
-func cmdCalls(t *testing.T, rdb redis.UniversalClient) map[string]int64 {
+// cmdCalls is INFO commandstats as command → calls, and the µs the
+// scripts (EVALSHA, EVAL) took.
+func cmdCalls(t *testing.T, rdb redis.UniversalClient) (map[string]int64, int64) {
 	t.Helper()
 	s, err := rdb.Info(context.Background(), "commandstats").Result()
 	require.NoError(t, err)
 	out := map[string]int64{}
+	var usec int64
 	for _, m := range cmdstatRE.FindAllStringSubmatch(s, -1) {
 		out[m[1]], _ = strconv.ParseInt(m[2], 10, 64)
+		if m[1] == "evalsha" || m[1] == "eval" {
+			u, _ := strconv.ParseInt(m[3], 10, 64)
+			usec += u
+		}
 	}
-	return out
+	return out, usec
 }
 
-var cmdstatRE = regexp.MustCompile(`cmdstat_([a-z|]+):calls=(\d+)`)
+var cmdstatRE = regexp.MustCompile(`cmdstat_([a-z|]+):calls=(\d+),usec=(\d+)`)
 
 // cmdCost is what some record writes cost Redis: the scripts run (round
 // trips) and the commands they ran, per write.
 type cmdCost struct {
 	Scripts, Commands float64
 	ByCommand         map[string]float64
+	// usec is the scripts' time per write (INFO commandstats): logged,
+	// never checked (a busy machine blurs it).
+	usec float64
 }
 
 // measureCmds runs write n times and returns its cost per write (INFO
 // itself left out).
 func measureCmds(t *testing.T, rdb redis.UniversalClient, n int, write func(i int)) cmdCost {
 	t.Helper()
-	before := cmdCalls(t, rdb)
+	before, usec0 := cmdCalls(t, rdb)
 	for i := range n {
 		write(i)
 	}
-	after := cmdCalls(t, rdb)
-	c := cmdCost{ByCommand: map[string]float64{}}
+	after, usec1 := cmdCalls(t, rdb)
+	c := cmdCost{ByCommand: map[string]float64{}, usec: float64(usec1-usec0) / float64(n)}
 	for cmd, calls := range after {
 		d := float64(calls-before[cmd]) / float64(n)
 		switch {
@@ -144,7 +153,7 @@ func TestNoStepTaskCost(t *testing.T) {
 	rdb := redistest.Start(t).Client()
 	st := NewStore(rdb)
 	ctx := context.Background()
-	const n = 50
+	n := costEnv("RECORD_COST_N", 50)
 	used := amount.Usage{Model: "gpt-4o-mini", InputTokens: 120, OutputTokens: 30, TotalTokens: 150, CostUSD: 0.000345, Priced: true}
 	task := func(i int) {
 		id := fmt.Sprint("n", i)
@@ -167,8 +176,53 @@ func TestNoStepTaskCost(t *testing.T) {
 	}
 	task(n) // loads the scripts (a first EVALSHA is a NOSCRIPT and an EVAL)
 	c := measureCmds(t, rdb, n, task)
-	t.Logf("task without steps: %.0f scripts, %.0f commands %v", c.Scripts, c.Commands, c.ByCommand)
+	t.Logf("task without steps: %.0f scripts, %.0f commands %v, %.1f µs", c.Scripts, c.Commands, c.ByCommand, c.usec)
 	if os.Getenv("RECORD_COST_PIN") == "" {
+		c.usec = 0
 		require.Equal(t, noStepTask, c, "a task without steps costs what it did before steps")
 	}
+}
+
+// TestStepWriteCPU (RECORD_COST=1): the Redis time of a step's write
+// against an attempt outcome's write (both with usage), measured
+// interleaved on two redis-servers (steps on one, outcomes on the other,
+// one write each in turn, so the machine's load falls on both alike):
+// INFO commandstats µs per EVALSHA. Logged, not checked.
+func TestStepWriteCPU(t *testing.T) {
+	if os.Getenv("RECORD_COST") == "" {
+		t.Skip("RECORD_COST=1 to measure")
+	}
+	ctx := context.Background()
+	n := costEnv("RECORD_COST_N", 20000)
+	used := amount.Usage{Model: "gpt-4o-mini", InputTokens: 120, OutputTokens: 30, TotalTokens: 150, CostUSD: 0.000345, Priced: true}
+	a, b := redistest.Start(t).Client(), redistest.Start(t).Client()
+	sa, sb := NewStore(a), NewStore(b)
+	d := func(i int) Delivery { return Delivery{ID: fmt.Sprint("c", i/5), Attempt: 1, Seed: seed()} }
+	for i := range (n + 4) / 5 {
+		for _, st := range []*Store{sa, sb} {
+			create(t, st, fmt.Sprint("c", i))
+			_, _, err := st.ApplyStart(ctx, d(5*i), Started())
+			require.NoError(t, err)
+		}
+	}
+	_, ua0 := cmdCalls(t, a)
+	_, ub0 := cmdCalls(t, b)
+	for i := range n {
+		// Five steps a task on a; on b, five outcomes of the same attempt:
+		// four failed calls, then its success.
+		ok, err := sa.Step(ctx, d(i), Step{Name: fmt.Sprint("s", i%5), Data: []byte(`{"outline":["a","b"]}`), Usage: used})
+		require.NoError(t, err)
+		require.True(t, ok)
+		at := Attempt{Attempt: 1, Agent: "llm", Worker: "w:1", Usage: used}
+		change := Succeeded(at, []byte(`{"ok":true}`))
+		if i%5 < 4 {
+			at.ErrorClass, at.Error = "provider_error", "HTTP 500"
+			change = CallFailed(at)
+		}
+		_, err = sb.Apply(ctx, d(i), change)
+		require.NoError(t, err)
+	}
+	_, ua1 := cmdCalls(t, a)
+	_, ub1 := cmdCalls(t, b)
+	t.Logf("µs per write: step %.2f, outcome (4 failed calls, 1 success) %.2f", float64(ua1-ua0)/float64(n), float64(ub1-ub0)/float64(n))
 }
