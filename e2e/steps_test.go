@@ -19,16 +19,25 @@ import (
 )
 
 // stepsProvider is a fake OpenAI-compatible model on loopback that
-// counts the calls of each step it served and the tokens.
+// counts the calls of each step it received and the tokens it served (100
+// a reply). With hold set, the first call of step hold is received
+// (counted in calls), announced on held, and never answered: the handler
+// waits until the client goes away (cut counts those calls; their tokens
+// are not served).
 type stepsProvider struct {
 	srv    *httptest.Server
+	hold   string
+	held   chan struct{}
 	mu     sync.Mutex
 	calls  map[string]int
+	cut    int
 	tokens int64
 }
 
-func newStepsProvider(t *testing.T) *stepsProvider {
-	p := &stepsProvider{calls: map[string]int{}}
+func newStepsProvider(t *testing.T) *stepsProvider { return newHoldingProvider(t, "") }
+
+func newHoldingProvider(t *testing.T, hold string) *stepsProvider {
+	p := &stepsProvider{calls: map[string]int{}, hold: hold, held: make(chan struct{})}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Step string `json:"step"`
@@ -40,6 +49,17 @@ func newStepsProvider(t *testing.T) *stepsProvider {
 		}
 		p.mu.Lock()
 		p.calls[req.Step]++
+		first := p.calls[req.Step] == 1
+		p.mu.Unlock()
+		if first && req.Step == p.hold {
+			close(p.held)
+			<-r.Context().Done() // the caller died: nothing is answered
+			p.mu.Lock()
+			p.cut++
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Lock()
 		p.tokens += 100
 		p.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")

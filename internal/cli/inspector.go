@@ -505,7 +505,7 @@ func breakerTrip(app *App, g *global) *cobra.Command {
 
 func taskCmd(app *App, g *global) *cobra.Command {
 	var asJSON, follow bool
-	cmd := &cobra.Command{Use: "task ID [--follow] | task cancel ID...", Short: "Show a task's state and history (--follow: its events as they happen); cancel tasks", Args: exactArgs(1, "one task ID"),
+	cmd := &cobra.Command{Use: "task ID [--follow] | task cancel ID... | task steps ID", Short: "Show a task's state and history (--follow: its events as they happen); cancel tasks; print its steps", Args: exactArgs(1, "one task ID"),
 		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
 			if follow {
 				return followTask(cmd.Context(), app, s.rdb, args[0], asJSON)
@@ -543,7 +543,7 @@ func taskCmd(app *App, g *global) *cobra.Command {
 		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object (with --follow: one JSON line per event)")
 	cmd.Flags().BoolVar(&follow, "follow", false, "print the task's events (from the first) as they are recorded, one line each, until it ends")
-	cmd.AddCommand(taskCancelCmd(app, g))
+	cmd.AddCommand(taskCancelCmd(app, g), taskStepsCmd(app, g))
 	return cmd
 }
 

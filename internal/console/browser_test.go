@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentq/agentq/internal/amount"
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/broker/brokertest"
 	"github.com/agentq/agentq/internal/record"
@@ -250,12 +251,19 @@ func TestBrowser(t *testing.T) {
 	_, _, err = record.StoreOf(f.store).Output(context.Background(), live, []record.Event{{Event: record.EventOutput, Data: []byte(`"half way"`)}})
 	require.NoError(t, err)
 	waitText("#live-events", `output "half way"`)
+	_, err = record.StoreOf(f.store).Step(context.Background(), live, record.Step{Name: "plan", Data: []byte(`"outline"`), Usage: amount.Usage{TotalTokens: 100}})
+	require.NoError(t, err)
+	waitText("#live-events", "step attempt 2 plan (9 B) 100 tokens")
 	_, err = record.StoreOf(f.store).Apply(context.Background(), live, record.Succeeded(record.Attempt{Attempt: 2}, []byte(`{"summary":"ok"}`)))
 	require.NoError(t, err)
 	waitText("#live-events", "succeeded")
 	waitText("#task-state", "succeeded")
 	waitText("#live-status", "ended")
 	shot("task-live")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#history .timeline"))))
+	require.Equal(t, "1", text("#task-steps"))
+	require.Contains(t, text("#history .ev-step"), "plan")
+	require.Contains(t, text("#history .ev-step"), "9 B")
 
 	// Breakers: trip llm.example for 5m, then reset it. It has a history
 	// (every timestamp and count filled in), as a breaker in use has.

@@ -29,7 +29,12 @@ import (
 // the success with usage: the second adds to the task's sum; both writes
 // counted); "reply" and "reply+usage" are "none" and "usage" whose
 // success keeps a result, BenchmarkUsage's agent's reply (an OpenAI chat
-// completion of 330 bytes).
+// completion of 330 bytes). The steps' modes (#37) start each task's
+// attempt first: "started" (that start only), "step" (then one step
+// reporting priced usage: the task's first), "steps2" (then two: the
+// second is a later step's write) and "failed" (then a failed call with
+// priced usage: an outcome write of the same shape); a write's cost is the
+// difference of two modes.
 func TestScriptCostWorkload(t *testing.T) {
 	addr := os.Getenv("RECORD_COST_ADDR")
 	if addr == "" {
@@ -66,6 +71,9 @@ func TestScriptCostWorkload(t *testing.T) {
 		switch mode {
 		case "create":
 			continue
+		case "started", "step", "steps2", "failed":
+			stepWorkload(t, st, d, mode, priced)
+			continue
 		case "none":
 		case "usage":
 			a.Usage = bench
@@ -78,7 +86,7 @@ func TestScriptCostWorkload(t *testing.T) {
 			require.NoError(t, err)
 			a.Usage = priced
 		default:
-			t.Fatalf("RECORD_COST_MODE %q: create, none, usage, priced or again", mode)
+			t.Fatalf("RECORD_COST_MODE %q: create, none, usage, priced, again, started, step, steps2 or failed", mode)
 		}
 		out, err := st.Apply(ctx, d, Succeeded(a, result))
 		require.NoError(t, err)
@@ -88,5 +96,25 @@ func TestScriptCostWorkload(t *testing.T) {
 		v, err := st.Get(ctx, "t0")
 		require.NoError(t, err)
 		require.Equal(t, int64(300), v.Usage.TotalTokens)
+	}
+}
+
+// stepWorkload is TestScriptCostWorkload's writes of a task in the steps'
+// modes.
+func stepWorkload(t *testing.T, st *Store, d Delivery, mode string, used usage.Usage) {
+	ctx := context.Background()
+	out, _, err := st.ApplyStart(ctx, d, Started())
+	require.NoError(t, err)
+	require.Equal(t, Applied, out)
+	switch mode {
+	case "step", "steps2":
+		for i := range map[string]int{"step": 1, "steps2": 2}[mode] {
+			ok, err := st.Step(ctx, d, Step{Name: fmt.Sprint("s", i), Data: []byte(`{"outline":["a","b"]}`), Usage: used})
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+	case "failed":
+		_, err := st.Apply(ctx, d, CallFailed(Attempt{Attempt: 1, Agent: "llm", Worker: "w:1", ErrorClass: "provider_error", Error: "HTTP 500", Usage: used}))
+		require.NoError(t, err)
 	}
 }

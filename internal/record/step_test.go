@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/amount"
+	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -215,4 +216,42 @@ func TestStepLifetime(t *testing.T) {
 		require.NoError(t, err)
 		require.Greater(t, ttl(rkeys.TaskSteps("life")), 50*time.Minute, "a cancel sets it too")
 	})
+}
+
+// TestStepOfWebhookTask: a step of a task that names webhooks goes in its
+// outbox with its event, also when the delivery did not say so (the script
+// asks for the outbox's keys); a repeated name writes nothing, in the
+// outbox neither, whether or not the delivery names the webhooks.
+func TestStepOfWebhookTask(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	st := NewStore(rdb)
+	ctx := context.Background()
+	hooked := seed()
+	hooked.Notify = []string{"billing"}
+	_, err := st.Create(ctx, New{ID: "w", Seed: hooked, State: StatePending})
+	require.NoError(t, err)
+	bare := Delivery{ID: "w", Attempt: 1, Seed: seed()} // the delivery does not know of the webhooks
+	_, _, err = st.ApplyStart(ctx, bare, Started())
+	require.NoError(t, err)
+	ok, err := st.Step(ctx, bare, Step{Name: "plan", Data: json.RawMessage(`1`)})
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, d := range []Delivery{bare, {ID: "w", Attempt: 1, Seed: hooked}} {
+		ok, err = st.Step(ctx, d, Step{Name: "plan", Data: json.RawMessage(`2`)})
+		require.NoError(t, err)
+		require.False(t, ok, "a name recorded already keeps the first")
+	}
+	require.Equal(t, []string{"step"}, outbox(t, rdb, "w")[len(outbox(t, rdb, "w"))-1:])
+	n := 0
+	for _, ev := range outbox(t, rdb, "w") {
+		if ev == EventStep {
+			n++
+		}
+	}
+	require.Equal(t, 1, n, "one step event in the outbox")
+	steps, err := st.Steps(ctx, "w")
+	require.NoError(t, err)
+	require.JSONEq(t, `1`, string(steps["plan"]))
+	require.Equal(t, 1, get(t, st, "w").Steps)
 }

@@ -3,15 +3,44 @@
 params {"mode": "echo"} succeeds with {"echo": params} after a progress, an
 output and usage; {"mode": "stream", "n": N, "ms": T} reports progress 0..N-1
 (T ms apart) then succeeds; {"mode": "sleep"} sleeps until SIGTERM;
-{"mode": "fail"} raises AgentError(..., 400) (invalid_request)."""
+{"mode": "fail"} raises AgentError(..., 400) (invalid_request);
+{"mode": "steps", "n": N, "url": U} is an agent of N model-call steps
+s1..sN: each step the request does not hold POSTs {"step": "sI"} to U (an
+OpenAI-compatible chat endpoint) and records the reply's content as the
+step's data with its usage (req.step), then succeeds with {"steps": [data...],
+"called": steps called this attempt}."""
 
+import json
 import os
 import sys
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agentq.agent import AgentError, run  # noqa: E402
+from agentq.agent import AgentError, StepResult, run  # noqa: E402
+
+
+def model_call(url, step):
+    """POST one step's call to the chat endpoint url: its content and usage."""
+    body = json.dumps({"step": step}).encode()
+    rq = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(rq, timeout=300) as resp:
+        reply = json.load(resp)
+    return StepResult(reply["choices"][0]["message"]["content"], reply["usage"])
+
+
+def steps(req, p):
+    called = []
+
+    def call(name):
+        def fn():
+            called.append(name)
+            return model_call(p["url"], name)
+        return fn
+
+    out = [req.step("s%d" % i, call("s%d" % i)) for i in range(1, int(p.get("n", 5)) + 1)]
+    return {"steps": out, "called": len(called)}
 
 
 def handle(req):
@@ -29,6 +58,8 @@ def handle(req):
         return {"streamed": int(p.get("n", 5))}
     if mode == "sleep":
         time.sleep(3600)
+    if mode == "steps":
+        return steps(req, p)
     if mode == "fail":
         raise AgentError(p.get("error", "bad input: missing field q"), 400)
     raise AgentError("unknown mode %r" % mode, 400)

@@ -3,8 +3,29 @@
 // {"mode":"echo"} succeeds with {echo: params} after a progress, an output
 // and usage; {"mode":"stream","n":N,"ms":T} reports progress 0..N-1 then
 // succeeds; {"mode":"sleep"} sleeps until SIGTERM; {"mode":"fail"} throws
-// AgentError(…, 400) (invalid_request).
-import { run, AgentError } from "../dist/agent.js";
+// AgentError(…, 400) (invalid_request); {"mode":"steps","n":N,"url":U} is an
+// agent of N model-call steps s1…sN: each step the request does not hold
+// POSTs {"step":"sI"} to U (an OpenAI-compatible chat endpoint) and records
+// the reply's content as the step's data with its usage (req.step), then
+// succeeds with {steps: [data…], called: steps called this attempt}.
+import { run, AgentError, StepResult } from "../dist/agent.js";
+
+/** POST one step's call to the chat endpoint url: its content and usage. */
+async function modelCall(url, step) {
+  const resp = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ step }) });
+  if (!resp.ok) throw new Error(`model: HTTP ${resp.status}`);
+  const reply = await resp.json();
+  return new StepResult(reply.choices[0].message.content, reply.usage);
+}
+
+async function steps(req, p) {
+  const out = [];
+  let called = 0;
+  for (let i = 1; i <= (p.n ?? 5); i++) {
+    out.push(await req.step(`s${i}`, () => { called++; return modelCall(p.url, `s${i}`); }));
+  }
+  return { steps: out, called };
+}
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -25,6 +46,8 @@ run(async (req) => {
     case "sleep":
       await sleep(3_600_000);
       return null;
+    case "steps":
+      return steps(req, p);
     case "fail":
       throw new AgentError(p.error ?? "bad input: missing field q", 400);
     default:

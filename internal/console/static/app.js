@@ -38,6 +38,9 @@
       li.setAttribute("data-seq", e.lastEventId);
       var text = "#" + e.lastEventId + " " + (ev.at || "") + " " + e.type;
       if (ev.attempt) { text += " attempt " + ev.attempt; }
+      if (ev.name) { text += " " + ev.name; }
+      if (ev.bytes) { text += " (" + ev.bytes + " B)"; }
+      if (ev.usage && ev.usage.total_tokens) { text += " " + ev.usage.total_tokens + " tokens"; }
       if (ev.error_class) { text += " " + ev.error_class; }
       if (ev.error) { text += ": " + ev.error; }
       if (ev.reason) { text += " (" + ev.reason + ")"; }
@@ -53,7 +56,7 @@
       }
     };
     ["queued", "scheduled", "succeeded", "failed", "retrying", "deferred", "restarting", "dead_lettered",
-      "requeued", "interrupted", "task_canceled", "history_elided", "progress", "output", "output_truncated"
+      "requeued", "interrupted", "task_canceled", "history_elided", "progress", "output", "output_truncated", "step"
     ].forEach(function (name) { es.addEventListener(name, add); });
     return;
   }

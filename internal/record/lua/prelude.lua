@@ -57,10 +57,14 @@ end
 -- life (seconds) unless the record's remaining lifetime is at least keep
 -- (a write moments after the last one spares Redis the EXPIREs); a history
 -- this write created (created) gets it in any case. Every script that sets
--- the record's lifetime sets the history's to at least as much.
+-- the record's lifetime sets the history's to at least as much. Returns
+-- whether the record was fresh (its lifetime left as it was) and its
+-- remaining lifetime now (s).
 local function rec_expire(rec, hist, life, keep, created)
-  local fresh = redis.call("TTL", rec) >= keep
-  if not fresh then redis.call("EXPIRE", rec, life) end
+  local ttl = redis.call("TTL", rec)
+  local fresh = ttl >= keep
+  if not fresh then redis.call("EXPIRE", rec, life); ttl = tonumber(life) end
   if not fresh or created then redis.call("EXPIRE", hist, life) end
+  return fresh, ttl
 end
 
