@@ -71,6 +71,9 @@ type StartInfo struct {
 	// SignalReady: the change suspended the run (Waiting) for a signal
 	// that had been sent already: the caller resumes the run at once.
 	SignalReady bool
+	// Resumed: this start decided WaitOutcome (the run's first start
+	// after the suspend; event resumed).
+	Resumed bool
 }
 
 // startInfo reads rec_apply's reply after its code (rest) for an applied
@@ -90,6 +93,10 @@ func startInfo(rest []any) StartInfo {
 		info.WaitOutcome, _ = rest[6].(string)
 		ready, _ := rest[7].(int64)
 		info.SignalReady = ready == 1
+	}
+	if len(rest) > 8 {
+		resumed, _ := rest[8].(int64)
+		info.Resumed = resumed == 1
 	}
 	return info
 }

@@ -83,10 +83,12 @@ func TestWaitSignal(t *testing.T) {
 
 		info := resume(t, st, "w1", 1)
 		require.Equal(t, WaitSignal, info.WaitOutcome)
+		require.True(t, info.Resumed)
 		require.Equal(t, 2, info.Signals)
 		require.JSONEq(t, string(wev[0].Wait), string(info.Wait))
 		info = resume(t, st, "w1", 2)
 		require.Equal(t, WaitSignal, info.WaitOutcome, "a retry of the resumed run gets the same wait")
+		require.False(t, info.Resumed)
 
 		v = get(t, st, "w1")
 		require.Equal(t, StateActive, v.State)

@@ -38,10 +38,11 @@
 -- Suspends and signals (the rare path: only a record that counts resumes,
 -- F.resumes, or signals, F.signals, pays for it): a write that starts an
 -- attempt of such a task answers {R.applied, attempts, seq, outboxed,
--- steps, signals, wait, outcome, ready} (signals: the record's count;
+-- steps, signals, wait, outcome, ready, resumed} (signals: the record's count;
 -- wait: F.wait, "" for none; outcome: F.wait_outcome; ready: 1 when the
 -- write itself suspends the run, state waiting, and the signal it waits
--- for, F.wait_signal in its pairs, is in the signals hash already). The
+-- for, F.wait_signal in its pairs, is in the signals hash already;
+-- resumed: 1 when this write decided the wait's outcome, below). The
 -- first start of a run after a suspend (a wait kept, its outcome "", the
 -- write moving to no other run) decides what ended the wait, atomically
 -- with the start: "signal" when the signal waited for is in the signals
@@ -187,7 +188,7 @@ local function rec_apply(rec, hist, o, outbox, due)
   if not fresh and cur[13] then redis.call("EXPIRE", rec .. SIGNALS_SUFFIX, ARGV[o + 6]) end
   if info then
     return {R.applied, attempts, tonumber(seq), outboxed and 1 or 0, tonumber(cur[11]) or 0, tonumber(cur[13]) or 0,
-      info[1] or "", info[3] or "", ready}
+      info[1] or "", info[3] or "", ready, resumed and 1 or 0}
   end
   if n > 0 and cur[11] then return {R.applied, attempts, tonumber(seq), outboxed and 1 or 0, tonumber(cur[11])} end
   if outboxed then return {R.applied, attempts, tonumber(seq), 1} end
