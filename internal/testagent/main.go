@@ -54,6 +54,12 @@
 //	                                 connection reset on stderr (retryable);
 //	                                 succeeds with {"steps": [data…],
 //	                                 "called": steps called this attempt}
+//	{"mode": "suspend", "wait": W}    on a run that follows no suspend
+//	                                 (resume 0), suspends with the wait W
+//	                                 ({"status":"suspend","wait":W}); on a
+//	                                 resumed run succeeds with {"resume":
+//	                                 R, "wait": the request's wait,
+//	                                 "signals": its signals}
 //	{"mode": "bad_utf8", "exit": B}  writes raw invalid UTF-8 (0xFF 0xFE)
 //	                                 inside JSON strings: an output event
 //	                                 {"text": "a\xff\xfeb"} to the descriptor
@@ -103,6 +109,9 @@ type request struct {
 	Restart int                        `json:"restart"`
 	Params  map[string]json.RawMessage `json:"params"`
 	Steps   map[string]json.RawMessage `json:"steps"`
+	Resume  int                        `json:"resume"`
+	Wait    json.RawMessage            `json:"wait"`
+	Signals map[string]json.RawMessage `json:"signals"`
 }
 
 const defaultStderr = "read tcp 127.0.0.1:5000->127.0.0.1:443: read: connection reset by peer"
@@ -181,6 +190,12 @@ func main() {
 		badUTF8(p)
 	case "steps":
 		steps(req, p)
+	case "suspend":
+		if req.Resume == 0 {
+			reply(map[string]any{"status": "suspend", "wait": req.Params["wait"]})
+			return
+		}
+		succeed(map[string]any{"resume": req.Resume, "wait": req.Wait, "signals": req.Signals})
 	default:
 		die(2, "testagent: unknown mode %q", mode)
 	}
