@@ -50,7 +50,6 @@ func TestSignalTask(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Contains(t, r.body, `"s1"`, "a waiting task is listed by its state (its run in the scheduled set)")
 
-
 	r = do(t, "POST", e.url+"/api/v1/tasks/s1/signals/approve", token, `{"ok":true}`)
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Equal(t, map[string]any{"id": "s1", "name": "approve", "state": "waiting", "resumed": true, "duplicate": false}, r.json)

@@ -191,11 +191,7 @@ func main() {
 	case "steps":
 		steps(req, p)
 	case "suspend":
-		if req.Resume == 0 {
-			reply(map[string]any{"status": "suspend", "wait": req.Params["wait"]})
-			return
-		}
-		succeed(map[string]any{"resume": req.Resume, "wait": req.Wait, "signals": req.Signals})
+		suspend(req)
 	default:
 		die(2, "testagent: unknown mode %q", mode)
 	}
@@ -462,6 +458,15 @@ func badUTF8(p params) {
 		exit(1)
 	}
 	fmt.Fprint(os.Stdout, `{"status":"success","code":0,"data":{"text":"`+text+`"},"error":""}`+"\n")
+}
+
+// suspend is the "suspend" mode (see the package's comment).
+func suspend(req request) {
+	if req.Resume == 0 {
+		reply(map[string]any{"status": "suspend", "wait": req.Params["wait"]})
+		return
+	}
+	succeed(map[string]any{"resume": req.Resume, "wait": req.Wait, "signals": req.Signals})
 }
 
 // steps is the "steps" mode (see the package's comment).
