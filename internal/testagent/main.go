@@ -130,17 +130,7 @@ func main() {
 	if req.Params == nil {
 		req.Params = map[string]json.RawMessage{}
 	}
-	if len(os.Args) > 1 {
-		req.Params["mode"], _ = json.Marshal(os.Args[1])
-		for _, kv := range os.Args[2:] {
-			k, v, _ := strings.Cut(kv, "=")
-			if json.Valid([]byte(v)) {
-				req.Params[k] = json.RawMessage(v)
-			} else {
-				req.Params[k], _ = json.Marshal(v)
-			}
-		}
-	}
+	argParams(req.Params, os.Args[1:])
 	p := params(req.Params)
 	if d := p.str("lock_dir", ""); d != "" {
 		lockRun(d, req, p.str("effects", ""))
@@ -458,6 +448,23 @@ func badUTF8(p params) {
 		exit(1)
 	}
 	fmt.Fprint(os.Stdout, `{"status":"success","code":0,"data":{"text":"`+text+`"},"error":""}`+"\n")
+}
+
+// argParams sets the mode and params the arguments give (see the
+// package's comment) in params.
+func argParams(params map[string]json.RawMessage, args []string) {
+	if len(args) == 0 {
+		return
+	}
+	params["mode"], _ = json.Marshal(args[0])
+	for _, kv := range args[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		if json.Valid([]byte(v)) {
+			params[k] = json.RawMessage(v)
+		} else {
+			params[k], _ = json.Marshal(v)
+		}
+	}
 }
 
 // suspend is the "suspend" mode (see the package's comment).
