@@ -42,7 +42,7 @@ type CancelResult struct {
 	// PreviousState is the state the task was canceled in.
 	PreviousState State `json:"previous_state"`
 	// Removed is true when the task's run was taken off its queue (it was
-	// waiting: pending, scheduled, retrying, deferred or restarting).
+	// waiting: pending, scheduled, retrying, deferred, restarting or waiting).
 	Removed bool `json:"removed"`
 	// Stopping is true when the run was not waiting on its queue (running,
 	// or being taken by a worker) and the worker running it was told to

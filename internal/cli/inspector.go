@@ -607,7 +607,7 @@ func taskCancelCmd(app *App, g *global) *cobra.Command {
 	o := &cancelOptions{}
 	cmd := &cobra.Command{Use: "cancel ID...", Short: "Cancel tasks, wherever they are (state canceled, for good)",
 		Long: `Cancel each task: a waiting run (pending, scheduled, retrying, deferred,
-restarting) is removed from its queue; a running attempt is stopped on its
+restarting, waiting) is removed from its queue; a running attempt is stopped on its
 worker (an exec agent's process group gets SIGTERM, then SIGKILL; an HTTP
 call is aborted). The task ends in state canceled with a task_canceled
 history event carrying --reason; it is not retried, restarted or
