@@ -210,3 +210,18 @@ func TestSignalLifetime(t *testing.T) {
 		require.Greater(t, ttl(rkeys.TaskSignals("life")), 50*time.Minute, "a cancel sets it too")
 	})
 }
+
+// TestResumeAfterDeferral: a resumed run deferred by its admission (no
+// start) still decides the wait's outcome at its first start.
+func TestResumeAfterDeferral(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		create(t, st, "df")
+		suspend(t, st, "df", "")
+		d := Delivery{ID: "df", Run: 1, Seed: seed()}
+		require.Equal(t, Applied, apply(t, st, d, Deferred(Attempt{}, "breaker open", time.Second)))
+		require.Equal(t, StateDeferred, get(t, st, "df").State)
+		info := resume(t, st, "df", 1)
+		require.True(t, info.Resumed)
+		require.Equal(t, WaitTimer, info.WaitOutcome)
+	})
+}

@@ -43,8 +43,10 @@
 -- write itself suspends the run, state waiting, and the signal it waits
 -- for, F.wait_signal in its pairs, is in the signals hash already;
 -- resumed: 1 when this write decided the wait's outcome, below). The
--- first start of a run after a suspend (a wait kept, its outcome "", the
--- write moving to no other run) decides what ended the wait, atomically
+-- first start of a run after a suspend (state waiting, or deferred by
+-- the resumed run's admission; a wait kept, its outcome ""; the write
+-- moving to no other run: not a requeue of a task that died waiting)
+-- decides what ended the wait, atomically
 -- with the start: "signal" when the signal waited for is in the signals
 -- hash (rec .. SIGNALS_SUFFIX, rkeys.TaskSignals), else "timeout"; a wait
 -- for no signal, "timer". It sets F.wait_outcome and appends the event
@@ -101,7 +103,8 @@ local function rec_apply(rec, hist, o, outbox, due)
   local info, resumed, ready = nil, nil, 0
   if n > 0 and (cur[12] or cur[13]) then
     info = redis.call("HMGET", rec, F.wait, F.wait_signal, F.wait_outcome)
-    if cur[12] and nextrun < 0 and (info[3] or "") == "" and (info[1] or "") ~= "" then
+    if cur[12] and nextrun < 0 and (state == S.waiting or state == S.deferred) and (info[3] or "") == "" and
+      (info[1] or "") ~= "" then
       local by = "timer"
       if (info[2] or "") ~= "" then
         by = "timeout"
