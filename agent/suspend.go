@@ -60,6 +60,9 @@ type Child struct {
 	Queue    string          `json:"queue,omitempty"`
 	Deadline time.Time       `json:"deadline,omitzero"`
 	Notify   []string        `json:"notify,omitempty"`
+	// MaxTokens and MaxCostUSD cap the child's usage (0: none).
+	MaxTokens  int64   `json:"max_tokens,omitempty"`
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 }
 
 // The wait kinds (Wait.Kind, WaitResult.Kind).
