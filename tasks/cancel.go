@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,15 +17,18 @@ import (
 // that has already ended (succeeded, dead_lettered or canceled).
 var ErrTaskEnded = record.ErrTaskEnded
 
-// EndedError is Cancel's error for a task that has already ended: State
-// says how (succeeded, dead_lettered or canceled). Nothing was changed.
+// EndedError is Cancel's (and Signal's) error for a task that has
+// already ended: State says how (succeeded, dead_lettered or canceled).
+// Nothing was changed.
 type EndedError struct {
 	ID    string
 	State State
+	// Refused is what could not be done ("" for canceled; "signaled").
+	Refused string
 }
 
 func (e *EndedError) Error() string {
-	return fmt.Sprintf("task %s has already ended (state %s): it cannot be canceled", e.ID, e.State)
+	return fmt.Sprintf("task %s has already ended (state %s): it cannot be %s", e.ID, e.State, cmp.Or(e.Refused, "canceled"))
 }
 
 // Unwrap makes errors.Is(err, ErrTaskEnded) true.
@@ -38,7 +42,7 @@ type CancelResult struct {
 	// PreviousState is the state the task was canceled in.
 	PreviousState State `json:"previous_state"`
 	// Removed is true when the task's run was taken off its queue (it was
-	// waiting: pending, scheduled, retrying, deferred or restarting).
+	// waiting: pending, scheduled, retrying, deferred, restarting or waiting).
 	Removed bool `json:"removed"`
 	// Stopping is true when the run was not waiting on its queue (running,
 	// or being taken by a worker) and the worker running it was told to

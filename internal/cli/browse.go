@@ -70,7 +70,7 @@ func tasksCmd(app *App, g *global) *cobra.Command {
 		})}
 	f := cmd.Flags()
 	f.StringVar(&o.filter.Queue, "queue", "", "only this queue's tasks")
-	f.StringVar(&o.states, "state", "", "only tasks in these states, comma-separated (pending, active, scheduled, retrying, deferred, restarting)")
+	f.StringVar(&o.states, "state", "", "only tasks in these states, comma-separated (pending, active, scheduled, retrying, deferred, restarting, waiting)")
 	f.StringVar(&o.filter.Agent, "agent", "", "only this agent's tasks")
 	f.StringVar(&o.filter.Tenant, "tenant", "", "only this tenant's tasks")
 	f.StringVar(&o.filter.CorrelationID, "correlation-id", "", "only tasks with this correlation ID")

@@ -41,6 +41,9 @@ var Events = map[string]string{
 	"requeued":      record.EventRequeued,
 	"interrupted":   record.EventInterrupted,
 	"failed":        record.EventFailed,
+	"waiting":       record.EventWaiting,
+	"resumed":       record.EventResumed,
+	"signal":        record.EventSignal,
 }
 
 // DefaultEvents are a webhook's events when the config names none: the
