@@ -68,6 +68,9 @@ class AsyncClient:
     async def cancel(self, id, reason=None):
         return await self._run(self.sync.cancel, id, reason)
 
+    async def signal(self, id, name, data=None):
+        return await self._run(self.sync.signal, id, name, data)
+
     async def deadletters(self, limit=None, offset=None, **kw):
         return await self._run(self.sync.deadletters, limit, offset, **kw)
 
