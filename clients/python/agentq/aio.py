@@ -99,8 +99,8 @@ class AsyncClient:
     async def resume_queue(self, name):
         return await self._run(self.sync.resume_queue, name)
 
-    async def requeue(self, id, run=None):
-        return await self._run(self.sync.requeue, id, run)
+    async def requeue(self, id, run=None, *, fresh=None):
+        return await self._run(self.sync.requeue, id, run, fresh=fresh)
 
     async def agents(self):
         return await self._run(self.sync.agents)

@@ -410,11 +410,13 @@ class Client:
             if not p["deadletters"] or offset >= p["total"]:
                 return
 
-    def requeue(self, id, run=None):
+    def requeue(self, id, run=None, *, fresh=None):
         """Requeue a dead letter as a fresh run: ``{"id", "state",
         "deadletter"}``. ``run``: the run the caller saw (another is
-        Conflict). Not retried."""
-        body = {"run": run} if run is not None else None
+        Conflict). ``fresh=True`` deletes the steps the task recorded first
+        (they are kept otherwise, and the new run skips their work). Not
+        retried."""
+        body = {k: v for k, v in (("run", run), ("fresh", fresh)) if v is not None} or None
         return self._call("POST", self._path("/api/v1/deadletters/%s/requeue", id), body=body).body
 
     def agents(self):

@@ -97,6 +97,9 @@ class TestClient(FakeCase):
         with self.assertRaises(agentq.Conflict):
             c.requeue("d", run=2)
         self.assertEqual(f.requests[-1].body, {"run": 2})
+        with self.assertRaises(agentq.Conflict):
+            c.requeue("d", fresh=True)
+        self.assertEqual(f.requests[-1].body, {"fresh": True})
         self.assertTrue(issubclass(agentq.Conflict, agentq.APIError))
 
     def test_503_retried_with_the_same_id(self):

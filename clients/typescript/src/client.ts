@@ -460,10 +460,13 @@ export class Client {
     }
   }
 
-  /** Requeue a dead letter as a fresh run; `run`: the run the caller saw (another is a ConflictError). Not retried. */
-  requeue(id: string, opts: { run?: number } = {}): Promise<RequeueResponse> {
+  /** Requeue a dead letter as a fresh run; `run`: the run the caller saw (another is a ConflictError); `fresh`: delete the steps the task recorded first (kept otherwise: the new run skips their work). Not retried. */
+  requeue(id: string, opts: { run?: number; fresh?: boolean } = {}): Promise<RequeueResponse> {
+    const body: Record<string, unknown> = {};
+    if (opts.run !== undefined) body.run = opts.run;
+    if (opts.fresh !== undefined) body.fresh = opts.fresh;
     return this.call("POST", Client.path("/api/v1/deadletters/{id}/requeue", id), {
-      body: opts.run !== undefined ? { run: opts.run } : undefined,
+      body: Object.keys(body).length ? body : undefined,
     });
   }
 

@@ -58,6 +58,8 @@ test("typed errors carry the code", async (t) => {
   await assert.rejects(c.enqueue({ agent: "zz" }), (e) => e instanceof aq.InvalidRequestError && /agent: unknown/.test(e.message));
   await assert.rejects(c.requeue("d", { run: 2 }), (e) => e instanceof aq.ConflictError && e instanceof aq.APIError);
   assert.deepEqual(f.requests.at(-1).body, { run: 2 });
+  await assert.rejects(c.requeue("d", { run: 2, fresh: true }), aq.ConflictError);
+  assert.deepEqual(f.requests.at(-1).body, { run: 2, fresh: true });
 });
 
 test("a 503 is retried with the same id", async (t) => {
