@@ -3,7 +3,9 @@
 params {"mode": "echo"} succeeds with {"echo": params} after a progress, an
 output and usage; {"mode": "stream", "n": N, "ms": T} reports progress 0..N-1
 (T ms apart) then succeeds; {"mode": "sleep"} sleeps until SIGTERM;
-{"mode": "fail"} raises AgentError(..., 400) (invalid_request)."""
+{"mode": "fail"} raises AgentError(..., 400) (invalid_request);
+{"mode": "approve", "timeout": D} records a step, then waits for the signal
+"approve" (suspend) and succeeds with what the resumed run was handed."""
 
 import os
 import sys
@@ -11,7 +13,15 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agentq.agent import AgentError, run  # noqa: E402
+from agentq.agent import AgentError, run, suspend  # noqa: E402
+
+
+def approve(req, p):
+    draft = req.step("draft", lambda: {"words": 3})
+    if "approve" in req.signals or (req.wait and req.wait.timed_out):
+        return {"draft": draft, "approval": req.signals.get("approve"), "resume": req.resume,
+                "wait": req.wait, "attempt": req.attempt}
+    suspend(signal="approve", timeout=p.get("timeout", "1h"))
 
 
 def handle(req):
@@ -31,6 +41,8 @@ def handle(req):
         time.sleep(3600)
     if mode == "fail":
         raise AgentError(p.get("error", "bad input: missing field q"), 400)
+    if mode == "approve":
+        return approve(req, p)
     raise AgentError("unknown mode %r" % mode, 400)
 
 
