@@ -113,7 +113,7 @@ export interface WaitInfo {
 export interface SignalResult {
   id: string;
   name: string;
-  /** The task's state after the call (pending when the signal resumed it). */
+  /** The task's state after the call (still waiting when the signal resumed it, until its next run starts). */
   state: State;
   /** The task was waiting for this signal and its next run is now pending. */
   resumed: boolean;
