@@ -106,13 +106,14 @@ def wait_spec(sleep=None, until=None, signal=None, timeout=None, children=None, 
     return w
 
 
-class Suspend(Exception):
+class Suspend(BaseException):
     """Ends the attempt with ``{"status": "suspend", "wait": ...}``: the task
     waits (state ``waiting``, no worker held) and runs again when the wait
     ends, with ``req.resume``, ``req.wait`` (``timed_out``), ``req.signals``
     and ``req.children`` telling what happened. Raise it (or return it)
     from the handler; ``suspend(...)`` raises one. The arguments are
-    wait_spec's."""
+    wait_spec's. A BaseException, as Terminated is: a handler's ``except
+    Exception`` (logging, a fallback) does not swallow the suspend."""
 
     def __init__(self, **wait):
         self.wait = wait_spec(**wait)

@@ -848,6 +848,16 @@ class TestAgentSuspend(unittest.TestCase):
         ):
             self.assertEqual(self.agent({"params": params}), {"status": "suspend", "wait": wait, "usage": usage}, params)
 
+    def test_a_broad_except_does_not_swallow_a_suspend(self):
+        from agentq.agent import handle_request, suspend
+
+        def handle(req):
+            try:
+                suspend(sleep=60)
+            except Exception:  # noqa: BLE001 -- what an agent's logging wrapper does
+                return "swallowed"
+        self.assertEqual(handle_request(handle, "{}"), {"status": "suspend", "wait": {"sleep": "60s"}})
+
     def test_invalid_wait_is_an_error(self):
         resp = self.agent({"params": {"mode": "bad"}})
         self.assertEqual(resp["status"], "error")
