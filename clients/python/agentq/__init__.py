@@ -1,20 +1,21 @@
 """agentq: a client of agentq's HTTP API (Client, AsyncClient) and helpers
 for exec agents (agentq.agent). Standard library only; Python 3.9+."""
 
-from ._types import ErrorClass, Event, Priority, Reason, Result, State
+from ._types import ErrorClass, Event, Priority, Reason, Result, ResumedBy, State, WaitKind
 from .aio import AsyncClient
 from .client import (MAX_EVENT_BYTES, MAX_REPLY_BYTES, ROUTES, TASK_FIELDS, Client, go_duration,
-                     parse_sse, task_request)
+                     parse_sse, task_request, task_spec)
 from .errors import (AgentqError, AgentUnavailable, APIError, BudgetExhausted, Conflict, Forbidden,
-                     EventTooLarge, Internal, InvalidRequest, MethodNotAllowed, NotFound,
+                     EventTooLarge, Internal, InvalidRequest, InvalidSignal, SignalCap, MethodNotAllowed, NotFound,
                      RedirectRefused, RequestTooLarge, ResponseTooLarge, TaskEnded, TooManyRequests, TransportError,
                      Unauthorized, Unavailable, OverCapacity, UnsupportedMediaType, WaitTimeout)
 
 __version__ = "1.0.0"
 
 __all__ = [
-    "Client", "AsyncClient", "State", "Priority", "ErrorClass", "Reason", "Event", "Result",
+    "Client", "AsyncClient", "State", "Priority", "ErrorClass", "Reason", "Event", "Result", "WaitKind", "ResumedBy",
     "ROUTES", "TASK_FIELDS", "MAX_REPLY_BYTES", "MAX_EVENT_BYTES", "go_duration", "parse_sse", "task_request",
+    "task_spec", "InvalidSignal", "SignalCap",
     "AgentqError", "APIError", "TransportError", "WaitTimeout", "InvalidRequest",
     "Unauthorized", "Forbidden", "NotFound", "MethodNotAllowed", "AgentUnavailable",
     "BudgetExhausted", "TaskEnded", "Conflict", "RequestTooLarge", "UnsupportedMediaType",

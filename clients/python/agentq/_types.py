@@ -32,6 +32,7 @@ class State:
     RETRYING = "retrying"
     DEFERRED = "deferred"
     RESTARTING = "restarting"
+    WAITING = "waiting"
     SUCCEEDED = "succeeded"
     DEAD_LETTERED = "dead_lettered"
     CANCELED = "canceled"
@@ -60,6 +61,24 @@ class ErrorClass:
     NOT_SUPPORTED = "not_supported"
     LOGIC_ERROR = "logic_error"
     CANCELED = "canceled"
+
+
+class WaitKind:
+    """What a suspended task waits for (a wait's ``kind``)."""
+
+    SLEEP = "sleep"
+    UNTIL = "until"
+    SIGNAL = "signal"
+    CHILDREN = "children"
+
+
+class ResumedBy:
+    """What resumed a waiting task (the ``resumed`` event's ``by``)."""
+
+    TIMER = "timer"
+    SIGNAL = "signal"
+    TIMEOUT = "timeout"
+    CHILDREN = "children"
 
 
 class Reason:
@@ -94,5 +113,9 @@ class Event:
     OUTPUT = "output"
     OUTPUT_TRUNCATED = "output_truncated"
     HISTORY_ELIDED = "history_elided"
+    STEP = "step"
+    WAITING = "waiting"
+    RESUMED = "resumed"
+    SIGNAL = "signal"
     # The events that end a task's stream.
     TERMINAL = frozenset({SUCCEEDED, DEAD_LETTERED, TASK_CANCELED})

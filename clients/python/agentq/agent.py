@@ -13,6 +13,17 @@ stdout (docs/agents.md). ::
 
     run(handle)
 
+A handler may also end its attempt by waiting, holding no worker while it
+waits (docs/agents.md#suspend-wait-without-holding-a-worker)::
+
+    def handle(req):
+        draft = req.step("draft", lambda: call_model("draft"))
+        if "approve" not in req.signals:
+            if req.wait and req.wait.timed_out:
+                return {"draft": draft, "approved": False}
+            suspend(signal="approve", timeout="24h")  # raises Suspend
+        return {"draft": draft, "approved": req.signals["approve"]}
+
 ``run`` reads the request, calls the handler and writes its return value as
 ``{"status": "success", "data": ...}``. An exception becomes ``{"status":
 "error", "code": C, "error": "Type: message"}``: C is the exception's HTTP
@@ -24,6 +35,7 @@ raises Terminated in the handler; ``run`` then exits 143 without a traceback.
 """
 
 import asyncio
+import datetime
 import inspect
 import json
 import os
@@ -32,9 +44,10 @@ import sys
 import threading
 
 from ._types import Result
+from .client import go_duration, task_spec
 
 __all__ = ["run", "Request", "AgentError", "Terminated", "progress", "output",
-           "emit", "handle_request", "StepResult"]
+           "emit", "handle_request", "StepResult", "Suspend", "suspend", "wait_spec"]
 
 
 class AgentError(Exception):
@@ -45,6 +58,74 @@ class AgentError(Exception):
     def __init__(self, message, code=0):
         super().__init__(message)
         self.code = code
+
+
+def _until(v):
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            raise ValueError("suspend: until needs a datetime with a time zone")
+        return v.isoformat()
+    if isinstance(v, str) and v:
+        return v
+    raise TypeError("suspend: until is a datetime or an RFC 3339 string, not %r" % (v,))
+
+
+def wait_spec(sleep=None, until=None, signal=None, timeout=None, children=None, mode=None):
+    """The wire JSON of a wait (the ``wait`` of a suspend reply): exactly one
+    of ``sleep`` (seconds, a timedelta or a Go duration string such as
+    "10m"), ``until`` (a datetime with a time zone, or RFC 3339 text),
+    ``signal`` (a name, with an optional ``timeout``) or ``children`` (task
+    specs as enqueue_batch takes them, with ``mode`` "all" or "any" and an
+    optional ``timeout``). Anything else is ValueError."""
+    kinds = [k for k, v in (("sleep", sleep), ("until", until), ("signal", signal),
+                            ("children", children)) if v is not None]
+    if len(kinds) != 1:
+        raise ValueError("suspend: give exactly one of sleep, until, signal, children (got %s)"
+                         % (", ".join(kinds) or "none"))
+    if timeout is not None and kinds[0] not in ("signal", "children"):
+        raise ValueError("suspend: timeout goes with signal or children, not %s" % kinds[0])
+    if mode is not None and kinds[0] != "children":
+        raise ValueError("suspend: mode goes with children")
+    if sleep is not None:
+        return {"sleep": go_duration(sleep)}
+    if until is not None:
+        return {"until": _until(until)}
+    w = {}
+    if signal is not None:
+        if not isinstance(signal, str) or not signal:
+            raise ValueError("suspend: a signal name is required")
+        w["signal"] = signal
+    else:
+        w["children"] = [task_spec(c) for c in children]
+        if mode is not None:
+            if mode not in ("all", "any"):
+                raise ValueError("suspend: mode is \"all\" or \"any\", not %r" % (mode,))
+            w["mode"] = mode
+    if timeout is not None:
+        w["timeout"] = go_duration(timeout)
+    return w
+
+
+class Suspend(BaseException):
+    """Ends the attempt with ``{"status": "suspend", "wait": ...}``: the task
+    waits (state ``waiting``, no worker held) and runs again when the wait
+    ends, with ``req.resume``, ``req.wait`` (``timed_out``), ``req.signals``
+    and ``req.children`` telling what happened. Raise it (or return it)
+    from the handler; ``suspend(...)`` raises one. The arguments are
+    wait_spec's. A BaseException, as Terminated is: a handler's ``except
+    Exception`` (logging, a fallback) does not swallow the suspend."""
+
+    def __init__(self, **wait):
+        self.wait = wait_spec(**wait)
+        super().__init__("suspend: %s" % json.dumps(self.wait, separators=(",", ":")))
+
+
+def suspend(*, sleep=None, until=None, signal=None, timeout=None, children=None, mode=None):
+    """Suspend the task: raises Suspend, which ``run`` turns into the
+    attempt's suspend reply. ``suspend(sleep="10m")``, ``suspend(until=dt)``,
+    ``suspend(signal="approve", timeout="24h")``, ``suspend(children=[...],
+    mode="all", timeout="1h")``. Steps recorded before it are kept."""
+    raise Suspend(sleep=sleep, until=until, signal=signal, timeout=timeout, children=children, mode=mode)
 
 
 class Terminated(BaseException):
@@ -120,7 +201,37 @@ def _record_step(name, v):
 
 class Request(Result):
     """The ActionRequest (task_id, agent, action, params, correlation_id,
-    attempt, restart, traceparent) with the helpers of the call."""
+    attempt, restart, traceparent, steps, resume, wait, signals, children)
+    with the helpers of the call."""
+
+    @property
+    def resume(self):
+        """How many times the task has resumed from a wait (0 before the
+        first resume; ``attempt`` counts from 1 again in every run)."""
+        return self.get("resume") or 0
+
+    @property
+    def wait(self):
+        """The wait that ended before this run (``kind``, ``timed_out``,
+        ``signal``, ...), on every attempt of the resumed run; None on a
+        task that has not resumed."""
+        return self.get("wait")
+
+    @property
+    def signals(self):
+        """Every signal the task has received so far: {name: data}."""
+        return self.get("signals") or Result()
+
+    @property
+    def children(self):
+        """The children of the last children wait, in spawn order: each
+        ``id``, ``name``, ``state``, ``result``, ``error_class``,
+        ``error`` (an empty list when none)."""
+        return self.get("children") or []
+
+    def suspend(self, **wait):
+        """The module's suspend(...): raises Suspend."""
+        suspend(**wait)
 
     def progress(self, data):
         return progress(data)
@@ -197,7 +308,11 @@ def handle_request(handler, raw):
         return {"status": "error", "code": 400, "error": "agentq.agent: the ActionRequest is not JSON: %s" % e}
     try:
         data = handler(req)
+        if isinstance(data, Suspend):
+            raise data
         resp = {"status": "success", "code": 0, "data": data}
+    except Suspend as s:
+        resp = {"status": "suspend", "wait": s.wait}
     except Exception as e:  # noqa: BLE001 -- every failure is reported
         resp = error_response(e)
     u = getattr(req, "_usage", None)

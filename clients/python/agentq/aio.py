@@ -68,6 +68,9 @@ class AsyncClient:
     async def cancel(self, id, reason=None):
         return await self._run(self.sync.cancel, id, reason)
 
+    async def signal(self, id, name, data=None):
+        return await self._run(self.sync.signal, id, name, data)
+
     async def deadletters(self, limit=None, offset=None, **kw):
         return await self._run(self.sync.deadletters, limit, offset, **kw)
 
@@ -96,8 +99,8 @@ class AsyncClient:
     async def resume_queue(self, name):
         return await self._run(self.sync.resume_queue, name)
 
-    async def requeue(self, id, run=None):
-        return await self._run(self.sync.requeue, id, run)
+    async def requeue(self, id, run=None, *, fresh=None):
+        return await self._run(self.sync.requeue, id, run, fresh=fresh)
 
     async def agents(self):
         return await self._run(self.sync.agents)

@@ -31,6 +31,7 @@ ROUTES = {
     ("GET", "/api/v1/tasks/{id}"): ("get", "wait"),
     ("GET", "/api/v1/tasks/{id}/events"): ("events",),
     ("POST", "/api/v1/tasks/{id}/cancel"): ("cancel",),
+    ("POST", "/api/v1/tasks/{id}/signals/{name}"): ("signal",),
     ("GET", "/api/v1/agents"): ("agents",),
     ("GET", "/api/v1/workers"): ("workers",),
     ("GET", "/api/v1/tenants"): ("tenants",),
@@ -87,6 +88,20 @@ def task_request(agent, params=None, *, id=None, action=None, queue=None,
                  ("max_tokens", max_tokens), ("max_cost_usd", max_cost_usd)):
         if v is not None:
             t[k] = v
+    return t
+
+
+def task_spec(t):
+    """The JSON of a task given as a dict of TaskRequest fields (or a
+    task_request(...)): ``in_`` named ``in``, ``in`` and ``deadline``
+    converted as enqueue converts them."""
+    t = dict(t)
+    if "in_" in t:
+        t["in"] = t.pop("in_")
+    if "in" in t:
+        t["in"] = go_duration(t["in"])
+    if "deadline" in t:
+        t["deadline"] = _deadline(t["deadline"])
     return t
 
 
@@ -270,14 +285,7 @@ class Client:
         fields (or a task_request(...)). Returns ``{"results", "created",
         "duplicates", "failed"}``. Retried like enqueue when every task has
         an id."""
-        tasks = [dict(t) for t in tasks]
-        for t in tasks:
-            if "in_" in t:
-                t["in"] = t.pop("in_")
-            if "in" in t:
-                t["in"] = go_duration(t["in"])
-            if "deadline" in t:
-                t["deadline"] = _deadline(t["deadline"])
+        tasks = [task_spec(t) for t in tasks]
         body = {"tasks": tasks}
         if fail_if_unavailable is not None:
             body["fail_if_unavailable"] = fail_if_unavailable
@@ -329,13 +337,31 @@ class Client:
         body = {"reason": reason} if reason is not None else None
         return self._call("POST", self._path("/api/v1/tasks/%s/cancel", id), body=body).body
 
+    def signal(self, id, name, data=None):
+        """Send the signal ``name`` (1-128 of A-Z a-z 0-9 . _ : -) with
+        ``data`` (any JSON value, at most 64 KiB; None: null) to the task.
+        Returns ``{"id", "name", "state", "resumed", "duplicate"}``:
+        ``resumed`` when the task was waiting for this signal and now runs,
+        ``duplicate`` when the task already had a signal of that name (the
+        first is kept; use a new name per wait, e.g. "approve-2"). A signal
+        the task is not waiting for yet is kept until it waits for it.
+        NotFound (no such task), TaskEnded (``.state``), InvalidSignal (a bad
+        name or data), SignalCap (the task has 64 signals) and
+        RequestTooLarge (data over 64 KiB) are typed. Retried on a
+        connection error or 503: a try that landed makes the next one a
+        duplicate, which still resumes a task waiting for it."""
+        if not name:
+            raise ValueError("a signal name is required")
+        path = self._path("/api/v1/tasks/%s", id) + "/signals/" + urllib.parse.quote(str(name), safe="")
+        return self._call("POST", path, body=data, idempotent=True).body
+
     # ---- task listings, queues ----
 
     def tasks(self, *, queue=None, state=None, agent=None, tenant=None, correlation_id=None,
               limit=None, cursor=None):
         """A page of waiting and running tasks: ``{"tasks", "next_cursor"}``.
         ``state``: a state or a list of them (pending, active, scheduled,
-        retrying, deferred, restarting). Each task is its record without
+        retrying, deferred, restarting, waiting). Each task is its record without
         history, with ``listed_as``. Pass ``next_cursor`` as ``cursor`` for
         the next page; ``""`` when the listing is complete (a page may be
         short, even empty, before that)."""
@@ -384,11 +410,13 @@ class Client:
             if not p["deadletters"] or offset >= p["total"]:
                 return
 
-    def requeue(self, id, run=None):
+    def requeue(self, id, run=None, *, fresh=None):
         """Requeue a dead letter as a fresh run: ``{"id", "state",
         "deadletter"}``. ``run``: the run the caller saw (another is
-        Conflict). Not retried."""
-        body = {"run": run} if run is not None else None
+        Conflict). ``fresh=True`` deletes the steps the task recorded first
+        (they are kept otherwise, and the new run skips their work). Not
+        retried."""
+        body = {k: v for k, v in (("run", run), ("fresh", fresh)) if v is not None} or None
         return self._call("POST", self._path("/api/v1/deadletters/%s/requeue", id), body=body).body
 
     def agents(self):

@@ -71,6 +71,13 @@ class InvalidRequest(APIError):
     code = "invalid_request"
 
 
+class InvalidSignal(InvalidRequest):
+    """A signal's name (1-128 of A-Z a-z 0-9 . _ : -) or data is not valid
+    (400). An InvalidRequest."""
+
+    code = "invalid_signal"
+
+
 class Unauthorized(APIError):
     code = "unauthorized"
 
@@ -110,7 +117,8 @@ class BudgetExhausted(APIError):
 
 
 class TaskEnded(APIError):
-    """Cancel of a task that has already ended; ``state`` says how."""
+    """Cancel of (or a signal to) a task that has already ended; ``state``
+    says how."""
 
     code = "task_ended"
 
@@ -121,6 +129,13 @@ class TaskEnded(APIError):
 
 class Conflict(APIError):
     code = "conflict"
+
+
+class SignalCap(Conflict):
+    """The task has as many signals as it may keep (64): no new name is
+    accepted (409). A Conflict."""
+
+    code = "signal_cap"
 
 
 class RequestTooLarge(APIError):
@@ -156,6 +171,7 @@ class OverCapacity(Unavailable):
 ERRORS = {c.code: c for c in (
     InvalidRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed,
     AgentUnavailable, BudgetExhausted, TaskEnded, Conflict, RequestTooLarge,
+    InvalidSignal, SignalCap,
     UnsupportedMediaType, TooManyRequests, Internal, Unavailable, OverCapacity)}
 
 

@@ -8,7 +8,9 @@ output and usage; {"mode": "stream", "n": N, "ms": T} reports progress 0..N-1
 s1..sN: each step the request does not hold POSTs {"step": "sI"} to U (an
 OpenAI-compatible chat endpoint) and records the reply's content as the
 step's data with its usage (req.step), then succeeds with {"steps": [data...],
-"called": steps called this attempt}."""
+"called": steps called this attempt};
+{"mode": "approve", "timeout": D} records a step, then waits for the signal
+"approve" (suspend) and succeeds with what the resumed run was handed."""
 
 import json
 import os
@@ -18,7 +20,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agentq.agent import AgentError, StepResult, run  # noqa: E402
+from agentq.agent import AgentError, StepResult, run, suspend  # noqa: E402
 
 
 def model_call(url, step):
@@ -43,6 +45,15 @@ def steps(req, p):
     return {"steps": out, "called": len(called)}
 
 
+
+def approve(req, p):
+    draft = req.step("draft", lambda: {"words": 3})
+    if "approve" in req.signals or (req.wait and req.wait.timed_out):
+        return {"draft": draft, "approval": req.signals.get("approve"), "resume": req.resume,
+                "wait": req.wait, "attempt": req.attempt}
+    suspend(signal="approve", timeout=p.get("timeout", "1h"))
+
+
 def handle(req):
     p = req.params or {}
     mode = p.get("mode", "echo")
@@ -62,6 +73,8 @@ def handle(req):
         return steps(req, p)
     if mode == "fail":
         raise AgentError(p.get("error", "bad input: missing field q"), 400)
+    if mode == "approve":
+        return approve(req, p)
     raise AgentError("unknown mode %r" % mode, 400)
 
 

@@ -97,6 +97,9 @@ class TestClient(FakeCase):
         with self.assertRaises(agentq.Conflict):
             c.requeue("d", run=2)
         self.assertEqual(f.requests[-1].body, {"run": 2})
+        with self.assertRaises(agentq.Conflict):
+            c.requeue("d", fresh=True)
+        self.assertEqual(f.requests[-1].body, {"fresh": True})
         self.assertTrue(issubclass(agentq.Conflict, agentq.APIError))
 
     def test_503_retried_with_the_same_id(self):
@@ -716,3 +719,159 @@ class TestAgentSteps(unittest.TestCase):
             {"type": "step", "name": "call", "usage": {"total_tokens": 5}, "data": "c"},
             {"type": "step", "name": "async", "data": ["a"]},
         ])
+
+
+class TestSignal(FakeCase):
+    """Client.signal (#37): POST /api/v1/tasks/{id}/signals/{name} with the
+    data as the body; typed errors; retried (a retry is a duplicate)."""
+
+    def test_signal_sends_the_data_and_reads_the_result(self):
+        f = self.fake(lambda r: (200, {"id": "t/1", "name": "approve", "state": "pending",
+                                       "resumed": True, "duplicate": False}))
+        c = self.client(f)
+        r = c.signal("t/1", "approve", {"ok": True, "by": "ana"})
+        self.assertEqual(r, {"id": "t/1", "name": "approve", "state": "pending", "resumed": True, "duplicate": False})
+        self.assertTrue(r.resumed)
+        req = f.requests[0]
+        self.assertEqual((req.method, req.path), ("POST", "/api/v1/tasks/t%2F1/signals/approve"))
+        self.assertEqual(req.body, {"ok": True, "by": "ana"})
+        self.assertEqual(req.headers["Content-Type"], "application/json")
+        c.signal("t", "go:2")
+        self.assertIsNone(f.requests[1].body)  # no data: no body (null)
+        self.assertEqual(f.requests[1].path, "/api/v1/tasks/t/signals/go%3A2")
+        c.signal("t", "zero", 0)
+        self.assertEqual(f.requests[2].body, 0)
+        with self.assertRaises(ValueError):
+            c.signal("t", "")
+
+    def test_signal_errors_are_typed(self):
+        replies = {
+            "/api/v1/tasks/gone/signals/a": (404, {"code": "not_found", "error": "no task gone"}),
+            "/api/v1/tasks/done/signals/a": (409, {"code": "task_ended", "error": "ended", "state": "succeeded"}),
+            "/api/v1/tasks/t/signals/bad%20name": (400, {"code": "invalid_signal", "error": "bad name"}),
+            "/api/v1/tasks/t/signals/many": (409, {"code": "signal_cap", "error": "64 signals"}),
+            "/api/v1/tasks/t/signals/big": (413, {"code": "request_too_large", "error": "over 64 KiB"}),
+        }
+        f = self.fake(lambda r: replies[r.path])
+        c = self.client(f)
+        self.assertRaises(agentq.NotFound, c.signal, "gone", "a")
+        with self.assertRaises(agentq.TaskEnded) as cm:
+            c.signal("done", "a")
+        self.assertEqual(cm.exception.state, "succeeded")
+        with self.assertRaises(agentq.InvalidSignal) as cm:
+            c.signal("t", "bad name")
+        self.assertIsInstance(cm.exception, agentq.InvalidRequest)
+        with self.assertRaises(agentq.SignalCap) as cm:
+            c.signal("t", "many")
+        self.assertIsInstance(cm.exception, agentq.Conflict)
+        self.assertRaises(agentq.RequestTooLarge, c.signal, "t", "big", "x" * 10)
+        self.assertEqual(len(f.requests), 5)  # none retried
+
+    def test_signal_is_retried_on_503(self):
+        n = []
+
+        def fn(r):
+            n.append(1)
+            if len(n) == 1:
+                return 503, {"code": "unavailable", "error": "redis"}
+            return 200, {"id": "t", "name": "a", "state": "pending", "resumed": False, "duplicate": True}
+        f = self.fake(fn)
+        self.assertTrue(self.client(f).signal("t", "a", [1]).duplicate)
+        self.assertEqual([r.body for r in f.requests], [[1], [1]])
+
+    def test_async_signal(self):
+        f = self.fake(lambda r: (200, {"id": "t", "name": "a", "state": "waiting", "resumed": False, "duplicate": False}))
+
+        async def main():
+            async with AsyncClient(f.url, "tok") as aq:
+                return await aq.signal("t", "a", {"x": 1})
+        self.assertEqual(asyncio.run(main()).state, State.WAITING)
+        self.assertEqual(f.requests[0].body, {"x": 1})
+
+
+SUSPEND_AGENT = r'''
+import sys, datetime
+sys.path.insert(0, %r)
+from agentq.agent import run, suspend, Suspend
+
+def handle(req):
+    mode = req.params["mode"]
+    req.usage(input_tokens=2, output_tokens=1)
+    if mode == "approve":
+        draft = req.step("draft", lambda: "text")
+        if "approve" in req.signals:
+            return {"draft": draft, "approved": req.signals["approve"], "resume": req.resume,
+                    "by": req.wait.kind, "timed_out": req.wait.timed_out}
+        if req.wait and req.wait.timed_out:
+            return {"draft": draft, "approved": None, "resume": req.resume}
+        suspend(signal="approve", timeout=86400)
+    if mode == "sleep":
+        suspend(sleep="10m")
+    if mode == "until":
+        return Suspend(until=datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc))
+    if mode == "children":
+        req.suspend(children=[{"agent": "llm", "params": {"k": 1}, "name": "a", "deadline": 60},
+                              {"agent": "llm", "id": "c2"}], mode="any", timeout=3600)
+    if mode == "bad":
+        suspend(sleep="1m", signal="x")
+    return req.children
+
+run(handle)
+'''
+
+
+class TestAgentSuspend(unittest.TestCase):
+    """The helper's suspend (#37), in a real subprocess: the stdout
+    ActionResponse is {"status":"suspend","wait":...} (usage kept); the
+    request's resume, wait, signals and children are read."""
+
+    def agent(self, request):
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: __import__("shutil").rmtree(d, ignore_errors=True))
+        script = os.path.join(d, "agent.py")
+        with open(script, "w") as fh:
+            fh.write(SUSPEND_AGENT % PKG)
+        p = subprocess.run([sys.executable, script], input=json.dumps(dict({"task_id": "t1", "attempt": 1}, **request)).encode(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={"PATH": os.environ.get("PATH", "")},
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        return json.loads(p.stdout)
+
+    def test_suspend_replies(self):
+        usage = {"input_tokens": 2, "output_tokens": 1}
+        for params, wait in (
+            ({"mode": "approve"}, {"signal": "approve", "timeout": "86400s"}),
+            ({"mode": "sleep"}, {"sleep": "10m"}),
+            ({"mode": "until"}, {"until": "2030-01-02T03:04:05+00:00"}),
+            ({"mode": "children"}, {"children": [{"agent": "llm", "params": {"k": 1}, "name": "a", "deadline": "60s"},
+                                                 {"agent": "llm", "id": "c2"}], "mode": "any", "timeout": "3600s"}),
+        ):
+            self.assertEqual(self.agent({"params": params}), {"status": "suspend", "wait": wait, "usage": usage}, params)
+
+    def test_a_broad_except_does_not_swallow_a_suspend(self):
+        from agentq.agent import handle_request, suspend
+
+        def handle(req):
+            try:
+                suspend(sleep=60)
+            except Exception:  # noqa: BLE001 -- what an agent's logging wrapper does
+                return "swallowed"
+        self.assertEqual(handle_request(handle, "{}"), {"status": "suspend", "wait": {"sleep": "60s"}})
+
+    def test_invalid_wait_is_an_error(self):
+        resp = self.agent({"params": {"mode": "bad"}})
+        self.assertEqual(resp["status"], "error")
+        self.assertIn("exactly one of sleep, until, signal, children", resp["error"])
+
+    def test_resumed_request(self):
+        resp = self.agent({"params": {"mode": "approve"}, "steps": {"draft": "kept"}, "resume": 1,
+                           "wait": {"kind": "signal", "signal": "approve", "timed_out": False},
+                           "signals": {"approve": {"ok": True}}})
+        self.assertEqual(resp["data"], {"draft": "kept", "approved": {"ok": True}, "resume": 1,
+                                        "by": "signal", "timed_out": False})
+        resp = self.agent({"params": {"mode": "approve"}, "steps": {"draft": "kept"}, "resume": 1,
+                           "wait": {"kind": "signal", "signal": "approve", "timed_out": True}})
+        self.assertEqual(resp["data"], {"draft": "kept", "approved": None, "resume": 1})
+        kids = [{"id": "t1.a", "name": "a", "state": "succeeded", "result": 1}]
+        self.assertEqual(self.agent({"params": {"mode": "none"}, "children": kids})["data"], kids)
+        self.assertEqual(self.agent({"params": {"mode": "none"}})["data"], [])

@@ -10,6 +10,17 @@
 //     return { answer: 42 };
 //   });
 //
+// A handler may end its attempt by waiting, holding no worker meanwhile:
+//
+//   run(async (req) => {
+//     const draft = await req.step("draft", () => callModel("draft"));
+//     if (!("approve" in req.signals)) {
+//       if (req.wait?.timed_out) return { draft, approved: false };
+//       return suspend({ signal: "approve", timeout: "24h" });
+//     }
+//     return { draft, approved: req.signals.approve };
+//   });
+//
 // A thrown error becomes {"status":"error","code":C,"error":"Name: message"}:
 // C is the error's HTTP status when it carries one (`status`, `statusCode`,
 // as the OpenAI and Anthropic SDKs' errors do, or AgentError's `code`), else
@@ -17,6 +28,47 @@
 // timeout, the worker's shutdown) aborts `req.signal` and exits 143.
 
 import { writeSync } from "node:fs";
+import { goDuration, taskRequest } from "./client.js";
+import type { Duration, TaskRequest } from "./types.js";
+
+/** The wait that ended before this run (ActionRequest `wait`), on every
+ * attempt of the resumed run. */
+export interface WaitResult {
+  kind: "sleep" | "until" | "signal" | "children";
+  /** For a signal wait: its name. */
+  signal?: string;
+  /** True when the wait's timeout ended it (no signal came, or the children had not ended). */
+  timed_out: boolean;
+  [k: string]: unknown;
+}
+
+/** A child's outcome (ActionRequest `children`, in spawn order). */
+export interface ChildResult {
+  id: string;
+  name?: string;
+  state: string;
+  result?: unknown;
+  error_class?: string;
+  error?: string;
+  [k: string]: unknown;
+}
+
+/** A child task of a children wait: an ordinary task spec, with an optional
+ * `name` (the child's ID is `id`, else `<parent>.<name>`, else
+ * `<parent>.<k>`, k its 1-based position). */
+export interface ChildSpec extends TaskRequest {
+  name?: string;
+}
+
+/** What to wait for: exactly one of `sleep` (a Go duration string or
+ * milliseconds), `until` (a Date or RFC 3339 text), `signal` (a name, with
+ * an optional `timeout`) or `children` (with `mode` "all" | "any" and an
+ * optional `timeout`). */
+export type Wait =
+  | { sleep: Duration }
+  | { until: Date | string }
+  | { signal: string; timeout?: Duration }
+  | { children: ChildSpec[]; mode?: "all" | "any"; timeout?: Duration };
 
 /** The ActionRequest the worker sends. */
 export interface ActionRequest {
@@ -32,6 +84,15 @@ export interface ActionRequest {
   /** The steps the task's agents recorded so far (name -> data; absent
    * when none). */
   steps?: Record<string, unknown>;
+  /** How many times the task has resumed from a wait (absent: 0).
+   * `attempt` counts from 1 again in every run. */
+  resume?: number;
+  /** The wait that ended before this run (absent before the first resume). */
+  wait?: WaitResult;
+  /** Every signal the task has received so far (name -> data). */
+  signals?: Record<string, unknown>;
+  /** The children of the last children wait, in spawn order. */
+  children?: ChildResult[];
   [k: string]: unknown;
 }
 
@@ -49,8 +110,14 @@ export interface Usage {
   [k: string]: unknown;
 }
 
-/** The request with the helpers of the call. */
+/** The request with the helpers of the call. `resume` (0 when absent),
+ * `signals` ({} when absent) and `children` ([] when absent) are always set. */
 export interface Request extends ActionRequest {
+  resume: number;
+  signals: Record<string, unknown>;
+  children: ChildResult[];
+  /** suspend(w): return (or throw) it to end the attempt waiting. */
+  suspend(w: Wait): Suspend;
   /** A progress event (any JSON value) the task's callers see live. */
   progress(data: unknown): boolean;
   /** A piece of partial output (text or any JSON value). */
@@ -68,10 +135,12 @@ export interface Request extends ActionRequest {
 }
 
 export interface ActionResponse {
-  status: "success" | "error";
-  code: number;
+  status: "success" | "error" | "suspend";
+  code?: number;
   data?: unknown;
   error?: string;
+  /** For a suspend: the wait, as the wire carries it. */
+  wait?: Record<string, unknown>;
   usage?: Usage;
 }
 
@@ -82,6 +151,54 @@ export class AgentError extends Error {
     super(message);
     this.name = "AgentError";
   }
+}
+
+/** The wire JSON of a wait (a suspend reply's `wait`); a TypeError for
+ * none or more than one kind, or a timeout or mode that does not fit. */
+export function waitSpec(w: Wait): Record<string, unknown> {
+  const o = w as Record<string, any>;
+  const kinds = ["sleep", "until", "signal", "children"].filter((k) => o[k] !== undefined && o[k] !== null);
+  if (kinds.length !== 1) throw new TypeError(`suspend: give exactly one of sleep, until, signal, children (got ${kinds.join(", ") || "none"})`);
+  const kind = kinds[0];
+  if (o.timeout !== undefined && kind !== "signal" && kind !== "children") throw new TypeError(`suspend: timeout goes with signal or children, not ${kind}`);
+  if (o.mode !== undefined && kind !== "children") throw new TypeError("suspend: mode goes with children");
+  if (kind === "sleep") return { sleep: goDuration(o.sleep) };
+  if (kind === "until") return { until: o.until instanceof Date ? o.until.toISOString() : String(o.until) };
+  const out: Record<string, unknown> = {};
+  if (kind === "signal") {
+    if (typeof o.signal !== "string" || !o.signal) throw new TypeError("suspend: a signal name is required");
+    out.signal = o.signal;
+  } else {
+    if (!Array.isArray(o.children)) throw new TypeError("suspend: children is an array of task specs");
+    out.children = o.children.map((c: ChildSpec) => taskRequest(c));
+    if (o.mode !== undefined) {
+      if (o.mode !== "all" && o.mode !== "any") throw new TypeError(`suspend: mode is "all" or "any", not ${JSON.stringify(o.mode)}`);
+      out.mode = o.mode;
+    }
+  }
+  if (o.timeout !== undefined) out.timeout = goDuration(o.timeout);
+  return out;
+}
+
+/** Ends the attempt with {"status":"suspend","wait":…}: the task waits
+ * (state `waiting`, no worker held) and runs again when the wait ends, with
+ * `req.resume`, `req.wait` (`timed_out`), `req.signals` and `req.children`
+ * telling what happened. Return it (or throw it) from the handler. */
+export class Suspend extends Error {
+  /** The wait as the wire carries it. */
+  readonly wait: Record<string, unknown>;
+  constructor(w: Wait) {
+    const wire = waitSpec(w);
+    super(`suspend: ${JSON.stringify(wire)}`);
+    this.name = "Suspend";
+    this.wait = wire;
+  }
+}
+
+/** `return suspend({ signal: "approve", timeout: "24h" })`: a Suspend to
+ * return or throw from the handler. Steps recorded before it are kept. */
+export function suspend(w: Wait): Suspend {
+  return new Suspend(w);
 }
 
 function eventsFd(): number {
@@ -158,15 +275,17 @@ export async function handleRequest(handler: (req: Request) => unknown, raw: str
   }
   let used: Usage | undefined;
   const req: Request = Object.assign(Object.create(null), base, {
-    progress, output, signal,
+    resume: base.resume ?? 0, signals: base.signals ?? {}, children: base.children ?? [],
+    progress, output, signal, suspend,
     usage: (u: Usage) => { used = u; },
     step: stepper(base.steps),
   });
   let resp: ActionResponse;
   try {
-    resp = { status: "success", code: 0, data: (await handler(req)) ?? null };
+    const data = await handler(req);
+    resp = data instanceof Suspend ? { status: "suspend", wait: data.wait } : { status: "success", code: 0, data: data ?? null };
   } catch (e) {
-    resp = errorResponse(e);
+    resp = e instanceof Suspend ? { status: "suspend", wait: e.wait } : errorResponse(e);
   }
   if (used) resp.usage = used;
   return resp;

@@ -7,7 +7,7 @@ import { parseSSE } from "./sse.js";
 import {
   ENDED_STATES, TERMINAL_EVENTS,
   type Agent, type BatchResponse, type CancelResponse, type DeadLetter, type DeadLetterPage,
-  type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Schedule, type Task,
+  type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Schedule, type SignalResult, type Task,
   type TaskEvent, type TaskFilter, type TaskPage, type TaskRequest, type Tenant, type UsageReport, type Worker,
 } from "./types.js";
 
@@ -30,6 +30,7 @@ export const ROUTES: Record<string, readonly string[]> = {
   "GET /api/v1/tasks/{id}": ["get", "wait"],
   "GET /api/v1/tasks/{id}/events": ["events"],
   "POST /api/v1/tasks/{id}/cancel": ["cancel"],
+  "POST /api/v1/tasks/{id}/signals/{name}": ["signal"],
   "GET /api/v1/agents": ["agents"],
   "GET /api/v1/workers": ["workers"],
   "GET /api/v1/tenants": ["tenants"],
@@ -388,6 +389,25 @@ export class Client {
     });
   }
 
+  /**
+   * Send the signal `name` (1-128 of A-Z a-z 0-9 . _ : -) with `data` (any
+   * JSON value, at most 64 KiB; undefined: null) to the task: `{id, name,
+   * state, resumed, duplicate}`. `resumed` when the task was waiting for
+   * it and now runs; `duplicate` when the task already had a signal of that
+   * name (the first is kept: use a new name per wait, e.g. "approve-2"). A
+   * signal the task is not waiting for yet is kept until it waits for it.
+   * NotFoundError, TaskEndedError (`.state`), InvalidSignalError,
+   * SignalCapError and RequestTooLargeError (data over 64 KiB) are typed.
+   * Retried on a connection error or 503: a try that landed makes the next
+   * one a duplicate, which still resumes a task waiting for it.
+   */
+  signal(id: string, name: string, data?: unknown): Promise<SignalResult> {
+    if (!name) throw new TypeError("agentq: a signal name is required");
+    return this.call("POST", `${Client.path("/api/v1/tasks/{id}", id)}/signals/${encodeURIComponent(name)}`, {
+      body: data, idempotent: true,
+    });
+  }
+
   /** A page of waiting and running tasks (each without history, with
    * `listed_as`); follow `next_cursor` until it is "" (a page may be short,
    * even empty, before that). */
@@ -440,10 +460,13 @@ export class Client {
     }
   }
 
-  /** Requeue a dead letter as a fresh run; `run`: the run the caller saw (another is a ConflictError). Not retried. */
-  requeue(id: string, opts: { run?: number } = {}): Promise<RequeueResponse> {
+  /** Requeue a dead letter as a fresh run; `run`: the run the caller saw (another is a ConflictError); `fresh`: delete the steps the task recorded first (kept otherwise: the new run skips their work). Not retried. */
+  requeue(id: string, opts: { run?: number; fresh?: boolean } = {}): Promise<RequeueResponse> {
+    const body: Record<string, unknown> = {};
+    if (opts.run !== undefined) body.run = opts.run;
+    if (opts.fresh !== undefined) body.fresh = opts.fresh;
     return this.call("POST", Client.path("/api/v1/deadletters/{id}/requeue", id), {
-      body: opts.run !== undefined ? { run: opts.run } : undefined,
+      body: Object.keys(body).length ? body : undefined,
     });
   }
 

@@ -82,13 +82,17 @@ export class BudgetExhaustedError extends APIError {
     return this.body.resets_at as string | undefined;
   }
 }
-/** Cancel of a task that has already ended; `state` says how. */
+/** Cancel of (or a signal to) a task that has already ended; `state` says how. */
 export class TaskEndedError extends APIError {
   get state(): string | undefined {
     return this.body.state as string | undefined;
   }
 }
 export class ConflictError extends APIError {}
+/** A signal's name (1-128 of A-Z a-z 0-9 . _ : -) or data is not valid (400). An InvalidRequestError. */
+export class InvalidSignalError extends InvalidRequestError {}
+/** The task has as many signals as it may keep (64): no new name is accepted (409). A ConflictError. */
+export class SignalCapError extends ConflictError {}
 export class RequestTooLargeError extends APIError {}
 export class UnsupportedMediaTypeError extends APIError {}
 export class TooManyRequestsError extends APIError {}
@@ -113,6 +117,8 @@ export const ERRORS: Record<string, typeof APIError> = {
   budget_exhausted: BudgetExhaustedError,
   task_ended: TaskEndedError,
   conflict: ConflictError,
+  invalid_signal: InvalidSignalError,
+  signal_cap: SignalCapError,
   request_too_large: RequestTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,
   too_many_requests: TooManyRequestsError,

@@ -9,6 +9,8 @@ export const State = {
   RETRYING: "retrying",
   DEFERRED: "deferred",
   RESTARTING: "restarting",
+  /** Suspended: waiting for a timer, a signal or its children, holding no worker. */
+  WAITING: "waiting",
   SUCCEEDED: "succeeded",
   DEAD_LETTERED: "dead_lettered",
   CANCELED: "canceled",
@@ -64,10 +66,60 @@ export const EventName = {
   OUTPUT: "output",
   OUTPUT_TRUNCATED: "output_truncated",
   HISTORY_ELIDED: "history_elided",
+  STEP: "step",
+  WAITING: "waiting",
+  RESUMED: "resumed",
+  SIGNAL: "signal",
 } as const;
 export type EventName = (typeof EventName)[keyof typeof EventName];
 /** The events that end a task's event stream. */
 export const TERMINAL_EVENTS: readonly string[] = [EventName.SUCCEEDED, EventName.DEAD_LETTERED, EventName.TASK_CANCELED];
+
+/** What a suspended task waits for (a wait's `kind`). */
+export const WaitKind = {
+  SLEEP: "sleep",
+  UNTIL: "until",
+  SIGNAL: "signal",
+  CHILDREN: "children",
+} as const;
+export type WaitKind = (typeof WaitKind)[keyof typeof WaitKind];
+
+/** What resumed a waiting task (the `resumed` event's `by`). */
+export const ResumedBy = {
+  TIMER: "timer",
+  SIGNAL: "signal",
+  TIMEOUT: "timeout",
+  CHILDREN: "children",
+} as const;
+export type ResumedBy = (typeof ResumedBy)[keyof typeof ResumedBy];
+
+/** A task's wait as the record keeps it (the task JSON's `wait`, a
+ * `waiting` event's `wait`). */
+export interface WaitInfo {
+  kind: WaitKind;
+  sleep?: string;
+  until?: string;
+  signal?: string;
+  timeout?: string;
+  mode?: "all" | "any";
+  /** When its timer (or timeout) resumes the task. */
+  due?: string;
+  /** Once resumed: true when the timeout ended it (a signal or children wait). */
+  timed_out?: boolean;
+  [k: string]: unknown;
+}
+
+/** What signal() answers. */
+export interface SignalResult {
+  id: string;
+  name: string;
+  /** The task's state after the call (still waiting when the signal resumed it, until its next run starts). */
+  state: State;
+  /** The task was waiting for this signal and its next run is now pending. */
+  resumed: boolean;
+  /** The task already had a signal of this name: the first is kept, nothing was written. */
+  duplicate: boolean;
+}
 
 /** A task's priority (`priority`): it orders a tenant's own tasks. */
 export const Priority = {
@@ -143,6 +195,16 @@ export interface TaskEvent {
   usage?: TaskUsage;
   /** For a call served by a fallback agent: why it went there (a class, breaker_open, over_limit, or over_budget: BUDGET). */
   fallback?: string;
+  /** For step and signal: the name. */
+  name?: string;
+  /** For step and signal: the data's size in bytes. */
+  bytes?: number;
+  /** For waiting: the wait (delay_ms: until its timer or timeout). */
+  wait?: WaitInfo;
+  /** For resumed: the task's resumes so far, this one included. */
+  resume?: number;
+  /** For resumed: what ended the wait. */
+  by?: ResumedBy;
   [k: string]: unknown;
 }
 
@@ -170,6 +232,18 @@ export interface Task {
   updated_at?: string;
   /** What the task's attempts used, summed over all attempts, retries and restarts; absent when none reported usage. */
   usage?: TaskUsage;
+  /** How many steps the task's agents recorded (absent when none). */
+  steps?: number;
+  /** How many times the task resumed from a wait (absent when none). */
+  resumes?: number;
+  /** The current wait (state waiting) or the last one (absent when it never suspended). */
+  wait?: WaitInfo;
+  /** How many signals the task received (absent when none). */
+  signals?: number;
+  /** The task that spawned this one as a child. */
+  parent?: string;
+  /** The IDs of the children of the task's last children wait, in spawn order. */
+  children?: string[];
   history: TaskEvent[];
   [k: string]: unknown;
 }
@@ -241,7 +315,7 @@ export interface DeadLetterPage {
 /** A task of a listing (GET /api/v1/tasks): its record without history,
  * and where the listing found it. */
 export interface ListedTask extends Omit<Task, "history"> {
-  listed_as: "pending" | "active" | "scheduled" | "retrying" | "deferred" | "restarting";
+  listed_as: "pending" | "active" | "scheduled" | "retrying" | "deferred" | "restarting" | "waiting";
   tenant?: string;
 }
 
@@ -253,7 +327,7 @@ export interface TaskPage {
 
 export interface TaskFilter {
   queue?: string;
-  /** A state or several (pending, active, scheduled, retrying, deferred, restarting). */
+  /** A state or several (pending, active, scheduled, retrying, deferred, restarting, waiting). */
   state?: string | string[];
   agent?: string;
   tenant?: string;

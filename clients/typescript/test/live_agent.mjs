@@ -7,8 +7,11 @@
 // agent of N model-call steps s1…sN: each step the request does not hold
 // POSTs {"step":"sI"} to U (an OpenAI-compatible chat endpoint) and records
 // the reply's content as the step's data with its usage (req.step), then
-// succeeds with {steps: [data…], called: steps called this attempt}.
-import { run, AgentError, StepResult } from "../dist/agent.js";
+// succeeds with {steps: [data…], called: steps called this attempt};
+// {"mode":"approve","timeout":D}
+// records a step, then waits for the signal "approve" (suspend) and succeeds
+// with what the resumed run was handed.
+import { run, AgentError, StepResult, suspend } from "../dist/agent.js";
 
 /** POST one step's call to the chat endpoint url: its content and usage. */
 async function modelCall(url, step) {
@@ -50,6 +53,13 @@ run(async (req) => {
       return steps(req, p);
     case "fail":
       throw new AgentError(p.error ?? "bad input: missing field q", 400);
+    case "approve": {
+      const draft = await req.step("draft", () => ({ words: 3 }));
+      if ("approve" in req.signals || req.wait?.timed_out) {
+        return { draft, approval: req.signals.approve ?? null, resume: req.resume, wait: req.wait, attempt: req.attempt };
+      }
+      return suspend({ signal: "approve", timeout: p.timeout ?? "1h" });
+    }
     default:
       throw new AgentError(`unknown mode ${p.mode}`, 400);
   }

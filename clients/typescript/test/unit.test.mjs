@@ -58,6 +58,8 @@ test("typed errors carry the code", async (t) => {
   await assert.rejects(c.enqueue({ agent: "zz" }), (e) => e instanceof aq.InvalidRequestError && /agent: unknown/.test(e.message));
   await assert.rejects(c.requeue("d", { run: 2 }), (e) => e instanceof aq.ConflictError && e instanceof aq.APIError);
   assert.deepEqual(f.requests.at(-1).body, { run: 2 });
+  await assert.rejects(c.requeue("d", { run: 2, fresh: true }), aq.ConflictError);
+  assert.deepEqual(f.requests.at(-1).body, { run: 2, fresh: true });
 });
 
 test("a 503 is retried with the same id", async (t) => {
@@ -450,4 +452,101 @@ test("a 409 budget_exhausted is a BudgetExhaustedError naming the budget and whe
   assert.ok(e instanceof aq.BudgetExhaustedError);
   assert.equal(e.budget, 'budget "tenant acme" tokens 50000/1h0m0s');
   assert.equal(e.resetsAt, "2030-01-01T00:00:00Z");
+});
+
+// ---- signals and suspends (#37) ----
+
+test("signal: POST /api/v1/tasks/{id}/signals/{name} with the data; retried; typed errors", async (t) => {
+  let n = 0;
+  const replies = {
+    "/api/v1/tasks/gone/signals/a": [404, { code: "not_found", error: "no task gone" }],
+    "/api/v1/tasks/done/signals/a": [409, { code: "task_ended", error: "ended", state: "canceled" }],
+    "/api/v1/tasks/t/signals/bad%20name": [400, { code: "invalid_signal", error: "bad name" }],
+    "/api/v1/tasks/t/signals/many": [409, { code: "signal_cap", error: "64 signals" }],
+    "/api/v1/tasks/t/signals/big": [413, { code: "request_too_large", error: "over 64 KiB" }],
+  };
+  const f = await withFake(t, (r) => {
+    if (replies[r.rawPath]) return replies[r.rawPath];
+    if (r.rawPath === "/api/v1/tasks/flaky/signals/a" && n++ === 0) return [503, { code: "unavailable", error: "redis" }];
+    return [200, { id: decodeURIComponent(r.rawPath.split("/")[4]), name: "approve", state: "pending", resumed: true, duplicate: false }];
+  });
+  const c = client(f);
+  const r = await c.signal("t/1", "approve", { ok: true });
+  assert.deepEqual(r, { id: "t/1", name: "approve", state: "pending", resumed: true, duplicate: false });
+  let req = f.requests.at(-1);
+  assert.deepEqual([req.method, req.rawPath, req.body, req.headers["content-type"]], ["POST", "/api/v1/tasks/t%2F1/signals/approve", { ok: true }, "application/json"]);
+  await c.signal("t", "go:2");
+  req = f.requests.at(-1);
+  assert.deepEqual([req.rawPath, req.body], ["/api/v1/tasks/t/signals/go%3A2", undefined]); // no data: no body (null)
+  await c.signal("t", "zero", 0);
+  assert.equal(f.requests.at(-1).body, 0);
+  assert.equal((await c.signal("flaky", "a", [1])).resumed, true);
+  assert.deepEqual(f.requests.slice(-2).map((q) => q.body), [[1], [1]]);
+  await assert.rejects(c.signal("gone", "a"), aq.NotFoundError);
+  await assert.rejects(c.signal("done", "a"), (e) => e instanceof aq.TaskEndedError && e.state === "canceled");
+  await assert.rejects(c.signal("t", "bad name"), (e) => e instanceof aq.InvalidSignalError && e instanceof aq.InvalidRequestError && e.code === "invalid_signal");
+  await assert.rejects(c.signal("t", "many"), (e) => e instanceof aq.SignalCapError && e instanceof aq.ConflictError);
+  await assert.rejects(c.signal("t", "big", "x"), aq.RequestTooLargeError);
+  assert.throws(() => c.signal("t", ""), TypeError);
+  assert.equal(aq.State.WAITING, "waiting");
+});
+
+const SUSPEND_AGENT = `
+import { run, suspend, Suspend } from ${JSON.stringify(new URL("../dist/agent.js", import.meta.url).href)};
+run(async (req) => {
+  const mode = req.params.mode;
+  req.usage({ input_tokens: 2, output_tokens: 1 });
+  if (mode === "approve") {
+    const draft = await req.step("draft", () => "text");
+    if ("approve" in req.signals) return { draft, approved: req.signals.approve, resume: req.resume, kind: req.wait.kind, timed_out: req.wait.timed_out };
+    if (req.wait?.timed_out) return { draft, approved: null, resume: req.resume };
+    return suspend({ signal: "approve", timeout: 86_400_000 });
+  }
+  if (mode === "sleep") throw suspend({ sleep: "10m" });
+  if (mode === "until") return new Suspend({ until: new Date(Date.UTC(2030, 0, 2, 3, 4, 5)) });
+  if (mode === "children") return req.suspend({ children: [{ agent: "llm", params: { k: 1 }, name: "a", deadline: 60_000 }, { agent: "llm", id: "c2" }], mode: "any", timeout: "1h" });
+  if (mode === "bad") return suspend({ sleep: "1m", signal: "x" });
+  return { resume: req.resume, signals: req.signals, children: req.children };
+});
+`;
+
+function runSuspendAgent(request) {
+  const d = mkdtempSync(join(tmpdir(), "agentq-ts-"));
+  const script = join(d, "agent.mjs");
+  writeFileSync(script, SUSPEND_AGENT);
+  const p = spawn(process.execPath, [script], { env: { PATH: process.env.PATH }, stdio: ["pipe", "pipe", "pipe"] });
+  p.stdin.end(JSON.stringify({ task_id: "t1", agent: "ts", attempt: 1, ...request }));
+  let out = "", err = "";
+  p.stdout.on("data", (c) => (out += c));
+  p.stderr.on("data", (c) => (err += c));
+  return new Promise((resolve) => p.on("close", (code) => {
+    assert.equal(code, 0, err);
+    resolve(JSON.parse(out));
+  }));
+}
+
+test("agent: suspend replies {status: suspend, wait} on stdout, usage kept", async () => {
+  const usage = { input_tokens: 2, output_tokens: 1 };
+  for (const [mode, wait] of [
+    ["approve", { signal: "approve", timeout: "86400s" }],
+    ["sleep", { sleep: "10m" }],
+    ["until", { until: "2030-01-02T03:04:05.000Z" }],
+    ["children", { children: [{ agent: "llm", params: { k: 1 }, name: "a", deadline: "60s" }, { agent: "llm", id: "c2" }], mode: "any", timeout: "1h" }],
+  ]) {
+    assert.deepEqual(await runSuspendAgent({ params: { mode } }), { status: "suspend", wait, usage }, mode);
+  }
+  const bad = await runSuspendAgent({ params: { mode: "bad" } });
+  assert.equal(bad.status, "error");
+  assert.match(bad.error, /exactly one of sleep, until, signal, children/);
+});
+
+test("agent: a resumed request's resume, wait, signals and children", async () => {
+  let r = await runSuspendAgent({ params: { mode: "approve" }, steps: { draft: "kept" }, resume: 1,
+    wait: { kind: "signal", signal: "approve", timed_out: false }, signals: { approve: { ok: true } } });
+  assert.deepEqual(r.data, { draft: "kept", approved: { ok: true }, resume: 1, kind: "signal", timed_out: false });
+  r = await runSuspendAgent({ params: { mode: "approve" }, steps: { draft: "kept" }, resume: 1, wait: { kind: "signal", signal: "approve", timed_out: true } });
+  assert.deepEqual(r.data, { draft: "kept", approved: null, resume: 1 });
+  const kids = [{ id: "t1.a", name: "a", state: "succeeded", result: 1 }];
+  r = await runSuspendAgent({ params: { mode: "none" }, children: kids });
+  assert.deepEqual(r.data, { resume: 0, signals: {}, children: kids });
 });
