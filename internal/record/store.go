@@ -259,17 +259,25 @@ type View struct {
 	Usage *amount.Usage `json:"usage,omitempty"`
 	// Steps is how many steps the task's agents recorded (absent: none;
 	// Store.Steps reads them).
-	Steps   int     `json:"steps,omitempty"`
-	History []Event `json:"history"`
+	Steps int `json:"steps,omitempty"`
+	// Parent is, for a child task, the task that spawned it; Root the
+	// first task of its tree.
+	Parent string `json:"parent,omitempty"`
+	Root   string `json:"root,omitempty"`
+	// Children are the IDs of the children of the task's last children
+	// wait, in spawn order (Get reads them; absent: none).
+	Children []string `json:"children,omitempty"`
+	History  []Event  `json:"history"`
 }
 
 // Get returns task id's record and history.
 func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 	var h *redis.MapStringStringCmd
-	var l *redis.StringSliceCmd
+	var l, kids *redis.StringSliceCmd
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		h = pipe.HGetAll(ctx, rkeys.Task(id))
 		l = pipe.LRange(ctx, rkeys.TaskHistory(id), 0, -1)
+		kids = pipe.LRange(ctx, rkeys.TaskChildren(id), 0, -1)
 		return nil
 	})
 	if err != nil {
@@ -281,6 +289,7 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 	}
 	v := viewOf(id, m)
 	v.History = ParseEvents(l.Val())
+	v.Children = kids.Val()
 	return v, nil
 }
 
@@ -316,6 +325,7 @@ func viewOf(id string, m map[string]string) *View {
 		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason],
 		Reason: m[FieldReason], Deadline: m[FieldDeadline], Seq: ParseSeq(m[FieldSeq]),
 		Tenant: m[FieldTenant], Priority: cmp.Or(m[FieldPriority], PriorityNormal),
+		Parent: m[FieldParent], Root: m[FieldRoot],
 	}
 	v.Attempts, _ = strconv.Atoi(m[FieldAttempts])
 	v.Restarts, _ = strconv.Atoi(m[FieldRestarts])
