@@ -56,16 +56,34 @@ func TestChildEnvelopes(t *testing.T) {
 	deep := *parent
 	deep.Depth = MaxDepth
 	for name, try := range map[string]func() error{
-		"none":      func() error { _, err := c.ChildEnvelopes(parent, nil, nil, now); return err },
-		"too many":  func() error { _, err := c.ChildEnvelopes(parent, nil, many, now); return err },
-		"too deep":  func() error { _, err := c.ChildEnvelopes(&deep, nil, many[:1], now); return err },
-		"own ID":    func() error { _, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", ID: "P"}}, now); return err },
-		"ancestor":  func() error { _, err := c.ChildEnvelopes(e, []string{"P"}, []ChildSpec{{Agent: "x", ID: "P"}}, now); return err },
-		"twice":     func() error { _, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", ID: "d"}, {Agent: "x", ID: "d"}}, now); return err },
-		"no agent":  func() error { _, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{}}, now); return err },
-		"bad ID":    func() error { _, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", ID: "a#1"}}, now); return err },
-		"past":      func() error { _, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", Deadline: "2020-01-01T00:00:00Z"}}, now); return err },
-		"bad state": func() error { _, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", Priority: "urgent"}}, now); return err },
+		"none":     func() error { _, err := c.ChildEnvelopes(parent, nil, nil, now); return err },
+		"too many": func() error { _, err := c.ChildEnvelopes(parent, nil, many, now); return err },
+		"too deep": func() error { _, err := c.ChildEnvelopes(&deep, nil, many[:1], now); return err },
+		"own ID": func() error {
+			_, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", ID: "P"}}, now)
+			return err
+		},
+		"ancestor": func() error {
+			_, err := c.ChildEnvelopes(e, []string{"P"}, []ChildSpec{{Agent: "x", ID: "P"}}, now)
+			return err
+		},
+		"twice": func() error {
+			_, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", ID: "d"}, {Agent: "x", ID: "d"}}, now)
+			return err
+		},
+		"no agent": func() error { _, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{}}, now); return err },
+		"bad ID": func() error {
+			_, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", ID: "a#1"}}, now)
+			return err
+		},
+		"past": func() error {
+			_, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", Deadline: "2020-01-01T00:00:00Z"}}, now)
+			return err
+		},
+		"bad state": func() error {
+			_, err := c.ChildEnvelopes(parent, nil, []ChildSpec{{Agent: "x", Priority: "urgent"}}, now)
+			return err
+		},
 	} {
 		require.ErrorIs(t, try(), ErrInvalidChildren, name)
 	}
