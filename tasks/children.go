@@ -174,6 +174,38 @@ func (c *Client) Ancestors(ctx context.Context, env *Envelope) ([]string, error)
 	return out, nil
 }
 
+// PrepareChildren checks specs, the children of a wait of parent (mode
+// record.ModeAll or record.ModeAny), and stores the wait for the run that
+// waits (run: the run the Waiting write moves the record to) in the
+// parent's slot (record.Store.SetChildren: the ordered child IDs, each
+// child's name and envelope for the children repair, the repair index).
+// Call it before the Waiting write, then SpawnChildren after it. A
+// repeated wait of the same run keeps the first (stored false). Invalid
+// specs wrap ErrInvalidChildren; a parent that is canceled, ended or at
+// a newer run is a *record.ChildrenRefusedError.
+func (c *Client) PrepareChildren(ctx context.Context, parent *Envelope, run int, mode string, specs []ChildSpec) (stored bool, err error) {
+	if mode != record.ModeAll && mode != record.ModeAny {
+		return false, fmt.Errorf("%w: mode is %q; expected %q or %q", ErrInvalidChildren, mode, record.ModeAll, record.ModeAny)
+	}
+	anc, err := c.Ancestors(ctx, parent)
+	if err != nil {
+		return false, err
+	}
+	envs, err := c.ChildEnvelopes(parent, anc, specs, c.store.Now())
+	if err != nil {
+		return false, err
+	}
+	kids := make([]record.Child, len(envs))
+	for i, env := range envs {
+		b, err := env.marshal()
+		if err != nil {
+			return false, fmt.Errorf("tasks: children of %s: %w", parent.ID, err)
+		}
+		kids[i] = record.Child{ID: env.ID, Name: specs[i].Name, Spec: b}
+	}
+	return c.store.rec.SetChildren(ctx, parent.ID, record.Children{Run: run, Mode: mode, Kids: kids})
+}
+
 // SpawnChildren enqueues the children specs of a wait of parent (after
 // the wait is stored: record.Store.SetChildren, and the Waiting write),
 // each idempotently by its ID (a child that exists already is not
@@ -195,16 +227,17 @@ func (c *Client) SpawnChildren(ctx context.Context, parent *Envelope, specs []Ch
 	ids := make([]string, len(envs))
 	for i, env := range envs {
 		ids[i] = env.ID
-		if err := c.spawnChild(ctx, env); err != nil {
+		if err := c.SpawnChild(ctx, env); err != nil {
 			return ids, err
 		}
 	}
 	return ids, nil
 }
 
-// spawnChild enqueues child env, or reports it to its parent when it
-// exists already and has ended.
-func (c *Client) spawnChild(ctx context.Context, env *Envelope) error {
+// SpawnChild enqueues child env (an envelope PrepareChildren stored), or
+// reports it to its parent when it exists already and has ended (the
+// children repair).
+func (c *Client) SpawnChild(ctx context.Context, env *Envelope) error {
 	res, err := c.enqueueEnvelope(ctx, env, true, 0)
 	if err != nil {
 		return fmt.Errorf("tasks: spawn child %s of %s: %w", env.ID, env.Parent, err)

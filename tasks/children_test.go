@@ -100,14 +100,7 @@ func waitingParent(t *testing.T, c *Client, id, mode string, specs []ChildSpec) 
 	require.NoError(t, err)
 	env := &Envelope{ID: id, Agent: "boss", Queue: DefaultQueue, Run: 1, EnqueuedAt: time.Now().UTC(), MaxTokens: 100}
 	require.NoError(t, c.EnqueueRun(ctx, env, time.Hour))
-	envs, err := c.ChildEnvelopes(env, nil, specs, time.Now())
-	require.NoError(t, err)
-	kids := make([]record.Child, len(envs))
-	for i, e := range envs {
-		b, _ := json.Marshal(e)
-		kids[i] = record.Child{ID: e.ID, Spec: b}
-	}
-	_, err = c.store.rec.SetChildren(ctx, id, record.Children{Run: 1, Mode: mode, Kids: kids})
+	_, err = c.PrepareChildren(ctx, env, 1, mode, specs)
 	require.NoError(t, err)
 	require.NoError(t, c.store.rdb.HSet(ctx, rkeys.Task(id), record.FieldState, "waiting", record.FieldRun, 1).Err())
 	return env
