@@ -302,7 +302,7 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 		ops, w.breakers, w.hb, w.charts,
 		w.listener, w.checks,
 		startstop.Func(w.exec.RegisterLimits),
-		w.repairer, w.sweeper, w.tenants,
+		w.repairer, w.sweeper, w.tenants, w.kids,
 		w.alerts,
 	}
 	for _, p := range w.probers {

@@ -67,6 +67,9 @@ type ChildEnd struct {
 	Result     json.RawMessage `json:"result,omitempty"`
 	ErrorClass string          `json:"error_class"`
 	Error      string          `json:"error"`
+	// Recorded (ChildEnds) is true when the end is in the parent's child
+	// ends: the parent has heard of it.
+	Recorded bool `json:"-"`
 }
 
 // ErrChildrenRefused is matched (errors.Is) by SetChildren's refusal: a
@@ -211,6 +214,7 @@ func (s *Store) ChildEnds(ctx context.Context, parentID string) ([]ChildEnd, err
 		_ = json.Unmarshal([]byte(specs.Val()[id]), &sp)
 		out[i] = ChildEnd{ID: id, Name: sp.Name}
 		if e, ok := ends.Val()[id]; ok && json.Unmarshal([]byte(e), &out[i]) == nil {
+			out[i].Recorded = true
 			continue
 		}
 		open = append(open, i)

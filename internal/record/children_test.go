@@ -57,7 +57,7 @@ func TestChildrenAll(t *testing.T) {
 		ends, err := st.ChildEnds(ctx, "p")
 		require.NoError(t, err)
 		require.Equal(t, []ChildEnd{{ID: "p.1", Name: "n-p.1"},
-			{ID: "p.2", Name: "n-p.2", State: StateSucceeded, Result: json.RawMessage(`{"v":2}`)},
+			{ID: "p.2", Name: "n-p.2", State: StateSucceeded, Result: json.RawMessage(`{"v":2}`), Recorded: true},
 			{ID: "p.3", Name: "n-p.3", State: StatePending}}, ends)
 
 		rs, _, err = st.ChildEnded(ctx, "p", ChildEnd{ID: "p.1", State: StateCanceled, Error: "canceled"})
