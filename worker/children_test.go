@@ -133,3 +133,48 @@ agents:
 		return true
 	}, 20*time.Second, 10*time.Millisecond, "a child's agent survived the cancel: %v", pids)
 }
+
+// TestTreeBudget: a child's usage debits its root's cap: once the tree
+// (the root's own usage and its descendants') reached the root's
+// max_tokens, a child is dead-lettered budget_exhausted before its call,
+// and so is the root's own next attempt.
+func TestTreeBudget(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	_, rdb := runWorker(t, `
+worker: {concurrency: 2, shutdown_timeout: 2s}
+agents:
+  llm: {}
+`, WithAgent("llm", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
+		calls.Add(1)
+		return json.RawMessage(`{"usage":{"prompt_tokens":600,"completion_tokens":0,"total_tokens":600}}`), nil
+	})))
+	ctx := context.Background()
+	c := tasks.NewClient(rdb)
+	_, err := c.Enqueue(ctx, tasks.Task{ID: "root", Agent: "llm", MaxTokens: 1000}, tasks.ProcessIn(time.Hour))
+	require.NoError(t, err)
+	root := &tasks.Envelope{ID: "root", Agent: "llm", Queue: tasks.DefaultQueue, MaxTokens: 1000}
+	_, err = c.SpawnChildren(ctx, root, []tasks.ChildSpec{{Agent: "llm", ID: "first"}})
+	require.NoError(t, err)
+	v := waitState(t, rdb, "first", 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+	require.Equal(t, tasks.StateSucceeded, v.State, "600 of the tree's 1000")
+	_, err = c.SpawnChildren(ctx, root, []tasks.ChildSpec{{Agent: "llm", ID: "second"}})
+	require.NoError(t, err)
+	v = waitState(t, rdb, "second", 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+	require.Equal(t, tasks.StateSucceeded, v.State, "1200 now: over")
+	_, err = c.SpawnChildren(ctx, root, []tasks.ChildSpec{{Agent: "llm", ID: "third", MaxTokens: 5000}})
+	require.NoError(t, err)
+	v = waitState(t, rdb, "third", 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+	require.Equal(t, tasks.StateDeadLettered, v.State)
+	require.Equal(t, ReasonBudgetExhausted, v.Reason)
+	require.Contains(t, v.Error, "the cap of its tree (root root) was reached: max_tokens 1000 (used 1200)")
+	require.EqualValues(t, 2, calls.Load(), "the third child's call was not made")
+
+	ok, err := c.ResumeRun(ctx, "root", tasks.DefaultQueue, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	v = waitState(t, rdb, "root", 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+	require.Equal(t, tasks.StateDeadLettered, v.State)
+	require.Contains(t, v.Error, "the task's own cap was reached: max_tokens 1000 (used 1200)", "a root's cap covers its tree")
+	require.EqualValues(t, 2, calls.Load())
+}
