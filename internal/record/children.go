@@ -258,3 +258,29 @@ func (s *Store) ChildSpecs(ctx context.Context, parentID string) (map[string]jso
 	}
 	return out, nil
 }
+
+// Nodes reads the records of tasks ids with their children lists
+// (View.Children; no history) in one round trip: nil for a task with no
+// record. A tree's view reads it level by level.
+func (s *Store) Nodes(ctx context.Context, ids []string) ([]*View, error) {
+	hs := make([]*redis.MapStringStringCmd, len(ids))
+	ls := make([]*redis.StringSliceCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			hs[i] = p.HGetAll(ctx, rkeys.Task(id))
+			ls[i] = p.LRange(ctx, rkeys.TaskChildren(id), 0, -1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record: nodes: %w", err)
+	}
+	out := make([]*View, len(ids))
+	for i := range ids {
+		if m := hs[i].Val(); len(m) > 0 {
+			out[i] = viewOf(ids[i], m)
+			out[i].Children = ls[i].Val()
+		}
+	}
+	return out, nil
+}
