@@ -51,8 +51,23 @@ type ChildSpec struct {
 	MaxCostUSD float64         `json:"max_cost_usd,omitempty"`
 }
 
-// ChildEnd is how a child ended, as its parent keeps it.
-type ChildEnd = record.ChildEnd
+// ChildEnd is how a child ended, as its parent keeps it (the child ends)
+// and its agent gets it (the ActionRequest's children, in spawn order):
+// State is the child's terminal state, Result its result once it
+// succeeded, ErrorClass and Error why it did not.
+type ChildEnd struct {
+	ID         string          `json:"id"`
+	Name       string          `json:"name,omitempty"`
+	State      State           `json:"state"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	ErrorClass string          `json:"error_class"`
+	Error      string          `json:"error"`
+}
+
+// rec is e as package record keeps it.
+func (e ChildEnd) rec() record.ChildEnd {
+	return record.ChildEnd{ID: e.ID, Name: e.Name, State: e.State, Result: e.Result, ErrorClass: e.ErrorClass, Error: e.Error}
+}
 
 // ChildID is the ID of the child spec at 1-based position k of a wait of
 // parentID: spec.ID, else "<parentID>.<spec.Name>", else
@@ -256,7 +271,7 @@ func (c *Client) SpawnChild(ctx context.Context, env *Envelope) error {
 // spawn of a child that had ended, the children repair. A child that is
 // not one of the parent's last wait is ignored (nil).
 func (c *Client) ReportChildEnd(ctx context.Context, parent string, end ChildEnd) error {
-	rs, _, err := c.store.rec.ChildEnded(ctx, parent, end)
+	rs, _, err := c.store.rec.ChildEnded(ctx, parent, end.rec())
 	if errors.Is(err, record.ErrNotAChild) {
 		return nil
 	}

@@ -3,8 +3,6 @@ package tasks
 import (
 	"context"
 	"fmt"
-
-	"github.com/agentq/agentq/internal/amount"
 )
 
 // MaxTreeNodes bounds the nodes Store.Tree reads (MaxChildren children
@@ -12,15 +10,19 @@ import (
 const MaxTreeNodes = 10000
 
 // TreeNode is one task of a run tree (Store.Tree; `inspector task ID
-// --tree --json`): its ID, agent, state and usage (cost when priced),
+// --tree --json`): its ID, agent, state, tokens and cost,
 // and the children of its last children wait, in spawn order. A child
 // with no record (not spawned yet, or expired) has State "".
 type TreeNode struct {
 	ID       string        `json:"id"`
 	Agent    string        `json:"agent,omitempty"`
 	State    State         `json:"state"`
-	Usage    *amount.Usage `json:"usage,omitempty"`
-	Children []*TreeNode   `json:"children,omitempty"`
+	// Tokens and CostUSD are what the task used (its usage sum; the cost
+	// once a priced attempt's is in it: Priced).
+	Tokens   int64       `json:"tokens,omitempty"`
+	CostUSD  float64     `json:"cost_usd,omitempty"`
+	Priced   bool        `json:"priced,omitempty"`
+	Children []*TreeNode `json:"children,omitempty"`
 }
 
 // Tree reads the run tree under task id, level by level (one round trip
@@ -47,7 +49,10 @@ func (s *Store) Tree(ctx context.Context, id string) (root *TreeNode, truncated 
 				continue
 			}
 			nd := level[i]
-			nd.Agent, nd.State, nd.Usage = v.Agent, v.State, v.Usage
+			nd.Agent, nd.State = v.Agent, v.State
+			if u := v.Usage; u != nil {
+				nd.Tokens, nd.CostUSD, nd.Priced = u.TotalTokens, u.CostUSD, u.Priced
+			}
 			for _, kid := range v.Children {
 				if n >= MaxTreeNodes {
 					truncated = true

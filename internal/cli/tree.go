@@ -42,11 +42,11 @@ func treeRows(w io.Writer, nd *tasks.TreeNode, depth int) {
 	if state == "" {
 		state = "(no record)"
 	}
-	if u := nd.Usage; u != nil {
-		tokens = fmt.Sprint(u.TotalTokens)
-		if u.Priced {
-			cost = "$" + costText(u.CostUSD)
-		}
+	if nd.Tokens > 0 {
+		tokens = fmt.Sprint(nd.Tokens)
+	}
+	if nd.Priced {
+		cost = "$" + costText(nd.CostUSD)
 	}
 	tprintf(w, "%s%s\t%s\t%s\t%s\t%s\n", strings.Repeat("  ", depth), nd.ID, state, nd.Agent, tokens, cost)
 	for _, c := range nd.Children {

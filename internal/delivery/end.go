@@ -122,7 +122,7 @@ func (p *Executor) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 	}
 	p.metrics.deadLetters.WithLabelValues(p.metrics.agent(env.Agent), rep.ErrorClass, reason).Inc()
 	p.metrics.ended(env, "dead_lettered")
-	p.childEnded(ctx, log, env, record.ChildEnd{State: record.StateDeadLettered, ErrorClass: rep.ErrorClass, Error: rep.Error})
+	p.childEnded(ctx, log, env, tasks.ChildEnd{State: record.StateDeadLettered, ErrorClass: rep.ErrorClass, Error: rep.Error})
 	if env.Restarts > 0 {
 		p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "dead_lettered").Inc()
 	}
@@ -136,7 +136,7 @@ func (p *Executor) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 // with env's ID): a child's success or dead letter (the deadline sweep's
 // too). Not for a task without a parent: no command. A report Redis did
 // not take is logged; the children repair makes it later.
-func (p *Executor) childEnded(ctx context.Context, log *taskLog, env *tasks.Envelope, end record.ChildEnd) {
+func (p *Executor) childEnded(ctx context.Context, log *taskLog, env *tasks.Envelope, end tasks.ChildEnd) {
 	if env.Parent == "" || p.children == nil {
 		return
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
 )
 
 // Executor is the asynq handler: it holds one delivery from start to
@@ -86,7 +87,7 @@ type Executor struct {
 // (tasks.Client.ReportChildEnd: the end recorded in the parent's child
 // ends, and the parent resumed when that completes its children wait).
 type ChildReporter interface {
-	ReportChildEnd(ctx context.Context, parent string, end record.ChildEnd) error
+	ReportChildEnd(ctx context.Context, parent string, end tasks.ChildEnd) error
 }
 
 // Deps are what an Executor is built from: the worker's config and the
