@@ -226,7 +226,8 @@ func (c *Client) PrepareChildren(ctx context.Context, parent *Envelope, run int,
 // each idempotently by its ID (a child that exists already is not
 // enqueued again, and is not an error), with parent, root and depth set,
 // and returns their IDs in spawn order. A child that exists and has
-// ended already is reported to the parent (ReportChildEnd). Invalid specs
+// ended already is reported to the parent (ReportChildEnd). A parent
+// that has ended (canceled) spawns none: an *EndedError. Invalid specs
 // wrap ErrInvalidChildren; other errors are Redis's (send again: the
 // children enqueued stay, the others are enqueued then, or by the
 // children repair).
@@ -238,6 +239,9 @@ func (c *Client) SpawnChildren(ctx context.Context, parent *Envelope, specs []Ch
 	envs, err := c.ChildEnvelopes(parent, anc, specs, c.store.Now())
 	if err != nil {
 		return nil, err
+	}
+	if st, err := c.store.rdb.HGet(ctx, rkeys.Task(parent.ID), record.FieldState).Result(); err == nil && State(st).Terminal() {
+		return nil, &EndedError{ID: parent.ID, State: State(st)} // canceled meanwhile: no children
 	}
 	ids := make([]string, len(envs))
 	for i, env := range envs {
