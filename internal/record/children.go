@@ -160,10 +160,14 @@ var ErrNotAChild = errors.New("not a child of the parent's last children wait")
 // (see lua/child_end.lua): once per wait, to the one call whose end
 // completes the wait. An end with no ID is the children repair's look:
 // nothing is written, and the resume is due when the wait is complete,
-// or was answered already while the parent still waits. A child that is
-// not one of the wait's is ErrNotAChild.
+// or was answered already while the parent still waits. A result over
+// MaxStoredResult is kept as the record keeps it (a note of its size). A
+// child that is not one of the wait's is ErrNotAChild.
 func (s *Store) ChildEnded(ctx context.Context, parentID string, end ChildEnd) (rs Resume, recorded bool, err error) {
 	var data []byte
+	if len(end.Result) > MaxStoredResult { // as the child's record keeps it
+		end.Result, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(end.Result)})
+	}
 	if end.ID != "" {
 		if data, err = json.Marshal(end); err != nil {
 			return Resume{}, false, fmt.Errorf("record: end of child %s: %w", end.ID, err)

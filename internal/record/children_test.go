@@ -3,6 +3,8 @@ package record
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -133,5 +135,22 @@ func TestSetChildrenRefused(t *testing.T) {
 		_, err = st.SetChildren(ctx, "r", Children{Run: 6, Mode: ModeAll})
 		require.ErrorAs(t, err, &re)
 		require.Equal(t, Canceled, re.Outcome)
+	})
+}
+
+// TestChildEndBigResult: a child's result over MaxStoredResult is kept as
+// its record keeps it: a note of its size.
+func TestChildEndBigResult(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		create(t, st, "big")
+		waitFor(t, rdb, st, "big", 1, ModeAll, "k")
+		huge := json.RawMessage(`"` + strings.Repeat("x", MaxStoredResult) + `"`)
+		rs, _, err := st.ChildEnded(ctx, "big", ChildEnd{ID: "k", State: StateSucceeded, Result: huge})
+		require.NoError(t, err)
+		require.True(t, rs.Due)
+		ends, err := st.ChildEnds(ctx, "big")
+		require.NoError(t, err)
+		require.JSONEq(t, fmt.Sprintf(`{"truncated":true,"bytes":%d}`, len(huge)), string(ends[0].Result))
 	})
 }
