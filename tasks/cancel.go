@@ -140,17 +140,7 @@ func (c *Client) cascade(ctx context.Context, id, reason string) int {
 	if f[1] == nil {
 		return 0
 	}
-	kids, err := c.openChildren(ctx, id)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	for _, kid := range kids {
-		if r, err := c.Cancel(ctx, kid, cascadeReason(id, reason)); err == nil {
-			n += 1 + r.Children
-		}
-	}
-	return n
+	return c.cancelOpen(ctx, id, cascadeReason(id, reason))
 }
 
 // cascadeReason is the cancel reason of a child canceled with its parent.

@@ -270,7 +270,8 @@ func (c *Client) SpawnChild(ctx context.Context, env *Envelope) error {
 // ReportChildEnd writes end, how a child of parent ended, to its parent
 // (record.Store.ChildEnded: first write wins) and, when that completes
 // the parent's children wait, makes the parent's waiting run pending
-// (ResumeRun). Every path that ends a child calls it: the worker's
+// (ResumeRun); a wait of mode any then cancels its children that have
+// not ended. Every path that ends a child calls it: the worker's
 // success and dead letter (so the deadline sweep's too), Cancel, the
 // spawn of a child that had ended, the children repair. A child that is
 // not one of the parent's last wait is ignored (nil).
@@ -282,8 +283,31 @@ func (c *Client) ReportChildEnd(ctx context.Context, parent string, end ChildEnd
 	if err != nil || !rs.Due {
 		return err
 	}
-	_, err = c.ResumeRun(ctx, parent, rs.Queue, rs.Run)
-	return err
+	if _, err = c.ResumeRun(ctx, parent, rs.Queue, rs.Run); err != nil {
+		return err
+	}
+	if rs.Mode == record.ModeAny {
+		c.cancelOpen(ctx, parent, "a child of "+parent+" succeeded, which its wait (mode any) needed")
+	}
+	return nil
+}
+
+// cancelOpen cancels the unended children of parent's last children wait
+// (and theirs) with reason, and returns how many tasks it canceled. Best
+// effort: a child it misses ends as it would, unheard by the resumed
+// parent's wait.
+func (c *Client) cancelOpen(ctx context.Context, parent, reason string) int {
+	kids, err := c.openChildren(ctx, parent)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, kid := range kids {
+		if r, err := c.Cancel(ctx, kid, reason); err == nil {
+			n += 1 + r.Children
+		}
+	}
+	return n
 }
 
 // ReportChild reads child's record and, when it has ended, reports its

@@ -200,3 +200,27 @@ func waitingParentOf(t *testing.T, c *Client, id string, parent *Envelope) *Enve
 	require.NoError(t, c.store.rdb.HSet(ctx, rkeys.Task(id), record.FieldState, "waiting", record.FieldRun, 1).Err())
 	return env
 }
+
+// TestAnyCancelsTheOthers: in mode any the first success resumes the
+// parent, and the children that have not ended are canceled.
+func TestAnyCancelsTheOthers(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client()
+	ctx := context.Background()
+	c := NewClient(rdb)
+	specs := []ChildSpec{{Agent: "w"}, {Agent: "w"}, {Agent: "w"}}
+	parent := waitingParent(t, c, "A", record.ModeAny, specs)
+	_, err := c.SpawnChildren(ctx, parent, specs)
+	require.NoError(t, err)
+	require.NoError(t, c.ReportChildEnd(ctx, "A", ChildEnd{ID: "A.2", State: StateSucceeded}))
+	_, err = rdb.ZScore(ctx, broker.ScheduledKey(DefaultQueue), "A#1").Result()
+	require.Error(t, err, "resumed")
+	for _, id := range []string{"A.1", "A.3"} {
+		v, err := c.Store().Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, StateCanceled, v.State, id)
+	}
+	ends, err := c.Store().rec.ChildEnds(ctx, "A")
+	require.NoError(t, err)
+	require.Equal(t, []State{StateCanceled, StateSucceeded, StateCanceled}, []State{ends[0].State, ends[1].State, ends[2].State})
+}

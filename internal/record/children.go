@@ -142,11 +142,13 @@ func (s *Store) SetChildren(ctx context.Context, parent string, c Children) (sto
 
 // Resume is ChildEnded's answer: when Due, the caller makes the parent's
 // Run (on Queue) pending at once (broker.RunNow of its asynq ID in the
-// queue's scheduled set, then a wake).
+// queue's scheduled set, then a wake). Mode is the wait's (ModeAny: the
+// caller cancels the children that have not ended).
 type Resume struct {
 	Due   bool
 	Run   int
 	Queue string
+	Mode  string
 }
 
 // ErrNotAChild is ChildEnded's error for a child that is not one of the
@@ -186,11 +188,11 @@ func (s *Store) ChildEnded(ctx context.Context, parentID string, end ChildEnd) (
 	switch {
 	case code == CodeMissing || code == CodeStale:
 		return Resume{}, false, fmt.Errorf("%w: %q of %s", ErrNotAChild, end.ID, parentID)
-	case len(rest) < 3 || (code != CodeApplied && code != CodeRepeat):
+	case len(rest) < 4 || (code != CodeApplied && code != CodeRepeat):
 		return Resume{}, false, fmt.Errorf("record: end of child %q of %s: unexpected reply %d %v", end.ID, parentID, code, rest)
 	}
 	due, _ := rest[0].(int64)
-	rs = Resume{Due: due == 1, Queue: fmt.Sprint(rest[2])}
+	rs = Resume{Due: due == 1, Queue: fmt.Sprint(rest[2]), Mode: fmt.Sprint(rest[3])}
 	rs.Run, _ = strconv.Atoi(fmt.Sprint(rest[1]))
 	return rs, code == CodeApplied && end.ID != "", nil
 }

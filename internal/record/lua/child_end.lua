@@ -14,10 +14,10 @@
 -- ARGV[1] child ID ("": the repair's look), ARGV[2] the end's JSON,
 -- ARGV[3] "1" when the child succeeded, ARGV[4] the waiting state's name,
 -- ARGV[5] the succeeded state's JSON fragment ('"state":"succeeded"')
--- Returns {code, resume, run, queue}: code R.applied (the end was
+-- Returns {code, resume, run, queue, mode}: code R.applied (the end was
 -- recorded, or the look was made) or R.again (the child's end was
 -- recorded already: nothing written); resume 1 when the caller must make
--- the parent's run (run, on queue) pending; or {R.missing} (no record)
+-- the parent's run (run, on queue) pending, mode the wait's; or {R.missing} (no record)
 -- or {R.stale} (the child is not one of the parent's last children wait).
 local cur = redis.call("HMGET", KEYS[1], F.state, F.run, F.queue, F.children_run, F.children_mode,
   F.children_n, F.children_ended, F.children_resumed)
@@ -34,15 +34,15 @@ if not look then
     code = R.again
   end
 end
-local run, queue = cur[2] or "0", cur[3] or ""
-if cur[1] ~= ARGV[4] or cur[2] ~= cur[4] then return {code, 0, run, queue} end
-if cur[8] == cur[4] then return {code, look and 1 or 0, run, queue} end
+local run, queue, mode = cur[2] or "0", cur[3] or "", cur[5] or ""
+if cur[1] ~= ARGV[4] or cur[2] ~= cur[4] then return {code, 0, run, queue, mode} end
+if cur[8] == cur[4] then return {code, look and 1 or 0, run, queue, mode} end
 local due = ended >= (tonumber(cur[6]) or 0) or (cur[5] == "any" and success)
 if look and not due and cur[5] == "any" then
   for _, v in ipairs(redis.call("HVALS", KEYS[3])) do
     if string.find(v, ARGV[5], 1, true) then due = true; break end
   end
 end
-if not due then return {code, 0, run, queue} end
+if not due then return {code, 0, run, queue, mode} end
 redis.call("HSET", KEYS[1], F.children_resumed, cur[4])
-return {code, 1, run, queue}
+return {code, 1, run, queue, mode}
