@@ -8,7 +8,8 @@
 // the parent has not heard of (a report cut after the child's end), and
 // resumes the parent when its wait is complete but its run was not made
 // pending (a resume cut between child_end.lua and the RunNow). A parent
-// no longer waiting for children leaves the index.
+// no longer waiting for children leaves the index; one whose look found
+// nothing to finish is looked at again IdleBackoff intervals later.
 package children
 
 import (
@@ -31,6 +32,11 @@ const RepairInterval = 30 * time.Second
 
 // batch bounds how many due parents one repair looks at.
 const batch = 100
+
+// IdleBackoff is how much later than RepairInterval the repair looks
+// again at a parent whose look found nothing to finish: a wait that goes
+// well costs the repair one look per 5 minutes, not per interval.
+const IdleBackoff = 10
 
 // Options are a Repairer's.
 type Options struct {
@@ -106,39 +112,46 @@ func (r *Repairer) parent(ctx context.Context, id string, now time.Time) error {
 	if state != "waiting" || f[1] != f[2] { // TODO(#37 slice 2): record.StateWaiting
 		return r.rdb.ZRem(ctx, rkeys.WaitingChildren(), id).Err()
 	}
-	if err := r.finish(ctx, id); err != nil {
+	fixed, err := r.finish(ctx, id)
+	if err != nil {
 		r.log.Warn("children repair: a parent's children", "task_id", id, "err", err)
 	}
-	next := now.Add(r.every).UnixMilli()
+	wait := r.every
+	if !fixed && err == nil {
+		wait *= IdleBackoff
+	}
+	next := now.Add(wait).UnixMilli()
 	return r.rdb.ZAddXX(ctx, rkeys.WaitingChildren(), redis.Z{Score: float64(next), Member: id}).Err()
 }
 
 // finish spawns parent's children that have no record, reports the ended
-// ones it has not heard of, then resumes it when its wait is complete.
-func (r *Repairer) finish(ctx context.Context, parent string) error {
+// ones it has not heard of, then resumes it when its wait is complete;
+// fixed says it found something to do.
+func (r *Repairer) finish(ctx context.Context, parent string) (fixed bool, err error) {
 	ends, err := r.rec.ChildEnds(ctx, parent)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var specs map[string][]byte
 	for _, e := range ends {
 		switch {
-		case e.Recorded:
+		case e.Recorded || (e.State != "" && !e.State.Terminal()):
+			continue
 		case e.State.Terminal():
 			err = r.client.ReportChild(ctx, parent, e.ID)
-		case e.State == "":
-			if specs == nil {
-				if specs, err = r.specs(ctx, parent); err != nil {
-					return err
-				}
+		case specs == nil:
+			if specs, err = r.specs(ctx, parent); err == nil {
+				err = r.spawn(ctx, specs[e.ID])
 			}
+		default:
 			err = r.spawn(ctx, specs[e.ID])
 		}
 		if err != nil {
-			return err
+			return true, err
 		}
+		fixed = true
 	}
-	return r.client.ReportChildEnd(ctx, parent, tasks.ChildEnd{})
+	return fixed, r.client.ReportChildEnd(ctx, parent, tasks.ChildEnd{})
 }
 
 // specs reads parent's child specs.
