@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hibiken/asynq"
 
@@ -50,6 +51,10 @@ type CancelResult struct {
 	// recorded: the record is canceled first.
 	Stopping bool   `json:"stopping"`
 	Reason   string `json:"reason"`
+	// Children counts the task's descendants this cancel canceled too
+	// (the cancel cascade: its last children wait's unended children,
+	// and theirs).
+	Children int `json:"children,omitempty"`
 }
 
 // MaxCancelReason bounds the length of a cancel's reason (bytes).
@@ -116,7 +121,42 @@ func (c *Client) Cancel(ctx context.Context, id, reason string) (CancelResult, e
 	}
 	res := CancelResult{ID: id, State: StateCanceled, PreviousState: got.Previous, Reason: reason}
 	res.Removed, res.Stopping = c.takeOff(ctx, id, got)
+	res.Children = c.cascade(ctx, id, reason)
 	return res, nil
+}
+
+// cascade is what canceling task id does to its tree: its end is
+// reported to its parent, when it has one (ReportChildEnd), and the
+// unended children of its last children wait are canceled (and theirs,
+// each the same way), their agents stopped as any cancel stops them. It
+// returns how many descendants it canceled. Best effort: the task itself
+// is canceled whatever happens here; a child left running when Redis
+// fails is reported to its canceled parent (no resume) when it ends.
+func (c *Client) cascade(ctx context.Context, id, reason string) int {
+	f, err := c.store.rdb.HMGet(ctx, rkeys.Task(id), record.FieldParent, record.FieldChildrenN).Result()
+	if err != nil || len(f) < 2 {
+		return 0
+	}
+	if parent, _ := f[0].(string); parent != "" {
+		end := ChildEnd{ID: id, State: StateCanceled, Error: "canceled: " + reason}
+		_ = c.ReportChildEnd(ctx, parent, end)
+	}
+	if f[1] == nil {
+		return 0
+	}
+	return c.cancelOpen(ctx, id, cascadeReason(id, reason))
+}
+
+// cascadeReason is the cancel reason of a child canceled with its parent.
+func cascadeReason(parent, reason string) string {
+	r := "parent " + parent + " canceled"
+	if reason != "" {
+		r += ": " + reason
+	}
+	if len(r) > MaxCancelReason {
+		r = strings.ToValidUTF8(r[:MaxCancelReason], "")
+	}
+	return r
 }
 
 // takeOff removes the canceled task's run from its queue, or tells the

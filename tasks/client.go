@@ -397,7 +397,7 @@ func newRecord(env *Envelope, state State, delay time.Duration) record.New {
 func (env *Envelope) seed() record.Seed {
 	return record.Seed{Agent: env.Agent, Action: env.Action, Queue: env.Queue, CorrelationID: env.CorrelationID,
 		EnqueuedAt: env.EnqueuedAt, Deadline: env.DeadlineTime(), Notify: env.Notify,
-		Tenant: env.Tenant, Priority: NormPriority(env.Priority)}
+		Tenant: env.Tenant, Priority: NormPriority(env.Priority), Parent: env.Parent, Root: env.Root}
 }
 
 // existing reports whether task id exists and its state: the state of its

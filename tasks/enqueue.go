@@ -43,23 +43,27 @@ func (c *Client) Enqueue(ctx context.Context, t Task, opts ...EnqueueOption) (re
 	}
 	ctx, span := c.startEnqueueSpan(ctx, env)
 	defer func() { endEnqueueSpan(span, res, err) }()
+	return c.enqueueEnvelope(ctx, env, t.ID != "", o.delay(time.Now()))
+}
+
+// enqueueEnvelope is Enqueue of the checked envelope env (caller: its ID
+// is the caller's, so it may exist), whose first run is due after delay.
+func (c *Client) enqueueEnvelope(ctx context.Context, env *Envelope, caller bool, delay time.Duration) (Result, error) {
 	if !isCluster(c.store.rdb) {
-		now := time.Now()
-		return c.enqueueOne(ctx, env, t.ID != "", now, o.delay(now))
+		return c.enqueueOne(ctx, env, caller, time.Now(), delay)
 	}
 	// On a Cluster the record and the queue are on different slots: check,
 	// queue, record, in three round trips.
-	if t.ID != "" {
+	if caller {
 		if dup, st, err := c.existing(ctx, env.ID); err != nil || dup {
 			return Result{ID: env.ID, Duplicate: dup, State: st}, err
 		}
 	}
-	delay := o.delay(time.Now())
 	state := firstState(delay)
 	if err := c.indexDeadlines(ctx, env); err != nil {
 		return Result{}, err
 	}
-	err = c.EnqueueRun(ctx, env, delay)
+	err := c.EnqueueRun(ctx, env, delay)
 	if errors.Is(err, ErrDuplicate) {
 		_, st, _ := c.existing(ctx, env.ID)
 		return Result{ID: env.ID, Duplicate: true, State: st}, nil

@@ -83,6 +83,19 @@ type Envelope struct {
 	// the envelope).
 	MaxTokens  int64   `json:"max_tokens,omitempty"`
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
+	// Parent is the task that spawned this one as a child (a suspend
+	// with children: see SpawnChildren), Root the first task of its tree
+	// and Depth how far below it (1: a child of the root); all empty for
+	// a task a producer enqueued.
+	Parent string `json:"parent,omitempty"`
+	Root   string `json:"root,omitempty"`
+	Depth  int    `json:"depth,omitempty"`
+	// TreeMaxTokens and TreeMaxCostUSD are the root's caps (its
+	// max_tokens, max_cost_usd), copied into every task of its tree: the
+	// usage of the whole tree is checked against them (see "Child tasks"
+	// in docs/DESIGN.md). Zero: none.
+	TreeMaxTokens  int64   `json:"tree_max_tokens,omitempty"`
+	TreeMaxCostUSD float64 `json:"tree_max_cost_usd,omitempty"`
 }
 
 // ErrInvalidEnvelope is the sentinel for envelopes that cannot be run.
@@ -123,6 +136,8 @@ func (e *Envelope) Validate() error {
 		return &ValidationError{"deadline_ms", "is negative"}
 	case e.MaxTokens < 0:
 		return &ValidationError{"max_tokens", "is negative"}
+	case e.Depth < 0 || e.Depth > MaxDepth:
+		return &ValidationError{"depth", fmt.Sprintf("must be between 0 and %d", MaxDepth)}
 	case e.MaxCostUSD < 0 || e.MaxCostUSD > MaxCostUSD || e.MaxCostUSD != e.MaxCostUSD:
 		return &ValidationError{"max_cost_usd", fmt.Sprintf("must be between 0 and %g", float64(MaxCostUSD))}
 	}
@@ -434,7 +449,8 @@ func appendField(b []byte, key, s string) []byte {
 
 // plain reports whether marshal may write e itself.
 func (e *Envelope) plain() bool {
-	return len(e.Notify) == 0 && e.Resumes == 0 && e.MaxTokens == 0 && e.MaxCostUSD == 0 && record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
+	return len(e.Notify) == 0 && e.Resumes == 0 && e.MaxTokens == 0 && e.MaxCostUSD == 0 && e.Parent == "" && e.Root == "" && e.Depth == 0 &&
+		e.TreeMaxTokens == 0 && e.TreeMaxCostUSD == 0 && record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
 		record.PlainText(e.CorrelationID) && record.PlainText(e.Queue) && record.PlainText(e.Tenant) && record.PlainText(e.Priority) &&
 		record.PlainText(e.Traceparent) && record.PlainText(e.Tracestate) &&
 		plainJSON(e.Params)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/breaker/probe"
+	"github.com/agentq/agentq/internal/children"
 	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/deadline"
 	"github.com/agentq/agentq/internal/fleet"
@@ -46,6 +47,9 @@ type loops struct {
 	// repairer registers the worker's queues and repairs the restart
 	// index (one worker of the fleet per interval).
 	repairer *restart.Repairer
+	// kids is the children repair: it finishes the children waits a
+	// crash cut (one worker of the fleet per interval).
+	kids *children.Repairer
 	// tenants publishes the tenants' settings and repairs fair dispatch
 	// (one worker of the fleet per queue and interval).
 	tenants *tenants.Service
@@ -82,6 +86,7 @@ func (w *Worker) newLoops(client *tasks.Client, noGate bool) (err error) {
 	w.sweeper = deadline.New(w.rdb, w.rec, w.insp, w.restarts, expire, deadline.Options{Holder: w.id, Logger: w.log})
 	w.repairer = restart.NewRepairer(w.restarts, w.rdb, restart.InspectorLookup(w.insp), queueList(w.cfg),
 		restart.RepairOptions{Holder: w.id, Logger: w.log})
+	w.kids = children.New(w.rdb, client, w.rec, children.Options{Holder: w.id, Logger: w.log})
 	w.tenants = tenants.New(w.rdb, configx.Fair(w.cfg), queueList(w.cfg), tenants.Options{Holder: w.id, Logger: w.log})
 	w.listener = wake.New(w.rdb, w.rec, wake.Options{Keys: w.breakerKeys(), Queues: queueList(w.cfg), Dues: w.dues, Logger: w.log})
 	w.checks = wake.Checks(w.rdb, w.dues, queueList(w.cfg), w.cfg.Worker.PollInterval, w.id)

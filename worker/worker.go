@@ -197,7 +197,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		DLQ:      deadletter.NewStore(rdb, deadletter.WithWaitReplicas(rep.Replicas, rep.Timeout, rep.OnShort)),
 		Restarts: w.restarts, Breakers: w.breakers, Metrics: m.delivery, Replicas: rep.Replicas,
 		OnFailure: w.alerts.failure, WorkerID: w.id, Inspector: w.insp, Classify: classifier.Classify,
-		NoGate: o.noGate, Tracer: o.tp, Track: w.hb.Track, Charts: w.charts, Usage: w.usage,
+		NoGate: o.noGate, Tracer: o.tp, Track: w.hb.Track, Charts: w.charts, Usage: w.usage, Children: client,
 	})
 	w.acks = w.exec.Acks()
 	return w, nil
@@ -302,7 +302,7 @@ func (w *Worker) components(ops startstop.Service) []startstop.Service {
 		ops, w.breakers, w.hb, w.charts,
 		w.listener, w.checks,
 		startstop.Func(w.exec.RegisterLimits),
-		w.repairer, w.sweeper, w.tenants,
+		w.repairer, w.sweeper, w.tenants, w.kids,
 		w.alerts,
 	}
 	for _, p := range w.probers {

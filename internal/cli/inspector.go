@@ -501,11 +501,19 @@ func breakerTrip(app *App, g *global) *cobra.Command {
 }
 
 func taskCmd(app *App, g *global) *cobra.Command {
-	var asJSON, follow bool
-	cmd := &cobra.Command{Use: "task ID [--follow] | task cancel ID... | task steps ID | task signal ID NAME", Short: "Show a task's state and history (--follow: its events as they happen); cancel tasks; print its steps; signal a task", Args: exactArgs(1, "one task ID"),
-		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
+	var asJSON, follow, tree bool
+	cmd := &cobra.Command{Use: "task ID [--follow | --tree] | task cancel ID... | task steps ID | task signal ID NAME", Short: "Show a task's state and history (--follow: its events as they happen; --tree: its run tree); cancel tasks; print its steps; signal a task", Args: exactArgs(1, "one task ID"),
+		RunE: g.withSession(app, func([]string) error {
+			if follow && tree {
+				return usageErr("--follow and --tree do not go together")
+			}
+			return nil
+		}, func(cmd *cobra.Command, args []string, s *session) error {
 			if follow {
 				return followTask(cmd.Context(), app, s.rdb, args[0], asJSON)
+			}
+			if tree {
+				return printTree(cmd.Context(), app, s, args[0], asJSON)
 			}
 			v, err := tasks.NewStore(s.rdb).Get(cmd.Context(), args[0])
 			if errors.Is(err, tasks.ErrNotFound) {
@@ -543,6 +551,7 @@ func taskCmd(app *App, g *global) *cobra.Command {
 		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object (with --follow: one JSON line per event)")
 	cmd.Flags().BoolVar(&follow, "follow", false, "print the task's events (from the first) as they are recorded, one line each, until it ends")
+	cmd.Flags().BoolVar(&tree, "tree", false, "print the task's run tree: it and its children (of each task's last children wait), with each one's state and cost")
 	cmd.AddCommand(taskCancelCmd(app, g), taskStepsCmd(app, g), taskSignalCmd(app, g))
 	return cmd
 }

@@ -80,6 +80,7 @@ func (s *Sweeper) envelope(ctx context.Context, id, queue string, v *record.View
 	if env.Agent == "" { // no payload to read: the record's fields
 		env.Agent, env.Action, env.Queue, env.CorrelationID, env.Restarts = v.Agent, v.Action, queue, v.CorrelationID, v.Restarts
 		env.Tenant, env.Priority = v.Tenant, tasks.NormPriority(v.Priority)
+		env.Parent, env.Root = v.Parent, v.Root // a child's end is told to its parent
 	}
 	if env.Deadline == 0 { // no payload read: the record's deadline
 		if dl, perr := time.Parse(time.RFC3339Nano, v.Deadline); perr == nil {

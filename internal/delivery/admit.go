@@ -244,17 +244,13 @@ func (p *Executor) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Env
 	if p.budgets == nil {
 		return nil, nil, false
 	}
-	if env.MaxTokens > 0 || env.MaxCostUSD > 0 {
-		spent, err := p.budgets.keeper.TaskSpent(ctx, env.ID)
-		if err != nil {
-			log.Warn("task's spending unavailable; the task waits for Redis", "err", err)
-			return nil, p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
-		}
-		if why, over := budget.OverCap(spent, env.MaxTokens, env.MaxCostUSD); over {
-			p.endRunSpan(env, nil, runDeadLettered, string(resilience.QuotaExhausted))
-			return nil, p.deadLetter(ctx, log, env, p.report(env, 0, resilience.QuotaExhausted,
-				"budget_exhausted: the task's own cap was reached: "+why), ReasonBudgetExhausted), true
-		}
+	if why, err := p.overCaps(ctx, env); err != nil {
+		log.Warn("task's spending unavailable; the task waits for Redis", "err", err)
+		return nil, p.deferBudget(ctx, log, env, "budget unavailable: Redis did not answer", 0), true
+	} else if why != "" {
+		p.endRunSpan(env, nil, runDeadLettered, string(resilience.QuotaExhausted))
+		return nil, p.deadLetter(ctx, log, env, p.report(env, 0, resilience.QuotaExhausted,
+			"budget_exhausted: "+why), ReasonBudgetExhausted), true
 	}
 	bs := p.budgets.of(env, sp)
 	if len(bs) == 0 {
@@ -283,6 +279,42 @@ func (p *Executor) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Env
 		}
 	}
 	return nil, p.deferBudget(ctx, log, env, why, wait), true
+}
+
+// overCaps says which cap env is over ("": none): its own (a root's
+// covers its whole tree: budget.Keeper.TreeSpent), or, for a task of a
+// tree, the root's (env.TreeMaxTokens, env.TreeMaxCostUSD). A task with
+// no cap and no tree cap costs no command.
+func (p *Executor) overCaps(ctx context.Context, env *tasks.Envelope) (string, error) {
+	if env.MaxTokens > 0 || env.MaxCostUSD > 0 {
+		spent, err := p.ownSpent(ctx, env)
+		if err != nil {
+			return "", err
+		}
+		if why, over := budget.OverCap(spent, env.MaxTokens, env.MaxCostUSD); over {
+			return "the task's own cap was reached: " + why, nil
+		}
+	}
+	if env.Root == "" || (env.TreeMaxTokens == 0 && env.TreeMaxCostUSD == 0) {
+		return "", nil
+	}
+	spent, err := p.budgets.keeper.TreeSpent(ctx, env.Root)
+	if err != nil {
+		return "", err
+	}
+	if why, over := budget.OverCap(spent, env.TreeMaxTokens, env.TreeMaxCostUSD); over {
+		return "the cap of its tree (root " + env.Root + ") was reached: " + why, nil
+	}
+	return "", nil
+}
+
+// ownSpent is what env's own cap is checked against: a root's tree's
+// spending, a child's own.
+func (p *Executor) ownSpent(ctx context.Context, env *tasks.Envelope) (budget.Spent, error) {
+	if env.Root == "" {
+		return p.budgets.keeper.TreeSpent(ctx, env.ID)
+	}
+	return p.budgets.keeper.TaskSpent(ctx, env.ID)
 }
 
 // budgetRoom reports whether fallback agent fs's own budget has room for

@@ -468,6 +468,11 @@ func (p *Executor) debitBudgets(ctx context.Context, log *taskLog, env *tasks.En
 		return
 	}
 	bg := context.WithoutCancel(ctx)
+	if env.Root != "" && (env.TreeMaxTokens > 0 || env.TreeMaxCostUSD > 0) {
+		if err := p.budgets.keeper.DebitTree(bg, env.Root, u); err != nil {
+			log.Warn("could not debit the tree's usage", "root", env.Root, "tokens", u.TotalTokens, "err", err)
+		}
+	}
 	if bs := p.budgets.of(env, sp); len(bs) > 0 {
 		if err := p.budgets.keeper.Debit(bg, u, bs...); err != nil {
 			log.Warn("could not debit budgets", "tokens", u.TotalTokens, "err", err)

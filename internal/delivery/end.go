@@ -122,6 +122,7 @@ func (p *Executor) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 	}
 	p.metrics.deadLetters.WithLabelValues(p.metrics.agent(env.Agent), rep.ErrorClass, reason).Inc()
 	p.metrics.ended(env, "dead_lettered")
+	p.childEnded(ctx, log, env, tasks.ChildEnd{State: record.StateDeadLettered, ErrorClass: rep.ErrorClass, Error: rep.Error})
 	if env.Restarts > 0 {
 		p.metrics.restartResults.WithLabelValues(p.metrics.agent(env.Agent), "dead_lettered").Inc()
 	}
@@ -129,6 +130,20 @@ func (p *Executor) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 		"class", rep.ErrorClass, "reason", reason, "attempt", rep.Attempt, "restarts", env.Restarts, "error", rep.Error)
 	failpoint("after_dead_letter_recorded") // test hook: crash before asynq acks a dead letter
 	return nil
+}
+
+// childEnded tells env's parent, when it has one, how env ended (end,
+// with env's ID): a child's success or dead letter (the deadline sweep's
+// too). Not for a task without a parent: no command. A report Redis did
+// not take is logged; the children repair makes it later.
+func (p *Executor) childEnded(ctx context.Context, log *taskLog, env *tasks.Envelope, end tasks.ChildEnd) {
+	if env.Parent == "" || p.children == nil {
+		return
+	}
+	end.ID = env.ID
+	if err := p.children.ReportChildEnd(context.WithoutCancel(ctx), env.Parent, end); err != nil {
+		log.Warn("could not tell the parent of the child's end; the children repair will", "parent", env.Parent, "err", err)
+	}
 }
 
 // dropDeadLetter deletes the dead letter a delivery stored when its record

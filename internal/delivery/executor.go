@@ -28,6 +28,7 @@ import (
 	"github.com/agentq/agentq/internal/tracing"
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
+	"github.com/agentq/agentq/tasks"
 )
 
 // Executor is the asynq handler: it holds one delivery from start to
@@ -78,6 +79,15 @@ type Executor struct {
 	acks *broker.Acks
 	// successes counts the successes' writes, inline or with asynq's ack.
 	successes *successes
+	// children tells a child's parent how it ended (end.go); nil: no one.
+	children ChildReporter
+}
+
+// ChildReporter tells a child task's parent how the child ended
+// (tasks.Client.ReportChildEnd: the end recorded in the parent's child
+// ends, and the parent resumed when that completes its children wait).
+type ChildReporter interface {
+	ReportChildEnd(ctx context.Context, parent string, end tasks.ChildEnd) error
 }
 
 // Deps are what an Executor is built from: the worker's config and the
@@ -104,6 +114,8 @@ type Deps struct {
 	Track     func(delivery, id, agent, queue string) (done func())
 	Charts    *charts.Counter
 	Usage     usage.Sink
+	// Children is told of every child task's end (nil: no one).
+	Children ChildReporter
 }
 
 // New builds the Executor of d.
@@ -114,7 +126,7 @@ func New(d Deps) *Executor {
 		workerID: d.WorkerID, insp: d.Inspector, classify: d.Classify, noGate: d.NoGate,
 		tracer: d.Tracer.Tracer(tracing.TracerName), traced: tracing.Active(d.Tracer),
 		meter: newMeter(d.Config, d.Metrics), budgets: newBudgets(d.Config, d.RDB, d.Batch),
-		track: d.Track, charts: d.Charts, usage: d.Usage,
+		track: d.Track, charts: d.Charts, usage: d.Usage, children: d.Children,
 	}
 	if p.onFailure == nil {
 		p.onFailure = func(string) {}

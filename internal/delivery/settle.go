@@ -171,6 +171,7 @@ func (p *Executor) succeed(ctx context.Context, log *taskLog, env *tasks.Envelop
 		p.successes.count(a.start.d, out)
 	}
 	p.metrics.ended(env, "succeeded")
+	p.childEnded(ctx, log, env, tasks.ChildEnd{State: record.StateSucceeded, Result: a.call.data})
 	failpoint("after_success_recorded") // test hook: crash before asynq acks a success
 	return nil
 }

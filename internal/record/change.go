@@ -39,6 +39,9 @@ type Seed struct {
 	// its priority ("high", "low"; "" for normal). Only those that are set
 	// are written.
 	Tenant, Priority string
+	// Parent and Root are, for a child task, the task that spawned it and
+	// the first task of its tree ("" for a task a producer enqueued).
+	Parent, Root string
 }
 
 func (s Seed) pairs(id string) []any {
@@ -61,6 +64,9 @@ func (s Seed) extra() []any {
 	}
 	if s.Priority != "" {
 		out = append(out, FieldPriority, s.Priority)
+	}
+	if s.Parent != "" {
+		out = append(out, FieldParent, s.Parent, FieldRoot, s.Root)
 	}
 	return out
 }

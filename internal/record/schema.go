@@ -174,6 +174,21 @@ const (
 	FieldWaitSignal  = "wait_signal"
 	FieldWaitOutcome = "wait_outcome"
 	FieldSignals     = "signals"
+	// FieldParent and FieldRoot are, on a child task's record, the task
+	// that spawned it and the first task of its tree.
+	FieldParent = "parent"
+	FieldRoot   = "root"
+	// The parent's fields of its last children wait (Store.SetChildren):
+	// FieldChildrenRun is the run that waits for them (the run the
+	// Waiting write moves the record to), FieldChildrenMode "all" or
+	// "any", FieldChildrenN how many, FieldChildrenEnded how many ended
+	// (child_ends), FieldChildrenResumed the run their end resumed (set
+	// once: a resume happens once per wait).
+	FieldChildrenRun     = "children_run"
+	FieldChildrenMode    = "children_mode"
+	FieldChildrenN       = "children_n"
+	FieldChildrenEnded   = "children_ended"
+	FieldChildrenResumed = "children_resumed"
 )
 
 // What ended a wait (FieldWaitOutcome, EventResumed's By).

@@ -267,16 +267,24 @@ type View struct {
 	Resumes int             `json:"resumes,omitempty"`
 	Wait    json.RawMessage `json:"wait,omitempty"`
 	Signals int             `json:"signals,omitempty"`
-	History []Event         `json:"history"`
+	// Parent is, for a child task, the task that spawned it; Root the
+	// first task of its tree.
+	Parent string `json:"parent,omitempty"`
+	Root   string `json:"root,omitempty"`
+	// Children are the IDs of the children of the task's last children
+	// wait, in spawn order (Get reads them; absent: none).
+	Children []string `json:"children,omitempty"`
+	History  []Event  `json:"history"`
 }
 
 // Get returns task id's record and history.
 func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 	var h *redis.MapStringStringCmd
-	var l *redis.StringSliceCmd
+	var l, kids *redis.StringSliceCmd
 	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		h = pipe.HGetAll(ctx, rkeys.Task(id))
 		l = pipe.LRange(ctx, rkeys.TaskHistory(id), 0, -1)
+		kids = pipe.LRange(ctx, rkeys.TaskChildren(id), 0, -1)
 		return nil
 	})
 	if err != nil {
@@ -288,6 +296,7 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 	}
 	v := viewOf(id, m)
 	v.History = ParseEvents(l.Val())
+	v.Children = kids.Val()
 	return v, nil
 }
 
@@ -323,6 +332,7 @@ func viewOf(id string, m map[string]string) *View {
 		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason],
 		Reason: m[FieldReason], Deadline: m[FieldDeadline], Seq: ParseSeq(m[FieldSeq]),
 		Tenant: m[FieldTenant], Priority: cmp.Or(m[FieldPriority], PriorityNormal),
+		Parent: m[FieldParent], Root: m[FieldRoot],
 	}
 	v.Attempts, _ = strconv.Atoi(m[FieldAttempts])
 	v.Restarts, _ = strconv.Atoi(m[FieldRestarts])

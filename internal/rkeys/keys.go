@@ -33,6 +33,34 @@ func TaskSteps(id string) string { return Prefix + "{task:" + id + "}:steps" }
 // record, waited for or not.
 func TaskSignals(id string) string { return Prefix + "{task:" + id + "}:signals" }
 
+// TaskChildren is the list of the child IDs of task id's last children
+// wait, in spawn order (record.Store.SetChildren).
+func TaskChildren(id string) string { return Prefix + "{task:" + id + "}:children" }
+
+// TaskChildSpecs is the hash of the children of task id's last children
+// wait: child ID -> what spawns it (JSON: its name and envelope), which
+// the children repair enqueues when a child does not exist.
+func TaskChildSpecs(id string) string { return Prefix + "{task:" + id + "}:child_specs" }
+
+// TaskChildEnds is the hash of how the children of task id's last
+// children wait ended: child ID -> JSON {id, state, result, error_class,
+// error} (record.Store.ChildEnded: the first write wins).
+func TaskChildEnds(id string) string { return Prefix + "{task:" + id + "}:child_ends" }
+
+// TaskTreeUsage is the hash of the usage of the tree whose root is task
+// id, its own excepted: tokens and usd_micros summed over every
+// descendant's calls (budget.Keeper.DebitTree), checked against the
+// root's max_tokens and max_cost_usd.
+func TaskTreeUsage(id string) string { return Prefix + "{task:" + id + "}:tree_usage" }
+
+// WaitingChildren is the sorted set of the tasks waiting for children
+// (task ID -> when the children repair looks at it next, Unix ms).
+func WaitingChildren() string { return Prefix + "waiting:children" }
+
+// ChildrenRepairClaim is the claim (SET NX PX) of the worker that runs
+// the next children repair, so that a fleet repairs once per interval.
+func ChildrenRepairClaim() string { return Prefix + "waiting:children:repair-claim" }
+
 // TaskOutbox is the list of task id's events that its webhooks are still
 // to be told of (the webhook outbox: the record's scripts push each event
 // of a task that names webhooks, in the step that records it).
