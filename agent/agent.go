@@ -42,11 +42,20 @@ type Request struct {
 	// come, in order with the call's Emit events. Not part of the
 	// ActionRequest's JSON.
 	RecordStep func(ctx context.Context, s StepEvent) error `json:"-"`
+	// Resume is how many times the task's runs suspended and resumed (0
+	// on a run that follows no suspend; Attempt counts from 1 again in
+	// every run: a resume uses no retry). Wait is the wait that ended
+	// (every attempt of a resumed run gets it; nil otherwise) and Signals
+	// the signals sent to the task so far (name -> data; omitted when
+	// none). See Suspend.
+	Resume  int                        `json:"resume,omitempty"`
+	Wait    *WaitResult                `json:"wait,omitempty"`
+	Signals map[string]json.RawMessage `json:"signals,omitempty"`
 }
 
 // Response is the ActionResponse an exec agent prints on stdout.
 type Response struct {
-	Status string          `json:"status"` // "success" or "error"
+	Status string          `json:"status"` // "success", "error" or "suspend"
 	Code   int             `json:"code"`
 	Data   json.RawMessage `json:"data,omitempty"`
 	Error  string          `json:"error"`
@@ -54,6 +63,8 @@ type Response struct {
 	// an object with total_tokens (or input_tokens and output_tokens).
 	// Optional.
 	Usage json.RawMessage `json:"usage,omitempty"`
+	// Wait is a suspend's wait (see Wait's JSON).
+	Wait json.RawMessage `json:"wait,omitempty"`
 }
 
 // Runner runs one attempt of a task. It returns the result data on success.

@@ -69,6 +69,8 @@ func TestMarshalRequestKnowsEveryField(t *testing.T) {
 			f.SetString("v" + strconv.Itoa(i))
 		case f.Kind() == reflect.Int:
 			f.SetInt(int64(i + 1))
+		case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct:
+			f.Set(reflect.New(f.Type().Elem()))
 		case f.Kind() == reflect.Map && f.Type().Key().Kind() == reflect.String &&
 			f.Type().Elem() == reflect.TypeOf(json.RawMessage(nil)):
 			m := reflect.MakeMap(f.Type())

@@ -109,6 +109,8 @@ var errOutputTooLarge = errors.New("agent output too large")
 // Outcomes, all failures being *resilience.Failure:
 //   - "success": the response's data (JSON null when absent).
 //   - "error": Status = code, Text = error; the classifier decides.
+//   - "suspend": a *SuspendError with the reply's wait (a wait that is
+//     not one, or that Wait.Validate refuses: logic_error).
 //   - stdout beyond MaxOutput: Class logic_error; reading stops at the cap.
 //   - non-zero exit: Err wraps the *exec.ExitError, Text = stderr tail
 //     (unless stdout held a valid ActionResponse, which then wins).
@@ -280,6 +282,8 @@ func (e *Exec) outcome(ctx context.Context, start time.Time, waitErr error, stdo
 			return json.RawMessage("null"), nil
 		}
 		return resp.Data, nil
+	case "suspend":
+		return nil, suspendOf(resp.Wait, resp.Usage, time.Now())
 	default: // "error"
 		return nil, &resilience.Failure{Status: resp.Code, Text: truncate(sanitizeText(resp.Error), maxErrorText)}
 	}
@@ -320,7 +324,7 @@ func parseResponse(out []byte) (Response, error) {
 	if err := json.Unmarshal(trimmed, &resp); err != nil {
 		return resp, err
 	}
-	if resp.Status != "success" && resp.Status != "error" {
+	if resp.Status != "success" && resp.Status != "error" && resp.Status != "suspend" {
 		return resp, fmt.Errorf("invalid status %q", resp.Status)
 	}
 	return resp, nil

@@ -212,6 +212,8 @@ func hostPort(u *url.URL) string {
 // *resilience.Failure:
 //   - 2xx: success; data is the body when it is JSON, the body as a JSON
 //     string otherwise, null when empty. A body over MaxResponse: logic_error.
+//     A body {"status":"suspend","wait":{…}} suspends the run: a
+//     *SuspendError (a wait that is not one: logic_error).
 //   - other statuses: Status, Header (a copy) and Text (the body, at most
 //     8 KiB); the classifier decides.
 //   - transport errors: Err is the client's error, chain intact
@@ -358,6 +360,9 @@ func (h *HTTP) result(ctx context.Context, start time.Time, body io.Reader) (jso
 	case len(data) == 0:
 		return json.RawMessage("null"), nil
 	case json.Valid(data):
+		if err := suspendBody(data); err != nil {
+			return nil, err
+		}
 		return json.RawMessage(data), nil
 	default:
 		s, err := json.Marshal(string(data))
@@ -366,4 +371,17 @@ func (h *HTTP) result(ctx context.Context, start time.Time, body io.Reader) (jso
 		}
 		return s, nil
 	}
+}
+
+// suspendBody is the *SuspendError (or logic_error) of a 2xx body that is
+// a suspend reply ({"status":"suspend",…}); nil for any other body.
+func suspendBody(data []byte) error {
+	if data[0] != '{' || !bytes.Contains(data, []byte(`"suspend"`)) {
+		return nil
+	}
+	var r suspendReply
+	if json.Unmarshal(data, &r) != nil || r.Status != "suspend" {
+		return nil
+	}
+	return suspendOf(r.Wait, r.Usage, time.Now())
 }

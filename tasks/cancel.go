@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,15 +17,18 @@ import (
 // that has already ended (succeeded, dead_lettered or canceled).
 var ErrTaskEnded = record.ErrTaskEnded
 
-// EndedError is Cancel's error for a task that has already ended: State
-// says how (succeeded, dead_lettered or canceled). Nothing was changed.
+// EndedError is Cancel's (and Signal's) error for a task that has
+// already ended: State says how (succeeded, dead_lettered or canceled).
+// Nothing was changed.
 type EndedError struct {
 	ID    string
 	State State
+	// Refused is what could not be done ("" for canceled; "signaled").
+	Refused string
 }
 
 func (e *EndedError) Error() string {
-	return fmt.Sprintf("task %s has already ended (state %s): it cannot be canceled", e.ID, e.State)
+	return fmt.Sprintf("task %s has already ended (state %s): it cannot be %s", e.ID, e.State, cmp.Or(e.Refused, "canceled"))
 }
 
 // Unwrap makes errors.Is(err, ErrTaskEnded) true.

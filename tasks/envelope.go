@@ -52,7 +52,10 @@ type Envelope struct {
 	// Run numbers the runs of this task: 0 for the first, +1 for every
 	// restart or requeue. A delivery whose Run is older than the task
 	// record's is stale and is dropped.
-	Run        int       `json:"run"`
+	Run int `json:"run"`
+	// Resumes is how many times the task's runs suspended (agent.Suspend):
+	// a suspend's next run carries one more (a resume uses no restart).
+	Resumes    int       `json:"resumes,omitempty"`
 	EnqueuedAt time.Time `json:"enqueued_at"`
 	// NotBefore is when a delayed run is due (Unix ms; 0: at once). asynq
 	// keeps a delayed task's due time in whole seconds and may deliver it
@@ -114,6 +117,8 @@ func (e *Envelope) Validate() error {
 		return &ValidationError{"restarts", "is negative"}
 	case e.Run < 0:
 		return &ValidationError{"run", "is negative"}
+	case e.Resumes < 0:
+		return &ValidationError{"resumes", "is negative"}
 	case e.Deadline < 0:
 		return &ValidationError{"deadline_ms", "is negative"}
 	case e.MaxTokens < 0:
@@ -429,7 +434,7 @@ func appendField(b []byte, key, s string) []byte {
 
 // plain reports whether marshal may write e itself.
 func (e *Envelope) plain() bool {
-	return len(e.Notify) == 0 && e.MaxTokens == 0 && e.MaxCostUSD == 0 && record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
+	return len(e.Notify) == 0 && e.Resumes == 0 && e.MaxTokens == 0 && e.MaxCostUSD == 0 && record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
 		record.PlainText(e.CorrelationID) && record.PlainText(e.Queue) && record.PlainText(e.Tenant) && record.PlainText(e.Priority) &&
 		record.PlainText(e.Traceparent) && record.PlainText(e.Tracestate) &&
 		plainJSON(e.Params)

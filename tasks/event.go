@@ -7,12 +7,16 @@ type State = record.State
 
 // Task states.
 const (
-	StatePending      = record.StatePending
-	StateScheduled    = record.StateScheduled
-	StateActive       = record.StateActive
-	StateRetrying     = record.StateRetrying
-	StateDeferred     = record.StateDeferred
-	StateRestarting   = record.StateRestarting
+	StatePending    = record.StatePending
+	StateScheduled  = record.StateScheduled
+	StateActive     = record.StateActive
+	StateRetrying   = record.StateRetrying
+	StateDeferred   = record.StateDeferred
+	StateRestarting = record.StateRestarting
+	// StateWaiting: the task's agent suspended its run (a sleep, a time, a
+	// signal: agent.Suspend); its next run waits until the wait ends
+	// (Client.Signal sends a signal).
+	StateWaiting      = record.StateWaiting
 	StateSucceeded    = record.StateSucceeded
 	StateDeadLettered = record.StateDeadLettered
 	// StateCanceled: the task was canceled (Client.Cancel, `inspector task
@@ -49,6 +53,12 @@ const (
 	// Usage on the event; the task's steps are handed to its later
 	// attempts).
 	EventStep = record.EventStep
+	// EventWaiting, EventResumed and EventSignal: a run suspended (Wait,
+	// DelayMS), a run that waited started (Resume, By), a signal was sent
+	// to the task (Name, Bytes).
+	EventWaiting = record.EventWaiting
+	EventResumed = record.EventResumed
+	EventSignal  = record.EventSignal
 	// EventElided stands, in a long history, for the events between the
 	// first HistoryHead and the last HistoryTail.
 	EventElided = record.EventElided

@@ -34,9 +34,9 @@
 // # Errors
 //
 // Every error is a JSON object {"code": "…", "error": "…"} whose code is one
-// of the stable Code… constants: invalid_request (400), unauthorized (401),
+// of the stable Code… constants: invalid_request (400), invalid_signal (400), unauthorized (401),
 // forbidden (403), not_found (404), method_not_allowed (405),
-// agent_unavailable (409), request_too_large (413), unsupported_media_type
+// agent_unavailable (409), task_ended (409), signal_cap (409), request_too_large (413), unsupported_media_type
 // (415), too_many_requests (429), internal (500), unavailable (503: Redis cannot answer). A Redis that is down gives 503 within Options.RedisTimeout; a
 // request never hangs on it.
 //

@@ -23,7 +23,9 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"      // 405: the route exists with other methods
 	CodeAgentUnavailable     = "agent_unavailable"       // 409: fail-fast enqueue refused, the agent's breaker is open
 	CodeBudgetExhausted      = "budget_exhausted"        // 409: fail-fast enqueue refused, the task's tenant or agent budget is exhausted
-	CodeTaskEnded            = "task_ended"              // 409: cancel of a task that has already ended (state says how)
+	CodeTaskEnded            = "task_ended"              // 409: cancel or signal of a task that has already ended (state says how)
+	CodeInvalidSignal        = "invalid_signal"          // 400: a signal's name is not 1-128 characters of [A-Za-z0-9._:-], or its body is not JSON
+	CodeSignalCap            = "signal_cap"              // 409: the task has the most signals a task keeps (64)
 	CodeConflict             = "conflict"                // 409: a dead letter another requeue is requeueing, or not at the run named
 	CodeRequestTooLarge      = "request_too_large"       // 413: the body is over the size limit
 	CodeUnsupportedMediaType = "unsupported_media_type"  // 415: a write whose Content-Type is not application/json

@@ -581,9 +581,56 @@ func (s *Server) cancelTask(rw http.ResponseWriter, r *http.Request) error {
 	case errors.Is(err, tasks.ErrNotFound):
 		return taskNotFound(id)
 	case errors.As(err, &ended):
-		e := newErr(http.StatusConflict, CodeTaskEnded, "%v", err)
-		e.body.State = string(ended.State)
-		return e
+		return taskEnded(ended)
+	case err != nil:
+		return err
+	}
+	writeJSON(rw, http.StatusOK, res)
+	return nil
+}
+
+// taskEnded is the 409 task_ended of a cancel or signal of a task that
+// has ended (its state in the body).
+func taskEnded(ended *tasks.EndedError) *apiError {
+	e := newErr(http.StatusConflict, CodeTaskEnded, "%v", ended)
+	e.body.State = string(ended.State)
+	return e
+}
+
+// SignalResponse is the reply of POST /api/v1/tasks/{id}/signals/{name}
+// (tasks.SignalResult).
+type SignalResponse = tasks.SignalResult
+
+// signalTask serves POST /api/v1/tasks/{id}/signals/{name}: the body (any
+// JSON; none: null) is the signal's data. 200 with the SignalResponse; 404
+// not_found for an unknown task; 409 task_ended (with state) for a task
+// that has ended, signal_cap for one with the most signals; 400
+// invalid_signal for a bad name or a body that is not JSON; 413
+// request_too_large for data over tasks.MaxSignalBytes.
+func (s *Server) signalTask(rw http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := s.bounded(r, 3)
+	defer cancel()
+	id, name := r.PathValue("id"), r.PathValue("name")
+	var data []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		var err error
+		if data, err = readBody(r, s.opts.MaxBody); err != nil {
+			return err
+		}
+	}
+	res, err := s.Client.Signal(ctx, id, name, bytes.TrimSpace(data))
+	var ended *tasks.EndedError
+	switch {
+	case errors.Is(err, tasks.ErrNotFound):
+		return taskNotFound(id)
+	case errors.As(err, &ended):
+		return taskEnded(ended)
+	case errors.Is(err, tasks.ErrSignalInvalid):
+		return newErr(http.StatusBadRequest, CodeInvalidSignal, "%v", err)
+	case errors.Is(err, tasks.ErrSignalTooLarge):
+		return newErr(http.StatusRequestEntityTooLarge, CodeRequestTooLarge, "%v", err)
+	case errors.Is(err, tasks.ErrSignalCap):
+		return newErr(http.StatusConflict, CodeSignalCap, "%v", err)
 	case err != nil:
 		return err
 	}

@@ -31,6 +31,7 @@ var routes = []Route{
 	{Method: http.MethodGet, Path: "/api/v1/tasks/{id}", Auth: true, handle: (*Server).getTask},
 	{Method: http.MethodGet, Path: "/api/v1/tasks/{id}/events", Auth: true, handle: (*Server).taskEvents},
 	{Method: http.MethodPost, Path: "/api/v1/tasks/{id}/cancel", Auth: true, handle: (*Server).cancelTask},
+	{Method: http.MethodPost, Path: "/api/v1/tasks/{id}/signals/{name}", Auth: true, handle: (*Server).signalTask},
 	{Method: http.MethodGet, Path: "/api/v1/agents", Auth: true, handle: (*Server).agents},
 	{Method: http.MethodGet, Path: "/api/v1/workers", Auth: true, handle: (*Server).workers},
 	{Method: http.MethodGet, Path: "/api/v1/tenants", Auth: true, handle: (*Server).tenants},

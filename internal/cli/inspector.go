@@ -240,10 +240,7 @@ func printHistory(app *App, h []tasks.Event) {
 		if ev.DelayMS > 0 {
 			delay = durx.Millis(ev.DelayMS).String()
 		}
-		name := ev.Event
-		if ev.Event == tasks.EventStep {
-			name = fmt.Sprintf("step %s (%d B)", ev.Name, ev.Bytes)
-		}
+		name := eventName(ev)
 		args := []any{ev.At.UTC().Format("2006-01-02T15:04:05.000Z"), name, ev.Attempt, ev.Restart, ev.ErrorClass, delay}
 		if used {
 			args = append(args, tokens(ev))
@@ -505,7 +502,7 @@ func breakerTrip(app *App, g *global) *cobra.Command {
 
 func taskCmd(app *App, g *global) *cobra.Command {
 	var asJSON, follow bool
-	cmd := &cobra.Command{Use: "task ID [--follow] | task cancel ID... | task steps ID", Short: "Show a task's state and history (--follow: its events as they happen); cancel tasks; print its steps", Args: exactArgs(1, "one task ID"),
+	cmd := &cobra.Command{Use: "task ID [--follow] | task cancel ID... | task steps ID | task signal ID NAME", Short: "Show a task's state and history (--follow: its events as they happen); cancel tasks; print its steps; signal a task", Args: exactArgs(1, "one task ID"),
 		RunE: g.withSession(app, nil, func(cmd *cobra.Command, args []string, s *session) error {
 			if follow {
 				return followTask(cmd.Context(), app, s.rdb, args[0], asJSON)
@@ -536,6 +533,9 @@ func taskCmd(app *App, g *global) *cobra.Command {
 			if v.Steps > 0 {
 				tprintf(w, "Steps:\t%d\n", v.Steps)
 			}
+			if v.Resumes > 0 || v.Signals > 0 {
+				tprintf(w, "Resumes:\t%d\nWait:\t%s\nSignals:\t%d\n", v.Resumes, v.Wait, v.Signals)
+			}
 			_ = w.Flush()
 			fmt.Fprintln(app.Out, "History:")
 			printHistory(app, v.History)
@@ -543,8 +543,22 @@ func taskCmd(app *App, g *global) *cobra.Command {
 		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object (with --follow: one JSON line per event)")
 	cmd.Flags().BoolVar(&follow, "follow", false, "print the task's events (from the first) as they are recorded, one line each, until it ends")
-	cmd.AddCommand(taskCancelCmd(app, g), taskStepsCmd(app, g))
+	cmd.AddCommand(taskCancelCmd(app, g), taskStepsCmd(app, g), taskSignalCmd(app, g))
 	return cmd
+}
+
+// eventName is how a history table names ev: its kind, with a step's or
+// signal's name and size, a suspend's wait, a resume's cause.
+func eventName(ev tasks.Event) string {
+	switch ev.Event {
+	case tasks.EventStep, tasks.EventSignal:
+		return fmt.Sprintf("%s %s (%d B)", ev.Event, ev.Name, ev.Bytes)
+	case tasks.EventWaiting:
+		return fmt.Sprintf("waiting %s", ev.Wait)
+	case tasks.EventResumed:
+		return fmt.Sprintf("resumed #%d by %s", ev.Resume, ev.By)
+	}
+	return ev.Event
 }
 
 // tenantName is how the inspector's tables show a task's tenant: the

@@ -527,7 +527,7 @@ func (w *exportWriter) Write(p []byte) (int, error) {
 // cancellable are the states a task can be canceled in.
 var cancellable = map[tasks.State]bool{
 	tasks.StatePending: true, tasks.StateScheduled: true, tasks.StateRetrying: true,
-	tasks.StateDeferred: true, tasks.StateRestarting: true, tasks.StateActive: true,
+	tasks.StateDeferred: true, tasks.StateRestarting: true, tasks.StateActive: true, tasks.StateWaiting: true,
 }
 
 // task serves GET /ui/tasks/{id}.

@@ -54,8 +54,11 @@ func (p *Executor) admitTask(ctx context.Context, log *taskLog, env *tasks.Envel
 func (p *Executor) redelivered(ctx context.Context, log *taskLog, env *tasks.Envelope) (answer error, done bool) {
 	if metaOf(ctx).retried == 0 {
 		// A first delivery of a delayed run (a scheduled task, a
-		// restart) may likewise come up to a second early.
-		if env.NotBefore > 0 {
+		// restart) may likewise come up to a second early. One that comes
+		// earlier than asynq's rounding can make it was made due on
+		// purpose (a suspended run resumed by a signal: broker.Resume):
+		// it runs at once.
+		if env.NotBefore > 0 && time.Until(time.UnixMilli(env.NotBefore)) <= maxDueWait {
 			if err := waitUntilDue(ctx, time.UnixMilli(env.NotBefore)); err != nil {
 				return putBack(), true
 			}

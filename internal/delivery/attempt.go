@@ -93,8 +93,11 @@ func (p *Executor) startAttempt(ctx context.Context, log *taskLog, env *tasks.En
 	if n == 1 && env.Run == 0 {
 		return beginLazy(ctx, p.rec, d, stop), nil
 	}
-	start, out, err := beginNow(ctx, p.rec, d)
+	start, got, out, err := beginNow(ctx, p.rec, d)
 	if applied(out, err) {
+		if got.resumed {
+			p.metrics.resumes.WithLabelValues(got.outcome).Inc()
+		}
 		return start, nil
 	}
 	p.releaseAdmitted(ctx, g)
@@ -139,6 +142,7 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	})
 	series.duration.Observe(elapsed.Seconds())
 
+	wait, runErr := suspended(runErr, time.Now())
 	v, runErr := p.verdict(ctx, env, runErr, steps.failed(), timedOut, cut, timeout)
 
 	// Breaker bookkeeping, in the breaker of the agent called.
@@ -161,7 +165,23 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	if runErr != nil {
 		errText = Truncate(runErr.Error(), 2000)
 	}
-	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut, usage: used, system: system}
+	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut, usage: used, system: system,
+		wait: wait}
+}
+
+// suspended reads a call's suspend (runErr an *agent.SuspendError) at
+// now: its wait, checked (agent.Wait.Validate), and no error; a wait
+// refused is a logic_error failure. Any other runErr is returned as it is.
+func suspended(runErr error, now time.Time) (*agent.Wait, error) {
+	var se *agent.SuspendError
+	if !errors.As(runErr, &se) {
+		return nil, runErr
+	}
+	if err := se.Wait.Validate(now); err != nil {
+		return nil, &resilience.Failure{Err: err, Class: resilience.LogicError, Text: err.Error()}
+	}
+	w := se.Wait
+	return &w, nil
 }
 
 // verdict classifies a call's outcome: runErr, the run's error; stepErr,
@@ -204,6 +224,7 @@ func request(ctx context.Context, env *tasks.Envelope, sp *Spec, n int, emit fun
 		CorrelationID: env.CorrelationID, Attempt: n, Restart: env.Restarts,
 		Traceparent: traceparent, Tracestate: tracestate, Emit: emit,
 		Steps: steps.start.known(), RecordStep: steps.record,
+		Resume: env.Resumes, Wait: steps.start.wait, Signals: steps.start.signals,
 	}
 }
 
@@ -607,6 +628,9 @@ func (p *Executor) releaseLimit(ctx context.Context, sp *Spec, a limit.Admission
 // else the one the task's params name (Bedrock's replies name none).
 func (mt *meter) read(params, data json.RawMessage, runErr error, reply agent.Reply) (usage.Usage, string) {
 	u, system := usage.Of(data, reply.Usage)
+	if se := (*agent.SuspendError)(nil); u.IsZero() && errors.As(runErr, &se) {
+		u, system = usage.Of(nil, se.Usage) // an HTTP agent's suspend body's
+	}
 	var f *resilience.Failure
 	if u.IsZero() && errors.As(runErr, &f) && f.Text != "" {
 		u, system = usage.Parse([]byte(f.Text))

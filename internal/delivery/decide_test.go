@@ -47,9 +47,14 @@ func (f *fakeCompleter) apply(_ context.Context, d record.Delivery, c record.Cha
 	return f.answers(c)
 }
 
-func (f *fakeCompleter) start(ctx context.Context, d record.Delivery) (record.Outcome, map[string]json.RawMessage, error) {
+func (f *fakeCompleter) start(ctx context.Context, d record.Delivery) (record.Outcome, started, error) {
 	out, err := f.apply(ctx, d, record.Started())
-	return out, nil, err
+	return out, started{}, err
+}
+
+func (f *fakeCompleter) wait(ctx context.Context, d record.Delivery, c record.Change) (record.Outcome, bool, error) {
+	out, err := f.apply(ctx, d, c)
+	return out, false, err
 }
 
 func (f *fakeCompleter) step(context.Context, record.Delivery, record.Step) (bool, error) {

@@ -454,6 +454,7 @@ func IsFailure(err error) bool {
 const (
 	runSucceeded    = "succeeded"
 	runRestarting   = "restarting"
+	runSuspended    = "suspended"
 	runDeadLettered = "dead_lettered"
 	runCanceled     = "canceled"
 )

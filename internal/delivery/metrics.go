@@ -34,9 +34,13 @@ type Metrics struct {
 	deferrals      *prometheus.CounterVec
 	restarts       *prometheus.CounterVec
 	restartResults *prometheus.CounterVec
-	breakerState   *prometheus.GaugeVec
-	rejections     *prometheus.CounterVec
-	fallbacks      *prometheus.CounterVec
+	// suspends counts the runs an agent suspended (by agent and wait
+	// kind), resumes the resumed runs' starts (by what ended the wait).
+	suspends     *prometheus.CounterVec
+	resumes      *prometheus.CounterVec
+	breakerState *prometheus.GaugeVec
+	rejections   *prometheus.CounterVec
+	fallbacks    *prometheus.CounterVec
 	// limitRefusals, limitDeferrals and limitPauses are the provider
 	// limits' series, by limits key (and limit).
 	limitRefusals  *prometheus.CounterVec
@@ -152,6 +156,10 @@ func NewMetrics(reg *prometheus.Registry, agents []string, tenants broker.FairCo
 			"Restarts scheduled.", "agent", "class"),
 		restartResults: counter("agentq_restart_outcomes_total",
 			"How restarted runs ended (succeeded, dead_lettered, restarted).", "agent", "outcome"),
+		suspends: counter("agentq_suspends_total",
+			"Runs the agent suspended (a sleep, a time, a signal), by wait kind.", "agent", "kind"),
+		resumes: counter("agentq_resumes_total",
+			"Runs that resumed after a suspend, by what ended the wait (timer, signal, timeout).", "by"),
 		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "agentq_breaker_state", Help: "Breaker state last seen by this worker: 0 closed, 1 half-open, 2 open.",
 		}, []string{"key"}),
@@ -169,7 +177,7 @@ func NewMetrics(reg *prometheus.Registry, agents []string, tenants broker.FairCo
 	m.limitPauses = counter("agentq_limit_pauses_total",
 		"Fleet-wide pauses of a limits key this worker wrote (or extended) because a provider's reply said the key was exhausted.", "key")
 	m.reg.MustRegister(m.limitRefusals, m.limitDeferrals, m.limitPauses, m.tenantTasks, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
-		m.restarts, m.restartResults, m.breakerState, m.rejections, m.fallbacks)
+		m.restarts, m.restartResults, m.suspends, m.resumes, m.breakerState, m.rejections, m.fallbacks)
 	m.usageSeries()
 	if agents != nil {
 		m.runs(agents)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
@@ -26,8 +27,6 @@ const (
 	// attemptCalled: the agent was called and answered (a result or a
 	// failure, in call): settle decides what follows.
 	attemptCalled
-	// A suspended attempt (the agent waits for something: durable runs'
-	// steps and child tasks) will be a kind of its own, settled apart.
 )
 
 // attemptResult is the outcome of one attempt: its kind, and for a called
@@ -57,6 +56,9 @@ type callResult struct {
 	elapsed time.Duration
 	// deadline: the task's deadline cut the call (class timeout).
 	deadline bool
+	// wait: the agent suspended the run with this wait (checked: a wait
+	// refused is a logic_error verdict instead).
+	wait *agent.Wait
 	// usage is what the call reported it used, priced (zero: nothing
 	// reported), and system the provider its reply's shape names.
 	usage  usage.Usage
@@ -115,15 +117,21 @@ type attemptStart struct {
 	// share.
 	mu    sync.Mutex
 	steps map[string]json.RawMessage
+
+	// signals and wait are what a later run's start read (started): the
+	// task's signals and the wait that ended, handed to every call.
+	signals map[string]json.RawMessage
+	wait    *agent.WaitResult
 }
 
 // beginNow writes the start now (a redelivery, a later run); a start that
 // is not Applied means the delivery must not run. It reads the task's
 // steps when the record counts some (completer.start): a first delivery
 // (beginLazy) has none.
-func beginNow(ctx context.Context, rec completer, d record.Delivery) (*attemptStart, record.Outcome, error) {
-	out, steps, err := rec.start(ctx, d)
-	return &attemptStart{rec: rec, d: d, written: applied(out, err), steps: steps}, out, err
+func beginNow(ctx context.Context, rec completer, d record.Delivery) (*attemptStart, started, record.Outcome, error) {
+	out, got, err := rec.start(ctx, d)
+	return &attemptStart{rec: rec, d: d, written: applied(out, err), steps: got.steps, signals: got.signals, wait: got.wait},
+		got, out, err
 }
 
 // beginLazy schedules the start's write beginGrace from now (a first

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/agent"
 	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
@@ -41,9 +42,13 @@ type completer interface {
 	// ping reads the record's existence: it fails while Redis is away.
 	ping(ctx context.Context, id string) error
 	// start writes the start of d's attempt (record.Started), waiting
-	// out a Redis outage, and, when the record counts steps, reads them
-	// (nil when none: a task without steps pays no command for them).
-	start(ctx context.Context, d record.Delivery) (record.Outcome, map[string]json.RawMessage, error)
+	// out a Redis outage, and, when the record counts steps or signals,
+	// reads them (nil when none: a task without them pays no command), and
+	// the wait that ended (started).
+	start(ctx context.Context, d record.Delivery) (record.Outcome, started, error)
+	// wait writes a suspend (record.Waiting) for d: ready is true when the
+	// signal it waits for was sent already.
+	wait(ctx context.Context, d record.Delivery, c record.Change) (out record.Outcome, ready bool, err error)
 	// step records one step of d's call (record.Store.Step), waiting out
 	// a Redis outage.
 	step(ctx context.Context, d record.Delivery, st record.Step) (bool, error)
@@ -77,20 +82,72 @@ func (c inlineCompleter) view(ctx context.Context, id string) (*record.View, err
 	return c.rec.Get(ctx, id)
 }
 
-func (c inlineCompleter) start(ctx context.Context, d record.Delivery) (out record.Outcome, steps map[string]json.RawMessage, err error) {
-	n := 0
+func (c inlineCompleter) start(ctx context.Context, d record.Delivery) (out record.Outcome, got started, err error) {
+	var info record.StartInfo
 	err = untilRedis(ctx, func() error {
-		out, n, err = c.rec.ApplyStart(context.WithoutCancel(ctx), d, record.Started())
+		out, info, err = c.rec.ApplyStart(context.WithoutCancel(ctx), d, record.Started())
 		return err
 	})
-	if err != nil || out != record.Applied || n == 0 {
-		return out, nil, err
+	if err != nil || out != record.Applied {
+		return out, got, err
 	}
+	got.wait, got.outcome, got.resumed = waitResult(info), info.WaitOutcome, info.Resumed
+	if info.Steps > 0 {
+		if got.steps, err = c.read(ctx, d.ID, c.rec.Steps); err != nil {
+			return out, got, err
+		}
+	}
+	if info.Signals > 0 {
+		got.signals, err = c.read(ctx, d.ID, c.rec.Signals)
+	}
+	return out, got, err
+}
+
+// read reads task id's steps or signals (Store.Steps, Store.Signals: f),
+// waiting out a Redis outage.
+func (c inlineCompleter) read(ctx context.Context, id string,
+	f func(context.Context, string) (map[string]json.RawMessage, error)) (m map[string]json.RawMessage, err error) {
 	err = untilRedis(ctx, func() error {
-		steps, err = c.rec.Steps(context.WithoutCancel(ctx), d.ID)
+		m, err = f(context.WithoutCancel(ctx), id)
 		return err
 	})
-	return out, steps, err
+	return m, err
+}
+
+// wait writes a suspend (record.Waiting) for d, waiting out a Redis
+// outage, and answers whether the signal it waits for was sent already.
+func (c inlineCompleter) wait(ctx context.Context, d record.Delivery, ch record.Change) (out record.Outcome, ready bool, err error) {
+	var info record.StartInfo
+	err = untilRedis(ctx, func() error {
+		out, info, err = c.rec.ApplyStart(context.WithoutCancel(ctx), d, ch)
+		return err
+	})
+	return out, info.SignalReady, err
+}
+
+// started is what the start of a later run's attempt read (beginNow):
+// the task's steps and signals (nil when none), and the wait that ended
+// (nil when the task never suspended) with what ended it; resumed: this
+// start decided it (the resumed run's first).
+type started struct {
+	steps, signals map[string]json.RawMessage
+	wait           *agent.WaitResult
+	outcome        string
+	resumed        bool
+}
+
+// waitResult is the agent's view of the record's last wait (info.Wait;
+// nil when none, or while it has not ended).
+func waitResult(info record.StartInfo) *agent.WaitResult {
+	if info.Wait == nil || info.WaitOutcome == "" {
+		return nil
+	}
+	var w struct {
+		Kind   string `json:"kind"`
+		Signal string `json:"signal"`
+	}
+	_ = json.Unmarshal(info.Wait, &w)
+	return &agent.WaitResult{Kind: w.Kind, Signal: w.Signal, TimedOut: info.WaitOutcome == record.WaitTimeout}
 }
 
 func (c inlineCompleter) step(ctx context.Context, d record.Delivery, st record.Step) (ok bool, err error) {

@@ -3,9 +3,12 @@ package delivery
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
+	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/resilience"
@@ -23,14 +26,18 @@ func (p *Executor) settle(ctx context.Context, log *taskLog, env *tasks.Envelope
 	outcome := runOutcome(d.Action)
 	defer func() { p.endRunSpan(env, a, cmp.Or(runEnd(answer), outcome), string(a.call.verdict.Class)) }()
 	switch d.Action {
-	case resilience.ActionSucceed:
-		return p.succeed(ctx, log, env, a)
 	case resilience.ActionRetry:
 		return p.retry(ctx, log, env, sp, a, d.Delay)
 	case resilience.ActionRequeue:
 		return p.requeue(ctx, log, env, a)
 	case resilience.ActionRestart:
 		return p.restart(ctx, log, env, sp, a)
+	case resilience.ActionSucceed:
+		if a.call.wait != nil { // the agent suspended the run: not a failure
+			outcome = runSuspended
+			return p.suspend(ctx, log, env, a)
+		}
+		return p.succeed(ctx, log, env, a)
 	default:
 		if out, err := a.start.ensure(ctx); !applied(out, err) {
 			return p.answer(ctx, log, env, out, err)
@@ -72,6 +79,68 @@ func overDeadline(env *tasks.Envelope, sp *Spec, a *attemptResult, d *resilience
 	a.call.verdict.Class = resilience.Timeout
 	*d = resilience.Decision{Action: resilience.ActionDeadLetter, Class: resilience.Timeout, Reason: ReasonDeadlineExceeded}
 	return true
+}
+
+// suspend schedules the task's next run for when the agent's wait ends
+// at the latest (waitDelay), records the suspend (the task waiting, the
+// record moved to that run) and acks this run. The verdict is not a
+// failure: no retry, no restart, no breaker count. A wait for a signal
+// sent already resumes at once: its run is made pending (broker.Resume)
+// right after the record says so.
+func (p *Executor) suspend(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
+	if out, err := a.start.ensure(ctx); !applied(out, err) {
+		return p.answer(ctx, log, env, out, err)
+	}
+	bg := context.WithoutCancel(ctx)
+	w, now := *a.call.wait, time.Now()
+	delay := waitDelay(env, w, now)
+	next, err := p.restarts.ScheduleResume(bg, env, delay)
+	if err != nil {
+		// Redis trouble: keep the task (a free retry) rather than lose it.
+		log.Error("could not schedule the resume; retrying the hand-off", "err", err)
+		p.awaitRedis(ctx, env.ID)
+		return handBack(err)
+	}
+	rw := record.Wait{JSON: waitJSON(w, now.Add(delay)), Signal: w.Signal, Resumes: next.Resumes}
+	rep := a.report(p, env)
+	out, ready, err := a.start.rec.wait(ctx, a.start.d, record.Waiting(rep, record.NextRun{Run: next.Run, Restarts: next.Restarts}, rw, delay))
+	if err == nil && out != record.Applied {
+		// Canceled (or superseded) between the schedule and its record:
+		// the resumed run must not run.
+		p.dropRun(ctx, next)
+		return p.answer(ctx, log, env, out, nil)
+	}
+	if ready {
+		if _, err := broker.Resume(bg, p.rdb, next.Queue, next.AsynqID(), time.Now().UnixNano()); err != nil {
+			log.Warn("could not resume a task whose signal came before its wait; it resumes at its timeout", "err", err)
+		}
+	}
+	p.metrics.suspends.WithLabelValues(p.metrics.agent(env.Agent), w.Kind()).Inc()
+	log.Info("suspended", "event", "suspend", "kind", w.Kind(), "attempt", a.n, "resume", next.Resumes,
+		"delay_ms", delay.Milliseconds(), "signal_sent", ready)
+	return nil
+}
+
+// waitDelay is how long the run suspended at now with wait w waits at
+// the latest (agent.Wait.Delay), cut to the time left to env's deadline:
+// the resumed run then finds the deadline passed and dead-letters.
+func waitDelay(env *tasks.Envelope, w agent.Wait, now time.Time) time.Duration {
+	delay := w.Delay(now)
+	if env.Deadline != 0 {
+		delay = min(delay, max(env.DeadlineTime().Sub(now), 0))
+	}
+	return delay
+}
+
+// waitJSON is the record's wait (record.Wait.JSON): w's kind and fields
+// on the wire, and when its run is due.
+func waitJSON(w agent.Wait, due time.Time) json.RawMessage {
+	b, _ := json.Marshal(w)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	m["kind"], m["due"] = w.Kind(), due.UTC().Format(time.RFC3339Nano)
+	out, _ := json.Marshal(m)
+	return out
 }
 
 // runOutcome is the outcome of a run whose attempt was settled with

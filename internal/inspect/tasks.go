@@ -23,7 +23,7 @@ import (
 // waits or runs. Ended tasks are not listed (dead letters have their own
 // listing).
 var ListableStates = []record.State{record.StatePending, record.StateActive, record.StateScheduled,
-	record.StateRetrying, record.StateDeferred, record.StateRestarting}
+	record.StateRetrying, record.StateDeferred, record.StateRestarting, record.StateWaiting}
 
 // Bounds of one listing request.
 const (
@@ -130,8 +130,8 @@ var sources = []source{
 		read: laneSource, listed: always(record.StatePending)},
 	{name: "active", perQueue: true, states: []record.State{record.StateActive},
 		read: listSource(broker.ActiveKey), listed: always(record.StateActive)},
-	{name: "scheduled", perQueue: true, states: []record.State{record.StateScheduled},
-		read: zsetSource(broker.ScheduledKey), listed: notRestarting},
+	{name: "scheduled", perQueue: true, states: []record.State{record.StateScheduled, record.StateWaiting},
+		read: zsetSource(broker.ScheduledKey), listed: scheduledOrWaiting},
 	{name: "retry", perQueue: true, states: []record.State{record.StateRetrying, record.StateDeferred},
 		read: zsetSource(broker.RetryKey), listed: retryOrDeferred},
 	{name: "restart", states: []record.State{record.StateRestarting},
@@ -142,11 +142,15 @@ func always(s record.State) func(*record.View) record.State {
 	return func(*record.View) record.State { return s }
 }
 
-// notRestarting: a restart waits in asynq's scheduled set and in the
-// restart index; it is listed once, as restarting, from the index.
-func notRestarting(v *record.View) record.State {
-	if v != nil && v.State == record.StateRestarting {
+// scheduledOrWaiting: a restart waits in asynq's scheduled set and in the
+// restart index; it is listed once, as restarting, from the index. A
+// suspended task's next run waits in the scheduled set: listed waiting.
+func scheduledOrWaiting(v *record.View) record.State {
+	switch {
+	case v != nil && v.State == record.StateRestarting:
 		return ""
+	case v != nil && v.State == record.StateWaiting:
+		return record.StateWaiting
 	}
 	return record.StateScheduled
 }

@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -34,11 +35,12 @@ func (s *Store) Apply(ctx context.Context, d Delivery, c Change) (Outcome, error
 }
 
 // ApplyStart is Apply answering also, for a change that starts an attempt
-// (Change.Start) of a task whose agents recorded steps, how many the
-// record counts (0 otherwise): the delivery reads the steps (Steps) only
-// when there are some, and a task without steps pays no command for it.
-func (s *Store) ApplyStart(ctx context.Context, d Delivery, c Change) (Outcome, int, error) {
-	out, steps, err := s.apply(d, c, nil, func(outbox bool, args []any) (any, error) {
+// (Change.Start) of a task whose agents recorded steps, suspended or got
+// signals, what the delivery must read or hand its agent (StartInfo; zero
+// otherwise): the delivery reads the steps (Steps) and signals (Signals)
+// only when there are some, and a task without them pays no command.
+func (s *Store) ApplyStart(ctx context.Context, d Delivery, c Change) (Outcome, StartInfo, error) {
+	out, info, err := s.apply(d, c, nil, func(outbox bool, args []any) (any, error) {
 		keys := keys(d.ID)
 		if outbox {
 			keys = s.outboxKeys(d.ID)
@@ -50,9 +52,53 @@ func (s *Store) ApplyStart(ctx context.Context, d Delivery, c Change) (Outcome, 
 		return v, err
 	})
 	if err != nil {
-		return out, 0, fmt.Errorf("record: %s of %s: %w", c.name(), d.ID, err)
+		return out, StartInfo{}, fmt.Errorf("record: %s of %s: %w", c.name(), d.ID, err)
 	}
-	return out, steps, nil
+	return out, info, nil
+}
+
+// StartInfo is what a write that starts an attempt (ApplyStart) tells of
+// the task's steps, signals and wait.
+type StartInfo struct {
+	// Steps and Signals are how many steps and signals the record counts.
+	Steps, Signals int
+	// Wait is the task's current or last wait (its JSON, Wait.JSON; nil
+	// when the task never suspended) and WaitOutcome what ended it
+	// ("timer", "signal", "timeout", "children"; "" while it waits): a
+	// resumed run's start decides it.
+	Wait        json.RawMessage
+	WaitOutcome string
+	// SignalReady: the change suspended the run (Waiting) for a signal
+	// that had been sent already: the caller resumes the run at once.
+	SignalReady bool
+	// Resumed: this start decided WaitOutcome (the run's first start
+	// after the suspend; event resumed).
+	Resumed bool
+}
+
+// startInfo reads rec_apply's reply after its code (rest) for an applied
+// write: its steps, then its signals, wait, outcome and ready.
+func startInfo(rest []any) StartInfo {
+	var info StartInfo
+	if len(rest) > 3 {
+		n, _ := rest[3].(int64)
+		info.Steps = int(n)
+	}
+	if len(rest) > 7 {
+		n, _ := rest[4].(int64)
+		info.Signals = int(n)
+		if w, _ := rest[5].(string); w != "" {
+			info.Wait = json.RawMessage(w)
+		}
+		info.WaitOutcome, _ = rest[6].(string)
+		ready, _ := rest[7].(int64)
+		info.SignalReady = ready == 1
+	}
+	if len(rest) > 8 {
+		resumed, _ := rest[8].(int64)
+		info.Resumed = resumed == 1
+	}
+	return info
 }
 
 // AsynqDone is the call asynq's server makes to acknowledge a delivery that
@@ -104,7 +150,7 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 // no record written by Create; the outbox's keys go when d's seed names
 // webhooks, or with a second call when the record does (CodeOutbox): a
 // task without webhooks costs Redis no more keys.
-func (s *Store) apply(d Delivery, c Change, head []any, run func(outbox bool, args []any) (any, error)) (Outcome, int, error) {
+func (s *Store) apply(d Delivery, c Change, head []any, run func(outbox bool, args []any) (any, error)) (Outcome, StartInfo, error) {
 	w := s.write(c)
 	outbox := len(d.Seed.Notify) > 0
 	code, rest, err := reply(run(outbox, w.args(d, false, head...)))
@@ -116,24 +162,21 @@ func (s *Store) apply(d Delivery, c Change, head []any, run func(outbox bool, ar
 		code, rest, err = reply(run(outbox, w.args(d, true, head...)))
 	}
 	if err != nil {
-		return Applied, 0, err
+		return Applied, StartInfo{}, err
 	}
 	switch code {
-	case CodeApplied, CodeRepeat:
-		steps := 0
-		if len(rest) > 3 && code == CodeApplied {
-			n, _ := rest[3].(int64)
-			steps = int(n)
-		}
-		return Applied, steps, nil
+	case CodeApplied:
+		return Applied, startInfo(rest), nil
+	case CodeRepeat:
+		return Applied, StartInfo{}, nil
 	case CodeStale:
-		return Stale, 0, nil
+		return Stale, StartInfo{}, nil
 	case CodeEnded:
-		return Ended, 0, nil
+		return Ended, StartInfo{}, nil
 	case CodeCanceled:
-		return Canceled, 0, nil
+		return Canceled, StartInfo{}, nil
 	}
-	return Applied, 0, fmt.Errorf("unexpected reply code %d", code)
+	return Applied, StartInfo{}, fmt.Errorf("unexpected reply code %d", code)
 }
 
 // write is a Change ready for rec_apply: stamped, its event encoded.

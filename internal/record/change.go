@@ -155,8 +155,20 @@ type Change struct {
 	// Usage is added to the task's usage sum (the record's FieldUsage)
 	// when the change is applied; zero adds nothing.
 	Usage amount.Usage
+	// Wait, when set, is the wait a suspend records (Waiting).
+	Wait *Wait
 	// WriteID identifies the write (see the package doc).
 	WriteID string
+}
+
+// Wait is what a suspended run waits for, as the record keeps it: JSON is
+// the wait's JSON ({"kind", "sleep"?, "until"?, "signal"?, "timeout"?,
+// "due"}), Signal the signal it waits for ("" for none), Resumes the
+// task's resume count once this wait ends (the record's FieldResumes).
+type Wait struct {
+	JSON    json.RawMessage
+	Signal  string
+	Resumes int
 }
 
 // NextRun is the run a restart moves the record to.
@@ -219,6 +231,19 @@ func Restarting(a Attempt, next NextRun, delay time.Duration) Change {
 		Usage: a.used()})
 }
 
+// Waiting: the agent suspended the run (attempt a) with wait w; the
+// task's next run (next, the same restarts) is scheduled after delay, when
+// the wait ends at the latest. The event belongs to the run that
+// suspended; the record moves on to next's run, in state waiting, with
+// the wait kept (and its outcome cleared: the resumed run's start decides
+// it). Store.ApplyStart's reply (StartInfo.SignalReady) says whether the
+// signal w waits for has been sent already.
+func Waiting(a Attempt, next NextRun, w Wait, delay time.Duration) Change {
+	ev := a.event(EventWaiting)
+	ev.DelayMS, ev.Wait = delay.Milliseconds(), w.JSON
+	return change(Change{State: StateWaiting, Start: true, NextRun: &next, Event: ev, Wait: &w, Usage: a.used()})
+}
+
 // RestartRecovered: a worker scheduled next (a restart) and stopped before
 // recording it; the redelivery of the old run records it.
 func RestartRecovered(a Attempt, next NextRun) Change {
@@ -246,10 +271,14 @@ func Deferred(a Attempt, why string, delay time.Duration) Change {
 
 // fields are the record fields c writes at time at.
 func (c Change) fields(at time.Time) []any {
-	fields := make([]any, 0, 14) // every field below
+	fields := make([]any, 0, 14) // every field below but a wait's
 	fields = append(fields, FieldState, string(c.State), FieldUpdatedAt, at.UTC().Format(time.RFC3339Nano))
 	if c.NextRun != nil {
 		fields = append(fields, FieldRestarts, c.NextRun.Restarts)
+	}
+	if c.Wait != nil {
+		fields = append(fields, FieldResumes, c.Wait.Resumes, FieldWait, []byte(c.Wait.JSON), FieldWaitSignal, c.Wait.Signal,
+			FieldWaitOutcome, "")
 	}
 	if len(c.Result) > 0 {
 		res := c.Result

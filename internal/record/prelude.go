@@ -93,11 +93,12 @@ var schema = func() map[string]map[string]string {
 			FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldResult,
 			FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason,
 			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldWatch, FieldSeq, FieldWriteID,
-			FieldTenant, FieldPriority, FieldUsage, FieldSteps, FieldStepsBytes),
+			FieldTenant, FieldPriority, FieldUsage, FieldSteps, FieldStepsBytes,
+			FieldResumes, FieldWait, FieldWaitSignal, FieldWaitOutcome, FieldSignals),
 		"S": quoted(states...),
 		"E": quoted(EventQueued, EventScheduled, EventSucceeded, EventFailed, EventRetrying, EventDeferred,
 			EventRestarting, EventDeadLettered, EventRequeued, EventInterrupted, EventTaskCanceled, EventElided,
-			EventProgress, EventOutput, EventOutputTruncated, EventStep),
+			EventProgress, EventOutput, EventOutputTruncated, EventStep, EventWaiting, EventResumed, EventSignal),
 		"R": codes,
 	}
 }()
@@ -106,9 +107,10 @@ var schema = func() map[string]map[string]string {
 // lifetime and where the task ID starts in a record's key.
 func renderConsts() string {
 	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n"+
-		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\nlocal STEPS_SUFFIX = %q\n", HistoryHead, HistoryTail,
+		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\nlocal STEPS_SUFFIX, SIGNALS_SUFFIX = %q, %q\n", HistoryHead, HistoryTail,
 		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, amount.MaxSum,
-		strings.TrimPrefix(rkeys.TaskSteps("\x00"), rkeys.Task("\x00")))
+		strings.TrimPrefix(rkeys.TaskSteps("\x00"), rkeys.Task("\x00")),
+		strings.TrimPrefix(rkeys.TaskSignals("\x00"), rkeys.Task("\x00")))
 }
 
 // terminalRef is TERMINAL(x) in a script: whether the state x is terminal,

@@ -14,12 +14,16 @@ type State string
 
 // Task states.
 const (
-	StatePending      State = "pending"
-	StateScheduled    State = "scheduled"
-	StateActive       State = "active"
-	StateRetrying     State = "retrying"
-	StateDeferred     State = "deferred"
-	StateRestarting   State = "restarting"
+	StatePending    State = "pending"
+	StateScheduled  State = "scheduled"
+	StateActive     State = "active"
+	StateRetrying   State = "retrying"
+	StateDeferred   State = "deferred"
+	StateRestarting State = "restarting"
+	// StateWaiting: the task's agent suspended the run (a sleep, a time,
+	// a signal): its next run waits in asynq's scheduled set until the
+	// wait ends (Waiting).
+	StateWaiting      State = "waiting"
 	StateSucceeded    State = "succeeded"
 	StateDeadLettered State = "dead_lettered"
 	// StateCanceled: the task was canceled on request. It is final: no run
@@ -29,7 +33,7 @@ const (
 
 // States lists every task state, in lifecycle order (stable names).
 var States = []State{StatePending, StateScheduled, StateActive, StateRetrying, StateDeferred,
-	StateRestarting, StateSucceeded, StateDeadLettered, StateCanceled}
+	StateRestarting, StateWaiting, StateSucceeded, StateDeadLettered, StateCanceled}
 
 // Terminal reports whether s is an end state.
 func (s State) Terminal() bool {
@@ -68,6 +72,15 @@ const (
 	// the step's name, Bytes the size of its data, Usage what it used.
 	// The data itself is in the task's steps hash (rkeys.TaskSteps).
 	EventStep = "step"
+	// EventWaiting: the agent suspended the run (Waiting): Wait is the
+	// wait's JSON, DelayMS how long until its run is due at the latest.
+	// EventResumed: a run that waited started (Resume: how many times the
+	// task has resumed; By: "timer", "signal", "timeout" or "children").
+	// EventSignal: a signal was sent to the task (Store.Signal), waited
+	// for or not: Name and Bytes.
+	EventWaiting = "waiting"
+	EventResumed = "resumed"
+	EventSignal  = "signal"
 	// EventElided stands, in a long history, for the events between the
 	// first HistoryHead and the last HistoryTail: Count says how many,
 	// Attempts how many attempt outcomes were among them.
@@ -150,6 +163,25 @@ const (
 	// MaxSteps, MaxStepsBytes).
 	FieldSteps      = "steps"
 	FieldStepsBytes = "steps_bytes"
+	// FieldResumes is how many times the task's runs suspended (absent:
+	// never); FieldWait the JSON of the current or last wait (Wait.JSON)
+	// and FieldWaitSignal the signal it waits for ("" for none);
+	// FieldWaitOutcome what ended it ("timer", "signal", "timeout",
+	// "children"; "" until the resumed run starts). FieldSignals counts
+	// the signals sent to the task (absent: none; Store.Signals reads them).
+	FieldResumes     = "resumes"
+	FieldWait        = "wait"
+	FieldWaitSignal  = "wait_signal"
+	FieldWaitOutcome = "wait_outcome"
+	FieldSignals     = "signals"
+)
+
+// What ended a wait (FieldWaitOutcome, EventResumed's By).
+const (
+	WaitTimer    = "timer"
+	WaitSignal   = "signal"
+	WaitTimeout  = "timeout"
+	WaitChildren = "children"
 )
 
 // Event is one entry of a task's history (stable JSON).
@@ -194,6 +226,12 @@ type Event struct {
 	// data.
 	Name  string `json:"name,omitempty"`
 	Bytes int    `json:"bytes,omitempty"`
+	// Wait is, for EventWaiting, the wait (Wait.JSON).
+	Wait json.RawMessage `json:"wait,omitempty"`
+	// Resume and By are, for EventResumed, how many times the task has
+	// resumed and what resumed it.
+	Resume int    `json:"resume,omitempty"`
+	By     string `json:"by,omitempty"`
 }
 
 // AttemptOutcome reports whether ev ends an attempt (and so counts one):
@@ -328,7 +366,7 @@ func appendInt(b []byte, key string, n int64) []byte {
 
 // plain reports whether Marshal may write ev itself.
 func (ev Event) plain() bool {
-	return len(ev.Data) == 0 && ev.Name == "" && ev.Bytes == 0 && plainUsage(ev.Usage) && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
+	return len(ev.Data) == 0 && len(ev.Wait) == 0 && ev.Resume == 0 && ev.By == "" && ev.Name == "" && ev.Bytes == 0 && plainUsage(ev.Usage) && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
 		PlainText(ev.Event) && PlainText(ev.Agent) && PlainText(ev.ErrorClass) && PlainText(ev.Error) &&
 		PlainText(ev.Worker) && PlainText(ev.Reason) && PlainText(ev.Fallback)
 }

@@ -156,9 +156,15 @@ func stepReply(d Delivery, name string, size int, code Code, rest []any) (bool, 
 // Steps reads task id's steps (name -> data; empty when it has none) in
 // one command.
 func (s *Store) Steps(ctx context.Context, id string) (map[string]json.RawMessage, error) {
-	m, err := s.rdb.HGetAll(ctx, rkeys.TaskSteps(id)).Result()
+	return s.readHash(ctx, rkeys.TaskSteps(id), "steps", id)
+}
+
+// readHash reads the hash key of task id (its steps or signals: what)
+// as name -> JSON data.
+func (s *Store) readHash(ctx context.Context, key, what, id string) (map[string]json.RawMessage, error) {
+	m, err := s.rdb.HGetAll(ctx, key).Result()
 	if err != nil {
-		return nil, fmt.Errorf("record: steps of %s: %w", id, err)
+		return nil, fmt.Errorf("record: %s of %s: %w", what, id, err)
 	}
 	out := make(map[string]json.RawMessage, len(m))
 	for k, v := range m {

@@ -27,7 +27,8 @@ func TestStep(t *testing.T) {
 		ctx := context.Background()
 		create(t, st, "s1")
 		d := Delivery{ID: "s1", Attempt: 1, Seed: seed()}
-		out, n, err := st.ApplyStart(ctx, d, Started())
+		out, info, err := st.ApplyStart(ctx, d, Started())
+		n := info.Steps
 		require.NoError(t, err)
 		require.Equal(t, Applied, out)
 		require.Zero(t, n, "no steps yet")
@@ -71,7 +72,8 @@ func TestStep(t *testing.T) {
 
 		// The next attempt's start answers the count.
 		d2 := Delivery{ID: "s1", Attempt: 2, Seed: seed()}
-		out, n, err = st.ApplyStart(ctx, d2, Started())
+		out, info, err = st.ApplyStart(ctx, d2, Started())
+		n = info.Steps
 		require.NoError(t, err)
 		require.Equal(t, Applied, out)
 		require.Equal(t, 2, n)

@@ -259,8 +259,15 @@ type View struct {
 	Usage *amount.Usage `json:"usage,omitempty"`
 	// Steps is how many steps the task's agents recorded (absent: none;
 	// Store.Steps reads them).
-	Steps   int     `json:"steps,omitempty"`
-	History []Event `json:"history"`
+	Steps int `json:"steps,omitempty"`
+	// Resumes is how many times the task's runs suspended (absent:
+	// never), Wait its current or last wait (Wait.JSON, with "timed_out"
+	// once a run resumed from it) and Signals how many signals were sent
+	// to it (Store.Signals reads them).
+	Resumes int             `json:"resumes,omitempty"`
+	Wait    json.RawMessage `json:"wait,omitempty"`
+	Signals int             `json:"signals,omitempty"`
+	History []Event         `json:"history"`
 }
 
 // Get returns task id's record and history.
@@ -328,6 +335,9 @@ func viewOf(id string, m map[string]string) *View {
 	}
 	v.Usage = ParseUsageSum(m[FieldUsage])
 	v.Steps, _ = strconv.Atoi(m[FieldSteps])
+	v.Resumes, _ = strconv.Atoi(m[FieldResumes])
+	v.Signals, _ = strconv.Atoi(m[FieldSignals])
+	v.Wait = WaitView(m[FieldWait], m[FieldWaitOutcome])
 	if v.ID == "" {
 		v.ID = id
 	}
@@ -361,4 +371,23 @@ func (s *Store) States(ctx context.Context, ids []string) ([]State, error) {
 		out[i] = State(c.Val())
 	}
 	return out, nil
+}
+
+// WaitView is the wait w (a record's FieldWait) as a task's JSON shows
+// it: with "timed_out" once outcome (FieldWaitOutcome) says how it ended;
+// nil when there is no wait.
+func WaitView(w, outcome string) json.RawMessage {
+	if w == "" || !json.Valid([]byte(w)) {
+		return nil
+	}
+	if outcome == "" {
+		return json.RawMessage(w)
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(w), &m) != nil {
+		return json.RawMessage(w)
+	}
+	m["timed_out"] = outcome == WaitTimeout
+	b, _ := json.Marshal(m)
+	return b
 }

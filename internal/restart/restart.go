@@ -157,6 +157,22 @@ func (s *Scheduler) ScheduleAfter(ctx context.Context, env *tasks.Envelope, cfg 
 	return &next, delay, nil
 }
 
+// ScheduleResume enqueues the next run of env, a run that suspended,
+// after delay (when its wait ends at the latest), and returns that run's
+// envelope: the same restarts (a resume uses none), one more resume.
+// Scheduling the same run twice (a redelivered run after a crash) is not
+// an error and enqueues nothing twice. No restart index: a waiting task
+// is found by its record (state waiting) and asynq's scheduled set.
+func (s *Scheduler) ScheduleResume(ctx context.Context, env *tasks.Envelope, delay time.Duration) (*tasks.Envelope, error) {
+	next := *env
+	next.Run++
+	next.Resumes++
+	if err := s.client.EnqueueRun(ctx, &next, delay); err != nil && !errors.Is(err, tasks.ErrDuplicate) {
+		return nil, fmt.Errorf("restart: schedule resume %d of %s: %w", next.Resumes, env.ID, err)
+	}
+	return &next, nil
+}
+
 // Started removes id from the pending index: its restart run has been
 // delivered. The worker calls it for every delivery of a restart run,
 // whatever happens to it next (it may be dead-lettered before its breaker

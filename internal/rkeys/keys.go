@@ -28,6 +28,11 @@ func TaskOutput(id string) string { return Prefix + "{task:" + id + "}:output" }
 // as long as its record.
 func TaskSteps(id string) string { return Prefix + "{task:" + id + "}:steps" }
 
+// TaskSignals is the hash of task id's signals (signal name -> its data,
+// JSON): what was sent to it (record.Store.Signal), kept as long as its
+// record, waited for or not.
+func TaskSignals(id string) string { return Prefix + "{task:" + id + "}:signals" }
+
 // TaskOutbox is the list of task id's events that its webhooks are still
 // to be told of (the webhook outbox: the record's scripts push each event
 // of a task that names webhooks, in the step that records it).

@@ -54,6 +54,12 @@
 //	                                 connection reset on stderr (retryable);
 //	                                 succeeds with {"steps": [data…],
 //	                                 "called": steps called this attempt}
+//	{"mode": "suspend", "wait": W}    on a run that follows no suspend
+//	                                 (resume 0), suspends with the wait W
+//	                                 ({"status":"suspend","wait":W}); on a
+//	                                 resumed run succeeds with {"resume":
+//	                                 R, "wait": the request's wait,
+//	                                 "signals": its signals}
 //	{"mode": "bad_utf8", "exit": B}  writes raw invalid UTF-8 (0xFF 0xFE)
 //	                                 inside JSON strings: an output event
 //	                                 {"text": "a\xff\xfeb"} to the descriptor
@@ -103,6 +109,9 @@ type request struct {
 	Restart int                        `json:"restart"`
 	Params  map[string]json.RawMessage `json:"params"`
 	Steps   map[string]json.RawMessage `json:"steps"`
+	Resume  int                        `json:"resume"`
+	Wait    json.RawMessage            `json:"wait"`
+	Signals map[string]json.RawMessage `json:"signals"`
 }
 
 const defaultStderr = "read tcp 127.0.0.1:5000->127.0.0.1:443: read: connection reset by peer"
@@ -121,17 +130,7 @@ func main() {
 	if req.Params == nil {
 		req.Params = map[string]json.RawMessage{}
 	}
-	if len(os.Args) > 1 {
-		req.Params["mode"], _ = json.Marshal(os.Args[1])
-		for _, kv := range os.Args[2:] {
-			k, v, _ := strings.Cut(kv, "=")
-			if json.Valid([]byte(v)) {
-				req.Params[k] = json.RawMessage(v)
-			} else {
-				req.Params[k], _ = json.Marshal(v)
-			}
-		}
-	}
+	argParams(req.Params, os.Args[1:])
 	p := params(req.Params)
 	if d := p.str("lock_dir", ""); d != "" {
 		lockRun(d, req, p.str("effects", ""))
@@ -181,6 +180,8 @@ func main() {
 		badUTF8(p)
 	case "steps":
 		steps(req, p)
+	case "suspend":
+		suspend(req)
 	default:
 		die(2, "testagent: unknown mode %q", mode)
 	}
@@ -447,6 +448,32 @@ func badUTF8(p params) {
 		exit(1)
 	}
 	fmt.Fprint(os.Stdout, `{"status":"success","code":0,"data":{"text":"`+text+`"},"error":""}`+"\n")
+}
+
+// argParams sets the mode and params the arguments give (see the
+// package's comment) in params.
+func argParams(params map[string]json.RawMessage, args []string) {
+	if len(args) == 0 {
+		return
+	}
+	params["mode"], _ = json.Marshal(args[0])
+	for _, kv := range args[1:] {
+		k, v, _ := strings.Cut(kv, "=")
+		if json.Valid([]byte(v)) {
+			params[k] = json.RawMessage(v)
+		} else {
+			params[k], _ = json.Marshal(v)
+		}
+	}
+}
+
+// suspend is the "suspend" mode (see the package's comment).
+func suspend(req request) {
+	if req.Resume == 0 {
+		reply(map[string]any{"status": "suspend", "wait": req.Params["wait"]})
+		return
+	}
+	succeed(map[string]any{"resume": req.Resume, "wait": req.Wait, "signals": req.Signals})
 }
 
 // steps is the "steps" mode (see the package's comment).

@@ -23,4 +23,5 @@ local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[1], seq, "0", cur[7], cur[8
 redis.call("EXPIRE", KEYS[1], ARGV[5])
 redis.call("EXPIRE", KEYS[2], ARGV[5])
 redis.call("EXPIRE", KEYS[1] .. STEPS_SUFFIX, ARGV[5]) -- the steps hash (rkeys.TaskSteps), when there is one
+redis.call("EXPIRE", KEYS[1] .. SIGNALS_SUFFIX, ARGV[5]) -- the signals hash (rkeys.TaskSignals), when there is one
 return {R.applied, cur[1], cur[2] or "0", cur[3] or "", outboxed}

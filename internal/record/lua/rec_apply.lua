@@ -35,6 +35,23 @@
 -- steps, F.steps). A write that starts an attempt (o+3 > 0) of a task with
 -- steps answers {R.applied, attempts, seq, outboxed, steps} (steps: the
 -- record's count), so that the delivery reads the steps only then.
+-- Suspends and signals (the rare path: only a record that counts resumes,
+-- F.resumes, or signals, F.signals, pays for it): a write that starts an
+-- attempt of such a task answers {R.applied, attempts, seq, outboxed,
+-- steps, signals, wait, outcome, ready, resumed} (signals: the record's count;
+-- wait: F.wait, "" for none; outcome: F.wait_outcome; ready: 1 when the
+-- write itself suspends the run, state waiting, and the signal it waits
+-- for, F.wait_signal in its pairs, is in the signals hash already;
+-- resumed: 1 when this write decided the wait's outcome, below). The
+-- first start of a run after a suspend (a wait kept, its outcome "", the
+-- write moving to no other run) decides what ended the wait, atomically
+-- with the start: "signal" when the signal waited for is in the signals
+-- hash (rec .. SIGNALS_SUFFIX, rkeys.TaskSignals), else "timeout"; a wait
+-- for no signal, "timer". It sets F.wait_outcome and appends the event
+-- resumed before the write's own. The field pairs start with state and
+-- updated_at (Change.fields): the resumed event's time is updated_at's.
+-- The signals hash gets the record's lifetime with it (when it counts
+-- signals), as the steps hash does.
 -- This is the hottest script (every attempt's outcome): its common path is
 -- written out rather than calling helpers, numbers it writes are formatted
 -- once, as strings, and it reads only the error_class of the error fields
@@ -42,7 +59,7 @@
 -- refuses first).
 local function rec_apply(rec, hist, o, outbox, due)
   local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
-    F.error_class, F.watch, F.notify, F.usage, F.steps)
+    F.error_class, F.watch, F.notify, F.usage, F.steps, F.resumes, F.signals)
   if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
   local state = cur[2]
   if state == S.canceled then return {R.canceled} end
@@ -80,6 +97,30 @@ local function rec_apply(rec, hist, o, outbox, due)
     rare[#rare + 1] = F.run; rare[#rare + 1] = nextrun
     rare[#rare + 1] = F.attempts_base; rare[#rare + 1] = attempts
   end
+  -- A task that suspended or got signals: its wait, and the resume.
+  local info, resumed, ready = nil, nil, 0
+  if n > 0 and (cur[12] or cur[13]) then
+    info = redis.call("HMGET", rec, F.wait, F.wait_signal, F.wait_outcome)
+    if cur[12] and nextrun < 0 and (info[3] or "") == "" and (info[1] or "") ~= "" then
+      local by = "timer"
+      if (info[2] or "") ~= "" then
+        by = "timeout"
+        if cur[13] and redis.call("HEXISTS", rec .. SIGNALS_SUFFIX, info[2]) == 1 then by = "signal" end
+      end
+      info[3] = by
+      rare = rare or {}
+      rare[#rare + 1] = F.wait_outcome; rare[#rare + 1] = by
+      resumed = '"at":"' .. ARGV[last + 4] .. '","event":"resumed","attempt":' .. ARGV[o + 3] .. ',"restart":' ..
+        ARGV[o + 4] .. ',"error_class":"","error":"","delay_ms":0,"resume":' .. cur[12] .. ',"by":"' .. by .. '"}'
+    end
+    if cur[13] and ARGV[last + 2] == S.waiting then
+      for i = last + 5, #ARGV - 1, 2 do
+        if ARGV[i] == F.wait_signal and ARGV[i + 1] ~= "" then
+          ready = redis.call("HEXISTS", rec .. SIGNALS_SUFFIX, ARGV[i + 1])
+        end
+      end
+    end
+  end
   if ARGV[o + 10] == "1" and (cur[7] or "") ~= "" then
     rare = rare or {}
     rare[#rare + 1] = F.error_class; rare[#rare + 1] = ""
@@ -101,6 +142,10 @@ local function rec_apply(rec, hist, o, outbox, due)
     use = table.concat(sum, ",")
   end
   local seq = cur[5] or "0"
+  if resumed then
+    seq = tostring((tonumber(seq) or 0) + 1)
+    resumed = '{"seq":' .. seq .. ',' .. resumed
+  end
   local ev = ARGV[o + 8]
   if ev ~= "" then seq = tostring((tonumber(seq) or 0) + 1) end
   if use ~= "" then
@@ -109,6 +154,16 @@ local function rec_apply(rec, hist, o, outbox, due)
     redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
   end
   local created, outboxed = false, false
+  if resumed then
+    local len = redis.call("RPUSH", hist, resumed)
+    if len > HEAD + 1 + TAIL then hist_trim(hist) end
+    created = len == 1
+    if cur[8] then redis.pcall("SPUBLISH", rec .. ":events", resumed) end
+    if notify and notify ~= "" and outbox then
+      rec_outbox(rec, resumed, outbox, due)
+      outboxed = true
+    end
+  end
   if ev ~= "" then
     ev = '{"seq":' .. seq .. ',' .. ev
     local merged = nil
@@ -118,7 +173,7 @@ local function rec_apply(rec, hist, o, outbox, due)
     else
       local len = redis.call("RPUSH", hist, ev)
       if len > HEAD + 1 + TAIL then hist_trim(hist) end
-      created = len == 1
+      created = created or len == 1
     end
     if cur[8] then redis.pcall("SPUBLISH", rec .. ":events", ev) end
     if notify and notify ~= "" and outbox then
@@ -130,6 +185,11 @@ local function rec_apply(rec, hist, o, outbox, due)
   if not fresh then redis.call("EXPIRE", rec, ARGV[o + 6]) end
   if not fresh or created then redis.call("EXPIRE", hist, ARGV[o + 6]) end
   if not fresh and cur[11] then redis.call("EXPIRE", rec .. STEPS_SUFFIX, ARGV[o + 6]) end
+  if not fresh and cur[13] then redis.call("EXPIRE", rec .. SIGNALS_SUFFIX, ARGV[o + 6]) end
+  if info then
+    return {R.applied, attempts, tonumber(seq), outboxed and 1 or 0, tonumber(cur[11]) or 0, tonumber(cur[13]) or 0,
+      info[1] or "", info[3] or "", ready, resumed and 1 or 0}
+  end
   if n > 0 and cur[11] then return {R.applied, attempts, tonumber(seq), outboxed and 1 or 0, tonumber(cur[11])} end
   if outboxed then return {R.applied, attempts, tonumber(seq), 1} end
   return R.applied

@@ -46,4 +46,5 @@ local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0", cur[6], cur[7
 redis.call("EXPIRE", KEYS[1], ARGV[2])
 redis.call("EXPIRE", KEYS[2], ARGV[2])
 redis.call("EXPIRE", KEYS[1] .. STEPS_SUFFIX, ARGV[2]) -- the steps hash (rkeys.TaskSteps), when there is one: kept
+redis.call("EXPIRE", KEYS[1] .. SIGNALS_SUFFIX, ARGV[2]) -- the signals hash (rkeys.TaskSignals), when there is one: kept
 return {R.applied, outboxed}
