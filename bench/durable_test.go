@@ -220,25 +220,42 @@ func waitNoSlots(ctx context.Context, rdb redis.UniversalClient, a *suspendAgent
 	}
 }
 
-// idleWindows measures n windows of Redis CPU (ms/s, whole server) and
-// commands/s after settling.
-func idleWindows(ctx context.Context, rdb redis.UniversalClient, n int, settle, window time.Duration) (cpu, cmds []float64, err error) {
+// idleSide is one side's measuring windows: Redis CPU (ms/s, whole
+// server) and commands/s per window, and the commandstats (per second)
+// of all windows together.
+type idleSide struct {
+	cpu, cmds []float64
+	stats     map[string]cmdStat
+}
+
+// idleWindows measures n windows after settling.
+func idleWindows(ctx context.Context, rdb redis.UniversalClient, n int, settle, window time.Duration) (idleSide, error) {
 	time.Sleep(settle)
+	first, err := readSnap(ctx, rdb)
+	if err != nil {
+		return idleSide{}, err
+	}
+	var out idleSide
+	s0 := first
 	for range n {
-		s0, err := readSnap(ctx, rdb)
-		if err != nil {
-			return nil, nil, err
-		}
 		time.Sleep(window)
 		s1, err := readSnap(ctx, rdb)
 		if err != nil {
-			return nil, nil, err
+			return idleSide{}, err
 		}
 		sec := s1.at.Sub(s0.at).Seconds()
-		cpu = append(cpu, (s1.cpu-s0.cpu)*1000/sec)
-		cmds = append(cmds, float64(s1.cmds-s0.cmds)/sec)
+		out.cpu = append(out.cpu, (s1.cpu-s0.cpu)*1000/sec)
+		out.cmds = append(out.cmds, float64(s1.cmds-s0.cmds)/sec)
+		s0 = s1
 	}
-	return cpu, cmds, nil
+	sec := s0.at.Sub(first.at).Seconds()
+	out.stats = map[string]cmdStat{}
+	for c, st := range s0.stats {
+		if d := st.calls - first.stats[c].calls; d > 0 {
+			out.stats[c] = cmdStat{calls: d / sec, usec: (st.usec - first.stats[c].usec) / sec}
+		}
+	}
+	return out, nil
 }
 
 // usedMemory reads INFO memory's used_memory (bytes).
@@ -257,24 +274,28 @@ func usedMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
 
 // BenchmarkWaitingIdle (#37 §4): N waiting tasks on one Redis hold no
 // worker slot, and an idle fleet's Redis CPU with them waiting is no
-// higher than without them. One redis-server, one idle fleet of
-// AGENTQ_BENCH_WAITING_WORKERS agentq workers (the default
-// configuration) running suspendAgent, throughout:
+// higher than without them. On one redis-server, in one run:
 //
-//  1. without waiting tasks: the fleet's Redis CPU (whole server, ms/s),
-//     the median of AGENTQ_BENCH_WAITING_WINDOWS windows;
-//  2. N tasks (AGENTQ_BENCH_WAITING) are enqueued (EnqueueMany) and the
+//  1. Redis alone (no fleet, no tasks): AGENTQ_BENCH_WAITING_WINDOWS
+//     windows of Redis CPU (whole server, ms/s), the control of step 5;
+//  2. an idle fleet of AGENTQ_BENCH_WAITING_WORKERS agentq workers (the
+//     default configuration) running suspendAgent: the same windows;
+//  3. N tasks (AGENTQ_BENCH_WAITING) are enqueued (EnqueueMany) and the
 //     fleet runs each into `waiting` by the real path (the agent
 //     suspends on a signal with a 24 h timeout: the next run goes to
 //     asynq's scheduled set, the record to `waiting`), timed from the
-//     first enqueue to the last record waiting;
-//  3. it checks that every record is `waiting` and nothing holds a slot
-//     (asynq's pending and active lists empty, no active worker in any
-//     server's heartbeat, no agent call in flight), and reads Redis's
-//     used_memory growth per waiting task;
-//  4. with the N tasks waiting: the same windows again.
+//     first enqueue to the last record waiting; then it checks that
+//     every record is `waiting` and nothing holds a slot (asynq's
+//     pending and active lists empty, no active worker in any server's
+//     heartbeat, no agent call in flight), and reads Redis's used_memory
+//     growth per waiting task;
+//  4. the idle fleet with the N tasks waiting: the same windows (and the
+//     slot check again);
+//  5. the fleet stopped, Redis alone with the N tasks: the same windows
+//     (what the data set costs Redis itself: expiry, rehashing).
 //
-// It prints both CPU figures and their ratio (the headline).
+// It prints the figures, the commands/s and commandstats of steps 2 and
+// 4, and the ratio of 4 to 2 (the headline).
 func BenchmarkWaitingIdle(b *testing.B) {
 	skipShort(b)
 	ctx := context.Background()
@@ -283,67 +304,80 @@ func BenchmarkWaitingIdle(b *testing.B) {
 	defer rdb.Close()
 	n := envInt("AGENTQ_BENCH_WAITING", 100000)
 	k := envInt("AGENTQ_BENCH_WAITING_WORKERS", 10)
-	windows := envInt("AGENTQ_BENCH_WAITING_WINDOWS", 3)
+	nw := envInt("AGENTQ_BENCH_WAITING_WINDOWS", 3)
 	settle := envDuration("AGENTQ_BENCH_IDLE_SETTLE", 2*time.Second)
 	window := envDuration("AGENTQ_BENCH_IDLE_WINDOW", 5*time.Second)
-
+	measure := func() idleSide {
+		side, err := idleWindows(ctx, rdb, nw, settle, window)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return side
+	}
+	alone := measure()
 	a := &suspendAgent{timeout: 24 * time.Hour}
 	f, err := startSuspendFleet(ctx, srv, k, config.DefaultConcurrency, a)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
-		if err := f.stop(); err != nil {
-			b.Error(err)
-		}
-	}()
-	without, _, err := idleWindows(ctx, rdb, windows, settle, window)
+	without := measure()
+	fill, err := fillWaiting(ctx, rdb, a, waitingIDs("w", n))
 	if err != nil {
+		_ = f.stop()
 		b.Fatal(err)
 	}
-	mem0, err := usedMemory(ctx, rdb)
-	if err != nil {
+	with := measure()
+	if _, err = checkNoSlots(ctx, rdb, a); err != nil { // still none after the windows
+		_ = f.stop()
 		b.Fatal(err)
 	}
-	fill, err := fillWaiting(ctx, rdb, waitingIDs("w", n))
-	if err != nil {
+	if err := f.stop(); err != nil {
 		b.Fatal(err)
 	}
-	mem1, err := usedMemory(ctx, rdb)
-	if err != nil {
-		b.Fatal(err)
-	}
-	slots, err := waitNoSlots(ctx, rdb, a)
-	if err != nil {
-		b.Fatal(err)
-	}
-	with, _, err := idleWindows(ctx, rdb, windows, settle, window)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if slots, err = checkNoSlots(ctx, rdb, a); err != nil { // and still none after the windows
-		b.Fatal(err)
-	}
+	aloneWith := measure()
 	report("waiting tasks: %d run into `waiting` by %d workers (c=%d each) in %.1fs (%.0f tasks/s, enqueue included); all %d records waiting; %s",
-		n, k, config.DefaultConcurrency, fill.Seconds(), float64(n)/fill.Seconds(), n, slots)
-	report("waiting tasks: Redis used_memory +%.1f MiB, %.0f bytes per waiting task", float64(mem1-mem0)/(1<<20), float64(mem1-mem0)/float64(n))
-	report("waiting tasks: idle fleet of %d, Redis CPU without %.3f ms/s, with %d waiting %.3f ms/s (whole server; median of %d windows of %s)",
-		k, median(without), n, median(with), windows, window)
-	detail("windows without: %s | with: %s (ms/s)", fmtFloats(without, 3), fmtFloats(with, 3))
-	headline(hlWaiting, "%s (%.3f vs %.3f ms/s, %d waiting, 0 slots held)", fmtRatio(median(with), median(without)), median(with), median(without), n)
+		n, k, config.DefaultConcurrency, fill.took.Seconds(), float64(n)/fill.took.Seconds(), n, fill.slots)
+	report("waiting tasks: Redis used_memory +%.1f MiB, %.0f bytes per waiting task", float64(fill.mem)/(1<<20), float64(fill.mem)/float64(n))
+	report("waiting tasks: Redis CPU (whole server, median of %d windows of %s): alone %.3f ms/s, alone with %d waiting %.3f ms/s; idle fleet of %d without %.3f ms/s, with %d waiting %.3f ms/s",
+		nw, window, median(alone.cpu), n, median(aloneWith.cpu), k, median(without.cpu), n, median(with.cpu))
+	report("waiting tasks: idle fleet's commands/s without %.1f, with %.1f; commandstats (calls/s, µs/s) without: %s; with: %s",
+		median(without.cmds), median(with.cmds), topCalls(without.stats, 1, 8), topCalls(with.stats, 1, 8))
+	detail("windows (ms/s) alone: %s | fleet without: %s | fleet with: %s | alone with: %s",
+		fmtFloats(alone.cpu, 3), fmtFloats(without.cpu, 3), fmtFloats(with.cpu, 3), fmtFloats(aloneWith.cpu, 3))
+	headline(hlWaiting, "%s (%.3f vs %.3f ms/s, %d waiting, 0 slots held)",
+		fmtRatio(median(with.cpu), median(without.cpu)), median(with.cpu), median(without.cpu), n)
 }
 
-// fillWaiting enqueues a suspendAgent task per ID and waits until every
-// one is waiting; it returns how long that took.
-func fillWaiting(ctx context.Context, rdb redis.UniversalClient, ids []string) (time.Duration, error) {
+// filled is what fillWaiting did: how long it took, Redis's used_memory
+// growth (bytes) and the slot check's figures.
+type filled struct {
+	took  time.Duration
+	mem   int64
+	slots string
+}
+
+// fillWaiting enqueues a suspendAgent task per ID, waits until every one
+// is waiting, and then until no slot is held (waitNoSlots).
+func fillWaiting(ctx context.Context, rdb redis.UniversalClient, a *suspendAgent, ids []string) (filled, error) {
+	mem0, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return filled{}, err
+	}
 	start := time.Now()
 	if err := enqueueSuspenders(ctx, rdb, ids); err != nil {
-		return 0, err
+		return filled{}, err
 	}
 	if err := waitAllWaiting(ctx, rdb, ids, 30*time.Minute); err != nil {
-		return 0, err
+		return filled{}, err
 	}
-	return time.Since(start), nil
+	out := filled{took: time.Since(start)}
+	mem1, err := usedMemory(ctx, rdb)
+	if err != nil {
+		return filled{}, err
+	}
+	out.mem = mem1 - mem0
+	out.slots, err = waitNoSlots(ctx, rdb, a)
+	return out, err
 }
 
 // BenchmarkResumeLatency (#37 §4): from a signal to the resumed run's
@@ -379,7 +413,7 @@ func BenchmarkResumeLatency(b *testing.B) {
 		}
 	}()
 	ids := waitingIDs("r", n)
-	if _, err := fillWaiting(ctx, rdb, ids); err != nil {
+	if _, err := fillWaiting(ctx, rdb, a, ids); err != nil {
 		b.Fatal(err)
 	}
 	time.Sleep(time.Second) // the fleet idle again
