@@ -29,7 +29,9 @@ import (
 //	AGENTQ_BENCH_WAITING          waiting tasks (100000)
 //	AGENTQ_BENCH_WAITING_WORKERS  idle fleet size (10)
 //	AGENTQ_BENCH_WAITING_WINDOWS  measuring windows per side (3)
-//	AGENTQ_BENCH_IDLE_SETTLE      settle before the windows (2s)
+//	AGENTQ_BENCH_IDLE_SETTLE      settle before Redis alone's windows (2s)
+//	AGENTQ_BENCH_WAITING_SETTLE   settle before the fleet's windows (20s:
+//	                              the fill's one-off after-work is not idle cost)
 //	AGENTQ_BENCH_IDLE_WINDOW      one window (5s)
 //	AGENTQ_BENCH_RESUMES          resumed tasks (200)
 //	AGENTQ_BENCH_RESUME_WORKERS   idle workers of the resume benchmark (4)
@@ -307,26 +309,27 @@ func BenchmarkWaitingIdle(b *testing.B) {
 	nw := envInt("AGENTQ_BENCH_WAITING_WINDOWS", 3)
 	settle := envDuration("AGENTQ_BENCH_IDLE_SETTLE", 2*time.Second)
 	window := envDuration("AGENTQ_BENCH_IDLE_WINDOW", 5*time.Second)
-	measure := func() idleSide {
+	fleetSettle := envDuration("AGENTQ_BENCH_WAITING_SETTLE", 20*time.Second)
+	measure := func(settle time.Duration) idleSide {
 		side, err := idleWindows(ctx, rdb, nw, settle, window)
 		if err != nil {
 			b.Fatal(err)
 		}
 		return side
 	}
-	alone := measure()
+	alone := measure(settle)
 	a := &suspendAgent{timeout: 24 * time.Hour}
 	f, err := startSuspendFleet(ctx, srv, k, config.DefaultConcurrency, a)
 	if err != nil {
 		b.Fatal(err)
 	}
-	without := measure()
+	without := measure(fleetSettle)
 	fill, err := fillWaiting(ctx, rdb, a, waitingIDs("w", n))
 	if err != nil {
 		_ = f.stop()
 		b.Fatal(err)
 	}
-	with := measure()
+	with := measure(fleetSettle)
 	if _, err = checkNoSlots(ctx, rdb, a); err != nil { // still none after the windows
 		_ = f.stop()
 		b.Fatal(err)
@@ -334,16 +337,17 @@ func BenchmarkWaitingIdle(b *testing.B) {
 	if err := f.stop(); err != nil {
 		b.Fatal(err)
 	}
-	aloneWith := measure()
+	aloneWith := measure(settle)
 	report("waiting tasks: %d run into `waiting` by %d workers (c=%d each) in %.1fs (%.0f tasks/s, enqueue included); all %d records waiting; %s",
 		n, k, config.DefaultConcurrency, fill.took.Seconds(), float64(n)/fill.took.Seconds(), n, fill.slots)
 	report("waiting tasks: Redis used_memory +%.1f MiB, %.0f bytes per waiting task", float64(fill.mem)/(1<<20), float64(fill.mem)/float64(n))
-	report("waiting tasks: Redis CPU (whole server, median of %d windows of %s): alone %.3f ms/s, alone with %d waiting %.3f ms/s; idle fleet of %d without %.3f ms/s, with %d waiting %.3f ms/s",
-		nw, window, median(alone.cpu), n, median(aloneWith.cpu), k, median(without.cpu), n, median(with.cpu))
+	report("waiting tasks: Redis CPU (whole server, median of %d windows of %s; fleet sides after %s settling): alone %.3f ms/s, alone with %d waiting %.3f ms/s; idle fleet of %d without %.3f ms/s, with %d waiting %.3f ms/s",
+		nw, window, fleetSettle, median(alone.cpu), n, median(aloneWith.cpu), k, median(without.cpu), n, median(with.cpu))
 	report("waiting tasks: idle fleet's commands/s without %.1f, with %.1f; commandstats (calls/s, µs/s) without: %s; with: %s",
 		median(without.cmds), median(with.cmds), topCalls(without.stats, 1, 8), topCalls(with.stats, 1, 8))
 	detail("windows (ms/s) alone: %s | fleet without: %s | fleet with: %s | alone with: %s",
 		fmtFloats(alone.cpu, 3), fmtFloats(without.cpu, 3), fmtFloats(with.cpu, 3), fmtFloats(aloneWith.cpu, 3))
+	detail("windows (commands/s) fleet without: %s | fleet with: %s", fmtFloats(without.cmds, 1), fmtFloats(with.cmds, 1))
 	headline(hlWaiting, "%s (%.3f vs %.3f ms/s, %d waiting, 0 slots held)",
 		fmtRatio(median(with.cpu), median(without.cpu)), median(with.cpu), median(without.cpu), n)
 }
