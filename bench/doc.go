@@ -13,7 +13,10 @@
 // against asynq with its defaults and with a 10ms poll), and how soon a
 // waiter hears of its task's end (BenchmarkWaitNotify: the latency, the
 // Redis CPU per notified waiter, and no SPUBLISH for tasks nobody waits
-// for).
+// for), and durable runs' costs (BenchmarkWaitingIdle: N waiting tasks
+// hold no worker slot, the idle fleet's Redis CPU with and without them,
+// Redis memory per waiting task; BenchmarkResumeLatency: a signal to the
+// resumed attempt's start).
 //
 // Each benchmark prints its own headline line ("wait notification p50:",
 // "idle Redis CPU per worker:",
@@ -21,8 +24,9 @@
 // ratio:", "pipeline/asynq Redis CPU per task ratio:", "pipeline/asynq
 // throughput ratio:", "io-bound 50ms/c=200 agentq/asynq throughput ratio:",
 // "io-bound 200ms/c=400 agentq/asynq throughput ratio:", "worker CPU per
-// task agentq/asynq ratio:"); the summary printed after the run, and
-// `make bench`, end with them in that order.
+// task agentq/asynq ratio:", "waiting tasks idle-fleet Redis CPU
+// with/without ratio:", "signal resume latency p50:"); the summary
+// printed after the run, and `make bench`, end with them in that order.
 //
 // Every figure is measured in one run, A/B interleaved (A, B, A, B, …), on
 // one real redis-server started on a free port and flushed between rounds;
