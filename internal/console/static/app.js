@@ -20,6 +20,15 @@
     }
   } catch (err) { /* old browser: keep the address */ }
 
+  // What a waiting event's wait waits for (as the page's "waitfor").
+  function waitText(w) {
+    var t = w.kind === "signal" ? "signal " + w.signal : w.kind === "sleep" ? "sleep " + w.sleep :
+      w.kind === "until" ? "until " + w.until : w.kind;
+    if (w.timeout !== undefined) { t += ", timeout " + w.timeout; }
+    if (w.due) { t += " · due " + w.due; }
+    return t;
+  }
+
   // A live task's events, as they are recorded (Server-Sent Events);
   // the page then does not refresh itself.
   var live = document.getElementById("live");
@@ -40,6 +49,8 @@
       if (ev.attempt) { text += " attempt " + ev.attempt; }
       if (ev.name) { text += " " + ev.name; }
       if (ev.bytes) { text += " (" + ev.bytes + " B)"; }
+      if (ev.wait) { text += " " + waitText(ev.wait); }
+      if (ev.resume) { text += " resume " + ev.resume + (ev.by ? " by " + ev.by : ""); }
       if (ev.usage && ev.usage.total_tokens) { text += " " + ev.usage.total_tokens + " tokens"; }
       if (ev.error_class) { text += " " + ev.error_class; }
       if (ev.error) { text += ": " + ev.error; }
@@ -53,10 +64,14 @@
         var st = document.getElementById("task-state");
         if (st) { st.textContent = e.type === "task_canceled" ? "canceled" : e.type; }
         status.textContent = "The task has ended: reload the page for its full record.";
+      } else if (e.type === "waiting" || e.type === "resumed") {
+        var cur = document.getElementById("task-state");
+        if (cur) { cur.textContent = e.type === "waiting" ? "waiting" : "active"; }
       }
     };
     ["queued", "scheduled", "succeeded", "failed", "retrying", "deferred", "restarting", "dead_lettered",
-      "requeued", "interrupted", "task_canceled", "history_elided", "progress", "output", "output_truncated", "step"
+      "requeued", "interrupted", "task_canceled", "history_elided", "progress", "output", "output_truncated", "step",
+      "waiting", "resumed", "signal"
     ].forEach(function (name) { es.addEventListener(name, add); });
     return;
   }
