@@ -90,8 +90,15 @@ func TestSignalForm(t *testing.T) {
 	f.waitState(t, "appr/1", tasks.StateWaiting)
 
 	cookie, origin := login(t, f), "Origin: "+f.url
+	r := call(t, "GET", f.url+"/ui/tasks?state=waiting", nil, cookie)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `<option value="waiting" selected>waiting</option>`, "the filter offers waiting")
+	require.Contains(t, r.body, `<a href="/ui/tasks/appr%2F1">appr/1</a>`)
+	require.Contains(t, r.body, `<span class="badge st-waiting">waiting</span>`)
+	r = call(t, "GET", f.url+"/ui/", nil, cookie)
+	require.Contains(t, r.body, `state=scheduled,waiting">1</a>`, "the overview's scheduled count holds the waiting run, and links to it")
 	page := f.url + "/ui/tasks/" + url.PathEscape("appr/1")
-	r := call(t, "GET", page, nil, cookie)
+	r = call(t, "GET", page, nil, cookie)
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Contains(t, r.body, `<dd id="task-state">waiting</dd>`)
 	require.Contains(t, r.body, `<dt>Waits for</dt><dd id="task-wait">signal <code class="wait-signal">approve</code>, timeout 1h0m0s · due `)
