@@ -558,7 +558,7 @@ func (c *Console) task(rw http.ResponseWriter, r *http.Request, s session) error
 		}
 	}
 	data := map[string]any{"T": v, "CanCancel": c.opts.Canceler != nil && cancellable[v.State], "InDLQ": inDLQ, "FromDLQ": fromDLQ,
-		"Live": !fromDLQ && !v.State.Terminal(), "Wait": parseWait(v.Wait), "WaitSignal": waitingSignal(v.State, v.Wait)}
+		"Live": !fromDLQ && !v.State.Terminal(), "Wait": parseWait(v.Wait), "WaitSignal": waitingSignal(v.State, v.Wait), "Resumed": resumed(v)}
 	c.render(rw, r, s, http.StatusOK, "task.html", "", "Task "+id, data)
 	return nil
 }

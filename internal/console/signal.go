@@ -61,6 +61,15 @@ func parseWait(raw json.RawMessage) *waitView {
 	return &w
 }
 
+// resumed is how many times task v has resumed: the record's resumes
+// count the suspends, the current wait's too.
+func resumed(v *tasks.View) int {
+	if v.State == tasks.StateWaiting {
+		return max(v.Resumes-1, 0)
+	}
+	return v.Resumes
+}
+
 // waitingSignal is the signal a task in state st with wait raw waits for
 // ("" for none).
 func waitingSignal(st tasks.State, raw json.RawMessage) string {

@@ -31,10 +31,10 @@ var approver = agent.Func(func(_ context.Context, req agent.Request) (json.RawMe
 })
 
 // runApprover runs a real worker on the fixture's Redis serving agent
-// "approver" (the approver agent) until the test ends.
-func (f *fixture) runApprover(t *testing.T) {
+// "approver" (the approver agent) on queue until the test ends.
+func (f *fixture) runApprover(t *testing.T, queue string) {
 	t.Helper()
-	yaml := fmt.Sprintf("redis: {url: %q}\nworker: {concurrency: 2, shutdown_timeout: 2s}\nagents:\n  approver: {}\n", f.redis.URL())
+	yaml := fmt.Sprintf("redis: {url: %q}\nworker: {concurrency: 2, shutdown_timeout: 2s, queues: {%s: 1}}\nagents:\n  approver: {}\n", f.redis.URL(), queue)
 	cfg, err := config.Parse([]byte(yaml), "test.yaml")
 	require.NoError(t, err)
 	w, err := worker.New(cfg, f.redis.Client(), worker.WithAgent("approver", approver),
@@ -83,7 +83,7 @@ func (f *fixture) seedRecord(t *testing.T, id string) {
 func TestSignalForm(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testToken)
-	f.runApprover(t)
+	f.runApprover(t, tasks.DefaultQueue)
 	ctx := context.Background()
 	_, err := f.client.Enqueue(ctx, tasks.Task{ID: "appr/1", Agent: "approver"})
 	require.NoError(t, err)
@@ -101,6 +101,7 @@ func TestSignalForm(t *testing.T) {
 	r = call(t, "GET", page, nil, cookie)
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Contains(t, r.body, `<dd id="task-state">waiting</dd>`)
+	require.Contains(t, r.body, `<dd id="task-resumes">0 (waiting for resume 1)</dd>`)
 	require.Contains(t, r.body, `<dt>Waits for</dt><dd id="task-wait">signal <code class="wait-signal">approve</code>, timeout 1h0m0s · due `)
 	require.Contains(t, r.body, `<h2>Send signal <code>approve</code></h2>`)
 	require.Contains(t, r.body, `<input type="text" name="name" value="approve"`)

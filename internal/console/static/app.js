@@ -2,9 +2,28 @@
 (function () {
   "use strict";
 
+  // A signal form sends only JSON (the server checks it too).
+  function badSignal(f) {
+    var ta = f.querySelector("textarea[name=data]"), msg = f.querySelector(".signal-error");
+    var v = ta ? ta.value.trim() : "";
+    try {
+      if (v !== "") { JSON.parse(v); }
+    } catch (err) {
+      if (msg) { msg.textContent = "Not sent: the data is not JSON (" + err.message + "). Write JSON, or leave it blank for null."; }
+      ta.focus();
+      return true;
+    }
+    if (msg) { msg.textContent = ""; }
+    return false;
+  }
+
   // Forms with data-confirm ask first.
   document.addEventListener("submit", function (e) {
     var f = e.target;
+    if (f && f.classList && f.classList.contains("signal") && badSignal(f)) {
+      e.preventDefault();
+      return;
+    }
     if (f && f.dataset && f.dataset.confirm && !window.confirm(f.dataset.confirm)) {
       e.preventDefault();
     }
