@@ -1,8 +1,8 @@
 // Package console is agentq's web console, served by `enqueuer serve` at
 // /ui/: Overview (queues, dead letters, restarts, breakers, agent health
 // and charts of the last hour, kept in Redis per minute), Dead letters
-// (filter, page, open, requeue, delete, export), Task (search by ID: state
-// and history; cancel), Breakers (reset, trip), Agents, Restarts, Budgets
+// (filter, page, open, requeue, delete, export), Task (search by ID: state,
+// wait and history; cancel; send a signal), Breakers (reset, trip), Agents, Restarts, Budgets
 // (reset) and more.
 //
 // Pages are rendered on the server with html/template; the CSS and the
