@@ -477,6 +477,13 @@ func TestBrowser(t *testing.T) {
 	}
 	shot("tasks-phone")
 	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/tasks/by-corr"),
+		chromedp.Click(chromedp.CSS("details#signal summary")),
+		chromedp.WaitVisible(chromedp.CSS("#signal-form textarea")),
+	))
+	fits("a task's page with its signal form at phone width")
+	shot("task-signal-phone")
+	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(f.url+"/ui/tenants"),
 		chromedp.WaitVisible(chromedp.CSS("#tenants")),
 	))
