@@ -191,3 +191,29 @@ func TestSignalFormSize(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, v.Signals)
 }
+
+// TestParseWait: the Task page's reading of a task's wait: every kind,
+// a timeout in seconds, and how it ended.
+func TestParseWait(t *testing.T) {
+	t.Parallel()
+	require.Nil(t, parseWait(nil))
+	require.Nil(t, parseWait(json.RawMessage(`{"sleep":"1m"}`)), "no kind: not a wait")
+	require.Nil(t, parseWait(json.RawMessage(`not json`)))
+	w := parseWait(json.RawMessage(`{"kind":"signal","signal":"ok","timeout":90,"due":"2026-01-02T03:04:05Z","timed_out":true}`))
+	require.Equal(t, "1m30s", w.TimeoutText())
+	require.True(t, w.Ended())
+	require.True(t, w.Expired())
+	w = parseWait(json.RawMessage(`{"kind":"sleep","sleep":"10m","due":"2026-01-02T03:04:05Z","timed_out":false}`))
+	require.Equal(t, "", w.TimeoutText())
+	require.True(t, w.Ended())
+	require.False(t, w.Expired())
+	w = parseWait(json.RawMessage(`{"kind":"until","until":"2026-01-02T03:04:05Z","due":"2026-01-02T03:04:05Z"}`))
+	require.False(t, w.Ended())
+	require.Equal(t, "", waitingSignal(tasks.StateWaiting, json.RawMessage(`{"kind":"sleep","sleep":"1m"}`)))
+	require.Equal(t, "", waitingSignal(tasks.StateActive, json.RawMessage(`{"kind":"signal","signal":"ok"}`)))
+	require.Equal(t, "ok", waitingSignal(tasks.StateWaiting, json.RawMessage(`{"kind":"signal","signal":"ok"}`)))
+
+	var b strings.Builder
+	require.NoError(t, parsePages()["task.html"].ExecuteTemplate(&b, "waitfor", parseWait(json.RawMessage(`{"kind":"until","until":"2026-01-02T03:04:05Z","due":"2026-01-02T03:04:05Z"}`))))
+	require.Equal(t, "until 2026-01-02 03:04:05Z · due 2026-01-02 03:04:05Z", b.String())
+}

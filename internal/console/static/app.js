@@ -43,7 +43,7 @@
   function waitText(w) {
     var t = w.kind === "signal" ? "signal " + w.signal : w.kind === "sleep" ? "sleep " + w.sleep :
       w.kind === "until" ? "until " + w.until : w.kind;
-    if (w.timeout !== undefined) { t += ", timeout " + w.timeout; }
+    if (w.timeout !== undefined) { t += ", timeout " + w.timeout + (typeof w.timeout === "number" ? "s" : ""); }
     if (w.due) { t += " · due " + w.due; }
     return t;
   }
