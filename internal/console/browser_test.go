@@ -265,6 +265,37 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, text("#history .ev-step"), "plan")
 	require.Contains(t, text("#history .ev-step"), "9 B")
 
+	// A task waiting for a signal (a real worker's suspend): its page
+	// shows the wait and a form; data that is not JSON is refused, the
+	// form's signal resumes it and the page shows it resume and end.
+	f.runApprover(t, "approvals")
+	_, err = tasks.NewClient(f.rdb).Enqueue(context.Background(), tasks.Task{ID: "approve-1", Agent: "approver", Queue: "approvals"})
+	require.NoError(t, err)
+	f.waitState(t, "approve-1", tasks.StateWaiting)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(f.url+"/ui/tasks/approve-1"), chromedp.WaitVisible(chromedp.CSS("#signal-form"))))
+	require.Contains(t, text("#task-wait"), "signal approve, timeout 1h0m0s")
+	waitText("#live-events", "waiting attempt 1 signal approve, timeout 1h0m0s · due ")
+	require.True(t, eval(`document.querySelector('#signal-form input[name=name]').value === "approve"`))
+	shot("task-waiting")
+	require.NoError(t, chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS("#signal-form textarea"), `{"approved": yes}`)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#signal-form button"))))
+	waitText("#signal-form .signal-error", "Not sent: the data is not JSON")
+	v, err = f.store.Get(context.Background(), "approve-1")
+	require.NoError(t, err)
+	require.Zero(t, v.Signals, "nothing sent")
+	require.NoError(t, chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS("#signal-form textarea"), `{"approved": true}`)))
+	clickAndLoad("#signal-form button")
+	require.Contains(t, text(".flash"), "Sent signal approve to task approve-1: it waited for it and resumes now.")
+	// The page after the POST may show the task live or ended already.
+	v = f.waitState(t, "approve-1", tasks.StateSucceeded)
+	require.JSONEq(t, `{"approval":{"approved":true}}`, string(v.Result))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#history .ev-resumed"))))
+	require.Equal(t, "succeeded", text("#task-state"))
+	require.Contains(t, text("#history .ev-resumed"), "resume 1 by signal")
+	require.Contains(t, text("#history .ev-signal"), "approve")
+	require.Contains(t, text("#task-wait"), "ended: resumed")
+	shot("task-signaled")
+
 	// Breakers: trip llm.example for 5m, then reset it. It has a history
 	// (every timestamp and count filled in), as a breaker in use has.
 	ms := time.Now().UnixMilli()
@@ -445,6 +476,13 @@ func TestBrowser(t *testing.T) {
 		require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "%s scrolls sideways at phone width", page)
 	}
 	shot("tasks-phone")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/tasks/by-corr"),
+		chromedp.Click(chromedp.CSS("details#signal summary")),
+		chromedp.WaitVisible(chromedp.CSS("#signal-form textarea")),
+	))
+	fits("a task's page with its signal form at phone width")
+	shot("task-signal-phone")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(f.url+"/ui/tenants"),
 		chromedp.WaitVisible(chromedp.CSS("#tenants")),

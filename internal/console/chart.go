@@ -143,7 +143,7 @@ func queueLines(q chart, readings []Sample, start time.Time, window time.Duratio
 	}{
 		{"s-pending", "pending", func(s Sample) int { return s.Pending }},
 		{"s-active", "active", func(s Sample) int { return s.Active }},
-		{"s-scheduled", "scheduled", func(s Sample) int { return s.Scheduled }},
+		{"s-scheduled", "scheduled / waiting", func(s Sample) int { return s.Scheduled }},
 		{"s-retry", "retry", func(s Sample) int { return s.Retry }},
 	}
 	var lines []line

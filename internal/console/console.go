@@ -1,8 +1,8 @@
 // Package console is agentq's web console, served by `enqueuer serve` at
 // /ui/: Overview (queues, dead letters, restarts, breakers, agent health
 // and charts of the last hour, kept in Redis per minute), Dead letters
-// (filter, page, open, requeue, delete, export), Task (search by ID: state
-// and history; cancel), Breakers (reset, trip), Agents, Restarts, Budgets
+// (filter, page, open, requeue, delete, export), Task (search by ID: state,
+// wait and history; cancel; send a signal), Breakers (reset, trip), Agents, Restarts, Budgets
 // (reset) and more.
 //
 // Pages are rendered on the server with html/template; the CSS and the
@@ -199,6 +199,7 @@ func (c *Console) routes() http.Handler {
 		{"GET " + c.base + "tasks/{id}", (*Console).task},
 		{"GET " + c.base + "tasks/{id}/events", (*Console).taskEvents},
 		{"POST " + c.base + "tasks/{id}/cancel", (*Console).cancel},
+		{signalRoute, (*Console).signal},
 		{"GET " + c.base + "breakers", (*Console).breakerList},
 		{"POST " + c.base + "breakers/reset", (*Console).breakerReset},
 		{"POST " + c.base + "breakers/trip", (*Console).breakerTrip},
@@ -241,7 +242,7 @@ func (c *Console) serve(h handlerFunc) http.HandlerFunc {
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(rw, r.Body, 64<<10)
+			r.Body = http.MaxBytesReader(rw, r.Body, formLimit(r))
 			if err := r.ParseForm(); err != nil {
 				c.renderError(rw, r, s, httpError(http.StatusBadRequest, "Unreadable form: %v", err))
 				return
@@ -261,6 +262,21 @@ func (c *Console) serve(h handlerFunc) http.HandlerFunc {
 			c.renderError(rw, r, s, err)
 		}
 	}
+}
+
+// maxForm bounds a form's body (maxSignalForm the signal form's).
+const maxForm = 64 << 10
+
+// signalRoute is the signal form's route (a pattern of routes).
+const signalRoute = "POST " + Base + "tasks/{id}/signal"
+
+// formLimit is how large the body of POST r (matched by the mux: its
+// Pattern is set) may be.
+func formLimit(r *http.Request) int64 {
+	if r.Pattern == signalRoute {
+		return maxSignalForm
+	}
+	return maxForm
 }
 
 // bounded is r's context bounded by the Redis timeout times n.
@@ -354,6 +370,8 @@ type flashMsg struct {
 	Failed int    `json:"failed,omitempty"`
 	For    string `json:"for,omitempty"`
 	More   bool   `json:"more,omitempty"`
+	// Resumed: a signal sent (again) resumed the task.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // text is the flash's sentence.
@@ -391,7 +409,7 @@ func (f flashMsg) text() string {
 		}
 		return fmt.Sprintf("Budget of %s reset: its window's debits are forgotten; tasks waiting for it start within a minute.", of)
 	}
-	return ""
+	return f.signalText()
 }
 
 // flash is the flash of the page r asks for (?done=KIND): the session's

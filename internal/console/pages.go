@@ -80,6 +80,7 @@ func parsePages() map[string]*template.Template {
 		},
 		"pct": func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
 		"usd": func(f float64) string { return "$" + strconv.FormatFloat(f, 'f', 6, 64) },
+		"wait": parseWait,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -557,7 +558,7 @@ func (c *Console) task(rw http.ResponseWriter, r *http.Request, s session) error
 		}
 	}
 	data := map[string]any{"T": v, "CanCancel": c.opts.Canceler != nil && cancellable[v.State], "InDLQ": inDLQ, "FromDLQ": fromDLQ,
-		"Live": !fromDLQ && !v.State.Terminal()}
+		"Live": !fromDLQ && !v.State.Terminal(), "Wait": parseWait(v.Wait), "WaitSignal": waitingSignal(v.State, v.Wait), "Resumed": resumed(v)}
 	c.render(rw, r, s, http.StatusOK, "task.html", "", "Task "+id, data)
 	return nil
 }

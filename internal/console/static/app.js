@@ -2,9 +2,28 @@
 (function () {
   "use strict";
 
+  // A signal form sends only JSON (the server checks it too).
+  function badSignal(f) {
+    var ta = f.querySelector("textarea[name=data]"), msg = f.querySelector(".signal-error");
+    var v = ta ? ta.value.trim() : "";
+    try {
+      if (v !== "") { JSON.parse(v); }
+    } catch (err) {
+      if (msg) { msg.textContent = "Not sent: the data is not JSON (" + err.message + "). Write JSON, or leave it blank for null."; }
+      ta.focus();
+      return true;
+    }
+    if (msg) { msg.textContent = ""; }
+    return false;
+  }
+
   // Forms with data-confirm ask first.
   document.addEventListener("submit", function (e) {
     var f = e.target;
+    if (f && f.classList && f.classList.contains("signal") && badSignal(f)) {
+      e.preventDefault();
+      return;
+    }
     if (f && f.dataset && f.dataset.confirm && !window.confirm(f.dataset.confirm)) {
       e.preventDefault();
     }
@@ -19,6 +38,15 @@
       window.history.replaceState(null, "", u.pathname + (u.search || "") + u.hash);
     }
   } catch (err) { /* old browser: keep the address */ }
+
+  // What a waiting event's wait waits for (as the page's "waitfor").
+  function waitText(w) {
+    var t = w.kind === "signal" ? "signal " + w.signal : w.kind === "sleep" ? "sleep " + w.sleep :
+      w.kind === "until" ? "until " + w.until : w.kind;
+    if (w.timeout !== undefined) { t += ", timeout " + w.timeout + (typeof w.timeout === "number" ? "s" : ""); }
+    if (w.due) { t += " · due " + w.due; }
+    return t;
+  }
 
   // A live task's events, as they are recorded (Server-Sent Events);
   // the page then does not refresh itself.
@@ -40,6 +68,8 @@
       if (ev.attempt) { text += " attempt " + ev.attempt; }
       if (ev.name) { text += " " + ev.name; }
       if (ev.bytes) { text += " (" + ev.bytes + " B)"; }
+      if (ev.wait) { text += " " + waitText(ev.wait); }
+      if (ev.resume) { text += " resume " + ev.resume + (ev.by ? " by " + ev.by : ""); }
       if (ev.usage && ev.usage.total_tokens) { text += " " + ev.usage.total_tokens + " tokens"; }
       if (ev.error_class) { text += " " + ev.error_class; }
       if (ev.error) { text += ": " + ev.error; }
@@ -53,10 +83,14 @@
         var st = document.getElementById("task-state");
         if (st) { st.textContent = e.type === "task_canceled" ? "canceled" : e.type; }
         status.textContent = "The task has ended: reload the page for its full record.";
+      } else if (e.type === "waiting" || e.type === "resumed") {
+        var cur = document.getElementById("task-state");
+        if (cur) { cur.textContent = e.type === "waiting" ? "waiting" : "active"; }
       }
     };
     ["queued", "scheduled", "succeeded", "failed", "retrying", "deferred", "restarting", "dead_lettered",
-      "requeued", "interrupted", "task_canceled", "history_elided", "progress", "output", "output_truncated", "step"
+      "requeued", "interrupted", "task_canceled", "history_elided", "progress", "output", "output_truncated", "step",
+      "waiting", "resumed", "signal"
     ].forEach(function (name) { es.addEventListener(name, add); });
     return;
   }
