@@ -407,8 +407,18 @@ agents:
 
 	// 1. Tripped for 2s: tasks are deferred, nothing reaches the backend
 	// before open_until, then they run.
-	openUntil := trip("2s")
-	ids := enqueue("tripped", 3)
+	// The enqueue (a subprocess) must end well before the trip does, or
+	// the tasks meet a breaker that is half-open already: on a machine
+	// too busy for that, trip again for twice as long, with new tasks.
+	var openUntil time.Time
+	var ids []string
+	for d, k := 2*time.Second, 0; ; d, k = d*2, k+1 {
+		openUntil = trip(d.String())
+		ids = enqueue(fmt.Sprintf("tripped%d", k), 3)
+		if time.Until(openUntil) > d/2 || k == 3 {
+			break
+		}
+	}
 	waitDeferred(ids)
 	views := waitStates(t, rdb, ids, 20*time.Second)
 	checkHistory(views, 4)
