@@ -225,3 +225,35 @@ func TestFanOutTreeBudget(t *testing.T) {
 	require.Equal(t, tasks.StateDeadLettered, v.State)
 	require.Equal(t, ReasonBudgetExhausted, v.Reason)
 }
+
+// TestFanOutTimeout: a children wait whose timeout passes before its
+// child ends resumes by "timeout": the request's wait is timed out and
+// the child, still running, has its state then.
+func TestFanOutTimeout(t *testing.T) {
+	t.Parallel()
+	got := make(chan agent.Request, 4)
+	kid := agent.Func(func(ctx context.Context, _ agent.Request) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	_, rdb := runWorker(t, `
+worker: {concurrency: 2, shutdown_timeout: 2s}
+defaults:
+  retry: {max_attempts: 1}
+agents:
+  boss: {}
+  kid: {}
+`, WithAgent("boss", bossAgent(got, agent.Wait{Children: kids(1, ""), Timeout: time.Second})), WithAgent("kid", kid))
+	c := tasks.NewClient(rdb)
+	_, err := c.Enqueue(context.Background(), tasks.Task{ID: "O", Agent: "boss"})
+	require.NoError(t, err)
+
+	req := nextRequest(t, got)
+	require.Equal(t, &agent.WaitResult{Kind: agent.WaitChildren, TimedOut: true}, req.Wait)
+	require.Len(t, req.Children, 1)
+	require.False(t, tasks.State(req.Children[0].State).Terminal(), req.Children[0].State)
+	v := waitState(t, rdb, "O", 20*time.Second, func(v *tasks.View) bool { return v.State.Terminal() })
+	require.Equal(t, []string{record.WaitTimeout}, resumedBy(v))
+	_, err = c.Cancel(context.Background(), "O.k1", "test over")
+	require.NoError(t, err)
+}
