@@ -60,6 +60,25 @@
 //	                                 resumed run succeeds with {"resume":
 //	                                 R, "wait": the request's wait,
 //	                                 "signals": its signals}
+//	{"mode": "fanout", "n": N, "child": C, "children": [C…], "wait_mode": M, "timeout": T}
+//	                                 on a run that follows no suspend
+//	                                 (resume 0), suspends with a children
+//	                                 wait {"children":[…],"mode":M,
+//	                                 "timeout":T} (M and T only when
+//	                                 given): the list "children" as it is
+//	                                 when given, else N (default 1) copies
+//	                                 of the child spec C (default
+//	                                 {"agent":"testagent"}) named c1…cN,
+//	                                 whose params (when an object, or
+//	                                 absent) get "i": their 1-based
+//	                                 position; on a resumed run succeeds
+//	                                 with {"resume": R, "wait": the
+//	                                 request's wait, "children": how many
+//	                                 children the request holds,
+//	                                 "succeeded": how many of them ended
+//	                                 succeeded, "ids": their IDs and
+//	                                 "states": their states in spawn
+//	                                 order, "results": their results}
 //	{"mode": "bad_utf8", "exit": B}  writes raw invalid UTF-8 (0xFF 0xFE)
 //	                                 inside JSON strings: an output event
 //	                                 {"text": "a\xff\xfeb"} to the descriptor
@@ -112,6 +131,18 @@ type request struct {
 	Resume  int                        `json:"resume"`
 	Wait    json.RawMessage            `json:"wait"`
 	Signals map[string]json.RawMessage `json:"signals"`
+	// Children is a resumed children wait's children, in spawn order.
+	Children []childEnd `json:"children"`
+}
+
+// childEnd is one entry of the request's children.
+type childEnd struct {
+	ID         string          `json:"id"`
+	Name       string          `json:"name"`
+	State      string          `json:"state"`
+	Result     json.RawMessage `json:"result"`
+	ErrorClass string          `json:"error_class"`
+	Error      string          `json:"error"`
 }
 
 const defaultStderr = "read tcp 127.0.0.1:5000->127.0.0.1:443: read: connection reset by peer"
@@ -182,6 +213,8 @@ func main() {
 		steps(req, p)
 	case "suspend":
 		suspend(req)
+	case "fanout":
+		fanout(req, p)
 	default:
 		die(2, "testagent: unknown mode %q", mode)
 	}
@@ -474,6 +507,66 @@ func suspend(req request) {
 		return
 	}
 	succeed(map[string]any{"resume": req.Resume, "wait": req.Wait, "signals": req.Signals})
+}
+
+// fanout is the "fanout" mode (see the package's comment).
+func fanout(req request, p params) {
+	if req.Resume == 0 {
+		wait := map[string]any{"children": fanoutChildren(p)}
+		for _, k := range []string{"timeout"} {
+			if raw, ok := p[k]; ok {
+				wait[k] = raw
+			}
+		}
+		if m := p.str("wait_mode", ""); m != "" {
+			wait["mode"] = m
+		}
+		reply(map[string]any{"status": "suspend", "wait": wait})
+		return
+	}
+	out := map[string]any{"resume": req.Resume, "wait": req.Wait, "children": len(req.Children)}
+	ids, states, results, ok := []string{}, []string{}, []json.RawMessage{}, 0
+	for _, c := range req.Children {
+		ids, states, results = append(ids, c.ID), append(states, c.State), append(results, c.Result)
+		if c.State == "succeeded" {
+			ok++
+		}
+	}
+	out["succeeded"], out["ids"], out["states"], out["results"] = ok, ids, states, results
+	succeed(out)
+}
+
+// fanoutChildren is the fanout mode's children: params "children" as
+// given, else n copies of "child" named c1…cN with params.i = position.
+func fanoutChildren(p params) json.RawMessage {
+	if raw, ok := p["children"]; ok {
+		return raw
+	}
+	child := map[string]any{"agent": "testagent"}
+	if raw, ok := p["child"]; ok {
+		child = map[string]any{}
+		if err := json.Unmarshal(raw, &child); err != nil {
+			die(2, "testagent: child is not an object: %v", err)
+		}
+	}
+	var out []map[string]any
+	for i := 1; i <= p.int("n", 1); i++ {
+		c := map[string]any{}
+		for k, v := range child {
+			c[k] = v
+		}
+		c["name"] = "c" + strconv.Itoa(i)
+		if ps, isObj := child["params"].(map[string]any); isObj || child["params"] == nil {
+			np := map[string]any{"i": i}
+			for k, v := range ps {
+				np[k] = v
+			}
+			c["params"] = np
+		}
+		out = append(out, c)
+	}
+	b, _ := json.Marshal(out)
+	return b
 }
 
 // steps is the "steps" mode (see the package's comment).
