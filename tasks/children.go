@@ -330,7 +330,7 @@ func EndOf(v *View) ChildEnd {
 }
 
 // ResumeRun makes run of task id, waiting on queue in asynq's scheduled
-// set, pending at once (broker.RunNow, in its tenant's lane) and wakes an
+// set, pending at once (broker.Resume, in its tenant's lane) and wakes an
 // idle worker for it: the resume of a waiting task by its children's end
 // (and by a signal: the same move). resumed is false when the run was not
 // in the scheduled set (its timer moved it already, or another resume
@@ -340,12 +340,9 @@ func (c *Client) ResumeRun(ctx context.Context, id, queue string, run int) (resu
 		queue = DefaultQueue
 	}
 	aid := (&Envelope{ID: id, Run: run}).AsynqID()
-	ok, err := broker.RunNow(ctx, c.store.rdb, queue, broker.ScheduledKey(queue), aid, time.Now().UnixNano())
+	ok, err := broker.Resume(ctx, c.store.rdb, queue, aid, time.Now().UnixNano())
 	if err != nil {
 		return false, fmt.Errorf("tasks: resume %s: %w", aid, err)
-	}
-	if ok {
-		_ = broker.PushWake(ctx, c.store.rdb, queue, 1) // a lost wake delays it by the fleet's poll interval
 	}
 	return ok, nil
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"time"
 
-	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 )
 
@@ -72,23 +69,10 @@ func (c *Client) Signal(ctx context.Context, id, name string, data json.RawMessa
 	}
 	res := SignalResult{ID: id, Name: name, State: got.State, Resumed: got.Resume, Duplicate: got.Duplicate}
 	if got.Resume {
-		if err := c.resume(ctx, id, got.Queue, got.Run); err != nil {
+		if _, err := c.ResumeRun(ctx, id, got.Queue, got.Run); err != nil {
 			return res, err
 		}
 	}
 	return res, nil
 }
 
-// resume makes run of task id, waiting in queue's scheduled set, pending
-// now and wakes a worker for it (broker.Resume); a run no longer there
-// (its timer fired, another signal moved it) is left as it is.
-func (c *Client) resume(ctx context.Context, id, queue string, run int) error {
-	if queue == "" {
-		queue = DefaultQueue
-	}
-	aid := (&Envelope{ID: id, Run: run}).AsynqID()
-	if _, err := broker.Resume(ctx, c.store.rdb, queue, aid, time.Now().UnixNano()); err != nil {
-		return fmt.Errorf("tasks: resume %s: %w", id, err)
-	}
-	return nil
-}
