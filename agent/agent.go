@@ -51,6 +51,24 @@ type Request struct {
 	Resume  int                        `json:"resume,omitempty"`
 	Wait    *WaitResult                `json:"wait,omitempty"`
 	Signals map[string]json.RawMessage `json:"signals,omitempty"`
+	// Children are, in a run resumed from a children wait (every attempt
+	// of it), how that wait's children ended, in spawn order (a child
+	// that had not ended when the wait timed out, or that a mode any
+	// wait did not need, has its state then); omitted otherwise.
+	Children []ChildEnd `json:"children,omitempty"`
+}
+
+// ChildEnd is how one child of a children wait ended: its ID, its name
+// when its spec gave one, its state (succeeded, dead_lettered, canceled;
+// another state when the wait timed out before it ended), its result
+// when it succeeded, and its error class and error when it did not.
+type ChildEnd struct {
+	ID         string          `json:"id"`
+	Name       string          `json:"name,omitempty"`
+	State      string          `json:"state"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	ErrorClass string          `json:"error_class"`
+	Error      string          `json:"error"`
 }
 
 // Response is the ActionResponse an exec agent prints on stdout.

@@ -37,7 +37,7 @@ func marshalRequest(req Request) ([]byte, error) {
 		b, ok2 = appendPlain(b, req.Tracestate)
 		ok = ok && ok2
 	}
-	if !ok || len(req.Steps) > 0 || req.Resume != 0 || req.Wait != nil || len(req.Signals) > 0 { // json.Marshal writes them
+	if !ok || len(req.Steps) > 0 || req.Resume != 0 || req.Wait != nil || len(req.Signals) > 0 || len(req.Children) > 0 { // json.Marshal writes them
 		return json.Marshal(req)
 	}
 	return append(b, '}'), nil

@@ -32,7 +32,9 @@ const MaxWait = 365 * 24 * time.Hour
 
 // Wait is what a suspended run waits for: exactly one of Sleep (a
 // duration), Until (a time), Signal (a signal's name; Timeout bounds the
-// wait, zero: MaxWait) or Children (not supported yet: refused). Its JSON
+// wait, zero: MaxWait) or Children (child tasks; Mode says when the
+// wait ends: "all" of them ended, the default, or "any" succeeded;
+// Timeout bounds it, zero: MaxWait). Its JSON
 // is the wire shape: {"sleep":"10m"} | {"until":"2026-12-01T00:00:00Z"} |
 // {"signal":"approve","timeout":"1h"} | {"children":[…],"mode":"all",
 // "timeout":"1h"}; durations are Go duration strings, or a JSON number of
@@ -47,20 +49,32 @@ type Wait struct {
 	Mode string
 }
 
-// Child is one child task a children wait starts (the shape of a task
-// spec; not supported yet).
+// Child is one child task a children wait starts: the same shape (and
+// JSON names) as an enqueue request's task (tasks.Request, the API's
+// POST /api/v1/tasks body), with Name added. ID names the child; else
+// Name derives it ("<parentID>.<name>"); else its 1-based position
+// ("<parentID>.<k>"): stable across a repeated suspend, so a run that
+// suspends again enqueues nothing twice. Tenant and Queue default to the
+// parent's, CorrelationID to the parent's; Deadline (a Go duration from
+// the spawn, or an RFC 3339 time) is at most the parent's. In and
+// FailIfUnavailable are refused (invalid suspend): a child starts when
+// its parent suspends, breaker open or not (it waits behind it).
 type Child struct {
-	Agent    string          `json:"agent"`
-	Action   string          `json:"action,omitempty"`
-	Params   json.RawMessage `json:"params,omitempty"`
-	ID       string          `json:"id,omitempty"`
-	Name     string          `json:"name,omitempty"`
-	Tenant   string          `json:"tenant,omitempty"`
-	Priority string          `json:"priority,omitempty"`
-	Queue    string          `json:"queue,omitempty"`
-	Deadline time.Time       `json:"deadline,omitzero"`
-	Notify   []string        `json:"notify,omitempty"`
-	// MaxTokens and MaxCostUSD cap the child's usage (0: none).
+	ID                string          `json:"id,omitempty"`
+	Name              string          `json:"name,omitempty"`
+	Agent             string          `json:"agent"`
+	Action            string          `json:"action,omitempty"`
+	Params            json.RawMessage `json:"params,omitempty"`
+	CorrelationID     string          `json:"correlation_id,omitempty"`
+	Queue             string          `json:"queue,omitempty"`
+	Tenant            string          `json:"tenant,omitempty"`
+	Priority          string          `json:"priority,omitempty"`
+	In                string          `json:"in,omitempty"`
+	Deadline          string          `json:"deadline,omitempty"`
+	FailIfUnavailable bool            `json:"fail_if_unavailable,omitempty"`
+	Notify            []string        `json:"notify,omitempty"`
+	// MaxTokens and MaxCostUSD cap the child's usage (0: none); the
+	// tree's cap (the root's) holds as well.
 	MaxTokens  int64   `json:"max_tokens,omitempty"`
 	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 }
@@ -109,8 +123,9 @@ func invalid(format string, args ...any) error {
 
 // Validate checks w at now: exactly one kind, durations within (0,
 // MaxWait], a time at most MaxWait ahead (one in the past ends at once),
-// a signal's name of 1 to 128 characters of [A-Za-z0-9._:-]; children
-// waits are refused (not supported yet).
+// a signal's name of 1 to 128 characters of [A-Za-z0-9._:-], a timeout
+// only with a signal or children wait, a mode only with children, no
+// child with in or fail_if_unavailable (Child).
 func (w Wait) Validate(now time.Time) error {
 	kinds := w.kinds()
 	switch {
@@ -124,13 +139,28 @@ func (w Wait) Validate(now time.Time) error {
 		return invalid("timeout %s is not between 0 and %s", w.Timeout, MaxWait)
 	case !w.Until.IsZero() && w.Until.Sub(now) > MaxWait:
 		return invalid("until %s is more than %s ahead", w.Until.Format(time.RFC3339), MaxWait)
-	case w.Children != nil:
-		return invalid("children waits are not supported yet")
-	case w.Timeout != 0 && w.Signal == "":
+	case w.Timeout != 0 && w.Signal == "" && w.Children == nil:
 		return invalid("a timeout goes with a signal or children wait")
+	case w.Mode != "" && w.Children == nil:
+		return invalid("a mode goes with a children wait")
 	}
 	if w.Signal != "" {
 		return checkSignalName(w.Signal)
+	}
+	return checkChildren(w.Children)
+}
+
+// checkChildren refuses what a child spec may say on the wire but a
+// child cannot do (Child: in, fail_if_unavailable); the rest is checked
+// where the children are made (tasks.Client.PrepareChildren).
+func checkChildren(kids []Child) error {
+	for i, c := range kids {
+		switch {
+		case c.In != "":
+			return invalid("child %d: in is not supported for a child (it starts when its parent suspends)", i+1)
+		case c.FailIfUnavailable:
+			return invalid("child %d: fail_if_unavailable is not supported for a child", i+1)
+		}
 	}
 	return nil
 }

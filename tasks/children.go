@@ -1,6 +1,7 @@
 package tasks
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,18 +38,20 @@ var ErrInvalidChildren = errors.New("invalid children")
 // parent's; Deadline (a Go duration from the spawn, or an RFC 3339 time)
 // is at most the parent's.
 type ChildSpec struct {
-	ID         string          `json:"id,omitempty"`
-	Name       string          `json:"name,omitempty"`
-	Agent      string          `json:"agent"`
-	Action     string          `json:"action,omitempty"`
-	Params     json.RawMessage `json:"params,omitempty"`
-	Queue      string          `json:"queue,omitempty"`
-	Tenant     string          `json:"tenant,omitempty"`
-	Priority   string          `json:"priority,omitempty"`
-	Deadline   string          `json:"deadline,omitempty"`
-	Notify     []string        `json:"notify,omitempty"`
-	MaxTokens  int64           `json:"max_tokens,omitempty"`
-	MaxCostUSD float64         `json:"max_cost_usd,omitempty"`
+	ID     string          `json:"id,omitempty"`
+	Name   string          `json:"name,omitempty"`
+	Agent  string          `json:"agent"`
+	Action string          `json:"action,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+	// CorrelationID defaults to the parent's.
+	CorrelationID string   `json:"correlation_id,omitempty"`
+	Queue         string   `json:"queue,omitempty"`
+	Tenant        string   `json:"tenant,omitempty"`
+	Priority      string   `json:"priority,omitempty"`
+	Deadline      string   `json:"deadline,omitempty"`
+	Notify        []string `json:"notify,omitempty"`
+	MaxTokens     int64    `json:"max_tokens,omitempty"`
+	MaxCostUSD    float64  `json:"max_cost_usd,omitempty"`
 }
 
 // ChildEnd is how a child ended, as its parent keeps it (the child ends)
@@ -123,7 +126,7 @@ func (c *Client) ChildEnvelopes(parent *Envelope, ancestors []string, specs []Ch
 // ID id.
 func (c *Client) childEnvelope(parent *Envelope, sp ChildSpec, id string, now time.Time) (*Envelope, error) {
 	env := &Envelope{
-		ID: id, Agent: sp.Agent, Action: sp.Action, Params: sp.Params, CorrelationID: parent.CorrelationID,
+		ID: id, Agent: sp.Agent, Action: sp.Action, Params: sp.Params, CorrelationID: cmp.Or(sp.CorrelationID, parent.CorrelationID),
 		Queue: sp.Queue, Tenant: sp.Tenant, Priority: NormPriority(sp.Priority), EnqueuedAt: now.UTC(),
 		Notify: sp.Notify, MaxTokens: sp.MaxTokens, MaxCostUSD: sp.MaxCostUSD,
 		Traceparent: parent.Traceparent, Tracestate: parent.Tracestate,

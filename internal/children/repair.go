@@ -109,7 +109,7 @@ func (r *Repairer) parent(ctx context.Context, id string, now time.Time) error {
 		return err
 	}
 	state, _ := f[0].(string)
-	if state != "waiting" || f[1] != f[2] { // TODO(#37 slice 2): record.StateWaiting
+	if state != string(record.StateWaiting) || f[1] != f[2] {
 		return r.rdb.ZRem(ctx, rkeys.WaitingChildren(), id).Err()
 	}
 	fixed, err := r.finish(ctx, id)

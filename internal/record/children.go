@@ -14,10 +14,6 @@ import (
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
-// stateWaiting is the state of a task that waits (slice 2 of #37).
-// TODO(#37 slice 2): use StateWaiting once it is in this package.
-const stateWaiting State = "waiting"
-
 // The modes of a children wait: ModeAll resumes the parent when every
 // child has ended, ModeAny at the first child that succeeds (or when
 // every child has ended).
@@ -180,7 +176,7 @@ func (s *Store) ChildEnded(ctx context.Context, parentID string, end ChildEnd) (
 		ok = "1"
 	}
 	keys := []string{rkeys.Task(parentID), rkeys.TaskChildSpecs(parentID), rkeys.TaskChildEnds(parentID)}
-	code, rest, err := reply(s.runner.Run(ctx, childEndScript, keys, end.ID, string(data), ok, string(stateWaiting),
+	code, rest, err := reply(s.runner.Run(ctx, childEndScript, keys, end.ID, string(data), ok, string(StateWaiting),
 		`"state":"`+string(StateSucceeded)+`"`))
 	if err != nil {
 		return Resume{}, false, fmt.Errorf("record: end of child %q of %s: %w", end.ID, parentID, err)

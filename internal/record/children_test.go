@@ -25,7 +25,7 @@ func waitFor(t *testing.T, rdb redis.UniversalClient, st *Store, parent string, 
 	stored, err := st.SetChildren(ctx, parent, c)
 	require.NoError(t, err)
 	require.True(t, stored)
-	require.NoError(t, rdb.HSet(ctx, rkeys.Task(parent), FieldState, string(stateWaiting), FieldRun, run).Err())
+	require.NoError(t, rdb.HSet(ctx, rkeys.Task(parent), FieldState, string(StateWaiting), FieldRun, run).Err())
 }
 
 // TestChildrenAll: SetChildren stores the list (View.Children, the repair
@@ -93,7 +93,7 @@ func TestChildrenAny(t *testing.T) {
 		rs, _, err := st.ChildEnded(ctx, "q", ChildEnd{ID: "a", State: StateSucceeded})
 		require.NoError(t, err)
 		require.False(t, rs.Due, "the parent is not waiting yet")
-		require.NoError(t, rdb.HSet(ctx, rkeys.Task("q"), FieldState, string(stateWaiting), FieldRun, 1).Err())
+		require.NoError(t, rdb.HSet(ctx, rkeys.Task("q"), FieldState, string(StateWaiting), FieldRun, 1).Err())
 		rs, _, err = st.ChildEnded(ctx, "q", ChildEnd{ID: "b", State: StateDeadLettered})
 		require.NoError(t, err)
 		require.False(t, rs.Due)

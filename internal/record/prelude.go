@@ -108,11 +108,22 @@ var schema = func() map[string]map[string]string {
 // lifetime and where the task ID starts in a record's key.
 func renderConsts() string {
 	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n"+
-		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\nlocal STEPS_SUFFIX, SIGNALS_SUFFIX = %q, %q\n", HistoryHead, HistoryTail,
+		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\nlocal STEPS_SUFFIX, SIGNALS_SUFFIX = %q, %q\n"+
+		"local CHILDREN_SUFFIXES, CHILDREN_KIND = {%q, %q, %q}, %q\n", HistoryHead, HistoryTail,
 		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, amount.MaxSum,
-		strings.TrimPrefix(rkeys.TaskSteps("\x00"), rkeys.Task("\x00")),
-		strings.TrimPrefix(rkeys.TaskSignals("\x00"), rkeys.Task("\x00")))
+		suffix(rkeys.TaskSteps), suffix(rkeys.TaskSignals),
+		suffix(rkeys.TaskChildren), suffix(rkeys.TaskChildSpecs), suffix(rkeys.TaskChildEnds), childrenKind)
 }
+
+// suffix is what key(id) adds to the record's key rkeys.Task(id): a
+// task's key a script derives from its record's (in the record's slot).
+func suffix(key func(string) string) string {
+	return strings.TrimPrefix(key("\x00"), rkeys.Task("\x00"))
+}
+
+// childrenKind is how a children wait's JSON (FieldWait, compact as
+// json.Marshal writes it) names its kind.
+const childrenKind = `"kind":"` + WaitChildren + `"`
 
 // terminalRef is TERMINAL(x) in a script: whether the state x is terminal,
 // rendered as comparisons with the terminal states.

@@ -24,4 +24,7 @@ redis.call("EXPIRE", KEYS[1], ARGV[5])
 redis.call("EXPIRE", KEYS[2], ARGV[5])
 redis.call("EXPIRE", KEYS[1] .. STEPS_SUFFIX, ARGV[5]) -- the steps hash (rkeys.TaskSteps), when there is one
 redis.call("EXPIRE", KEYS[1] .. SIGNALS_SUFFIX, ARGV[5]) -- the signals hash (rkeys.TaskSignals), when there is one
+for _, sfx in ipairs(CHILDREN_SUFFIXES) do -- a children wait's keys (rkeys.TaskChildren, TaskChildSpecs, TaskChildEnds)
+  redis.call("EXPIRE", KEYS[1] .. sfx, ARGV[5])
+end
 return {R.applied, cur[1], cur[2] or "0", cur[3] or "", outboxed}

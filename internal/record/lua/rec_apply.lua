@@ -49,11 +49,17 @@
 -- decides what ended the wait, atomically
 -- with the start: "signal" when the signal waited for is in the signals
 -- hash (rec .. SIGNALS_SUFFIX, rkeys.TaskSignals), else "timeout"; a wait
--- for no signal, "timer". It sets F.wait_outcome and appends the event
+-- for no signal, "timer"; a children wait (its F.wait's kind, CHILDREN_KIND)
+-- "children" when the children's end resumed it (child_end.lua set
+-- F.children_resumed to this run: every child ended, or, mode any, one
+-- succeeded), else "timeout". It sets F.wait_outcome and appends the event
 -- resumed before the write's own. The field pairs start with state and
 -- updated_at (Change.fields): the resumed event's time is updated_at's.
 -- The signals hash gets the record's lifetime with it (when it counts
--- signals), as the steps hash does.
+-- signals), as the steps hash does; and, when the record counts resumes,
+-- the children wait's keys (CHILDREN_SUFFIXES: rkeys.TaskChildren,
+-- TaskChildSpecs, TaskChildEnds; derived from the record's key, in its
+-- slot, as the steps hash; EXPIRE of a key that does not exist is a no-op).
 -- This is the hottest script (every attempt's outcome): its common path is
 -- written out rather than calling helpers, numbers it writes are formatted
 -- once, as strings, and it reads only the error_class of the error fields
@@ -102,13 +108,16 @@ local function rec_apply(rec, hist, o, outbox, due)
   -- A task that suspended or got signals: its wait, and the resume.
   local info, resumed, ready = nil, nil, 0
   if n > 0 and (cur[12] or cur[13]) then
-    info = redis.call("HMGET", rec, F.wait, F.wait_signal, F.wait_outcome)
+    info = redis.call("HMGET", rec, F.wait, F.wait_signal, F.wait_outcome, F.children_resumed)
     if cur[12] and nextrun < 0 and (state == S.waiting or state == S.deferred) and (info[3] or "") == "" and
       (info[1] or "") ~= "" then
       local by = "timer"
       if (info[2] or "") ~= "" then
         by = "timeout"
         if cur[13] and redis.call("HEXISTS", rec .. SIGNALS_SUFFIX, info[2]) == 1 then by = "signal" end
+      elseif string.find(info[1], CHILDREN_KIND, 1, true) then
+        by = "timeout"
+        if info[4] == ARGV[o + 1] then by = "children" end
       end
       info[3] = by
       rare = rare or {}
@@ -189,6 +198,9 @@ local function rec_apply(rec, hist, o, outbox, due)
   if not fresh or created then redis.call("EXPIRE", hist, ARGV[o + 6]) end
   if not fresh and cur[11] then redis.call("EXPIRE", rec .. STEPS_SUFFIX, ARGV[o + 6]) end
   if not fresh and cur[13] then redis.call("EXPIRE", rec .. SIGNALS_SUFFIX, ARGV[o + 6]) end
+  if not fresh and cur[12] then
+    for _, sfx in ipairs(CHILDREN_SUFFIXES) do redis.call("EXPIRE", rec .. sfx, ARGV[o + 6]) end
+  end
   if info then
     return {R.applied, attempts, tonumber(seq), outboxed and 1 or 0, tonumber(cur[11]) or 0, tonumber(cur[13]) or 0,
       info[1] or "", info[3] or "", ready, resumed and 1 or 0}

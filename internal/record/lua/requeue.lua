@@ -47,4 +47,7 @@ redis.call("EXPIRE", KEYS[1], ARGV[2])
 redis.call("EXPIRE", KEYS[2], ARGV[2])
 redis.call("EXPIRE", KEYS[1] .. STEPS_SUFFIX, ARGV[2]) -- the steps hash (rkeys.TaskSteps), when there is one: kept
 redis.call("EXPIRE", KEYS[1] .. SIGNALS_SUFFIX, ARGV[2]) -- the signals hash (rkeys.TaskSignals), when there is one: kept
+for _, sfx in ipairs(CHILDREN_SUFFIXES) do -- a children wait's keys (rkeys.TaskChildren, TaskChildSpecs, TaskChildEnds)
+  redis.call("EXPIRE", KEYS[1] .. sfx, ARGV[2])
+end
 return {R.applied, outboxed}
