@@ -224,7 +224,7 @@ func request(ctx context.Context, env *tasks.Envelope, sp *Spec, n int, emit fun
 		CorrelationID: env.CorrelationID, Attempt: n, Restart: env.Restarts,
 		Traceparent: traceparent, Tracestate: tracestate, Emit: emit,
 		Steps: steps.start.known(), RecordStep: steps.record,
-		Resume: env.Resumes, Wait: steps.start.wait, Signals: steps.start.signals,
+		Resume: env.Resumes, Wait: steps.start.wait, Signals: steps.start.signals, Children: steps.start.children,
 	}
 }
 

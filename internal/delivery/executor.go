@@ -83,11 +83,16 @@ type Executor struct {
 	children ChildReporter
 }
 
-// ChildReporter tells a child task's parent how the child ended
-// (tasks.Client.ReportChildEnd: the end recorded in the parent's child
-// ends, and the parent resumed when that completes its children wait).
+// ChildReporter is the child tasks' side of the delivery (a
+// *tasks.Client): it tells a child task's parent how the child ended
+// (ReportChildEnd: the end recorded in the parent's child ends, and the
+// parent resumed when that completes its children wait), and makes a
+// children wait's children (PrepareChildren before the suspend's Waiting
+// write, SpawnChildren after it).
 type ChildReporter interface {
 	ReportChildEnd(ctx context.Context, parent string, end tasks.ChildEnd) error
+	PrepareChildren(ctx context.Context, parent *tasks.Envelope, run int, mode string, specs []tasks.ChildSpec) (bool, error)
+	SpawnChildren(ctx context.Context, parent *tasks.Envelope, specs []tasks.ChildSpec) ([]string, error)
 }
 
 // Deps are what an Executor is built from: the worker's config and the

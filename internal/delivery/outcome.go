@@ -118,10 +118,12 @@ type attemptStart struct {
 	mu    sync.Mutex
 	steps map[string]json.RawMessage
 
-	// signals and wait are what a later run's start read (started): the
-	// task's signals and the wait that ended, handed to every call.
-	signals map[string]json.RawMessage
-	wait    *agent.WaitResult
+	// signals, wait and children are what a later run's start read
+	// (started): the task's signals, the wait that ended and a children
+	// wait's children, handed to every call.
+	signals  map[string]json.RawMessage
+	wait     *agent.WaitResult
+	children []agent.ChildEnd
 }
 
 // beginNow writes the start now (a redelivery, a later run); a start that
@@ -130,7 +132,8 @@ type attemptStart struct {
 // (beginLazy) has none.
 func beginNow(ctx context.Context, rec completer, d record.Delivery) (*attemptStart, started, record.Outcome, error) {
 	out, got, err := rec.start(ctx, d)
-	return &attemptStart{rec: rec, d: d, written: applied(out, err), steps: got.steps, signals: got.signals, wait: got.wait},
+	return &attemptStart{rec: rec, d: d, written: applied(out, err), steps: got.steps, signals: got.signals, wait: got.wait,
+			children: got.children},
 		got, out, err
 }
 

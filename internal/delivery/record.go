@@ -98,9 +98,30 @@ func (c inlineCompleter) start(ctx context.Context, d record.Delivery) (out reco
 		}
 	}
 	if info.Signals > 0 {
-		got.signals, err = c.read(ctx, d.ID, c.rec.Signals)
+		if got.signals, err = c.read(ctx, d.ID, c.rec.Signals); err != nil {
+			return out, got, err
+		}
+	}
+	if got.wait != nil && got.wait.Kind == agent.WaitChildren {
+		got.children, err = c.childEnds(ctx, d.ID)
 	}
 	return out, got, err
+}
+
+// childEnds reads how the children of task id's last children wait
+// ended (record.Store.ChildEnds, in spawn order; a child that has not
+// ended has its current state), waiting out a Redis outage.
+func (c inlineCompleter) childEnds(ctx context.Context, id string) (out []agent.ChildEnd, err error) {
+	var ends []record.ChildEnd
+	err = untilRedis(ctx, func() error {
+		ends, err = c.rec.ChildEnds(context.WithoutCancel(ctx), id)
+		return err
+	})
+	out = make([]agent.ChildEnd, len(ends))
+	for i, e := range ends {
+		out[i] = agent.ChildEnd{ID: e.ID, Name: e.Name, State: string(e.State), Result: e.Result, ErrorClass: e.ErrorClass, Error: e.Error}
+	}
+	return out, err
 }
 
 // read reads task id's steps or signals (Store.Steps, Store.Signals: f),
@@ -126,12 +147,14 @@ func (c inlineCompleter) wait(ctx context.Context, d record.Delivery, ch record.
 }
 
 // started is what the start of a later run's attempt read (beginNow):
-// the task's steps and signals (nil when none), and the wait that ended
+// the task's steps and signals (nil when none), the children of a
+// children wait that ended (in spawn order), and the wait that ended
 // (nil when the task never suspended) with what ended it; resumed: this
 // start decided it (the resumed run's first).
 type started struct {
 	steps, signals map[string]json.RawMessage
 	wait           *agent.WaitResult
+	children       []agent.ChildEnd
 	outcome        string
 	resumed        bool
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 // settle decides what the attempt a leads to, under the task's agent sp's
 // policy, and takes that step: one method per decision.
 func (p *Executor) settle(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, a *attemptResult) (answer error) {
+	if err := p.prepareChildren(ctx, log, env, a); err != nil {
+		return err
+	}
 	d := sp.policy.Decide(resilience.DecideInput{
 		Verdict: a.call.verdict, Attempt: a.n, MaxAttempts: sp.maxAttempts,
 		Backoff: sp.backoff, MaxRetryAfter: sp.maxRetryAfter,
@@ -115,10 +119,72 @@ func (p *Executor) suspend(ctx context.Context, log *taskLog, env *tasks.Envelop
 			log.Warn("could not resume a task whose signal came before its wait; it resumes at its timeout", "err", err)
 		}
 	}
+	if w.Children != nil {
+		p.spawnChildren(bg, log, env, w)
+	}
 	p.metrics.suspends.WithLabelValues(p.metrics.agent(env.Agent), w.Kind()).Inc()
 	log.Info("suspended", "event", "suspend", "kind", w.Kind(), "attempt", a.n, "resume", next.Resumes,
 		"delay_ms", delay.Milliseconds(), "signal_sent", ready)
 	return nil
+}
+
+// prepareChildren stores attempt a's children wait, when its call
+// suspended with one, for the run the suspend's Waiting write moves the
+// record to (tasks.Client.PrepareChildren: before that write, so that
+// the children exist only for a parent that waits for them, and the
+// children repair finds them). Specs the children check refuses turn
+// the attempt into a logic_error failure ("invalid suspend: …"); a
+// parent the store refuses (canceled, ended, superseded) is left to the
+// Waiting write, which refuses it too. Redis trouble hands the delivery
+// back.
+func (p *Executor) prepareChildren(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
+	w := a.call.wait
+	if w == nil || w.Children == nil {
+		return nil
+	}
+	err := errNoChildren
+	if p.children != nil {
+		_, err = p.children.PrepareChildren(context.WithoutCancel(ctx), env, env.Run+1, cmp.Or(w.Mode, record.ModeAll), childSpecs(w.Children))
+	}
+	switch {
+	case err == nil || errors.Is(err, record.ErrChildrenRefused):
+		return nil
+	case errors.Is(err, tasks.ErrInvalidChildren):
+		a.call.wait, a.call.verdict = nil, resilience.Verdict{Class: resilience.LogicError}
+		a.call.errText = Truncate(fmt.Sprintf("%v: %v", agent.ErrInvalidSuspend, err), 2000)
+		return nil
+	}
+	log.Error("could not store the children wait; retrying the hand-off", "err", err)
+	p.awaitRedis(ctx, env.ID)
+	return handBack(err)
+}
+
+// errNoChildren refuses a children wait of a worker built without child
+// tasks (Deps.Children nil).
+var errNoChildren = fmt.Errorf("%w: this worker makes no child tasks", tasks.ErrInvalidChildren)
+
+// spawnChildren enqueues the children of env's wait w once its Waiting
+// write is in (tasks.Client.SpawnChildren: idempotent by child ID). A
+// child it could not enqueue is left to the children repair, which
+// enqueues the children of a waiting parent that do not exist.
+func (p *Executor) spawnChildren(ctx context.Context, log *taskLog, env *tasks.Envelope, w agent.Wait) {
+	ids, err := p.children.SpawnChildren(ctx, env, childSpecs(w.Children))
+	if err != nil {
+		log.Warn("could not enqueue every child; the children repair will", "spawned", len(ids), "children", len(w.Children), "err", err)
+	}
+}
+
+// childSpecs are a children wait's children as package tasks takes them
+// (agent.Child has tasks.Request's shape, with Name; Wait.Validate
+// refused In and FailIfUnavailable).
+func childSpecs(kids []agent.Child) []tasks.ChildSpec {
+	out := make([]tasks.ChildSpec, len(kids))
+	for i, c := range kids {
+		out[i] = tasks.ChildSpec{ID: c.ID, Name: c.Name, Agent: c.Agent, Action: c.Action, Params: c.Params,
+			CorrelationID: c.CorrelationID, Queue: c.Queue, Tenant: c.Tenant, Priority: c.Priority,
+			Deadline: c.Deadline, Notify: c.Notify, MaxTokens: c.MaxTokens, MaxCostUSD: c.MaxCostUSD}
+	}
+	return out
 }
 
 // waitDelay is how long the run suspended at now with wait w waits at
@@ -133,12 +199,16 @@ func waitDelay(env *tasks.Envelope, w agent.Wait, now time.Time) time.Duration {
 }
 
 // waitJSON is the record's wait (record.Wait.JSON): w's kind and fields
-// on the wire, and when its run is due.
+// on the wire (a children wait's children as their count, and its mode),
+// and when its run is due.
 func waitJSON(w agent.Wait, due time.Time) json.RawMessage {
 	b, _ := json.Marshal(w)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	m["kind"], m["due"] = w.Kind(), due.UTC().Format(time.RFC3339Nano)
+	if w.Children != nil { // the record keeps the children (record.Store.SetChildren): here their count
+		m["children"], m["mode"] = len(w.Children), cmp.Or(w.Mode, record.ModeAll)
+	}
 	out, _ := json.Marshal(m)
 	return out
 }
