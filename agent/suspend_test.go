@@ -28,6 +28,10 @@ func TestParseWait(t *testing.T) {
 		`{"signal":"approve","timeout":"1h"}`: {Signal: "approve", Timeout: time.Hour},
 		`{"signal":"a.b:c_d-1"}`:              {Signal: "a.b:c_d-1"},
 		`{"until":"2020-01-01T00:00:00Z"}`:    {Until: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)},
+		// What the Python and TypeScript helpers send: an enqueue body's task with name.
+		`{"children":[{"agent":"x","name":"a","deadline":"60s","max_tokens":5,"params":{"k":1},"correlation_id":"c"}],"mode":"any","timeout":60}`: {
+			Children: []agent.Child{{Agent: "x", Name: "a", Deadline: "60s", MaxTokens: 5, Params: json.RawMessage(`{"k":1}`), CorrelationID: "c"}},
+			Mode:     "any", Timeout: time.Minute},
 	}
 	for raw, want := range good {
 		w, err := agent.ParseWait(json.RawMessage(raw), now)
@@ -40,21 +44,24 @@ func TestParseWait(t *testing.T) {
 		require.Equal(t, want, again, "MarshalJSON writes the wire shape: %s", back)
 	}
 	bad := map[string]string{
-		``:                                 "no wait",
-		`{}`:                               "names nothing",
-		`{"sleep":"1m","signal":"a"}`:      "more than one",
-		`{"sleep":"forever"}`:              "not a duration",
-		`{"sleep":"9000h"}`:                "not between",
-		`{"sleep":-1}`:                     "neither",
-		`{"until":"tomorrow"}`:             "RFC 3339",
-		`{"until":"2030-01-01T00:00:00Z"}`: "ahead",
-		`{"signal":"a b"}`:                 "character",
-		`{"signal":"a","timeout":"9000h"}`: "timeout",
-		`{"sleep":"1m","timeout":"1m"}`:    "a timeout goes with",
-		`{"children":[{"agent":"x"}]}`:     "children waits are not supported yet",
-		`{"children":[],"mode":"some"}`:    "mode",
-		`{"sleeep":"1m"}`:                  "not a wait object",
-		`[1]`:                              "invalid suspend",
+		``:                                       "no wait",
+		`{}`:                                     "names nothing",
+		`{"sleep":"1m","signal":"a"}`:            "more than one",
+		`{"sleep":"forever"}`:                    "not a duration",
+		`{"sleep":"9000h"}`:                      "not between",
+		`{"sleep":-1}`:                           "neither",
+		`{"until":"tomorrow"}`:                   "RFC 3339",
+		`{"until":"2030-01-01T00:00:00Z"}`:       "ahead",
+		`{"signal":"a b"}`:                       "character",
+		`{"signal":"a","timeout":"9000h"}`:       "timeout",
+		`{"sleep":"1m","timeout":"1m"}`:          "a timeout goes with",
+		`{"children":[{"agent":"x","in":"1m"}]}`: "child 1: in is not supported",
+		`{"children":[{"agent":"x","fail_if_unavailable":true}]}`: "fail_if_unavailable",
+		`{"sleep":"1m","mode":"any"}`:                             "a mode goes with a children wait",
+		`{"children":[{"agent":"x","bogus":1}]}`:                  "not a wait object",
+		`{"children":[],"mode":"some"}`:                           "mode",
+		`{"sleeep":"1m"}`:                                         "not a wait object",
+		`[1]`:                                                     "invalid suspend",
 	}
 	for raw, want := range bad {
 		_, err := agent.ParseWait(json.RawMessage(raw), now)

@@ -23,10 +23,10 @@ import (
 )
 
 // suspendForChildren makes task id (agent boss) wait for the children
-// specs, as slice 2's suspend will: its run 0 scheduled out of the way,
-// its run 1 scheduled an hour out, the wait stored for run 1, the record
-// waiting at run 1, then the children spawned.
-// TODO(#37 slice 2): a real suspend reply once the delivery settles it.
+// specs, as the delivery's suspend does, by hand: its run 0 scheduled out
+// of the way, its run 1 scheduled an hour out, the wait stored for run 1,
+// the record waiting at run 1, then the children spawned. (fanout_test.go
+// suspends through a real agent's reply.)
 func suspendForChildren(t *testing.T, rdb redis.UniversalClient, id, mode string, specs []tasks.ChildSpec) []string {
 	t.Helper()
 	ctx := context.Background()

@@ -90,7 +90,9 @@ func overDeadline(env *tasks.Envelope, sp *Spec, a *attemptResult, d *resilience
 // record moved to that run) and acks this run. The verdict is not a
 // failure: no retry, no restart, no breaker count. A wait for a signal
 // sent already resumes at once: its run is made pending (broker.Resume)
-// right after the record says so.
+// right after the record says so. A children wait, stored before
+// (prepareChildren, in settle), spawns its children once the record
+// waits (spawnChildren).
 func (p *Executor) suspend(ctx context.Context, log *taskLog, env *tasks.Envelope, a *attemptResult) error {
 	if out, err := a.start.ensure(ctx); !applied(out, err) {
 		return p.answer(ctx, log, env, out, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -152,5 +153,65 @@ func TestChildEndBigResult(t *testing.T) {
 		ends, err := st.ChildEnds(ctx, "big")
 		require.NoError(t, err)
 		require.JSONEq(t, fmt.Sprintf(`{"truncated":true,"bytes":%d}`, len(huge)), string(ends[0].Result))
+	})
+}
+
+// suspendChildren makes task id wait (run 1) for children c1, c2 (mode
+// all) as the delivery does: the wait stored (SetChildren), then the
+// Waiting write of a children wait.
+func suspendChildren(t *testing.T, st *Store, id string) {
+	t.Helper()
+	_, err := st.SetChildren(context.Background(), id, Children{Run: 1, Mode: ModeAll,
+		Kids: []Child{{ID: id + ".c1", Spec: json.RawMessage(`{}`)}, {ID: id + ".c2", Spec: json.RawMessage(`{}`)}}})
+	require.NoError(t, err)
+	w := Wait{JSON: json.RawMessage(`{"kind":"children","children":2,"mode":"all","due":"2030-01-01T00:00:00Z"}`), Resumes: 1}
+	out, _, err := st.ApplyStart(context.Background(), Delivery{ID: id, Attempt: 1, Seed: seed()},
+		Waiting(Attempt{Attempt: 1, Agent: "llm"}, NextRun{Run: 1}, w, time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, Applied, out)
+}
+
+// TestChildrenWaitOutcome: the resumed start of a children wait decides
+// "children" when the children's end resumed it (child_end.lua marked
+// it), else "timeout" (the timer came first), once; the wait's keys get
+// the record's lifetime with its writes and a cancel.
+func TestChildrenWaitOutcome(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		create(t, st, "all")
+		suspendChildren(t, st, "all")
+		for _, c := range []string{"all.c1", "all.c2"} {
+			_, _, err := st.ChildEnded(ctx, "all", ChildEnd{ID: c, State: StateSucceeded})
+			require.NoError(t, err)
+		}
+		info := resume(t, st, "all", 1)
+		require.True(t, info.Resumed)
+		require.Equal(t, WaitChildren, info.WaitOutcome)
+		require.Equal(t, WaitChildren, resume(t, st, "all", 2).WaitOutcome, "every attempt of the run answers the same")
+
+		create(t, st, "late")
+		suspendChildren(t, st, "late")
+		_, _, err := st.ChildEnded(ctx, "late", ChildEnd{ID: "late.c1", State: StateSucceeded})
+		require.NoError(t, err)
+		info = resume(t, st, "late", 1)
+		require.Equal(t, WaitTimeout, info.WaitOutcome, "one child of two: the timer came first")
+		rs, _, err := st.ChildEnded(ctx, "late", ChildEnd{ID: "late.c2", State: StateSucceeded})
+		require.NoError(t, err)
+		require.False(t, rs.Due, "a wait that timed out is not resumed again")
+
+		ttl := func(key string) time.Duration {
+			v, err := rdb.TTL(ctx, key).Result()
+			require.NoError(t, err)
+			return v
+		}
+		for _, key := range []string{rkeys.TaskChildren("late"), rkeys.TaskChildSpecs("late"), rkeys.TaskChildEnds("late")} {
+			require.NoError(t, rdb.Expire(ctx, key, time.Minute).Err())
+		}
+		require.NoError(t, rdb.Expire(ctx, rkeys.Task("late"), time.Minute).Err())
+		_, err = st.Cancel(ctx, "late", "")
+		require.NoError(t, err)
+		for _, key := range []string{rkeys.TaskChildren("late"), rkeys.TaskChildSpecs("late"), rkeys.TaskChildEnds("late")} {
+			require.Greater(t, ttl(key), 10*time.Minute, "a cancel sets %s's lifetime with the record's", key)
+		}
 	})
 }

@@ -75,8 +75,9 @@ def wait_spec(sleep=None, until=None, signal=None, timeout=None, children=None, 
     of ``sleep`` (seconds, a timedelta or a Go duration string such as
     "10m"), ``until`` (a datetime with a time zone, or RFC 3339 text),
     ``signal`` (a name, with an optional ``timeout``) or ``children`` (task
-    specs as enqueue_batch takes them, with ``mode`` "all" or "any" and an
-    optional ``timeout``). Anything else is ValueError."""
+    specs as enqueue_batch takes them, with an optional ``name``; ``in``
+    and ``fail_if_unavailable`` are refused; with ``mode`` "all" or "any"
+    and an optional ``timeout``). Anything else is ValueError."""
     kinds = [k for k, v in (("sleep", sleep), ("until", until), ("signal", signal),
                             ("children", children)) if v is not None]
     if len(kinds) != 1:
@@ -97,6 +98,10 @@ def wait_spec(sleep=None, until=None, signal=None, timeout=None, children=None, 
         w["signal"] = signal
     else:
         w["children"] = [task_spec(c) for c in children]
+        for i, c in enumerate(w["children"], 1):
+            refused = [k for k in ("in", "fail_if_unavailable") if k in c]
+            if refused:
+                raise ValueError("suspend: child %d: %s is not supported for a child" % (i, refused[0]))
         if mode is not None:
             if mode not in ("all", "any"):
                 raise ValueError("suspend: mode is \"all\" or \"any\", not %r" % (mode,))

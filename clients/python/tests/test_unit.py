@@ -858,6 +858,12 @@ class TestAgentSuspend(unittest.TestCase):
                 return "swallowed"
         self.assertEqual(handle_request(handle, "{}"), {"status": "suspend", "wait": {"sleep": "60s"}})
 
+    def test_child_spec_refuses_in(self):
+        from agentq.agent import wait_spec
+        for bad in ({"agent": "x", "in_": 5}, {"agent": "x", "fail_if_unavailable": True}):
+            with self.assertRaisesRegex(ValueError, "child 1: .* is not supported for a child"):
+                wait_spec(children=[bad])
+
     def test_invalid_wait_is_an_error(self):
         resp = self.agent({"params": {"mode": "bad"}})
         self.assertEqual(resp["status"], "error")

@@ -55,8 +55,9 @@ export interface ChildResult {
 
 /** A child task of a children wait: an ordinary task spec, with an optional
  * `name` (the child's ID is `id`, else `<parent>.<name>`, else
- * `<parent>.<k>`, k its 1-based position). */
-export interface ChildSpec extends TaskRequest {
+ * `<parent>.<k>`, k its 1-based position); `in` and `fail_if_unavailable`
+ * are not for a child (the worker refuses them). */
+export interface ChildSpec extends Omit<TaskRequest, "in" | "fail_if_unavailable"> {
   name?: string;
 }
 
