@@ -64,7 +64,8 @@ bench: redis
 	for h in 'wait notification p50' 'breaker Redis CPU per recorded call' 'limiter Redis CPU per admitted call' 'cluster pipeline/asynq throughput ratio' 'idle Redis CPU per worker' \
 		'single enqueue/asynq ratio' 'pipeline/asynq 4-process throughput ratio' 'pipeline/asynq Redis CPU per task ratio' 'pipeline/asynq throughput ratio' \
 		'io-bound 50ms/c=200 agentq/asynq throughput ratio' 'io-bound 200ms/c=400 agentq/asynq throughput ratio' 'worker CPU per task agentq/asynq ratio' \
-		'waiting tasks idle-fleet Redis CPU with/without ratio' 'signal resume latency p50'; do \
+		'waiting tasks idle-fleet Redis CPU with/without ratio' 'signal resume latency p50' \
+		'1000-child fan-out children/s'; do \
 		grep -h "^$$h: " .bench.out | tail -n 1; \
 	done; exit $$rc
 

@@ -57,7 +57,7 @@ const (
 
 // hlWait ("wait notification p50", BenchmarkWaitNotify) is printed first.
 
-var headlineOrder = []string{hlWait, hlIdle, hlEnqueue, hlProcs, hlCPUPerTask, hlThroughput, hlIO50, hlIO200, hlIOCPU, hlWaiting, hlResume}
+var headlineOrder = []string{hlWait, hlIdle, hlEnqueue, hlProcs, hlCPUPerTask, hlThroughput, hlIO50, hlIO200, hlIOCPU, hlWaiting, hlResume, hlFanOut}
 
 // headline prints a headline line now and keeps it for the end of the
 // summary.

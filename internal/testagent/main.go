@@ -93,6 +93,10 @@
 // else: a side-effect log from which tests count duplicate executions and
 // find the PIDs of the agents that ran.
 //
+// In every mode, params "delay_ms": T sleeps T ms after that log line and
+// before the mode runs (a call that takes a while: a window to kill its
+// worker in).
+//
 // In every mode, params "lock_dir": D first takes an exclusive flock on
 // D/<task_id>.lock, which its children inherit: the lock is held until
 // every process of the run is gone. When another run of the task holds
@@ -168,6 +172,9 @@ func main() {
 	}
 	if f := p.str("effects", ""); f != "" {
 		logEffect(f, req, p.str("mode", "echo"))
+	}
+	if ms := p.int("delay_ms", 0); ms > 0 {
+		time.Sleep(time.Duration(ms) * time.Millisecond)
 	}
 
 	switch mode := p.str("mode", "echo"); mode {
