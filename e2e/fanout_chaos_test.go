@@ -58,10 +58,9 @@ const fanoutChildTokens = 100
 //     sum plus 100 per call that ended but whose outcome a kill lost — so
 //     at least the sum, at most the sum plus 100 per extra agent start
 //     (the effects log), exactly the sum when no child ran twice — and
-//     what the tree spent is within the root's max_tokens. Known gap: a
-//     tree debit that fails (Redis down as the call ends) is logged and
-//     lost while the outcome records the usage; the test counts those
-//     from the workers' logs ("could not debit the tree's usage").
+//     what the tree spent is within the root's max_tokens; no tree debit
+//     is given up during the Redis restart (a debit waits for Redis, as
+//     the outcome's write does).
 func TestFanOutUnderChaos(t *testing.T) {
 	t.Parallel()
 	const n, parent = 50, "fan"
@@ -134,16 +133,15 @@ func TestFanOutUnderChaos(t *testing.T) {
 	tree, err := rdb.HGet(ctx, rkeys.TaskTreeUsage(parent), "tokens").Int64()
 	require.NoError(t, err)
 	lost := lostTreeDebits(t, workers)
-	t.Logf("tree usage %d tokens; children's usage %d; %d extra child agent starts (killed or stranded runs); %d tree debits lost to the Redis restart", tree, childTokens, extra, lost)
-	// A call's tree debit is its own write as the call ends, not part of
-	// the outcome's: one that fails (Redis down) is logged and lost while
-	// the outcome, retried, records the usage. Known gap, reported to #37:
-	// the tree under-counts by those calls.
-	require.GreaterOrEqual(t, tree+int64(lost*fanoutChildTokens), childTokens, "every recorded call was debited from the tree, but for debits the restart lost")
-	require.LessOrEqual(t, tree, childTokens+int64(extra*fanoutChildTokens), "the tree was debited only for calls that ran")
-	if extra == 0 && lost == 0 {
-		require.Equal(t, childTokens, tree)
-	}
+	t.Logf("tree usage %d tokens; children's usage %d; %d extra child agent starts (killed or stranded runs); %d tree debits lost", tree, childTokens, extra, lost)
+	// A call's tree debit is its own write as the call ends; one Redis
+	// does not take (the restart) is tried again until Redis is back, so
+	// none is lost. A debit whose reply the restart cut may count twice
+	// (a cap errs on the safe side): one call's worth of slack for the
+	// one restart.
+	require.Zero(t, lost, "no tree debit is given up")
+	require.GreaterOrEqual(t, tree, childTokens, "every recorded call was debited from the tree")
+	require.LessOrEqual(t, tree, childTokens+int64((extra+1)*fanoutChildTokens), "the tree was debited only for calls that ran")
 	var own int64
 	if v.Usage != nil {
 		own = v.Usage.TotalTokens

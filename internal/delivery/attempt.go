@@ -462,19 +462,22 @@ func (p *Executor) afterLimitedCall(ctx context.Context, log *taskLog, sp *Spec,
 // from the tenant's budget and sp's. It is called once per call (in
 // call, with the usage the meter read), as soon as the call has ended,
 // before its outcome is recorded: a later admission anywhere in the fleet
-// sees it.
+// sees it. A debit Redis does not take is tried again while Redis is
+// unavailable (untilRedis, as the outcome's write is): a Redis restart
+// must not lose usage a cap counts on (a debit whose reply was lost may
+// count twice: a cap errs on the safe side).
 func (p *Executor) debitBudgets(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, u usage.Usage) {
 	if p.budgets == nil || u.IsZero() {
 		return
 	}
 	bg := context.WithoutCancel(ctx)
 	if env.Root != "" && (env.TreeMaxTokens > 0 || env.TreeMaxCostUSD > 0) {
-		if err := p.budgets.keeper.DebitTree(bg, env.Root, u); err != nil {
+		if err := untilRedis(bg, func() error { return p.budgets.keeper.DebitTree(bg, env.Root, u) }); err != nil {
 			log.Warn("could not debit the tree's usage", "root", env.Root, "tokens", u.TotalTokens, "err", err)
 		}
 	}
 	if bs := p.budgets.of(env, sp); len(bs) > 0 {
-		if err := p.budgets.keeper.Debit(bg, u, bs...); err != nil {
+		if err := untilRedis(bg, func() error { return p.budgets.keeper.Debit(bg, u, bs...) }); err != nil {
 			log.Warn("could not debit budgets", "tokens", u.TotalTokens, "err", err)
 		}
 	}
