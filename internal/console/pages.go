@@ -78,8 +78,8 @@ func parsePages() map[string]*template.Template {
 			}
 			return m
 		},
-		"pct": func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
-		"usd": func(f float64) string { return "$" + strconv.FormatFloat(f, 'f', 6, 64) },
+		"pct":  func(f float64) string { return strconv.FormatFloat(f*100, 'f', 0, 64) + "%" },
+		"usd":  func(f float64) string { return "$" + strconv.FormatFloat(f, 'f', 6, 64) },
 		"wait": parseWait,
 	}
 	out := map[string]*template.Template{}
