@@ -557,8 +557,11 @@ func (c *Console) task(rw http.ResponseWriter, r *http.Request, s session) error
 			inDLQ = true
 		}
 	}
+	tctx, tcancel := c.bounded(r, 2) // a tree is read a level a round trip
+	defer tcancel()
 	data := map[string]any{"T": v, "CanCancel": c.opts.Canceler != nil && cancellable[v.State], "InDLQ": inDLQ, "FromDLQ": fromDLQ,
-		"Live": !fromDLQ && !v.State.Terminal(), "Wait": parseWait(v.Wait), "WaitSignal": waitingSignal(v.State, v.Wait), "Resumed": resumed(v)}
+		"Live": !fromDLQ && !v.State.Terminal(), "Wait": parseWait(v.Wait), "WaitSignal": waitingSignal(v.State, v.Wait), "Resumed": resumed(v),
+		"Tree": c.runTree(tctx, v)}
 	c.render(rw, r, s, http.StatusOK, "task.html", "", "Task "+id, data)
 	return nil
 }
