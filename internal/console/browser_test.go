@@ -86,6 +86,9 @@ func TestBrowser(t *testing.T) {
 	f.seedBudgets(t)
 	_, err0 := f.client.Enqueue(context.Background(), tasks.Task{ID: "by-corr", Agent: "llm", CorrelationID: "order-7"})
 	require.NoError(t, err0)
+	_, err0 = f.client.Enqueue(context.Background(), tasks.Task{ID: "tree-top", Agent: "llm"}, tasks.ProcessIn(time.Hour))
+	require.NoError(t, err0)
+	spawn(t, f, &tasks.Envelope{ID: "tree-top", Agent: "llm", Queue: tasks.DefaultQueue}, []tasks.ChildSpec{{Agent: "tool"}, {Agent: "llm", Name: "review"}})
 	brokertest.Seed(t, f.rdb, "bulk") // tenants on queue bulk: acme at its cap
 	// A chart with something in it: an hour of synthetic minutes in Redis (the
 	// sampler's real readings are TestSamplerLifecycle's).
@@ -362,6 +365,15 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, text(`#budgets tr[data-kind="tenant"][data-name="beta"] td.tokens`), "4700 left")
 	fits("the Budgets page at 1366")
 	shot("budgets")
+	// A child's page: its parent linked, the run tree with it highlighted.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(f.url+"/ui/tasks/tree-top.review"),
+		chromedp.WaitVisible(chromedp.CSS(`#tree tr.current`)),
+	))
+	require.Equal(t, "tree-top", text("#task-parent a"))
+	require.Equal(t, "tree-top.review", text("#tree tr.current a"))
+	fits("a child task's page with its run tree at 1366")
+	shot("task-tree")
 	require.True(t, eval(`(window.confirm = () => true, true)`))
 	clickAndLoad(`#budgets tr[data-kind="agent"][data-name="llm"] button.reset`)
 	require.Contains(t, text(".flash"), "Budget of agent llm reset")
