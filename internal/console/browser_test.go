@@ -365,6 +365,10 @@ func TestBrowser(t *testing.T) {
 	require.Contains(t, text(`#budgets tr[data-kind="tenant"][data-name="beta"] td.tokens`), "4700 left")
 	fits("the Budgets page at 1366")
 	shot("budgets")
+	require.True(t, eval(`(window.confirm = () => true, true)`))
+	clickAndLoad(`#budgets tr[data-kind="agent"][data-name="llm"] button.reset`)
+	require.Contains(t, text(".flash"), "Budget of agent llm reset")
+	require.Contains(t, text(`#budgets tr[data-kind="agent"][data-name="llm"] td.usd`), "$0.05 left")
 	// A child's page: its parent linked, the run tree with it highlighted.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(f.url+"/ui/tasks/tree-top.review"),
@@ -374,10 +378,6 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, "tree-top.review", text("#tree tr.current a"))
 	fits("a child task's page with its run tree at 1366")
 	shot("task-tree")
-	require.True(t, eval(`(window.confirm = () => true, true)`))
-	clickAndLoad(`#budgets tr[data-kind="agent"][data-name="llm"] button.reset`)
-	require.Contains(t, text(".flash"), "Budget of agent llm reset")
-	require.Contains(t, text(`#budgets tr[data-kind="agent"][data-name="llm"] td.usd`), "$0.05 left")
 	// Tasks: the Overview's pending count of a queue lists its tasks; the
 	// search box finds a task by correlation ID; pause and resume the
 	// queue from its row (confirm answered yes).
