@@ -75,4 +75,3 @@ func (c *Client) Signal(ctx context.Context, id, name string, data json.RawMessa
 	}
 	return res, nil
 }
-
