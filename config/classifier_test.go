@@ -48,7 +48,7 @@ agents:
 	cl := resilience.Classifier{Custom: rules}
 	v, m := cl.Explain(&resilience.Failure{Status: 500, Text: "quota for team X is gone"})
 	require.Equal(t, resilience.QuotaExhausted, v.Class)
-	require.Equal(t, resilience.Match{Source: resilience.MatchConfig, Index: 0, Name: "team quota"}, m)
+	require.Equal(t, resilience.Match{Source: resilience.MatchConfig, Index: 0, Name: "team quota", By: resilience.ByRule}, m)
 
 	// No rules: none, and the zero classifier.
 	rules, err = Default().ClassifierRules()

@@ -119,4 +119,40 @@ type Verdict struct {
 	// ShouldRetry is the backend's explicit x-should-retry header: +1 true,
 	// -1 false, 0 absent.
 	ShouldRetry int
+	// By names the kind of evidence that decided Class (history and dead
+	// letters' classified_by); "" for a nil error.
+	By Evidence
+	// Weak reports a verdict an operator should look at: nothing decided it
+	// (ByDefault) or the model was unsure. Weak failures are listed by
+	// `inspector classify --unmatched` and counted per agent.
+	Weak bool
+}
+
+// Evidence is the kind of evidence that decided a verdict: the stable
+// values of classified_by.
+type Evidence string
+
+// The kinds of evidence, strongest first.
+const (
+	// ByRule: an operator's rule (config classifier.rules).
+	ByRule Evidence = "rule"
+	// ByStructure: structure the failure carries — the runner's own verdict,
+	// the Go error chain (timeouts, DNS, TLS, errnos), an exec agent's exit
+	// status or signal, a JSON error body's type/code/status, an SDK
+	// exception's class name, a gRPC status code, a cancellation.
+	ByStructure Evidence = "structure"
+	// ByStatus: the HTTP status (or an exec agent's code) alone.
+	ByStatus Evidence = "status"
+	// ByText: a phrase of the built-in text table.
+	ByText Evidence = "text"
+	// ByModel: the learned model, for text the tables leave open.
+	ByModel Evidence = "model"
+	// ByDefault: nothing decided; the class is the evidence-dependent
+	// default.
+	ByDefault Evidence = "default"
+)
+
+// Evidences lists the kinds of evidence, strongest first.
+func Evidences() []Evidence {
+	return []Evidence{ByRule, ByStructure, ByStatus, ByText, ByModel, ByDefault}
 }

@@ -124,22 +124,27 @@ func Classify(err error) Verdict { return defaultClassifier.Classify(err) }
 // Independently of the class, the verdict carries the backend's Retry-After
 // (retry-after-ms, Retry-After seconds or HTTP-date, else "try again in 20s"
 // in the text), capped at RetryAfterCap, and its x-should-retry header.
-func (c Classifier) Classify(err error) Verdict { return c.classify(err, nil) }
+func (c Classifier) Classify(err error) Verdict {
+	v, _ := c.classify(err)
+	return v
+}
 
-// classify is Classify, recording in m (when not nil) what decided.
-func (c Classifier) classify(err error, m *Match) (v Verdict) {
+// classify is Classify, also saying what decided.
+func (c Classifier) classify(err error) (v Verdict, m Match) {
 	if err == nil {
-		return Verdict{}
+		return Verdict{}, Match{}
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			v = Verdict{Class: ProviderError}
-			m.builtin("panic")
+			m.builtin("panic", ByDefault)
 		}
+		v.By = m.By
+		v.Weak = m.By == ByDefault
 	}()
 	if errors.Is(err, context.Canceled) {
-		m.builtin("context canceled")
-		return Verdict{Class: Canceled}
+		m.builtin("context canceled", ByStructure)
+		return Verdict{Class: Canceled}, m
 	}
 	var f *Failure
 	if !errors.As(err, &f) {
@@ -157,13 +162,11 @@ func (c Classifier) classify(err error, m *Match) (v Verdict) {
 	v = c.backendHints(hdr, text)
 	if i := c.matchCustom(err, f, text); i >= 0 {
 		v.Class = c.Custom[i].Class
-		if m != nil {
-			*m = Match{Source: MatchConfig, Index: i, Name: c.Custom[i].Name}
-		}
-		return v
+		m = Match{Source: MatchConfig, Index: i, Name: c.Custom[i].Name, By: ByRule}
+		return v, m
 	}
-	v.Class = c.builtinClass(err, f, status, text, m)
-	return v
+	v.Class = c.builtinClass(err, f, status, text, &m)
+	return v, m
 }
 
 // backendHints is what a failure's headers and text say of when to retry:
@@ -188,13 +191,13 @@ func (c Classifier) backendHints(hdr http.Header, text string) (v Verdict) {
 func (c Classifier) builtinClass(err error, f *Failure, status int, text string, m *Match) Class {
 	switch {
 	case f != nil && f.Class != "" && f.Class.Valid():
-		m.builtin("runner verdict")
+		m.builtin("runner verdict", ByStructure)
 		return f.Class
 	case connectFailed(err):
-		m.builtin("connect timeout")
+		m.builtin("connect timeout", ByStructure)
 		return NetworkTransient
 	case isTimeout(err):
-		m.builtin("deadline")
+		m.builtin("deadline", ByStructure)
 		return Timeout
 	}
 	rules := c.Rules
@@ -206,21 +209,21 @@ func (c Classifier) builtinClass(err error, f *Failure, status int, text string,
 		return classifyWithStatus(rules, ev, status, false, m)
 	}
 	if cl := classifyChain(err); cl != "" {
-		m.builtin("go error chain")
+		m.builtin("go error chain", ByStructure)
 		return cl
 	}
 	if toolDied(err, text) {
-		m.builtin("tool died")
+		m.builtin("tool died", ByStructure)
 		return LogicError
 	}
 	if s := ev.status(); s != 0 {
 		return classifyWithStatus(rules, ev, s, true, m)
 	}
-	if r := matchRule(rules, ev, 0, true); r != nil {
-		m.builtinRule(r, 0)
+	if r, byCode := matchRule(rules, ev, 0, true); r != nil {
+		m.builtinRule(r, byCode, 0)
 		return r.Class
 	}
-	m.builtin("no rule matched")
+	m.builtin("no rule matched", ByDefault)
 	return ProviderError
 }
 
@@ -228,8 +231,8 @@ func (c Classifier) builtinClass(err error, f *Failure, status int, text string,
 // reports that the status was only quoted in the text. m (when not nil)
 // records which decided.
 func classifyWithStatus(rules []TextRule, ev evidence, status int, quoted bool, m *Match) Class {
-	r := matchRule(rules, ev, status, quoted)
-	m.builtinRule(r, status)
+	r, byCode := matchRule(rules, ev, status, quoted)
+	m.builtinRule(r, byCode, status)
 	if r != nil {
 		return r.Class
 	}
@@ -387,9 +390,10 @@ var transientErrnos = []syscall.Errno{
 	syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN, syscall.ENETRESET,
 }
 
-// matchRule returns the first matching rule, or nil. quoted reports that
-// status (if any) was only quoted in the text, not seen by the runner.
-func matchRule(rules []TextRule, ev evidence, status int, quoted bool) *TextRule {
+// matchRule returns the first matching rule, or nil, and whether it matched
+// by a JSON body's code. quoted reports that status (if any) was only quoted
+// in the text, not seen by the runner.
+func matchRule(rules []TextRule, ev evidence, status int, quoted bool) (*TextRule, bool) {
 	for i := range rules {
 		r := &rules[i]
 		switch r.Scope {
@@ -406,28 +410,28 @@ func matchRule(rules []TextRule, ev evidence, status int, quoted bool) *TextRule
 				continue
 			}
 		}
-		if r.matches(ev) {
-			return r
+		if ok, byCode := r.matches(ev); ok {
+			return r, byCode
 		}
 	}
-	return nil
+	return nil, false
 }
 
-func (r *TextRule) matches(ev evidence) bool {
-	hit := false
+// matches reports whether r matches ev, and whether by a JSON body's code.
+func (r *TextRule) matches(ev evidence) (ok, byCode bool) {
 	for _, code := range r.Codes {
 		if _, ok := ev.codes[strings.ToLower(code)]; ok {
-			hit = true
+			byCode = true
 			break
 		}
 	}
-	if !hit && !ev.contains(r.Any...) {
-		return false
+	if !byCode && !ev.contains(r.Any...) {
+		return false, false
 	}
 	if len(r.And) > 0 && !ev.contains(r.And...) {
-		return false
+		return false, false
 	}
-	return len(r.Not) == 0 || !ev.contains(r.Not...)
+	return len(r.Not) == 0 || !ev.contains(r.Not...), byCode
 }
 
 // evidence is the pre-digested error text.

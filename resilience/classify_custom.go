@@ -143,6 +143,8 @@ type Match struct {
 	// the step: "context canceled", "runner verdict", "connect timeout",
 	// "deadline", "status 503", "go error chain", "no rule matched".
 	Name string
+	// By is the kind of evidence (Verdict.By).
+	By Evidence
 }
 
 // String renders m for people: "config classifier.rules[2] (name)",
@@ -161,29 +163,26 @@ func (m Match) String() string {
 	return ""
 }
 
-// builtin records a built-in match (m may be nil: Classify).
-func (m *Match) builtin(name string) {
-	if m != nil {
-		*m = Match{Source: MatchBuiltin, Index: -1, Name: name}
-	}
+// builtin records a built-in match decided by evidence of kind by.
+func (m *Match) builtin(name string, by Evidence) {
+	*m = Match{Source: MatchBuiltin, Index: -1, Name: name, By: by}
 }
 
-// builtinRule records a text table rule's match, or the status table's.
-func (m *Match) builtinRule(r *TextRule, status int) {
-	if m == nil {
-		return
+// builtinRule records a text table rule's match (byCode: by a JSON body's
+// code, which is structure), or the status table's.
+func (m *Match) builtinRule(r *TextRule, byCode bool, status int) {
+	switch {
+	case r != nil && byCode:
+		m.builtin(r.Name, ByStructure)
+	case r != nil:
+		m.builtin(r.Name, ByText)
+	default:
+		m.builtin(fmt.Sprintf("status %d", status), ByStatus)
 	}
-	if r != nil {
-		m.builtin(r.Name)
-		return
-	}
-	m.builtin(fmt.Sprintf("status %d", status))
 }
 
 // Explain classifies err exactly as Classify does and says which evidence
 // decided: a configured rule (with its index) or a built-in one.
 func (c Classifier) Explain(err error) (Verdict, Match) {
-	var m Match
-	v := c.classify(err, &m)
-	return v, m
+	return c.classify(err)
 }

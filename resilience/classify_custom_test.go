@@ -86,7 +86,7 @@ func TestConfiguredRules(t *testing.T) {
 			require.Equal(t, tc.want, v.Class)
 			require.Equal(t, v, c.Classify(tc.err), "Explain and Classify agree")
 			if tc.index >= 0 {
-				require.Equal(t, Match{Source: MatchConfig, Index: tc.index, Name: c.Custom[tc.index].Name}, m)
+				require.Equal(t, Match{Source: MatchConfig, Index: tc.index, Name: c.Custom[tc.index].Name, By: ByRule}, m)
 				return
 			}
 			require.Equal(t, MatchBuiltin, m.Source)
@@ -98,7 +98,7 @@ func TestConfiguredRules(t *testing.T) {
 	// A configured match keeps the backend's Retry-After and x-should-retry.
 	f := &Failure{Status: 500, Text: "quota for team X is gone", Header: hdr("Retry-After", "7", "X-Should-Retry", "false")}
 	v := c.Classify(f)
-	require.Equal(t, Verdict{Class: QuotaExhausted, RetryAfter: 7 * time.Second, ShouldRetry: -1}, v)
+	require.Equal(t, Verdict{Class: QuotaExhausted, RetryAfter: 7 * time.Second, ShouldRetry: -1, By: ByRule}, v)
 
 	// First match wins.
 	dup := Classifier{Custom: []CustomRule{
@@ -129,7 +129,7 @@ func TestExplainNamesTheBuiltinEvidence(t *testing.T) {
 
 	v, m = testClassifier.Explain(status(503, "zzz"))
 	require.Equal(t, ProviderError, v.Class)
-	require.Equal(t, Match{Source: MatchBuiltin, Index: -1, Name: "status 503"}, m)
+	require.Equal(t, Match{Source: MatchBuiltin, Index: -1, Name: "status 503", By: ByStatus}, m)
 	require.Equal(t, "builtin status 503", m.String())
 
 	_, m = testClassifier.Explain(&Failure{Class: LogicError, Text: "x"})
