@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -86,6 +87,11 @@ type Classifier struct {
 	Custom []CustomRule
 	// Now is the clock for HTTP-date Retry-After values; nil means time.Now.
 	Now func() time.Time
+
+	// model is the learned model; nil means the built-in one
+	// (classifier_model.txt). Tests set it to evaluate a model trained
+	// without a family.
+	model *textModel
 }
 
 var defaultClassifier = Classifier{}
@@ -140,7 +146,7 @@ func (c Classifier) classify(err error) (v Verdict, m Match) {
 			m.builtin("panic", ByDefault)
 		}
 		v.By = m.By
-		v.Weak = m.By == ByDefault
+		v.Weak = m.By == ByDefault || m.weak
 	}()
 	if errors.Is(err, context.Canceled) {
 		m.builtin("context canceled", ByStructure)
@@ -223,9 +229,61 @@ func (c Classifier) builtinClass(err error, f *Failure, status int, text string,
 		m.builtinRule(r, byCode, 0)
 		return r.Class
 	}
-	m.builtin("no rule matched", ByDefault)
-	return ProviderError
+	return c.undecided(ev, m)
 }
+
+// undecided decides a failure that neither structure nor the tables did:
+// the learned model when it is sure enough, else the default the evidence
+// points to (see defaultClass).
+func (c Classifier) undecided(ev evidence, m *Match) Class {
+	model := c.model
+	if model == nil {
+		model = builtinModel()
+	}
+	p := model.predict(ev.text)
+	if p.Class != "" && p.Class != Canceled && p.Prob >= model.minProb {
+		m.builtin(fmt.Sprintf("model %.2f", p.Prob), ByModel)
+		m.weak = p.Prob < strongModelProb
+		return p.Class
+	}
+	cl, why := defaultClass(ev)
+	m.builtin(why, ByDefault)
+	return cl
+}
+
+// strongModelProb is the probability from which a model's verdict is not
+// weak (Verdict.Weak): below it, the verdict stands but an operator should
+// look at it.
+const strongModelProb = 0.8
+
+// defaultClass is the class of a failure nothing decided, and why: a
+// program's own crash — a stack trace (Python, Go, Node, Java, Rust) with
+// no word of a network, a backend or a reply — is logic_error (retrying
+// the same input fails the same way); anything else is provider_error,
+// retryable as a backend's failure.
+func defaultClass(ev evidence) (Class, string) {
+	if ev.contains(crashMarkers...) && !ev.contains(backendWords...) {
+		return LogicError, "no rule matched: a crash without backend evidence"
+	}
+	return ProviderError, "no rule matched"
+}
+
+var (
+	// crashMarkers are the shapes of a program's own stack trace.
+	crashMarkers = []string{
+		"traceback (most recent call last)", "panic:", "goroutine ", "\n    at ",
+		"exception in thread", "caused by:", "stack backtrace", "unhandled exception",
+		"uncaught exception", "unhandledpromiserejection", "segmentation fault",
+		"core dumped", "fatal error:",
+	}
+	// backendWords speak of a network, a backend or its reply.
+	backendWords = []string{
+		"http", "api", "connect", "socket", "request", "response", "status",
+		"server", "timeout", "timed out", "network", "host", "dns", "tls", "ssl",
+		"rate", "quota", "token", "model", "provider", "upstream", "gateway",
+		"unavailable", "overload",
+	}
+)
 
 // classifyWithStatus applies the text table, then the status table. quoted
 // reports that the status was only quoted in the text. m (when not nil)

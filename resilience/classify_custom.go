@@ -145,6 +145,8 @@ type Match struct {
 	Name string
 	// By is the kind of evidence (Verdict.By).
 	By Evidence
+
+	weak bool // a model verdict below strongModelProb (Verdict.Weak)
 }
 
 // String renders m for people: "config classifier.rules[2] (name)",

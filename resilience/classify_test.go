@@ -881,6 +881,7 @@ type corpusEntry struct {
 	text   string
 	file   string
 	line   int
+	family string // kind/name: provider/openai, sdk/httpx, tool/git
 }
 
 // corpusFiles are the real-error corpora: the first one the classifier was

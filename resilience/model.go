@@ -1,0 +1,138 @@
+package resilience
+
+import (
+	_ "embed"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// The learned model decides the texts that neither structure nor the text
+// table decide: a multinomial logistic regression over textFeatures,
+// trained on the sourced corpus (resilience/testdata) and kept as the data
+// file classifier_model.txt, which `make classifier-model` regenerates
+// (TestModelFileIsCurrent fails when the corpus changed and the file did
+// not). It is pure Go, loaded once on first use, and evaluated
+// leave-one-family-out (TestClassifierGeneralization).
+
+//go:embed classifier_model.txt
+var modelFile string
+
+// textModel is a trained model: per class a bias, per feature a weight for
+// each class.
+type textModel struct {
+	classes []Class
+	bias    []float32
+	weights map[string][]float32
+	// minProb is the least probability of a verdict the classifier takes
+	// as decided; below it the verdict is weak.
+	minProb float64
+}
+
+// builtinModel is the model of classifier_model.txt, parsed on first use.
+var builtinModel = sync.OnceValue(func() *textModel {
+	m, err := parseModel(modelFile)
+	if err != nil {
+		panic(fmt.Sprintf("resilience: classifier_model.txt: %v", err))
+	}
+	return m
+})
+
+// modelPrediction is the model's answer for one text.
+type modelPrediction struct {
+	Class Class
+	Prob  float64 // the softmax probability of Class
+}
+
+// predict scores text; the zero prediction when the text has no feature
+// the model knows.
+func (m *textModel) predict(text string) modelPrediction {
+	scores := make([]float64, len(m.classes))
+	feats := textFeatures(text)
+	known := 0
+	for _, f := range feats {
+		if w, ok := m.weights[f]; ok {
+			known++
+			for i, x := range w {
+				scores[i] += float64(x)
+			}
+		}
+	}
+	if known == 0 {
+		return modelPrediction{}
+	}
+	// Features are weighed 1/sqrt(n) each, as in training.
+	scale := 1 / math.Sqrt(float64(len(feats)))
+	best, max := 0, math.Inf(-1)
+	for i := range scores {
+		scores[i] = float64(m.bias[i]) + scores[i]*scale
+		if scores[i] > max {
+			best, max = i, scores[i]
+		}
+	}
+	sum := 0.0
+	for _, s := range scores {
+		sum += math.Exp(s - max)
+	}
+	return modelPrediction{Class: m.classes[best], Prob: 1 / sum}
+}
+
+// parseModel reads the model file: "#" comment lines, then
+//
+//	classes	<class> <class> …
+//	min_prob	<p>
+//	bias	<w> <w> …
+//	<feature>	<w> <w> …   (one weight per class)
+func parseModel(s string) (*textModel, error) {
+	m := &textModel{weights: map[string][]float32{}}
+	for n, line := range strings.Split(s, "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		key, vals, ok := strings.Cut(line, "\t")
+		if !ok {
+			return nil, fmt.Errorf("line %d: no tab", n+1)
+		}
+		fields := strings.Fields(vals)
+		switch key {
+		case "classes":
+			for _, f := range fields {
+				c, err := ParseClass(f)
+				if err != nil {
+					return nil, fmt.Errorf("line %d: %w", n+1, err)
+				}
+				m.classes = append(m.classes, c)
+			}
+			continue
+		case "min_prob":
+			p, err := strconv.ParseFloat(vals, 64)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: min_prob: %w", n+1, err)
+			}
+			m.minProb = p
+			continue
+		}
+		if len(fields) != len(m.classes) || len(m.classes) == 0 {
+			return nil, fmt.Errorf("line %d: %d weights for %d classes", n+1, len(fields), len(m.classes))
+		}
+		w := make([]float32, len(fields))
+		for i, f := range fields {
+			x, err := strconv.ParseFloat(f, 32)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %w", n+1, err)
+			}
+			w[i] = float32(x)
+		}
+		if key == "bias" {
+			m.bias = w
+			continue
+		}
+		m.weights[key] = w
+	}
+	if m.bias == nil {
+		return nil, fmt.Errorf("no bias line")
+	}
+	return m, nil
+}
