@@ -229,6 +229,10 @@ func (c Classifier) builtinClass(err error, f *Failure, status int, text string,
 		m.builtinRule(r, byCode, 0)
 		return r.Class
 	}
+	if cl, why := structureClass(ev); cl != "" {
+		m.builtin(why, ByStructure)
+		return cl
+	}
 	return c.undecided(ev, m)
 }
 
