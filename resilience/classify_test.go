@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -877,12 +878,18 @@ type corpusEntry struct {
 	want   Class
 	lang   string
 	source string
+	family string
 	status int
 	text   string
 	file   string
 	line   int
 	family string // kind/name: provider/openai, sdk/httpx, tool/git
 }
+
+// corpusFamilyRe is a corpus record's family: the software whose wording
+// decides its class, <kind>/<name> with kind provider, sdk or tool
+// (resilience/testdata/families.md), for leave-one-family-out figures.
+var corpusFamilyRe = regexp.MustCompile(`^(provider|sdk|tool)/[a-z0-9][a-z0-9.-]*$`)
 
 // corpusFiles are the real-error corpora: the first one the classifier was
 // tuned on, the second gathered from providers and runtimes it had not met
@@ -909,9 +916,9 @@ var corpusMin = map[string]int{
 }
 
 // loadRealErrors reads a corpus file: records start with a header
-// "--- class=<c> lang=<l> source=<s> [status=<n>]" followed by the verbatim
-// error text up to the next header; lines that are "#" or start with "# "
-// are comments.
+// "--- class=<c> lang=<l> source=<s> family=<kind/name> [status=<n>]"
+// followed by the verbatim error text up to the next header; lines that are
+// "#" or start with "# " are comments.
 func loadRealErrors(t *testing.T, path string) []corpusEntry {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -955,6 +962,9 @@ func loadRealErrors(t *testing.T, path string) []corpusEntry {
 				e.lang = v
 			case "source":
 				e.source = v
+			case "family":
+				require.Regexp(t, corpusFamilyRe, v, "line %d: family", i+1)
+				e.family = v
 			case "status":
 				n, err := strconv.Atoi(v)
 				require.NoError(t, err, "line %d: status", i+1)
@@ -966,6 +976,7 @@ func loadRealErrors(t *testing.T, path string) []corpusEntry {
 		require.NotEmpty(t, e.want, "line %d: class missing", i+1)
 		require.NotEmpty(t, e.lang, "line %d: lang missing", i+1)
 		require.NotEmpty(t, e.source, "line %d: source missing", i+1)
+		require.NotEmpty(t, e.family, "line %d: family missing", i+1)
 		cur = &e
 	}
 	flush()
