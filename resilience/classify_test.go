@@ -883,7 +883,6 @@ type corpusEntry struct {
 	text   string
 	file   string
 	line   int
-	family string // kind/name: provider/openai, sdk/httpx, tool/git
 }
 
 // corpusFamilyRe is a corpus record's family: the software whose wording
