@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build test test-topology test-clients unit demo bench fuzz vet fmt clean redis chromium node clients
+.PHONY: all build test classifier-report classifier-model test-topology test-clients unit demo bench fuzz vet fmt clean redis chromium node clients
 
 all: build
 
@@ -39,7 +39,20 @@ test-clients: clients
 test: redis chromium test-clients
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestTopology' $(PKGS)
+	@$(MAKE) --no-print-directory classifier-report
 	@$(MAKE) --no-print-directory test-topology
+
+## classifier-report: the classifier's figures on families it has not met (printed, not asserted):
+## leave-one-family-out over the sourced corpus, each round's first contact, each corpus file;
+## and the check that classifier_model.txt is what the corpus trains (no race detector: CPU-bound training)
+classifier-report:
+	@$(GO) test -count=1 -v -run '^(TestModelFileIsCurrent|TestClassifierGeneralization|TestClassifyRealErrorCorpus)$$' ./resilience/ > .classifier.out 2>&1; rc=$$?; \
+	if [ $$rc -eq 0 ]; then grep -E 'classifier (generalization|first contact)|records, exact|exact class' .classifier.out | sed 's/^ *[a-z_]*\.go:[0-9]*: //'; else cat .classifier.out; fi; \
+	rm -f .classifier.out; exit $$rc
+
+## classifier-model: retrain resilience/classifier_model.txt from the sourced corpus (resilience/testdata)
+classifier-model:
+	$(GO) test -count=1 -run '^TestModelFileIsCurrent$$' ./resilience/ -update-model
 
 ## test-topology: agentq on a real Sentinel group and a real 6-node Cluster (masters SIGKILLed under load)
 test-topology: redis

@@ -212,7 +212,7 @@ func (c Classifier) builtinClass(err error, f *Failure, status int, text string,
 	}
 	ev := analyze(text)
 	if status != 0 {
-		return classifyWithStatus(rules, ev, status, false, m)
+		return c.classifyWithStatus(rules, ev, status, false, m)
 	}
 	if cl := classifyChain(err); cl != "" {
 		m.builtin("go error chain", ByStructure)
@@ -223,7 +223,7 @@ func (c Classifier) builtinClass(err error, f *Failure, status int, text string,
 		return LogicError
 	}
 	if s := ev.status(); s != 0 {
-		return classifyWithStatus(rules, ev, s, true, m)
+		return c.classifyWithStatus(rules, ev, s, true, m)
 	}
 	if r, byCode := matchRule(rules, ev, 0, true); r != nil {
 		m.builtinRule(r, byCode, 0)
@@ -240,10 +240,11 @@ func (c Classifier) builtinClass(err error, f *Failure, status int, text string,
 // the learned model when it is sure enough, else the default the evidence
 // points to (see defaultClass).
 func (c Classifier) undecided(ev evidence, m *Match) Class {
-	model := c.model
-	if model == nil {
-		model = builtinModel()
+	if cl, why := defaultClass(ev); cl == LogicError {
+		m.builtin(why, ByDefault)
+		return cl
 	}
+	model := c.textModel()
 	p := model.predict(ev.text)
 	if p.Class != "" && p.Class != Canceled && p.Prob >= model.minProb {
 		m.builtin(fmt.Sprintf("model %.2f", p.Prob), ByModel)
@@ -289,16 +290,43 @@ var (
 	}
 )
 
-// classifyWithStatus applies the text table, then the status table. quoted
-// reports that the status was only quoted in the text. m (when not nil)
-// records which decided.
-func classifyWithStatus(rules []TextRule, ev evidence, status int, quoted bool, m *Match) Class {
+// classifyWithStatus applies the text table, then the status table; a
+// status that says only "the request was wrong" or "the server failed"
+// (see modelRefines) defers to the learned model when it is sure of a
+// class that status allows. quoted reports that the status was only
+// quoted in the text. m records which decided.
+func (c Classifier) classifyWithStatus(rules []TextRule, ev evidence, status int, quoted bool, m *Match) Class {
 	r, byCode := matchRule(rules, ev, status, quoted)
-	m.builtinRule(r, byCode, status)
 	if r != nil {
+		m.builtinRule(r, byCode, status)
 		return r.Class
 	}
+	if allowed := modelRefines[status]; allowed != nil {
+		if p := c.textModel().predict(ev.text); p.Prob >= strongModelProb && allowed[p.Class] {
+			m.builtin(fmt.Sprintf("model %.2f under status %d", p.Prob, status), ByModel)
+			return p.Class
+		}
+	}
+	m.builtinRule(nil, false, status)
 	return statusClass(status, ev)
+}
+
+// modelRefines lists the statuses whose class the text may refine, and the
+// classes the model may then give: a 400 or 422 whose body says the prompt
+// is too long, a 403 or 400 that is a spent balance, a 404 for a model
+// that does not exist, a 500 or 503 that is an overload.
+var modelRefines = func() map[int]map[Class]bool {
+	client := map[Class]bool{ContextLength: true, NotSupported: true, QuotaExhausted: true, RateLimited: true}
+	server := map[Class]bool{RateLimited: true, ContextLength: true, Timeout: true, NetworkTransient: true}
+	return map[int]map[Class]bool{400: client, 403: client, 404: client, 422: client, 500: server, 502: server, 503: server}
+}()
+
+// textModel is c's learned model.
+func (c Classifier) textModel() *textModel {
+	if c.model != nil {
+		return c.model
+	}
+	return builtinModel()
 }
 
 // statusClass is the class of an HTTP status (or ActionResponse code) when
@@ -524,7 +552,10 @@ func (e evidence) status() int {
 			return n
 		}
 	}
-	return quotedStatusMore(e.lower)
+	if n := quotedStatusMore(e.lower); n != 0 {
+		return n
+	}
+	return reasonStatus(e.text)
 }
 
 // statusMarkers precede a status and a colon in tools' messages: a bare

@@ -147,3 +147,47 @@ func identifierWordsClass(words string) Class {
 	}
 	return ""
 }
+
+// parenStatusRe finds a status in the parenthesised shapes SDKs print:
+// "Unexpected Response: 400 (Bad Request)", "Bad Request (400)",
+// "ApiException: (400)".
+var parenStatusRe = regexp.MustCompile(`\b([45][0-9]{2}) \([A-Z][A-Za-z -]+\)|[A-Z][a-z]+(?: [A-Z][a-z]+)* \(([45][0-9]{2})\)|(?i:exception|response|error|status):?\s*\(([45][0-9]{2})\)`)
+
+// reasonStatuses are HTTP reason phrases (RFC 9110) that, written as
+// such — Title Case, whole words — say the status without its number
+// ("err_code":"Bad Request", "Too Many Requests").
+var reasonStatuses = []struct {
+	phrase string
+	status int
+}{
+	{"Too Many Requests", 429}, {"Payment Required", 402}, {"Request Entity Too Large", 413},
+	{"Payload Too Large", 413}, {"Gateway Timeout", 504}, {"Gateway Time-out", 504},
+	{"Request Timeout", 408}, {"Service Unavailable", 503}, {"Bad Gateway", 502},
+	{"Internal Server Error", 500}, {"Method Not Allowed", 405}, {"Not Implemented", 501},
+	{"Unprocessable Entity", 422}, {"Bad Request", 400}, {"Unauthorized", 401},
+	{"Forbidden", 403}, {"Not Found", 404},
+}
+
+// reasonStatus is the status a text says in parentheses or by a reason
+// phrase alone; 0 if none.
+func reasonStatus(text string) int {
+	if m := parenStatusRe.FindStringSubmatch(text); m != nil {
+		n, _ := strconv.Atoi(m[1] + m[2] + m[3])
+		return n
+	}
+	for _, r := range reasonStatuses {
+		for from := 0; ; {
+			i := strings.Index(text[from:], r.phrase)
+			if i < 0 {
+				break
+			}
+			i += from
+			end := i + len(r.phrase)
+			if (i == 0 || !isWordByte(text[i-1])) && (end == len(text) || !isWordByte(text[end])) {
+				return r.status
+			}
+			from = end
+		}
+	}
+	return 0
+}

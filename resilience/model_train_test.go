@@ -35,7 +35,7 @@ type trainOptions struct {
 	Seed    uint64  // the shuffle's seed: training is deterministic
 }
 
-var defaultTrainOptions = trainOptions{Epochs: 30, Rate: 0.3, L2: 1e-4, MinDF: 2, MinProb: 0.5, Seed: 38}
+var defaultTrainOptions = trainOptions{Epochs: 30, Rate: 0.3, L2: 1e-4, MinDF: 2, MinProb: 0, Seed: 38}
 
 // trainDoc is one training text: its features, the indexes of those the
 // model keeps, and its class's index.
