@@ -39,7 +39,7 @@ func TestExitCodeOf(t *testing.T) {
 func TestConfiguredRules(t *testing.T) {
 	t.Parallel()
 	re := regexp.MustCompile
-	c := Classifier{Now: func() time.Time { return fixedNow }, Custom: []CustomRule{
+	c := Classifier{Now: func() time.Time { return fixedNow }, model: rulesOnly.model, Custom: []CustomRule{
 		{Name: "team quota", Class: QuotaExhausted, Status: []int{500}, Text: re(`quota for team \w+ is gone`)},
 		{Class: RateLimited, Header: map[string]*regexp.Regexp{"X-Gateway-State": re(`^busy`)}},
 		{Name: "oom", Class: LogicError, ExitCode: []int{137}},
@@ -91,7 +91,7 @@ func TestConfiguredRules(t *testing.T) {
 			}
 			require.Equal(t, MatchBuiltin, m.Source)
 			require.Equal(t, -1, m.Index)
-			require.Equal(t, Classify(tc.err).Class, v.Class, "no configured rule matched: the built-in verdict")
+			require.Equal(t, rulesOnly.Classify(tc.err).Class, v.Class, "no configured rule matched: the built-in verdict")
 		})
 	}
 
@@ -110,7 +110,7 @@ func TestConfiguredRules(t *testing.T) {
 	require.Equal(t, "first", m.Name)
 
 	// A rule without matchers, or with the canceled class, never matches.
-	odd := Classifier{Custom: []CustomRule{{Class: LogicError}, {Class: Canceled, Text: re(`.`)}}}
+	odd := Classifier{model: rulesOnly.model, Custom: []CustomRule{{Class: LogicError}, {Class: Canceled, Text: re(`.`)}}}
 	require.Equal(t, ProviderError, odd.Classify(errors.New("boom")).Class)
 }
 

@@ -29,6 +29,13 @@ var fixedNow = time.Date(2025, 7, 1, 12, 0, 0, 0, time.UTC)
 
 var testClassifier = Classifier{Now: func() time.Time { return fixedNow }}
 
+// rulesOnly is testClassifier without the learned model (a model that
+// knows no feature): the tests of structure, statuses and the text table
+// use it, so that what they pin — "nothing here decides: the default" —
+// does not move when the model is retrained. The corpus and
+// generalization tests measure the model.
+var rulesOnly = Classifier{Now: testClassifier.Now, model: &textModel{}}
+
 // status builds the failure an HTTP runner reports.
 func status(code int, body string) error { return &Failure{Status: code, Text: body} }
 
@@ -568,7 +575,7 @@ func TestClassifyRealWorld(t *testing.T) {
 		seen[tc.want] = true
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			v := testClassifier.Classify(tc.err)
+			v := rulesOnly.Classify(tc.err)
 			require.Equal(t, tc.want, v.Class, "error: %v", tc.err)
 			require.Equal(t, tc.retryAfter, v.RetryAfter)
 			require.Equal(t, tc.should, v.ShouldRetry)
@@ -616,7 +623,7 @@ func TestClassifyEvidenceOrder(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			v := testClassifier.Classify(tc.err)
+			v := rulesOnly.Classify(tc.err)
 			require.Equal(t, tc.want, v.Class)
 			require.Equal(t, tc.retryAfter, v.RetryAfter)
 			require.Equal(t, tc.should, v.ShouldRetry)
@@ -676,7 +683,7 @@ func TestClassifyGoErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tc.want, testClassifier.Classify(tc.err).Class)
+			require.Equal(t, tc.want, rulesOnly.Classify(tc.err).Class)
 		})
 	}
 }
@@ -905,6 +912,7 @@ var corpusFiles = []string{
 	"testdata/real_errors_round4.txt", "testdata/real_errors_round5.txt",
 	"testdata/real_errors_round6.txt",
 	"testdata/real_errors_round7_providers.txt", "testdata/real_errors_round7_tools.txt",
+	"testdata/real_errors_round8a.txt", "testdata/real_errors_round8b.txt",
 }
 
 // heldOutFiles are corpora gathered to measure first contact (issue #38):
@@ -913,6 +921,7 @@ var corpusFiles = []string{
 // them — a figure, not a threshold that tunes itself.
 var heldOutFiles = map[string]bool{
 	"testdata/real_errors_round7_providers.txt": true, "testdata/real_errors_round7_tools.txt": true,
+	"testdata/real_errors_round8a.txt": true, "testdata/real_errors_round8b.txt": true,
 }
 
 // corpusMin is the least number of records each corpus file must hold (a
@@ -921,7 +930,8 @@ var corpusMin = map[string]int{
 	"testdata/real_errors_heldout.txt": 40, "testdata/real_errors_round3.txt": 70,
 	"testdata/real_errors_round4.txt": 45, "testdata/real_errors_round5.txt": 75,
 	"testdata/real_errors_round6.txt": 110, "testdata/real_errors_round7_providers.txt": 170,
-	"testdata/real_errors_round7_tools.txt": 180,
+	"testdata/real_errors_round7_tools.txt": 180, "testdata/real_errors_round8a.txt": 85,
+	"testdata/real_errors_round8b.txt": 100,
 }
 
 // loadRealErrors reads a corpus file: records start with a header
@@ -1169,7 +1179,7 @@ func TestClassifyToolDeaths(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, testClassifier.Classify(tc.err).Class)
+			require.Equal(t, tc.want, rulesOnly.Classify(tc.err).Class)
 		})
 	}
 }

@@ -21,10 +21,15 @@ func ExampleClassify() {
 	fmt.Println(resilience.Classify(badInput).Class)
 
 	fmt.Println(resilience.Classify(errors.New("read tcp: connection reset by peer")).Class)
-	fmt.Println(resilience.Classify(errors.New("something odd")).Class)
+	// By says which kind of evidence decided: here an SDK exception's name
+	// (structure); what structure and the tables leave open, the learned
+	// model decides (model), and Weak asks an operator to look (inspector
+	// classify --unmatched).
+	v = resilience.Classify(errors.New("InsufficientCreditsError: add credits to continue"))
+	fmt.Println(v.Class, v.By)
 	// Output:
 	// rate_limited 7s
 	// invalid_request
 	// network_transient
-	// provider_error
+	// quota_exhausted structure
 }
