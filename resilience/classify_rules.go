@@ -647,6 +647,22 @@ var defaultRules = []TextRule{
 		And: []string{"timeout"},
 	},
 	{
+		// The connect phase, said in words rather than an errno: a timeout
+		// while connecting ("Connection timed out" is connect(2)'s
+		// ETIMEDOUT; "Fail connecting to server … Timeout"; ssh's "connect
+		// to host … timed out", "banner exchange"), or a timeout beside a
+		// refused or unreachable connection (pymongo's server selection):
+		// the request was never sent.
+		Name: "connect_phase_timeout", Class: NetworkTransient, Scope: ScopeTransport,
+		Any: []string{
+			"connection timed out", "fail connecting", "failed connecting", "failed to connect",
+			"could not connect", "couldn't connect", "unable to connect", "connect to host",
+			"connection refused", "errno 111", "unreachable", "banner",
+		},
+		And: []string{"timed out", "timeout", "etimedout"},
+		Not: []string{"read timed out", "read timeout", "response timeout", "waiting for response", "timeout passed", "522"},
+	},
+	{
 		// The request was sent and not answered in time.
 		Name: "transport_timeout", Class: Timeout, Scope: ScopeTransport,
 		Any: []string{
