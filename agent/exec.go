@@ -248,10 +248,10 @@ func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, std
 	return cmd
 }
 
-// outcome is the call's result (see Run) once agent name has exited and
-// Wait returned waitErr, checked in this order: the output cap, the
-// context, a non-zero exit without a valid response, an invalid response,
-// then the response itself.
+// outcome is the call's result (see Run) once the agent (named name, for
+// its log lines) has exited and Wait returned waitErr, checked in this
+// order: the output cap, the context, a non-zero exit without a valid
+// response, an invalid response, then the response itself.
 func (e *Exec) outcome(ctx context.Context, name string, start time.Time, waitErr error, stdout *capWriter, stderr *TailWriter) (json.RawMessage, error) {
 	if stdout.overflowed() {
 		return nil, &resilience.Failure{
