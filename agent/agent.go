@@ -83,6 +83,56 @@ type Response struct {
 	Usage json.RawMessage `json:"usage,omitempty"`
 	// Wait is a suspend's wait (see Wait's JSON).
 	Wait json.RawMessage `json:"wait,omitempty"`
+	// RetryAfter is, on an "error" reply, how long the backend asked to
+	// wait before the next call, honoured as an HTTP agent's Retry-After
+	// is: a JSON number of seconds (≥ 0, fractional allowed) or a string
+	// holding seconds, an RFC 3339 time or an HTTP date. It wins over a
+	// Retry-After or retry-after-ms in Headers. An invalid one is ignored
+	// (and logged); the failure is classified as usual. Optional.
+	RetryAfter json.RawMessage `json:"retry_after,omitempty"`
+	// Headers are the backend reply's headers, name → value, for the
+	// classifier and the provider pauses: only the back-pressure headers
+	// are kept (resilience.BackPressureHeader: Retry-After,
+	// retry-after-ms, x-should-retry, x-ratelimit-*,
+	// anthropic-ratelimit-*), the rest is dropped. Optional.
+	Headers ReplyHeaders `json:"headers,omitempty"`
+}
+
+// ReplyHeaders are an ActionResponse's headers. Decoding is lenient, so
+// that a malformed entry never costs the reply: a string value is kept,
+// a number is kept as its JSON text, any other value is dropped, and a
+// field that is not an object decodes as none.
+type ReplyHeaders map[string]string
+
+// UnmarshalJSON decodes b leniently (see ReplyHeaders); it never fails.
+func (h *ReplyHeaders) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(b, &raw) != nil || len(raw) == 0 {
+		*h = nil
+		return nil
+	}
+	out := make(ReplyHeaders, len(raw))
+	for name, v := range raw {
+		if s, ok := headerValue(v); ok {
+			out[name] = s
+		}
+	}
+	*h = out
+	return nil
+}
+
+// headerValue is a header's value from its JSON: a string's, a number's
+// text; ok is false for anything else (null, booleans, objects, lists).
+func headerValue(v json.RawMessage) (string, bool) {
+	if len(v) > 0 && v[0] == '"' {
+		var s string
+		return s, json.Unmarshal(v, &s) == nil
+	}
+	var n json.Number
+	if json.Unmarshal(v, &n) != nil || n == "" {
+		return "", false
+	}
+	return n.String(), true
 }
 
 // Runner runs one attempt of a task. It returns the result data on success.

@@ -108,7 +108,12 @@ var errOutputTooLarge = errors.New("agent output too large")
 //
 // Outcomes, all failures being *resilience.Failure:
 //   - "success": the response's data (JSON null when absent).
-//   - "error": Status = code, Text = error; the classifier decides.
+//   - "error": Status = code, Text = error, Header = the reply's
+//     back-pressure (retry_after as Retry-After, and the headers on
+//     resilience's back-pressure allowlist; see Response.RetryAfter,
+//     Response.Headers); the classifier decides. An invalid retry_after
+//     is logged (WithLogger's logger, slog's default without one) and
+//     ignored.
 //   - "suspend": a *SuspendError with the reply's wait (a wait that is
 //     not one, or that Wait.Validate refuses: logic_error).
 //   - stdout beyond MaxOutput: Class logic_error; reading stops at the cap.
@@ -205,7 +210,7 @@ func (e *Exec) run(ctx context.Context, req Request) (json.RawMessage, error) {
 		events.finish(ctx, req)
 	}
 
-	return e.outcome(ctx, start, waitErr, stdout, stderr)
+	return e.outcome(ctx, req.Agent, start, waitErr, stdout, stderr)
 }
 
 // stepsOf is where an exec agent's step lines go: req.RecordStep, called
@@ -243,11 +248,11 @@ func (e *Exec) command(runCtx context.Context, in []byte, stdout *capWriter, std
 	return cmd
 }
 
-// outcome is the call's result (see Run) once the agent has exited and
-// Wait returned waitErr, checked in this order: the output cap, the
-// context, a non-zero exit without a valid response, an invalid response,
-// then the response itself.
-func (e *Exec) outcome(ctx context.Context, start time.Time, waitErr error, stdout *capWriter, stderr *TailWriter) (json.RawMessage, error) {
+// outcome is the call's result (see Run) once the agent (named name, for
+// its log lines) has exited and Wait returned waitErr, checked in this
+// order: the output cap, the context, a non-zero exit without a valid
+// response, an invalid response, then the response itself.
+func (e *Exec) outcome(ctx context.Context, name string, start time.Time, waitErr error, stdout *capWriter, stderr *TailWriter) (json.RawMessage, error) {
 	if stdout.overflowed() {
 		return nil, &resilience.Failure{
 			Class: resilience.LogicError,
@@ -273,7 +278,8 @@ func (e *Exec) outcome(ctx context.Context, start time.Time, waitErr error, stdo
 			Text:  "agent output is not an ActionResponse: " + preview(out, 200),
 		}
 	}
-	ObserveReply(ctx, Reply{Status: resp.Code, Usage: resp.Usage})
+	header := replyBackPressure(ctx, name, resp)
+	ObserveReply(ctx, Reply{Status: resp.Code, Header: header, Usage: resp.Usage})
 	// waitErr may still be set here (exec.ErrWaitDelay: a child kept stdout
 	// open after the agent exited); the response is complete, so it wins.
 	switch resp.Status {
@@ -285,7 +291,7 @@ func (e *Exec) outcome(ctx context.Context, start time.Time, waitErr error, stdo
 	case "suspend":
 		return nil, suspendOf(resp.Wait, resp.Usage, time.Now())
 	default: // "error"
-		return nil, &resilience.Failure{Status: resp.Code, Text: truncate(sanitizeText(resp.Error), maxErrorText)}
+		return nil, &resilience.Failure{Status: resp.Code, Header: header, Text: truncate(sanitizeText(resp.Error), maxErrorText)}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/agent"
+	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/testbin"
 	"github.com/agentq/agentq/resilience"
 )
@@ -522,4 +525,72 @@ func BenchmarkStartProcess(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestExecBackPressure: an exec agent's retry_after and headers reach the
+// classifier and the provider pauses as an HTTP agent's Retry-After and
+// rate-limit headers do: the failure's Header holds the allowlisted
+// headers and retry_after as Retry-After (winning over retry-after-ms),
+// the reply observer sees them, and an invalid retry_after is logged
+// with the agent's name and ignored while the failure is classified as
+// usual.
+func TestExecBackPressure(t *testing.T) {
+	t.Parallel()
+	e := newExec(t, agent.ExecConfig{})
+	call := func(t *testing.T, reply string) (*resilience.Failure, agent.Reply, string) {
+		t.Helper()
+		params, err := json.Marshal(map[string]any{"mode": "exit", "code": 0, "stdout": reply})
+		require.NoError(t, err)
+		var logs bytes.Buffer
+		var got agent.Reply
+		ctx := agent.WithReplyObserver(context.Background(), func(r agent.Reply) { got = r })
+		ctx = agent.WithLogger(ctx, slog.New(slog.NewTextHandler(&logs, nil)))
+		_, err = e.Run(ctx, req("bp", string(params)))
+		return requireFailure(t, err), got, logs.String()
+	}
+
+	t.Run("retry_after and headers", func(t *testing.T) {
+		t.Parallel()
+		f, got, logs := call(t, `{"status":"error","code":429,"error":"rate limited","retry_after":1.5,`+
+			`"headers":{"retry-after-ms":"9000","x-should-retry":"true","authorization":"Bearer sk-x","x-request-id":"r1"}}`)
+		require.Equal(t, http.Header{"Retry-After": {"1.5"}, "X-Should-Retry": {"true"}}, f.Header)
+		require.Equal(t, f.Header, got.Header)
+		require.Equal(t, 429, got.Status)
+		require.Empty(t, logs)
+		v := resilience.Classify(f)
+		require.Equal(t, resilience.RateLimited, v.Class)
+		require.Equal(t, 1500*time.Millisecond, v.RetryAfter)
+		require.Equal(t, 1, v.ShouldRetry)
+		d, _, ok := limit.ExhaustedFor(got.Status, got.Header, time.Now())
+		require.True(t, ok, "a 429 with retry_after pauses the key")
+		require.Equal(t, 1500*time.Millisecond, d)
+	})
+	t.Run("headers alone", func(t *testing.T) {
+		t.Parallel()
+		f, _, _ := call(t, `{"status":"error","code":429,"error":"rate limited","headers":{"retry-after-ms":"1500",`+
+			`"x-ratelimit-remaining-requests":"0","x-ratelimit-reset-requests":"20s"}}`)
+		require.Equal(t, 1500*time.Millisecond, resilience.Classify(f).RetryAfter)
+		d, _, ok := limit.ExhaustedFor(f.Status, f.Header, time.Now())
+		require.True(t, ok)
+		require.Equal(t, 20*time.Second, d, "the longest reset the headers name")
+	})
+	t.Run("RFC 3339 retry_after", func(t *testing.T) {
+		t.Parallel()
+		at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		f, _, _ := call(t, `{"status":"error","code":503,"error":"overloaded","retry_after":"`+at+`"}`)
+		v := resilience.Classify(f)
+		require.Equal(t, resilience.RetryAfterCap, v.RetryAfter, "an hour, capped as an HTTP agent's Retry-After is")
+	})
+	t.Run("invalid retry_after", func(t *testing.T) {
+		t.Parallel()
+		f, got, logs := call(t, `{"status":"error","code":429,"error":"rate limited","retry_after":"soon"}`)
+		require.Nil(t, f.Header)
+		require.Nil(t, got.Header)
+		require.Contains(t, logs, "level=WARN")
+		require.Contains(t, logs, "retry_after")
+		require.Contains(t, logs, "agent=test")
+		v := resilience.Classify(f)
+		require.Equal(t, resilience.RateLimited, v.Class, "classified as usual")
+		require.Zero(t, v.RetryAfter)
+	})
 }

@@ -14,8 +14,10 @@ import (
 type Reply struct {
 	// Status is the HTTP status, or an exec agent's ActionResponse code.
 	Status int
-	// Header holds the HTTP reply's headers (nil for exec agents). Never
-	// log it: it may carry credentials.
+	// Header holds the HTTP reply's headers; for an exec agent, its
+	// ActionResponse's back-pressure headers and retry_after (as
+	// Retry-After), nil when it sent none. Never log it: it may carry
+	// credentials.
 	Header http.Header
 	// Usage is an exec agent's ActionResponse "usage" field, as sent.
 	Usage json.RawMessage

@@ -49,7 +49,7 @@ func listLimits(ctx context.Context, rdb redis.UniversalClient, cfg *config.Conf
 			agents[k] = append(agents[k], name)
 		}
 	}
-	// The breaker keys of HTTP agents without limits carry their
+	// The breaker keys of HTTP and exec agents without limits carry their
 	// provider's pauses (inspect.PauseOnlyKeys): listed while paused.
 	pauseOnly := map[string]bool{}
 	if cfg != nil {
@@ -146,7 +146,7 @@ func limitsResume(app *App, g *global) *cobra.Command {
 when a provider's reply says the key is exhausted, so that calls are
 admitted again at once. Tasks already deferred for the pause keep their due
 time (at most the pause's end). A key that no agent of --config uses (an
-HTTP agent without limits uses its breaker key, where its provider's pauses
+HTTP or exec agent without limits uses its breaker key, where its provider's pauses
 land) and that no worker registered or paused is refused (exit 1) unless
 --force.`,
 		Args: exactArgs(1, "one limits key"),

@@ -217,9 +217,10 @@ type limitLine struct {
 	freed chan struct{}
 }
 
-// Provider pauses for HTTP agents without limits (a pause-only limitSpec):
-// a rate_limited reply that says when the key resets (Retry-After, the
-// x-ratelimit-*/anthropic-ratelimit-* headers: limit.ExhaustedFor)
+// Provider pauses for HTTP and exec agents without limits (a pause-only
+// limitSpec): a rate_limited reply that says when the key resets
+// (Retry-After, the x-ratelimit-*/anthropic-ratelimit-* headers, an exec
+// agent's ActionResponse retry_after and headers: limit.ExhaustedFor)
 // pauses the agent's breaker key fleet-wide through the limiter, exactly
 // as for an agent with limits, and does not count against the breaker
 // (attempt.go). Admission stays cheap: each process reads a key's pause

@@ -54,8 +54,10 @@ agents:
 		pauseOnly                  bool
 		timeout                    time.Duration
 	}{
-		{name: "plain", breakerKey: "plain", timeout: 7 * time.Second},
-		{name: "keyed", breakerKey: "shared", timeout: 3 * time.Second},
+		// An exec agent without limits is pause-only too: its
+		// ActionResponse's retry_after and headers pause its breaker key.
+		{name: "plain", breakerKey: "plain", limitKey: "plain", pauseOnly: true, timeout: 7 * time.Second},
+		{name: "keyed", breakerKey: "shared", limitKey: "shared", pauseOnly: true, timeout: 3 * time.Second},
 		{name: "limited", breakerKey: "limited", limitKey: "limited", timeout: 7 * time.Second},
 		{name: "keyed_limited", breakerKey: "prov", limitKey: "prov", timeout: 7 * time.Second},
 		{name: "pause_only", breakerKey: "provider", limitKey: "provider", pauseOnly: true, timeout: 7 * time.Second},

@@ -18,20 +18,22 @@ import (
 type limitSpec struct {
 	key string
 	cfg limit.Config
-	// pauseOnly: the agent configures no limits, but it is an HTTP agent,
-	// whose provider's replies may still pause key (its breaker key)
+	// pauseOnly: the agent configures no limits, but it is an HTTP or an
+	// exec agent (inspect.PauseOnly), whose provider's replies may still
+	// pause key (its breaker key)
 	// fleet-wide: its calls honour the pause, read from Redis at most once
 	// per pauseCheckEvery per process (admit.go), and nothing else.
 	pauseOnly bool
 }
 
 // newLimitSpec is the limits of a, an agent as config.Config.Agent
-// resolves it (its limits key defaulted there); an HTTP agent without a
-// limits block gets a pause-only spec on its breaker key (nil: none).
+// resolves it (its limits key defaulted there); an HTTP or exec agent
+// without a limits block gets a pause-only spec on its breaker key (nil:
+// none).
 func newLimitSpec(a config.Agent) *limitSpec {
 	l := a.Limits
 	if l == nil {
-		if a.HTTP != nil {
+		if inspect.PauseOnly(a) {
 			return &limitSpec{key: a.BreakerKey, pauseOnly: true}
 		}
 		return nil

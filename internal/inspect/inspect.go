@@ -156,8 +156,8 @@ func BreakerKeys(cfg *config.Config) []string {
 
 // LimitKeys returns the keys a provider's pause can be on for cfg's
 // agents, sorted, without repeats: each agent's limits key and the breaker
-// key of each HTTP agent without limits (its provider's replies pause that
-// key fleet-wide too: PauseOnlyKeys) — the keys `inspector limits resume`
+// key of each HTTP or exec agent without limits (its provider's replies
+// pause that key fleet-wide too: PauseOnlyKeys) — the keys `inspector limits resume`
 // knows besides those in Redis (limit.Limiter.CheckKey).
 func LimitKeys(cfg *config.Config) []string {
 	var keys []string
@@ -172,19 +172,28 @@ func LimitKeys(cfg *config.Config) []string {
 	return sortedUnique(keys)
 }
 
-// PauseOnlyKeys maps the breaker key of each HTTP agent of cfg that has no
-// limits to those agents (sorted): a provider's reply saying the key is
-// exhausted pauses that key fleet-wide, as it pauses a limits key, though
-// no limits are counted on it.
+// PauseOnlyKeys maps the breaker key of each pause-only agent of cfg
+// (PauseOnly) to those agents (sorted): a provider's reply saying the key
+// is exhausted pauses that key fleet-wide, as it pauses a limits key,
+// though no limits are counted on it.
 func PauseOnlyKeys(cfg *config.Config) map[string][]string {
 	out := map[string][]string{}
 	for _, name := range cfg.AgentNames() {
 		a, _ := cfg.Agent(name)
-		if a.HTTP != nil && a.Limits == nil {
+		if PauseOnly(a) {
 			out[a.BreakerKey] = append(out[a.BreakerKey], name)
 		}
 	}
 	return out
+}
+
+// PauseOnly reports whether a (an agent as config.Config.Agent resolves
+// it) has a pause-only key: it configures no limits, and its runner
+// reports its provider's replies — an HTTP agent's headers, an exec
+// agent's ActionResponse retry_after and headers — so a reply saying the
+// key is exhausted pauses its breaker key fleet-wide.
+func PauseOnly(a config.Agent) bool {
+	return a.Limits == nil && (a.HTTP != nil || a.Exec != nil)
 }
 
 func sortedUnique(ss []string) []string {

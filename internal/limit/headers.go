@@ -28,6 +28,10 @@ const MaxPause = resilience.RetryAfterCap
 //
 // Several exhausted limits pause for the longest of their resets. The
 // pause is capped at MaxPause.
+//
+// Every header it reads is on resilience's back-pressure allowlist
+// (resilience.BackPressureHeader): an exec agent's ActionResponse
+// "headers" are cut down to that list, and reach it as an HTTP reply's do.
 func ExhaustedFor(status int, h http.Header, now time.Time) (d time.Duration, reason string, ok bool) {
 	if h == nil && status != http.StatusTooManyRequests {
 		return 0, "", false

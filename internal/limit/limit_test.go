@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/resilience"
 )
 
 // limitStep is one step of a table test of the limiter: advance the clock,
@@ -347,6 +348,21 @@ func TestExhaustedForAllocatesNothingOnAPlainReply(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs)
+}
+
+// TestExhaustedForReadsOnlyBackPressureHeaders: every header ExhaustedFor
+// reads is on resilience's back-pressure allowlist, the one list an exec
+// agent's ActionResponse headers are cut down to, so that an exec agent's
+// reply pauses a key exactly as an HTTP agent's does.
+func TestExhaustedForReadsOnlyBackPressureHeaders(t *testing.T) {
+	t.Parallel()
+	read := []string{"Retry-After", "Retry-After-Ms"}
+	for _, l := range append(append([]providerLimit(nil), openAILimits...), anthropicLimits...) {
+		read = append(read, l.remaining, l.reset)
+	}
+	for _, name := range read {
+		require.True(t, resilience.BackPressureHeader(name), name)
+	}
 }
 
 // TestLimitKeysShareOneSlot: a limits key's Redis keys share one hash tag,

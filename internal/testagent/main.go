@@ -2,11 +2,13 @@
 // ActionRequest from stdin and behaves as its params say:
 //
 //	{"mode": "echo"}                 success, data = params
-//	{"mode": "fail_then_succeed", "times": N, "state_dir": D, "stderr": S}
+//	{"mode": "fail_then_succeed", "times": N, "state_dir": D, "stderr": S, "reply": R}
 //	                                 exits 1 with stderr S (default: a TCP
 //	                                 connection reset) on the first N calls for
 //	                                 the request's task_id (counted in a file in
-//	                                 D), then succeeds
+//	                                 D), then succeeds; with R (an
+//	                                 ActionResponse object) the first N calls
+//	                                 print R and exit 0 instead
 //	{"mode": "error", "code": C, "error": E}
 //	                                 prints {"status":"error","code":C,"error":E}
 //	{"mode": "exit", "code": C, "stderr": S, "stdout": O}
@@ -234,11 +236,16 @@ func main() {
 // tests run with -race). Race reports are still printed as they happen.
 func exit(code int) { syscall.Exit(code) }
 
-// failThenSucceed fails the first "times" calls of a task, counting calls in
-// a file named after the task ID in state_dir.
+// failThenSucceed fails the first "times" calls of a task (with the
+// ActionResponse "reply" when given), counting calls in a file named after
+// the task ID in state_dir.
 func failThenSucceed(req request, p params) {
 	n := countCall(req, p.str("state_dir", os.TempDir()))
 	if n <= p.int("times", 1) {
+		if r, ok := p["reply"]; ok {
+			reply(r)
+			exit(0)
+		}
 		die(1, "%s", p.str("stderr", defaultStderr))
 	}
 	succeed(map[string]any{"calls": n})

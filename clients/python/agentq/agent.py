@@ -30,14 +30,25 @@ waits (docs/agents.md#suspend-wait-without-holding-a-worker)::
 status when it carries one (``status_code``/``status``, as the OpenAI,
 Anthropic and httpx exceptions do, or AgentError's ``code``), else 0 and the
 worker's classifier reads the text (``TimeoutError``, ``ConnectionRefusedError``,
-"rate limit", ...). SIGTERM (a cancel, a timeout, the worker's shutdown)
-raises Terminated in the handler; ``run`` then exits 143 without a traceback.
+"rate limit", ...). When the exception carries the HTTP response (the OpenAI
+and Anthropic SDKs' ``APIStatusError`` — ``RateLimitError`` among them —,
+httpx's and requests' ``HTTPStatusError``/``HTTPError``: ``.response.headers``,
+or ``.headers``), the reply also gets the response's back-pressure headers
+(``headers``: Retry-After, retry-after-ms, x-should-retry, x-ratelimit-*,
+anthropic-ratelimit-*; no other header leaves the agent) and the wait they
+ask for (``retry_after``, seconds), so that the worker waits as long as the
+provider asked, as for an HTTP agent (docs/agents.md). No SDK is imported:
+the exception is read by its attributes. SIGTERM (a cancel, a timeout, the
+worker's shutdown) raises Terminated in the handler; ``run`` then exits 143
+without a traceback.
 """
 
 import asyncio
 import datetime
+import email.utils
 import inspect
 import json
+import math
 import os
 import signal
 import sys
@@ -53,11 +64,16 @@ __all__ = ["run", "Request", "AgentError", "Terminated", "progress", "output",
 class AgentError(Exception):
     """A failure with an explicit code, read like an HTTP status by the
     classifier (400 invalid_request, 429 rate_limited, 501 not_supported,
-    503 provider_error, 504 timeout, ...)."""
+    503 provider_error, 504 timeout, ...). ``retry_after`` (seconds, a
+    timedelta, or an aware datetime) is how long the backend asked to wait
+    before the next call, ``headers`` the backend reply's headers (only the
+    back-pressure ones are sent)."""
 
-    def __init__(self, message, code=0):
+    def __init__(self, message, code=0, *, retry_after=None, headers=None):
         super().__init__(message)
         self.code = code
+        self.retry_after = retry_after
+        self.headers = headers
 
 
 def _until(v):
@@ -293,15 +309,117 @@ def _status_of(exc):
     return 0
 
 
+# The back-pressure headers the worker reads (Go: resilience.BackPressureHeader);
+# an ActionResponse's headers keep only these.
+_BACK_PRESSURE_NAMES = ("retry-after", "retry-after-ms", "x-should-retry")
+_BACK_PRESSURE_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
+
+
+def back_pressure_header(name):
+    """Whether the reply header ``name`` (any case) is one the worker reads
+    for back-pressure: Retry-After, retry-after-ms, x-should-retry,
+    x-ratelimit-* or anthropic-ratelimit-*."""
+    n = name.lower()
+    return n in _BACK_PRESSURE_NAMES or any(
+        n.startswith(p) and len(n) > len(p) for p in _BACK_PRESSURE_PREFIXES)
+
+
+def _header_items(h):
+    """(name, value) pairs of a headers object: httpx.Headers, requests'
+    CaseInsensitiveDict, aiohttp's CIMultiDict, email.message.Message (urllib),
+    a dict, or a list of pairs; [] for anything else."""
+    if h is None or isinstance(h, (str, bytes)):
+        return []
+    try:
+        items = h.items() if callable(getattr(h, "items", None)) else h
+        return [(k, v) for k, v in items]
+    except (TypeError, ValueError):
+        return []
+
+
+def _text(v):
+    if isinstance(v, bytes):
+        return v.decode("latin-1")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(v)
+    return v if isinstance(v, str) else None
+
+
+def headers_of(exc):
+    """The back-pressure headers ({lower-case name: value}) of the HTTP
+    response ``exc`` carries (``exc.response.headers``, else
+    ``exc.headers``); {} when it carries none."""
+    resp = getattr(exc, "response", None)
+    for h in (getattr(resp, "headers", None), getattr(exc, "headers", None)):
+        out = {}
+        for k, v in _header_items(h):
+            k, v = _text(k), _text(v)
+            if k is not None and v is not None and back_pressure_header(k):
+                out[k.lower()] = v
+        if out:
+            return out
+    return {}
+
+
+def _seconds(v):
+    """A retry_after for the wire: seconds (a finite number ≥ 0, from a
+    number, numeric text or a timedelta), or RFC 3339 text (from an aware
+    datetime); None for anything else."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, str):
+        try:
+            v = float(v.strip())
+        except ValueError:
+            return None
+    if isinstance(v, (int, float)):
+        return v if math.isfinite(v) and v >= 0 else None
+    if isinstance(v, datetime.timedelta):
+        return max(v.total_seconds(), 0)
+    if isinstance(v, datetime.datetime):
+        return v.isoformat() if v.tzinfo is not None else None
+    return None
+
+
+def retry_after_of(exc, headers):
+    """How long the backend asked to wait, for the reply's retry_after:
+    the exception's own ``retry_after`` when it has one (AgentError's, or
+    an SDK's), else the headers' retry-after-ms, else their Retry-After
+    (seconds, or an HTTP date as RFC 3339); None when nothing says."""
+    own = _seconds(getattr(exc, "retry_after", None))
+    if own is not None:
+        return own
+    ms = _seconds(headers.get("retry-after-ms", ""))
+    if ms is not None:
+        return ms / 1000
+    ra = headers.get("retry-after", "")
+    secs = _seconds(ra)
+    if secs is not None:
+        return secs
+    try:
+        return _seconds(email.utils.parsedate_to_datetime(ra.strip()))
+    except (TypeError, ValueError, IndexError):
+        return None
+
+
 def error_response(exc):
-    """The ActionResponse of a failure."""
+    """The ActionResponse of a failure: its code, error text and, when the
+    exception carries an HTTP response, the response's back-pressure
+    (``headers``, ``retry_after``)."""
     name = type(exc).__name__
     mod = type(exc).__module__
     if mod not in ("builtins", __name__):
         name = mod.split(".")[0] + "." + name
     text = str(exc)
-    return {"status": "error", "code": _status_of(exc),
+    resp = {"status": "error", "code": _status_of(exc),
             "error": name if not text else ("%s: %s" % (name, text) if not isinstance(exc, AgentError) else text)}
+    headers = headers_of(exc)
+    if headers:
+        resp["headers"] = headers
+    ra = retry_after_of(exc, headers)
+    if ra is not None:
+        resp["retry_after"] = ra
+    return resp
 
 
 def handle_request(handler, raw):

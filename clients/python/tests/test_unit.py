@@ -574,6 +574,21 @@ from agentq.agent import run, AgentError
 class RateLimitError(Exception):
     status_code = 429
 
+class Headers:  # shaped like httpx.Headers
+    def __init__(self, d):
+        self.d = d
+    def items(self):
+        return list(self.d.items())
+
+class Response:
+    def __init__(self, status_code, headers):
+        self.status_code, self.headers = status_code, Headers(headers)
+
+class SDKRateLimitError(Exception):  # shaped like openai.RateLimitError
+    def __init__(self, message, response):
+        super().__init__(message)
+        self.response, self.status_code = response, response.status_code
+
 def handle(req):
     mode = req.params.get("mode")
     req.progress({"pct": 50})
@@ -585,6 +600,10 @@ def handle(req):
         raise RateLimitError("slow down")
     if mode == "agent_error":
         raise AgentError("bad params", 400)
+    if mode == "sdk_rate":
+        raise SDKRateLimitError("Error code: 429", Response(429, {
+            "retry-after-ms": "1500", "x-ratelimit-remaining-requests": "0",
+            "authorization": "Bearer sk-test", "set-cookie": "a=b"}))
     if mode == "sleep":
         print("ready", file=sys.stderr, flush=True)
         time.sleep(60)
@@ -643,12 +662,128 @@ class TestAgentHelpers(unittest.TestCase):
         _, resp, _, _ = self.agent({"mode": "agent_error"})
         self.assertEqual((resp["code"], resp["error"]), (400, "bad params"))
 
+    def test_sdk_exception_passes_back_pressure_on(self):
+        """A real agent process: an exception shaped like openai's
+        RateLimitError becomes a reply with its code, its back-pressure
+        headers (no other) and the wait they ask for."""
+        _, resp, _, _ = self.agent({"mode": "sdk_rate"})
+        self.assertEqual(resp["code"], 429)
+        self.assertEqual(resp["headers"], {"retry-after-ms": "1500", "x-ratelimit-remaining-requests": "0"})
+        self.assertEqual(resp["retry_after"], 1.5)
+
     def test_sigterm_exits_cleanly(self):
         code, resp, _, err = self.agent({"mode": "sleep"}, term=True)
         self.assertEqual(code, 143)
         self.assertIsNone(resp)
         self.assertNotIn("Traceback", err)
 
+
+
+class _Headers:
+    """Shaped like httpx.Headers: items() gives (name, value) pairs, names
+    in any case."""
+
+    def __init__(self, pairs):
+        self.pairs = pairs
+
+    def items(self):
+        return list(self.pairs)
+
+
+class _HTTPResponse:
+    def __init__(self, status_code, headers):
+        self.status_code = status_code
+        self.headers = _Headers(headers)
+
+
+class APIStatusError(Exception):
+    """Shaped like openai's / anthropic's APIStatusError: .status_code and
+    .response (an httpx.Response)."""
+
+    def __init__(self, message, *, response):
+        super().__init__(message)
+        self.response = response
+        self.status_code = response.status_code
+
+
+class APIError(Exception):
+    """Shaped like the TypeScript SDKs' APIError seen from Python: .status
+    and .headers (a plain mapping)."""
+
+    def __init__(self, status, headers):
+        super().__init__("%d status code" % status)
+        self.status = status
+        self.headers = headers
+
+
+class TestAgentBackPressure(unittest.TestCase):
+    """The helper fills code, headers and retry_after from an exception
+    that carries an HTTP response, duck-typed (no SDK installed)."""
+
+    def reply(self, exc):
+        from agentq.agent import error_response
+        return error_response(exc)
+
+    def test_openai_rate_limit_error(self):
+        resp = self.reply(APIStatusError("Error code: 429 - rate limited", response=_HTTPResponse(429, [
+            ("retry-after-ms", "1500"), ("Retry-After", "2"), ("x-ratelimit-remaining-requests", "0"),
+            ("x-ratelimit-reset-requests", "1.5s"), ("x-should-retry", "true"),
+            ("authorization", "Bearer sk-secret"), ("set-cookie", "a=b"), ("x-request-id", "req_1"),
+            ("content-type", "application/json")])))
+        self.assertEqual(resp["code"], 429)
+        self.assertEqual(resp["headers"], {
+            "retry-after-ms": "1500", "retry-after": "2", "x-ratelimit-remaining-requests": "0",
+            "x-ratelimit-reset-requests": "1.5s", "x-should-retry": "true"})
+        self.assertEqual(resp["retry_after"], 1.5, "retry-after-ms first, as the worker reads it")
+        json.dumps(resp)  # the reply is JSON
+
+    def test_anthropic_headers_and_retry_after_seconds(self):
+        resp = self.reply(APIStatusError("overloaded", response=_HTTPResponse(529, [
+            ("retry-after", "7"), ("anthropic-ratelimit-tokens-remaining", "0"),
+            ("anthropic-ratelimit-tokens-reset", "2026-11-28T12:00:30Z"), ("x-api-key", "sk-ant")])))
+        self.assertEqual(resp["code"], 529)
+        self.assertEqual(resp["headers"], {"retry-after": "7", "anthropic-ratelimit-tokens-remaining": "0",
+                                           "anthropic-ratelimit-tokens-reset": "2026-11-28T12:00:30Z"})
+        self.assertEqual(resp["retry_after"], 7.0)
+
+    def test_http_date_becomes_rfc3339(self):
+        resp = self.reply(APIError(503, {"Retry-After": "Sat, 28 Nov 2026 12:00:07 GMT"}))
+        self.assertEqual(resp["code"], 503)
+        self.assertEqual(resp["headers"], {"retry-after": "Sat, 28 Nov 2026 12:00:07 GMT"})
+        self.assertEqual(resp["retry_after"], "2026-11-28T12:00:07+00:00")
+
+    def test_invalid_values_are_left_to_the_worker(self):
+        resp = self.reply(APIError(429, {"retry-after": "soon", "retry-after-ms": "inf"}))
+        self.assertEqual(resp["headers"], {"retry-after": "soon", "retry-after-ms": "inf"})
+        self.assertNotIn("retry_after", resp)
+        json.loads(json.dumps(resp, allow_nan=False))
+
+    def test_agent_error_states_its_own(self):
+        import datetime
+        from agentq.agent import AgentError
+        resp = self.reply(AgentError("slow down", 429, retry_after=datetime.timedelta(seconds=3),
+                                     headers={"X-RateLimit-Reset-Tokens": "3s", "Cookie": "c"}))
+        self.assertEqual(resp, {"status": "error", "code": 429, "error": "slow down",
+                                "headers": {"x-ratelimit-reset-tokens": "3s"}, "retry_after": 3.0})
+        resp = self.reply(AgentError("later", 503, retry_after=datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)))
+        self.assertEqual(resp["retry_after"], "2030-01-01T00:00:00+00:00")
+        self.assertNotIn("headers", resp)
+
+    def test_no_response_no_back_pressure(self):
+        for exc in (ConnectionRefusedError("refused"), ValueError("x"),
+                    APIStatusError("e", response=_HTTPResponse(500, [("content-type", "text/plain")]))):
+            resp = self.reply(exc)
+            self.assertNotIn("headers", resp)
+            self.assertNotIn("retry_after", resp)
+
+    def test_allowlist_matches_the_worker(self):
+        from agentq.agent import back_pressure_header
+        for name in ("Retry-After", "retry-after-ms", "X-Should-Retry", "x-ratelimit-limit-requests",
+                     "anthropic-ratelimit-requests-reset"):
+            self.assertTrue(back_pressure_header(name), name)
+        for name in ("authorization", "x-api-key", "x-ratelimit-", "anthropic-ratelimit-", "retry-after-s",
+                     "openai-organization", "x-request-id"):
+            self.assertFalse(back_pressure_header(name), name)
 
 
 class BudgetErrorTest(unittest.TestCase):

@@ -24,7 +24,15 @@
 // A thrown error becomes {"status":"error","code":C,"error":"Name: message"}:
 // C is the error's HTTP status when it carries one (`status`, `statusCode`,
 // as the OpenAI and Anthropic SDKs' errors do, or AgentError's `code`), else
-// 0 and the worker's classifier reads the text. SIGTERM (a cancel, a
+// 0 and the worker's classifier reads the text. When the error carries the
+// HTTP response's headers (the OpenAI and Anthropic SDKs' APIError —
+// RateLimitError among them —: `headers`, a Headers object or a plain
+// record; or `response.headers`), the reply also gets their back-pressure
+// headers (`headers`: Retry-After, retry-after-ms, x-should-retry,
+// x-ratelimit-*, anthropic-ratelimit-*; no other header leaves the agent)
+// and the wait they ask for (`retry_after`, seconds), so that the worker
+// waits as long as the provider asked, as for an HTTP agent. No SDK is
+// imported: the error is read by its properties. SIGTERM (a cancel, a
 // timeout, the worker's shutdown) aborts `req.signal` and exits 143.
 
 import { writeSync } from "node:fs";
@@ -143,14 +151,33 @@ export interface ActionResponse {
   /** For a suspend: the wait, as the wire carries it. */
   wait?: Record<string, unknown>;
   usage?: Usage;
+  /** For an error: how long the backend asked to wait before the next
+   * call, in seconds, or an RFC 3339 time. */
+  retry_after?: number | string;
+  /** For an error: the backend reply's back-pressure headers (lower-case
+   * names). */
+  headers?: Record<string, string>;
+}
+
+/** What AgentError may say of the backend's back-pressure. */
+export interface BackPressure {
+  /** How long the backend asked to wait: seconds, or a Date. */
+  retryAfter?: number | Date;
+  /** The backend reply's headers (only the back-pressure ones are sent). */
+  headers?: Headers | Record<string, string>;
 }
 
 /** A failure with an explicit code, read like an HTTP status by the classifier
- * (400 invalid_request, 429 rate_limited, 501 not_supported, 504 timeout, …). */
+ * (400 invalid_request, 429 rate_limited, 501 not_supported, 504 timeout, …),
+ * and optionally the backend's back-pressure. */
 export class AgentError extends Error {
-  constructor(message: string, readonly code = 0) {
+  readonly retryAfter?: number | Date;
+  readonly headers?: Headers | Record<string, string>;
+  constructor(message: string, readonly code = 0, bp: BackPressure = {}) {
     super(message);
     this.name = "AgentError";
+    this.retryAfter = bp.retryAfter;
+    this.headers = bp.headers;
   }
 }
 
@@ -255,14 +282,86 @@ function statusOf(e: any): number {
   return Number.isInteger(v) && v >= 100 && v <= 599 ? v : 0;
 }
 
-/** The ActionResponse of a failure. */
-export function errorResponse(e: unknown): ActionResponse {
-  if (e instanceof AgentError) return { status: "error", code: e.code, error: e.message };
-  if (e instanceof Error) {
-    const name = e.name || e.constructor?.name || "Error";
-    return { status: "error", code: statusOf(e), error: e.message ? `${name}: ${e.message}` : name };
+// The back-pressure headers the worker reads (Go: resilience.BackPressureHeader);
+// an ActionResponse's headers keep only these.
+const backPressureNames = ["retry-after", "retry-after-ms", "x-should-retry"];
+const backPressurePrefixes = ["x-ratelimit-", "anthropic-ratelimit-"];
+
+/** Whether the reply header `name` (any case) is one the worker reads for
+ * back-pressure: Retry-After, retry-after-ms, x-should-retry, x-ratelimit-*
+ * or anthropic-ratelimit-*. */
+export function backPressureHeader(name: string): boolean {
+  const n = name.toLowerCase();
+  return backPressureNames.includes(n) || backPressurePrefixes.some((p) => n.length > p.length && n.startsWith(p));
+}
+
+/** (name, value) pairs of a headers object: a fetch Headers (or anything
+ * with entries()), a plain record, or a list of pairs. */
+function headerEntries(h: any): [unknown, unknown][] {
+  if (!h || typeof h !== "object") return [];
+  try {
+    if (Array.isArray(h)) return h.filter((p) => Array.isArray(p) && p.length === 2) as [unknown, unknown][];
+    if (typeof h.entries === "function") return Array.from(h.entries() as Iterable<[unknown, unknown]>);
+    return Object.entries(h);
+  } catch {
+    return [];
   }
-  return { status: "error", code: 0, error: String(e) };
+}
+
+/** The back-pressure headers ({lower-case name: value}) of the HTTP
+ * response an error carries (`headers`, else `response.headers`); {} when
+ * none. */
+export function headersOf(e: any): Record<string, string> {
+  for (const h of [e?.headers, e?.response?.headers]) {
+    const out: Record<string, string> = {};
+    for (const [k, v] of headerEntries(h)) {
+      const val = typeof v === "number" ? String(v) : Array.isArray(v) ? v.join(", ") : v;
+      if (typeof k === "string" && typeof val === "string" && backPressureHeader(k)) out[k.toLowerCase()] = val;
+    }
+    if (Object.keys(out).length) return out;
+  }
+  return {};
+}
+
+/** A retry_after for the wire: seconds (a finite number ≥ 0, from a number
+ * or numeric text) or RFC 3339 text (from a valid Date); undefined else. */
+function seconds(v: unknown): number | string | undefined {
+  if (v instanceof Date) return Number.isNaN(v.getTime()) ? undefined : v.toISOString();
+  const n = typeof v === "string" && v.trim() !== "" ? Number(v.trim()) : v;
+  return typeof n === "number" && Number.isFinite(n) && n >= 0 ? n : undefined;
+}
+
+/** How long the backend asked to wait, for the reply's retry_after: the
+ * error's own `retryAfter` when it has one (AgentError's, or an SDK's),
+ * else the headers' retry-after-ms, else their Retry-After (seconds, or
+ * an HTTP date as RFC 3339); undefined when nothing says. */
+export function retryAfterOf(e: any, headers: Record<string, string>): number | string | undefined {
+  const own = seconds(e?.retryAfter ?? e?.retry_after);
+  if (own !== undefined) return own;
+  const ms = seconds(headers["retry-after-ms"]);
+  if (typeof ms === "number") return ms / 1000;
+  const ra = headers["retry-after"];
+  if (ra === undefined) return undefined;
+  const s = seconds(ra);
+  if (s !== undefined) return s;
+  return /[a-z]/i.test(ra) ? seconds(new Date(ra)) : undefined;
+}
+
+/** The ActionResponse of a failure: its code, error text and, when the
+ * error carries an HTTP response's headers, their back-pressure
+ * (`headers`, `retry_after`). */
+export function errorResponse(e: unknown): ActionResponse {
+  let resp: ActionResponse;
+  if (e instanceof AgentError) resp = { status: "error", code: e.code, error: e.message };
+  else if (e instanceof Error) {
+    const name = e.name || e.constructor?.name || "Error";
+    resp = { status: "error", code: statusOf(e), error: e.message ? `${name}: ${e.message}` : name };
+  } else return { status: "error", code: 0, error: String(e) };
+  const headers = headersOf(e);
+  if (Object.keys(headers).length) resp.headers = headers;
+  const ra = retryAfterOf(e, headers);
+  if (ra !== undefined) resp.retry_after = ra;
+  return resp;
 }
 
 /** The ActionResponse for the request JSON `raw`. */

@@ -355,6 +355,10 @@ test("one version", () => {
 const AGENT = `
 import { run, AgentError, StepResult } from ${JSON.stringify(new URL("../dist/agent.js", import.meta.url).href)};
 class RateLimitError extends Error { constructor(m) { super(m); this.name = "RateLimitError"; this.status = 429; } }
+// Shaped like the openai / anthropic SDKs' APIError: .status and .headers (a fetch Headers).
+class SDKRateLimitError extends Error {
+  constructor(m, headers) { super(m); this.name = "RateLimitError"; this.status = 429; this.headers = headers; }
+}
 run(async (req) => {
   const mode = req.params?.mode;
   req.progress({ pct: 50 });
@@ -363,6 +367,8 @@ run(async (req) => {
   if (mode === "boom") throw new Error("connect ECONNREFUSED 127.0.0.1:443");
   if (mode === "rate") throw new RateLimitError("slow down");
   if (mode === "agent_error") throw new AgentError("bad params", 400);
+  if (mode === "sdk_rate") throw new SDKRateLimitError("429 rate limited", new Headers({
+    "retry-after-ms": "1500", "x-ratelimit-remaining-requests": "0", authorization: "Bearer sk-test", "set-cookie": "a=b" }));
   if (mode === "sleep") { process.stderr.write("ready\\n"); await new Promise((r) => setTimeout(r, 60000)); }
   if (mode === "steps") {
     const a = await req.step("plan", () => "ran again");
@@ -427,6 +433,97 @@ test("agent: errors become error responses", async () => {
   assert.deepEqual([resp.code, resp.error], [429, "RateLimitError: slow down"]);
   ({ resp } = await runAgent({ mode: "agent_error" }));
   assert.deepEqual([resp.code, resp.error], [400, "bad params"]);
+});
+
+test("agent: an SDK error passes its back-pressure on (real process)", async () => {
+  const { resp } = await runAgent({ mode: "sdk_rate" });
+  assert.equal(resp.code, 429);
+  assert.deepEqual(resp.headers, { "retry-after-ms": "1500", "x-ratelimit-remaining-requests": "0" });
+  assert.equal(resp.retry_after, 1.5);
+});
+
+// ---- agent helpers: back-pressure from errors shaped like the SDKs' (no SDK installed) ----
+
+const agentLib = await import("../dist/agent.js");
+
+// Shaped like openai's / anthropic's APIError (TypeScript SDKs): .status, .headers.
+class APIError extends Error {
+  constructor(status, headers, message = `${status} status code`) {
+    super(message);
+    this.name = status === 429 ? "RateLimitError" : "APIError";
+    this.status = status;
+    this.headers = headers;
+  }
+}
+
+test("agent back-pressure: an OpenAI RateLimitError with fetch Headers", () => {
+  const resp = agentLib.errorResponse(new APIError(429, new Headers({
+    "retry-after-ms": "1500", "Retry-After": "2", "x-ratelimit-remaining-requests": "0",
+    "x-ratelimit-reset-requests": "1.5s", "x-should-retry": "true",
+    authorization: "Bearer sk-secret", "set-cookie": "a=b", "x-request-id": "req_1", "content-type": "application/json",
+  })));
+  assert.equal(resp.code, 429);
+  assert.deepEqual(resp.headers, {
+    "retry-after-ms": "1500", "retry-after": "2", "x-ratelimit-remaining-requests": "0",
+    "x-ratelimit-reset-requests": "1.5s", "x-should-retry": "true",
+  });
+  assert.equal(resp.retry_after, 1.5, "retry-after-ms first, as the worker reads it");
+});
+
+test("agent back-pressure: Anthropic headers as a plain record; Retry-After seconds", () => {
+  const resp = agentLib.errorResponse(new APIError(529, {
+    "Retry-After": "7", "anthropic-ratelimit-tokens-remaining": "0",
+    "anthropic-ratelimit-tokens-reset": "2026-11-28T12:00:30Z", "x-api-key": "sk-ant",
+  }));
+  assert.equal(resp.code, 529);
+  assert.deepEqual(resp.headers, {
+    "retry-after": "7", "anthropic-ratelimit-tokens-remaining": "0", "anthropic-ratelimit-tokens-reset": "2026-11-28T12:00:30Z",
+  });
+  assert.equal(resp.retry_after, 7);
+});
+
+test("agent back-pressure: an HTTP date becomes RFC 3339; response.headers is read too", () => {
+  const e = new Error("503");
+  e.response = { status: 503, headers: new Headers({ "retry-after": "Sat, 28 Nov 2026 12:00:07 GMT" }) };
+  const resp = agentLib.errorResponse(e);
+  assert.equal(resp.code, 503);
+  assert.deepEqual(resp.headers, { "retry-after": "Sat, 28 Nov 2026 12:00:07 GMT" });
+  assert.equal(resp.retry_after, "2026-11-28T12:00:07.000Z");
+});
+
+test("agent back-pressure: invalid values are left to the worker", () => {
+  const resp = agentLib.errorResponse(new APIError(429, { "retry-after": "soon", "retry-after-ms": "Infinity" }));
+  assert.deepEqual(resp.headers, { "retry-after": "soon", "retry-after-ms": "Infinity" });
+  assert.equal(resp.retry_after, undefined);
+  assert.ok(!("retry_after" in resp));
+});
+
+test("agent back-pressure: AgentError states its own", () => {
+  let resp = agentLib.errorResponse(new agentLib.AgentError("slow down", 429, {
+    retryAfter: 3, headers: { "X-RateLimit-Reset-Tokens": "3s", Cookie: "c" },
+  }));
+  assert.deepEqual(resp, { status: "error", code: 429, error: "slow down", headers: { "x-ratelimit-reset-tokens": "3s" }, retry_after: 3 });
+  resp = agentLib.errorResponse(new agentLib.AgentError("later", 503, { retryAfter: new Date("2030-01-01T00:00:00Z") }));
+  assert.equal(resp.retry_after, "2030-01-01T00:00:00.000Z");
+  assert.ok(!("headers" in resp));
+  resp = agentLib.errorResponse(new agentLib.AgentError("bad params", 400));
+  assert.deepEqual(resp, { status: "error", code: 400, error: "bad params" });
+});
+
+test("agent back-pressure: no response, no back-pressure", () => {
+  for (const e of [new Error("connect ECONNREFUSED"), new APIError(500, new Headers({ "content-type": "text/plain" })), "thrown string"]) {
+    const resp = agentLib.errorResponse(e);
+    assert.ok(!("headers" in resp) && !("retry_after" in resp), JSON.stringify(resp));
+  }
+});
+
+test("agent back-pressure: the allowlist is the worker's", () => {
+  for (const n of ["Retry-After", "retry-after-ms", "X-Should-Retry", "x-ratelimit-limit-requests", "anthropic-ratelimit-requests-reset"]) {
+    assert.ok(agentLib.backPressureHeader(n), n);
+  }
+  for (const n of ["authorization", "x-api-key", "x-ratelimit-", "anthropic-ratelimit-", "retry-after-s", "openai-organization", "x-request-id"]) {
+    assert.ok(!agentLib.backPressureHeader(n), n);
+  }
 });
 
 test("agent: SIGTERM exits 143 cleanly", async () => {
