@@ -32,10 +32,11 @@ type trainOptions struct {
 	L2      float64 // weight decay per update
 	MinDF   int     // a feature must occur in this many training texts
 	MinProb float64 // the model's verdicts below this probability are weak
+	Balance float64 // 0: every text weighs 1; 1: every class weighs the same
 	Seed    uint64  // the shuffle's seed: training is deterministic
 }
 
-var defaultTrainOptions = trainOptions{Epochs: 30, Rate: 0.3, L2: 1e-4, MinDF: 2, MinProb: 0, Seed: 38}
+var defaultTrainOptions = trainOptions{Epochs: 30, Rate: 0.3, L2: 1e-4, MinDF: 2, MinProb: 0, Balance: 0.5, Seed: 38}
 
 // ruleDocs are the text table's phrases as training texts, each labelled
 // with its rule's class: the contract's knowledge that the rules state
@@ -111,6 +112,19 @@ func trainModel(entries []corpusEntry, opt trainOptions) *textModel {
 	for i := range order {
 		order[i] = i
 	}
+	// A class's texts weigh (mean count / its count)^Balance: the corpus
+	// has eight times more invalid_request than canceled texts, and an
+	// unseen family's rarer classes should not drown.
+	counts := make([]float64, k)
+	for _, d := range docs {
+		counts[d.class]++
+	}
+	classWeight := make([]float64, k)
+	for c := range k {
+		if counts[c] > 0 {
+			classWeight[c] = math.Pow(float64(len(docs))/float64(k)/counts[c], opt.Balance)
+		}
+	}
 	scores := make([]float64, k)
 	for range opt.Epochs {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
@@ -129,6 +143,7 @@ func trainModel(entries []corpusEntry, opt trainOptions) *textModel {
 				if c == d.class {
 					grad--
 				}
+				grad *= classWeight[d.class]
 				gb[c] += grad * grad
 				bias[c] -= opt.Rate * grad / (math.Sqrt(gb[c]) + 1e-8)
 				for _, fi := range d.index {
