@@ -762,4 +762,28 @@ var defaultRules = []TextRule{
 			"command not found", "zerodivisionerror", "unboundlocalerror",
 		},
 	},
+
+	// --- meanings, last: what no phrase above named -----------------------
+	{
+		// A quota said spent, with no rate period: a balance, a lifetime
+		// or a regional allowance (also under a 403 or 429).
+		Name: "quota_spent", Class: QuotaExhausted,
+		Any: []string{"quota"},
+		And: []string{"exceeded", "insufficient", "exhausted", "has been reached", "over your", "used up"},
+		Not: []string{
+			"per minute", "per second", "per hour", "perminute", "per_minute", "requests per",
+			"tokens per", "rpm", "tpm", "rate", "try again in", "retry in", "please wait",
+		},
+	},
+	{
+		// Token counts against a limit, said in any words: the input is
+		// too long for the model (not a rate: no period).
+		Name: "token_limit", Class: ContextLength,
+		Any: []string{"tokens", "token count", "n_ctx"},
+		And: []string{"exceed", "max allowed", "maximum", "too many tokens", "too long", "larger than"},
+		Not: []string{
+			"per minute", "per day", "per second", "per hour", "rate limit", "rpm", "tpm", "tpd",
+			"quota", "budget", "credit",
+		},
+	},
 }
