@@ -73,12 +73,12 @@ demo:
 ## lines, in this order. BENCH=<regexp> runs a subset, e.g. the Redis-cost ones:
 ## make bench BENCH='IdleCost|PickupLatency|Enqueue|Throughput' (Throughput matches ThroughputProcs too)
 bench: redis
-	@{ $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -benchtime 1x -timeout 30m ./bench/... 2>&1; echo $$? > .bench.rc; } | tee .bench.out; rc=$$(cat .bench.rc); rm -f .bench.rc; \
+	@{ $(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -benchtime 1x -timeout 30m ./bench/... ./resilience/ 2>&1; echo $$? > .bench.rc; } | tee .bench.out; rc=$$(cat .bench.rc); rm -f .bench.rc; \
 	for h in 'wait notification p50' 'breaker Redis CPU per recorded call' 'limiter Redis CPU per admitted call' 'cluster pipeline/asynq throughput ratio' 'idle Redis CPU per worker' \
 		'single enqueue/asynq ratio' 'pipeline/asynq 4-process throughput ratio' 'pipeline/asynq Redis CPU per task ratio' 'pipeline/asynq throughput ratio' \
 		'io-bound 50ms/c=200 agentq/asynq throughput ratio' 'io-bound 200ms/c=400 agentq/asynq throughput ratio' 'worker CPU per task agentq/asynq ratio' \
 		'waiting tasks idle-fleet Redis CPU with/without ratio' 'signal resume latency p50' \
-		'1000-child fan-out children/s'; do \
+		'1000-child fan-out children/s' 'classifier cost per failure model/tables ratio'; do \
 		grep -h "^$$h: " .bench.out | tail -n 1; \
 	done; exit $$rc
 

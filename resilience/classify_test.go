@@ -1204,3 +1204,36 @@ func BenchmarkClassifyCorpus(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(errs)), "ns/text")
 }
+
+// BenchmarkClassifierCost prints what a failure's verdict costs with the
+// learned model and without it (the tables alone, as before #38), on the
+// same corpus texts, and their ratio (make bench's "classifier cost per
+// failure model/tables ratio"; the goal is within 2×). A success is never
+// classified.
+func BenchmarkClassifierCost(b *testing.B) {
+	t := &testing.T{}
+	var errs []error
+	for _, path := range corpusFiles {
+		for _, e := range loadRealErrors(t, path) {
+			errs = append(errs, &Failure{Status: e.status, Text: e.text})
+		}
+	}
+	builtinModel() // parsed once per process, on the first failure
+	perText := func(c Classifier) float64 {
+		start := time.Now()
+		rounds := 0
+		for time.Since(start) < 500*time.Millisecond || rounds < 2 {
+			for _, err := range errs {
+				c.Classify(err)
+			}
+			rounds++
+		}
+		return float64(time.Since(start).Nanoseconds()) / float64(rounds*len(errs))
+	}
+	for b.Loop() {
+		tables, model := perText(rulesOnly), perText(testClassifier)
+		b.ReportMetric(model/1e3, "µs/failure")
+		fmt.Printf("classifier cost per failure: %.1f µs with the model, %.1f µs with the tables alone\n", model/1e3, tables/1e3)
+		fmt.Printf("classifier cost per failure model/tables ratio: %.2f\n", model/tables)
+	}
+}
