@@ -387,6 +387,11 @@ var defaultRules = []TextRule{
 			"authenticationerror", "permissiondeniederror", "permission denied",
 			"unauthorized", "missing api key", "api key is missing", "invalid authentication",
 			"could not validate credentials", "you didn't provide an api key",
+			// Credentials refused, whatever the client: a database's or a
+			// broker's login, also inside a "failed to connect".
+			"incorrect username or password", "invalid username/password", "invalid username or password",
+			"password authentication failed", "access denied for user", "login failed for user",
+			"logon denied", "authorization violation", "authentication failed",
 			// Access and subscription: Bedrock AccessDeniedException "You
 			// don't have access to the model", "Model access is denied", "not
 			// authorized to invoke", "requires a Pro subscription"; gRPC
@@ -465,7 +470,7 @@ var defaultRules = []TextRule{
 			"try pulling it first", "model identifier is invalid", "invalid model identifier",
 			"invalid model id",
 		},
-		Not: []string{"modulenotfounderror", "filenotfounderror", "please use a valid"},
+		Not: []string{"modulenotfounderror", "filenotfounderror", "please use a valid", "enotfound", "hostnotfound", "servernotfound", "host not found"},
 	},
 	{
 		// A model named in quotes that the server does not have: Ollama
@@ -576,6 +581,7 @@ var defaultRules = []TextRule{
 		Any: []string{
 			"no such host", "name or service not known", "nodename nor servname provided",
 			"getaddrinfo enotfound", "'enotfound'", "\"enotfound\"", "name does not resolve", "could not resolve host", "nameresolutionerror",
+			"hostnotfound", "servernotfounderror", "unable to find the server", "could not be resolved",
 			"errno 11001", "gaierror(11001", "(11001)", "unknownhostexception", "unable to resolve host",
 			"failed host lookup", "no address associated with hostname", "answer with no data",
 			"nxdomain", "host is unknown", "host unknown", "unbekannt", "hôte inconnu",
@@ -778,7 +784,7 @@ var defaultRules = []TextRule{
 	{
 		// Token counts against a limit, said in any words: the input is
 		// too long for the model (not a rate: no period).
-		Name: "token_limit", Class: ContextLength,
+		Name: "token_count_limit", Class: ContextLength,
 		Any: []string{"tokens", "token count", "n_ctx"},
 		And: []string{"exceed", "max allowed", "maximum", "too many tokens", "too long", "larger than"},
 		Not: []string{
