@@ -45,9 +45,9 @@ type classifyJSON struct {
 	Class        string `json:"class"`
 	ClassifiedBy string `json:"classified_by"`
 	RetryAfter   string `json:"retry_after"`
-	ShouldRetry *bool  `json:"should_retry"`
-	Agent       string `json:"agent"`
-	Decision    struct {
+	ShouldRetry  *bool  `json:"should_retry"`
+	Agent        string `json:"agent"`
+	Decision     struct {
 		Retry     bool   `json:"retry"`
 		Breaker   bool   `json:"breaker"`
 		Exhausted string `json:"exhausted"`
