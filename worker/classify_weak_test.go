@@ -24,8 +24,9 @@ import (
 )
 
 // TestClassifiedByAndWeakFailures (#38, "say how sure it is"): a Go agent
-// failing with a text nothing decides is dead-lettered with classified_by
-// default in its record, its history and its dead letter, lands in the
+// failing with a text nothing decides for sure (default, or an unsure
+// model: the test reads which from the classifier) is dead-lettered with
+// that classified_by in its record, its history and its dead letter, lands in the
 // unmatched stream and bumps agentq_classify_weak_total; a 429 (decided
 // by its status) carries its own classified_by and writes nothing to the
 // stream, nor does a success: the only XADD the whole run made is the
@@ -129,7 +130,9 @@ defaults: {timeout: 10s, retry: {max_attempts: 1}, restart: {max_restarts: 0}}
 	require.NoError(t, err)
 	v := waitTerminal(t, rdb, []string{"weak-task"}, 30*time.Second)["weak-task"]
 	require.Equal(t, tasks.StateDeadLettered, v.State)
-	require.Equal(t, string(resilience.ByDefault), v.ClassifiedBy)
+	want := resilience.Classifier{}.Classify(errors.New("zq-7 frobnicated the quux"))
+	require.True(t, want.Weak)
+	require.Equal(t, string(want.By), v.ClassifiedBy)
 	n, err := rdb.Exists(ctx, rkeys.ClassifyUnmatched()).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "the XADD was refused")
