@@ -31,7 +31,11 @@ type Entry struct {
 	Params        json.RawMessage `json:"params"`
 	CorrelationID string          `json:"correlation_id"`
 	ErrorClass    string          `json:"error_class"`
-	Error         string          `json:"error"`
+	// ClassifiedBy is the kind of evidence that decided ErrorClass, the
+	// class of the failure that ended the task (resilience.Evidence: rule,
+	// structure, status, text, model, default); omitted when empty.
+	ClassifiedBy string `json:"classified_by,omitempty"`
+	Error        string `json:"error"`
 	// Reason says why the task was dead-lettered (see the Reason… constants).
 	Reason   string `json:"reason"`
 	Attempts int    `json:"attempts"`
@@ -81,7 +85,7 @@ func (e *Entry) Validate() error {
 func (e *Entry) TaskView() *tasks.View {
 	v := &tasks.View{
 		ID: e.ID, Agent: e.Agent, Action: e.Action, State: tasks.StateDeadLettered,
-		Attempts: e.Attempts, Restarts: e.Restarts, ErrorClass: e.ErrorClass, Error: e.Error,
+		Attempts: e.Attempts, Restarts: e.Restarts, ErrorClass: e.ErrorClass, ClassifiedBy: e.ClassifiedBy, Error: e.Error,
 		Queue: e.Queue, CorrelationID: e.CorrelationID, Run: e.Run, History: e.History,
 		Tenant: e.Tenant, Priority: tasks.PriorityOf(e.Priority),
 	}

@@ -71,7 +71,8 @@ func (s *Store) RequeueTaskRun(ctx context.Context, client *tasks.Client, id str
 		}
 		// The new run number fences any stale delivery of the old run.
 		return record.StoreOf(client.Store()).Requeued(ctx, record.Delivery{ID: env.ID, Run: env.Run, Seed: record.SeedOf(env)}, e.Attempts, e.History,
-			tasks.Event{Event: tasks.EventRequeued, Agent: env.Agent, ErrorClass: e.ErrorClass, Error: "requeued from the dead letters"})
+			tasks.Event{Event: tasks.EventRequeued, Agent: env.Agent, ErrorClass: e.ErrorClass, ClassifiedBy: e.ClassifiedBy,
+				Error: "requeued from the dead letters"})
 	})
 }
 

@@ -25,12 +25,12 @@ func deadTask(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store, id s
 	_, err := st.Create(ctx, record.New{ID: id, Seed: record.SeedOf(env), State: tasks.StatePending})
 	require.NoError(t, err)
 	_, err = st.Apply(ctx, record.Delivery{ID: id, Attempt: 1}, record.DeadLettered(record.Attempt{Attempt: 1, Agent: "llm",
-		ErrorClass: "invalid_request", Error: "bad"}, deadletter.ReasonNotRetryable))
+		ErrorClass: "invalid_request", ClassifiedBy: "status", Error: "bad"}, deadletter.ReasonNotRetryable))
 	require.NoError(t, err)
 	hist, err := st.History(ctx, id)
 	require.NoError(t, err)
 	e := &deadletter.Entry{ID: id, Agent: "llm", Action: "chat", CorrelationID: "c-" + id, ErrorClass: "invalid_request",
-		Error: "bad", Reason: deadletter.ReasonNotRetryable, Attempts: 1, DeadLetteredAt: time.Now().UTC(),
+		ClassifiedBy: "status", Error: "bad", Reason: deadletter.ReasonNotRetryable, Attempts: 1, DeadLetteredAt: time.Now().UTC(),
 		History: hist, Queue: tasks.DefaultQueue, EnqueuedAt: base}
 	_, err = s.Put(ctx, e)
 	require.NoError(t, err)
@@ -96,6 +96,9 @@ func TestRequeueTaskRebuildsExpiredRecord(t *testing.T) {
 	require.Len(t, v.History, len(e.History)+1)
 	require.Equal(t, []string{tasks.EventQueued, tasks.EventDeadLettered, tasks.EventRequeued},
 		[]string{v.History[0].Event, v.History[1].Event, v.History[2].Event})
+	require.Equal(t, "status", v.History[1].ClassifiedBy, "the dead letter's event keeps classified_by")
+	require.Equal(t, "status", v.History[2].ClassifiedBy, "the requeued event carries the dead letter's class and classified_by")
+	require.Empty(t, v.ClassifiedBy, "the requeued run has no failure yet")
 	ttl, err := rdb.TTL(ctx, rkeys.Task("rq-2")).Result()
 	require.NoError(t, err)
 	require.Greater(t, ttl, time.Duration(0), "the rebuilt record expires like any other")

@@ -226,14 +226,14 @@ func testRoundTrip(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store)
 	e := &deadletter.Entry{
 		ID: "t-1", Agent: "llm", Action: "chat",
 		Params:        json.RawMessage(`{"prompt":"hi","n":[1,2]}`),
-		CorrelationID: "c-9", ErrorClass: "quota_exhausted", Error: "429 insufficient_quota",
+		CorrelationID: "c-9", ErrorClass: "quota_exhausted", ClassifiedBy: "text", Error: "429 insufficient_quota",
 		Reason: deadletter.ReasonRestartsExhausted, Attempts: 3, Restarts: 2,
 		DeadLetteredAt: at,
 		History: []tasks.Event{
 			{At: base, Event: tasks.EventQueued},
 			{At: base.Add(time.Second), Event: tasks.EventDeferred, Attempt: 1, Agent: "llm", Worker: "w1"},
 			{At: base.Add(2 * time.Second), Event: tasks.EventFailed, Attempt: 1, Restart: 2,
-				ErrorClass: "quota_exhausted", Error: "429", DelayMS: 500, DurationMS: 42},
+				ErrorClass: "quota_exhausted", ClassifiedBy: "text", Error: "429", DelayMS: 500, DurationMS: 42},
 			{At: at, Event: tasks.EventDeadLettered, Attempt: 3, Restart: 2},
 		},
 		Queue: "critical", Run: 2, EnqueuedAt: base.Add(-time.Hour), Requeues: 1,
@@ -246,13 +246,16 @@ func testRoundTrip(t *testing.T, rdb redis.UniversalClient, s *deadletter.Store)
 	got, err := s.Get(ctx, "t-1")
 	require.NoError(t, err)
 	require.Equal(t, e, got)
+	require.Equal(t, "text", got.TaskView().ClassifiedBy, "the task view of a dead letter keeps classified_by")
 
 	// The stored JSON uses the stable field names.
 	raw, err := rdb.HGet(ctx, rkeys.DLQEntries(), "t-1").Result()
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal([]byte(raw), &m))
-	for _, k := range []string{"id", "agent", "action", "params", "correlation_id", "error_class", "error",
+	require.Equal(t, "text", m["classified_by"])
+	require.Contains(t, raw, `"error_class":"quota_exhausted","classified_by":"text"`, "the history event's too")
+	for _, k := range []string{"id", "agent", "action", "params", "correlation_id", "error_class", "classified_by", "error",
 		"attempts", "restarts", "dead_lettered_at", "history", "reason", "payload"} {
 		require.Contains(t, m, k)
 	}

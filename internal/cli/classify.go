@@ -27,6 +27,14 @@ type classifyOptions struct {
 	agent    string
 	json     bool
 
+	// --unmatched lists the failures the worker kept whose verdict was
+	// weak, since, of agent, at most limit (unmatched.go).
+	unmatched bool
+	since     time.Duration
+	limit     int
+	// changed reports whether a flag was given on the command line.
+	changed func(name string) bool
+
 	header http.Header // headers, parsed by Validate
 }
 
@@ -34,6 +42,14 @@ var classifyHeaderRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 
 // Validate checks the flags and arguments before anything is read.
 func (o *classifyOptions) Validate(args []string) error {
+	if o.unmatched {
+		return o.validateUnmatched(args)
+	}
+	for _, f := range []string{"since", "limit"} {
+		if o.changed != nil && o.changed(f) {
+			return usageErr("--%s goes with --unmatched (classify TEXT classifies one text)", f)
+		}
+	}
 	if len(args) != 1 {
 		return usageErr("classify takes the error text, or - to read it from standard input (got %d arguments)", len(args))
 	}
@@ -70,12 +86,14 @@ func (o *classifyOptions) failure(text string) *resilience.Failure {
 
 // classifyResult is `inspector classify --json`'s object.
 type classifyResult struct {
-	Class       resilience.Class `json:"class"`
-	RetryAfter  string           `json:"retry_after,omitempty"`
-	ShouldRetry *bool            `json:"should_retry,omitempty"`
-	Agent       string           `json:"agent,omitempty"`
-	Decision    classifyDecision `json:"decision"`
-	Rule        classifyRule     `json:"rule"`
+	Class resilience.Class `json:"class"`
+	// ClassifiedBy is the kind of evidence that decided Class.
+	ClassifiedBy resilience.Evidence `json:"classified_by"`
+	RetryAfter   string              `json:"retry_after,omitempty"`
+	ShouldRetry  *bool               `json:"should_retry,omitempty"`
+	Agent        string              `json:"agent,omitempty"`
+	Decision     classifyDecision    `json:"decision"`
+	Rule         classifyRule        `json:"rule"`
 }
 
 type classifyDecision struct {
@@ -94,13 +112,21 @@ type classifyRule struct {
 func classifyCmd(app *App, g *global) *cobra.Command {
 	o := &classifyOptions{}
 	cmd := &cobra.Command{
-		Use:   "classify [--status N] [--header K=V]... [--exit-code N] [--agent NAME] TEXT|-",
-		Short: "Classify an error text as the worker would: its class, its decision row and the rule that matched",
-		Args:  cobra.ArbitraryArgs,
+		Use: "classify [--status N] [--header K=V]... [--exit-code N] [--agent NAME] TEXT|- " +
+			"| classify --unmatched [--since D] [--agent NAME] [--limit N]",
+		Short: "Classify an error text as the worker would: its class, what decided it, its decision row and the rule that matched; " +
+			"or, with --unmatched, list the recent failures whose verdict was weak",
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.exitSet = cmd.Flags().Changed("exit-code")
+			o.changed = cmd.Flags().Changed
 			if err := o.Validate(args); err != nil {
 				return err
+			}
+			if o.unmatched {
+				return g.withSession(app, nil, func(cmd *cobra.Command, _ []string, s *session) error {
+					return runUnmatched(cmd.Context(), app, s, o, time.Now())
+				})(cmd, args)
 			}
 			cfg, err := g.loadConfig(app)
 			if err != nil {
@@ -112,8 +138,13 @@ func classifyCmd(app *App, g *global) *cobra.Command {
 	cmd.Flags().IntVar(&o.status, "status", 0, "the HTTP status (or an exec agent's ActionResponse code)")
 	cmd.Flags().StringArrayVar(&o.headers, "header", nil, "a response header NAME=VALUE (repeatable)")
 	cmd.Flags().IntVar(&o.exitCode, "exit-code", 0, "an exec agent's exit status (128+N for a death by signal N)")
-	cmd.Flags().StringVar(&o.agent, "agent", "", "show the decision row of this agent of --config (default: the defaults block's)")
-	cmd.Flags().BoolVar(&o.json, "json", false, "one JSON object")
+	cmd.Flags().StringVar(&o.agent, "agent", "", "show the decision row of this agent of --config (default: the defaults block's); "+
+		"with --unmatched, only this agent's failures")
+	cmd.Flags().BoolVar(&o.json, "json", false, "one JSON object (with --unmatched: JSON Lines, one object per failure)")
+	cmd.Flags().BoolVar(&o.unmatched, "unmatched", false, "list the recent failed attempts whose verdict was weak (nothing decided the class, "+
+		"or the model was unsure), newest first: write a classifier.rules entry for them")
+	cmd.Flags().DurationVar(&o.since, "since", unmatchedSince, "with --unmatched: how far back")
+	cmd.Flags().IntVar(&o.limit, "limit", unmatchedLimit, "with --unmatched: at most this many (0: every one kept)")
 	return cmd
 }
 
@@ -146,7 +177,7 @@ func runClassify(app *App, cfg *config.Config, o *classifyOptions, text string) 
 	v, m := resilience.Classifier{Custom: custom}.Explain(o.failure(text))
 
 	rule := settings.Policy().Rule(v.Class)
-	res := classifyResult{Class: v.Class, Agent: o.agent,
+	res := classifyResult{Class: v.Class, ClassifiedBy: v.By, Agent: o.agent,
 		Decision: classifyDecision{Retry: rule.Retry, Breaker: rule.CountsForBreaker, Exhausted: string(rule.Exhausted), Fallback: rule.Fallback},
 		Rule:     classifyRule{Source: m.Source, Name: m.Name}}
 	switch {
@@ -175,8 +206,8 @@ func runClassify(app *App, cfg *config.Config, o *classifyOptions, text string) 
 		policy = "agent " + o.agent
 	}
 	w := table(app)
-	fmt.Fprintln(w, "CLASS\tRETRY\tBREAKER\tEXHAUSTED\tFALLBACK\tRULE")
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", res.Class, classifyYesNo(res.Decision.Retry), classifyYesNo(res.Decision.Breaker),
+	fmt.Fprintln(w, "CLASS\tBY\tRETRY\tBREAKER\tEXHAUSTED\tFALLBACK\tRULE")
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", res.Class, res.ClassifiedBy, classifyYesNo(res.Decision.Retry), classifyYesNo(res.Decision.Breaker),
 		res.Decision.Exhausted, classifyYesNo(res.Decision.Fallback), m)
 	if err := w.Flush(); err != nil {
 		return runtimeErr(err)

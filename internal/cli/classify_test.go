@@ -1,13 +1,21 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/rkeys"
+	"github.com/agentq/agentq/internal/unmatched"
+	"github.com/agentq/agentq/resilience"
 )
 
 // classifyConfig writes a config with classifier rules and returns its path.
@@ -34,11 +42,12 @@ agents:
 }
 
 type classifyJSON struct {
-	Class       string `json:"class"`
-	RetryAfter  string `json:"retry_after"`
-	ShouldRetry *bool  `json:"should_retry"`
-	Agent       string `json:"agent"`
-	Decision    struct {
+	Class        string `json:"class"`
+	ClassifiedBy string `json:"classified_by"`
+	RetryAfter   string `json:"retry_after"`
+	ShouldRetry  *bool  `json:"should_retry"`
+	Agent        string `json:"agent"`
+	Decision     struct {
 		Retry     bool   `json:"retry"`
 		Breaker   bool   `json:"breaker"`
 		Exhausted string `json:"exhausted"`
@@ -72,8 +81,11 @@ func TestInspectorClassify(t *testing.T) {
 		require.Equal(t, ExitOK, code, errOut)
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		require.Len(t, lines, 3, out)
-		require.Equal(t, []string{"CLASS", "RETRY", "BREAKER", "EXHAUSTED", "FALLBACK", "RULE"}, strings.Fields(lines[0]))
-		require.Equal(t, []string{"quota_exhausted", "no", "yes", "dead_letter", "yes", "builtin"}, strings.Fields(lines[1])[:6])
+		require.Equal(t, []string{"CLASS", "BY", "RETRY", "BREAKER", "EXHAUSTED", "FALLBACK", "RULE"}, strings.Fields(lines[0]))
+		row := strings.Fields(lines[1])
+		require.Equal(t, "quota_exhausted", row[0])
+		require.Contains(t, resilience.Evidences(), resilience.Evidence(row[1]), "BY is what decided")
+		require.Equal(t, []string{"no", "yes", "dead_letter", "yes", "builtin"}, row[2:7])
 		require.Contains(t, lines[2], "decision row of the defaults block")
 	})
 	t.Run("builtin status", func(t *testing.T) {
@@ -100,6 +112,7 @@ func TestInspectorClassify(t *testing.T) {
 		require.NotNil(t, res.Rule.Index)
 		require.Equal(t, 0, *res.Rule.Index)
 		require.Equal(t, "team quota", res.Rule.Name)
+		require.Equal(t, "rule", res.ClassifiedBy, "an operator's rule decided")
 		require.Equal(t, "dead_letter", res.Decision.Exhausted, "the defaults block's row")
 		require.False(t, res.Decision.Retry)
 		require.True(t, res.Decision.Breaker)
@@ -132,8 +145,10 @@ func TestInspectorClassify(t *testing.T) {
 		require.Equal(t, "logic_error", res.Class)
 		require.Equal(t, 2, *res.Rule.Index)
 		require.Equal(t, "oom", res.Rule.Name)
+		require.Equal(t, "rule", res.ClassifiedBy)
 		res = classifyRun(t, "", "--config", cfg, "--exit-code", "1", "Killed")
 		require.Equal(t, "builtin", res.Rule.Source)
+		require.Contains(t, resilience.Evidences(), resilience.Evidence(res.ClassifiedBy))
 	})
 	t.Run("--header", func(t *testing.T) {
 		t.Parallel()
@@ -166,6 +181,13 @@ func TestInspectorClassifyUsage(t *testing.T) {
 		{"bad header", []string{"classify", "--header", "Retry-After", "x"}, `--header "Retry-After": want NAME=VALUE`},
 		{"unknown agent", []string{"--config", classifyConfig(t), "classify", "--agent", "lm", "x"}, `--agent "lm" is not an agent`},
 		{"bad rules", []string{"--config", bad, "classify", "x"}, "classifier.rules[1].regexp"},
+		{"TEXT with --unmatched", []string{"classify", "--unmatched", "boom"}, "classify --unmatched takes no TEXT"},
+		{"--status with --unmatched", []string{"classify", "--unmatched", "--status", "500"}, "--status describes a TEXT to classify"},
+		{"--exit-code with --unmatched", []string{"classify", "--unmatched", "--exit-code", "1"}, "--exit-code describes a TEXT"},
+		{"--since without --unmatched", []string{"classify", "--since", "1h", "x"}, "--since goes with --unmatched"},
+		{"--limit without --unmatched", []string{"classify", "--limit", "5", "x"}, "--limit goes with --unmatched"},
+		{"bad --since", []string{"classify", "--unmatched", "--since", "0s"}, "--since 0s: want a positive duration"},
+		{"negative --limit", []string{"classify", "--unmatched", "--limit", "-1"}, "--limit must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -177,4 +199,73 @@ func TestInspectorClassifyUsage(t *testing.T) {
 	_, errOut, code := runCmd(t, NewInspectorCmd, "", "--config", bad, "classify", "x")
 	require.Equal(t, ExitUsage, code)
 	require.Contains(t, errOut, "classifier.rules[0]: needs at least one matcher")
+}
+
+// TestInspectorClassifyUnmatched: `classify --unmatched` lists the weak
+// verdicts the worker kept (seeded by the store's own writer on a real
+// redis-server), newest first, as JSON Lines with the documented fields
+// and as a table that ends with the hint; --agent, --limit and --since
+// select.
+func TestInspectorClassifyUnmatched(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	rdb := b.rdb.(redis.UniversalClient)
+	s := unmatched.NewStore(rdb)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	old := unmatched.Entry{At: now.Add(-48 * time.Hour), TaskID: "t-old", Agent: "llm", Attempt: 1, ErrorClass: "provider_error",
+		ClassifiedBy: "default", Error: "two days ago"}
+	seeded := []unmatched.Entry{
+		{At: now.Add(-time.Hour), TaskID: "t-1", Agent: "llm", Attempt: 1, ErrorClass: "provider_error", ClassifiedBy: "default",
+			Status: 500, Error: "zq-7 frobnicated\nthe quux"},
+		{At: now.Add(-time.Minute), TaskID: "t-2", Agent: "tool", Attempt: 2, ErrorClass: "logic_error", ClassifiedBy: "model",
+			Error: "the widget is sad"},
+	}
+	// The stream's IDs are the server's time: the old entry goes in with
+	// an old ID, as a worker's write two days ago would have.
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: rkeys.ClassifyUnmatched(), ID: fmt.Sprintf("%d-0", old.At.UnixMilli()),
+		Values: []any{"at", old.At.UnixMilli(), "task", old.TaskID, "agent", old.Agent, "attempt", 1, "class", old.ErrorClass,
+			"classified_by", old.ClassifiedBy, "status", 0, "error", old.Error}}).Err())
+	for _, e := range seeded {
+		require.NoError(t, s.Add(ctx, e))
+	}
+
+	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", b.url, "classify", "--unmatched", "--json")
+	require.Equal(t, ExitOK, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, "the last 24h only: %s", out)
+	var first map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &first))
+	require.Equal(t, map[string]any{"at": seeded[1].At.Format(time.RFC3339Nano), "task_id": "t-2", "agent": "tool", "attempt": 2.0,
+		"error_class": "logic_error", "classified_by": "model", "status": 0.0, "error": "the widget is sad"}, first)
+	var second unmatched.Entry
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &second))
+	require.Equal(t, seeded[0], second)
+
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "classify", "--unmatched", "--since", "72h")
+	require.Equal(t, ExitOK, code, errOut)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 5, out)
+	require.Equal(t, []string{"AT", "AGENT", "TASK", "CLASS", "BY", "ERROR"}, strings.Fields(lines[0]))
+	require.Equal(t, []string{seeded[1].At.Format(time.RFC3339), "tool", "t-2", "logic_error", "model", "the", "widget", "is", "sad"},
+		strings.Fields(lines[1]))
+	require.Equal(t, []string{"llm", "t-1", "provider_error", "default", "zq-7", "frobnicated"}, strings.Fields(lines[2])[1:],
+		"the error's first line")
+	require.Contains(t, lines[3], "t-old")
+	require.Contains(t, lines[4], "classifier.rules")
+	require.Contains(t, lines[4], "docs/semantics.md#teach-the-classifier-classifierrules")
+
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "classify", "--unmatched", "--agent", "llm", "--json")
+	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, 1, strings.Count(out, "\n"), out)
+	require.Contains(t, out, `"task_id":"t-1"`)
+
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "classify", "--unmatched", "--limit", "1", "--json")
+	require.Equal(t, ExitOK, code, errOut)
+	require.Equal(t, 1, strings.Count(out, "\n"), out)
+	require.Contains(t, out, `"task_id":"t-2"`, "newest first")
+
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", b.url, "classify", "--unmatched", "--agent", "nobody")
+	require.Equal(t, ExitOK, code, errOut)
+	require.Contains(t, out, "no failed attempt with a weak verdict since")
 }

@@ -530,7 +530,11 @@ func taskCmd(app *App, g *global) *cobra.Command {
 			tprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nState:\t%s\nAttempts:\t%d\nRestarts:\t%d\n", v.ID, v.Agent, v.Action, v.State, v.Attempts, v.Restarts)
 			tprintf(w, "Tenant:\t%s\nPriority:\t%s\n", tenantName(v.Tenant), tasks.PriorityOf(v.Priority))
 			if v.ErrorClass != "" {
-				tprintf(w, "Class:\t%s\nError:\t%s\n", v.ErrorClass, v.Error)
+				tprintf(w, "Class:\t%s\n", v.ErrorClass)
+				if v.ClassifiedBy != "" {
+					tprintf(w, "Classified by:\t%s\n", v.ClassifiedBy)
+				}
+				tprintf(w, "Error:\t%s\n", v.Error)
 			}
 			if v.State == tasks.StateCanceled {
 				tprintf(w, "Canceled:\t%s\nReason:\t%s\n", v.CanceledAt, v.CancelReason)

@@ -525,3 +525,22 @@ func TestBulkActsOnTheConfirmedSet(t *testing.T) {
 	r = call(t, "POST", f.url+"/ui/deadletters/bulk", url.Values{"action": {"delete"}, "through": {"yesterday"}}, "Authorization: Bearer "+testToken)
 	require.Equal(t, http.StatusBadRequest, r.status)
 }
+
+// TestClassifiedByShown (#38): what decided a failure's class shows beside
+// the class, on the task's page (its facts and its history) and on a dead
+// letter's page.
+func TestClassifiedByShown(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	f.seedTask(t, "cb-1")
+	f.seedDeadLetters(t, 1)
+	bearer := "Authorization: Bearer " + testToken
+	r := call(t, "GET", f.url+"/ui/tasks/cb-1", nil, bearer)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `<span class="meta" id="task-classified-by" title="what decided the class">by structure</span>`)
+	require.Contains(t, r.body, `<span class="badge cls">timeout</span><span class="meta ev-by" title="what decided the class">by structure</span>`)
+	r = call(t, "GET", f.url+"/ui/deadletter/dl-1", nil, bearer)
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, `id="dl-classified-by" title="what decided the class">by status</span>`)
+	require.Contains(t, r.body, `<span class="meta ev-by" title="what decided the class">by status</span>`)
+}

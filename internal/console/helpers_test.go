@@ -106,12 +106,12 @@ func (f *fixture) seedDeadLetters(t *testing.T, n int) {
 		at := base.Add(time.Duration(i) * time.Second)
 		entries[i] = &deadletter.Entry{
 			ID: fmt.Sprintf("dl-%d", i+1), Agent: agent, Action: "summarize", Params: json.RawMessage(`{"doc":"report.pdf","pages":[1,2]}`),
-			ErrorClass: class, Error: "HTTP 429: slow down", Reason: deadletter.ReasonAttemptsExhausted,
+			ErrorClass: class, ClassifiedBy: "status", Error: "HTTP 429: slow down", Reason: deadletter.ReasonAttemptsExhausted,
 			Attempts: 3, Restarts: 0, DeadLetteredAt: at, EnqueuedAt: at.Add(-time.Minute), Queue: "default", Run: 1,
 			History: []tasks.Event{
 				{At: at.Add(-time.Minute), Event: tasks.EventQueued},
 				{At: at.Add(-50 * time.Second), Event: tasks.EventRetrying, Attempt: 1, ErrorClass: class, Error: "HTTP 429: slow down", DelayMS: 2000},
-				{At: at, Event: tasks.EventDeadLettered, Attempt: 3, ErrorClass: class, Error: "HTTP 429: slow down"},
+				{At: at, Event: tasks.EventDeadLettered, Attempt: 3, ErrorClass: class, ClassifiedBy: "status", Error: "HTTP 429: slow down"},
 			},
 		}
 	}
@@ -126,6 +126,6 @@ func (f *fixture) seedTask(t *testing.T, id string) {
 	_, err := f.client.Enqueue(ctx, tasks.Task{ID: id, Agent: "llm", Action: "summarize", Params: json.RawMessage(`{"doc":"a.pdf"}`)})
 	require.NoError(t, err)
 	_, err = record.StoreOf(f.store).Apply(ctx, record.Delivery{ID: id, Attempt: 1}, record.Retrying(record.Attempt{Attempt: 1, Agent: "llm", ErrorClass: "timeout",
-		Error: "context deadline exceeded after 30s", Duration: 30 * time.Second}, 2*time.Second, time.Now().Add(2*time.Second)))
+		ClassifiedBy: "structure", Error: "context deadline exceeded after 30s", Duration: 30 * time.Second}, 2*time.Second, time.Now().Add(2*time.Second)))
 	require.NoError(t, err)
 }

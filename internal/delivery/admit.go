@@ -142,7 +142,9 @@ func (p *Executor) ended(ctx context.Context, log *taskLog, env *tasks.Envelope)
 	if err != nil || e.Run != env.Run || e.Agent != env.Agent {
 		return rs, false
 	}
-	_, _ = p.rec.apply(ctx, delivery(env, 0), record.DeadLettered(p.report(env, 0, resilience.Class(e.ErrorClass), e.Error), e.Reason))
+	rep := p.report(env, 0, resilience.Class(e.ErrorClass), e.Error)
+	rep.ClassifiedBy = e.ClassifiedBy
+	_, _ = p.rec.apply(ctx, delivery(env, 0), record.DeadLettered(rep, e.Reason))
 	log.Warn("acking a redelivery of a run that was dead-lettered; the agent is not called again", "run", env.Run)
 	return rs, true
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/agentq/agentq/internal/limit"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/tracing"
+	"github.com/agentq/agentq/internal/unmatched"
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
@@ -165,8 +166,46 @@ func (p *Executor) call(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	if runErr != nil {
 		errText = Truncate(runErr.Error(), 2000)
 	}
-	return callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut, usage: used, system: system,
+	c := callResult{data: data, verdict: v, errText: errText, elapsed: elapsed, deadline: deadlineCut, usage: used, system: system,
 		wait: wait}
+	if v.Weak && v.Class != "" {
+		c.status = failureStatus(runErr)
+		p.noteWeak(ctx, log, env, sp, attempt, c)
+	}
+	return c
+}
+
+// failureStatus is err's HTTP status or exec code (resilience.Failure's
+// Status), 0 when it has none.
+func failureStatus(err error) int {
+	var f *resilience.Failure
+	if errors.As(err, &f) {
+		return f.Status
+	}
+	return 0
+}
+
+// weakWriteTimeout bounds noteWeak's write: it is best effort.
+const weakWriteTimeout = 2 * time.Second
+
+// noteWeak counts a failed call whose verdict was weak, c, of attempt n
+// of env by agent sp (agentq_classify_weak_total) and keeps it in the
+// unmatched stream for `inspector classify --unmatched`, best effort: a
+// write Redis refused is logged and the delivery goes on. A success or a
+// failure decided by stronger evidence never gets here: it costs nothing.
+func (p *Executor) noteWeak(ctx context.Context, log *taskLog, env *tasks.Envelope, sp *Spec, n int, c callResult) {
+	p.metrics.classifyWeak.WithLabelValues(p.metrics.agent(sp.name), string(c.verdict.By)).Inc()
+	if p.unmatched == nil {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), weakWriteTimeout)
+	defer cancel()
+	err := p.unmatched.Add(wctx, unmatched.Entry{At: time.Now(), TaskID: env.ID, Agent: sp.name, Attempt: n,
+		ErrorClass: string(c.verdict.Class), ClassifiedBy: string(c.verdict.By), Status: c.status, Error: c.errText})
+	if err != nil {
+		log.Warn("could not keep a weak verdict for inspector classify --unmatched", "class", c.verdict.Class,
+			"classified_by", c.verdict.By, "err", err)
+	}
 }
 
 // suspended reads a call's suspend (runErr an *agent.SuspendError) at
@@ -188,7 +227,9 @@ func suspended(runErr error, now time.Time) (*agent.Wait, error) {
 // a step the call recorded that was refused (a cap, a run no longer
 // live: logic_error, whatever the call answered); timedOut and cut, the
 // call timed out (cut: by the task's deadline) after timeout. It returns
-// the error text's error, with what it adds.
+// the error text's error, with what it adds. A verdict the worker makes
+// itself (a refused step, a cancel, a timeout) is decided by structure;
+// a failure the classifier left without a class falls to the default.
 func (p *Executor) verdict(ctx context.Context, env *tasks.Envelope, runErr, stepErr error, timedOut, cut bool, timeout time.Duration) (resilience.Verdict, error) {
 	var v resilience.Verdict
 	switch {
@@ -208,8 +249,12 @@ func (p *Executor) verdict(ctx context.Context, env *tasks.Envelope, runErr, ste
 	default:
 		v = p.classify(runErr)
 		if v.Class == "" {
-			v.Class = resilience.ProviderError
+			v.Class, v.By, v.Weak = resilience.ProviderError, resilience.ByDefault, true
 		}
+		return v, runErr
+	}
+	if v.Class != "" {
+		v.By = resilience.ByStructure
 	}
 	return v, runErr
 }

@@ -61,12 +61,12 @@ func (p *Executor) deadLetterPayload(ctx context.Context, t *asynq.Task, env *ta
 	}
 	now := p.now().UTC()
 	msg := "malformed task payload: " + derr.Error()
-	c := record.DeadLettered(record.Attempt{ErrorClass: string(resilience.InvalidRequest), Error: msg, Worker: p.workerID},
-		ReasonInvalidPayload)
+	c := record.DeadLettered(record.Attempt{ErrorClass: string(resilience.InvalidRequest), ClassifiedBy: string(resilience.ByStructure),
+		Error: msg, Worker: p.workerID}, ReasonInvalidPayload)
 	c.Event.At = now
 	entry := &deadletter.Entry{
 		ID: e.ID, Agent: e.Agent, Action: e.Action, Params: e.Params, CorrelationID: e.CorrelationID,
-		ErrorClass: string(resilience.InvalidRequest), Error: msg, Reason: ReasonInvalidPayload,
+		ErrorClass: string(resilience.InvalidRequest), ClassifiedBy: string(resilience.ByStructure), Error: msg, Reason: ReasonInvalidPayload,
 		DeadLetteredAt: now, History: []tasks.Event{*c.Event}, Queue: e.Queue, Payload: t.Payload(),
 		Tenant: e.Tenant, Priority: e.Priority,
 	}
@@ -105,7 +105,7 @@ func (p *Executor) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 	copied.Seq = v.Seq + 1
 	e := &deadletter.Entry{
 		ID: env.ID, Agent: env.Agent, Action: env.Action, Params: env.Params, CorrelationID: env.CorrelationID,
-		ErrorClass: rep.ErrorClass, Error: rep.Error, Reason: reason, Attempts: max(v.Attempts, rep.Attempt), Restarts: env.Restarts,
+		ErrorClass: rep.ErrorClass, ClassifiedBy: rep.ClassifiedBy, Error: rep.Error, Reason: reason, Attempts: max(v.Attempts, rep.Attempt), Restarts: env.Restarts,
 		DeadLetteredAt: c.Event.At, History: append(v.History, copied), Queue: env.Queue, Run: env.Run, EnqueuedAt: env.EnqueuedAt,
 		Tenant: env.Tenant, Priority: env.Priority,
 	}
@@ -269,10 +269,16 @@ func (p *Executor) awaitRedis(ctx context.Context, id string) {
 }
 
 // report is what the events of attempt (0: none) of env's current run,
-// served by env's own agent, say of it.
+// served by env's own agent, say of it. A class given here is the
+// worker's own verdict (an unknown agent, a deadline, a budget): decided
+// by structure.
 func (p *Executor) report(env *tasks.Envelope, attempt int, class resilience.Class, errText string) record.Attempt {
-	return record.Attempt{Attempt: attempt, Restart: env.Restarts, Agent: env.Agent, Worker: p.workerID,
+	rep := record.Attempt{Attempt: attempt, Restart: env.Restarts, Agent: env.Agent, Worker: p.workerID,
 		ErrorClass: string(class), Error: errText}
+	if class != "" {
+		rep.ClassifiedBy = string(resilience.ByStructure)
+	}
+	return rep
 }
 
 // now is the delivery's clock (a dead letter's time).

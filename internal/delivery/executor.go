@@ -26,6 +26,7 @@ import (
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/internal/startstop"
 	"github.com/agentq/agentq/internal/tracing"
+	"github.com/agentq/agentq/internal/unmatched"
 	"github.com/agentq/agentq/internal/usage"
 	"github.com/agentq/agentq/resilience"
 	"github.com/agentq/agentq/tasks"
@@ -81,6 +82,9 @@ type Executor struct {
 	successes *successes
 	// children tells a child's parent how it ended (end.go); nil: no one.
 	children ChildReporter
+	// unmatched keeps the failed calls whose verdict was weak (attempt.go,
+	// noteWeak); nil: none kept (tests without Redis).
+	unmatched *unmatched.Store
 }
 
 // ChildReporter is the child tasks' side of the delivery (a
@@ -135,6 +139,9 @@ func New(d Deps) *Executor {
 	}
 	if p.onFailure == nil {
 		p.onFailure = func(string) {}
+	}
+	if d.RDB != nil {
+		p.unmatched = unmatched.NewStore(d.RDB)
 	}
 	p.quick = p.quickStop
 	p.successes = &successes{log: d.Log, metrics: d.Metrics}

@@ -55,6 +55,9 @@ type Metrics struct {
 	// tokens and cost are the calls' usage (meter.read, attempt.go).
 	tokens *prometheus.CounterVec
 	cost   *prometheus.CounterVec
+	// classifyWeak counts the failed calls whose verdict was weak, by
+	// agent and what decided it (default, model).
+	classifyWeak *prometheus.CounterVec
 	// byAgent, byBreaker and succeededBy hold the children every delivery
 	// touches (by agent label, breaker key, tenant label), resolved on
 	// first use: WithLabelValues hashes its labels and takes the vector's
@@ -176,8 +179,10 @@ func NewMetrics(reg *prometheus.Registry, agents []string, tenants broker.FairCo
 		"Tasks deferred because a provider limit did not admit their call, by limits key and limit (requests, tokens, concurrency, paused).", "key", "limit")
 	m.limitPauses = counter("agentq_limit_pauses_total",
 		"Fleet-wide pauses of a limits key this worker wrote (or extended) because a provider's reply said the key was exhausted.", "key")
+	m.classifyWeak = counter("agentq_classify_weak_total",
+		"Failed attempts whose verdict was weak (inspector classify --unmatched lists them), by agent and what decided the class: default (nothing did) or model (the learned model, unsure).", "agent", "classified_by")
 	m.reg.MustRegister(m.limitRefusals, m.limitDeferrals, m.limitPauses, m.tenantTasks, m.attempts, m.duration, m.retries, m.deadLetters, m.deferrals,
-		m.restarts, m.restartResults, m.suspends, m.resumes, m.breakerState, m.rejections, m.fallbacks)
+		m.restarts, m.restartResults, m.suspends, m.resumes, m.breakerState, m.rejections, m.fallbacks, m.classifyWeak)
 	m.usageSeries()
 	if agents != nil {
 		m.runs(agents)

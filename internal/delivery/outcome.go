@@ -63,13 +63,16 @@ type callResult struct {
 	// reported), and system the provider its reply's shape names.
 	usage  usage.Usage
 	system string
+	// status is the failure's HTTP status or exec code (0: none), read
+	// only for a weak verdict (noteWeak).
+	status int
 }
 
 // report is what the events of the call, attempt n of env's run, served
 // by agent served, say of it.
 func (c callResult) report(env *tasks.Envelope, served *Spec, n int, worker string) record.Attempt {
 	return record.Attempt{Attempt: n, Restart: env.Restarts, Agent: served.name, Worker: worker,
-		ErrorClass: string(c.verdict.Class), Error: c.errText, Duration: c.elapsed, Usage: c.usage}
+		ErrorClass: string(c.verdict.Class), ClassifiedBy: string(c.verdict.By), Error: c.errText, Duration: c.elapsed, Usage: c.usage}
 }
 
 // applied reports whether a write was applied.

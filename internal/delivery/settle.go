@@ -80,7 +80,7 @@ func overDeadline(env *tasks.Envelope, sp *Spec, a *attemptResult, d *resilience
 	if !a.call.deadline {
 		a.call.errText = Truncate(fmt.Sprintf("%s; the attempt failed with class %s: %s", deadlineText(env, why), a.call.verdict.Class, a.call.errText), 2000)
 	}
-	a.call.verdict.Class = resilience.Timeout
+	a.call.verdict.Class, a.call.verdict.By, a.call.verdict.Weak = resilience.Timeout, resilience.ByStructure, false
 	*d = resilience.Decision{Action: resilience.ActionDeadLetter, Class: resilience.Timeout, Reason: ReasonDeadlineExceeded}
 	return true
 }
@@ -152,7 +152,7 @@ func (p *Executor) prepareChildren(ctx context.Context, log *taskLog, env *tasks
 	case err == nil || errors.Is(err, record.ErrChildrenRefused):
 		return nil
 	case errors.Is(err, tasks.ErrInvalidChildren):
-		a.call.wait, a.call.verdict = nil, resilience.Verdict{Class: resilience.LogicError}
+		a.call.wait, a.call.verdict = nil, resilience.Verdict{Class: resilience.LogicError, By: resilience.ByStructure}
 		a.call.errText = Truncate(fmt.Sprintf("%v: %v", agent.ErrInvalidSuspend, err), 2000)
 		return nil
 	}

@@ -280,3 +280,62 @@ func TestRequeueClearsDeadlineAndReason(t *testing.T) {
 		require.Empty(t, v.Reason)
 	})
 }
+
+// TestClassifiedBy: a failure's classified_by is written with its
+// error_class (record and event), an event without one omits it, and
+// whatever clears the error (a success, a requeue, a cancel) clears it too.
+func TestClassifiedBy(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		create(t, st, "cb")
+		d := Delivery{ID: "cb", Attempt: 1, Seed: seed()}
+		failed := Attempt{Attempt: 1, Agent: "llm", ErrorClass: "provider_error", ClassifiedBy: "default", Error: "boom"}
+		apply(t, st, d, CallFailed(failed))
+		apply(t, st, d, Retrying(failed, time.Second, t0.Add(time.Second)))
+		v := get(t, st, "cb")
+		require.Equal(t, "provider_error", v.ErrorClass)
+		require.Equal(t, "default", v.ClassifiedBy)
+		for _, ev := range v.History[1:] {
+			require.Equal(t, "default", ev.ClassifiedBy, ev.Event)
+		}
+		raw, err := rdb.LIndex(ctx, rkeys.TaskHistory("cb"), -1).Result()
+		require.NoError(t, err)
+		require.Contains(t, raw, `"error_class":"provider_error","classified_by":"default","error":"boom"`)
+		first, err := rdb.LIndex(ctx, rkeys.TaskHistory("cb"), 0).Result()
+		require.NoError(t, err)
+		require.NotContains(t, first, "classified_by", "an event without a class omits it")
+		js, err := json.Marshal(v)
+		require.NoError(t, err)
+		require.Contains(t, string(js), `"error_class":"provider_error","classified_by":"default"`)
+
+		// A later failure decided otherwise overwrites it; a success clears it.
+		d.Attempt = 2
+		apply(t, st, d, Retrying(Attempt{Attempt: 2, ErrorClass: "rate_limited", ClassifiedBy: "status"}, time.Second, t0))
+		require.Equal(t, "status", get(t, st, "cb").ClassifiedBy)
+		d.Attempt = 3
+		apply(t, st, d, Succeeded(Attempt{Attempt: 3}, nil))
+		v = get(t, st, "cb")
+		require.Empty(t, v.ErrorClass)
+		require.Empty(t, v.ClassifiedBy)
+		v.History = nil
+		js, err = json.Marshal(v)
+		require.NoError(t, err)
+		require.NotContains(t, string(js), "classified_by", "omitted when empty")
+
+		// The dead letter's event; a requeue clears it.
+		create(t, st, "dl")
+		apply(t, st, Delivery{ID: "dl", Attempt: 1}, DeadLettered(Attempt{Attempt: 1, ErrorClass: "logic_error", ClassifiedBy: "structure"}, "not_retryable"))
+		v = get(t, st, "dl")
+		require.Equal(t, "structure", v.ClassifiedBy)
+		require.Equal(t, "structure", v.History[len(v.History)-1].ClassifiedBy)
+		require.NoError(t, st.Requeued(ctx, Delivery{ID: "dl", Run: 1, Seed: seed()}, 1, nil, Event{Event: EventRequeued}))
+		require.Empty(t, get(t, st, "dl").ClassifiedBy)
+
+		// A cancel clears it.
+		create(t, st, "cc")
+		apply(t, st, Delivery{ID: "cc", Attempt: 1}, Retrying(Attempt{Attempt: 1, ErrorClass: "timeout", ClassifiedBy: "structure"}, time.Minute, t0))
+		_, err = st.Cancel(ctx, "cc", "stop")
+		require.NoError(t, err)
+		require.Empty(t, get(t, st, "cc").ClassifiedBy)
+	})
+}

@@ -112,8 +112,11 @@ type Attempt struct {
 	Agent      string
 	Worker     string
 	ErrorClass string
-	Error      string
-	Duration   time.Duration
+	// ClassifiedBy is the kind of evidence that decided ErrorClass
+	// (resilience.Evidence; "" for none).
+	ClassifiedBy string
+	Error        string
+	Duration     time.Duration
 	// Usage is what the attempt's call used, priced (zero: none reported).
 	// The change that ends the attempt puts it on its event and adds it
 	// to the task's sum.
@@ -125,7 +128,7 @@ type Attempt struct {
 
 func (a Attempt) event(kind string) *Event {
 	ev := &Event{Event: kind, Attempt: a.Attempt, Restart: a.Restart, Agent: a.Agent, Worker: a.Worker,
-		ErrorClass: a.ErrorClass, Error: a.Error, DurationMS: a.Duration.Milliseconds(), Fallback: a.Fallback}
+		ErrorClass: a.ErrorClass, ClassifiedBy: a.ClassifiedBy, Error: a.Error, DurationMS: a.Duration.Milliseconds(), Fallback: a.Fallback}
 	if !a.Usage.IsZero() {
 		u := a.Usage
 		ev.Usage = &u
@@ -146,8 +149,10 @@ type Change struct {
 	// (its attempt count, and the run when it is new).
 	Start      bool
 	ErrorClass string
-	Error      string
-	ClearError bool
+	// ClassifiedBy is what decided ErrorClass (written with it).
+	ClassifiedBy string
+	Error        string
+	ClearError   bool
 	// NextRun, when set, moves the record to that run (a restart).
 	NextRun *NextRun
 	// NextAttemptAt, when set, is when the next attempt is due (a retry).
@@ -210,14 +215,14 @@ func Succeeded(a Attempt, result json.RawMessage) Change {
 func Retrying(a Attempt, delay time.Duration, due time.Time) Change {
 	ev := a.event(EventRetrying)
 	ev.DelayMS = delay.Milliseconds()
-	return change(Change{State: StateRetrying, Start: true, ErrorClass: a.ErrorClass, Error: a.Error,
+	return change(Change{State: StateRetrying, Start: true, ErrorClass: a.ErrorClass, ClassifiedBy: a.ClassifiedBy, Error: a.Error,
 		NextAttemptAt: due, Event: ev, Usage: a.used()})
 }
 
 // CallFailed: one call of an attempt failed and the attempt goes on with a
 // fallback agent (the task stays active).
 func CallFailed(a Attempt) Change {
-	return change(Change{State: StateActive, Start: true, ErrorClass: a.ErrorClass, Error: a.Error, Event: a.event(EventFailed),
+	return change(Change{State: StateActive, Start: true, ErrorClass: a.ErrorClass, ClassifiedBy: a.ClassifiedBy, Error: a.Error, Event: a.event(EventFailed),
 		Usage: a.used()})
 }
 
@@ -233,7 +238,7 @@ func Interrupted(a Attempt) Change {
 func Restarting(a Attempt, next NextRun, delay time.Duration) Change {
 	ev := a.event(EventRestarting)
 	ev.DelayMS = delay.Milliseconds()
-	return change(Change{State: StateRestarting, Start: true, ErrorClass: a.ErrorClass, Error: a.Error, NextRun: &next, Event: ev,
+	return change(Change{State: StateRestarting, Start: true, ErrorClass: a.ErrorClass, ClassifiedBy: a.ClassifiedBy, Error: a.Error, NextRun: &next, Event: ev,
 		Usage: a.used()})
 }
 
@@ -263,7 +268,7 @@ func RestartRecovered(a Attempt, next NextRun) Change {
 func DeadLettered(a Attempt, reason string) Change {
 	ev := a.event(EventDeadLettered)
 	ev.Reason = reason
-	return change(Change{State: StateDeadLettered, Start: a.Attempt > 0, ErrorClass: a.ErrorClass, Error: a.Error,
+	return change(Change{State: StateDeadLettered, Start: a.Attempt > 0, ErrorClass: a.ErrorClass, ClassifiedBy: a.ClassifiedBy, Error: a.Error,
 		Reason: reason, Event: ev, Usage: a.used()})
 }
 
@@ -277,7 +282,7 @@ func Deferred(a Attempt, why string, delay time.Duration) Change {
 
 // fields are the record fields c writes at time at.
 func (c Change) fields(at time.Time) []any {
-	fields := make([]any, 0, 14) // every field below but a wait's
+	fields := make([]any, 0, 16) // every field below but a wait's
 	fields = append(fields, FieldState, string(c.State), FieldUpdatedAt, at.UTC().Format(time.RFC3339Nano))
 	if c.NextRun != nil {
 		fields = append(fields, FieldRestarts, c.NextRun.Restarts)
@@ -297,7 +302,7 @@ func (c Change) fields(at time.Time) []any {
 		fields = append(fields, FieldNextAttemptAt, c.NextAttemptAt.UnixMilli())
 	}
 	if c.ErrorClass != "" {
-		fields = append(fields, FieldErrorClass, c.ErrorClass, FieldError, c.Error)
+		fields = append(fields, FieldErrorClass, c.ErrorClass, FieldClassifiedBy, c.ClassifiedBy, FieldError, c.Error)
 	}
 	if c.Reason != "" {
 		fields = append(fields, FieldReason, c.Reason)

@@ -90,7 +90,7 @@ var schema = func() map[string]map[string]string {
 	}
 	return map[string]map[string]string{
 		"F": quoted(FieldID, FieldAgent, FieldAction, FieldQueue, FieldCorrelationID, FieldEnqueuedAt,
-			FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldResult,
+			FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldClassifiedBy, FieldResult,
 			FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason,
 			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldWatch, FieldSeq, FieldWriteID,
 			FieldTenant, FieldPriority, FieldUsage, FieldSteps, FieldStepsBytes,

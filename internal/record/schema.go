@@ -118,6 +118,10 @@ const (
 	FieldAttemptsBase = "attempts_base"
 	FieldErrorClass   = "error_class"
 	FieldError        = "error"
+	// FieldClassifiedBy is the kind of evidence that decided
+	// FieldErrorClass (resilience.Evidence: rule, structure, status, text,
+	// model, default); written with it, cleared with it.
+	FieldClassifiedBy = "classified_by"
 	FieldResult       = "result"
 	// FieldNextAttemptAt is when a retry's next attempt is due (Unix ms).
 	FieldNextAttemptAt = "next_attempt_at"
@@ -211,10 +215,13 @@ type Event struct {
 	Restart    int       `json:"restart"`
 	Agent      string    `json:"agent,omitempty"`
 	ErrorClass string    `json:"error_class"`
-	Error      string    `json:"error"`
-	DelayMS    int64     `json:"delay_ms"`
-	DurationMS int64     `json:"duration_ms,omitempty"`
-	Worker     string    `json:"worker,omitempty"`
+	// ClassifiedBy is, for an event with an error class, the kind of
+	// evidence that decided it (resilience.Evidence); omitted when empty.
+	ClassifiedBy string `json:"classified_by,omitempty"`
+	Error        string `json:"error"`
+	DelayMS      int64  `json:"delay_ms"`
+	DurationMS   int64  `json:"duration_ms,omitempty"`
+	Worker       string `json:"worker,omitempty"`
 	// Count is how many events this one stands for: repeated deferrals in
 	// a row are one "deferred" event (the last one's fields, counted;
 	// Since is the first one's time), and EventElided counts the events it
@@ -270,7 +277,7 @@ func (ev Event) Marshal() []byte {
 		b, _ := json.Marshal(ev)
 		return b
 	}
-	size := 176 + len(ev.Agent) + len(ev.ErrorClass) + len(ev.Error) + len(ev.Worker) + len(ev.Reason) + len(ev.Fallback)
+	size := 196 + len(ev.Agent) + len(ev.ErrorClass) + len(ev.ClassifiedBy) + len(ev.Error) + len(ev.Worker) + len(ev.Reason) + len(ev.Fallback)
 	if ev.Usage != nil {
 		size += 160 + len(ev.Usage.Model)
 	}
@@ -290,6 +297,9 @@ func (ev Event) Marshal() []byte {
 		b = appendStr(b, "agent", ev.Agent)
 	}
 	b = appendStr(b, "error_class", ev.ErrorClass)
+	if ev.ClassifiedBy != "" {
+		b = appendStr(b, "classified_by", ev.ClassifiedBy)
+	}
 	b = appendStr(b, "error", ev.Error)
 	b = appendInt(b, "delay_ms", ev.DelayMS)
 	if ev.DurationMS != 0 {
@@ -382,7 +392,7 @@ func appendInt(b []byte, key string, n int64) []byte {
 // plain reports whether Marshal may write ev itself.
 func (ev Event) plain() bool {
 	return len(ev.Data) == 0 && len(ev.Wait) == 0 && ev.Resume == 0 && ev.By == "" && ev.Name == "" && ev.Bytes == 0 && plainUsage(ev.Usage) && PlainTime(ev.At) && (ev.Since.IsZero() || PlainTime(ev.Since)) &&
-		PlainText(ev.Event) && PlainText(ev.Agent) && PlainText(ev.ErrorClass) && PlainText(ev.Error) &&
+		PlainText(ev.Event) && PlainText(ev.Agent) && PlainText(ev.ErrorClass) && PlainText(ev.ClassifiedBy) && PlainText(ev.Error) &&
 		PlainText(ev.Worker) && PlainText(ev.Reason) && PlainText(ev.Fallback)
 }
 

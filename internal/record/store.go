@@ -220,13 +220,16 @@ func (s *Store) RunState(ctx context.Context, id string) (RunState, error) {
 
 // View is a task as `inspector task` and the HTTP API show it (stable JSON).
 type View struct {
-	ID            string `json:"id"`
-	Agent         string `json:"agent"`
-	Action        string `json:"action"`
-	State         State  `json:"state"`
-	Attempts      int    `json:"attempts"`
-	Restarts      int    `json:"restarts"`
-	ErrorClass    string `json:"error_class"`
+	ID         string `json:"id"`
+	Agent      string `json:"agent"`
+	Action     string `json:"action"`
+	State      State  `json:"state"`
+	Attempts   int    `json:"attempts"`
+	Restarts   int    `json:"restarts"`
+	ErrorClass string `json:"error_class"`
+	// ClassifiedBy is the kind of evidence that decided ErrorClass
+	// (rule, structure, status, text, model, default); omitted when empty.
+	ClassifiedBy  string `json:"classified_by,omitempty"`
 	Error         string `json:"error"`
 	Queue         string `json:"queue,omitempty"`
 	CorrelationID string `json:"correlation_id,omitempty"`
@@ -327,7 +330,7 @@ func (s *Store) Views(ctx context.Context, ids []string) ([]*View, error) {
 func viewOf(id string, m map[string]string) *View {
 	v := &View{
 		ID: m[FieldID], Agent: m[FieldAgent], Action: m[FieldAction], State: State(m[FieldState]),
-		ErrorClass: m[FieldErrorClass], Error: m[FieldError], Queue: m[FieldQueue],
+		ErrorClass: m[FieldErrorClass], ClassifiedBy: m[FieldClassifiedBy], Error: m[FieldError], Queue: m[FieldQueue],
 		CorrelationID: m[FieldCorrelationID], EnqueuedAt: m[FieldEnqueuedAt], UpdatedAt: m[FieldUpdatedAt],
 		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason],
 		Reason: m[FieldReason], Deadline: m[FieldDeadline], Seq: ParseSeq(m[FieldSeq]),

@@ -108,6 +108,12 @@ func DLQByAgent(agent string) string { return Prefix + "{dlq}:agent:" + agent }
 // DLQByClass is the sorted set of dead-letter ids of one error class.
 func DLQByClass(class string) string { return Prefix + "{dlq}:class:" + class }
 
+// ClassifyUnmatched is the stream of recent failed attempts whose verdict
+// was weak (resilience.Verdict.Weak: nothing decided, or the model was
+// unsure), newest last, capped near unmatched.MaxLen entries: what
+// `inspector classify --unmatched` lists (internal/unmatched).
+func ClassifyUnmatched() string { return Prefix + "classify:unmatched" }
+
 // Breaker is the hash holding the shared state of the breaker key.
 func Breaker(key string) string { return Prefix + "{breaker:" + key + "}" }
 

@@ -16,7 +16,7 @@ if not cur[1] then return {R.missing} end
 if cur[4] == ARGV[6] then return {R.again, cur[5] or "", cur[2] or "0", cur[3] or ""} end
 if TERMINAL(cur[1]) then return {R.ended, cur[1]} end
 local seq = (tonumber(cur[6]) or 0) + 1
-redis.call("HSET", KEYS[1], F.state, S.canceled, F.error_class, "", F.error, ARGV[2], F.updated_at, ARGV[3],
+redis.call("HSET", KEYS[1], F.state, S.canceled, F.error_class, "", F.classified_by, "", F.error, ARGV[2], F.updated_at, ARGV[3],
   F.canceled_at, ARGV[3], F.cancel_reason, ARGV[4], F.canceled_from, cur[1], F.write_id, ARGV[6], F.seq, seq)
 redis.call("HDEL", KEYS[1], F.next_attempt_at)
 local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[1], seq, "0", cur[7], cur[8], KEYS[3], KEYS[4])

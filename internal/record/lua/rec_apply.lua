@@ -7,11 +7,11 @@
 --   restart), o+6 lifetime (s), o+7 the remaining lifetime that needs no
 --   refresh (s), o+8 the event's JSON without its opening "{" and without
 --   seq ("" for none), o+9 "1" to merge a deferral, o+10 "1" to clear the
---   error fields (when set), o+11 the number n of seed pairs, o+12 the
---   usage to add to the task's sum (F.usage: comma-separated integers, see
---   FormatUsageSum; "" for none), then the n seed pairs (record fields
---   seeded when the record was not written by Create), then the
---   field/value pairs to set.
+--   error fields (error_class, classified_by, error; when set), o+11 the
+--   number n of seed pairs, o+12 the usage to add to the task's sum
+--   (F.usage: comma-separated integers, see FormatUsageSum; "" for none),
+--   then the n seed pairs (record fields seeded when the record was not
+--   written by Create), then the field/value pairs to set.
 -- Returns R.applied, a bare code (the common answer: a table reply costs
 -- Redis 7.0 about a microsecond more, as much as a 5-field HMGET), or
 -- {R.again, attempts} (this write ID was applied already), or, writing
@@ -136,6 +136,7 @@ local function rec_apply(rec, hist, o, outbox, due)
   if ARGV[o + 10] == "1" and (cur[7] or "") ~= "" then
     rare = rare or {}
     rare[#rare + 1] = F.error_class; rare[#rare + 1] = ""
+    rare[#rare + 1] = F.classified_by; rare[#rare + 1] = ""
     rare[#rare + 1] = F.error; rare[#rare + 1] = ""
   end
   if rare then redis.call("HSET", rec, unpack(rare)) end

@@ -39,7 +39,7 @@ if cur[2] and tonumber(cur[2]) == run then
   redis.call("EXPIRE", KEYS[2], ARGV[2])
   return {R.ended, outboxed}
 end
-redis.call("HSET", KEYS[1], F.state, S.pending, F.run, ARGV[1], F.restarts, 0, F.error_class, "", F.error, "",
+redis.call("HSET", KEYS[1], F.state, S.pending, F.run, ARGV[1], F.restarts, 0, F.error_class, "", F.classified_by, "", F.error, "",
   F.updated_at, ARGV[4], F.attempts_base, cur[5] or 0, F.write_id, ARGV[5], F.seq, seq)
 redis.call("HDEL", KEYS[1], F.next_attempt_at, F.reason, F.deadline)
 local _, outboxed = rec_event(KEYS[1], KEYS[2], ARGV[3], seq, "0", cur[6], cur[7], KEYS[3], KEYS[4])
