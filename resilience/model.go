@@ -24,6 +24,7 @@ var modelFile string
 // each class.
 type textModel struct {
 	classes []Class
+	rules   []Rule // DefaultPolicy's row of each class
 	bias    []float32
 	weights map[string][]float32
 	// minProb is the least probability of a verdict the classifier takes
@@ -65,18 +66,36 @@ func (m *textModel) predict(text string) modelPrediction {
 	}
 	// Features are weighed 1/sqrt(n) each, as in training.
 	scale := 1 / math.Sqrt(float64(len(feats)))
-	best, max := 0, math.Inf(-1)
+	max := math.Inf(-1)
 	for i := range scores {
 		scores[i] = float64(m.bias[i]) + scores[i]*scale
-		if scores[i] > max {
-			best, max = i, scores[i]
-		}
+		max = math.Max(max, scores[i])
 	}
 	sum := 0.0
-	for _, s := range scores {
-		sum += math.Exp(s - max)
+	for i, s := range scores {
+		scores[i] = math.Exp(s - max)
+		sum += scores[i]
 	}
-	return modelPrediction{Class: m.classes[best], Prob: 1 / sum}
+	// The decision first: the row of the decision table (DefaultPolicy)
+	// its classes give the most probability, then that row's most probable
+	// class. An unseen family's wording often splits between classes that
+	// are decided alike (invalid_request, not_supported, logic_error):
+	// their sum, not their largest, says what to do.
+	group := make([]float64, len(scores))
+	for i := range scores {
+		for j := range scores {
+			if m.rules[i] == m.rules[j] {
+				group[i] += scores[j]
+			}
+		}
+	}
+	best := 0
+	for i := range scores {
+		if group[i] > group[best] || (group[i] == group[best] && scores[i] > scores[best]) {
+			best = i
+		}
+	}
+	return modelPrediction{Class: m.classes[best], Prob: scores[best] / sum}
 }
 
 // parseModel reads the model file: "#" comment lines, then
@@ -134,5 +153,14 @@ func parseModel(s string) (*textModel, error) {
 	if m.bias == nil {
 		return nil, fmt.Errorf("no bias line")
 	}
+	m.setRules()
 	return m, nil
+}
+
+// setRules records each class's row of the default decision table.
+func (m *textModel) setRules() {
+	m.rules = make([]Rule, len(m.classes))
+	for i, c := range m.classes {
+		m.rules[i] = DefaultPolicy().Rule(c)
+	}
 }

@@ -156,6 +156,7 @@ func trainModel(entries []corpusEntry, opt trainOptions) *textModel {
 		}
 	}
 	m := &textModel{classes: classes, bias: make([]float32, k), weights: map[string][]float32{}, minProb: opt.MinProb}
+	m.setRules()
 	for c := range k {
 		m.bias[c] = round32(bias[c])
 	}
