@@ -246,7 +246,8 @@ func (c Classifier) undecided(ev evidence, m *Match) Class {
 	}
 	model := c.textModel()
 	p := model.predict(ev.text)
-	if p.Class != "" && p.Class != Canceled && p.Prob >= model.minProb {
+	if p.Class != "" && p.Class != Canceled && p.Prob >= model.minProb &&
+		(DefaultPolicy().Rule(p.Class).Retry || p.DecisionProb >= sureNoRetry) {
 		m.builtin(fmt.Sprintf("model %.2f", p.Prob), ByModel)
 		m.weak = p.Prob < strongModelProb
 		return p.Class
@@ -255,6 +256,12 @@ func (c Classifier) undecided(ev evidence, m *Match) Class {
 	m.builtin(why, ByDefault)
 	return cl
 }
+
+// sureNoRetry is the probability of a no-retry decision (dead-letter at
+// once) the model must reach to make it: below it, the default retries —
+// when unsure, the decision that loses nothing ("boom", "the flux
+// capacitor hiccuped" are retried as provider_error, not dead-lettered).
+var sureNoRetry = 0.5
 
 // strongModelProb is the probability from which a model's verdict is not
 // weak (Verdict.Weak): below it, the verdict stands but an operator should

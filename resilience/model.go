@@ -45,6 +45,9 @@ var builtinModel = sync.OnceValue(func() *textModel {
 type modelPrediction struct {
 	Class Class
 	Prob  float64 // the softmax probability of Class
+	// DecisionProb is the probability of Class's row of the decision
+	// table: the sum of its classes'.
+	DecisionProb float64
 }
 
 // predict scores text; the zero prediction when the text has no feature
@@ -95,7 +98,7 @@ func (m *textModel) predict(text string) modelPrediction {
 			best = i
 		}
 	}
-	return modelPrediction{Class: m.classes[best], Prob: scores[best] / sum}
+	return modelPrediction{Class: m.classes[best], Prob: scores[best] / sum, DecisionProb: group[best] / sum}
 }
 
 // parseModel reads the model file: "#" comment lines, then

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +33,9 @@ func (f *flakyTraced) Run(_ context.Context, req agent.Request) (json.RawMessage
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, req)
 	if len(f.calls) == 1 {
-		return nil, errors.New("upstream hiccup")
+		// A backend's 500: provider_error by its status, whatever the
+		// learned model would make of a bare text.
+		return nil, &resilience.Failure{Status: 500, Text: "upstream hiccup"}
 	}
 	return json.RawMessage(`{"ok":true}`), nil
 }
@@ -296,7 +297,9 @@ defaults:
 agents:
   llm: {}
 `, WithAgent("llm", agent.Func(func(context.Context, agent.Request) (json.RawMessage, error) {
-		return nil, errors.New("upstream hiccup") // provider_error: exhausted → restart
+		// A backend's 500: provider_error by its status, whatever the
+		// learned model would make of a bare text.
+		return nil, &resilience.Failure{Status: 500, Text: "upstream hiccup"} // provider_error: exhausted → restart
 	})), WithTracerProvider(tp))
 	_, err := tasks.NewClient(rdb, tasks.WithTracerProvider(tp)).Enqueue(context.Background(), tasks.Task{ID: "no-restart", Agent: "llm"})
 	require.NoError(t, err)
