@@ -63,6 +63,17 @@ class ErrorClass:
     CANCELED = "canceled"
 
 
+class ClassifiedBy:
+    """What decided a failure's class (``classified_by``), strongest first."""
+
+    RULE = "rule"
+    STRUCTURE = "structure"
+    STATUS = "status"
+    TEXT = "text"
+    MODEL = "model"
+    DEFAULT = "default"
+
+
 class WaitKind:
     """What a suspended task waits for (a wait's ``kind``)."""
 

@@ -35,6 +35,17 @@ export const ErrorClass = {
 } as const;
 export type ErrorClass = (typeof ErrorClass)[keyof typeof ErrorClass];
 
+/** What decided a failure's class (`classified_by`), strongest evidence first. */
+export const ClassifiedBy = {
+  RULE: "rule",
+  STRUCTURE: "structure",
+  STATUS: "status",
+  TEXT: "text",
+  MODEL: "model",
+  DEFAULT: "default",
+} as const;
+export type ClassifiedBy = (typeof ClassifiedBy)[keyof typeof ClassifiedBy];
+
 /** Why a task was dead-lettered (a dead letter's `reason`). */
 export const Reason = {
   NOT_RETRYABLE: "not_retryable",
@@ -179,6 +190,7 @@ export interface TaskEvent {
   event: EventName | string;
   attempt?: number;
   error_class?: ErrorClass | string;
+  classified_by?: ClassifiedBy | string;
   error?: string;
   delay_ms?: number;
   restart?: number;
@@ -216,6 +228,7 @@ export interface Task {
   attempts: number;
   restarts: number;
   error_class: ErrorClass | "";
+  classified_by?: ClassifiedBy | string;
   error: string;
   result?: unknown;
   reason?: Reason | string;
@@ -291,6 +304,7 @@ export interface DeadLetter {
   params: unknown;
   correlation_id: string;
   error_class: ErrorClass | string;
+  classified_by?: ClassifiedBy | string;
   error: string;
   reason?: Reason | string;
   attempts: number;
