@@ -89,6 +89,9 @@ type classifyResult struct {
 	Class resilience.Class `json:"class"`
 	// ClassifiedBy is the kind of evidence that decided Class.
 	ClassifiedBy resilience.Evidence `json:"classified_by"`
+	// Weak: nothing decided (default) or the model was unsure; a failure
+	// the workers would keep for `classify --unmatched`.
+	Weak bool `json:"weak,omitempty"`
 	RetryAfter   string              `json:"retry_after,omitempty"`
 	ShouldRetry  *bool               `json:"should_retry,omitempty"`
 	Agent        string              `json:"agent,omitempty"`
@@ -177,7 +180,7 @@ func runClassify(app *App, cfg *config.Config, o *classifyOptions, text string) 
 	v, m := resilience.Classifier{Custom: custom}.Explain(o.failure(text))
 
 	rule := settings.Policy().Rule(v.Class)
-	res := classifyResult{Class: v.Class, ClassifiedBy: v.By, Agent: o.agent,
+	res := classifyResult{Class: v.Class, ClassifiedBy: v.By, Weak: v.Weak, Agent: o.agent,
 		Decision: classifyDecision{Retry: rule.Retry, Breaker: rule.CountsForBreaker, Exhausted: string(rule.Exhausted), Fallback: rule.Fallback},
 		Rule:     classifyRule{Source: m.Source, Name: m.Name}}
 	switch {
