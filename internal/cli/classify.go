@@ -91,12 +91,12 @@ type classifyResult struct {
 	ClassifiedBy resilience.Evidence `json:"classified_by"`
 	// Weak: nothing decided (default) or the model was unsure; a failure
 	// the workers would keep for `classify --unmatched`.
-	Weak bool `json:"weak,omitempty"`
-	RetryAfter   string              `json:"retry_after,omitempty"`
-	ShouldRetry  *bool               `json:"should_retry,omitempty"`
-	Agent        string              `json:"agent,omitempty"`
-	Decision     classifyDecision    `json:"decision"`
-	Rule         classifyRule        `json:"rule"`
+	Weak        bool             `json:"weak,omitempty"`
+	RetryAfter  string           `json:"retry_after,omitempty"`
+	ShouldRetry *bool            `json:"should_retry,omitempty"`
+	Agent       string           `json:"agent,omitempty"`
+	Decision    classifyDecision `json:"decision"`
+	Rule        classifyRule     `json:"rule"`
 }
 
 type classifyDecision struct {
