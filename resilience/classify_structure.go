@@ -45,17 +45,7 @@ var curlClasses = map[int]Class{
 	77: NetworkPermanent, 92: NetworkTransient, 95: NetworkTransient,
 }
 
-func curlClass(lower string) Class {
-	if !strings.Contains(lower, "curl") {
-		return ""
-	}
-	m := curlRe.FindStringSubmatch(lower)
-	if m == nil {
-		return ""
-	}
-	n, _ := strconv.Atoi(m[1])
-	return curlClasses[n]
-}
+func curlClass(lower string) Class { return codeClass(lower, "curl", curlRe, curlClasses) }
 
 // nsURLRe finds an NSURLErrorDomain code ("Error Domain=NSURLErrorDomain
 // Code=-1001").
@@ -71,15 +61,21 @@ var nsURLClasses = map[int]Class{
 }
 
 func nsURLClass(text string) Class {
-	if !strings.Contains(text, "NSURLErrorDomain") {
+	return codeClass(text, "NSURLErrorDomain", nsURLRe, nsURLClasses)
+}
+
+// codeClass is the class classes gives the number re captures in text,
+// looked for only when text mentions marker; "" when none.
+func codeClass(text, marker string, re *regexp.Regexp, classes map[int]Class) Class {
+	if !strings.Contains(text, marker) {
 		return ""
 	}
-	m := nsURLRe.FindStringSubmatch(text)
+	m := re.FindStringSubmatch(text)
 	if m == nil {
 		return ""
 	}
 	n, _ := strconv.Atoi(m[1])
-	return nsURLClasses[n]
+	return classes[n]
 }
 
 // identifierRe finds the identifiers programs name failures with: a
