@@ -58,3 +58,43 @@ func TestModelFileErrors(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, m.classes, len(Classes()))
 }
+
+// TestModelVerdicts: what structure and the tables leave open, the model
+// decides (weak below strongModelProb); a no-retry decision it is not sure
+// of falls to the default, which retries.
+func TestModelVerdicts(t *testing.T) {
+	t.Parallel()
+	classes := Classes()
+	row := func(c Class, w float32) []float32 {
+		r := make([]float32, len(classes))
+		for i, x := range classes {
+			if x == c {
+				r[i] = w
+			}
+		}
+		return r
+	}
+	m := &textModel{classes: classes, bias: make([]float32, len(classes)), weights: map[string][]float32{
+		"w:frobnicated": row(RateLimited, 40),
+		"w:wobbled":     row(RateLimited, 4),
+		"w:borked":      row(InvalidRequest, 3),
+	}}
+	m.setRules()
+	c := Classifier{Now: testClassifier.Now, model: m}
+	for _, tc := range []struct {
+		text string
+		want Class
+		by   Evidence
+		weak bool
+	}{
+		{"frobnicated", RateLimited, ByModel, false},
+		{"wobbled", RateLimited, ByModel, true},
+		{"borked", ProviderError, ByDefault, true},
+		{"nothing known", ProviderError, ByDefault, true},
+	} {
+		v := c.Classify(&Failure{Text: tc.text})
+		require.Equal(t, tc.want, v.Class, tc.text)
+		require.Equal(t, tc.by, v.By, tc.text)
+		require.Equal(t, tc.weak, v.Weak, tc.text)
+	}
+}
