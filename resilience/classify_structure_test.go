@@ -78,6 +78,9 @@ func TestModelVerdicts(t *testing.T) {
 		"w:frobnicated": row(RateLimited, 40),
 		"w:wobbled":     row(RateLimited, 4),
 		"w:borked":      row(InvalidRequest, 3),
+		"w:the":         row(ProviderError, 0),
+		"w:job":         row(ProviderError, 0),
+		"w:was":         row(ProviderError, 0),
 	}}
 	m.setRules()
 	c := Classifier{Now: testClassifier.Now, model: m}
@@ -87,9 +90,10 @@ func TestModelVerdicts(t *testing.T) {
 		by   Evidence
 		weak bool
 	}{
-		{"frobnicated", RateLimited, ByModel, false},
-		{"wobbled", RateLimited, ByModel, true},
-		{"borked", ProviderError, ByDefault, true},
+		{"the job was frobnicated", RateLimited, ByModel, false},
+		{"the job was wobbled", RateLimited, ByModel, true},
+		{"the job was borked", ProviderError, ByDefault, true},
+		{"frobnicated", ProviderError, ByDefault, true}, // too few words the model knows
 		{"nothing known", ProviderError, ByDefault, true},
 	} {
 		v := c.Classify(&Failure{Text: tc.text})

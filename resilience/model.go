@@ -41,6 +41,12 @@ var builtinModel = sync.OnceValue(func() *textModel {
 	return m
 })
 
+// minModelWords is how many words the model must know in a text to
+// decide it: "something went wrong", "agent failed", "boom" carry too
+// little to tell a backend's failure from a caller's, and stay the
+// default (provider_error, retried).
+var minModelWords = 4
+
 // modelPrediction is the model's answer for one text.
 type modelPrediction struct {
 	Class Class
@@ -55,16 +61,19 @@ type modelPrediction struct {
 func (m *textModel) predict(text string) modelPrediction {
 	scores := make([]float64, len(m.classes))
 	feats := textFeatures(text)
-	known := 0
+	known, words := 0, 0
 	for _, f := range feats {
 		if w, ok := m.weights[f]; ok {
 			known++
+			if strings.HasPrefix(f, "w:") {
+				words++
+			}
 			for i, x := range w {
 				scores[i] += float64(x)
 			}
 		}
 	}
-	if known == 0 {
+	if known == 0 || words < minModelWords {
 		return modelPrediction{}
 	}
 	// Features are weighed 1/sqrt(n) each, as in training.
