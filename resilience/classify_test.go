@@ -915,6 +915,7 @@ var corpusFiles = []string{
 	"testdata/real_errors_round8a.txt", "testdata/real_errors_round8b.txt",
 	"testdata/real_errors_round9a.txt", "testdata/real_errors_round9b.txt",
 	"testdata/real_errors_round10a.txt", "testdata/real_errors_round10b.txt", "testdata/real_errors_round10c.txt",
+	"testdata/real_errors_round11a.txt", "testdata/real_errors_round11b.txt", "testdata/real_errors_round11c.txt",
 }
 
 // heldOutFiles are corpora gathered to measure first contact (issue #38):
@@ -926,7 +927,8 @@ var heldOutFiles = map[string]bool{
 	"testdata/real_errors_round8a.txt": true, "testdata/real_errors_round8b.txt": true,
 	"testdata/real_errors_round9a.txt": true, "testdata/real_errors_round9b.txt": true,
 	"testdata/real_errors_round10a.txt": true, "testdata/real_errors_round10b.txt": true,
-	"testdata/real_errors_round10c.txt": true,
+	"testdata/real_errors_round10c.txt": true, "testdata/real_errors_round11a.txt": true,
+	"testdata/real_errors_round11b.txt": true, "testdata/real_errors_round11c.txt": true,
 }
 
 // corpusMin is the least number of records each corpus file must hold (a
@@ -939,6 +941,8 @@ var corpusMin = map[string]int{
 	"testdata/real_errors_round8b.txt": 100, "testdata/real_errors_round9b.txt": 130,
 	"testdata/real_errors_round9a.txt": 95, "testdata/real_errors_round10a.txt": 100,
 	"testdata/real_errors_round10b.txt": 110, "testdata/real_errors_round10c.txt": 140,
+	"testdata/real_errors_round11a.txt": 100, "testdata/real_errors_round11b.txt": 110,
+	"testdata/real_errors_round11c.txt": 100,
 }
 
 // loadRealErrors reads a corpus file: records start with a header
