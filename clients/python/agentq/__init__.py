@@ -4,11 +4,13 @@ for exec agents (agentq.agent). Standard library only; Python 3.9+."""
 from ._types import ClassifiedBy, ErrorClass, Event, Priority, Reason, Result, ResumedBy, State, WaitKind
 from .aio import AsyncClient
 from .client import (MAX_EVENT_BYTES, MAX_REPLY_BYTES, ROUTES, TASK_FIELDS, Client, go_duration,
-                     parse_sse, task_request, task_spec)
+                     parse_sse, task_request, task_result, task_spec)
 from .errors import (AgentqError, AgentUnavailable, APIError, BudgetExhausted, Conflict, Forbidden,
                      EventTooLarge, Internal, InvalidRequest, InvalidSignal, SignalCap, MethodNotAllowed, NotFound,
                      RedirectRefused, RequestTooLarge, ResponseTooLarge, TaskEnded, TooManyRequests, TransportError,
-                     Unauthorized, Unavailable, OverCapacity, UnsupportedMediaType, WaitTimeout)
+                     Unauthorized, Unavailable, OverCapacity, UnsupportedMediaType, WaitTimeout,
+                     TaskFailed, TaskCanceled, WebhookVerificationError)
+from .webhook import verify_webhook
 
 __version__ = "1.0.0"
 
@@ -20,5 +22,6 @@ __all__ = [
     "Unauthorized", "Forbidden", "NotFound", "MethodNotAllowed", "AgentUnavailable",
     "BudgetExhausted", "TaskEnded", "Conflict", "RequestTooLarge", "UnsupportedMediaType",
     "TooManyRequests", "Internal", "Unavailable", "OverCapacity", "RedirectRefused", "ResponseTooLarge",
-    "EventTooLarge", "__version__",
+    "EventTooLarge", "TaskFailed", "TaskCanceled", "WebhookVerificationError", "verify_webhook",
+    "task_result", "__version__",
 ]

@@ -54,6 +54,9 @@ class AsyncClient:
     async def wait(self, id, timeout=None):
         return await self._run(self.sync.wait, id, timeout)
 
+    async def result(self, id, timeout=None):
+        return await self._run(self.sync.result, id, timeout)
+
     async def events(self, id, after=None, *, timeout=None):
         it = self.sync.events(id, after, timeout=timeout)
         try:

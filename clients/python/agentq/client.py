@@ -28,7 +28,7 @@ MAX_EVENT_BYTES = 1 << 20
 ROUTES = {
     ("POST", "/api/v1/tasks"): ("enqueue", "enqueue_batch"),
     ("GET", "/api/v1/tasks"): ("tasks", "iter_tasks"),
-    ("GET", "/api/v1/tasks/{id}"): ("get", "wait"),
+    ("GET", "/api/v1/tasks/{id}"): ("get", "wait", "result"),
     ("GET", "/api/v1/tasks/{id}/events"): ("events",),
     ("POST", "/api/v1/tasks/{id}/cancel"): ("cancel",),
     ("POST", "/api/v1/tasks/{id}/signals/{name}"): ("signal",),
@@ -103,6 +103,17 @@ def task_spec(t):
     if "deadline" in t:
         t["deadline"] = _deadline(t["deadline"])
     return t
+
+
+def task_result(task):
+    """The ``result`` of an ended task's JSON; TaskCanceled when it was
+    canceled, TaskFailed when it ended any other way than succeeded."""
+    state = task.get("state")
+    if state == State.SUCCEEDED:
+        return task.get("result")
+    if state == State.CANCELED:
+        raise errors.TaskCanceled(task)
+    raise errors.TaskFailed(task)
 
 
 class _Reply:
@@ -319,6 +330,14 @@ class Client:
             if time.monotonic() - t0 < min(left, 1.0) * 0.9:
                 # A server without long polls answered at once: poll gently.
                 time.sleep(min(0.5, max(0.0, left)))
+
+    def result(self, id, timeout=None):
+        """Wait for the task to end (as wait does) and return its
+        ``result``. A dead-lettered task raises TaskFailed (``error_class``,
+        ``reason``, ``error``, ``task_id``, ``state``), a canceled one
+        TaskCanceled; ``timeout`` raises WaitTimeout as wait does."""
+        task = self.wait(id, timeout)
+        return task_result(task)
 
     def events(self, id, after=None, *, timeout=None):
         """Iterate the task's events, oldest first: each a dict with its

@@ -51,6 +51,43 @@ class WaitTimeout(AgentqError, TimeoutError):
         self.task = task
 
 
+class TaskFailed(AgentqError):
+    """result() of a task that ended without succeeding (dead-lettered):
+    ``task_id``, ``state``, ``error_class``, ``reason`` (why it was
+    dead-lettered), ``error`` (the last error text) and the whole ``task``."""
+
+    def __init__(self, task):
+        self.task = task
+        self.task_id = task.get("id")
+        self.state = task.get("state")
+        self.error_class = task.get("error_class") or None
+        self.reason = task.get("reason") or None
+        self.error = task.get("error") or None
+        super().__init__("task %r %s: %s%s" % (
+            self.task_id, self.state, self.error_class or "no error class",
+            ": " + self.error if self.error else ""))
+
+
+class TaskCanceled(AgentqError):
+    """result() of a task that was canceled: ``task_id``, ``state``,
+    ``reason`` (the cancel's reason, None without one) and the whole
+    ``task``."""
+
+    def __init__(self, task):
+        self.task = task
+        self.task_id = task.get("id")
+        self.state = task.get("state")
+        self.reason = task.get("cancel_reason") or None
+        super().__init__("task %r was canceled%s" % (
+            self.task_id, ": " + self.reason if self.reason else ""))
+
+
+class WebhookVerificationError(AgentqError):
+    """verify_webhook() refused a delivery: a header missing or malformed,
+    a timestamp outside the tolerance, no signature that matches, or a body
+    that is not JSON. Answer it with a 4xx; never act on the body."""
+
+
 class APIError(AgentqError):
     """An error reply of the API: ``status`` (HTTP), ``code`` (stable),
     ``message`` and the whole JSON ``body``. ``retry_after`` is the

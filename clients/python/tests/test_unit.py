@@ -446,6 +446,123 @@ class TestHostileServer(FakeCase):
             self.assertNotIn("tok-secret", str(c))
 
 
+class TestResult(FakeCase):
+    def test_result_of_a_succeeded_task(self):
+        f = self.fake(lambda r: (200, task("r1", "succeeded", result={"answer": 42})))
+        self.assertEqual(self.client(f).result("r1", timeout=5), {"answer": 42})
+        self.assertTrue(f.requests[0].query.get("wait"), "result long-polls as wait does")
+
+    def test_result_of_a_dead_lettered_task_raises_task_failed(self):
+        f = self.fake(lambda r: (200, task("r2", "dead_lettered", error_class="rate_limited",
+                                           reason="retries_exhausted", error="HTTP 429: slow down")))
+        with self.assertRaises(agentq.TaskFailed) as e:
+            self.client(f).result("r2")
+        err = e.exception
+        self.assertIsInstance(err, agentq.AgentqError)
+        self.assertEqual((err.task_id, err.state, err.error_class, err.reason, err.error),
+                         ("r2", "dead_lettered", "rate_limited", "retries_exhausted", "HTTP 429: slow down"))
+        self.assertEqual(err.task.id, "r2")
+        self.assertIn("rate_limited", str(err))
+
+    def test_result_of_a_canceled_task_raises_task_canceled(self):
+        f = self.fake(lambda r: (200, task("r3", "canceled", cancel_reason="changed my mind")))
+        with self.assertRaises(agentq.TaskCanceled) as e:
+            self.client(f).result("r3")
+        self.assertEqual((e.exception.task_id, e.exception.state, e.exception.reason),
+                         ("r3", "canceled", "changed my mind"))
+        self.assertNotIsInstance(e.exception, agentq.TaskFailed)
+
+    def test_result_times_out_like_wait(self):
+        f = self.fake(lambda r: (200, task("r4", "active")))
+        with self.assertRaises(agentq.WaitTimeout) as e:
+            self.client(f).result("r4", timeout=0)
+        self.assertEqual(e.exception.task.state, State.ACTIVE)
+
+    def test_async_result(self):
+        f = self.fake(lambda r: (200, task("r5", "dead_lettered", error_class="logic_error", error="boom")))
+
+        async def main():
+            async with AsyncClient(f.url, "tok") as aq:
+                await aq.result("r5", timeout=5)
+        with self.assertRaises(agentq.TaskFailed) as e:
+            asyncio.run(main())
+        self.assertEqual(e.exception.error_class, "logic_error")
+
+
+# The Standard Webhooks specification's example, which internal/webhook's
+# Sign (the worker's signer) reproduces byte for byte.
+VEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+VEC_ID, VEC_TS, VEC_BODY = "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, b'{"test": 2432232314}'
+VEC_SIG = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
+def sign(secret, msg_id, ts, body):
+    """What internal/webhook's Sign computes, written with the stdlib."""
+    import base64
+    import hashlib
+    import hmac
+    key = base64.b64decode(secret[len("whsec_"):])
+    mac = hmac.new(key, b"%s.%d.%s" % (msg_id.encode(), ts, body), hashlib.sha256).digest()
+    return "v1," + base64.b64encode(mac).decode()
+
+
+class TestVerifyWebhook(unittest.TestCase):
+    def headers(self, sig=VEC_SIG, ts=VEC_TS, msg_id=VEC_ID):
+        return {"webhook-id": msg_id, "webhook-timestamp": str(ts), "webhook-signature": sig}
+
+    def test_the_known_vector(self):
+        self.assertEqual(sign(VEC_SECRET, VEC_ID, VEC_TS, VEC_BODY), VEC_SIG)
+        got = agentq.verify_webhook(self.headers(), VEC_BODY, VEC_SECRET, now=VEC_TS + 10)
+        self.assertEqual(got, {"test": 2432232314})
+
+    def test_a_fresh_delivery_with_several_signatures_and_any_header_case(self):
+        body = '{"type":"succeeded","task":{"id":"t1","state":"succeeded"}}'
+        ts = int(time.time())
+        good = sign(VEC_SECRET, "d1", ts, body.encode())
+        h = {"Webhook-Id": "d1", "WEBHOOK-TIMESTAMP": str(ts),
+             "Webhook-Signature": "v1,bm90IGl0 v2,whatever " + good}
+        got = agentq.verify_webhook(h, body, VEC_SECRET)
+        self.assertEqual(got.task.id, "t1")
+        # http.client's headers (a Message) are read with .get too.
+        import email.message
+        m = email.message.Message()
+        for k, v in h.items():
+            m[k] = v
+        self.assertEqual(agentq.verify_webhook(m, body.encode(), VEC_SECRET).type, "succeeded")
+
+    def test_refusals(self):
+        def refused(headers, body=VEC_BODY, secret=VEC_SECRET, **kw):
+            kw.setdefault("now", VEC_TS)
+            with self.assertRaises(agentq.WebhookVerificationError):
+                agentq.verify_webhook(headers, body, secret, **kw)
+        refused(self.headers(), body=b'{"test": 2432232315}')       # body changed
+        refused(self.headers(msg_id="msg_other"))                    # id changed
+        refused(self.headers(ts=VEC_TS + 1), now=VEC_TS + 1)         # timestamp changed
+        refused(self.headers(), secret="whsec_" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB")  # other key
+        refused(self.headers(sig="v2," + VEC_SIG[3:]))               # not v1
+        refused(self.headers(sig=""))
+        refused({"webhook-id": VEC_ID, "webhook-signature": VEC_SIG})  # no timestamp
+        refused(self.headers(ts="16142653a0"))
+        refused(self.headers(), now=VEC_TS + 301)                    # too old
+        refused(self.headers(), now=VEC_TS - 301)                    # too far ahead
+        refused(self.headers(), now=VEC_TS + 11, tolerance=10)
+
+    def test_tolerance_and_secret(self):
+        import datetime
+        got = agentq.verify_webhook(self.headers(), VEC_BODY, VEC_SECRET, now=VEC_TS + 3600,
+                                    tolerance=datetime.timedelta(hours=1))
+        self.assertEqual(got["test"], 2432232314)
+        # The prefix is optional; a secret that is not base64 is a ValueError.
+        agentq.verify_webhook(self.headers(), VEC_BODY, VEC_SECRET[len("whsec_"):], now=VEC_TS)
+        with self.assertRaises(ValueError):
+            agentq.verify_webhook(self.headers(), VEC_BODY, "whsec_!!!", now=VEC_TS)
+
+    def test_a_signed_body_that_is_not_json(self):
+        sig = sign(VEC_SECRET, VEC_ID, VEC_TS, b"not json")
+        with self.assertRaises(agentq.WebhookVerificationError):
+            agentq.verify_webhook(self.headers(sig=sig), b"not json", VEC_SECRET, now=VEC_TS)
+
+
 class TestAsync(FakeCase):
     def test_same_methods(self):
         sync = {m for m in dir(Client) if not m.startswith("_")}
@@ -560,7 +677,7 @@ class TestPackaging(unittest.TestCase):
             names = set(z.namelist())
             meta = z.read("agentq-%s.dist-info/METADATA" % agentq.__version__).decode()
         for f in ("agentq/__init__.py", "agentq/client.py", "agentq/aio.py", "agentq/agent.py", "agentq/errors.py",
-                  "agentq/_types.py", "agentq/py.typed", "agentq-%s.dist-info/RECORD" % agentq.__version__):
+                  "agentq/_types.py", "agentq/webhook.py", "agentq/py.typed", "agentq-%s.dist-info/RECORD" % agentq.__version__):
             self.assertIn(f, names)
         self.assertIn("Requires-Python: >=3.9", meta)
         self.assertTrue(backend.build_sdist(d).endswith(".tar.gz"))
