@@ -2,10 +2,11 @@
 
 import {
   AgentqError, APIError, RedirectError, ResponseTooLargeError, TransportError, UnavailableError, WaitTimeoutError, fromReply,
+  TaskCanceledError, TaskFailedError,
 } from "./errors.js";
 import { parseSSE } from "./sse.js";
 import {
-  ENDED_STATES, TERMINAL_EVENTS,
+  ENDED_STATES, State, TERMINAL_EVENTS,
   type Agent, type BatchResponse, type CancelResponse, type DeadLetter, type DeadLetterPage,
   type Duration, type EnqueueResponse, type ListedTask, type PauseResult, type RequeueResponse, type Schedule, type SignalResult, type Task,
   type TaskEvent, type TaskFilter, type TaskPage, type TaskRequest, type Tenant, type UsageReport, type Worker,
@@ -27,7 +28,7 @@ export const MAX_EVENT_BYTES = 1 << 20;
 export const ROUTES: Record<string, readonly string[]> = {
   "POST /api/v1/tasks": ["enqueue", "enqueueBatch"],
   "GET /api/v1/tasks": ["tasks", "iterTasks"],
-  "GET /api/v1/tasks/{id}": ["get", "wait"],
+  "GET /api/v1/tasks/{id}": ["get", "wait", "result"],
   "GET /api/v1/tasks/{id}/events": ["events"],
   "POST /api/v1/tasks/{id}/cancel": ["cancel"],
   "POST /api/v1/tasks/{id}/signals/{name}": ["signal"],
@@ -143,6 +144,14 @@ async function readBody(resp: Response, limit: number, what: string): Promise<un
     }
   }
   return text;
+}
+
+/** The `result` of an ended task's JSON; a TaskCanceledError when it was
+ * canceled, a TaskFailedError when it ended any other way than succeeded. */
+export function taskResult<T = unknown>(task: Task<T>): T {
+  if (task.state === State.SUCCEEDED) return task.result as T;
+  if (task.state === State.CANCELED) throw new TaskCanceledError(task);
+  throw new TaskFailedError(task);
 }
 
 /**
@@ -288,12 +297,12 @@ export class Client {
    * `?wait=` (at most 60 s a call); `timeout` (ms, default none) throws a
    * WaitTimeoutError carrying the last view.
    */
-  async wait(id: string, opts: { timeout?: number } = {}): Promise<Task> {
+  async wait<T = unknown>(id: string, opts: { timeout?: number } = {}): Promise<Task<T>> {
     const end = opts.timeout === undefined ? undefined : Date.now() + opts.timeout;
     for (;;) {
       const left = Math.max(0, Math.floor(end === undefined ? MAX_WAIT_MS : Math.min(MAX_WAIT_MS, end - Date.now())));
       const t0 = Date.now();
-      const task = await this.call<Task>("GET", Client.path("/api/v1/tasks/{id}", id), {
+      const task = await this.call<Task<T>>("GET", Client.path("/api/v1/tasks/{id}", id), {
         query: left > 0 ? { wait: goDuration(left) } : undefined,
         idempotent: true,
         timeout: this.timeout + left,
@@ -303,6 +312,17 @@ export class Client {
       // A server without long polls answered at once: poll gently.
       if (Date.now() - t0 < Math.min(left, 1000) * 0.9) await sleep(Math.min(500, left));
     }
+  }
+
+  /**
+   * Wait for the task to end (as `wait` does) and return its `result`. A
+   * dead-lettered task throws a TaskFailedError (`errorClass`, `reason`,
+   * `error`, `taskId`, `state`), a canceled one a TaskCanceledError;
+   * `timeout` (ms) throws a WaitTimeoutError as `wait` does. `T` only types
+   * the result (it is not checked).
+   */
+  async result<T = unknown>(id: string, opts: { timeout?: number } = {}): Promise<T> {
+    return taskResult(await this.wait<T>(id, opts));
   }
 
   /**

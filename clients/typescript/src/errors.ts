@@ -52,6 +52,47 @@ export class WaitTimeoutError extends AgentqError {
   }
 }
 
+/**
+ * result() of a task that ended without succeeding (dead-lettered):
+ * `taskId`, `state`, `errorClass`, `reason` (why it was dead-lettered),
+ * `error` (the last error text) and the whole `task`.
+ */
+export class TaskFailedError extends AgentqError {
+  readonly taskId: string;
+  readonly state: string;
+  readonly errorClass?: string;
+  readonly reason?: string;
+  readonly error?: string;
+  constructor(readonly task: { id: string; state: string; error_class?: string; reason?: string; error?: string }) {
+    const detail = (task.error_class || "no error class") + (task.error ? `: ${task.error}` : "");
+    super(`task ${JSON.stringify(task.id)} ${task.state}: ${detail}`);
+    this.taskId = task.id;
+    this.state = task.state;
+    this.errorClass = task.error_class || undefined;
+    this.reason = task.reason || undefined;
+    this.error = task.error || undefined;
+  }
+}
+
+/** result() of a task that was canceled: `taskId`, `state`, `reason` (the
+ * cancel's reason, undefined without one) and the whole `task`. */
+export class TaskCanceledError extends AgentqError {
+  readonly taskId: string;
+  readonly state: string;
+  readonly reason?: string;
+  constructor(readonly task: { id: string; state: string; cancel_reason?: string }) {
+    super(`task ${JSON.stringify(task.id)} was canceled${task.cancel_reason ? `: ${task.cancel_reason}` : ""}`);
+    this.taskId = task.id;
+    this.state = task.state;
+    this.reason = task.cancel_reason || undefined;
+  }
+}
+
+/** verifyWebhook() refused a delivery: a header missing or malformed, a
+ * timestamp outside the tolerance, no signature that matches, or a body
+ * that is not JSON. Answer it with a 4xx; never act on the body. */
+export class WebhookVerificationError extends AgentqError {}
+
 /** An error reply of the API. */
 export class APIError extends AgentqError {
   constructor(

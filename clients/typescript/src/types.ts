@@ -220,7 +220,8 @@ export interface TaskEvent {
   [k: string]: unknown;
 }
 
-export interface Task {
+/** A task's JSON; `R` types its `result` (wait<R>(), result<R>()). */
+export interface Task<R = unknown> {
   id: string;
   agent: string;
   action: string;
@@ -230,7 +231,7 @@ export interface Task {
   error_class: ErrorClass | "";
   classified_by?: ClassifiedBy | string;
   error: string;
-  result?: unknown;
+  result?: R;
   reason?: Reason | string;
   canceled_at?: string;
   cancel_reason?: string;

@@ -647,3 +647,88 @@ test("agent: a resumed request's resume, wait, signals and children", async () =
   r = await runSuspendAgent({ params: { mode: "none" }, children: kids });
   assert.deepEqual(r.data, { resume: 0, signals: {}, children: kids });
 });
+
+test("result returns a succeeded task's result", async (t) => {
+  const f = await withFake(t, () => [200, task("r1", "succeeded", { result: { answer: 42 } })]);
+  assert.deepEqual(await client(f).result("r1", { timeout: 5_000 }), { answer: 42 });
+  assert.ok(f.requests[0].query.wait, "result long-polls as wait does");
+});
+
+test("result of a dead-lettered task throws a TaskFailedError", async (t) => {
+  const f = await withFake(t, () => [200, task("r2", "dead_lettered", { error_class: "rate_limited", reason: "retries_exhausted", error: "HTTP 429: slow down" })]);
+  await assert.rejects(client(f).result("r2"), (e) => {
+    assert.ok(e instanceof aq.TaskFailedError && e instanceof aq.AgentqError);
+    assert.equal(e.name, "TaskFailedError");
+    assert.deepEqual([e.taskId, e.state, e.errorClass, e.reason, e.error], ["r2", "dead_lettered", "rate_limited", "retries_exhausted", "HTTP 429: slow down"]);
+    assert.equal(e.task.id, "r2");
+    assert.match(e.message, /rate_limited/);
+    return true;
+  });
+});
+
+test("result of a canceled task throws a TaskCanceledError", async (t) => {
+  const f = await withFake(t, () => [200, task("r3", "canceled", { cancel_reason: "changed my mind" })]);
+  await assert.rejects(client(f).result("r3"), (e) => {
+    assert.ok(e instanceof aq.TaskCanceledError && !(e instanceof aq.TaskFailedError));
+    assert.deepEqual([e.taskId, e.state, e.reason], ["r3", "canceled", "changed my mind"]);
+    return true;
+  });
+});
+
+test("result times out like wait", async (t) => {
+  const f = await withFake(t, () => [200, task("r4", "active")]);
+  await assert.rejects(client(f).result("r4", { timeout: 0 }), (e) => e instanceof aq.WaitTimeoutError && e.task.state === "active");
+});
+
+// The Standard Webhooks specification's example, which internal/webhook's
+// Sign (the worker's signer) reproduces byte for byte.
+const VEC = {
+  secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", id: "msg_p5jXN8AQM9LWM0D4loKWxJek", ts: 1614265330,
+  body: '{"test": 2432232314}', sig: "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+};
+// What internal/webhook's Sign computes, written with node:crypto.
+const { createHmac } = await import("node:crypto");
+const signAs = (secret, id, ts, body) =>
+  "v1," + createHmac("sha256", Buffer.from(secret.slice("whsec_".length), "base64")).update(`${id}.${ts}.`).update(body).digest("base64");
+const vecHeaders = (o = {}) => ({ "webhook-id": o.id ?? VEC.id, "webhook-timestamp": String(o.ts ?? VEC.ts), "webhook-signature": o.sig ?? VEC.sig });
+const at = (ts) => ({ now: ts * 1000 });
+
+test("verifyWebhook: the known vector", async () => {
+  assert.equal(signAs(VEC.secret, VEC.id, VEC.ts, VEC.body), VEC.sig);
+  assert.deepEqual(await aq.verifyWebhook(vecHeaders(), VEC.body, VEC.secret, at(VEC.ts + 10)), { test: 2432232314 });
+  assert.deepEqual(await aq.verifyWebhook(vecHeaders(), new TextEncoder().encode(VEC.body), VEC.secret, { now: new Date((VEC.ts - 10) * 1000) }), { test: 2432232314 });
+});
+
+test("verifyWebhook: a fresh delivery, several signatures, Headers and any case", async () => {
+  const body = '{"type":"succeeded","task":{"id":"t1","state":"succeeded"}}';
+  const ts = Math.floor(Date.now() / 1000);
+  const good = signAs(VEC.secret, "d1", ts, body);
+  const rec = { "Webhook-Id": "d1", "WEBHOOK-TIMESTAMP": String(ts), "Webhook-Signature": `v1,bm90IGl0 v2,whatever ${good}` };
+  assert.equal((await aq.verifyWebhook(rec, body, VEC.secret)).task.id, "t1");
+  assert.equal((await aq.verifyWebhook(new Headers(rec), Buffer.from(body), VEC.secret)).type, "succeeded");
+});
+
+test("verifyWebhook: refusals", async () => {
+  const refused = (h, o = {}) => assert.rejects(
+    aq.verifyWebhook(h, o.body ?? VEC.body, o.secret ?? VEC.secret, { now: VEC.ts * 1000, ...o.opts }), aq.WebhookVerificationError);
+  await refused(vecHeaders(), { body: '{"test": 2432232315}' }); // body changed
+  await refused(vecHeaders({ id: "msg_other" }));
+  await refused(vecHeaders({ ts: VEC.ts + 1 }), { opts: at(VEC.ts + 1) });
+  await refused(vecHeaders(), { secret: "whsec_QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFB" }); // other key
+  await refused(vecHeaders({ sig: "v2," + VEC.sig.slice(3) }));
+  await refused(vecHeaders({ sig: "" }));
+  await refused({ "webhook-id": VEC.id, "webhook-signature": VEC.sig });
+  await refused(vecHeaders({ ts: "16142653a0" }));
+  await refused(vecHeaders(), { opts: at(VEC.ts + 301) }); // too old
+  await refused(vecHeaders(), { opts: at(VEC.ts - 301) }); // too far ahead
+  await refused(vecHeaders(), { opts: { ...at(VEC.ts + 11), tolerance: 10_000 } });
+  const notJSON = signAs(VEC.secret, VEC.id, VEC.ts, "not json");
+  await refused(vecHeaders({ sig: notJSON }), { body: "not json" });
+});
+
+test("verifyWebhook: tolerance and secret", async () => {
+  assert.equal((await aq.verifyWebhook(vecHeaders(), VEC.body, VEC.secret, { ...at(VEC.ts + 3600), tolerance: 3_600_000 })).test, 2432232314);
+  await aq.verifyWebhook(vecHeaders(), VEC.body, VEC.secret.slice("whsec_".length), at(VEC.ts));
+  await assert.rejects(aq.verifyWebhook(vecHeaders(), VEC.body, "whsec_!!!", at(VEC.ts)), TypeError);
+  await assert.rejects(aq.verifyWebhook(vecHeaders(), { test: 1 }, VEC.secret, at(VEC.ts)), TypeError);
+});
