@@ -68,6 +68,7 @@ class Live(unittest.TestCase):
         t = self.c.wait(r.id, timeout=60)
         self.assertEqual(t.state, State.SUCCEEDED)
         self.assertEqual(t.result, {"echo": {"mode": "echo", "n": 1}, "task": r.id})
+        self.assertEqual(self.c.result(r.id, timeout=60), t.result)
         self.assertEqual(t.correlation_id, "corr-" + RUN)
         self.assertEqual((t.tenant, t.priority), ("team-" + RUN, "high"))
         if "usage" in t:  # shown once the API reports usage
@@ -117,6 +118,9 @@ class Live(unittest.TestCase):
         self.assertEqual((c.state, c.previous_state, c.stopping), (State.CANCELED, State.ACTIVE, True))
         t = self.c.wait(r.id, timeout=60)
         self.assertEqual((t.state, t.cancel_reason), (State.CANCELED, "user left"))
+        with self.assertRaises(agentq.TaskCanceled) as e:
+            self.c.result(r.id, timeout=60)
+        self.assertEqual((e.exception.task_id, e.exception.reason), (r.id, "user left"))
         with self.assertRaises(agentq.TaskEnded) as e:
             self.c.cancel(r.id)
         self.assertEqual(e.exception.state, State.CANCELED)
@@ -130,6 +134,12 @@ class Live(unittest.TestCase):
         dl = [d for d in page.deadletters if d.id == r.id]
         self.assertEqual(len(dl), 1)
         self.assertEqual(dl[0].reason, Reason.NOT_RETRYABLE)
+        with self.assertRaises(agentq.TaskFailed) as e:
+            self.c.result(r.id, timeout=60)
+        f = e.exception
+        self.assertEqual((f.task_id, f.state, f.error_class, f.reason),
+                         (r.id, State.DEAD_LETTERED, agentq.ErrorClass.INVALID_REQUEST, Reason.NOT_RETRYABLE))
+        self.assertIn("bad input", f.error)
         self.assertIn(r.id, [d.id for d in self.c.iter_deadletters(agent="py")])
         with self.assertRaises(agentq.Conflict):
             self.c.requeue(r.id, run=dl[0].run + 7)

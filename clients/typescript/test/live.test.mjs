@@ -47,6 +47,7 @@ test("enqueue → wait → result, with the agent's progress and output", { skip
   const t = await c.wait(r.id, { timeout: 60_000 });
   assert.equal(t.state, aq.State.SUCCEEDED);
   assert.deepEqual(t.result, { echo: { mode: "echo", n: 1 }, task: r.id });
+  assert.deepEqual(await c.result(r.id, { timeout: 60_000 }), t.result);
   assert.equal(t.correlation_id, `corr-${RUN}`);
   assert.deepEqual([t.tenant, t.priority], [`team-${RUN}`, "high"]);
   if ("usage" in t) assert.ok(t.usage); // shown once the API reports usage
@@ -93,6 +94,7 @@ test("cancel of a running task", { skip }, async () => {
   assert.deepEqual([x.state, x.previous_state, x.stopping], ["canceled", "active", true]);
   const t = await c.wait(r.id, { timeout: 60_000 });
   assert.deepEqual([t.state, t.cancel_reason], ["canceled", "user left"]);
+  await assert.rejects(c.result(r.id, { timeout: 60_000 }), (e) => e instanceof aq.TaskCanceledError && e.taskId === r.id && e.reason === "user left");
   await assert.rejects(c.cancel(r.id), (e) => e instanceof aq.TaskEndedError && e.state === "canceled");
 });
 
@@ -105,6 +107,12 @@ test("a dead letter listed and requeued", { skip }, async () => {
   const dl = page.deadletters.filter((d) => d.id === r.id);
   assert.equal(dl.length, 1);
   assert.equal(dl[0].reason, aq.Reason.NOT_RETRYABLE);
+  await assert.rejects(c.result(r.id, { timeout: 60_000 }), (e) => {
+    assert.ok(e instanceof aq.TaskFailedError);
+    assert.deepEqual([e.taskId, e.state, e.errorClass, e.reason], [r.id, aq.State.DEAD_LETTERED, aq.ErrorClass.INVALID_REQUEST, aq.Reason.NOT_RETRYABLE]);
+    assert.match(e.error, /bad input/);
+    return true;
+  });
   await assert.rejects(c.requeue(r.id, { run: dl[0].run + 7 }), aq.ConflictError);
   const q = await c.requeue(r.id, { run: dl[0].run });
   assert.deepEqual([q.id, q.state], [r.id, "pending"]);
