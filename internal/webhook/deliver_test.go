@@ -326,6 +326,18 @@ func TestParseSecret(t *testing.T) {
 	}
 }
 
+// TestSignStandardWebhooksExample: Sign reproduces the example of the
+// Standard Webhooks specification; the clients' verify_webhook /
+// verifyWebhook unit tests verify the same vector, so signer and verifiers
+// agree byte for byte.
+func TestSignStandardWebhooksExample(t *testing.T) {
+	t.Parallel()
+	key, err := ParseSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	require.NoError(t, err)
+	require.Equal(t, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
+		Sign(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`)))
+}
+
 // TestDeliveriesInEventOrder: a webhook gets a task's events in order: a
 // later event waits while an earlier one to the same webhook is failing,
 // and does not hold up another webhook.

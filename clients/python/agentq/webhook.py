@@ -80,7 +80,7 @@ def _header(headers, name):
 
 
 def _check_timestamp(ts, tolerance, now):
-    if not ts.isdigit():
+    if not (ts.isascii() and ts.isdigit()):
         raise WebhookVerificationError("webhook-timestamp: not Unix seconds: %r" % ts[:32])
     if isinstance(tolerance, datetime.timedelta):
         tolerance = tolerance.total_seconds()

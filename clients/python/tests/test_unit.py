@@ -543,6 +543,7 @@ class TestVerifyWebhook(unittest.TestCase):
         refused(self.headers(sig=""))
         refused({"webhook-id": VEC_ID, "webhook-signature": VEC_SIG})  # no timestamp
         refused(self.headers(ts="16142653a0"))
+        refused(self.headers(ts="1614265330\u00b2"))                 # a digit, not ASCII
         refused(self.headers(), now=VEC_TS + 301)                    # too old
         refused(self.headers(), now=VEC_TS - 301)                    # too far ahead
         refused(self.headers(), now=VEC_TS + 11, tolerance=10)
