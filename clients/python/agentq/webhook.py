@@ -68,8 +68,8 @@ def _key(secret):
 
 def _header(headers, name):
     v = headers.get(name)
-    if v is None:
-        v = next((x for k, x in headers.items() if k.lower() == name), None)
+    if v is None and hasattr(headers, "items"):
+        v = next((x for k, x in headers.items() if str(k).lower() == name), None)
     if isinstance(v, (list, tuple)):
         v = " ".join(v)
     if isinstance(v, bytes):
