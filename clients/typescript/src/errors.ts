@@ -88,6 +88,11 @@ export class TaskCanceledError extends AgentqError {
   }
 }
 
+/** The names the contract gives (DESIGN.md §6: `TaskFailed`,
+ * `TaskCanceled`), beside the package's `…Error` convention: the same
+ * classes, so `instanceof` works with either. */
+export { TaskFailedError as TaskFailed, TaskCanceledError as TaskCanceled };
+
 /** verifyWebhook() refused a delivery: a header missing or malformed, a
  * timestamp outside the tolerance, no signature that matches, or a body
  * that is not JSON. Answer it with a 4xx; never act on the body. */
