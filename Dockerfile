@@ -7,7 +7,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/...
+# .git stays out of the context: the git commit the binaries report
+# (`--version`, agentq_build_info) comes in as
+# --build-arg REVISION=$(git rev-parse HEAD); without it, "unknown".
+ARG REVISION=
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/agentq/agentq/internal/buildinfo.revision=${REVISION}" -o /out/ ./cmd/...
 
 # debian-slim rather than distroless: exec agents usually need a shell
 # environment of their own (interpreters, git, …) added in a derived image.

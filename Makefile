@@ -9,8 +9,12 @@ TEST_TIMEOUT ?= 20m
 
 all: build
 
+# The git commit each binary reports (`--version`, agentq_build_info), also
+# where Go does not stamp it (GOFLAGS=-buildvcs=false, a copy without .git).
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null)
+
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "-X github.com/agentq/agentq/internal/buildinfo.revision=$(REVISION)" -o bin/ ./cmd/...
 
 redis:
 	@./scripts/ensure-redis.sh

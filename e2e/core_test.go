@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/buildinfo"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/tasks"
 )
@@ -253,6 +255,18 @@ func TestCommandsRedisUnreachable(t *testing.T) {
 		_, errOut, code := run(t, "", tc.bin, append([]string{"--redis", url}, tc.args...)...)
 		require.Equal(t, 1, code, "%s %v: %s", tc.bin, tc.args, errOut)
 		require.Contains(t, errOut, "redis unreachable", "%s %v", tc.bin, tc.args)
+	}
+}
+
+// TestCommandsVersion (#39 item 3): every built binary answers --version
+// with "<binary> <version> (<revision>)", exit 0, without Redis.
+func TestCommandsVersion(t *testing.T) {
+	t.Parallel()
+	b := buildBins(t)
+	for name, bin := range map[string]string{"worker": b.worker, "enqueuer": b.enqueuer, "inspector": b.inspector} {
+		out, errOut, code := run(t, "", bin, "--version")
+		require.Equal(t, 0, code, "%s: %s", name, errOut)
+		require.Regexp(t, `^`+name+` `+regexp.QuoteMeta(buildinfo.Version())+` \((?:[0-9a-f]{40}|unknown)\)\n$`, out)
 	}
 }
 

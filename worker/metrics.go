@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/buildinfo"
 	"github.com/agentq/agentq/internal/delivery"
 )
 
@@ -61,7 +62,7 @@ func newMetrics(agents []string, tenants broker.FairConfig) *metrics {
 			Help: "Waits of an idle worker for work, by how they ended: token (woken by an enqueue, forward or restart), bound (worker.poll_interval passed), stopped, error.",
 		}, []string{"end"}),
 	}
-	reg.MustRegister(m.shortReplication, m.idleWaits, m.alerts, m.probes, m.probeDuration,
+	reg.MustRegister(m.shortReplication, m.idleWaits, m.alerts, m.probes, m.probeDuration, buildinfo.Collector(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

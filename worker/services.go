@@ -22,9 +22,9 @@ import (
 )
 
 // Version is the version a worker reports in the worker registry (set it
-// with -ldflags "-X github.com/agentq/agentq/worker.Version=…"); empty:
-// the module's version from the build info, or its VCS revision
-// (registry.BuildVersion).
+// with -ldflags "-X github.com/agentq/agentq/worker.Version=…", or
+// embed a worker under a version of your own); empty: agentq's version,
+// the one `worker --version` prints (registry.BuildVersion).
 var Version = ""
 
 // loops are the worker's background services that keep the fleet's data

@@ -9,10 +9,15 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentq/agentq/internal/buildinfo"
 	"github.com/agentq/agentq/internal/demo"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "--version" {
+		fmt.Println(buildinfo.String("demo"))
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == demo.AgentMode {
 		os.Exit(demo.RunAgent(os.Stdin, os.Stdout))
 	}

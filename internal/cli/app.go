@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/buildinfo"
 )
 
 // Exit statuses (DESIGN.md §3).
@@ -94,6 +95,10 @@ func Main(ctx context.Context, app *App, newCmd func(*App) *cobra.Command, args 
 	return ExitUsage
 }
 
+// EnvConfig names the config file's path for every command when --config
+// is not given (--config wins).
+const EnvConfig = "AGENTQ_CONFIG"
+
 // global holds the flags every command takes.
 type global struct {
 	configPath string
@@ -101,14 +106,16 @@ type global struct {
 }
 
 func (g *global) bind(cmd *cobra.Command) {
-	cmd.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (YAML)")
+	cmd.PersistentFlags().StringVar(&g.configPath, "config", "", "config file (YAML; default: $"+EnvConfig+")")
 	cmd.PersistentFlags().StringVar(&g.redisURL, "redis", "", "Redis URL (overrides AGENTQ_REDIS_URL and the config)")
 }
 
 func newRoot(app *App, use, short string, g *global) *cobra.Command {
 	root := &cobra.Command{
 		Use: use, Short: short, SilenceUsage: true, SilenceErrors: true,
+		Version: buildinfo.Version(),
 	}
+	root.SetVersionTemplate(buildinfo.String(use) + "\n")
 	g.bind(root)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
@@ -116,19 +123,38 @@ func newRoot(app *App, use, short string, g *global) *cobra.Command {
 	return root
 }
 
-// loadConfig reads --config (or defaults), applies AGENTQ_REDIS_URL and
-// --redis. A bad file is bad input (exit 2).
+// config is the config file's path: --config, else $AGENTQ_CONFIG, else
+// "" (the defaults).
+func (g *global) config(app *App) string {
+	if g.configPath != "" {
+		return g.configPath
+	}
+	return app.Getenv(EnvConfig)
+}
+
+// needConfig refuses (exit 2) a command whose answer comes from the config
+// when no config is given: without one it would print an empty or wrong
+// answer.
+func (g *global) needConfig(app *App, command string) error {
+	if g.config(app) == "" {
+		return usageErr("%s needs the config: pass --config or set %s", command, EnvConfig)
+	}
+	return nil
+}
+
+// loadConfig reads --config or $AGENTQ_CONFIG (or defaults), applies
+// AGENTQ_REDIS_URL and --redis. A bad file is bad input (exit 2).
 func (g *global) loadConfig(app *App) (*config.Config, error) {
 	var cfg *config.Config
 	var err error
-	if g.configPath == "" {
+	if path := g.config(app); path == "" {
 		cfg = config.Default()
 	} else {
-		data, rerr := config.ReadFile(g.configPath)
+		data, rerr := config.ReadFile(path)
 		if rerr != nil {
 			return nil, usageErr("read config: %v", rerr)
 		}
-		cfg, err = config.Parse(data, g.configPath)
+		cfg, err = config.Parse(data, path)
 		if err != nil {
 			return nil, &ExitError{Code: ExitUsage, Err: err}
 		}

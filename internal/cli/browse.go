@@ -95,7 +95,7 @@ func pauseCmd(app *App, g *global, use, short string, do func(context.Context, r
 			if len(args) != 1 || args[0] == "" {
 				return usageErr("%s takes one queue name", use)
 			}
-			return nil
+			return g.needConfig(app, "inspector queue "+use)
 		}, func(cmd *cobra.Command, args []string, s *session) error {
 			res, err := do(cmd.Context(), s.rdb, args[0], s.cfg.ServedQueues())
 			if err != nil {

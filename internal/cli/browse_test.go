@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -75,7 +77,9 @@ func TestInspectorQueuePause(t *testing.T) {
 	srv := redistest.Start(t)
 	_, err := tasks.NewClient(srv.Client()).Enqueue(context.Background(), tasks.Task{ID: "p1", Agent: "llm"})
 	require.NoError(t, err)
-	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "queue", "pause", "default")
+	cfg := filepath.Join(t.TempDir(), "agentq.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("worker:\n  queues: {default: 1}\n"), 0o600))
+	out, errOut, code := runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "queue", "pause", "default")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "queue default paused")
 	out, _, _ = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "stats")
@@ -83,10 +87,10 @@ func TestInspectorQueuePause(t *testing.T) {
 	require.Contains(t, out, "paused")
 	out, _, _ = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "stats", "--json")
 	require.Contains(t, out, `"paused":true`)
-	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "queue", "resume", "default", "--json")
+	out, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "queue", "resume", "default", "--json")
 	require.Equal(t, 0, code, errOut)
 	require.JSONEq(t, `{"queue":"default","paused":false,"changed":true}`, out)
-	_, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "queue", "pause", "nope")
+	_, errOut, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "--config", cfg, "queue", "pause", "nope")
 	require.Equal(t, ExitFailure, code)
 	require.Contains(t, errOut, "unknown queue")
 	_, _, code = runCmd(t, NewInspectorCmd, "", "--redis", srv.URL(), "queue", "pause")

@@ -62,7 +62,12 @@ func (o *budgetOptions) Validate() error { return nil }
 func budgetCmd(app *App, g *global) *cobra.Command {
 	o := &budgetOptions{}
 	cmd := &cobra.Command{Use: "budget", Short: "List the tenants' and agents' budgets: used, left, when they reset", Args: noArgs,
-		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, _ []string, s *session) error {
+		RunE: g.withSession(app, func([]string) error {
+			if err := g.needConfig(app, "inspector budget"); err != nil {
+				return err
+			}
+			return o.Validate()
+		}, func(cmd *cobra.Command, _ []string, s *session) error {
 			rows, err := listBudgets(cmd.Context(), s.rdb, s.cfg, o.tenants)
 			if err != nil {
 				return runtimeErr(err)

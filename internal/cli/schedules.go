@@ -16,7 +16,7 @@ func schedulesCmd(app *App, g *global) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{Use: "schedules", Short: "The config's schedules: cron, zone, agent, next and last fire, last task and its state",
 		Args: noArgs,
-		RunE: g.withSession(app, nil, func(cmd *cobra.Command, _ []string, s *session) error {
+		RunE: g.withSession(app, func([]string) error { return g.needConfig(app, "inspector schedules") }, func(cmd *cobra.Command, _ []string, s *session) error {
 			list, err := inspect.Schedules(cmd.Context(), s.rdb, s.cfg, time.Now())
 			if err != nil {
 				return runtimeErr(err)

@@ -60,6 +60,7 @@ type serveOptions struct {
 	noConsole      bool
 	maxWaiters     int
 	maxPerClient   int
+	logFormat      string
 }
 
 // Validate checks the flags and the token (api.EnvToken, token) before
@@ -73,6 +74,9 @@ func (o *serveOptions) Validate(token string) error {
 	}
 	if o.maxPerClient < 0 || o.maxPerClient > o.maxWaiters {
 		return usageErr("--max-waiters-per-client must be from 1 to --max-waiters (%d), or 0 for --max-waiters (got %d)", o.maxWaiters, o.maxPerClient)
+	}
+	if err := checkLogFormat(o.logFormat); err != nil {
+		return err
 	}
 	return checkOpenAPIAuth(o.addr, token, o.insecureNoAuth)
 }
@@ -96,6 +100,7 @@ func newServeCmd(app *App, g *global) *cobra.Command {
 	cmd.Flags().IntVar(&o.maxWaiters, "max-waiters", httpx.DefaultMaxHolds, "most waits (?wait=) and event streams open at once, in all (past it: 503 over_capacity with Retry-After)")
 	cmd.Flags().IntVar(&o.maxPerClient, "max-waiters-per-client", 0, "most waits and event streams open at once from one client address (the TCP peer); 0: --max-waiters")
 	cmd.Flags().BoolVar(&o.noConsole, "no-console", false, "do not serve the web console at "+console.Base)
+	bindLogFormat(cmd, &o.logFormat)
 	cmd.Flags().BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "serve without "+api.EnvToken+" on a non-loopback address (only behind something that authenticates callers)")
 	return cmd
 }
@@ -112,7 +117,7 @@ func (o *serveOptions) run(ctx context.Context, app *App, g *global) error {
 	}
 	defer rdb.Close()
 	defer startTracing(ctx, app, "agentq-api")()
-	log := slog.New(slog.NewTextHandler(app.Err, nil))
+	log := NewLogger(app, "info", o.logFormat)
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
 		return runtimeErr(fmt.Errorf("listen on %s: %w", o.addr, err))

@@ -131,7 +131,7 @@ func TestServeNonLoopbackWithTokenOrOptOut(t *testing.T) {
 		flags []string
 		warn  string
 	}{
-		{"token", testToken, nil, "auth=true"},
+		{"token", testToken, nil, `"auth":true`},
 		{"insecure-no-auth", "", []string{"--insecure-no-auth"}, "--insecure-no-auth: the API accepts requests without authentication"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

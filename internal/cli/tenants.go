@@ -31,7 +31,12 @@ func (o *tenantsOptions) Validate() error {
 func tenantsCmd(app *App, g *global) *cobra.Command {
 	o := &tenantsOptions{}
 	cmd := &cobra.Command{Use: "tenants", Short: "Tenants per queue: pending, in flight, cap, weight, capped, oldest waiting", Args: noArgs,
-		RunE: g.withSession(app, func([]string) error { return o.Validate() }, func(cmd *cobra.Command, _ []string, s *session) error {
+		RunE: g.withSession(app, func([]string) error {
+			if err := g.needConfig(app, "inspector tenants"); err != nil {
+				return err
+			}
+			return o.Validate()
+		}, func(cmd *cobra.Command, _ []string, s *session) error {
 			list, err := inspect.Tenants(cmd.Context(), s.rdb, s.cfg, o.queue)
 			if err != nil {
 				return runtimeErr(err)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"log/slog"
 	"os"
 
@@ -13,6 +14,7 @@ type workerOptions struct {
 	concurrency int
 	http        string
 	logLevel    string
+	logFormat   string
 }
 
 func (o *workerOptions) Validate() error {
@@ -24,7 +26,7 @@ func (o *workerOptions) Validate() error {
 	default:
 		return usageErr("--log-level must be debug, info, warn or error (got %q)", o.logLevel)
 	}
-	return nil
+	return checkLogFormat(o.logFormat)
 }
 
 // NewWorkerCmd builds the `worker` command. It runs until its context is
@@ -37,6 +39,7 @@ func NewWorkerCmd(app *App) *cobra.Command {
 	root.Flags().IntVar(&o.concurrency, "concurrency", 0, "tasks run at once (default: worker.concurrency, 20)")
 	root.Flags().StringVar(&o.http, "http", "", "listen address of /healthz /readyz /metrics /api/v1/agents (default: worker.http_addr)")
 	root.Flags().StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	bindLogFormat(root, &o.logFormat)
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := o.Validate(); err != nil {
 			return err
@@ -51,7 +54,7 @@ func NewWorkerCmd(app *App) *cobra.Command {
 		if o.http != "" {
 			cfg.Worker.HTTPAddr = o.http
 		}
-		log := NewLogger(app, o.logLevel)
+		log := NewLogger(app, o.logLevel, o.logFormat)
 		for _, d := range cfg.Deprecations() {
 			log.Warn("config: deprecated", "detail", d)
 		}
@@ -73,16 +76,52 @@ func NewWorkerCmd(app *App) *cobra.Command {
 	return root
 }
 
-// NewLogger returns a slog logger on app.Err: JSON when it is not a
-// terminal, text otherwise.
-func NewLogger(app *App, level string) *slog.Logger {
+// Log formats (--log-format).
+const (
+	LogJSON = "json"
+	LogText = "text"
+)
+
+// bindLogFormat adds --log-format to cmd, into format.
+func bindLogFormat(cmd *cobra.Command, format *string) {
+	cmd.Flags().StringVar(format, "log-format", "", "json or text (default: json when stderr is not a terminal, text when it is)")
+}
+
+// checkLogFormat refuses (exit 2) a --log-format that is neither json nor
+// text ("" is the default).
+func checkLogFormat(format string) error {
+	switch format {
+	case "", LogJSON, LogText:
+		return nil
+	}
+	return usageErr("--log-format must be json or text (got %q)", format)
+}
+
+// NewLogger returns a slog logger on app.Err at level, in format (LogJSON
+// or LogText); format "": JSON when app.Err is not a terminal, text
+// otherwise.
+func NewLogger(app *App, level, format string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}
-	if f, ok := app.Err.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			return slog.New(slog.NewTextHandler(app.Err, opts))
+	if format == "" {
+		format = LogJSON
+		if isTerminal(app.Err) {
+			format = LogText
 		}
 	}
+	if format == LogText {
+		return slog.New(slog.NewTextHandler(app.Err, opts))
+	}
 	return slog.New(slog.NewJSONHandler(app.Err, opts))
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

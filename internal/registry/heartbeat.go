@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/buildinfo"
 	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -26,25 +26,13 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// BuildVersion is v, or, when v is "", the module's version from the
-// build info, or its VCS revision.
+// BuildVersion is v, or, when v is "", agentq's version
+// (buildinfo.Version).
 func BuildVersion(v string) string {
 	if v != "" {
 		return v
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			return "devel-" + s.Value[:12]
-		}
-	}
-	return "devel"
+	return buildinfo.Version()
 }
 
 // Heartbeat keeps a worker process's entry in the worker registry

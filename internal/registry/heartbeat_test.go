@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/buildinfo"
 	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/registry"
@@ -77,7 +78,7 @@ func TestWorkerRegistryAliveThenGone(t *testing.T) {
 	require.Equal(t, 4, w.Concurrency)
 	require.Equal(t, map[string]int{"default": 1, "slow": 2}, w.Queues)
 	require.NotZero(t, w.PID)
-	require.NotEmpty(t, w.Version)
+	require.Equal(t, buildinfo.Version(), w.Version, "agentq's version, not devel (#39 item 3)")
 	require.Len(t, w.Tasks, 2, "task-c ended")
 	require.Equal(t, "task-a", w.Tasks[0].ID, "oldest first")
 	require.Equal(t, int64(3000), w.Tasks[0].RunningMS)
