@@ -85,3 +85,13 @@ func sortedKeys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestRoutesHaveSummaries: every route carries its OpenAPI summary (what
+// `enqueuer serve --help` lists for it).
+func TestRoutesHaveSummaries(t *testing.T) {
+	t.Parallel()
+	for _, r := range Routes() {
+		require.NotEmpty(t, r.Summary, "%s %s: a summary in api/openapi.yaml", r.Method, r.Path)
+		require.NotContains(t, r.Summary, "\n", "%s %s: a one-line summary", r.Method, r.Path)
+	}
+}

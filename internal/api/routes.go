@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+
+	"gopkg.in/yaml.v3"
 )
 
 // Route is one operation of the API. The mux is built from Routes, and a
@@ -16,6 +19,9 @@ type Route struct {
 	Path string
 	// Auth is true when the route requires the bearer token (when one is set).
 	Auth bool
+	// Summary is the operation's summary in api/openapi.yaml (Routes fills
+	// it in; `enqueuer serve --help` lists it).
+	Summary string
 
 	handle handlerFunc
 }
@@ -46,14 +52,37 @@ var routes = []Route{
 }
 
 // Routes returns the API's operations (method, path, whether the token is
-// required), in the order of the table.
+// required, the OpenAPI document's summary), in the order of the table.
 func Routes() []Route {
+	sums := summaries()
 	out := make([]Route, len(routes))
 	for i, r := range routes {
-		out[i] = Route{Method: r.Method, Path: r.Path, Auth: r.Auth}
+		out[i] = Route{Method: r.Method, Path: r.Path, Auth: r.Auth, Summary: sums[r.Method+" "+r.Path]}
 	}
 	return out
 }
+
+// summaries maps "METHOD path" to its operation's summary in the embedded
+// OpenAPI document, read once (TestOpenAPIMatchesRoutes holds the document
+// to the route table; an unreadable document has no summaries).
+var summaries = sync.OnceValue(func() map[string]string {
+	var doc struct {
+		Paths map[string]map[string]any `yaml:"paths"`
+	}
+	out := map[string]string{}
+	if err := yaml.Unmarshal(openAPIDoc, &doc); err != nil {
+		return out
+	}
+	for path, item := range doc.Paths {
+		for method, op := range item { // "parameters" and the like are no operation: no summary
+			if m, ok := op.(map[string]any); ok {
+				sum, _ := m["summary"].(string)
+				out[strings.ToUpper(method)+" "+path] = sum
+			}
+		}
+	}
+	return out
+})
 
 // buildMux registers one handler per path that dispatches on the method, so
 // that a wrong method is a JSON 405 (with Allow) rather than the mux's

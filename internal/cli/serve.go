@@ -21,19 +21,28 @@ import (
 	"github.com/agentq/agentq/tasks"
 )
 
-// serveLong is `enqueuer serve --help`.
-const serveLong = `Serve agentq's HTTP API on --http (default ` + api.DefaultAddr + `, loopback only):
+// serveHelp is `enqueuer serve --help`: every route of the API's table
+// (api.Routes) and every page of the console (console.Pages), so that the
+// list cannot drift from what serve serves.
+func serveHelp() string {
+	var b strings.Builder
+	b.WriteString("Serve agentq's HTTP API on --http (default " + api.DefaultAddr + ", loopback only):\n\n")
+	for _, r := range api.Routes() {
+		fmt.Fprintf(&b, "  %-4s %-38s %s\n", r.Method, r.Path, strings.TrimSuffix(r.Summary, "."))
+	}
+	b.WriteString("\nand the web console at " + console.Base + " (--no-console turns it off), a page each:\n\n")
+	for _, p := range console.Pages() {
+		fmt.Fprintf(&b, "  %-4s %-38s %s: %s\n", "GET", console.Base+p.Path, p.Name, p.About)
+	}
+	fmt.Fprintf(&b, "  %-4s %-38s %s\n", "GET", console.Base+"tasks/{id}", "a task: state, history, live events; cancel, signal")
+	fmt.Fprintf(&b, "  %-4s %-38s %s\n", "GET", console.Base+"deadletter/{id}", "a dead letter: requeue, delete")
+	fmt.Fprintf(&b, "  %-4s %-38s %s\n", "GET", console.Base+"login", "the login form (a session cookie)")
+	b.WriteString(serveNotes)
+	return b.String()
+}
 
-  POST /api/v1/tasks                      enqueue a task, or a batch {"tasks":[…]}
-  GET  /api/v1/tasks/{id}                 a task's state and history (?wait=30s: once it has ended)
-  GET  /api/v1/tasks/{id}/events          its events as Server-Sent Events, live, until it ends
-  GET  /api/v1/agents                     configured agents with their circuit breaker
-  GET  /api/v1/deadletters                dead letters (?limit=50&offset=0&agent=&class=)
-  POST /api/v1/deadletters/{id}/requeue   requeue a dead letter
-  GET  /api/v1/openapi.yaml               the OpenAPI 3 document
-  GET  /healthz                           liveness and Redis reachability (no auth)
-  GET  /ui/                               the web console (pages; log in at /ui/login)
-
+// serveNotes end `enqueuer serve --help`: authentication, guards, limits.
+const serveNotes = `
 When ` + api.EnvToken + ` is set, every route but /healthz and the OpenAPI
 document requires "Authorization: Bearer <token>". Without it, serve
 refuses a non-loopback --http (exit 2) unless --insecure-no-auth is given.
@@ -48,9 +57,8 @@ Waits (?wait=) and event streams (the console's too) are capped: at most
 --max-waiters-per-client from one client address (the TCP peer; default
 --max-waiters). Past either: 503 over_capacity with Retry-After.
 
-The web console at /ui/ (Overview, Dead letters, Breakers, Restarts,
-Agents, and a task search) takes the same token: the Authorization header,
-or the login form at /ui/login (a session cookie). --no-console turns it off.`
+The web console takes the same token: the Authorization header, or the
+login form at ` + console.Base + `login (a session cookie).`
 
 // serveOptions are `enqueuer serve`'s flags.
 type serveOptions struct {
@@ -89,7 +97,7 @@ func newServeCmd(app *App, g *global) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API (POST /api/v1/tasks, GET /api/v1/tasks/{id}, …)",
-		Long:  serveLong,
+		Long:  serveHelp(),
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.Context(), app, g)
