@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/redistest"
@@ -411,9 +413,10 @@ func TestLimiterLeaseExpires(t *testing.T) {
 // them, and says why.
 func TestLimiterUnavailableRefuses(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client()
-	srv.Kill()
+	// A socket nothing listens on: a killed server's port may be taken by
+	// another test's redis-server before Admit dials it.
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: filepath.Join(t.TempDir(), "no-redis.sock"), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
 	a, err := New(rdb).Admit(context.Background(), "k", Config{Concurrency: 1})
 	require.ErrorIs(t, err, ErrUnavailable)
 	require.False(t, a.Allowed)
