@@ -193,7 +193,7 @@ func (c Classifier) backendHints(hdr http.Header, text string) (v Verdict) {
 
 // builtinClass is the built-in rules' class of err (f its *Failure or nil,
 // status its HTTP status or 0, text its scanned text), steps 3 to 8 of
-// Classify's order; m (when not nil) records which decided.
+// Classify's order; m records which decided.
 func (c Classifier) builtinClass(err error, f *Failure, status int, text string, m *Match) Class {
 	switch {
 	case f != nil && f.Class != "" && f.Class.Valid():
@@ -240,19 +240,15 @@ func (c Classifier) builtinClass(err error, f *Failure, status int, text string,
 // the learned model when it is sure enough, else the default the evidence
 // points to (see defaultClass).
 func (c Classifier) undecided(ev evidence, m *Match) Class {
-	if cl, why := defaultClass(ev); cl == LogicError {
-		m.builtin(why, ByDefault)
-		return cl
-	}
-	model := c.textModel()
-	p := model.predict(ev.text)
-	if p.Class != "" && p.Class != Canceled && p.Prob >= model.minProb &&
-		(DefaultPolicy().Rule(p.Class).Retry || p.DecisionProb >= sureNoRetry) {
-		m.builtin(fmt.Sprintf("model %.2f", p.Prob), ByModel)
-		m.weak = p.Prob < strongModelProb
-		return p.Class
-	}
 	cl, why := defaultClass(ev)
+	if cl != LogicError { // a crash without backend evidence is the default's
+		p := c.textModel().predict(ev.text)
+		if p.Class != "" && p.Class != Canceled && (p.Rule.Retry || p.DecisionProb >= sureNoRetry) {
+			m.builtin(fmt.Sprintf("model %.2f", p.Prob), ByModel)
+			m.weak = p.Prob < strongModelProb
+			return p.Class
+		}
+	}
 	m.builtin(why, ByDefault)
 	return cl
 }
@@ -261,7 +257,7 @@ func (c Classifier) undecided(ev evidence, m *Match) Class {
 // once) the model must reach to make it: below it, the default retries —
 // when unsure, the decision that loses nothing ("boom", "the flux
 // capacitor hiccuped" are retried as provider_error, not dead-lettered).
-var sureNoRetry = 0.5
+const sureNoRetry = 0.5
 
 // strongModelProb is the probability from which a model's verdict is not
 // weak (Verdict.Weak): below it, the verdict stands but an operator should

@@ -47,7 +47,7 @@ func TestModelFileErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{"classes\tprovider_error\nbias\t0\nw:x\t1 2\n", "line 3: 2 weights for 1 classes"},
 		{"classes\tno_such_class\n", "line 1"},
-		{"classes\tprovider_error\nmin_prob\tx\n", "line 2: min_prob"},
+		{"classes\tprovider_error\nbias\tx\n", "line 2"},
 		{"classes\tprovider_error\n", "no bias line"},
 		{"nonsense\n", "line 1: no tab"},
 	} {

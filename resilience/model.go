@@ -27,9 +27,6 @@ type textModel struct {
 	rules   []Rule // DefaultPolicy's row of each class
 	bias    []float32
 	weights map[string][]float32
-	// minProb is the least probability of a verdict the classifier takes
-	// as decided; below it the verdict is weak.
-	minProb float64
 }
 
 // builtinModel is the model of classifier_model.txt, parsed on first use.
@@ -45,15 +42,16 @@ var builtinModel = sync.OnceValue(func() *textModel {
 // decide it: "something went wrong", "agent failed", "boom" carry too
 // little to tell a backend's failure from a caller's, and stay the
 // default (provider_error, retried).
-var minModelWords = 4
+const minModelWords = 4
 
 // modelPrediction is the model's answer for one text.
 type modelPrediction struct {
 	Class Class
 	Prob  float64 // the softmax probability of Class
 	// DecisionProb is the probability of Class's row of the decision
-	// table: the sum of its classes'.
+	// table (Rule): the sum of its classes'.
 	DecisionProb float64
+	Rule         Rule
 }
 
 // predict scores text; the zero prediction when the text has no feature
@@ -107,13 +105,12 @@ func (m *textModel) predict(text string) modelPrediction {
 			best = i
 		}
 	}
-	return modelPrediction{Class: m.classes[best], Prob: scores[best] / sum, DecisionProb: group[best] / sum}
+	return modelPrediction{Class: m.classes[best], Prob: scores[best] / sum, DecisionProb: group[best] / sum, Rule: m.rules[best]}
 }
 
 // parseModel reads the model file: "#" comment lines, then
 //
 //	classes	<class> <class> …
-//	min_prob	<p>
 //	bias	<w> <w> …
 //	<feature>	<w> <w> …   (one weight per class)
 func parseModel(s string) (*textModel, error) {
@@ -136,13 +133,6 @@ func parseModel(s string) (*textModel, error) {
 				}
 				m.classes = append(m.classes, c)
 			}
-			continue
-		case "min_prob":
-			p, err := strconv.ParseFloat(vals, 64)
-			if err != nil {
-				return nil, fmt.Errorf("line %d: min_prob: %w", n+1, err)
-			}
-			m.minProb = p
 			continue
 		}
 		if len(fields) != len(m.classes) || len(m.classes) == 0 {
@@ -171,8 +161,9 @@ func parseModel(s string) (*textModel, error) {
 
 // setRules records each class's row of the default decision table.
 func (m *textModel) setRules() {
+	p := DefaultPolicy()
 	m.rules = make([]Rule, len(m.classes))
 	for i, c := range m.classes {
-		m.rules[i] = DefaultPolicy().Rule(c)
+		m.rules[i] = p.Rule(c)
 	}
 }

@@ -31,12 +31,11 @@ type trainOptions struct {
 	Rate    float64 // AdaGrad's learning rate
 	L2      float64 // weight decay per update
 	MinDF   int     // a feature must occur in this many training texts
-	MinProb float64 // the model's verdicts below this probability are weak
 	Balance float64 // 0: every text weighs 1; 1: every class weighs the same
 	Seed    uint64  // the shuffle's seed: training is deterministic
 }
 
-var defaultTrainOptions = trainOptions{Epochs: 30, Rate: 0.3, L2: 1e-4, MinDF: 2, MinProb: 0, Balance: 0.5, Seed: 38}
+var defaultTrainOptions = trainOptions{Epochs: 30, Rate: 0.3, L2: 1e-4, MinDF: 2, Balance: 0.5, Seed: 38}
 
 // ruleDocs are the text table's phrases as training texts, each labelled
 // with its rule's class: the contract's knowledge that the rules state
@@ -155,7 +154,7 @@ func trainModel(entries []corpusEntry, opt trainOptions) *textModel {
 			}
 		}
 	}
-	m := &textModel{classes: classes, bias: make([]float32, k), weights: map[string][]float32{}, minProb: opt.MinProb}
+	m := &textModel{classes: classes, bias: make([]float32, k), weights: map[string][]float32{}}
 	m.setRules()
 	for c := range k {
 		m.bias[c] = round32(bias[c])
@@ -218,7 +217,6 @@ func (m *textModel) render(header string) string {
 		names = append(names, string(c))
 	}
 	b.WriteString("classes\t" + strings.Join(names, " ") + "\n")
-	b.WriteString("min_prob\t" + strconv.FormatFloat(m.minProb, 'g', -1, 64) + "\n")
 	row("bias", m.bias)
 	feats := make([]string, 0, len(m.weights))
 	for f := range m.weights {
