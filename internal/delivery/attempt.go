@@ -200,7 +200,7 @@ func (p *Executor) noteWeak(ctx context.Context, log *taskLog, env *tasks.Envelo
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), weakWriteTimeout)
 	defer cancel()
-	err := p.unmatched.Add(wctx, unmatched.Entry{At: time.Now(), TaskID: env.ID, Agent: sp.name, Attempt: n,
+	err := p.unmatched.Add(wctx, unmatched.Entry{At: p.now(), TaskID: env.ID, Agent: sp.name, Attempt: n,
 		ErrorClass: string(c.verdict.Class), ClassifiedBy: string(c.verdict.By), Status: c.status, Error: c.errText})
 	if err != nil {
 		log.Warn("could not keep a weak verdict for inspector classify --unmatched", "class", c.verdict.Class,
