@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -47,7 +48,7 @@ func (c FairConfig) Of(tenant string) TenantSettings {
 // which the dequeue reads (the default settings travel with each dequeue).
 // Every worker publishes at start; they should share one configuration.
 func PublishFair(ctx context.Context, rdb redis.Cmdable, queue string, c FairConfig) error {
-	_, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, rkeys.FairConf(queue))
 		if len(c.Named) > 0 {
 			vals := make([]any, 0, 2*len(c.Named))
@@ -58,7 +59,7 @@ func PublishFair(ctx context.Context, rdb redis.Cmdable, queue string, c FairCon
 		}
 		return nil
 	})
-	if err != nil {
+	if err = redisx.TxErr(cmds, err); err != nil {
 		return fmt.Errorf("fair: publish the tenants' settings of queue %s: %w", queue, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/record"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 	"github.com/agentq/agentq/internal/usage"
 )
@@ -36,7 +37,7 @@ const (
 func (k *Keeper) DebitTree(ctx context.Context, root string, u usage.Usage) error {
 	u = u.Clamp()
 	key := rkeys.TaskTreeUsage(root)
-	_, err := k.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := k.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HIncrBy(ctx, key, treeTokens, tokensOf(u))
 		if u.Priced {
 			p.HIncrBy(ctx, key, treeMicros, Micros(u.CostUSD))
@@ -44,7 +45,7 @@ func (k *Keeper) DebitTree(ctx context.Context, root string, u usage.Usage) erro
 		p.Expire(ctx, key, TreeUsageLife)
 		return nil
 	})
-	if err != nil {
+	if err = redisx.TxErr(cmds, err); err != nil {
 		return fmt.Errorf("budget: tree of %q: debit: %w", root, err)
 	}
 	return nil

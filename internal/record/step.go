@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentq/agentq/internal/amount"
 	"github.com/agentq/agentq/internal/durx"
+	"github.com/agentq/agentq/internal/redisx"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -180,12 +181,12 @@ func (s *Store) readHash(ctx context.Context, key, what, id string) (map[string]
 // steps), and the requeue enqueues the new run after it. A task with no
 // steps is left as it is.
 func (s *Store) ClearSteps(ctx context.Context, id string) error {
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Del(ctx, rkeys.TaskSteps(id))
 		p.HDel(ctx, rkeys.Task(id), FieldSteps, FieldStepsBytes)
 		return nil
 	})
-	if err != nil {
+	if err = redisx.TxErr(cmds, err); err != nil {
 		return fmt.Errorf("record: clear the steps of %s: %w", id, err)
 	}
 	return nil

@@ -134,3 +134,20 @@ func TemporaryReply(err error) bool {
 	}
 	return false
 }
+
+// TxErr is the error of a MULTI/EXEC pipeline (TxPipelined's cmds and
+// err): when EXEC aborted (EXECABORT) because a queued command was
+// refused, the first refused command's error — LOADING after a restart is
+// unavailable (IsUnavailable), a syntax error is not — else err.
+func TxErr(cmds []redis.Cmder, err error) error {
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) || !strings.HasPrefix(rerr.Error(), "EXECABORT") {
+		return err
+	}
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil && TemporaryReply(cerr) {
+			return cerr
+		}
+	}
+	return err
+}

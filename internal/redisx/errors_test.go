@@ -310,3 +310,35 @@ func TestIsUnavailable(t *testing.T) {
 		})
 	}
 }
+
+// replyErr stands in for a Redis error reply (redis.Error).
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+// TestTxErr: an EXEC aborted because a queued command was refused gives
+// that command's error when it is temporary (LOADING after a restart:
+// unavailable, so untilRedis waits), else the EXECABORT itself.
+func TestTxErr(t *testing.T) {
+	t.Parallel()
+	cmd := func(err error) redis.Cmder {
+		c := redis.NewIntCmd(context.Background(), "hincrby", "k", "f", 1)
+		c.SetErr(err)
+		return c
+	}
+	abort := replyErr("EXECABORT Transaction discarded because of previous errors.")
+	loading := replyErr("LOADING Redis is loading the dataset in memory")
+
+	err := redisx.TxErr([]redis.Cmder{cmd(loading), cmd(loading)}, abort)
+	require.Equal(t, error(loading), err)
+	require.True(t, redisx.IsUnavailable(err))
+
+	syntax := replyErr("ERR wrong number of arguments for 'hincrby' command")
+	require.Equal(t, error(abort), redisx.TxErr([]redis.Cmder{cmd(syntax)}, abort))
+	require.False(t, redisx.IsUnavailable(redisx.TxErr([]redis.Cmder{cmd(syntax)}, abort)))
+
+	other := replyErr("WRONGTYPE Operation against a key holding the wrong kind of value")
+	require.Equal(t, error(other), redisx.TxErr(nil, other))
+	require.NoError(t, redisx.TxErr([]redis.Cmder{cmd(nil)}, nil))
+}
