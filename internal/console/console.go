@@ -315,11 +315,14 @@ func (c *Console) renderError(rw http.ResponseWriter, r *http.Request, s session
 
 // page is what every template gets.
 type page struct {
-	Title   string
-	Nav     string // the active nav link
-	Base    string
-	CSRF    string
-	Logout  bool // a logout button (session cookie with a token)
+	Title  string
+	Nav    string // the active nav link
+	Base   string
+	CSRF   string
+	Logout bool // a logout button (session cookie with a token)
+	// Guest: no one is logged in (the login page, an error before
+	// logging in): the page shows no nav bar and no search.
+	Guest   bool
 	Flash   string
 	Refresh int // seconds; 0: none
 	Now     time.Time
@@ -334,8 +337,8 @@ func (c *Console) render(rw http.ResponseWriter, r *http.Request, s session, sta
 	}
 	p := page{
 		Title: title, Nav: nav, Base: c.base, CSRF: c.csrfToken(s),
-		Logout: c.opts.Token != "" && !s.bearer && s.id != nil,
-		Flash:  c.flash(r, s), Now: c.opts.Now().UTC(), Data: data,
+		Logout: c.opts.Token != "" && !s.bearer && s.id != nil, Guest: s.id == nil && !s.bearer,
+		Flash: c.flash(r, s), Now: c.opts.Now().UTC(), Data: data,
 	}
 	if nav != "" && name != "bulk.html" && status == http.StatusOK && c.opts.Refresh > 0 {
 		p.Refresh = int(c.opts.Refresh / time.Second)

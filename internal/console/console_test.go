@@ -544,3 +544,23 @@ func TestClassifiedByShown(t *testing.T) {
 	require.Contains(t, r.body, `id="dl-classified-by" title="what decided the class">by status</span>`)
 	require.Contains(t, r.body, `<span class="meta ev-by" title="what decided the class">by status</span>`)
 }
+
+// TestLoginPageHasNoNav: before logging in, no page shows the nav bar or
+// the search box (the login form, a refused form); once logged in, they
+// are on every page.
+func TestLoginPageHasNoNav(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, testToken)
+	for _, r := range []resp{
+		call(t, "GET", f.url+"/ui/login", nil),
+		call(t, "POST", f.url+"/ui/login", url.Values{"token": {"nope"}}, "Origin: "+f.url),
+		call(t, "POST", f.url+"/ui/breakers/reset", url.Values{"key": {"tool"}}),
+	} {
+		require.NotContains(t, r.body, `<nav aria-label="Main">`, "status %d", r.status)
+		require.NotContains(t, r.body, `role="search"`, "status %d", r.status)
+	}
+	r := call(t, "GET", f.url+"/ui/breakers", nil, login(t, f))
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, r.body, `<nav aria-label="Main">`)
+	require.Contains(t, r.body, `role="search"`)
+}
