@@ -630,7 +630,7 @@ func (c *Console) breakerList(rw http.ResponseWriter, r *http.Request, s session
 	if err != nil {
 		return err
 	}
-	c.render(rw, r, s, http.StatusOK, "breakers.html", "breakers", "Breakers", map[string]any{"Breakers": list, "Users": users})
+	c.render(rw, r, s, http.StatusOK, "breakers.html", "breakers", "Breakers", map[string]any{"Breakers": list, "Users": users, "Modes": breakerModes(c.Config)})
 	return nil
 }
 
