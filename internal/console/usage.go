@@ -47,25 +47,28 @@ func (c *Console) usagePage(rw http.ResponseWriter, r *http.Request, s session) 
 	return nil
 }
 
-// usageCharts are the Usage page's charts over the hours of the window
-// that ends with now's hour: tokens per hour (input below, output above)
-// and cost per hour.
+// usageCharts are the Usage page's charts over the window that ends now
+// (hours are counted whole, so the hour the window starts in and the hour
+// now is in are drawn cut at the window's edges): tokens per hour (input
+// below, output above) and cost per hour. The x axis is labelled with
+// dates (UTC).
 func usageCharts(rep usage.Report, now time.Time, since time.Duration) (chart, chart) {
-	end := now.UTC().Truncate(time.Hour).Add(time.Hour)
-	start := now.Add(-since).UTC().Truncate(time.Hour)
-	window := end.Sub(start)
+	end := now.UTC()
+	start := end.Add(-since)
 	maxT, maxC := 0, 0
 	for _, h := range rep.Hours {
 		maxT = max(maxT, int(h.InputTokens+h.OutputTokens))
 		maxC = max(maxC, int(h.CostMicroUSD))
 	}
-	t := newChart("Tokens per hour (input, output)", maxT, start, window)
-	k := newChart("Cost per hour (USD)", maxC, start, window)
-	if window > 48*time.Hour {
-		for _, ch := range []*chart{&t, &k} {
-			for i := range ch.XTicks {
-				ch.XTicks[i].Text = start.Add(window * time.Duration(i) / 4).Format("Jan 2")
-			}
+	t := newChart("Tokens per hour (input, output)", maxT, start, since)
+	k := newChart("Cost per hour (USD)", maxC, start, since)
+	layout := "Jan 2 15:04"
+	if since > 48*time.Hour {
+		layout = "Jan 2"
+	}
+	for _, ch := range []*chart{&t, &k} {
+		for i := range ch.XTicks {
+			ch.XTicks[i].Text = start.Add(since * time.Duration(i) / 4).Format(layout)
 		}
 	}
 	for i := range k.YTicks {
@@ -73,29 +76,45 @@ func usageCharts(rep usage.Report, now time.Time, since time.Duration) (chart, c
 		k.YTicks[i].Text = dollars(int64(v))
 	}
 	t.Empty, k.Empty = len(rep.Hours) == 0, len(rep.Hours) == 0
-	bw := max(1.0, float64(t.Right-t.Left)*float64(time.Hour)/float64(window)*0.8)
 	var inSum, outSum, costSum int64
 	for _, h := range rep.Hours {
 		inSum += h.InputTokens
 		outSum += h.OutputTokens
 		costSum += h.CostMicroUSD
-		x := ff(t.x(h.At, start, window) + bw/8)
-		label := h.At.Format("Jan 2 15:04") + ": " + strconv.FormatInt(h.InputTokens, 10) + " input, " +
+		x, w, ok := hourBar(t, h.At, start, since)
+		if !ok {
+			continue
+		}
+		label := h.At.UTC().Format("Jan 2 15:04") + ": " + strconv.FormatInt(h.InputTokens, 10) + " input, " +
 			strconv.FormatInt(h.OutputTokens, 10) + " output tokens, " + dollars(h.CostMicroUSD)
 		yIn, yAll := t.y(int(h.InputTokens)), t.y(int(h.InputTokens+h.OutputTokens))
 		if h.InputTokens > 0 {
-			t.Bars = append(t.Bars, bar{Class: "s-in", X: x, W: ff(bw), Y: strconv.Itoa(yIn), H: strconv.Itoa(t.Base - yIn), Title: label})
+			t.Bars = append(t.Bars, bar{Class: "s-in", X: x, W: w, Y: strconv.Itoa(yIn), H: strconv.Itoa(t.Base - yIn), Title: label})
 		}
 		if h.OutputTokens > 0 {
-			t.Bars = append(t.Bars, bar{Class: "s-out", X: x, W: ff(bw), Y: strconv.Itoa(yAll), H: strconv.Itoa(yIn - yAll), Title: label})
+			t.Bars = append(t.Bars, bar{Class: "s-out", X: x, W: w, Y: strconv.Itoa(yAll), H: strconv.Itoa(yIn - yAll), Title: label})
 		}
 		if yC := k.y(int(h.CostMicroUSD)); h.CostMicroUSD > 0 {
-			k.Bars = append(k.Bars, bar{Class: "s-cost", X: x, W: ff(bw), Y: strconv.Itoa(yC), H: strconv.Itoa(k.Base - yC), Title: label})
+			k.Bars = append(k.Bars, bar{Class: "s-cost", X: x, W: w, Y: strconv.Itoa(yC), H: strconv.Itoa(k.Base - yC), Title: label})
 		}
 	}
 	t.Legend = []legend{{Class: "s-in", Name: "input", Last: int(inSum)}, {Class: "s-out", Name: "output", Last: int(outSum)}}
 	k.Legend = []legend{{Class: "s-cost", Name: "cost", Text: dollars(costSum)}}
 	return t, k
+}
+
+// hourBar is the x and width of the bar of the hour from at on chart c
+// over the window from start: 80% of the hour's width, centred, cut at
+// the plot's edges; false when none of it is inside.
+func hourBar(c chart, at, start time.Time, window time.Duration) (x, w string, ok bool) {
+	bw := max(1.0, float64(c.Right-c.Left)*float64(time.Hour)/float64(window)*0.8)
+	x0 := c.x(at, start, window) + bw/8
+	x1 := min(x0+bw, float64(c.Right))
+	x0 = max(x0, float64(c.Left))
+	if x1 <= x0 {
+		return "", "", false
+	}
+	return ff(x0), ff(x1 - x0), true
 }
 
 // dollars writes micro-dollars as "$1.234567", trailing zeros trimmed

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -55,5 +56,41 @@ func TestDollars(t *testing.T) {
 	t.Parallel()
 	for micro, want := range map[int64]string{0: "$0.00", 20000: "$0.02", 1234567: "$1.234567", 1500000: "$1.50", 10: "$0.00001"} {
 		require.Equal(t, want, dollars(micro))
+	}
+}
+
+// TestUsageChartsEndNowWithDates: the Usage charts' x axis ends at now
+// (not at the end of now's hour), its labels carry the date, and no bar
+// reaches past either edge of the plot (the hour now is in is cut at now).
+func TestUsageChartsEndNowWithDates(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 5, 14, 20, 0, 0, time.UTC)
+	rep := usage.Report{Hours: []usage.HourTotal{
+		{At: time.Date(2026, 3, 4, 14, 0, 0, 0, time.UTC), Counts: usage.Counts{InputTokens: 10, OutputTokens: 5, CostMicroUSD: 7}},
+		{At: time.Date(2026, 3, 5, 13, 0, 0, 0, time.UTC), Counts: usage.Counts{InputTokens: 100, OutputTokens: 50, CostMicroUSD: 70}},
+		{At: time.Date(2026, 3, 5, 14, 0, 0, 0, time.UTC), Counts: usage.Counts{InputTokens: 40, OutputTokens: 20, CostMicroUSD: 30}},
+	}}
+	for since, want := range map[time.Duration][]string{
+		24 * time.Hour:      {"Mar 4 14:20", "Mar 4 20:20", "Mar 5 02:20", "Mar 5 08:20", "Mar 5 14:20"},
+		7 * 24 * time.Hour:  {"Feb 26", "Feb 28", "Mar 2", "Mar 3", "Mar 5"},
+		90 * 24 * time.Hour: {"Dec 5", "Dec 28", "Jan 19", "Feb 11", "Mar 5"},
+	} {
+		tok, cost := usageCharts(rep, now, since)
+		for _, c := range []chart{tok, cost} {
+			var labels []string
+			for _, x := range c.XTicks {
+				labels = append(labels, x.Text)
+			}
+			require.Equal(t, want, labels, "%s: %s: dated labels, the last one now", since, c.Title)
+			require.NotEmpty(t, c.Bars)
+			for _, b := range c.Bars {
+				x, err := strconv.ParseFloat(b.X, 64)
+				require.NoError(t, err)
+				w, err := strconv.ParseFloat(b.W, 64)
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, x, float64(c.Left), "%s: %s starts left of the plot", since, b.Title)
+				require.LessOrEqual(t, x+w, float64(c.Right)+0.05, "%s: %s runs past now", since, b.Title)
+			}
+		}
 	}
 }
