@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -91,19 +92,29 @@ func parsePages() map[string]*template.Template {
 }
 
 // prettyJSON indents raw JSON (as is when it is not JSON).
-func prettyJSON(raw []byte) string {
+func prettyJSON(raw []byte) string { return rewriteJSON(raw, "  ") }
+
+// rewriteJSON writes raw JSON again, each level indented by indent (""
+// compact), its numbers as they are and <, >, & unescaped (it is shown as
+// text, never as HTML); as is when it is not JSON.
+func rewriteJSON(raw []byte, indent string) string {
 	if len(raw) == 0 {
 		return ""
 	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	if err := dec.Decode(&v); err != nil || dec.More() {
 		return string(raw)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
 		return string(raw)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // count is a name and a number, for the sorted breakdowns.
@@ -557,11 +568,16 @@ func (c *Console) task(rw http.ResponseWriter, r *http.Request, s session) error
 			inDLQ = true
 		}
 	}
+	live := !fromDLQ && !v.State.Terminal()
+	var output *taskOutput
+	if !live && !fromDLQ { // a live task's page replays its output live
+		output = c.readOutput(ctx, id)
+	}
 	tctx, tcancel := c.bounded(r, 2) // a tree is read a level a round trip
 	defer tcancel()
 	data := map[string]any{"T": v, "CanCancel": c.opts.Canceler != nil && cancellable[v.State], "InDLQ": inDLQ, "FromDLQ": fromDLQ,
-		"Live": !fromDLQ && !v.State.Terminal(), "Wait": parseWait(v.Wait), "WaitSignal": waitingSignal(v.State, v.Wait), "Resumed": resumed(v),
-		"Tree": c.runTree(tctx, v)}
+		"Live": live, "Wait": parseWait(v.Wait), "WaitSignal": waitingSignal(v.State, v.Wait), "Resumed": resumed(v),
+		"Tree": c.runTree(tctx, v), "Output": output}
 	c.render(rw, r, s, http.StatusOK, "task.html", "", "Task "+id, data)
 	return nil
 }
