@@ -22,9 +22,10 @@ type breakerMode struct {
 }
 
 // breakerModes are the modes of cfg's breaker keys, with the breaker's
-// defaults where the settings leave a number out.
-func breakerModes(cfg *config.Config) map[string]breakerMode {
-	out := map[string]breakerMode{}
+// defaults where the settings leave a number out (pointers: the template
+// reads a key cfg does not use as nil).
+func breakerModes(cfg *config.Config) map[string]*breakerMode {
+	out := map[string]*breakerMode{}
 	for _, name := range cfg.AgentNames() {
 		a, ok := cfg.Agent(name)
 		if _, seen := out[a.BreakerKey]; !ok || seen {
@@ -35,7 +36,7 @@ func breakerModes(cfg *config.Config) map[string]breakerMode {
 		if !(rate > 0 && rate <= 1) {
 			rate = config.DefaultFailureRate
 		}
-		out[a.BreakerKey] = breakerMode{
+		out[a.BreakerKey] = &breakerMode{
 			Rate:            b.ResolvedMode() == config.BreakerModeRate,
 			Window:          defaults.Positive(b.Window, config.DefaultBreakerWindow),
 			FailureRate:     rate,

@@ -16,7 +16,8 @@ import (
 // TestBreakersPageShowsTheWindow: a rate-mode breaker's row shows its
 // window (the failed and counted calls in it, the failing tasks, its
 // length) and when it opens (failure rate, min calls, min failing tasks);
-// a consecutive-mode breaker's says its threshold.
+// a consecutive-mode breaker's says its threshold; a key no configured
+// agent uses says neither.
 func TestBreakersPageShowsTheWindow(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, testToken)
@@ -38,12 +39,15 @@ func TestBreakersPageShowsTheWindow(t *testing.T) {
 		require.NoError(t, err)
 	}
 
+	require.NoError(t, br.Trip(ctx, "ghost", time.Minute)) // in Redis, used by no configured agent
+
 	r := call(t, "GET", f.url+"/ui/breakers", nil, "Authorization: Bearer "+testToken)
 	require.Equal(t, http.StatusOK, r.status, r.body)
 	row := rowOf(t, r.body, `data-key="llm.example"`)
 	require.Contains(t, row, `<span class="win-counts">3 of 3 calls failed (2 tasks)</span> in the last <span class="win-len">45s</span>`)
 	require.Contains(t, row, "opens at 40% of ≥ 20 calls from ≥ 2 tasks")
 	require.Contains(t, rowOf(t, r.body, `data-key="tool"`), "consecutive mode: opens after 4 failures in a row")
+	require.Contains(t, rowOf(t, r.body, `data-key="ghost"`), `<td class="wrap window" data-label="Window">–</td>`, "no configured agent: no mode")
 }
 
 // rowOf is the table row of body that starts with attr (a data-key="…").

@@ -176,6 +176,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.Navigate(f.url+"/ui/"),
 		chromedp.WaitVisible(chromedp.CSS("#token")),
 	))
+	require.True(t, eval(`!document.querySelector('header nav') && !document.querySelector('form[role=search]')`), "no nav or search before logging in")
 	shot("login")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS("#token"), testToken),
@@ -262,8 +263,18 @@ func TestBrowser(t *testing.T) {
 	waitText("#live-events", "succeeded")
 	waitText("#task-state", "succeeded")
 	waitText("#live-status", "ended")
+	// The title's badge says what the State field says, and each event's
+	// time is readable (milliseconds, not nanoseconds).
+	require.Equal(t, "succeeded", text("#task-badge"), "the title's badge follows the end")
+	require.True(t, eval(`document.querySelector('#task-badge').className === 'badge st-succeeded'`))
+	require.True(t, eval(`!document.querySelector('form[action$="/cancel"]') && !document.querySelector('#signal')`), "an ended task has no Cancel or signal form")
+	require.True(t, eval(`[...document.querySelectorAll('#live-events li')].length > 3 && [...document.querySelectorAll('#live-events li')].every(li => {
+	  const t = li.querySelector('time');
+	  return t && /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z$/.test(t.textContent) && t.title !== '';
+	})`), "every live event has a readable time: %s", text("#live-events"))
 	shot("task-live")
 	require.NoError(t, chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#history .timeline"))))
+	require.Equal(t, "half way", text("#task-output"), "the ended task's output, server-rendered")
 	require.Equal(t, "1", text("#task-steps"))
 	require.Contains(t, text("#history .ev-step"), "plan")
 	require.Contains(t, text("#history .ev-step"), "9 B")
@@ -345,6 +356,7 @@ func TestBrowser(t *testing.T) {
 	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Workers page scrolls sideways at 1366")
 	require.True(t, eval(`[...document.querySelectorAll('.scroll')].every(s => s.scrollWidth <= s.clientWidth + 1)`),
 		"a Workers table is cut off at 1366 (wider than its box)")
+	require.True(t, eval(`document.querySelector('#workers-hint').offsetParent === null`), "no scroll hint at 1366")
 	shot("workers")
 	// Usage: the totals' charts and table, nothing cut off at 1366×768.
 	require.NoError(t, chromedp.Do(ctx,
@@ -463,6 +475,12 @@ func TestBrowser(t *testing.T) {
 	))
 	require.True(t, eval(`document.documentElement.scrollWidth <= window.innerWidth + 1`), "the Workers page scrolls sideways at phone width")
 	require.True(t, eval(`!!document.querySelector('header nav a[href="/ui/workers"]')`), "the Workers link at phone width")
+	// Its tables scroll inside their boxes: a hint says so.
+	require.True(t, eval(`document.querySelector('#workers').parentElement.scrollWidth > document.querySelector('#workers').parentElement.clientWidth`),
+		"the Workers table is wider than the phone's screen")
+	require.True(t, eval(`(r => r.width > 0 && r.right <= window.innerWidth)(document.querySelector('#workers-hint').getBoundingClientRect())`),
+		"the scroll hint is shown at phone width")
+	require.Contains(t, text("#workers-hint"), "Scroll the table → for more columns")
 	shot("workers-phone")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(f.url+"/ui/usage?by=tenant&since=168h0m0s"),

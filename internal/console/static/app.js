@@ -42,10 +42,41 @@
   // What a waiting event's wait waits for (as the page's "waitfor").
   function waitText(w) {
     var t = w.kind === "signal" ? "signal " + w.signal : w.kind === "sleep" ? "sleep " + w.sleep :
-      w.kind === "until" ? "until " + w.until : w.kind;
+      w.kind === "until" ? "until " + timeText(w.until) : w.kind;
     if (w.timeout !== undefined) { t += ", timeout " + w.timeout + (typeof w.timeout === "number" ? "s" : ""); }
-    if (w.due) { t += " · due " + w.due; }
+    if (w.due) { t += " · due " + timeText(w.due); }
     return t;
+  }
+
+  // An event's time (RFC 3339 with nanoseconds, UTC) as the page writes
+  // times, with milliseconds: "2026-01-02 15:04:05.123Z"; local time on
+  // hover.
+  function dateOf(at) {
+    var d = new Date(String(at).replace(/(\.\d{3})\d+/, "$1"));
+    return isNaN(d.getTime()) ? null : d;
+  }
+  function timeText(at) {
+    var d = dateOf(at);
+    return d ? d.toISOString().replace("T", " ") : String(at);
+  }
+  function timeOf(at) {
+    var el = document.createElement("time");
+    el.setAttribute("datetime", at);
+    el.textContent = timeText(at);
+    var d = dateOf(at);
+    if (d) { el.title = d.toLocaleString(undefined, { hour12: false }) + " (local)"; }
+    return el;
+  }
+
+  // The task's state, in the title's badge and the State field alike.
+  function setState(state) {
+    var st = document.getElementById("task-state");
+    if (st) { st.textContent = state; }
+    var badge = document.getElementById("task-badge");
+    if (badge) {
+      badge.textContent = state;
+      badge.className = "badge st-" + state;
+    }
   }
 
   // A live task's events, as they are recorded (Server-Sent Events);
@@ -64,7 +95,9 @@
       try { ev = JSON.parse(e.data); } catch (err) { return; }
       var li = document.createElement("li");
       li.setAttribute("data-seq", e.lastEventId);
-      var text = "#" + e.lastEventId + " " + (ev.at || "") + " " + e.type;
+      li.appendChild(document.createTextNode("#" + e.lastEventId + " "));
+      if (ev.at) { li.appendChild(timeOf(ev.at)); }
+      var text = " " + e.type;
       if (ev.attempt) { text += " attempt " + ev.attempt; }
       if (ev.name) { text += " " + ev.name; }
       if (ev.bytes) { text += " (" + ev.bytes + " B)"; }
@@ -75,17 +108,17 @@
       if (ev.error) { text += ": " + ev.error; }
       if (ev.reason) { text += " (" + ev.reason + ")"; }
       if (ev.data !== undefined) { text += " " + JSON.stringify(ev.data); }
-      li.textContent = text;
+      li.appendChild(document.createTextNode(text));
       list.appendChild(li);
       if (e.type === "succeeded" || e.type === "dead_lettered" || e.type === "task_canceled") {
         ended = true;
         es.close();
-        var st = document.getElementById("task-state");
-        if (st) { st.textContent = e.type === "task_canceled" ? "canceled" : e.type; }
-        status.textContent = "The task has ended: reload the page for its full record.";
+        setState(e.type === "task_canceled" ? "canceled" : e.type);
+        // An ended task can no longer be canceled or signaled.
+        document.querySelectorAll('form[action$="/cancel"], #signal').forEach(function (el) { el.remove(); });
+        status.textContent = "The task has ended: reload the page for its full record, output and progress.";
       } else if (e.type === "waiting" || e.type === "resumed") {
-        var cur = document.getElementById("task-state");
-        if (cur) { cur.textContent = e.type === "waiting" ? "waiting" : "active"; }
+        setState(e.type === "waiting" ? "waiting" : "active");
       }
     };
     ["queued", "scheduled", "succeeded", "failed", "retrying", "deferred", "restarting", "dead_lettered",
