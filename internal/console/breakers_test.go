@@ -47,7 +47,7 @@ func TestBreakersPageShowsTheWindow(t *testing.T) {
 	require.Contains(t, row, `<span class="win-counts">3 of 3 calls failed (2 tasks)</span> in the last <span class="win-len">45s</span>`)
 	require.Contains(t, row, "opens at 40% of ≥ 20 calls from ≥ 2 tasks")
 	require.Contains(t, rowOf(t, r.body, `data-key="tool"`), "consecutive mode: opens after 4 failures in a row")
-	require.Contains(t, rowOf(t, r.body, `data-key="ghost"`), `<td class="wrap window" data-label="Window">–</td>`, "no configured agent: no mode")
+	require.Contains(t, rowOf(t, r.body, `data-key="ghost"`), `<td class="wrap window" data-label="Window"><div class="win">–</div></td>`, "no configured agent: no mode")
 }
 
 // rowOf is the table row of body that starts with attr (a data-key="…").
