@@ -42,6 +42,25 @@ check_versions() {
   VERSION=$want
 }
 
+# The fields a registry shows and a project resolves by, in both packages.
+check_metadata() {
+  node -e '
+    const p = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    const miss = ["name", "version", "description", "license", "repository", "keywords", "engines", "types", "main", "module", "exports", "files"]
+      .filter((k) => p[k] === undefined || p[k] === "");
+    if (!p.scripts?.prepare) miss.push("scripts.prepare");
+    for (const [k, v] of Object.entries({ main: p.main, module: p.module, types: p.types, ".": p.exports?.["."]?.import, "./agent": p.exports?.["./agent"]?.import }))
+      if (!String(v).startsWith("./dist/")) miss.push(`${k} into dist/ (${v})`);
+    if (miss.length) { console.error("package.json lacks: " + miss.join(", ")); process.exit(1); }' "$TS/package.json" ||
+    die "clients/typescript/package.json is not publishable"
+  (cd "$PY" && python3 -c '
+import sys; sys.path.insert(0, "_build"); import agentq_build as b
+meta = b._metadata()[2].split("\n\n", 1)[0]
+miss = [f for f in ("Name", "Version", "Summary", "License", "Keywords", "Classifier", "Project-URL", "Requires-Python")
+        if "\n%s: " % f not in "\n" + meta]
+sys.exit("the wheel metadata lacks " + ", ".join(miss) if miss else 0)') || die "clients/python/pyproject.toml is not publishable"
+}
+
 # The tarball's files: exactly these, besides dist/ and src/ (each .ts in
 # src/ compiled into dist/ as .js and .d.ts).
 check_pack_list() {
@@ -123,6 +142,7 @@ check_python() {
 }
 
 check_versions
+check_metadata
 check_pack_list
 check_npm_tarball
 say "npm install agentq-$VERSION.tgz: imported and used"
