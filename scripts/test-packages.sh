@@ -15,7 +15,8 @@
 #  4. a wheel (`pip wheel`, the standard-library backend) and an sdist (the
 #     same backend's build_sdist, as a PEP 517 frontend calls it) of
 #     clients/python, each installed with `pip --no-index` into a virtual
-#     environment and imported by clients/python/tests/installed.py.
+#     environment and imported by clients/python/tests/installed.py (with
+#     no venv module, pip --target; with no pip, the wheels unpacked).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TS="$ROOT/clients/typescript"
@@ -103,19 +104,20 @@ check_npm_path() {
   (cd "$TMP/from-path" && node installed.mjs "$VERSION") || die "the package installed from its path does not work"
 }
 
-# python_env DIR: a virtual environment (falls back to a plain directory for
-# pip --target where the venv module is missing, as on a Debian without
-# python3-venv); sets PYBIN and SITE.
+# python_env DIR: a virtual environment with pip (else, as on a Debian
+# without python3-venv, a plain directory for pip --target); sets PYBIN,
+# SITE, PIP and WHERE.
 python_env() {
-  if python3 -m venv "$1" > /dev/null 2>&1 && [ -x "$1/bin/python" ] && "$1/bin/python" -m pip --version > /dev/null 2>&1; then
+  if python3 -m venv "$1" > /dev/null 2>&1 && "$1/bin/python" -m pip --version > /dev/null 2>&1; then
     PYBIN="$1/bin/python"
-    PIP=("$PYBIN" -m pip install --no-index --no-deps --quiet --disable-pip-version-check)
     SITE=$("$PYBIN" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    PIP=("$PYBIN" -m pip install --no-index --no-deps --quiet --disable-pip-version-check)
+    WHERE="a virtual environment"
   else
-    say "no python3 venv with pip: installing with pip --target instead"
     PYBIN=python3
     SITE="$1/site"
     PIP=(python3 -m pip install --no-index --no-deps --quiet --disable-pip-version-check --target "$SITE")
+    WHERE="a pip --target directory (no python3 venv)"
   fi
 }
 
@@ -126,19 +128,46 @@ python_smoke() {
     die "the Python package installed from $1 does not work"
 }
 
+# backend DIR HOOK OUT: calls the standard-library build backend of the
+# source tree DIR as a PEP 517 frontend does (HOOK: build_wheel or
+# build_sdist), printing the file it made in OUT.
+backend() {
+  (cd "$1" && python3 -c 'import sys; sys.path.insert(0, "_build"); import agentq_build as b; print(getattr(b, sys.argv[1])(sys.argv[2]))' "$2" "$3")
+}
+
+# unpacked WHEEL: installs a pure wheel as pip would (unzipped into a fresh
+# directory) and runs the smoke script on it.
+unpacked() {
+  PYBIN=python3
+  SITE=$(mktemp -d "$TMP/site.XXXX")
+  python3 -m zipfile -e "$1" "$SITE"
+}
+
 check_python() {
-  python3 -m pip --version > /dev/null 2>&1 || die "python3 -m pip is missing (Debian: apt-get install python3-pip)"
-  mkdir -p "$TMP/py"
-  quiet "$TMP" python3 -m pip wheel --no-deps --no-index --no-build-isolation --quiet --disable-pip-version-check -w "$TMP/py" "$PY"
-  local whl="$TMP/py/agentq-$VERSION-py3-none-any.whl"
-  [ -f "$whl" ] || die "pip wheel made no $(basename "$whl")"
-  local sdist
-  sdist=$(cd "$PY" && python3 -c 'import sys; sys.path.insert(0, "_build"); import agentq_build as b; print(b.build_sdist(sys.argv[1]))' "$TMP/py")
-  python_env "$TMP/venv"
-  quiet "$TMP" "${PIP[@]}" "$whl"
-  python_smoke "$(basename "$whl")"
-  quiet "$TMP" "${PIP[@]}" --force-reinstall "$TMP/py/$sdist"
+  mkdir -p "$TMP/py" "$TMP/sdist"
+  local sdist whl
+  sdist=$(backend "$PY" build_sdist "$TMP/py")
+  if python3 -m pip --version > /dev/null 2>&1; then
+    quiet "$TMP" python3 -m pip wheel --no-deps --no-index --no-build-isolation --quiet --disable-pip-version-check -w "$TMP/py" "$PY"
+    whl="agentq-$VERSION-py3-none-any.whl"
+    [ -f "$TMP/py/$whl" ] || die "pip wheel made no $whl"
+    python_env "$TMP/venv"
+    quiet "$TMP" "${PIP[@]}" "$TMP/py/$whl"
+    python_smoke "$whl"
+    quiet "$TMP" "${PIP[@]}" --force-reinstall "$TMP/py/$sdist"
+    python_smoke "$sdist"
+    say "pip install of the wheel and of the sdist into $WHERE: imported and used"
+    return
+  fi
+  # No pip (a Debian without python3-pip): the same artifacts, built by the
+  # backend and unpacked.
+  whl=$(backend "$PY" build_wheel "$TMP/py")
+  unpacked "$TMP/py/$whl"
+  python_smoke "$whl"
+  tar xzf "$TMP/py/$sdist" -C "$TMP/sdist"
+  unpacked "$TMP/sdist/$(backend "$TMP/sdist/${sdist%.tar.gz}" build_wheel "$TMP/sdist")"
   python_smoke "$sdist"
+  say "no pip: the wheel, and a wheel built from the sdist, unpacked as pip installs them: imported and used"
 }
 
 check_versions
@@ -149,4 +178,3 @@ say "npm install agentq-$VERSION.tgz: imported and used"
 check_npm_path
 say "npm install <path> (prepare built dist/): imported and used"
 check_python
-say "pip install of the wheel and of the sdist into a venv: imported and used"
