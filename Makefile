@@ -29,14 +29,17 @@ node:
 
 ## clients: the TypeScript client's dev dependency (npm ci, only when the lock file changed) and its build (dist/)
 clients: node
-	@cd clients/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent build
+	@cd clients/typescript && { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --ignore-scripts --no-audit --no-fund --loglevel=error; } && npm run --silent build
 
-## test-clients: the Python and TypeScript clients' unit suites (fake servers, real agent subprocesses);
+## test-clients: the Python and TypeScript clients' unit suites (fake servers, real agent subprocesses),
+## then both packages built, installed as a team installs them and imported (scripts/test-packages.sh: npm pack,
+## npm install of the tarball and of the path, pip wheel and sdist into a venv);
 ## their live suites run against a real serve, worker and redis-server in e2e (TestClientsPython, TestClientsTypeScript)
 test-clients: clients
 	python3 -m unittest discover -s clients/python/tests -p 'test_unit.py'
 	cd clients/typescript && node --test test/unit.test.mjs > .unit.out 2>&1 || { cat .unit.out; rm -f .unit.out; exit 1; }; \
 	grep -E '^# (tests|pass|fail)' .unit.out; rm -f .unit.out
+	@./scripts/test-packages.sh
 
 ## test: unit + integration tests (with -race) against real redis-server processes the tests start themselves
 ## (the clients' suites included), then the topology suite (Sentinel failover, Cluster) with its counts printed

@@ -15,24 +15,47 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = "agentq"
 
 
+def _table(text, name):
+    """The body of the TOML table [name] (up to the next table)."""
+    m = re.search(r"^\[%s\]\s*$(.*?)(?=^\[|\Z)" % re.escape(name), text, re.M | re.S)
+    return m.group(1) if m else ""
+
+
 def _project():
+    """pyproject.toml's [project] fields the metadata needs (strings, string
+    arrays, license = {text = ...}) and its [project.urls]: a TOML subset
+    read with re, as tomllib is Python 3.11+."""
     with open(os.path.join(ROOT, "pyproject.toml"), encoding="utf-8") as fh:
         text = fh.read()
-    proj = text.split("[project]", 1)[1].split("\n[", 1)[0]
+    proj = _table(text, "project")
 
     def field(name):
         m = re.search(r'^%s\s*=\s*"([^"]*)"' % name, proj, re.M)
         return m.group(1) if m else ""
-    return field("name"), field("version"), field("description"), field("requires-python")
+
+    def array(name):
+        m = re.search(r"^%s\s*=\s*\[(.*?)\]" % name, proj, re.M | re.S)
+        return re.findall(r'"([^"]*)"', m.group(1)) if m else []
+    lic = re.search(r'^license\s*=\s*\{\s*text\s*=\s*"([^"]*)"', proj, re.M)
+    urls = re.findall(r'^([A-Za-z][\w -]*?)\s*=\s*"([^"]*)"', _table(text, "project.urls"), re.M)
+    return {"name": field("name"), "version": field("version"), "summary": field("description"),
+            "requires": field("requires-python"), "license": lic.group(1) if lic else "",
+            "keywords": array("keywords"), "classifiers": array("classifiers"), "urls": urls}
 
 
 def _metadata():
-    name, version, summary, requires = _project()
+    p = _project()
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
         readme = fh.read()
-    return name, version, (
-        "Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: %s\nRequires-Python: %s\n"
-        "Description-Content-Type: text/markdown\n\n%s" % (name, version, summary, requires, readme))
+    head = ["Metadata-Version: 2.1", "Name: " + p["name"], "Version: " + p["version"], "Summary: " + p["summary"]]
+    if p["keywords"]:
+        head.append("Keywords: " + ",".join(p["keywords"]))
+    if p["license"]:
+        head.append("License: " + p["license"])
+    head += ["Classifier: " + c for c in p["classifiers"]]
+    head += ["Project-URL: %s, %s" % u for u in p["urls"]]
+    head += ["Requires-Python: " + p["requires"], "Description-Content-Type: text/markdown"]
+    return p["name"], p["version"], "\n".join(head) + "\n\n" + readme
 
 
 def _files():
