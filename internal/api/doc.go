@@ -13,11 +13,13 @@
 //	POST /api/v1/deadletters/{id}/requeue    requeue one dead letter with a fresh budget
 //	GET  /api/v1/openapi.yaml                the OpenAPI 3 document
 //	GET  /healthz                            liveness and Redis reachability (no auth)
+//	GET  /metrics                            Prometheus metrics of the process (no auth; metrics.go)
 //
 // # Authentication
 //
 // When Options.Token is set (enqueuer serve reads AGENTQ_API_TOKEN), every
-// route but /healthz requires "Authorization: Bearer <token>", compared in
+// route but /healthz, /metrics and the OpenAPI document requires
+// "Authorization: Bearer <token>", compared in
 // constant time; otherwise 401 unauthorized. Wrong tokens are counted per
 // client address (the TCP peer; X-Forwarded-For is not trusted) and
 // logged: after 10 within a minute the address gets 429 too_many_requests,

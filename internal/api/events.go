@@ -74,6 +74,7 @@ func ServeEvents(rw http.ResponseWriter, r *http.Request, hub *notify.Hub, id st
 	if keepAlive <= 0 {
 		keepAlive = DefaultKeepAlive
 	}
+	defer holdOpen(r, true)()
 	rc := http.NewResponseController(rw)
 	_ = rc.SetReadDeadline(time.Time{})
 	h := rw.Header()

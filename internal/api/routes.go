@@ -49,6 +49,7 @@ var routes = []Route{
 	{Method: http.MethodPost, Path: "/api/v1/queues/{name}/resume", Auth: true, handle: (*Server).resumeQueue},
 	{Method: http.MethodGet, Path: "/api/v1/openapi.yaml", Auth: false, handle: (*Server).openAPI},
 	{Method: http.MethodGet, Path: "/healthz", Auth: false, handle: (*Server).healthz},
+	{Method: http.MethodGet, Path: "/metrics", Auth: false, handle: (*Server).metricsPage},
 }
 
 // Routes returns the API's operations (method, path, whether the token is

@@ -51,8 +51,8 @@ func OpenAPI() []byte { return append([]byte(nil), openAPIDoc...) }
 // Options configure a Server. The zero value is usable: no token, the
 // defaults above, time.Now and slog.Default().
 type Options struct {
-	// Token is the bearer token every route but /healthz and the OpenAPI
-	// document requires. Zero: no authentication.
+	// Token is the bearer token every route but /healthz, /metrics and
+	// the OpenAPI document requires. Zero: no authentication.
 	Token string
 	// MaxBody limits request bodies (413 request_too_large). Zero: DefaultMaxBody.
 	MaxBody int64
@@ -100,8 +100,9 @@ type Options struct {
 type Server struct {
 	stores.Set // Hubs: Options.Notifier, or the server's own
 	opts       Options
-	mux        http.Handler
+	mux        *http.ServeMux
 	handler    http.Handler
+	metrics    *httpMetrics
 }
 
 // New returns the API server on rdb. cfg gives the known agents (a task for
@@ -126,21 +127,28 @@ func New(rdb redis.UniversalClient, cfg *config.Config, opts Options) *Server {
 		opts.Limiter = httpx.NewLimiter(httpx.LimiterOptions{Logger: opts.Logger})
 	}
 	set := stores.New(rdb, cfg, stores.Options{Notifier: opts.Notifier, RedisTimeout: opts.RedisTimeout, Logger: opts.Logger})
-	s := &Server{Set: set, opts: opts}
+	s := &Server{Set: set, opts: opts, metrics: newHTTPMetrics()}
 	s.mux = s.buildMux()
-	s.handler = s.guard(s.mux, opts.Addr)
+	s.handler = s.outer(opts.Addr)
 	return s
 }
 
 // Handler returns the API's http.Handler: the routes behind the Origin
-// check (and the Host check when Options.Addr is a loopback address).
+// check (and the Host check when Options.Addr is a loopback address),
+// counted in the server's metrics (GET /metrics).
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// outer is the mux behind the guards for a server bound to addr, with
+// every request counted (the guards' refusals included).
+func (s *Server) outer(addr string) http.Handler {
+	return s.metrics.instrument(s.mux, s.guard(s.mux, addr))
+}
 
 // Serve serves the API on ln until ctx is done, then shuts down gracefully
 // (in-flight requests get up to 10s) and returns nil. It closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:           s.guard(s.mux, ln.Addr().String()),
+		Handler:           s.outer(ln.Addr().String()),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -263,6 +271,14 @@ func (s *Server) healthz(rw http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	writeJSON(rw, http.StatusOK, map[string]string{"status": "ok", "redis": "ok"})
+	return nil
+}
+
+// metricsPage serves GET /metrics: the server's registry in Prometheus'
+// text format, without a token (httpMetrics: counts and gauges, no task
+// IDs or other data).
+func (s *Server) metricsPage(rw http.ResponseWriter, r *http.Request) error {
+	s.metrics.page.ServeHTTP(rw, r)
 	return nil
 }
 

@@ -69,6 +69,7 @@ func (s *Server) getTaskWait(rw http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer release()
+	defer holdOpen(r, false)()
 	id := r.PathValue("id")
 	// The server's read and write timeouts would cut a long wait short.
 	rc := http.NewResponseController(rw)

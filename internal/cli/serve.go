@@ -43,8 +43,9 @@ func serveHelp() string {
 
 // serveNotes end `enqueuer serve --help`: authentication, guards, limits.
 const serveNotes = `
-When ` + api.EnvToken + ` is set, every route but /healthz and the OpenAPI
-document requires "Authorization: Bearer <token>". Without it, serve
+When ` + api.EnvToken + ` is set, every route but /healthz, /metrics and
+the OpenAPI document requires "Authorization: Bearer <token>" (/metrics
+carries counts only, for a Prometheus scrape without a secret). Without it, serve
 refuses a non-loopback --http (exit 2) unless --insecure-no-auth is given.
 Writes must be Content-Type: application/json (else 415), a request whose
 Origin is not the API's own is 403, and on a loopback address a Host that

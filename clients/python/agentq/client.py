@@ -43,6 +43,8 @@ ROUTES = {
     ("POST", "/api/v1/queues/{name}/resume"): ("resume_queue",),
     ("GET", "/api/v1/openapi.yaml"): ("openapi",),
     ("GET", "/healthz"): ("health",),
+    # Prometheus scrapes it (docs/http-api.md, "Metrics"): no client method.
+    ("GET", "/metrics"): (),
 }
 
 # The fields of a task (TaskRequest), as enqueue's keyword arguments name

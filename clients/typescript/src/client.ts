@@ -43,6 +43,8 @@ export const ROUTES: Record<string, readonly string[]> = {
   "POST /api/v1/queues/{name}/resume": ["resumeQueue"],
   "GET /api/v1/openapi.yaml": ["openapi"],
   "GET /healthz": ["health"],
+  // Prometheus scrapes it (docs/http-api.md, "Metrics"): no client method.
+  "GET /metrics": [],
 };
 
 /** The fields of TaskRequest, as the API names them. */
