@@ -30,10 +30,12 @@ ERRORS = (OSError, EOFError, ValueError, asyncio.LimitOverrunError, asyncio.Time
 
 
 class Closed(EOFError):
-    """The server closed the connection before its answer ended."""
+    """The server closed the connection before its answer ended;
+    ``partial``: the bytes of the answer's head read before."""
 
-    def __init__(self, what="the server closed the connection before its answer ended"):
+    def __init__(self, what="the server closed the connection before its answer ended", partial=b""):
         super().__init__(what)
+        self.partial = partial
 
 
 class _Stale(Exception):
@@ -66,18 +68,16 @@ class Pool:
         """Sends the request and reads its answer's head: the Response,
         whose body is read from it. ``replayable``: the request may be sent
         again on a new connection when a reused one turns out closed."""
-        conn = self._take()
+        # A request that must not be sent twice never takes a kept-alive
+        # connection, which the server may have closed as it was sent.
+        conn = self._take() if replayable else None
         if conn is not None:
             try:
                 return await conn.exchange(self, method, target, headers, body)
             except _Stale:
-                if not replayable:
-                    raise Closed("the server closed a kept-alive connection as the request was sent") from None
+                pass  # send it again on a new connection
         conn = await self._connect()
-        try:
-            return await conn.exchange(self, method, target, headers, body)
-        except _Stale:
-            raise Closed() from None
+        return await conn.exchange(self, method, target, headers, body)
 
     def release(self, conn):
         """Keeps a connection whose answer was read to its end."""
@@ -136,23 +136,26 @@ class _Conn:
             pass  # its loop is closed: the socket went with it
 
     async def exchange(self, pool, method, target, headers, body):
+        reused, self.reused = self.reused, True
         try:
             self.writer.write(_head(pool.authority, method, target, headers, body))
             if body:
                 self.writer.write(body)
             await self.writer.drain()
             status, head = await self._read_head()
+            return Response(pool, self, method, status, head)
         except BaseException as e:
             self.close()
-            if self.reused and isinstance(e, (ConnectionError, EOFError)) and not getattr(e, "partial", b""):
+            if reused and isinstance(e, (ConnectionError, EOFError)) and not getattr(e, "partial", b""):
                 raise _Stale() from e
             raise
-        self.reused = True
-        return Response(pool, self, method, status, head)
 
     async def _read_head(self):
         while True:
-            raw = await self.reader.readuntil(b"\r\n\r\n")
+            try:
+                raw = await self.reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError as e:
+                raise Closed(partial=e.partial) from None
             line, _, rest = raw.partition(b"\r\n")
             version, _, tail = line.decode("latin-1").partition(" ")
             if not version.startswith("HTTP/1."):
@@ -246,6 +249,9 @@ class Response:
             return b""
         try:
             piece = await (self._chunked() if self.mode == "chunked" else self._plain())
+        except asyncio.IncompleteReadError:
+            self.close()
+            raise Closed() from None
         except BaseException:
             self.close()
             raise

@@ -188,11 +188,14 @@ def _iter_op(fn):
     @functools.wraps(fn)
     def method(self, *a, **kw):
         gen = fn(self, *a, **kw)
-        while True:
-            step = self._advance(gen)
-            if not isinstance(step, _Item):
-                return
-            yield step.value
+        try:
+            while True:
+                step = self._advance(gen)
+                if not isinstance(step, _Item):
+                    return
+                yield step.value
+        finally:
+            gen.close()  # a stream left early closes its connection now
     method.op = fn
     return method
 
@@ -687,6 +690,7 @@ class _EventStream:
         self.last = after
         self.failures = 0
         self.parser = None
+        self.progressed = False
 
     def request(self):
         """The next connection's request (its timeout bounds each read);

@@ -727,18 +727,25 @@ class TestAsyncTransport(FakeCase):
         self.assertEqual(len(calls), 1, "getaddrinfo once, not per connection")
 
     def test_connections_are_kept_alive(self):
-        f = self.fake(lambda r: (200, task("k", "active")))
+        f = self.fake(lambda r: (200, task("k", "active")) if r.method == "GET" else
+                      (200, {"id": "k", "state": "canceled"}))
 
         async def main():
             async with AsyncClient(f.url, "tok") as aq:
                 for _ in range(5):
                     await aq.get("k")
                 await asyncio.gather(*(aq.get("k") for _ in range(5)))
-                return len(aq._pool.idle)
+                idle = len(aq._pool.idle)
+                for _ in range(2):
+                    await aq.cancel("k")
+                return idle
         idle = self.run_threadless(main)
-        self.assertEqual(len(f.requests), 10)
+        self.assertEqual(len(f.requests), 12)
         self.assertEqual(len({r.client for r in f.requests[:5]}), 1, "one connection for calls in turn")
         self.assertEqual(idle, 5)
+        reused = {r.client for r in f.requests[:10]}
+        self.assertEqual(len({r.client for r in f.requests[10:]} - reused), 2,
+                         "a call never retried (cancel) takes a new connection each time")
 
     def test_a_closed_kept_alive_connection_is_replaced(self):
         f = self.fake(lambda r: (200, task("k", "active")))
