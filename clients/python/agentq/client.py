@@ -721,6 +721,8 @@ class _EventStream:
         stream's end, EventTooLarge for a line too long)."""
         if not line:
             raise errors.TransportError("GET %s: the stream ended" % self.path)
+        if self.end is not None and time.monotonic() >= self.end:
+            raise errors.WaitTimeout(self.id)  # keep-alive comments never let a read time out
         if len(line.rstrip(b"\r\n")) > self.client.max_event_bytes:
             raise errors.EventTooLarge("GET %s: an event-stream line" % self.path, self.client.max_event_bytes)
         ev = self.parser.feed(line)

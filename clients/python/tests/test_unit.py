@@ -235,6 +235,30 @@ class TestClient(FakeCase):
         self.assertEqual(got, ["progress", "succeeded"])
         self.assertEqual(len(f.requests), 1)
 
+    def test_events_timeout_holds_under_keep_alives(self):
+        def stream(h):
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Connection", "close")
+            h.end_headers()
+            try:
+                h.wfile.write(b'id: 1\nevent: queued\ndata: {"seq":1,"event":"queued"}\n\n')
+                for _ in range(200):  # 20 s of keep-alives, no end
+                    h.wfile.write(b": keep-alive\n\n")
+                    h.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+            h.close_connection = True
+        f = self.fake(lambda r: stream)
+        got = []
+        t0 = time.monotonic()
+        with self.assertRaises(agentq.WaitTimeout):
+            for ev in self.client(f).events("t", timeout=0.5):
+                got.append(ev.seq)
+        self.assertEqual(got, [1])
+        self.assertLess(time.monotonic() - t0, 10, "the timeout bounds a stream that only keeps alive")
+
     def test_events_after(self):
         f = self.fake(lambda r: sse([(8, "task_canceled", {"reason": "x"}), (9, "never", {})]))
         got = list(self.client(f).events("t", after=7))
