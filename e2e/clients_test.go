@@ -88,7 +88,8 @@ func runSuite(t *testing.T, dir string, env []string, name string, args ...strin
 // agent's progress and output, an event stream that a proxy drops and that
 // resumes, cancel of a running task, a dead letter listed and requeued, a
 // 503 during a Redis pause retried to success with one task created, the
-// AsyncClient, and the README's example — with no package installed (the
+// AsyncClient (200 waits and 20 event streams at once on one client, no
+// thread), and the README's example — with no package installed (the
 // client is on PYTHONPATH, standard library only).
 func TestClientsPython(t *testing.T) {
 	t.Parallel()

@@ -28,6 +28,7 @@ class Fake:
                 u = urlsplit(self.path)
                 req = Req(self.command, u.path, {k: v[0] for k, v in parse_qs(u.query).items()},
                           self.headers, json.loads(raw) if raw else None)
+                req.client = self.client_address  # (host, port): one per connection
                 fake.requests.append(req)
                 out = fake.fn(req)
                 if callable(out):
@@ -48,6 +49,9 @@ class Fake:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.server.daemon_threads = True
+        # A client that drops a connection (a reply too large, a stream
+        # left early) is what a test wants: no traceback.
+        self.server.handle_error = lambda request, client_address: None
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()

@@ -3,6 +3,7 @@ exec-agent helpers with real subprocesses. Run:
 python3 -m unittest discover -s clients/python/tests -p 'test_unit.py'"""
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import re
@@ -35,9 +36,10 @@ class FakeCase(unittest.TestCase):
         self.addCleanup(f.close)
         return f
 
-    def client(self, f, **kw):
+    def client(self, f, token="tok", **kw):
+        """The client under test of the Fake f (or a URL)."""
         kw.setdefault("backoff", 0.005)
-        return Client(f.url, "tok", **kw)
+        return Client(getattr(f, "url", f), token, **kw)
 
 
 class TestClient(FakeCase):
@@ -148,11 +150,13 @@ class TestClient(FakeCase):
         f = self.fake(lambda r: (200, {}))
         url = f.url
         f.close()
-        c = Client(url, retries=2, backoff=0.001)
+        c = self.client(url, token=None, retries=2, backoff=0.001)
         t0 = time.monotonic()
-        with self.assertRaises(agentq.TransportError):
+        with self.assertRaises(agentq.TransportError) as e:
             c.get("x")
         self.assertLess(time.monotonic() - t0, 30)
+        self.assertIn("ECONNREFUSED", str(e.exception))
+        self.assertIn("GET /api/v1/tasks/x", str(e.exception))
 
     def test_wait_long_polls_until_ended(self):
         calls = []
@@ -230,6 +234,30 @@ class TestClient(FakeCase):
             first_seen.set()
         self.assertEqual(got, ["progress", "succeeded"])
         self.assertEqual(len(f.requests), 1)
+
+    def test_events_timeout_holds_under_keep_alives(self):
+        def stream(h):
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Connection", "close")
+            h.end_headers()
+            try:
+                h.wfile.write(b'id: 1\nevent: queued\ndata: {"seq":1,"event":"queued"}\n\n')
+                for _ in range(200):  # 20 s of keep-alives, no end
+                    h.wfile.write(b": keep-alive\n\n")
+                    h.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+            h.close_connection = True
+        f = self.fake(lambda r: stream)
+        got = []
+        t0 = time.monotonic()
+        with self.assertRaises(agentq.WaitTimeout):
+            for ev in self.client(f).events("t", timeout=0.5):
+                got.append(ev.seq)
+        self.assertEqual(got, [1])
+        self.assertLess(time.monotonic() - t0, 10, "the timeout bounds a stream that only keeps alive")
 
     def test_events_after(self):
         f = self.fake(lambda r: sse([(8, "task_canceled", {"reason": "x"}), (9, "never", {})]))
@@ -391,7 +419,7 @@ class TestHostileServer(FakeCase):
                 with self.subTest(status=status, call=name):
                     f = self.fake(lambda r: (status, {}, {"Location": other.url + r.path}))
                     with self.assertRaises(agentq.RedirectRefused) as cm:
-                        call(Client(f.url, "sekrit-0123456789abcdef", backoff=0.005))
+                        call(self.client(f, token="sekrit-0123456789abcdef"))
                     self.assertEqual(cm.exception.status, status)
                     self.assertTrue(cm.exception.location.startswith(other.url), cm.exception.location)
                     self.assertIn(other.url, str(cm.exception))
@@ -591,6 +619,223 @@ class TestAsync(FakeCase):
         t, names = asyncio.run(main())
         self.assertEqual(t.result, 7)
         self.assertEqual(names, ["queued", "succeeded"])
+
+
+class NoThreads(concurrent.futures.ThreadPoolExecutor):
+    """A default executor that refuses all work: AsyncClient must never
+    need a thread."""
+
+    def submit(self, *a, **kw):
+        raise AssertionError("AsyncClient used the event loop's default executor")
+
+
+def threadless_loop():
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(NoThreads(max_workers=1))
+    return loop
+
+
+class Blocking:
+    """An AsyncClient whose methods are called as Client's are, each run on
+    a loop whose default executor refuses work (an iterator's steps on one
+    loop, live), so that Client's tests run against the AsyncClient."""
+
+    def __init__(self, aq):
+        self.aq = aq
+
+    def __getattr__(self, name):
+        fn = getattr(self.aq, name)
+
+        def call(*a, **kw):
+            r = fn(*a, **kw)
+            return self._iterate(r) if hasattr(r, "__aiter__") else self._run(r)
+        return call
+
+    def _run(self, coro):
+        async def main():
+            try:
+                return await coro
+            finally:
+                await self.aq.aclose()
+        loop = threadless_loop()
+        try:
+            return loop.run_until_complete(main())
+        finally:
+            loop.close()
+
+    def _iterate(self, it):
+        loop = threadless_loop()
+        try:
+            while True:
+                try:
+                    yield loop.run_until_complete(it.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run_until_complete(it.aclose())
+            loop.run_until_complete(self.aq.aclose())
+            loop.close()
+
+
+class OnAsyncio:
+    """Runs a FakeCase's tests through AsyncClient (issue #39 item 9)."""
+
+    def client(self, f, token="tok", **kw):
+        kw.setdefault("backoff", 0.005)
+        return Blocking(AsyncClient(getattr(f, "url", f), token, **kw))
+
+
+class TestClientOnAsyncio(OnAsyncio, TestClient):
+    pass
+
+
+class TestHostileServerOnAsyncio(OnAsyncio, TestHostileServer):
+    pass
+
+
+class TestResultOnAsyncio(OnAsyncio, TestResult):
+    pass
+
+
+class TestAsyncTransport(FakeCase):
+    """AsyncClient's own HTTP/1.1 on asyncio streams: no thread, waits that
+    do not queue behind each other, kept-alive connections, timeouts."""
+
+    def run_threadless(self, main):
+        loop = threadless_loop()
+        try:
+            return loop.run_until_complete(main())
+        finally:
+            loop.close()
+
+    def test_many_waits_at_once_without_a_thread(self):
+        # The fake answers no wait until all n are open: waits run in a
+        # thread pool (6 threads on 2 cores) never get there.
+        n = 60
+        import threading
+        barrier = threading.Barrier(n, timeout=20)
+
+        def fn(r):
+            if r.query.get("wait"):
+                barrier.wait()
+            return 200, task(r.path.rsplit("/", 1)[1], "succeeded", result=1)
+        f = self.fake(fn)
+
+        async def main():
+            async with AsyncClient(f.url, "tok") as aq:
+                return await asyncio.gather(*(aq.wait("t%d" % i, timeout=30) for i in range(n)))
+        got = self.run_threadless(main)
+        self.assertEqual(sorted(t.id for t in got), sorted("t%d" % i for i in range(n)))
+
+    def test_a_host_name_is_resolved_once(self):
+        f = self.fake(lambda r: (200, {"status": "ok", "redis": "ok"}))
+        port = f.url.rsplit(":", 1)[1]
+        calls = []
+
+        class Counting(concurrent.futures.ThreadPoolExecutor):
+            def submit(self, fn, *a, **kw):
+                calls.append(fn)
+                return super().submit(fn, *a, **kw)
+
+        async def main():
+            async with AsyncClient("http://localhost:" + port, "tok") as aq:
+                for _ in range(5):
+                    await aq.health()
+                    await aq.aclose()  # a new connection each time
+        loop = asyncio.new_event_loop()
+        loop.set_default_executor(Counting(max_workers=1))
+        try:
+            loop.run_until_complete(main())
+        finally:
+            loop.close()
+        self.assertEqual(len(calls), 1, "getaddrinfo once, not per connection")
+
+    def test_connections_are_kept_alive(self):
+        f = self.fake(lambda r: (200, task("k", "active")) if r.method == "GET" else
+                      (200, {"id": "k", "state": "canceled"}))
+
+        async def main():
+            async with AsyncClient(f.url, "tok") as aq:
+                for _ in range(5):
+                    await aq.get("k")
+                await asyncio.gather(*(aq.get("k") for _ in range(5)))
+                idle = len(aq._pool.idle)
+                for _ in range(2):
+                    await aq.cancel("k")
+                return idle
+        idle = self.run_threadless(main)
+        self.assertEqual(len(f.requests), 12)
+        self.assertEqual(len({r.client for r in f.requests[:5]}), 1, "one connection for calls in turn")
+        self.assertEqual(idle, 5)
+        reused = {r.client for r in f.requests[:10]}
+        self.assertEqual(len({r.client for r in f.requests[10:]} - reused), 2,
+                         "a call never retried (cancel) takes a new connection each time")
+
+    def test_a_closed_kept_alive_connection_is_replaced(self):
+        f = self.fake(lambda r: (200, task("k", "active")))
+
+        async def main():
+            async with AsyncClient(f.url, "tok") as aq:
+                await aq.get("k")
+                conn, _ = aq._pool.idle[0]
+                conn.writer.transport.abort()  # as if the server had closed it unseen
+                conn.reader.feed_data(b"")  # not at EOF: the pool takes it
+                return await aq.get("k")
+        self.assertEqual(self.run_threadless(main).id, "k")
+
+    def test_a_call_times_out(self):
+        import threading
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def fn(r):
+            release.wait(10)
+            return 200, task("s", "active")
+        f = self.fake(fn)
+
+        async def main():
+            async with AsyncClient(f.url, "tok", timeout=0.3, retries=0) as aq:
+                await aq.get("s")
+        with self.assertRaises(agentq.TransportError) as e:
+            self.run_threadless(main)
+        self.assertIn("timed out", str(e.exception))
+
+    def test_events_arrive_live_and_a_broken_loop_ends_the_stream(self):
+        import threading
+        first_seen = threading.Event()
+        self.addCleanup(first_seen.set)
+
+        def stream(h):
+            h.send_response(200)
+            h.send_header("Content-Type", "text/event-stream")
+            h.send_header("Transfer-Encoding", "chunked")
+            h.end_headers()
+            for piece in (b": keep-alive\n\nid: 1\nevent: ou", b'tput\ndata: {"seq":1,"event":"output","data":1}\n\n'):
+                h.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))  # an event cut across chunks
+            h.wfile.flush()
+            first_seen.wait(10)
+            try:
+                h.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                pass
+        f = self.fake(lambda r: stream)
+
+        async def main():
+            async with AsyncClient(f.url, "tok") as aq:
+                it = aq.events("t", timeout=20)
+                got = [await it.__anext__()]
+                first_seen.set()
+                await it.aclose()  # leaves the stream before its end: its connection closes
+                return got, len(aq._pool.idle)
+        got, idle = self.run_threadless(main)
+        self.assertEqual([(e.seq, e.event, e.data) for e in got], [(1, "output", 1)])
+        self.assertEqual(idle, 0)
+
+    def test_https_url_and_bad_urls(self):
+        aq = AsyncClient("https://agentq.example:8443", "tok")
+        self.assertEqual((aq._pool.host, aq._pool.port, aq._pool.ssl is not None), ("agentq.example", 8443, True))
+        with self.assertRaises(ValueError):
+            AsyncClient("ftp://x")
 
 
 def openapi():
@@ -1040,6 +1285,10 @@ class TestSignal(FakeCase):
                 return await aq.signal("t", "a", {"x": 1})
         self.assertEqual(asyncio.run(main()).state, State.WAITING)
         self.assertEqual(f.requests[0].body, {"x": 1})
+
+
+class TestSignalOnAsyncio(OnAsyncio, TestSignal):
+    pass
 
 
 SUSPEND_AGENT = r'''
