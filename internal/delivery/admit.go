@@ -344,7 +344,7 @@ func (p *Executor) deferBudget(ctx context.Context, log *taskLog, env *tasks.Env
 	wait := min(max(retry, time.Second), budget.DeferMax)
 	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
 	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
-	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), why, wait)); err == nil && out != record.Applied {
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), record.WaitingBudget, why, wait)); err == nil && out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: over budget", "event", "defer", "budget", why, "delay_ms", wait.Milliseconds())
@@ -508,7 +508,7 @@ func (p *Executor) deferTask(ctx context.Context, log *taskLog, env *tasks.Envel
 	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
 	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
 	p.metrics.rejections.WithLabelValues(sp.breakerKey).Inc()
-	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait)); err == nil && out != record.Applied {
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), record.WaitingBreaker, fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait)); err == nil && out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: breaker open", "event", "defer", "breaker_key", sp.breakerKey, "state", adm.State, "delay_ms", wait.Milliseconds())
@@ -637,7 +637,7 @@ func (p *Executor) deferLimit(ctx context.Context, log *taskLog, env *tasks.Enve
 	why := sp.limits.describe(a)
 	p.metrics.limitDeferrals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
 	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
-	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), why, wait)); err == nil && out != record.Applied {
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), record.WaitingLimit, why, wait)); err == nil && out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: over a limit", "event", "defer", "limit_key", sp.limits.key, "limit", a.Limit, "delay_ms", wait.Milliseconds())
