@@ -304,7 +304,9 @@ class Client:
                           idempotent=all(t.get("id") for t in tasks)).body
 
     def get(self, id):
-        """The task JSON (state, attempts, history, result once succeeded)."""
+        """The task JSON (state; what holds it while it waits, ``waiting_for``,
+        ``waiting_detail``, ``next_attempt_at``; attempts, history, result
+        once succeeded)."""
         return self._call("GET", self._path("/api/v1/tasks/%s", id), idempotent=True).body
 
     def _get_wait(self, id, secs):
