@@ -72,7 +72,7 @@ agents:
 	var v tasks.View
 	require.NoError(t, json.Unmarshal([]byte(out), &v))
 	require.Equal(t, tasks.WaitingBudget, v.WaitingFor, out)
-	require.Contains(t, v.WaitingDetail, `budget "tenant acme" tokens 100/1h0m0s`)
+	require.Regexp(t, `^budget "tenant acme" tokens 100/1h0m0s exhausted; room again at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`, v.WaitingDetail)
 	next, err := time.Parse(time.RFC3339Nano, v.NextAttemptAt)
 	require.NoError(t, err, out)
 	require.True(t, next.After(v.History[len(v.History)-1].At), "the next attempt is due after the deferral")
@@ -82,7 +82,7 @@ agents:
 
 	out, errOut, code = run(t, "", b.inspector, "--config", cfg, "--redis", srv.URL(), "task", "held")
 	require.Equal(t, 0, code, errOut)
-	waitAt := regexp.MustCompile(`\nWaiting for: +budget — budget "tenant acme" tokens 100/1h0m0s\n`).FindStringIndex(out)
+	waitAt := regexp.MustCompile(`\nWaiting for: +budget — budget "tenant acme" tokens 100/1h0m0s exhausted; room again at \S+\n`).FindStringIndex(out)
 	require.NotNil(t, waitAt, out)
 	require.Regexp(t, `\nNext attempt at: +`+regexp.QuoteMeta(v.NextAttemptAt)+`\n`, out)
 	errAt := strings.Index(out, "Last error (attempt 1):")

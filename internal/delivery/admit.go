@@ -225,8 +225,10 @@ func deadlineText(env *tasks.Envelope, when string) string {
 // Budgets in the delivery (config budget on tenants and agents; the
 // keeper is budget.Keeper). Before its breaker is asked, a task whose
 // tenant or agent has a budget with no room left is not started: it is
-// deferred (no attempt used, a history event naming the budget) until
-// about when the window has room, at most budget.DeferMax at a time.
+// deferred (no attempt used, a history event naming the budget and when
+// it has room again: `budget "tenant acme" tokens 100/1h0m0s exhausted;
+// room again at <RFC 3339>`) until about when the window has room, at
+// most budget.DeferMax at a time.
 // An agent with budget.fallback sends its tasks to its fallback agents
 // instead while its own budget has no room (a fallback agent with a
 // budget of its own serves only while that has room, whatever sent the
@@ -280,7 +282,8 @@ func (p *Executor) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Env
 			wait = soonest // a fallback may admit before the budget has room
 		}
 	}
-	return nil, p.deferBudget(ctx, log, env, why, wait), true
+	room := p.now().Add(over.ResetsIn).UTC().Format(time.RFC3339)
+	return nil, p.deferBudget(ctx, log, env, why+" exhausted; room again at "+room, wait), true
 }
 
 // overCaps says which cap env is over ("": none): its own (a root's
