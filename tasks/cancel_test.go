@@ -127,7 +127,7 @@ func TestCancel(t *testing.T) {
 				record.Restarting(a, next, time.Second),
 				record.RestartRecovered(a, next),
 				record.DeadLettered(a, "not_retryable"),
-				record.Deferred(a, "breaker open", time.Second),
+				record.Deferred(a, record.WaitingBreaker, "breaker open", time.Second),
 			} {
 				out, err := c.store.rec.Apply(ctx, d, ch)
 				require.NoError(t, err)

@@ -74,5 +74,21 @@ const (
 // View is a task as `inspector task` and the HTTP API show it (stable JSON).
 type View = record.View
 
+// What holds a waiting task: View.WaitingFor (stable names; Store.Get
+// explains it, with WaitingDetail and NextAttemptAt).
+const (
+	WaitingBudget      = record.WaitingBudget      // deferred: a tenant's or agent's budget has no room
+	WaitingBreaker     = record.WaitingBreaker     // deferred: its agent's breaker is open or half-open
+	WaitingLimit       = record.WaitingLimit       // deferred: its agent's rate, token or concurrency limit
+	WaitingTenantCap   = record.WaitingTenantCap   // pending: its tenant is at its cap of runs in flight
+	WaitingQueuePaused = record.WaitingQueuePaused // its queue is paused
+	WaitingSignal      = record.WaitingSignal      // suspended on a signal
+	WaitingChildren    = record.WaitingChildren    // suspended on its children
+	WaitingSleep       = record.WaitingSleep       // suspended on a sleep or a time
+	WaitingRetry       = record.WaitingRetry       // retrying: the backoff after a failed attempt
+	WaitingRestart     = record.WaitingRestart     // restarting: the delay before its next run
+	WaitingSchedule    = record.WaitingSchedule    // scheduled: its first run is due later
+)
+
 // MaxStoredResult bounds the result data kept in a task record.
 const MaxStoredResult = record.MaxStoredResult

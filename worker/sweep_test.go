@@ -58,7 +58,7 @@ func TestSweepDeadlines(t *testing.T) {
 	enqueue("pending")
 	enqueue("scheduled", tasks.ProcessIn(time.Minute))
 	enqueue("deferred")
-	toRetrySet("deferred", record.Deferred(record.Attempt{}, "breaker \"a\" is open", time.Minute))
+	toRetrySet("deferred", record.Deferred(record.Attempt{}, record.WaitingBreaker, "breaker \"a\" is open", time.Minute))
 	enqueue("retrying")
 	toRetrySet("retrying", record.Retrying(record.Attempt{Attempt: 1, ErrorClass: "provider_error", Error: "boom"}, time.Minute, time.Now().Add(time.Minute)))
 	// A restart waiting in the scheduled set (run 1), with its slot in the restart index.

@@ -526,31 +526,7 @@ func taskCmd(app *App, g *global) *cobra.Command {
 				printJSON(app, v)
 				return nil
 			}
-			w := table(app)
-			tprintf(w, "ID:\t%s\nAgent:\t%s\nAction:\t%s\nState:\t%s\nAttempts:\t%d\nRestarts:\t%d\n", v.ID, v.Agent, v.Action, v.State, v.Attempts, v.Restarts)
-			tprintf(w, "Tenant:\t%s\nPriority:\t%s\n", tenantName(v.Tenant), tasks.PriorityOf(v.Priority))
-			if v.ErrorClass != "" {
-				tprintf(w, "Class:\t%s\n", v.ErrorClass)
-				if v.ClassifiedBy != "" {
-					tprintf(w, "Classified by:\t%s\n", v.ClassifiedBy)
-				}
-				tprintf(w, "Error:\t%s\n", v.Error)
-			}
-			if v.State == tasks.StateCanceled {
-				tprintf(w, "Canceled:\t%s\nReason:\t%s\n", v.CanceledAt, v.CancelReason)
-			}
-			if v.Usage != nil {
-				tprintf(w, "Usage:\t%s\n", usageText(*v.Usage))
-			}
-			if v.Steps > 0 {
-				tprintf(w, "Steps:\t%d\n", v.Steps)
-			}
-			if v.Resumes > 0 || v.Signals > 0 {
-				tprintf(w, "Resumes:\t%d\nWait:\t%s\nSignals:\t%d\n", v.Resumes, v.Wait, v.Signals)
-			}
-			_ = w.Flush()
-			fmt.Fprintln(app.Out, "History:")
-			printHistory(app, v.History)
+			printTask(app, v)
 			return nil
 		})}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object (with --follow: one JSON line per event)")
@@ -558,6 +534,55 @@ func taskCmd(app *App, g *global) *cobra.Command {
 	cmd.Flags().BoolVar(&tree, "tree", false, "print the task's run tree: it and its children (of each task's last children wait), with each one's state and cost")
 	cmd.AddCommand(taskCancelCmd(app, g), taskStepsCmd(app, g), taskSignalCmd(app, g))
 	return cmd
+}
+
+// printTask is `inspector task ID`'s table: what holds the task and when
+// its next attempt is due first, then the record; the error of a task that
+// has not ended is the last error, of an earlier attempt, not why the task
+// waits (labelled so).
+func printTask(app *App, v *tasks.View) {
+	w := table(app)
+	tprintf(w, "ID:\t%s\nState:\t%s\n", v.ID, v.State)
+	if v.WaitingFor != "" {
+		tprintf(w, "Waiting for:\t%s — %s\n", v.WaitingFor, v.WaitingDetail)
+	}
+	if v.NextAttemptAt != "" {
+		tprintf(w, "Next attempt at:\t%s\n", v.NextAttemptAt)
+	}
+	tprintf(w, "Agent:\t%s\nAction:\t%s\nAttempts:\t%d\nRestarts:\t%d\n", v.Agent, v.Action, v.Attempts, v.Restarts)
+	tprintf(w, "Tenant:\t%s\nPriority:\t%s\n", tenantName(v.Tenant), tasks.PriorityOf(v.Priority))
+	if v.ErrorClass != "" {
+		printError(w, v)
+	}
+	if v.State == tasks.StateCanceled {
+		tprintf(w, "Canceled:\t%s\nReason:\t%s\n", v.CanceledAt, v.CancelReason)
+	}
+	if v.Usage != nil {
+		tprintf(w, "Usage:\t%s\n", usageText(*v.Usage))
+	}
+	if v.Steps > 0 {
+		tprintf(w, "Steps:\t%d\n", v.Steps)
+	}
+	if v.Resumes > 0 || v.Signals > 0 {
+		tprintf(w, "Resumes:\t%d\nWait:\t%s\nSignals:\t%d\n", v.Resumes, v.Wait, v.Signals)
+	}
+	_ = w.Flush()
+	fmt.Fprintln(app.Out, "History:")
+	printHistory(app, v.History)
+}
+
+// printError prints v's error class and error: an ended task's as its
+// error, a task's that has not ended as its last error, of its attempt.
+func printError(w io.Writer, v *tasks.View) {
+	class, label := "Class", "Error"
+	if !v.State.Terminal() {
+		class, label = "Last error class", fmt.Sprintf("Last error (attempt %d)", v.Attempts)
+	}
+	tprintf(w, "%s:\t%s\n", class, v.ErrorClass)
+	if v.ClassifiedBy != "" {
+		tprintf(w, "Classified by:\t%s\n", v.ClassifiedBy)
+	}
+	tprintf(w, "%s:\t%s\n", label, v.Error)
 }
 
 // eventName is how a history table names ev: its kind, with a step's or

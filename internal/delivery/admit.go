@@ -225,8 +225,10 @@ func deadlineText(env *tasks.Envelope, when string) string {
 // Budgets in the delivery (config budget on tenants and agents; the
 // keeper is budget.Keeper). Before its breaker is asked, a task whose
 // tenant or agent has a budget with no room left is not started: it is
-// deferred (no attempt used, a history event naming the budget) until
-// about when the window has room, at most budget.DeferMax at a time.
+// deferred (no attempt used, a history event naming the budget and when
+// it has room again: `budget "tenant acme" tokens 100/1h0m0s exhausted;
+// room again at <RFC 3339>`) until about when the window has room, at
+// most budget.DeferMax at a time.
 // An agent with budget.fallback sends its tasks to its fallback agents
 // instead while its own budget has no room (a fallback agent with a
 // budget of its own serves only while that has room, whatever sent the
@@ -280,7 +282,8 @@ func (p *Executor) gateBudgets(ctx context.Context, log *taskLog, env *tasks.Env
 			wait = soonest // a fallback may admit before the budget has room
 		}
 	}
-	return nil, p.deferBudget(ctx, log, env, why, wait), true
+	room := p.now().Add(over.ResetsIn).UTC().Format(time.RFC3339)
+	return nil, p.deferBudget(ctx, log, env, why+" exhausted; room again at "+room, wait), true
 }
 
 // overCaps says which cap env is over ("": none): its own (a root's
@@ -344,7 +347,7 @@ func (p *Executor) deferBudget(ctx context.Context, log *taskLog, env *tasks.Env
 	wait := min(max(retry, time.Second), budget.DeferMax)
 	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
 	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
-	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), why, wait)); err == nil && out != record.Applied {
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), record.WaitingBudget, why, wait)); err == nil && out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: over budget", "event", "defer", "budget", why, "delay_ms", wait.Milliseconds())
@@ -508,7 +511,7 @@ func (p *Executor) deferTask(ctx context.Context, log *taskLog, env *tasks.Envel
 	wait += time.Duration(rand.Int64N(int64(wait/5) + 1))
 	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
 	p.metrics.rejections.WithLabelValues(sp.breakerKey).Inc()
-	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait)); err == nil && out != record.Applied {
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), record.WaitingBreaker, fmt.Sprintf("breaker %q is %s", sp.breakerKey, adm.State), wait)); err == nil && out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: breaker open", "event", "defer", "breaker_key", sp.breakerKey, "state", adm.State, "delay_ms", wait.Milliseconds())
@@ -637,7 +640,7 @@ func (p *Executor) deferLimit(ctx context.Context, log *taskLog, env *tasks.Enve
 	why := sp.limits.describe(a)
 	p.metrics.limitDeferrals.WithLabelValues(sp.limits.key, string(a.Limit)).Inc()
 	p.metrics.deferrals.WithLabelValues(p.metrics.agent(env.Agent)).Inc()
-	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), why, wait)); err == nil && out != record.Applied {
+	if out, err := p.rec.apply(ctx, delivery(env, 0), record.Deferred(p.report(env, 0, "", ""), record.WaitingLimit, why, wait)); err == nil && out != record.Applied {
 		return p.answer(ctx, log, env, out, nil)
 	}
 	log.Info("deferred: over a limit", "event", "defer", "limit_key", sp.limits.key, "limit", a.Limit, "delay_ms", wait.Milliseconds())

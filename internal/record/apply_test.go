@@ -105,7 +105,7 @@ func TestApplyIdempotent(t *testing.T) {
 		a := Attempt{Attempt: 1, Agent: "llm", ErrorClass: "timeout", Error: "slow"}
 		d := Delivery{ID: "t", Attempt: 1, Seed: seed()}
 		for _, c := range []Change{
-			Deferred(Attempt{}, "breaker open", time.Second),
+			Deferred(Attempt{}, WaitingBreaker, "breaker open", time.Second),
 			Started(),
 			CallFailed(a),
 			Retrying(a, time.Second, t0.Add(time.Second)),
@@ -194,7 +194,7 @@ func TestSeqStable(t *testing.T) {
 		create(t, st, "h")
 		d := Delivery{ID: "h", Attempt: 1}
 		for range 3 {
-			apply(t, st, d, Deferred(Attempt{}, "breaker open", time.Second))
+			apply(t, st, d, Deferred(Attempt{}, WaitingBreaker, "breaker open", time.Second))
 		}
 		v := get(t, st, "h")
 		require.Equal(t, []string{"1:queued", "4:deferred"}, events(v))

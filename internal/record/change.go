@@ -272,11 +272,12 @@ func DeadLettered(a Attempt, reason string) Change {
 		Reason: reason, Event: ev, Usage: a.used()})
 }
 
-// Deferred: the task waits delay for its breaker or limits (no attempt
-// used); why says which and its state.
-func Deferred(a Attempt, why string, delay time.Duration) Change {
+// Deferred: the task waits delay for what kind names (WaitingBudget,
+// WaitingBreaker, WaitingLimit: the event's Reason; no attempt used); why
+// says which and its state.
+func Deferred(a Attempt, kind, why string, delay time.Duration) Change {
 	ev := a.event(EventDeferred)
-	ev.Error, ev.DelayMS = why, delay.Milliseconds()
+	ev.Reason, ev.Error, ev.DelayMS = kind, why, delay.Milliseconds()
 	return change(Change{State: StateDeferred, Event: ev})
 }
 

@@ -37,7 +37,7 @@ func TestHistoryBounded(t *testing.T) {
 		// An outage: 500 deferrals in a row are one event.
 		for i := range 500 {
 			now = t0.Add(time.Duration(i+1) * time.Second)
-			require.Equal(t, Applied, apply(t, st, d, Deferred(Attempt{Agent: "llm"}, fmt.Sprint("breaker open ", i), 2*time.Second)))
+			require.Equal(t, Applied, apply(t, st, d, Deferred(Attempt{Agent: "llm"}, WaitingBreaker, fmt.Sprint("breaker open ", i), 2*time.Second)))
 		}
 		v := get(t, st, "long")
 		require.Len(t, v.History, 2)
@@ -59,7 +59,7 @@ func TestHistoryBounded(t *testing.T) {
 		}
 		// A deferral after other events is a new event again.
 		now = t0.Add(2 * time.Hour)
-		require.Equal(t, Applied, apply(t, st, d, Deferred(Attempt{}, "limits", time.Second)))
+		require.Equal(t, Applied, apply(t, st, d, Deferred(Attempt{}, WaitingLimit, "limits", time.Second)))
 		v = get(t, st, "long")
 		require.Len(t, v.History, HistoryHead+1+HistoryTail)
 		total := 2 + 300 + 1
@@ -79,7 +79,7 @@ func TestHistoryBounded(t *testing.T) {
 		increasing(v)
 
 		// A deferral's record lives for its delay plus the retention.
-		require.Equal(t, Applied, apply(t, st, d, Deferred(Attempt{}, "limits", 3*time.Hour)))
+		require.Equal(t, Applied, apply(t, st, d, Deferred(Attempt{}, WaitingLimit, "limits", 3*time.Hour)))
 		for _, k := range []string{rkeys.Task("long"), rkeys.TaskHistory("long")} {
 			ttl, err := rdb.TTL(ctx, k).Result()
 			require.NoError(t, err)

@@ -218,7 +218,7 @@ func TestResumeAfterDeferral(t *testing.T) {
 		create(t, st, "df")
 		suspend(t, st, "df", "")
 		d := Delivery{ID: "df", Run: 1, Seed: seed()}
-		require.Equal(t, Applied, apply(t, st, d, Deferred(Attempt{}, "breaker open", time.Second)))
+		require.Equal(t, Applied, apply(t, st, d, Deferred(Attempt{}, WaitingBreaker, "breaker open", time.Second)))
 		require.Equal(t, StateDeferred, get(t, st, "df").State)
 		info := resume(t, st, "df", 1)
 		require.True(t, info.Resumed)

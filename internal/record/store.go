@@ -220,13 +220,22 @@ func (s *Store) RunState(ctx context.Context, id string) (RunState, error) {
 
 // View is a task as `inspector task` and the HTTP API show it (stable JSON).
 type View struct {
-	ID         string `json:"id"`
-	Agent      string `json:"agent"`
-	Action     string `json:"action"`
-	State      State  `json:"state"`
-	Attempts   int    `json:"attempts"`
-	Restarts   int    `json:"restarts"`
-	ErrorClass string `json:"error_class"`
+	ID     string `json:"id"`
+	Agent  string `json:"agent"`
+	Action string `json:"action"`
+	State  State  `json:"state"`
+	// WaitingFor is what holds the task while it waits (WaitingBudget,
+	// WaitingSignal, …), WaitingDetail which one (the budget, the breaker,
+	// the signal …), and NextAttemptAt (RFC 3339) when its next attempt or
+	// run is due; all absent when nothing holds it (active, ended, pending
+	// with a free way to a worker). Get explains them; Views (a listing)
+	// does not.
+	WaitingFor    string `json:"waiting_for,omitempty"`
+	WaitingDetail string `json:"waiting_detail,omitempty"`
+	NextAttemptAt string `json:"next_attempt_at,omitempty"`
+	Attempts      int    `json:"attempts"`
+	Restarts      int    `json:"restarts"`
+	ErrorClass    string `json:"error_class"`
 	// ClassifiedBy is the kind of evidence that decided ErrorClass
 	// (rule, structure, status, text, model, default); omitted when empty.
 	ClassifiedBy  string `json:"classified_by,omitempty"`
@@ -278,6 +287,9 @@ type View struct {
 	// wait, in spawn order (Get reads them; absent: none).
 	Children []string `json:"children,omitempty"`
 	History  []Event  `json:"history"`
+	// nextAttemptMS is the record's FieldNextAttemptAt (Unix ms; a
+	// retry's due time, stale once the retry started).
+	nextAttemptMS int64
 }
 
 // Get returns task id's record and history.
@@ -300,6 +312,11 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 	v := viewOf(id, m)
 	v.History = ParseEvents(l.Val())
 	v.Children = kids.Val()
+	held, err := s.readHolds(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	v.explain(held)
 	return v, nil
 }
 
@@ -340,6 +357,7 @@ func viewOf(id string, m map[string]string) *View {
 	v.Attempts, _ = strconv.Atoi(m[FieldAttempts])
 	v.Restarts, _ = strconv.Atoi(m[FieldRestarts])
 	v.Run, _ = strconv.Atoi(m[FieldRun])
+	v.nextAttemptMS, _ = strconv.ParseInt(m[FieldNextAttemptAt], 10, 64)
 	if r := m[FieldResult]; r != "" && json.Valid([]byte(r)) {
 		v.Result = json.RawMessage(r)
 	}

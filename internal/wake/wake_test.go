@@ -28,7 +28,7 @@ func TestWakeOnlyDeferredTasks(t *testing.T) {
 	rec := record.NewStore(rdb)
 	l := New(rdb, rec, Options{Queues: []string{tasks.DefaultQueue}})
 	for id, change := range map[string]record.Change{
-		"deferred": record.Deferred(record.Attempt{}, "breaker \"a\" is open", time.Minute),
+		"deferred": record.Deferred(record.Attempt{}, record.WaitingBreaker, "breaker \"a\" is open", time.Minute),
 		"retrying": record.Retrying(record.Attempt{Attempt: 1, ErrorClass: "provider_error", Error: "breaker open"}, time.Minute, time.Now().Add(time.Minute)),
 	} {
 		_, err := c.Enqueue(ctx, tasks.Task{ID: id, Agent: "a"})

@@ -83,6 +83,24 @@ class WaitKind:
     CHILDREN = "children"
 
 
+class WaitingFor:
+    """What holds a waiting task (the task JSON's ``waiting_for``; absent
+    when nothing does). ``waiting_detail`` says which one, as text, and
+    ``next_attempt_at`` (RFC 3339) when its next attempt or run is due."""
+
+    BUDGET = "budget"
+    BREAKER = "breaker"
+    LIMIT = "limit"
+    TENANT_CAP = "tenant_cap"
+    QUEUE_PAUSED = "queue_paused"
+    SIGNAL = "signal"
+    CHILDREN = "children"
+    SLEEP = "sleep"
+    RETRY = "retry"
+    RESTART = "restart"
+    SCHEDULE = "schedule"
+
+
 class ResumedBy:
     """What resumed a waiting task (the ``resumed`` event's ``by``)."""
 

@@ -465,7 +465,9 @@ class Client:
 
     @_op
     def get(self, id):
-        """The task JSON (state, attempts, history, result once succeeded)."""
+        """The task JSON (state; what holds it while it waits, ``waiting_for``,
+        ``waiting_detail``, ``next_attempt_at``; attempts, history, result
+        once succeeded)."""
         return (yield from self._request("GET", self._path("/api/v1/tasks/%s", id), idempotent=True))
 
     @_op

@@ -22,7 +22,7 @@ sys.path.insert(0, PKG)
 sys.path.insert(0, HERE)
 
 import agentq  # noqa: E402
-from agentq import AsyncClient, Client, Event, Reason, State  # noqa: E402
+from agentq import AsyncClient, Client, Event, Reason, State, WaitingFor  # noqa: E402
 from liveutil import DropProxy, redis_pause  # noqa: E402
 
 URL = os.environ.get("AGENTQ_URL")
@@ -290,10 +290,13 @@ class Live(unittest.TestCase):
         t = self.poll(lambda: (lambda t: t if t.state == State.WAITING else None)(self.c.get(r.id)), "state waiting")
         self.assertEqual(t.wait.kind, "signal")
         self.assertEqual(t.wait.signal, "approve")
+        self.assertEqual((t.waiting_for, t.waiting_detail), (WaitingFor.SIGNAL, 'signal "approve"'))
+        self.assertTrue(t.next_attempt_at, "next_attempt_at: the wait's timeout")
         s = self.c.signal(r.id, "approve", {"ok": True, "by": "ana"})
         self.assertEqual((s.id, s.name, s.resumed, s.duplicate), (r.id, "approve", True, False))
         done = self.c.wait(r.id, timeout=60)
         self.assertEqual(done.state, State.SUCCEEDED, done)
+        self.assertIsNone(done.waiting_for, "an ended task waits for nothing")
         self.assertEqual(done.result.draft, {"words": 3})
         self.assertEqual(done.result.approval, {"ok": True, "by": "ana"})
         self.assertEqual((done.result.resume, done.result.attempt, done.result.wait.timed_out), (1, 1, False))
@@ -312,6 +315,9 @@ class Live(unittest.TestCase):
     def test_signal_before_the_wait_is_kept(self):
         self.signals_served()
         r = self.c.enqueue("py", {"mode": "approve"}, id=tid("early"), in_=3600)
+        t = self.c.get(r.id)
+        self.assertEqual(t.waiting_for, WaitingFor.SCHEDULE, t)
+        self.assertTrue(t.next_attempt_at, t)
         s = self.c.signal(r.id, "approve", "early")
         self.assertEqual((s.resumed, s.duplicate), (False, False))
         self.assertTrue(self.c.signal(r.id, "approve", "again").duplicate)

@@ -95,6 +95,23 @@ export const WaitKind = {
 } as const;
 export type WaitKind = (typeof WaitKind)[keyof typeof WaitKind];
 
+/** What holds a waiting task (the task JSON's `waiting_for`; docs/http-api.md,
+ * "Waiting tasks explained"). */
+export const WaitingFor = {
+  BUDGET: "budget",
+  BREAKER: "breaker",
+  LIMIT: "limit",
+  TENANT_CAP: "tenant_cap",
+  QUEUE_PAUSED: "queue_paused",
+  SIGNAL: "signal",
+  CHILDREN: "children",
+  SLEEP: "sleep",
+  RETRY: "retry",
+  RESTART: "restart",
+  SCHEDULE: "schedule",
+} as const;
+export type WaitingFor = (typeof WaitingFor)[keyof typeof WaitingFor];
+
 /** What resumed a waiting task (the `resumed` event's `by`). */
 export const ResumedBy = {
   TIMER: "timer",
@@ -226,10 +243,20 @@ export interface Task<R = unknown> {
   agent: string;
   action: string;
   state: State;
+  /** What holds the task while it waits (`budget`, `breaker`, `signal`, …);
+   * absent when nothing does (active, ended, pending with its way to a
+   * worker free). Sent by `get`/`wait`, not by listings. */
+  waiting_for?: WaitingFor | string;
+  /** Which one, as text for people (`budget "tenant acme" tokens 50000/1h0m0s`). */
+  waiting_detail?: string;
+  /** When the next attempt (or run) is due, RFC 3339; absent when not timed. */
+  next_attempt_at?: string;
   attempts: number;
   restarts: number;
   error_class: ErrorClass | "";
   classified_by?: ClassifiedBy | string;
+  /** The last error: of the last failed attempt while the task has not
+   * ended (not why it waits: see `waiting_for`), its error once dead-lettered. */
   error: string;
   result?: R;
   reason?: Reason | string;

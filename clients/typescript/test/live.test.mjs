@@ -161,10 +161,13 @@ test("a signal resumes a waiting task; a wait times out", { skip }, async () => 
   let waiting;
   await poll(async () => (waiting = await c.get(r.id)).state === aq.State.WAITING, "state waiting");
   assert.deepEqual([waiting.wait.kind, waiting.wait.signal], ["signal", "approve"]);
+  assert.deepEqual([waiting.waiting_for, waiting.waiting_detail], [aq.WaitingFor.SIGNAL, 'signal "approve"']);
+  assert.ok(!Number.isNaN(Date.parse(waiting.next_attempt_at)), "next_attempt_at: the wait's timeout");
   const s = await c.signal(r.id, "approve", { ok: true, by: "ana" });
   assert.deepEqual(s, { id: r.id, name: "approve", state: s.state, resumed: true, duplicate: false });
   const done = await c.wait(r.id, { timeout: 60_000 });
   assert.equal(done.state, aq.State.SUCCEEDED, JSON.stringify(done));
+  assert.equal(done.waiting_for, undefined, "an ended task waits for nothing");
   assert.deepEqual(done.result.draft, { words: 3 });
   assert.deepEqual(done.result.approval, { ok: true, by: "ana" });
   assert.deepEqual([done.result.resume, done.result.attempt, done.result.wait.timed_out, done.resumes, done.signals], [1, 1, false, 1, 1]);
