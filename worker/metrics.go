@@ -18,10 +18,8 @@ const UnknownAgentLabel = delivery.UnknownAgentLabel
 // own registry, so several workers can live in one process (tests,
 // embedding).
 type metrics struct {
-	reg      *prometheus.Registry
-	delivery *delivery.Metrics
-	// breakerState is the delivery's gauge, which the probes set too.
-	breakerState  *prometheus.GaugeVec
+	reg           *prometheus.Registry
+	delivery      *delivery.Metrics
 	alerts        *prometheus.CounterVec
 	probes        *prometheus.CounterVec
 	probeDuration *prometheus.HistogramVec
@@ -42,7 +40,7 @@ func newMetrics(agents []string, tenants broker.FairConfig) *metrics {
 	reg := prometheus.NewRegistry()
 	d := delivery.NewMetrics(reg, agents, tenants)
 	m := &metrics{
-		reg: reg, delivery: d, breakerState: d.BreakerState(),
+		reg: reg, delivery: d,
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentq_alerts_total", Help: "Failure-rate alerts raised.",
 		}, []string{"agent"}),
@@ -67,8 +65,5 @@ func newMetrics(agents []string, tenants broker.FairConfig) *metrics {
 	return m
 }
 
-// stateValue and truncate are the delivery's (the probes use them).
-var (
-	stateValue = delivery.StateValue
-	truncate   = delivery.Truncate
-)
+// truncate is the delivery's (the probes use it).
+var truncate = delivery.Truncate
