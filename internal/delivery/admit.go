@@ -380,7 +380,7 @@ func (p *Executor) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	if err != nil {
 		log.Warn("breaker state unavailable; using the last state seen", "err", err)
 	}
-	p.metrics.breakerState.set(sp.breakerKey, adm.State)
+	p.metrics.breakerState.Set(sp.breakerKey, adm.State)
 	if adm.Allowed {
 		return p.gateLimits(ctx, log, env, sp, adm)
 	}
@@ -465,7 +465,7 @@ func (p *Executor) fallBack(ctx context.Context, log *taskLog, primary *Spec, fr
 		if err != nil {
 			log.Warn("fallback breaker state unavailable; using the last state seen", "fallback", fs.name, "err", err)
 		}
-		p.metrics.breakerState.set(fs.breakerKey, a.State)
+		p.metrics.breakerState.Set(fs.breakerKey, a.State)
 		if a.Allowed {
 			la := p.admitLimit(ctx, log, fs)
 			if !la.Allowed {

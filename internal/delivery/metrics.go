@@ -1,15 +1,11 @@
 package delivery
 
 import (
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentq/agentq/config"
-	"github.com/agentq/agentq/internal/amount"
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/configx"
@@ -43,7 +39,7 @@ type Metrics struct {
 	// kind), resumes the resumed runs' starts (by what ended the wait).
 	suspends     *prometheus.CounterVec
 	resumes      *prometheus.CounterVec
-	breakerState *breakerStates
+	breakerState *breaker.StateGauge
 	rejections   *prometheus.CounterVec
 	fallbacks    *prometheus.CounterVec
 	// limitRefusals, limitDeferrals and limitPauses are the provider
@@ -59,7 +55,7 @@ type Metrics struct {
 	tenants broker.FairConfig
 	// tokens and cost are the calls' usage (meter.read, attempt.go).
 	tokens *prometheus.CounterVec
-	cost   *usdCounter
+	cost   *usage.CostCounter
 	// classifyWeak counts the failed calls whose verdict was weak, by
 	// agent and what decided it (default, model).
 	classifyWeak *prometheus.CounterVec
@@ -167,7 +163,7 @@ func NewMetrics(reg *prometheus.Registry, agents []string, tenants broker.FairCo
 			"Runs the agent suspended (a sleep, a time, a signal), by wait kind.", "agent", "kind"),
 		resumes: counter("agentq_resumes_total",
 			"Runs that resumed after a suspend, by what ended the wait (timer, signal, timeout).", "by"),
-		breakerState: newBreakerStates(),
+		breakerState: breaker.NewStateGauge(),
 		rejections: counter("agentq_breaker_rejections_total",
 			"Admissions refused by a breaker.", "key"),
 		fallbacks: counter("agentq_fallbacks_total",
@@ -198,7 +194,7 @@ func (m *Metrics) Agent(name string) string { return m.agent(name) }
 
 // SetBreakerState notes st as the state this worker last saw of breaker
 // key (agentq_breaker_state; the worker's probes set it too).
-func (m *Metrics) SetBreakerState(key string, st breaker.State) { m.breakerState.set(key, st) }
+func (m *Metrics) SetBreakerState(key string, st breaker.State) { m.breakerState.Set(key, st) }
 
 // meter turns the calls' usage into cost (the config's pricing), metrics
 // (agentq_tokens_total, agentq_cost_usd_total) and the usage sink's
@@ -216,7 +212,7 @@ func newMeter(cfg *config.Config, m *Metrics) *meter {
 func (m *Metrics) usageSeries() {
 	m.tokens = counter("agentq_tokens_total",
 		"Tokens the agents' calls reported, by agent, tenant (named tenants of the config, default, the rest other), model (priced models, the rest other) and kind (input, output, cached: cached is a part of input).", "agent", "tenant", "model", "kind")
-	m.cost = newUSDCounter("agentq_cost_usd_total",
+	m.cost = usage.NewCostCounter("agentq_cost_usd_total",
 		"Cost in USD of the tokens the agents' calls reported, by the config's pricing; by agent, tenant and model (as agentq_tokens_total).", "agent", "tenant", "model")
 	m.reg.MustRegister(m.tokens, m.cost)
 }
@@ -224,97 +220,4 @@ func (m *Metrics) usageSeries() {
 // counter is a counter series named name, with help, by labels.
 func counter(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-}
-
-// breakerStates is agentq_breaker_state{key,state}: for each breaker key
-// this worker gated on, one series per state (closed, half_open, open),
-// 1 for the state it last saw and 0 for the others. A collector rather
-// than a gauge vector: each key's state is one atomic value, so a scrape
-// never sees a key in two states or in none.
-type breakerStates struct {
-	desc *prometheus.Desc
-	keys sync.Map // breaker key -> *atomic.Int32, an index of breakerStateNames
-}
-
-// breakerStateNames are the state label's values, in the order of
-// breakerStates' indexes; the first, closed, is also that of a state the
-// breaker package does not name.
-var breakerStateNames = []breaker.State{breaker.StateClosed, breaker.StateHalfOpen, breaker.StateOpen}
-
-func newBreakerStates() *breakerStates {
-	return &breakerStates{desc: prometheus.NewDesc("agentq_breaker_state",
-		"Breaker state last seen by this worker, by breaker key: 1 for the key's state (closed, half_open, open), 0 for the others.",
-		[]string{"key", "state"}, nil)}
-}
-
-// set notes st as key's state.
-func (b *breakerStates) set(key string, st breaker.State) {
-	i := max(slices.Index(breakerStateNames, st), 0)
-	v, ok := b.keys.Load(key)
-	if !ok {
-		v, _ = b.keys.LoadOrStore(key, new(atomic.Int32))
-	}
-	v.(*atomic.Int32).Store(int32(i))
-}
-
-// Describe is prometheus.Collector's.
-func (b *breakerStates) Describe(ch chan<- *prometheus.Desc) { ch <- b.desc }
-
-// Collect is prometheus.Collector's.
-func (b *breakerStates) Collect(ch chan<- prometheus.Metric) {
-	b.keys.Range(func(k, v any) bool {
-		cur := int(v.(*atomic.Int32).Load())
-		for i, st := range breakerStateNames {
-			val := 0.0
-			if i == cur {
-				val = 1
-			}
-			ch <- prometheus.MustNewConstMetric(b.desc, prometheus.GaugeValue, val, k.(string), string(st))
-		}
-		return true
-	})
-}
-
-// usdCounter is a counter of dollars by labels that counts integer
-// nano-dollars (amount.NanoUSD) and divides once, when it is collected:
-// a sum of many small costs reads as clean as its decimal terms (a
-// thousand calls of a tenth of a cent: 1, not 1.0000000000000007).
-type usdCounter struct {
-	desc   *prometheus.Desc
-	series sync.Map // labels joined by labelSep -> *usdSeries
-}
-
-type usdSeries struct {
-	labels []string
-	nanos  atomic.Int64
-}
-
-// labelSep joins a series' label values into its key (no label value a
-// worker makes holds it).
-const labelSep = "\xff"
-
-func newUSDCounter(name, help string, labels ...string) *usdCounter {
-	return &usdCounter{desc: prometheus.NewDesc(name, help, labels, nil)}
-}
-
-// add counts usd (≥ 0) in the series of labels.
-func (c *usdCounter) add(usd float64, labels ...string) {
-	key := strings.Join(labels, labelSep)
-	v, ok := c.series.Load(key)
-	if !ok {
-		v, _ = c.series.LoadOrStore(key, &usdSeries{labels: labels})
-	}
-	v.(*usdSeries).nanos.Add(amount.NanoUSD(usd))
-}
-
-// Describe is prometheus.Collector's.
-func (c *usdCounter) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-// Collect is prometheus.Collector's.
-func (c *usdCounter) Collect(ch chan<- prometheus.Metric) {
-	c.series.Range(func(_, v any) bool {
-		s := v.(*usdSeries)
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(s.nanos.Load())/amount.NanosPerUSD, s.labels...)
-		return true
-	})
 }

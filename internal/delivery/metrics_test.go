@@ -84,10 +84,10 @@ func TestCostCountsNanoDollars(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry(), nil, broker.FairConfig{})
 	float := 0.0
 	for range 10000 {
-		m.cost.add(0.001, "llm", "default", "gpt-4o")
+		m.cost.Add(0.001, "llm", "default", "gpt-4o")
 		float += 0.001
 	}
-	m.cost.add(0.008615, "llm", "acme", "gpt-4o")
+	m.cost.Add(0.008615, "llm", "acme", "gpt-4o")
 	require.NotEqual(t, 10.0, float, "the float sum this counter avoids is noisy")
 	got := map[string]float64{}
 	for _, s := range gather(t, m, "agentq_cost_usd_total") {
