@@ -29,6 +29,9 @@ type metrics struct {
 	// idleWaits counts the idle waits of the worker's dequeue by how they
 	// ended (internal/broker.Cause: token, bound, stopped, error).
 	idleWaits *prometheus.CounterVec
+	// fleet are the fleet's gauges, exported while this worker holds
+	// their lease (gauges.go).
+	fleet *fleetGauges
 }
 
 // agent is the agent label of name (delivery.Metrics.Agent).
@@ -59,8 +62,9 @@ func newMetrics(agents []string, tenants broker.FairConfig) *metrics {
 			Name: "agentq_idle_waits_total",
 			Help: "Waits of an idle worker for work, by how they ended: token (woken by an enqueue, forward or restart), bound (worker.poll_interval passed), stopped, error.",
 		}, []string{"end"}),
+		fleet: newFleetGauges(),
 	}
-	reg.MustRegister(m.shortReplication, m.idleWaits, m.alerts, m.probes, m.probeDuration, buildinfo.Collector(),
+	reg.MustRegister(m.fleet, m.shortReplication, m.idleWaits, m.alerts, m.probes, m.probeDuration, buildinfo.Collector(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
