@@ -2,12 +2,13 @@ package delivery
 
 import (
 	"fmt"
-	"strings"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/breaker"
@@ -95,17 +96,10 @@ func TestCostCountsNanoDollars(t *testing.T) {
 	}
 	require.Equal(t, map[string]float64{"default": 10, "acme": 0.008615}, got)
 
-	var text strings.Builder
-	mfs, err := m.reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == "agentq_cost_usd_total" {
-			_, err := expfmt.MetricFamilyToText(&text, mf)
-			require.NoError(t, err)
-		}
-	}
-	require.Contains(t, text.String(), `agentq_cost_usd_total{agent="llm",model="gpt-4o",tenant="default"} 10`+"\n")
-	require.Contains(t, text.String(), `agentq_cost_usd_total{agent="llm",model="gpt-4o",tenant="acme"} 0.008615`+"\n")
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Contains(t, rec.Body.String(), `agentq_cost_usd_total{agent="llm",model="gpt-4o",tenant="default"} 10`+"\n")
+	require.Contains(t, rec.Body.String(), `agentq_cost_usd_total{agent="llm",model="gpt-4o",tenant="acme"} 0.008615`+"\n")
 }
 
 // gather is the series of family name in m's registry.
