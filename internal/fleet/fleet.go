@@ -13,7 +13,8 @@
 // without a release hands over within one lease and one interval.
 //
 // The fleet's periodic work (the deadline sweep, the restart index and
-// fair dispatch repairs, the webhook outboxes' repair on a Cluster) thus
+// fair dispatch repairs, the webhook outboxes' repair on a Cluster, the
+// fleet's gauges, whose holder alone exports them: Job.Idle) thus
 // costs Redis one claim per worker and lease (not per interval), and the
 // work itself once per interval for the fleet.
 package fleet
