@@ -106,7 +106,7 @@ agents:
 		durCount     = `agentq_attempt_duration_seconds_count{agent="tool"}`
 		retries      = `agentq_retries_total{agent="tool",class="network_transient"}`
 		deadLetters  = `agentq_dead_letters_total{agent="tool",class="logic_error",reason="not_retryable"}`
-		breakerState = `agentq_breaker_state{key="tool"}`
+		breakerState = `agentq_breaker_state{key="tool",state="closed"}`
 	)
 	before := scrape(t, base+"/metrics")
 	for _, s := range []string{okAttempts, netFailures, logicFailure, durCount, retries, deadLetters, breakerState} {
@@ -141,7 +141,8 @@ agents:
 		require.Equal(t, tc.delta, after[tc.series]-before[tc.series], tc.series)
 	}
 	require.Contains(t, after, breakerState, "the worker exports the state of the breaker it gated on")
-	require.Zero(t, after[breakerState], "closed")
+	require.Equal(t, 1.0, after[breakerState], "closed")
+	require.Zero(t, after[`agentq_breaker_state{key="tool",state="open"}`], "not open")
 
 	// /api/v1/agents: the bearer token is required.
 	agents := base + "/api/v1/agents"

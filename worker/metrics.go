@@ -18,10 +18,8 @@ const UnknownAgentLabel = delivery.UnknownAgentLabel
 // own registry, so several workers can live in one process (tests,
 // embedding).
 type metrics struct {
-	reg      *prometheus.Registry
-	delivery *delivery.Metrics
-	// breakerState is the delivery's gauge, which the probes set too.
-	breakerState  *prometheus.GaugeVec
+	reg           *prometheus.Registry
+	delivery      *delivery.Metrics
 	alerts        *prometheus.CounterVec
 	probes        *prometheus.CounterVec
 	probeDuration *prometheus.HistogramVec
@@ -31,6 +29,9 @@ type metrics struct {
 	// idleWaits counts the idle waits of the worker's dequeue by how they
 	// ended (internal/broker.Cause: token, bound, stopped, error).
 	idleWaits *prometheus.CounterVec
+	// fleet are the fleet's gauges, exported while this worker holds
+	// their lease (gauges.go).
+	fleet *fleetGauges
 }
 
 // agent is the agent label of name (delivery.Metrics.Agent).
@@ -42,7 +43,7 @@ func newMetrics(agents []string, tenants broker.FairConfig) *metrics {
 	reg := prometheus.NewRegistry()
 	d := delivery.NewMetrics(reg, agents, tenants)
 	m := &metrics{
-		reg: reg, delivery: d, breakerState: d.BreakerState(),
+		reg: reg, delivery: d,
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentq_alerts_total", Help: "Failure-rate alerts raised.",
 		}, []string{"agent"}),
@@ -61,14 +62,12 @@ func newMetrics(agents []string, tenants broker.FairConfig) *metrics {
 			Name: "agentq_idle_waits_total",
 			Help: "Waits of an idle worker for work, by how they ended: token (woken by an enqueue, forward or restart), bound (worker.poll_interval passed), stopped, error.",
 		}, []string{"end"}),
+		fleet: newFleetGauges(),
 	}
-	reg.MustRegister(m.shortReplication, m.idleWaits, m.alerts, m.probes, m.probeDuration, buildinfo.Collector(),
+	reg.MustRegister(m.fleet, m.shortReplication, m.idleWaits, m.alerts, m.probes, m.probeDuration, buildinfo.Collector(),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-// stateValue and truncate are the delivery's (the probes use them).
-var (
-	stateValue = delivery.StateValue
-	truncate   = delivery.Truncate
-)
+// truncate is the delivery's (the probes use it).
+var truncate = delivery.Truncate

@@ -28,6 +28,6 @@ func newProber(sp *delivery.Spec, ps *probeSpec, br *breaker.Breakers, m *metric
 			m.probes.WithLabelValues(m.agent(agent), result).Inc()
 			m.probeDuration.WithLabelValues(m.agent(agent)).Observe(elapsed.Seconds())
 		},
-		State: func(key string, st breaker.State) { m.breakerState.WithLabelValues(key).Set(stateValue(st)) },
+		State: m.delivery.SetBreakerState,
 	}, log)
 }

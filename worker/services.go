@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/agentq/agentq/config"
 	"github.com/agentq/agentq/internal/breaker/probe"
@@ -59,6 +60,9 @@ type loops struct {
 	// checks makes the forwarder check the delayed sets every poll
 	// interval (one worker of the fleet per queue and interval).
 	checks *fleet.Every
+	// gauges computes and exports the fleet's gauges (one worker of the
+	// fleet per interval).
+	gauges *gaugesService
 }
 
 // newLoops builds the worker's loops, before the delivery (which reads the
@@ -66,7 +70,7 @@ type loops struct {
 // runs); client enqueues the schedules' tasks; noGate: no health probes (no
 // breaker gate). It fails on a webhook or schedule the config cannot
 // resolve.
-func (w *Worker) newLoops(client *tasks.Client, noGate bool) (err error) {
+func (w *Worker) newLoops(client *tasks.Client, noGate bool, gaugesEvery time.Duration) (err error) {
 	w.hb = registry.NewHeartbeat(w.rdb, serveQueues(w.cfg), w.cfg.Worker.Concurrency, Version, w.log, nil, 0)
 	if w.hooks, err = newDeliverer(w.cfg, w.rdb, w.log, w.metrics); err != nil {
 		return err
@@ -90,6 +94,7 @@ func (w *Worker) newLoops(client *tasks.Client, noGate bool) (err error) {
 	w.tenants = tenants.New(w.rdb, configx.Fair(w.cfg), queueList(w.cfg), tenants.Options{Holder: w.id, Logger: w.log})
 	w.listener = wake.New(w.rdb, w.rec, wake.Options{Keys: w.breakerKeys(), Queues: queueList(w.cfg), Dues: w.dues, Logger: w.log})
 	w.checks = wake.Checks(w.rdb, w.dues, queueList(w.cfg), w.cfg.Worker.PollInterval, w.id)
+	w.gauges = newGaugesService(w.rdb, w.metrics.fleet, gaugesEvery, w.id, w.log)
 	return nil
 }
 

@@ -128,7 +128,7 @@ pricing:
 	require.Equal(t, float64(be.in.Load()), counterValue(t, w, "agentq_tokens_total", with(labels, "kind", "input")))
 	require.Equal(t, float64(be.out.Load()), counterValue(t, w, "agentq_tokens_total", with(labels, "kind", "output")))
 	require.Equal(t, float64(be.cached.Load()), counterValue(t, w, "agentq_tokens_total", with(labels, "kind", "cached")))
-	require.InDelta(t, 0.008615, counterValue(t, w, "agentq_cost_usd_total", labels), 1e-9)
+	require.Equal(t, 0.008615, counterValue(t, w, "agentq_cost_usd_total", labels), "counted in nano-dollars: no float noise")
 
 	entries := sink.all()
 	require.Len(t, entries, 2)

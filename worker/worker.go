@@ -53,6 +53,8 @@ type options struct {
 	noGate   bool
 	tp       trace.TracerProvider
 	sink     usage.Sink
+	// gaugesEvery is the fleet gauges' interval (zero: GaugesInterval).
+	gaugesEvery time.Duration
 }
 
 // WithAgent registers a Go runner (for example an agent.Func) under name.
@@ -90,6 +92,10 @@ func WithTracerProvider(tp trace.TracerProvider) Option { return func(o *options
 // sink that is also a startstop.Service (a *usage.Recorder) is started and
 // stopped with the worker's other background components.
 func withUsageSink(s usage.Sink) Option { return func(o *options) { o.sink = s } }
+
+// withGaugesInterval computes the fleet's gauges every d instead of
+// GaugesInterval (tests).
+func withGaugesInterval(d time.Duration) Option { return func(o *options) { o.gaugesEvery = d } }
 
 // Worker runs tasks from Redis until its context ends.
 type Worker struct {
@@ -189,7 +195,7 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		w.usage = usage.NewRecorder(rdb, usage.RecorderOptions{
 			Retention: cfg.Usage.Retention, MaxSeries: cfg.Usage.MaxSeries, Logger: o.logger})
 	}
-	if err := w.newLoops(client, o.noGate); err != nil {
+	if err := w.newLoops(client, o.noGate, o.gaugesEvery); err != nil {
 		return nil, err
 	}
 	w.exec = delivery.New(delivery.Deps{
@@ -253,7 +259,7 @@ func (w *Worker) RegistryID() string { return w.hb.ID() }
 // agents (killing exec process groups). Its background components (the ops
 // server, the breakers' flush loop and subscription, the wake-up and
 // restart-repair loops, the alert sender, health probers, the charts'
-// attempt counter, the usage totals' recorder) share one
+// attempt counter, the fleet gauges, the usage totals' recorder) share one
 // lifecycle (internal/startstop): started in order before the first task,
 // stopped in reverse after the last.
 func (w *Worker) Run(ctx context.Context) error {
@@ -299,7 +305,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // components are the worker's background components, in start order.
 func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
-		ops, w.breakers, w.hb, w.charts,
+		ops, w.breakers, w.hb, w.charts, w.gauges,
 		w.listener, w.checks,
 		startstop.Func(w.exec.RegisterLimits),
 		w.repairer, w.sweeper, w.tenants, w.kids,

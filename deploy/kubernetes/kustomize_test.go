@@ -3,9 +3,11 @@
 // checks the objects against the code: the ports and probe paths are
 // served by the worker's ops handler and the API's route table, every
 // environment variable is one the code reads, the ConfigMap's config loads,
-// the KEDA triggers watch the queues' pending lists on the configured Redis,
-// metric names exist in the worker's registry, the grace period covers the
-// worker's shutdown and the pods run non-root on a read-only filesystem.
+// the KEDA trigger's query names the series (and label values) a real
+// worker exports and its threshold is the worker's concurrency, the
+// autoscaler alone sets the worker's replicas, HPA metric names exist in
+// the worker's registry, the grace period covers the worker's shutdown and
+// the pods run non-root on a read-only filesystem.
 package kubernetes_test
 
 import (
@@ -16,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -74,6 +75,7 @@ func TestKustomizations(t *testing.T) {
 	t.Parallel()
 	paths := workerOpsPaths(t)
 	metrics := workerMetricNames(t)
+	exported := workerExports(t)
 	keys := exampleSecretKeys(t)
 	for _, k := range kustomizations {
 		name := strings.ReplaceAll(k.dir, "/", "_")
@@ -98,7 +100,7 @@ func TestKustomizations(t *testing.T) {
 			checkSecurity(t, s)
 			checkPDBs(t, s)
 			if k.keda {
-				checkScaledObject(t, s, metrics)
+				checkScaledObject(t, s, exported)
 			} else {
 				checkHPA(t, s, metrics)
 			}
@@ -232,6 +234,7 @@ func checkWorker(t *testing.T, s *rendered, served map[string]int) {
 		require.Equal(t, http.StatusOK, served[p.HTTPGet.Path], "worker probe %s: served by worker.OpsHandler", p.HTTPGet.Path)
 	}
 	require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path, "liveness must not depend on Redis")
+	require.Nil(t, s.worker.Spec.Replicas, "the autoscaler (KEDA or the HPA) owns the worker's replicas: an apply must not reset them")
 	ann := s.worker.Spec.Template.Metadata.Annotations
 	if ann["prometheus.io/scrape"] == "true" {
 		require.Equal(t, strconv.Itoa(port), ann["prometheus.io/port"])
@@ -345,9 +348,10 @@ func checkPDBs(t *testing.T, s *rendered) {
 }
 
 // checkScaledObject: KEDA scales the worker Deployment, never to zero, on
-// each served queue's pending list in the config's Redis; a Prometheus
-// trigger names a metric the worker exports.
-func checkScaledObject(t *testing.T, s *rendered, metrics map[string]bool) {
+// a Prometheus query of the fleet's pending and active tasks whose metric
+// names, labels and label values a real worker exports (exported), one
+// replica per worker.concurrency of them.
+func checkScaledObject(t *testing.T, s *rendered, exported scrape) {
 	t.Helper()
 	require.Empty(t, s.all("HorizontalPodAutoscaler"), "KEDA makes its own HPA")
 	var so struct {
@@ -364,72 +368,77 @@ func checkScaledObject(t *testing.T, s *rendered, metrics map[string]bool) {
 	s.one(t, "ScaledObject", workerName).decode(t, &so)
 	require.Equal(t, workerName, so.Spec.ScaleTargetRef.Name)
 	// Scheduled, retrying, deferred and restarting tasks are moved to
-	// pending by a running worker only: zero workers would strand them.
+	// pending by a running worker only, which also computes the gauges:
+	// zero workers would strand them.
 	require.True(t, so.Spec.MinReplicaCount != nil && *so.Spec.MinReplicaCount >= 1, "minReplicaCount ≥ 1")
-	want := map[string]bool{}
-	for q := range s.cfg.Worker.Queues {
-		want[broker.PendingKey(q)] = true
-	}
-	watched := map[string]bool{}
-	for _, tr := range so.Spec.Triggers {
-		md := tr.Metadata
-		switch tr.Type {
-		case "redis", "redis-sentinel", "redis-cluster":
-			require.Equal(t, redisTriggerType(s.cfg), tr.Type, "the trigger's Redis topology is the config's")
-			require.True(t, want[md["listName"]], "listName %q is the pending list of a served queue (%v)", md["listName"], keysOf(want))
-			watched[md["listName"]] = true
-			n, err := strconv.Atoi(md["listLength"])
-			require.NoError(t, err, "listLength")
-			require.Positive(t, n)
-			checkTriggerRedis(t, s, md)
-		case "prometheus":
-			found := false
-			for m := range metrics {
-				found = found || strings.Contains(md["query"], m)
-			}
-			require.True(t, found, "the Prometheus query %q names a worker metric", md["query"])
-		default:
-			t.Fatalf("unexpected trigger type %s", tr.Type)
-		}
-	}
-	require.Equal(t, want, watched, "every served queue is watched")
+	require.Len(t, so.Spec.Triggers, 1, "one trigger: the fleet's work")
+	tr := so.Spec.Triggers[0]
+	require.Equal(t, "prometheus", tr.Type)
+	md := tr.Metadata
+	require.NotEmpty(t, md["serverAddress"])
+	require.Equal(t, strconv.Itoa(s.cfg.Worker.Concurrency), md["threshold"],
+		"desired replicas = (pending + active) / threshold: the threshold is the tasks one replica runs, worker.concurrency")
+	checkQuery(t, md["query"], exported)
+	require.Contains(t, md["query"], "agentq_queue_tasks")
+	states := selectorValues(t, md["query"], "agentq_queue_tasks", "state")
+	require.ElementsMatch(t, []string{"pending", "active"}, states, "the query sums pending and active")
 }
 
-// checkTriggerRedis: the trigger's addresses are the config's, and the
-// variables it reads are the worker container's.
-func checkTriggerRedis(t *testing.T, s *rendered, md map[string]string) {
+// checkQuery: every agentq series the query names is one a real worker
+// exports, with the labels it groups by and the label values it selects.
+func checkQuery(t *testing.T, query string, exported scrape) {
 	t.Helper()
-	switch r := s.cfg.Redis; {
-	case r.Sentinel != nil:
-		require.Equal(t, strings.Join(r.Sentinel.Addrs, ","), md["addresses"])
-		require.Equal(t, r.Sentinel.MasterName, md["sentinelMaster"])
-	case r.Cluster != nil:
-		require.Equal(t, strings.Join(r.Cluster.Addrs, ","), md["addresses"])
-	default:
-		// The config's URL is the example the Secret's AGENTQ_REDIS_URL
-		// replaces: the trigger names the same server and database.
-		u, err := url.Parse(r.URL)
-		require.NoError(t, err)
-		require.Equal(t, u.Host, md["address"], "the redis trigger's host:port is redis.url's")
-		require.Equal(t, strings.TrimPrefix(u.Path, "/"), md["databaseIndex"], "the redis trigger's database is redis.url's")
+	names := queryMetric.FindAllString(query, -1)
+	require.NotEmpty(t, names, "the query %q names a worker metric", query)
+	for _, name := range names {
+		labels, ok := exported[name]
+		require.True(t, ok, "the query's %s is exported by a worker (%v)", name, keysOf(exported))
+		for _, m := range querySelector.FindAllStringSubmatch(query, -1) {
+			if m[1] != name {
+				continue
+			}
+			for _, sel := range queryMatcher.FindAllStringSubmatch(m[2], -1) {
+				for _, v := range strings.Split(sel[2], "|") {
+					require.True(t, labels[sel[1]][v], "%s{%s=%q} is exported (%v)", name, sel[1], v, keysOf(labels[sel[1]]))
+				}
+			}
+		}
 	}
-	for k, v := range md {
-		if strings.HasSuffix(k, "FromEnv") {
-			_, ok := s.workerPod.env(v)
-			require.True(t, ok, "trigger %s: %s is a variable of the worker container", k, v)
+	for _, m := range queryBy.FindAllStringSubmatch(query, -1) {
+		for _, l := range strings.Split(m[1], ",") {
+			found := false
+			for _, name := range names {
+				_, has := exported[name][strings.TrimSpace(l)]
+				found = found || has
+			}
+			require.True(t, found, "the query groups by %q, a label of %v", l, names)
 		}
 	}
 }
 
-func redisTriggerType(c *config.Config) string {
-	switch {
-	case c.Redis.Sentinel != nil:
-		return "redis-sentinel"
-	case c.Redis.Cluster != nil:
-		return "redis-cluster"
+// selectorValues are the values the query's selector of name matches for
+// label (a =~ alternation or an =).
+func selectorValues(t *testing.T, query, name, label string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range querySelector.FindAllStringSubmatch(query, -1) {
+		for _, sel := range queryMatcher.FindAllStringSubmatch(m[2], -1) {
+			if m[1] == name && sel[1] == label {
+				out = append(out, strings.Split(sel[2], "|")...)
+			}
+		}
 	}
-	return "redis"
+	return out
 }
+
+// The parts of a PromQL query the check reads: metric names, a metric's
+// selector, a selector's matchers (= and =~), a by clause's labels.
+var (
+	queryMetric   = regexp.MustCompile(`agentq_[a-z_]+`)
+	querySelector = regexp.MustCompile(`(agentq_[a-z_]+)\{([^}]*)\}`)
+	queryMatcher  = regexp.MustCompile(`([a-z_]+)=~?"([^"]*)"`)
+	queryBy       = regexp.MustCompile(`by \(([^)]*)\)`)
+)
 
 // checkHPA: a plain HPA scales the worker Deployment; metric names other
 // than resources are the worker's.
@@ -488,6 +497,69 @@ func workerOpsPaths(t *testing.T) map[string]int {
 	require.Equal(t, http.StatusNotFound, out["/no-such-path"], "the handler tells served paths from others")
 	return out
 }
+
+// scrape is what a worker's /metrics says: metric name -> label name ->
+// the values seen.
+type scrape map[string]map[string]map[string]bool
+
+// workerExports runs a real worker (on a real Redis, its queue known to
+// asynq) until its /metrics shows the fleet's gauges, which it computes at
+// start as the only worker of its fleet, and returns what /metrics said.
+func workerExports(t *testing.T) scrape {
+	t.Helper()
+	srv := redistest.Start(t)
+	cfg := config.Default()
+	cfg.Redis.URL = srv.URL()
+	cfg.Worker.HTTPAddr = "" // the handler is asked directly
+	require.NoError(t, broker.RegisterQueues(context.Background(), srv.Client(), "default"))
+	w, err := worker.New(cfg, srv.Client())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rec := httptest.NewRecorder()
+		w.OpsHandler().ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/metrics", nil))
+		require.Equal(t, http.StatusOK, rec.Code)
+		out := parseScrape(rec.Body.String())
+		if out["agentq_queue_tasks"]["queue"]["default"] {
+			return out
+		}
+		require.True(t, time.Now().Before(deadline), "the worker exports the fleet's gauges within 30s")
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// parseScrape reads the Prometheus text format's samples.
+func parseScrape(text string) scrape {
+	out := scrape{}
+	for _, line := range strings.Split(text, "\n") {
+		m := scrapeLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		labels := out[m[1]]
+		if labels == nil {
+			labels = map[string]map[string]bool{}
+			out[m[1]] = labels
+		}
+		for _, l := range scrapeLabel.FindAllStringSubmatch(m[2], -1) {
+			if labels[l[1]] == nil {
+				labels[l[1]] = map[string]bool{}
+			}
+			labels[l[1]][l[2]] = true
+		}
+	}
+	return out
+}
+
+// A sample line of the text format (name, then its labels), and one label.
+var (
+	scrapeLine  = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? `)
+	scrapeLabel = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
+)
 
 // workerMetricNames are the Name fields of the Prometheus collectors a
 // worker registers (prometheus.*Opts literals): the worker package's and
@@ -660,6 +732,7 @@ type deployment struct {
 		Name string `yaml:"name"`
 	} `yaml:"metadata"`
 	Spec struct {
+		Replicas *int     `yaml:"replicas"`
 		Selector selector `yaml:"selector"`
 		Template struct {
 			Metadata struct {

@@ -4,6 +4,8 @@
 // in a leaf package so that the record does not import usage.
 package amount
 
+import "math"
+
 // The bounds of what one attempt's usage may say, and of every sum of
 // usage. A reply may report anything; Parse and Object clamp what they
 // read to these bounds (internal/usage) before any arithmetic (a count above MaxTokens is
@@ -30,8 +32,25 @@ func SatAdd(a, b int64) int64 {
 	return min(a+b, MaxSum)
 }
 
+// NanosPerUSD: a sum of costs that must add exactly (a task's usage sum,
+// agentq_cost_usd_total) counts integer nano-dollars.
+const NanosPerUSD = 1e9
+
 // maxSumUSD is MaxSum nano-dollars, the most a sum of costs holds.
-const maxSumUSD = float64(MaxSum) / 1e9
+const maxSumUSD = float64(MaxSum) / NanosPerUSD
+
+// NanoUSD is usd in nano-dollars, rounded, within [0, MaxSum] (NaN and
+// +Inf: the most), converted only once it is known to fit.
+func NanoUSD(usd float64) int64 {
+	n := math.Round(usd * NanosPerUSD)
+	switch {
+	case n >= 0 && n < float64(MaxSum):
+		return int64(n)
+	case n < 0:
+		return 0
+	}
+	return MaxSum
+}
 
 // ClampCount is f as a token count within [0, MaxTokens].
 func ClampCount(f float64) int64 {

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/inspect"
@@ -385,7 +383,7 @@ func (p *Executor) gate(ctx context.Context, log *taskLog, env *tasks.Envelope, 
 	if err != nil {
 		log.Warn("breaker state unavailable; using the last state seen", "err", err)
 	}
-	p.breakerGauge(sp.breakerKey).Set(StateValue(adm.State))
+	p.metrics.breakerState.Set(sp.breakerKey, adm.State)
 	if adm.Allowed {
 		return p.gateLimits(ctx, log, env, sp, adm)
 	}
@@ -434,11 +432,6 @@ const fallbackBreakerOpen = "breaker_open"
 // primary's own budget had no room and it has budget.fallback (gateBudgets).
 const fallbackOverBudget = "over_budget"
 
-// breakerGauge is the breaker state gauge of breaker key (resolved once).
-func (p *Executor) breakerGauge(key string) prometheus.Gauge {
-	return p.metrics.byBreaker.get(key, func() prometheus.Gauge { return p.metrics.breakerState.WithLabelValues(key) })
-}
-
 // admit asks sp's breaker for a call: Allow, or AllowTask for an agent
 // with a health probe (its tasks are never half-open trials).
 func (p *Executor) admit(ctx context.Context, sp *Spec) (breaker.Admission, error) {
@@ -475,7 +468,7 @@ func (p *Executor) fallBack(ctx context.Context, log *taskLog, primary *Spec, fr
 		if err != nil {
 			log.Warn("fallback breaker state unavailable; using the last state seen", "fallback", fs.name, "err", err)
 		}
-		p.breakerGauge(fs.breakerKey).Set(StateValue(a.State))
+		p.metrics.breakerState.Set(fs.breakerKey, a.State)
 		if a.Allowed {
 			la := p.admitLimit(ctx, log, fs)
 			if !la.Allowed {
@@ -717,15 +710,4 @@ func (v *pauseView) admit(ctx context.Context, log *taskLog, l *limit.Limiter, k
 		return limit.Admission{Limit: limit.Paused, RetryIn: left, PausedUntil: e.until.UTC()}
 	}
 	return limit.Admission{Allowed: true}
-}
-
-// StateValue is a breaker state as the agentq_breaker_state gauge shows it.
-func StateValue(s breaker.State) float64 {
-	switch s {
-	case breaker.StateHalfOpen:
-		return 1
-	case breaker.StateOpen:
-		return 2
-	}
-	return 0
 }

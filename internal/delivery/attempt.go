@@ -318,7 +318,7 @@ func (p *Executor) recordBreaker(ctx context.Context, log *taskLog, env *tasks.E
 	case err != nil:
 		log.Warn("breaker record failed", "err", err)
 	case st != adm.State:
-		p.metrics.breakerState.WithLabelValues(sp.breakerKey).Set(StateValue(st))
+		p.metrics.breakerState.Set(sp.breakerKey, st)
 		log.Info("breaker changed state", "breaker_key", sp.breakerKey, "state", st)
 	}
 }
@@ -723,7 +723,7 @@ func (mt *meter) used(env *tasks.Envelope, agentLabel string, u usage.Usage, at 
 		}
 	}
 	if u.Priced {
-		mt.m.cost.WithLabelValues(agentLabel, tenant, model).Add(u.CostUSD)
+		mt.m.cost.Add(u.CostUSD, agentLabel, tenant, model)
 	}
 	if sink != nil {
 		sink.Add(usage.Entry{Agent: agentLabel, Tenant: env.Tenant, At: at, Usage: u})

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentq/agentq/config"
+	"github.com/agentq/agentq/internal/breaker"
 	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/configx"
 	"github.com/agentq/agentq/internal/usage"
@@ -38,7 +39,7 @@ type Metrics struct {
 	// kind), resumes the resumed runs' starts (by what ended the wait).
 	suspends     *prometheus.CounterVec
 	resumes      *prometheus.CounterVec
-	breakerState *prometheus.GaugeVec
+	breakerState *breaker.StateGauge
 	rejections   *prometheus.CounterVec
 	fallbacks    *prometheus.CounterVec
 	// limitRefusals, limitDeferrals and limitPauses are the provider
@@ -54,16 +55,15 @@ type Metrics struct {
 	tenants broker.FairConfig
 	// tokens and cost are the calls' usage (meter.read, attempt.go).
 	tokens *prometheus.CounterVec
-	cost   *prometheus.CounterVec
+	cost   *usage.CostCounter
 	// classifyWeak counts the failed calls whose verdict was weak, by
 	// agent and what decided it (default, model).
 	classifyWeak *prometheus.CounterVec
-	// byAgent, byBreaker and succeededBy hold the children every delivery
-	// touches (by agent label, breaker key, tenant label), resolved on
-	// first use: WithLabelValues hashes its labels and takes the vector's
-	// lock on every call.
+	// byAgent and succeededBy hold the children every delivery touches
+	// (by agent label, tenant label), resolved on first use:
+	// WithLabelValues hashes its labels and takes the vector's lock on
+	// every call.
 	byAgent     children[agentSeries]
-	byBreaker   children[prometheus.Gauge]
 	succeededBy children[prometheus.Counter]
 }
 
@@ -163,9 +163,7 @@ func NewMetrics(reg *prometheus.Registry, agents []string, tenants broker.FairCo
 			"Runs the agent suspended (a sleep, a time, a signal), by wait kind.", "agent", "kind"),
 		resumes: counter("agentq_resumes_total",
 			"Runs that resumed after a suspend, by what ended the wait (timer, signal, timeout).", "by"),
-		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "agentq_breaker_state", Help: "Breaker state last seen by this worker: 0 closed, 1 half-open, 2 open.",
-		}, []string{"key"}),
+		breakerState: breaker.NewStateGauge(),
 		rejections: counter("agentq_breaker_rejections_total",
 			"Admissions refused by a breaker.", "key"),
 		fallbacks: counter("agentq_fallbacks_total",
@@ -194,9 +192,9 @@ func NewMetrics(reg *prometheus.Registry, agents []string, tenants broker.FairCo
 // UnknownAgentLabel otherwise.
 func (m *Metrics) Agent(name string) string { return m.agent(name) }
 
-// BreakerState is the gauge of the breakers' states this worker last saw
-// (its probes set it too).
-func (m *Metrics) BreakerState() *prometheus.GaugeVec { return m.breakerState }
+// SetBreakerState notes st as the state this worker last saw of breaker
+// key (agentq_breaker_state; the worker's probes set it too).
+func (m *Metrics) SetBreakerState(key string, st breaker.State) { m.breakerState.Set(key, st) }
 
 // meter turns the calls' usage into cost (the config's pricing), metrics
 // (agentq_tokens_total, agentq_cost_usd_total) and the usage sink's
@@ -214,7 +212,7 @@ func newMeter(cfg *config.Config, m *Metrics) *meter {
 func (m *Metrics) usageSeries() {
 	m.tokens = counter("agentq_tokens_total",
 		"Tokens the agents' calls reported, by agent, tenant (named tenants of the config, default, the rest other), model (priced models, the rest other) and kind (input, output, cached: cached is a part of input).", "agent", "tenant", "model", "kind")
-	m.cost = counter("agentq_cost_usd_total",
+	m.cost = usage.NewCostCounter("agentq_cost_usd_total",
 		"Cost in USD of the tokens the agents' calls reported, by the config's pricing; by agent, tenant and model (as agentq_tokens_total).", "agent", "tenant", "model")
 	m.reg.MustRegister(m.tokens, m.cost)
 }

@@ -13,7 +13,8 @@
 // without a release hands over within one lease and one interval.
 //
 // The fleet's periodic work (the deadline sweep, the restart index and
-// fair dispatch repairs, the webhook outboxes' repair on a Cluster) thus
+// fair dispatch repairs, the webhook outboxes' repair on a Cluster, the
+// fleet's gauges, whose holder alone exports them: Job.Idle) thus
 // costs Redis one claim per worker and lease (not per interval), and the
 // work itself once per interval for the fleet.
 package fleet
@@ -64,6 +65,10 @@ type Job struct {
 	Key string
 	// Run is what the worker that claimed the interval does.
 	Run func(ctx context.Context)
+	// Idle, when not nil, runs at each tick on a worker that does not
+	// hold the lease (it lost it, or another worker holds it): a job
+	// whose holder exports what it computed drops it there.
+	Idle func(ctx context.Context)
 }
 
 // Options are Every's.
@@ -166,8 +171,11 @@ func (e *Every) Tick(ctx context.Context) {
 		if ctx.Err() != nil {
 			break
 		}
-		if e.hold(ctx, j.Key) {
+		switch {
+		case e.hold(ctx, j.Key):
 			j.Run(ctx)
+		case j.Idle != nil:
+			j.Idle(ctx)
 		}
 	}
 	if e.o.ticked != nil {

@@ -26,6 +26,7 @@ type claimant struct {
 	e          *Every
 	tk         manualTicker
 	runs, each atomic.Int32
+	idle       atomic.Int32 // Job.Idle's runs
 	won, lost  atomic.Int32
 	ticks      chan struct{}
 }
@@ -46,7 +47,8 @@ func newClaimant(t *testing.T, ctx context.Context, rdb redis.UniversalClient, k
 		}
 	}
 	o.ticked = func() { c.ticks <- struct{}{} }
-	c.e = One(rdb, interval, Job{Key: key, Run: func(context.Context) { c.runs.Add(1) }}, o)
+	c.e = One(rdb, interval, Job{Key: key, Run: func(context.Context) { c.runs.Add(1) },
+		Idle: func(context.Context) { c.idle.Add(1) }}, o)
 	c.e.Start(ctx)
 	t.Cleanup(c.e.Stop)
 	return c
@@ -69,7 +71,8 @@ func (c *claimant) wait(t *testing.T) {
 // TestOneHolderPerIntervalOneClaimPerLease: three workers of a fleet, on
 // a real Redis, tick together N times on a clock moved one interval per
 // tick: the job runs exactly once per tick fleet-wide, always on the one
-// holder, and Each on all; the non-holders claim once per lease they saw
+// holder, Each on all, and Idle on every other worker at every tick; the
+// non-holders claim once per lease they saw
 // (not per tick), the holder renews once per half lease.
 func TestOneHolderPerIntervalOneClaimPerLease(t *testing.T) {
 	t.Parallel()
@@ -96,6 +99,7 @@ func TestOneHolderPerIntervalOneClaimPerLease(t *testing.T) {
 	for _, c := range cs {
 		runs += c.runs.Load()
 		require.EqualValues(t, ticks+1, c.each.Load(), "Each runs on every worker at every tick")
+		require.EqualValues(t, ticks+1, c.runs.Load()+c.idle.Load(), "Run or Idle at every tick")
 		if c.runs.Load() > 0 {
 			require.Nil(t, holder, "one holder")
 			holder = c

@@ -132,6 +132,23 @@ func Workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]W
 	return out, nil
 }
 
+// Slots sums the slots of the live workers of the registry as of now
+// (Workers): total, their concurrency; busy, the tasks in flight at their
+// last heartbeat (at most HeartbeatInterval old).
+func Slots(ctx context.Context, rdb redis.UniversalClient, now time.Time) (busy, total int, err error) {
+	ws, err := Workers(ctx, rdb, now)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, w := range ws {
+		if w.State == WorkerAlive {
+			busy += len(w.Tasks)
+			total += w.Concurrency
+		}
+	}
+	return busy, total, nil
+}
+
 // workerInfo is e's state as of now, with its tasks' run times.
 func workerInfo(e WorkerEntry, now time.Time) WorkerInfo {
 	w := WorkerInfo{WorkerEntry: e, State: WorkerAlive, HeartbeatAgeMS: max(0, now.Sub(e.LastHeartbeat).Milliseconds())}

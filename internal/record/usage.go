@@ -1,7 +1,6 @@
 package record
 
 import (
-	"math"
 	"strconv"
 	"strings"
 
@@ -14,10 +13,9 @@ import (
 // and one more argument; only a task's second usage makes the script add
 // (and it adds in Lua, the numbers being integers).
 
-// nanosPerUSD: the sum keeps the cost in nano-dollars, an integer, so
-// that the script adds it exactly (the attempts' own costs, on their
+// The sum keeps the cost in nano-dollars (amount.NanoUSD), an integer,
+// so that the script adds it exactly (the attempts' own costs, on their
 // events, keep every digit).
-const nanosPerUSD = 1e9
 
 // FormatUsageSum is u as FieldUsage holds it: "in,out,cached,total", and
 // ",nanos" (the cost in nano-dollars) when u has a cost; "" for no usage
@@ -37,26 +35,13 @@ func FormatUsageSum(u amount.Usage) string {
 	b = strconv.AppendInt(b, sumPart(u.TotalTokens), 10)
 	if u.CostUSD != 0 {
 		b = append(b, ',')
-		b = strconv.AppendInt(b, nanos(u.CostUSD), 10)
+		b = strconv.AppendInt(b, amount.NanoUSD(u.CostUSD), 10)
 	}
 	return string(b)
 }
 
 // sumPart is n within [0, amount.MaxSum].
 func sumPart(n int64) int64 { return min(max(n, 0), amount.MaxSum) }
-
-// nanos is usd in nano-dollars within [0, amount.MaxSum] (NaN and +Inf:
-// the most), converted only once it is known to fit.
-func nanos(usd float64) int64 {
-	n := math.Round(usd * nanosPerUSD)
-	switch {
-	case n >= 0 && n < float64(amount.MaxSum):
-		return int64(n)
-	case n < 0:
-		return 0
-	}
-	return amount.MaxSum
-}
 
 // ParseUsageSum reads a FieldUsage value: nil for none ("", or no
 // tokens and no cost). A sum with a cost is Priced.
@@ -72,7 +57,7 @@ func ParseUsageSum(s string) *amount.Usage {
 	}
 	u := amount.Usage{InputTokens: n[0], OutputTokens: n[1], CachedTokens: n[2], TotalTokens: n[3]}
 	if len(parts) == 5 {
-		u.CostUSD, u.Priced = float64(n[4])/nanosPerUSD, true
+		u.CostUSD, u.Priced = float64(n[4])/amount.NanosPerUSD, true
 	}
 	if u.IsZero() && !u.Priced {
 		return nil

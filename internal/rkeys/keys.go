@@ -186,6 +186,12 @@ func ProbeClaim(key string) string { return Prefix + "{breaker:" + key + "}:prob
 // interval, not once per worker.
 func RestartRepairClaim() string { return Prefix + "{restart}:repair-claim" }
 
+// GaugesClaim is the lease (internal/fleet) of the worker that computes
+// the fleet's gauges (agentq_queue_tasks, agentq_worker_slots,
+// agentq_dead_letters) and alone exports them, so that a sum over the
+// workers' series counts the fleet's work once.
+func GaugesClaim() string { return Prefix + "gauges-claim" }
+
 // Deadlines is the sorted set of tasks that have a deadline (id -> the
 // deadline, Unix ms), written when each is enqueued; the workers' sweeper
 // dead-letters the waiting ones whose deadline has passed and drops the
