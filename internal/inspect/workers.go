@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -55,7 +57,9 @@ type WorkerEntry struct {
 	Started     time.Time      `json:"started"`
 	// LastHeartbeat is when it last wrote its entry.
 	LastHeartbeat time.Time `json:"last_heartbeat"`
-	// Tasks are the tasks it ran at its last heartbeat, oldest first.
+	// Tasks are the tasks it ran at its last heartbeat, oldest first;
+	// for a gone worker, Workers keeps only those it still holds (see
+	// markOrphans).
 	Tasks []WorkerTask `json:"tasks"`
 }
 
@@ -95,11 +99,12 @@ type WorkerInfo struct {
 
 // Workers lists the worker registry as of now: live workers first, then
 // gone ones, each group by host and pid. An entry older than KeepGone is
-// left out (the next heartbeat of any worker drops it). For a gone worker,
-// each of its tasks that asynq still holds leased is Orphaned, with its
-// lease expiry and recovery window. It reads one hash (at most
-// MaxWorkerEntries entries) and, for gone workers' tasks, one ZSCORE each
-// in one pipeline.
+// left out (the next heartbeat of any worker drops it). A gone worker's
+// tasks are only those it still holds (markOrphans: leased by it, and, by
+// their record, still running on it), each Orphaned, with its lease
+// expiry and recovery window: not its last heartbeat's list. It reads one
+// hash (at most MaxWorkerEntries entries) and, for gone workers' tasks, a
+// ZSCORE and an HMGET each in one pipeline.
 func Workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]WorkerInfo, error) {
 	raw, err := rdb.HGetAll(ctx, rkeys.Workers()).Result()
 	if err != nil {
@@ -148,12 +153,30 @@ func workerInfo(e WorkerEntry, now time.Time) WorkerInfo {
 	return w
 }
 
-// markOrphans looks up the lease of every gone worker's task: one still
-// leased is orphaned until asynq's recovery takes it back.
+// leaseDuration is asynq's lease (its rdb.LeaseDuration): a live holder
+// extends its deliveries' leases to now + leaseDuration every 5 s, so a
+// gone worker's leases expire at most leaseDuration + HeartbeatInterval
+// after its last registry heartbeat (leaseHeld allows another interval).
+const leaseDuration = 30 * time.Second
+
+// goneTask is what markOrphans reads of a gone worker's task: its lease
+// and its record's state and worker.
+type goneTask struct {
+	w, t   int
+	lease  *redis.FloatCmd
+	record *redis.SliceCmd
+}
+
+// markOrphans settles the in-flight lists of gone workers, which their
+// last heartbeat wrote: a gone worker keeps only the tasks it still holds
+// — asynq still holds the task leased, with a lease the dead worker could
+// have set (not one a later delivery took), and the task's record, when
+// it names the worker running it, names this one while active. Those are
+// orphaned until asynq's lease recovery takes them back; the others ended
+// or run elsewhere, and are dropped from its list. One pipeline: a
+// ZSCORE and an HMGET a task.
 func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo) error {
-	type ref struct{ w, t int }
-	var refs []ref
-	var cmds []*redis.FloatCmd
+	var refs []goneTask
 	pipe := rdb.Pipeline()
 	for i := range ws {
 		if ws[i].State != WorkerGone {
@@ -164,26 +187,63 @@ func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo
 			if id == "" {
 				id = t.ID
 			}
-			refs = append(refs, ref{i, j})
-			cmds = append(cmds, pipe.ZScore(ctx, broker.LeaseKey(t.Queue), id))
+			refs = append(refs, goneTask{w: i, t: j, lease: pipe.ZScore(ctx, broker.LeaseKey(t.Queue), id),
+				record: pipe.HMGet(ctx, rkeys.Task(t.ID), record.FieldState, record.FieldWorker)})
 		}
 	}
-	if len(cmds) == 0 {
+	if len(refs) == 0 {
 		return nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("inspect: workers: leases: %w", err)
 	}
-	for k, c := range cmds {
-		score, err := c.Result()
-		if err != nil { // redis.Nil: no longer leased (recovered, or it ended)
+	held := make(map[[2]int]bool, len(refs))
+	for _, r := range refs {
+		w := &ws[r.w]
+		lease, ok := leaseHeld(w.WorkerEntry, r)
+		if !ok {
 			continue
 		}
-		t := &ws[refs[k].w].Tasks[refs[k].t]
-		lease := time.Unix(int64(score), 0).UTC()
+		t := &w.Tasks[r.t]
 		from, by := lease.Add(leaseSkew), lease.Add(leaseSkew+recoverInterval)
 		t.Orphaned, t.LeaseExpiresAt, t.RecoveryFrom, t.RecoveryBy = true, &lease, &from, &by
-		ws[refs[k].w].Orphaned++
+		w.Orphaned++
+		held[[2]int{r.w, r.t}] = true
+	}
+	for i := range ws {
+		if ws[i].State == WorkerGone {
+			kept := ws[i].Tasks[:0]
+			for j, t := range ws[i].Tasks {
+				if held[[2]int{i, j}] {
+					kept = append(kept, t)
+				}
+			}
+			ws[i].Tasks = kept
+		}
 	}
 	return nil
+}
+
+// leaseHeld reports whether the gone worker e still holds its task r
+// read, and its lease's expiry.
+func leaseHeld(e WorkerEntry, r goneTask) (time.Time, bool) {
+	score, err := r.lease.Result()
+	if err != nil { // redis.Nil: no longer leased (recovered, or it ended)
+		return time.Time{}, false
+	}
+	lease := time.Unix(int64(score), 0).UTC()
+	if lease.After(e.LastHeartbeat.Add(leaseDuration + 2*HeartbeatInterval)) {
+		return time.Time{}, false // a lease set after the worker died: another delivery's
+	}
+	if v, err := r.record.Result(); err == nil && len(v) == 2 {
+		state, _ := v[0].(string)
+		by, _ := v[1].(string)
+		if state != "" && state != string(record.StateActive) {
+			return time.Time{}, false // not running: it waits, or ended
+		}
+		if by != "" && by != e.Host+":"+strconv.Itoa(e.PID) {
+			return time.Time{}, false // another worker's delivery runs it
+		}
+	}
+	return lease, true
 }
