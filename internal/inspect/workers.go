@@ -106,9 +106,29 @@ type WorkerInfo struct {
 // hash (at most MaxWorkerEntries entries) and, for gone workers' tasks, a
 // ZSCORE and an HMGET each in one pipeline.
 func Workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]WorkerInfo, error) {
+	ws, _, err := workers(ctx, rdb, now)
+	return ws, err
+}
+
+// LostTask is a gone worker's task that asynq's lease recovery took back
+// (the worker no longer holds its lease) while the task's record still
+// says it runs on that worker: Worker is the record's (the events'
+// worker, "host:pid").
+type LostTask struct{ ID, Worker string }
+
+// Recovered lists, as of now, the gone workers' tasks that asynq's lease
+// recovery took back while their records still say they run on them (see
+// record.Store.Recovered, which puts such a record back to pending).
+func Recovered(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]LostTask, error) {
+	_, lost, err := workers(ctx, rdb, now)
+	return lost, err
+}
+
+// workers is Workers' list and Recovered's.
+func workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]WorkerInfo, []LostTask, error) {
 	raw, err := rdb.HGetAll(ctx, rkeys.Workers()).Result()
 	if err != nil {
-		return nil, fmt.Errorf("inspect: workers: %w", err)
+		return nil, nil, fmt.Errorf("inspect: workers: %w", err)
 	}
 	out := make([]WorkerInfo, 0, len(raw))
 	for _, v := range raw {
@@ -118,8 +138,9 @@ func Workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]W
 		}
 		out = append(out, workerInfo(e, now))
 	}
-	if err := markOrphans(ctx, rdb, out); err != nil {
-		return nil, err
+	lost, err := markOrphans(ctx, rdb, out)
+	if err != nil {
+		return nil, nil, err
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -134,7 +155,7 @@ func Workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]W
 		}
 		return a.ID < b.ID
 	})
-	return out, nil
+	return out, lost, nil
 }
 
 // workerInfo is e's state as of now, with its tasks' run times.
@@ -173,9 +194,11 @@ type goneTask struct {
 // have set (not one a later delivery took), and the task's record, when
 // it names the worker running it, names this one while active. Those are
 // orphaned until asynq's lease recovery takes them back; the others ended
-// or run elsewhere, and are dropped from its list. One pipeline: a
+// or run elsewhere, and are dropped from its list; of those, the ones
+// whose record is still active on the gone worker are returned (lost:
+// asynq took them back, the record does not know yet). One pipeline: a
 // ZSCORE and an HMGET a task.
-func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo) error {
+func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo) ([]LostTask, error) {
 	var refs []goneTask
 	pipe := rdb.Pipeline()
 	for i := range ws {
@@ -192,16 +215,20 @@ func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo
 		}
 	}
 	if len(refs) == 0 {
-		return nil
+		return nil, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("inspect: workers: leases: %w", err)
+		return nil, fmt.Errorf("inspect: workers: leases: %w", err)
 	}
 	held := make(map[[2]int]bool, len(refs))
+	var lost []LostTask
 	for _, r := range refs {
 		w := &ws[r.w]
-		lease, ok := leaseHeld(w.WorkerEntry, r)
+		lease, ok, runs := leaseHeld(w.WorkerEntry, r)
 		if !ok {
+			if runs {
+				lost = append(lost, LostTask{ID: w.Tasks[r.t].ID, Worker: eventsWorker(w.WorkerEntry)})
+			}
 			continue
 		}
 		t := &w.Tasks[r.t]
@@ -221,29 +248,32 @@ func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo
 			ws[i].Tasks = kept
 		}
 	}
-	return nil
+	return lost, nil
 }
 
 // leaseHeld reports whether the gone worker e still holds its task r
-// read, and its lease's expiry.
-func leaseHeld(e WorkerEntry, r goneTask) (time.Time, bool) {
-	score, err := r.lease.Result()
-	if err != nil { // redis.Nil: no longer leased (recovered, or it ended)
-		return time.Time{}, false
-	}
-	lease := time.Unix(int64(score), 0).UTC()
-	if lease.After(e.LastHeartbeat.Add(leaseDuration + 2*HeartbeatInterval)) {
-		return time.Time{}, false // a lease set after the worker died: another delivery's
-	}
+// read, and its lease's expiry; runs: the task's record says it is
+// active on e (whether e holds its lease or not).
+func leaseHeld(e WorkerEntry, r goneTask) (lease time.Time, held, runs bool) {
+	mine := true
 	if v, err := r.record.Result(); err == nil && len(v) == 2 {
 		state, _ := v[0].(string)
 		by, _ := v[1].(string)
-		if state != "" && state != string(record.StateActive) {
-			return time.Time{}, false // not running: it waits, or ended
-		}
-		if by != "" && by != e.Host+":"+strconv.Itoa(e.PID) {
-			return time.Time{}, false // another worker's delivery runs it
-		}
+		// not running (it waits, or ended), or another worker's delivery runs it
+		mine = (state == "" || state == string(record.StateActive)) && (by == "" || by == eventsWorker(e))
+		runs = state == string(record.StateActive) && by == eventsWorker(e)
 	}
-	return lease, true
+	score, err := r.lease.Result()
+	if err != nil { // redis.Nil: no longer leased (recovered, or it ended)
+		return time.Time{}, false, runs
+	}
+	lease = time.Unix(int64(score), 0).UTC()
+	if lease.After(e.LastHeartbeat.Add(leaseDuration + 2*HeartbeatInterval)) {
+		return time.Time{}, false, runs // a lease set after the worker died: another delivery's
+	}
+	return lease, mine, runs
 }
+
+// eventsWorker is how e's events and the task records name it
+// ("host:pid", record.FieldWorker).
+func eventsWorker(e WorkerEntry) string { return e.Host + ":" + strconv.Itoa(e.PID) }

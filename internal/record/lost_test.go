@@ -106,3 +106,38 @@ func TestStartLostCases(t *testing.T) {
 		require.Equal(t, StateActive, get(t, st, "restart").State)
 	})
 }
+
+// TestRecoveredPutsTheRecordBack: once asynq's lease recovery took a lost
+// worker's run back, Recovered puts the record (active on that worker)
+// back to pending with the lost attempt's event; a record another
+// delivery started, or one that ended, is left alone; the next delivery's
+// start then records nothing lost twice.
+func TestRecoveredPutsTheRecordBack(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		create(t, st, "t1")
+		require.Equal(t, Applied, apply(t, st, Delivery{ID: "t1", Attempt: 1, Worker: "a:1", Seed: seed()}, Started()))
+		ok, err := st.Recovered(ctx, "t1", "b:2")
+		require.NoError(t, err)
+		require.False(t, ok, "another worker's")
+		ok, err = st.Recovered(ctx, "t1", "a:1")
+		require.NoError(t, err)
+		require.True(t, ok)
+		v := get(t, st, "t1")
+		require.Equal(t, StatePending, v.State)
+		evs := v.History[1:]
+		require.Len(t, evs, 1)
+		require.Equal(t, EventInterrupted, evs[0].Event)
+		require.True(t, evs[0].Lost)
+		require.Equal(t, "a:1", evs[0].Worker)
+		require.Equal(t, 1, evs[0].Attempt)
+		require.Equal(t, ReasonWorkerLost, evs[0].Reason)
+		ok, err = st.Recovered(ctx, "t1", "a:1")
+		require.NoError(t, err)
+		require.False(t, ok, "once")
+
+		require.Equal(t, Applied, apply(t, st, Delivery{ID: "t1", Attempt: 2, Worker: "b:2", Seed: seed()}, Started()))
+		require.Equal(t, []string{"1:queued", "2:interrupted"}, events(get(t, st, "t1")), "the redelivery records nothing lost again")
+		require.Equal(t, StateActive, get(t, st, "t1").State)
+	})
+}

@@ -136,7 +136,8 @@ func TestGoneWorkerShowsOnlyWhatItHolds(t *testing.T) {
 	started("elsewhere", "other-host:7")
 	started("waiting", "")
 	started("relet", me)
-	for _, id := range []string{"mine", "elsewhere", "waiting", "relet"} {
+	started("recovered", me) // asynq took it back: no lease
+	for _, id := range []string{"mine", "elsewhere", "waiting", "relet", "recovered"} {
 		hb.Track(id, id, "tool", "default")
 	}
 	require.NoError(t, hb.Beat(s.ctx))
@@ -156,6 +157,31 @@ func TestGoneWorkerShowsOnlyWhatItHolds(t *testing.T) {
 	require.True(t, w.Tasks[0].Orphaned)
 	require.Equal(t, soon, *w.Tasks[0].LeaseExpiresAt)
 	require.Equal(t, 1, w.Orphaned)
+
+	// The runs asynq took back while their record says they run on the
+	// gone worker ("relet": running again elsewhere, its new delivery not
+	// started yet; "recovered": waiting on its queue): Recovery puts their
+	// records back to pending, with the lost attempt's event, once.
+	lost, err := inspect.Recovered(s.ctx, s.rdb, s.clock.now())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []inspect.LostTask{{ID: "relet", Worker: me}, {ID: "recovered", Worker: me}}, lost)
+	rec := registry.NewRecovery(s.rdb, st, "w", nil, s.clock.now)
+	rec.Check(s.ctx)
+	rec.Check(s.ctx)
+	for _, id := range []string{"relet", "recovered"} {
+		v, err := st.Get(s.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, record.StatePending, v.State, id)
+		require.Len(t, v.History, 2, id)
+		require.Equal(t, record.EventInterrupted, v.History[1].Event)
+		require.True(t, v.History[1].Lost)
+		require.Equal(t, me, v.History[1].Worker)
+	}
+	for _, id := range []string{"mine", "elsewhere"} {
+		v, err := st.Get(s.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, record.StateActive, v.State, "%s: still held, or another worker's", id)
+	}
 }
 
 // TestWorkerRegistryBounded: entries of workers gone for KeepGone are
