@@ -115,7 +115,6 @@ local function rec_apply(rec, hist, o, outbox, due)
       pre = '"at":"' .. ARGV[last + 4] .. '","event":"' .. E.interrupted .. '","attempt":' .. ran .. ',"restart":' ..
         ARGV[o + 4] .. ',"error_class":"","error":"","delay_ms":0' .. by .. ',"reason":"' .. WORKER_LOST .. '","lost":true}'
     end
-    if cur[14] ~= worker then rare = rare or {}; rare[#rare + 1] = F.worker; rare[#rare + 1] = worker end
   end
   if n > 0 and base + n > attempts then
     attempts = base + n
@@ -184,10 +183,14 @@ local function rec_apply(rec, hist, o, outbox, due)
   end
   local ev = ARGV[o + 8]
   if ev ~= "" then seq = tostring((tonumber(seq) or 0) + 1) end
+  -- The worker goes in the common HSET when it changes (else write_id
+  -- is named twice: no second command on the hot path).
+  local wk, wv = F.write_id, ARGV[o + 2]
+  if worker ~= "" and cur[14] ~= worker then wk, wv = F.worker, worker end
   if use ~= "" then
-    redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, F.usage, use, unpack(ARGV, last + 1))
+    redis.call("HSET", rec, F.write_id, ARGV[o + 2], wk, wv, F.attempts, a, F.seq, seq, F.usage, use, unpack(ARGV, last + 1))
   else
-    redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
+    redis.call("HSET", rec, F.write_id, ARGV[o + 2], wk, wv, F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
   end
   local created, outboxed = false, false
   if pre then
