@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,10 +120,17 @@ agents:
 		panic(err)
 	}
 	ev := waitEvent(ctx, client, "second", "deferred")
-	fmt.Println("second", ev.Event+":", ev.Error)
+	why, _, _ := strings.Cut(ev.Error, "; room again at") // then the window's end
+	fmt.Println("second", ev.Event+":", why)
+	v2, err := client.Store().Get(ctx, "second")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("waiting for:", v2.WaitingFor)
 	// Output:
 	// first succeeded
-	// second deferred: budget "agent llm" tokens 100/1h0m0s
+	// second deferred: budget "agent llm" tokens 100/1h0m0s exhausted
+	// waiting for: budget
 }
 
 // waitEvent polls task id's history until it has an event named name.

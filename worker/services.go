@@ -35,6 +35,10 @@ type loops struct {
 	// hb keeps this worker's entry in the worker registry, with the
 	// deliveries in flight.
 	hb *registry.Heartbeat
+	// recovery puts back to pending the records of gone workers' runs
+	// that asynq's lease recovery took back (one worker of the fleet per
+	// interval).
+	recovery *registry.Recovery
 	// hooks delivers webhooks; nil when none are configured.
 	hooks *wh.Deliverer
 	// sched fires the config's schedules; nil when none are configured.
@@ -72,6 +76,7 @@ type loops struct {
 // resolve.
 func (w *Worker) newLoops(client *tasks.Client, noGate bool, gaugesEvery time.Duration) (err error) {
 	w.hb = registry.NewHeartbeat(w.rdb, serveQueues(w.cfg), w.cfg.Worker.Concurrency, Version, w.log, nil, 0)
+	w.recovery = registry.NewRecovery(w.rdb, w.rec, w.id, w.log, nil)
 	if w.hooks, err = newDeliverer(w.cfg, w.rdb, w.log, w.metrics); err != nil {
 		return err
 	}

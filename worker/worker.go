@@ -305,7 +305,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // components are the worker's background components, in start order.
 func (w *Worker) components(ops startstop.Service) []startstop.Service {
 	out := []startstop.Service{
-		ops, w.breakers, w.hb, w.charts, w.gauges,
+		ops, w.breakers, w.hb, w.recovery, w.charts, w.gauges,
 		w.listener, w.checks,
 		startstop.Func(w.exec.RegisterLimits),
 		w.repairer, w.sweeper, w.tenants, w.kids,

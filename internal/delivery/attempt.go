@@ -91,6 +91,7 @@ func notRun(answer error) *attemptResult { return &attemptResult{kind: attemptNo
 // the answer is then ProcessTask's.
 func (p *Executor) startAttempt(ctx context.Context, log *taskLog, env *tasks.Envelope, g *admitted, n int, stop func()) (*attemptStart, error) {
 	d := delivery(env, n)
+	d.Worker = p.workerID // a start that finds another delivery's attempt active records it lost
 	if n == 1 && env.Run == 0 {
 		return beginLazy(ctx, p.rec, d, stop), nil
 	}

@@ -113,7 +113,9 @@ func (p *Executor) deadLetter(ctx context.Context, log *taskLog, env *tasks.Enve
 		return p.putFailed(env.ID, err)
 	}
 	failpoint("before_dead_letter_recorded") // test hook: crash between the dead letter and its record
-	out, err := p.rec.apply(ctx, delivery(env, rep.Attempt), c)
+	d := delivery(env, rep.Attempt)
+	d.Worker = p.workerID
+	out, err := p.rec.apply(ctx, d, c)
 	if err == nil && out != record.Applied {
 		p.dropDeadLetter(ctx, env)
 		return p.answer(ctx, log, env, out, nil)

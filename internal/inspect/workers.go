@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -55,7 +57,9 @@ type WorkerEntry struct {
 	Started     time.Time      `json:"started"`
 	// LastHeartbeat is when it last wrote its entry.
 	LastHeartbeat time.Time `json:"last_heartbeat"`
-	// Tasks are the tasks it ran at its last heartbeat, oldest first.
+	// Tasks are the tasks it ran at its last heartbeat, oldest first;
+	// for a gone worker, Workers keeps only those it still holds (see
+	// markOrphans).
 	Tasks []WorkerTask `json:"tasks"`
 }
 
@@ -95,15 +99,36 @@ type WorkerInfo struct {
 
 // Workers lists the worker registry as of now: live workers first, then
 // gone ones, each group by host and pid. An entry older than KeepGone is
-// left out (the next heartbeat of any worker drops it). For a gone worker,
-// each of its tasks that asynq still holds leased is Orphaned, with its
-// lease expiry and recovery window. It reads one hash (at most
-// MaxWorkerEntries entries) and, for gone workers' tasks, one ZSCORE each
-// in one pipeline.
+// left out (the next heartbeat of any worker drops it). A gone worker's
+// tasks are only those it still holds (markOrphans: leased by it, and, by
+// their record, still running on it), each Orphaned, with its lease
+// expiry and recovery window: not its last heartbeat's list. It reads one
+// hash (at most MaxWorkerEntries entries) and, for gone workers' tasks, a
+// ZSCORE and an HMGET each in one pipeline.
 func Workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]WorkerInfo, error) {
+	ws, _, err := workers(ctx, rdb, now)
+	return ws, err
+}
+
+// LostTask is a gone worker's task that asynq's lease recovery took back
+// (the worker no longer holds its lease) while the task's record still
+// says it runs on that worker: Worker is the record's (the events'
+// worker, "host:pid").
+type LostTask struct{ ID, Worker string }
+
+// Recovered lists, as of now, the gone workers' tasks that asynq's lease
+// recovery took back while their records still say they run on them (see
+// record.Store.Recovered, which puts such a record back to pending).
+func Recovered(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]LostTask, error) {
+	_, lost, err := workers(ctx, rdb, now)
+	return lost, err
+}
+
+// workers is Workers' list and Recovered's.
+func workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]WorkerInfo, []LostTask, error) {
 	raw, err := rdb.HGetAll(ctx, rkeys.Workers()).Result()
 	if err != nil {
-		return nil, fmt.Errorf("inspect: workers: %w", err)
+		return nil, nil, fmt.Errorf("inspect: workers: %w", err)
 	}
 	out := make([]WorkerInfo, 0, len(raw))
 	for _, v := range raw {
@@ -113,8 +138,9 @@ func Workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]W
 		}
 		out = append(out, workerInfo(e, now))
 	}
-	if err := markOrphans(ctx, rdb, out); err != nil {
-		return nil, err
+	lost, err := markOrphans(ctx, rdb, out)
+	if err != nil {
+		return nil, nil, err
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -129,7 +155,7 @@ func Workers(ctx context.Context, rdb redis.UniversalClient, now time.Time) ([]W
 		}
 		return a.ID < b.ID
 	})
-	return out, nil
+	return out, lost, nil
 }
 
 // Slots sums the slots of the live workers of the registry as of now
@@ -165,12 +191,32 @@ func workerInfo(e WorkerEntry, now time.Time) WorkerInfo {
 	return w
 }
 
-// markOrphans looks up the lease of every gone worker's task: one still
-// leased is orphaned until asynq's recovery takes it back.
-func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo) error {
-	type ref struct{ w, t int }
-	var refs []ref
-	var cmds []*redis.FloatCmd
+// leaseDuration is asynq's lease (its rdb.LeaseDuration): a live holder
+// extends its deliveries' leases to now + leaseDuration every 5 s, so a
+// gone worker's leases expire at most leaseDuration + HeartbeatInterval
+// after its last registry heartbeat (leaseHeld allows another interval).
+const leaseDuration = 30 * time.Second
+
+// goneTask is what markOrphans reads of a gone worker's task: its lease
+// and its record's state and worker.
+type goneTask struct {
+	w, t   int
+	lease  *redis.FloatCmd
+	record *redis.SliceCmd
+}
+
+// markOrphans settles the in-flight lists of gone workers, which their
+// last heartbeat wrote: a gone worker keeps only the tasks it still holds
+// — asynq still holds the task leased, with a lease the dead worker could
+// have set (not one a later delivery took), and the task's record, when
+// it names the worker running it, names this one while active. Those are
+// orphaned until asynq's lease recovery takes them back; the others ended
+// or run elsewhere, and are dropped from its list; of those, the ones
+// whose record is still active on the gone worker are returned (lost:
+// asynq took them back, the record does not know yet). One pipeline: a
+// ZSCORE and an HMGET a task.
+func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo) ([]LostTask, error) {
+	var refs []goneTask
 	pipe := rdb.Pipeline()
 	for i := range ws {
 		if ws[i].State != WorkerGone {
@@ -181,26 +227,70 @@ func markOrphans(ctx context.Context, rdb redis.UniversalClient, ws []WorkerInfo
 			if id == "" {
 				id = t.ID
 			}
-			refs = append(refs, ref{i, j})
-			cmds = append(cmds, pipe.ZScore(ctx, broker.LeaseKey(t.Queue), id))
+			refs = append(refs, goneTask{w: i, t: j, lease: pipe.ZScore(ctx, broker.LeaseKey(t.Queue), id),
+				record: pipe.HMGet(ctx, rkeys.Task(t.ID), record.FieldState, record.FieldWorker)})
 		}
 	}
-	if len(cmds) == 0 {
-		return nil
+	if len(refs) == 0 {
+		return nil, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("inspect: workers: leases: %w", err)
+		return nil, fmt.Errorf("inspect: workers: leases: %w", err)
 	}
-	for k, c := range cmds {
-		score, err := c.Result()
-		if err != nil { // redis.Nil: no longer leased (recovered, or it ended)
+	held := make(map[[2]int]bool, len(refs))
+	var lost []LostTask
+	for _, r := range refs {
+		w := &ws[r.w]
+		lease, ok, runs := leaseHeld(w.WorkerEntry, r)
+		if !ok {
+			if runs {
+				lost = append(lost, LostTask{ID: w.Tasks[r.t].ID, Worker: eventsWorker(w.WorkerEntry)})
+			}
 			continue
 		}
-		t := &ws[refs[k].w].Tasks[refs[k].t]
-		lease := time.Unix(int64(score), 0).UTC()
+		t := &w.Tasks[r.t]
 		from, by := lease.Add(leaseSkew), lease.Add(leaseSkew+recoverInterval)
 		t.Orphaned, t.LeaseExpiresAt, t.RecoveryFrom, t.RecoveryBy = true, &lease, &from, &by
-		ws[refs[k].w].Orphaned++
+		w.Orphaned++
+		held[[2]int{r.w, r.t}] = true
 	}
-	return nil
+	for i := range ws {
+		if ws[i].State == WorkerGone {
+			kept := ws[i].Tasks[:0]
+			for j, t := range ws[i].Tasks {
+				if held[[2]int{i, j}] {
+					kept = append(kept, t)
+				}
+			}
+			ws[i].Tasks = kept
+		}
+	}
+	return lost, nil
 }
+
+// leaseHeld reports whether the gone worker e still holds its task r
+// read, and its lease's expiry; runs: the task's record says it is
+// active on e (whether e holds its lease or not).
+func leaseHeld(e WorkerEntry, r goneTask) (lease time.Time, held, runs bool) {
+	mine := true
+	if v, err := r.record.Result(); err == nil && len(v) == 2 {
+		state, _ := v[0].(string)
+		by, _ := v[1].(string)
+		// not running (it waits, or ended), or another worker's delivery runs it
+		mine = (state == "" || state == string(record.StateActive)) && (by == "" || by == eventsWorker(e))
+		runs = state == string(record.StateActive) && by == eventsWorker(e)
+	}
+	score, err := r.lease.Result()
+	if err != nil { // redis.Nil: no longer leased (recovered, or it ended)
+		return time.Time{}, false, runs
+	}
+	lease = time.Unix(int64(score), 0).UTC()
+	if lease.After(e.LastHeartbeat.Add(leaseDuration + 2*HeartbeatInterval)) {
+		return time.Time{}, false, runs // a lease set after the worker died: another delivery's
+	}
+	return lease, mine, runs
+}
+
+// eventsWorker is how e's events and the task records name it
+// ("host:pid", record.FieldWorker).
+func eventsWorker(e WorkerEntry) string { return e.Host + ":" + strconv.Itoa(e.PID) }

@@ -209,9 +209,9 @@ func (s *Store) write(c Change) write {
 func (w write) args(d Delivery, seed bool, head ...any) []any {
 	secs := durx.CeilSeconds(w.lifetime)
 	keep := secs - int64(refreshSlack(w.lifetime)/time.Second)
-	attempt, next, merge, clear := 0, -1, "0", "0"
+	attempt, next, merge, clear, worker := 0, -1, "0", "0", ""
 	if w.c.Start {
-		attempt = max(d.Attempt, 1)
+		attempt, worker = max(d.Attempt, 1), d.Worker
 	}
 	if w.c.NextRun != nil {
 		next = w.c.NextRun.Run
@@ -226,10 +226,10 @@ func (w write) args(d Delivery, seed bool, head ...any) []any {
 	if seed {
 		pairs = d.Seed.pairs(d.ID)
 	}
-	args := make([]any, 0, len(head)+12+len(pairs)+len(w.fields))
+	args := make([]any, 0, len(head)+13+len(pairs)+len(w.fields))
 	args = append(args, head...)
 	args = append(args, d.Run, w.c.WriteID, attempt, d.Restarts, next, secs, keep, w.event, merge, clear, len(pairs)/2,
-		FormatUsageSum(w.c.Usage))
+		FormatUsageSum(w.c.Usage), worker)
 	args = append(args, pairs...)
 	return append(args, w.fields...)
 }

@@ -100,3 +100,29 @@ func (s *Store) Requeued(ctx context.Context, d Delivery, attempts int, hist []E
 	}
 	return nil
 }
+
+// recoveredScript is Store.Recovered (lua/recovered.lua documents its
+// KEYS, ARGV and replies).
+var recoveredScript = newScript("recovered.lua")
+
+// Recovered records that task id's attempt, active on worker (the events'
+// worker, "host:pid"), was lost with it and that asynq's lease recovery
+// took the run back: while the record is still active on worker, it goes
+// back to pending and its history gains EventInterrupted with Lost, the
+// lost attempt and the worker. It reports whether it wrote; a record that
+// moved on (another delivery started it, it ended, waits or was canceled)
+// is left alone.
+func (s *Store) Recovered(ctx context.Context, id, worker string) (bool, error) {
+	at := s.stamp(time.Time{}).Format(time.RFC3339Nano)
+	code, rest, err := reply(s.runner.Run(ctx, recoveredScript, s.outboxKeys(id), worker, at, int64(s.retention/time.Second), newWriteID()))
+	if err != nil {
+		return false, fmt.Errorf("record: recovery of %s: %w", id, err)
+	}
+	if code != CodeApplied {
+		return false, nil
+	}
+	if len(rest) > 0 {
+		s.outboxed(ctx, id, rest[0])
+	}
+	return true, nil
+}

@@ -23,7 +23,14 @@ type Delivery struct {
 	// count of the run's failed deliveries plus one. A change that starts
 	// an attempt (Change.Start) sets the record's attempts from it.
 	Attempt int
-	Seed    Seed
+	// Worker is the worker making the delivery (its events' worker,
+	// "host:pid"; "" for a write that is not a worker's delivery). A
+	// change that starts an attempt (Change.Start) records it (the
+	// record's FieldWorker) and, when the record shows the run's attempt
+	// active on another delivery, records that attempt lost first (see
+	// EventInterrupted).
+	Worker string
+	Seed   Seed
 }
 
 // Seed is the part of a record that Create writes: the fields of the

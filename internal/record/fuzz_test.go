@@ -25,7 +25,8 @@ func FuzzEventMarshal(f *testing.F) {
 		worker string, count int, since int64, attempts int, utc bool, reason, fallback string,
 		used bool, model string, in, out, cached, total int64, cost float64, priced bool, by string) {
 		ev := Event{Seq: seq, At: time.Unix(0, at), Event: event, Attempt: attempt, Restart: restart, Agent: agent, ErrorClass: class,
-			ClassifiedBy: by, Error: errText, DelayMS: delay, DurationMS: dur, Worker: worker, Count: count, Attempts: attempts, Reason: reason, Fallback: fallback}
+			ClassifiedBy: by, Error: errText, DelayMS: delay, DurationMS: dur, Worker: worker, Count: count, Attempts: attempts, Reason: reason, Fallback: fallback,
+			Lost: count%2 != 0}
 		if used {
 			ev.Usage = &usage.Usage{Model: model, InputTokens: in, OutputTokens: out, CachedTokens: cached, TotalTokens: total,
 				CostUSD: cost, Priced: priced}

@@ -92,7 +92,7 @@ var schema = func() map[string]map[string]string {
 		"F": quoted(FieldID, FieldAgent, FieldAction, FieldQueue, FieldCorrelationID, FieldEnqueuedAt,
 			FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldClassifiedBy, FieldResult,
 			FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason,
-			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldWatch, FieldSeq, FieldWriteID,
+			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldWatch, FieldSeq, FieldWriteID, FieldWorker,
 			FieldTenant, FieldPriority, FieldUsage, FieldSteps, FieldStepsBytes,
 			FieldResumes, FieldWait, FieldWaitSignal, FieldWaitOutcome, FieldSignals,
 			FieldParent, FieldRoot, FieldChildrenRun, FieldChildrenMode, FieldChildrenN, FieldChildrenEnded, FieldChildrenResumed),
@@ -108,9 +108,9 @@ var schema = func() map[string]map[string]string {
 // lifetime and where the task ID starts in a record's key.
 func renderConsts() string {
 	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n"+
-		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\nlocal STEPS_SUFFIX, SIGNALS_SUFFIX = %q, %q\n"+
+		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\nlocal WORKER_LOST = %q\nlocal STEPS_SUFFIX, SIGNALS_SUFFIX = %q, %q\n"+
 		"local CHILDREN_SUFFIXES, CHILDREN_KIND = {%q, %q, %q}, %q\n", HistoryHead, HistoryTail,
-		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, amount.MaxSum,
+		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, amount.MaxSum, ReasonWorkerLost,
 		suffix(rkeys.TaskSteps), suffix(rkeys.TaskSignals),
 		suffix(rkeys.TaskChildren), suffix(rkeys.TaskChildSpecs), suffix(rkeys.TaskChildEnds), childrenKind)
 }

@@ -54,6 +54,12 @@ const (
 	// EventInterrupted: the worker's shutdown cut the attempt and put the
 	// task back on its queue without using an attempt (the state goes back
 	// to pending). Named so that it cannot be taken for the state canceled.
+	// The same event with Lost set (and Reason ReasonWorkerLost) says that
+	// an attempt was lost with its worker (killed, frozen, cut off from
+	// Redis): a delivery of the run found the attempt still active, never
+	// reported, on another delivery (rec_apply); Worker is the lost
+	// worker and Attempt the lost attempt. It is recorded before the new
+	// attempt starts.
 	EventInterrupted = "interrupted"
 	// EventTaskCanceled: the task was canceled on request: state canceled,
 	// for good. Reason holds the caller's reason ("" when none was given)
@@ -86,6 +92,10 @@ const (
 	// Attempts how many attempt outcomes were among them.
 	EventElided = "history_elided"
 )
+
+// ReasonWorkerLost is the Reason of an EventInterrupted whose attempt was
+// lost with its worker (Event.Lost).
+const ReasonWorkerLost = "worker lost"
 
 // TerminalEvents are the events that end a task, one per state that does.
 var TerminalEvents = map[string]State{
@@ -155,6 +165,10 @@ const (
 	FieldOutputBytes = "out_bytes"
 	// FieldWriteID is the ID of the last write applied (see Change).
 	FieldWriteID = "write_id"
+	// FieldWorker is the worker (its events' worker, "host:pid") whose
+	// delivery last started an attempt of the task: while the task is
+	// active, the worker running it. Absent until a start names one.
+	FieldWorker = "worker"
 	// FieldUsage is the task's usage, summed over its attempts (every
 	// run), in one field (FormatUsageSum, ParseUsageSum): its input,
 	// output, cached and total tokens, then — once a priced attempt's
@@ -233,6 +247,10 @@ type Event struct {
 	// Reason is, for EventTaskCanceled, the reason the cancel gave; for
 	// EventDeadLettered, why the task was dead-lettered.
 	Reason string `json:"reason,omitempty"`
+	// Lost is, for EventInterrupted, true when the attempt was lost with
+	// its worker (Reason ReasonWorkerLost) rather than cut by its worker's
+	// shutdown.
+	Lost bool `json:"lost,omitempty"`
 	// Data is, for EventProgress and EventOutput, what the agent sent.
 	Data json.RawMessage `json:"data,omitempty"`
 	// Usage is what the attempt's call used (an attempt's outcome or a
@@ -321,6 +339,9 @@ func (ev Event) Marshal() []byte {
 	}
 	if ev.Reason != "" {
 		b = appendStr(b, "reason", ev.Reason)
+	}
+	if ev.Lost {
+		b = append(b, `,"lost":true`...)
 	}
 	if ev.Usage != nil {
 		b = appendUsage(b, ev.Usage)

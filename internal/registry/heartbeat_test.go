@@ -2,6 +2,8 @@ package registry_test
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/buildinfo"
 	"github.com/agentq/agentq/internal/inspect"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/registry"
 	"github.com/agentq/agentq/internal/rkeys"
@@ -103,8 +106,82 @@ func TestWorkerRegistryAliveThenGone(t *testing.T) {
 	require.Equal(t, lease, *w.Tasks[0].LeaseExpiresAt)
 	require.Equal(t, lease.Add(30*time.Second), *w.Tasks[0].RecoveryFrom)
 	require.True(t, w.Tasks[0].RecoveryBy.After(*w.Tasks[0].RecoveryFrom))
-	require.False(t, w.Tasks[1].Orphaned)
-	require.Nil(t, w.Tasks[1].LeaseExpiresAt)
+	require.Len(t, w.Tasks, 1, "run-b, no longer leased (it ended, or runs elsewhere), is not the gone worker's any more")
+}
+
+// TestGoneWorkerShowsOnlyWhatItHolds (#39 item 7): a gone worker's
+// in-flight list is not its last heartbeat's: it keeps only the tasks it
+// still holds — leased with a lease it could have set, and, by their
+// record, still active on it. A task whose record names another worker,
+// whose record waits, or whose lease a later delivery took (the run
+// recovered and running elsewhere) is not attributed to the dead worker.
+func TestGoneWorkerShowsOnlyWhatItHolds(t *testing.T) {
+	t.Parallel()
+	s := setupHeartbeat(t)
+	hb := s.heartbeat()
+	host, _ := os.Hostname()
+	me := host + ":" + strconv.Itoa(os.Getpid()) // the events' worker of this process
+	st := record.NewStore(s.rdb)
+	started := func(id, worker string) {
+		seed := record.Seed{Agent: "tool", Queue: "default", EnqueuedAt: s.clock.now()}
+		_, err := st.Create(s.ctx, record.New{ID: id, Seed: seed, State: record.StatePending})
+		require.NoError(t, err)
+		if worker != "" {
+			out, err := st.Apply(s.ctx, record.Delivery{ID: id, Attempt: 1, Worker: worker, Seed: seed}, record.Started())
+			require.NoError(t, err)
+			require.Equal(t, record.Applied, out)
+		}
+	}
+	started("mine", me)
+	started("elsewhere", "other-host:7")
+	started("waiting", "")
+	started("relet", me)
+	started("recovered", me) // asynq took it back: no lease
+	for _, id := range []string{"mine", "elsewhere", "waiting", "relet", "recovered"} {
+		hb.Track(id, id, "tool", "default")
+	}
+	require.NoError(t, hb.Beat(s.ctx))
+	soon := s.clock.now().Add(30 * time.Second).Truncate(time.Second)
+	later := s.clock.now().Add(3 * time.Minute).Truncate(time.Second) // a lease taken after the worker died
+	for id, at := range map[string]time.Time{"mine": soon, "elsewhere": soon, "waiting": soon, "relet": later} {
+		require.NoError(t, s.rdb.ZAdd(s.ctx, broker.LeaseKey("default"), redis.Z{Score: float64(at.Unix()), Member: id}).Err())
+	}
+
+	s.clock.add(inspect.GoneAfter + time.Second)
+	ws := s.list(t)
+	require.Len(t, ws, 1)
+	w := ws[0]
+	require.Equal(t, inspect.WorkerGone, w.State)
+	require.Len(t, w.Tasks, 1, "%+v", w.Tasks)
+	require.Equal(t, "mine", w.Tasks[0].ID)
+	require.True(t, w.Tasks[0].Orphaned)
+	require.Equal(t, soon, *w.Tasks[0].LeaseExpiresAt)
+	require.Equal(t, 1, w.Orphaned)
+
+	// The runs asynq took back while their record says they run on the
+	// gone worker ("relet": running again elsewhere, its new delivery not
+	// started yet; "recovered": waiting on its queue): Recovery puts their
+	// records back to pending, with the lost attempt's event, once.
+	lost, err := inspect.Recovered(s.ctx, s.rdb, s.clock.now())
+	require.NoError(t, err)
+	require.ElementsMatch(t, []inspect.LostTask{{ID: "relet", Worker: me}, {ID: "recovered", Worker: me}}, lost)
+	rec := registry.NewRecovery(s.rdb, st, "w", nil, s.clock.now)
+	rec.Check(s.ctx)
+	rec.Check(s.ctx)
+	for _, id := range []string{"relet", "recovered"} {
+		v, err := st.Get(s.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, record.StatePending, v.State, id)
+		require.Len(t, v.History, 2, id)
+		require.Equal(t, record.EventInterrupted, v.History[1].Event)
+		require.True(t, v.History[1].Lost)
+		require.Equal(t, me, v.History[1].Worker)
+	}
+	for _, id := range []string{"mine", "elsewhere"} {
+		v, err := st.Get(s.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, record.StateActive, v.State, "%s: still held, or another worker's", id)
+	}
 }
 
 // TestWorkerRegistryBounded: entries of workers gone for KeepGone are

@@ -198,6 +198,12 @@ func GaugesClaim() string { return Prefix + "gauges-claim" }
 // ended ones.
 func Deadlines() string { return Prefix + "{deadline}:index" }
 
+// WorkersRecoveryClaim is the lease (internal/fleet) of the worker that
+// runs the next check of the gone workers' runs that asynq's lease
+// recovery took back (registry.Recovery), so that a fleet checks once per
+// interval, not once per worker.
+func WorkersRecoveryClaim() string { return Prefix + "{workers}:recovery-claim" }
+
 // DeadlineSweepClaim is the claim (SET NX PX) of the worker that runs the
 // next sweep of Deadlines, so that a fleet sweeps once per tick, not once
 // per worker.

@@ -218,6 +218,10 @@ export interface TaskEvent {
   since?: string;
   attempts?: number;
   reason?: string;
+  /** For interrupted: true when the attempt was lost with its worker (killed, frozen, cut off from Redis; reason
+   * "worker lost", worker: the lost worker, attempt: the lost attempt) rather than put back by its shutdown.
+   * Output streamed before it belongs to the lost attempt: a streaming UI resets. */
+  lost?: boolean;
   /** What a progress or output event carries. */
   data?: unknown;
   /** What the attempt's call used (an attempt's outcome or a failed call), when it reported usage. */

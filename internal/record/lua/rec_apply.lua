@@ -10,7 +10,8 @@
 --   error fields (error_class, classified_by, error; when set), o+11 the
 --   number n of seed pairs, o+12 the usage to add to the task's sum
 --   (F.usage: comma-separated integers, see FormatUsageSum; "" for none),
---   then the n seed pairs (record fields seeded when the record was not
+--   o+13 the delivery's worker ("" for none; only a write that starts an
+--   attempt names one), then the n seed pairs (record fields seeded when the record was not
 --   written by Create), then the field/value pairs to set.
 -- Returns R.applied, a bare code (the common answer: a table reply costs
 -- Redis 7.0 about a microsecond more, as much as a 5-field HMGET), or
@@ -55,6 +56,14 @@
 -- succeeded), else "timeout". It sets F.wait_outcome and appends the event
 -- resumed before the write's own. The field pairs start with state and
 -- updated_at (Change.fields): the resumed event's time is updated_at's.
+-- A lost attempt: a write that starts an attempt (o+3 > 0) for a worker
+-- (o+13) and finds the record at its run, active, with the run's attempt
+-- (F.attempts - F.attempts_base) another number or started by another
+-- worker (F.worker) — a delivery that never reported: its worker was
+-- killed, froze or lost its lease, and asynq redelivered the run —
+-- appends first the event interrupted with lost true, reason WORKER_LOST,
+-- the lost attempt and its worker, atomically with the start. The write
+-- records its worker (F.worker) when it is another.
 -- The signals hash gets the record's lifetime with it (when it counts
 -- signals), as the steps hash does; and, when the record counts resumes,
 -- the children wait's keys (CHILDREN_SUFFIXES: rkeys.TaskChildren,
@@ -67,7 +76,7 @@
 -- refuses first).
 local function rec_apply(rec, hist, o, outbox, due)
   local cur = redis.call("HMGET", rec, F.run, F.state, F.attempts, F.attempts_base, F.seq, F.write_id,
-    F.error_class, F.watch, F.notify, F.usage, F.steps, F.resumes, F.signals)
+    F.error_class, F.watch, F.notify, F.usage, F.steps, F.resumes, F.signals, F.worker)
   if cur[6] == ARGV[o + 2] then return {R.again, tonumber(cur[3]) or 0} end
   local state = cur[2]
   if state == S.canceled then return {R.canceled} end
@@ -77,10 +86,10 @@ local function rec_apply(rec, hist, o, outbox, due)
   if run == d and TERMINAL(state) then return {R.ended} end
   local notify = cur[9]
   if notify and notify ~= "" and not outbox then return {R.outbox} end
-  local last = o + 12 + 2 * tonumber(ARGV[o + 11])
+  local last = o + 13 + 2 * tonumber(ARGV[o + 11])
   if not cur[1] then
-    if last == o + 12 then return {R.seed} end
-    for i = o + 13, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
+    if last == o + 13 then return {R.seed} end
+    for i = o + 14, last, 2 do redis.call("HSETNX", rec, ARGV[i], ARGV[i + 1]) end
     notify = redis.call("HGET", rec, F.notify)
   end
   -- attempts, and a (what is written: the stored string when unchanged).
@@ -95,6 +104,18 @@ local function rec_apply(rec, hist, o, outbox, due)
     rare = {F.run, d, F.restarts, ARGV[o + 4], F.attempts_base, base}
   end
   local n = tonumber(ARGV[o + 3])
+  -- pre: an event appended before the write's own (a lost attempt's, or
+  -- a resume's, below: a lost attempt was active, a resume waits).
+  local worker, pre = ARGV[o + 13], nil
+  if n > 0 and worker ~= "" then
+    local ran = attempts - base
+    if run == d and state == S.active and ran > 0 and (ran ~= n or (cur[14] or worker) ~= worker) then
+      local by = ""
+      if cur[14] then by = ',"worker":' .. cjson.encode(cur[14]) end
+      pre = '"at":"' .. ARGV[last + 4] .. '","event":"' .. E.interrupted .. '","attempt":' .. ran .. ',"restart":' ..
+        ARGV[o + 4] .. ',"error_class":"","error":"","delay_ms":0' .. by .. ',"reason":"' .. WORKER_LOST .. '","lost":true}'
+    end
+  end
   if n > 0 and base + n > attempts then
     attempts = base + n
     if base == 0 then a = ARGV[o + 3] else a = attempts end
@@ -122,7 +143,8 @@ local function rec_apply(rec, hist, o, outbox, due)
       info[3] = by
       rare = rare or {}
       rare[#rare + 1] = F.wait_outcome; rare[#rare + 1] = by
-      resumed = '"at":"' .. ARGV[last + 4] .. '","event":"resumed","attempt":' .. ARGV[o + 3] .. ',"restart":' ..
+      resumed = true
+      pre = '"at":"' .. ARGV[last + 4] .. '","event":"resumed","attempt":' .. ARGV[o + 3] .. ',"restart":' ..
         ARGV[o + 4] .. ',"error_class":"","error":"","delay_ms":0,"resume":' .. cur[12] .. ',"by":"' .. by .. '"}'
     end
     if cur[13] and ARGV[last + 2] == S.waiting then
@@ -155,25 +177,29 @@ local function rec_apply(rec, hist, o, outbox, due)
     use = table.concat(sum, ",")
   end
   local seq = cur[5] or "0"
-  if resumed then
+  if pre then
     seq = tostring((tonumber(seq) or 0) + 1)
-    resumed = '{"seq":' .. seq .. ',' .. resumed
+    pre = '{"seq":' .. seq .. ',' .. pre
   end
   local ev = ARGV[o + 8]
   if ev ~= "" then seq = tostring((tonumber(seq) or 0) + 1) end
+  -- The worker goes in the common HSET when it changes (else write_id
+  -- is named twice: no second command on the hot path).
+  local wk, wv = F.write_id, ARGV[o + 2]
+  if worker ~= "" and cur[14] ~= worker then wk, wv = F.worker, worker end
   if use ~= "" then
-    redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, F.usage, use, unpack(ARGV, last + 1))
+    redis.call("HSET", rec, F.write_id, ARGV[o + 2], wk, wv, F.attempts, a, F.seq, seq, F.usage, use, unpack(ARGV, last + 1))
   else
-    redis.call("HSET", rec, F.write_id, ARGV[o + 2], F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
+    redis.call("HSET", rec, F.write_id, ARGV[o + 2], wk, wv, F.attempts, a, F.seq, seq, unpack(ARGV, last + 1))
   end
   local created, outboxed = false, false
-  if resumed then
-    local len = redis.call("RPUSH", hist, resumed)
+  if pre then
+    local len = redis.call("RPUSH", hist, pre)
     if len > HEAD + 1 + TAIL then hist_trim(hist) end
     created = len == 1
-    if cur[8] then redis.pcall("SPUBLISH", rec .. ":events", resumed) end
+    if cur[8] then redis.pcall("SPUBLISH", rec .. ":events", pre) end
     if notify and notify ~= "" and outbox then
-      rec_outbox(rec, resumed, outbox, due)
+      rec_outbox(rec, pre, outbox, due)
       outboxed = true
     end
   end
