@@ -106,6 +106,24 @@ export function taskRequest(t: TaskRequest): Record<string, unknown> {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/**
+ * transportCause names why a call got no answer: fetch says only "fetch
+ * failed", the cause is below it (an error with a `code` such as
+ * ECONNREFUSED, or an AggregateError of one per address tried).
+ */
+function transportCause(e: unknown): string {
+  const parts: string[] = [];
+  for (let cur: unknown = e, depth = 0; cur && depth < 5; depth++) {
+    const err = cur as { message?: string; code?: string; errors?: unknown[]; cause?: unknown };
+    const inner = err.errors?.find((x) => (x as { code?: string })?.code) as { code?: string; message?: string } | undefined;
+    const code = err.code ?? inner?.code;
+    if (code) return `${code}: ${inner?.message || err.message || code}`;
+    if (err.message && !parts.includes(err.message)) parts.push(err.message);
+    cur = err.cause;
+  }
+  return parts.join(": ") || String(e);
+}
+
 function retryAfter(h: Headers): number | undefined {
   const v = Number(h.get("retry-after"));
   return Number.isFinite(v) && v > 0 ? v : undefined;
@@ -237,7 +255,7 @@ export class Client {
       body = await readBody(resp, this.maxReplyBytes, `${method} ${path}`);
     } catch (e) {
       if (e instanceof AgentqError) throw e;
-      throw new TransportError(`${method} ${path}: ${ctl.signal.aborted ? "timed out" : (e as Error)?.message ?? e}`, { cause: e });
+      throw new TransportError(`${method} ${path}: ${ctl.signal.aborted ? "timed out" : transportCause(e)}`, { cause: e });
     } finally {
       clearTimeout(timer);
     }
@@ -365,7 +383,7 @@ export class Client {
         } catch (e) {
           if (e instanceof AgentqError) throw e;
           if (opts.signal?.aborted) return;
-          if (failures >= this.retries) throw new TransportError(`GET ${path}: ${(e as Error)?.message ?? e}`, { cause: e });
+          if (failures >= this.retries) throw new TransportError(`GET ${path}: ${transportCause(e)}`, { cause: e });
           await this.pause(failures++);
           continue;
         }

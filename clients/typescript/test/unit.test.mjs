@@ -85,7 +85,8 @@ test("an enqueue without an id, a cancel and a mixed batch are not retried", asy
 test("a connection error is a TransportError, retried for reads", async (t) => {
   const f = await fake(() => [200, {}]);
   await f.close();
-  await assert.rejects(new aq.Client({ url: f.url, retries: 2, backoff: 1 }).get("x"), aq.TransportError);
+  await assert.rejects(new aq.Client({ url: f.url, retries: 2, backoff: 1 }).get("x"),
+    (e) => e instanceof aq.TransportError && /ECONNREFUSED/.test(e.message) && /^GET \/api\/v1\/tasks\/x: /.test(e.message));
 });
 
 test("a call times out", async (t) => {
