@@ -77,6 +77,8 @@ interface CallOptions {
   body?: unknown;
   idempotent?: boolean;
   timeout?: number;
+  /** Aborts the call: it rejects with the signal's reason, not retried. */
+  signal?: AbortSignal;
 }
 
 function env(name: string): string | undefined {
@@ -244,8 +246,11 @@ export class Client {
   }
 
   private async once<T>(method: string, path: string, o: CallOptions): Promise<T> {
+    o.signal?.throwIfAborted();
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), o.timeout ?? this.timeout);
+    const onAbort = () => ctl.abort();
+    o.signal?.addEventListener("abort", onAbort, { once: true });
     let resp: Response;
     let body: unknown;
     try {
@@ -255,9 +260,11 @@ export class Client {
       body = await readBody(resp, this.maxReplyBytes, `${method} ${path}`);
     } catch (e) {
       if (e instanceof AgentqError) throw e;
+      o.signal?.throwIfAborted();
       throw new TransportError(`${method} ${path}: ${ctl.signal.aborted ? "timed out" : transportCause(e)}`, { cause: e });
     } finally {
       clearTimeout(timer);
+      o.signal?.removeEventListener("abort", onAbort);
     }
     if (resp.status >= 400) throw fromReply(resp.status, body, retryAfter(resp.headers));
     return body as T;
@@ -315,9 +322,11 @@ export class Client {
    * Wait for the task to end (succeeded, dead_lettered, canceled) and
    * return its JSON (`result`, `error_class`, `error`, `reason`). Long-polls
    * `?wait=` (at most 60 s a call); `timeout` (ms, default none) throws a
-   * WaitTimeoutError carrying the last view.
+   * WaitTimeoutError carrying the last view; `signal` stops the wait: it
+   * rejects with the signal's reason (an AbortError) and the task is left
+   * as it is.
    */
-  async wait<T = unknown>(id: string, opts: { timeout?: number } = {}): Promise<Task<T>> {
+  async wait<T = unknown>(id: string, opts: { timeout?: number; signal?: AbortSignal } = {}): Promise<Task<T>> {
     const end = opts.timeout === undefined ? undefined : Date.now() + opts.timeout;
     for (;;) {
       const left = Math.max(0, Math.floor(end === undefined ? MAX_WAIT_MS : Math.min(MAX_WAIT_MS, end - Date.now())));
@@ -326,11 +335,13 @@ export class Client {
         query: left > 0 ? { wait: goDuration(left) } : undefined,
         idempotent: true,
         timeout: this.timeout + left,
+        signal: opts.signal,
       });
       if (ENDED_STATES.includes(task.state)) return task;
       if (end !== undefined && Date.now() >= end) throw new WaitTimeoutError(id, task);
       // A server without long polls answered at once: poll gently.
       if (Date.now() - t0 < Math.min(left, 1000) * 0.9) await sleep(Math.min(500, left));
+      opts.signal?.throwIfAborted();
     }
   }
 
@@ -339,9 +350,9 @@ export class Client {
    * dead-lettered task throws a TaskFailedError (`errorClass`, `reason`,
    * `error`, `taskId`, `state`), a canceled one a TaskCanceledError;
    * `timeout` (ms) throws a WaitTimeoutError as `wait` does. `T` only types
-   * the result (it is not checked).
+   * the result (it is not checked); `signal` stops it as it stops `wait`.
    */
-  async result<T = unknown>(id: string, opts: { timeout?: number } = {}): Promise<T> {
+  async result<T = unknown>(id: string, opts: { timeout?: number; signal?: AbortSignal } = {}): Promise<T> {
     return taskResult(await this.wait<T>(id, opts));
   }
 

@@ -733,3 +733,17 @@ test("verifyWebhook: tolerance and secret", async () => {
   await assert.rejects(aq.verifyWebhook(vecHeaders(), VEC.body, "whsec_!!!", at(VEC.ts)), TypeError);
   await assert.rejects(aq.verifyWebhook(vecHeaders(), { test: 1 }, VEC.secret, at(VEC.ts)), TypeError);
 });
+
+test("wait stops on its AbortSignal: it rejects with the signal's reason, no retry", async (t) => {
+  const f = await withFake(t, () => new Promise(() => {})); // a long poll that never answers
+  const ctl = new AbortController();
+  const waiting = client(f, { retries: 3 }).wait("x", { signal: ctl.signal });
+  while (f.requests.length === 0) await new Promise((r) => setTimeout(r, 5));
+  ctl.abort();
+  await assert.rejects(waiting, (e) => e.name === "AbortError");
+  assert.equal(f.requests.length, 1);
+  const done = new AbortController();
+  done.abort();
+  await assert.rejects(client(f).result("x", { signal: done.signal }), (e) => e.name === "AbortError");
+  assert.equal(f.requests.length, 1, "an aborted signal sends nothing");
+});
