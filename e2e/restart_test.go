@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/deadletter"
+	"github.com/agentq/agentq/internal/inspect"
+	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redistest"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/tasks"
@@ -462,6 +464,9 @@ func TestRestartCrashExactlyOnce(t *testing.T) {
 	require.Equal(t, asynq.TaskStateActive, info.State, "run 0 was never acknowledged")
 	_, err = insp.GetTaskInfo(tasks.DefaultQueue, "crash-1#1")
 	require.NoError(t, err, "restart 1 is scheduled")
+	// The listing follows the record, not run 0's leased entry: listed once,
+	// restarting (issue #39: it was also listed active, reading restarting).
+	requireListedOnce(t, rdb, "crash-1", record.StateRestarting)
 
 	expireLease(t, rdb, "crash-1")
 
@@ -538,6 +543,24 @@ func TestRestartCrashBeforeRecording(t *testing.T) {
 	log, _ := os.ReadFile(w2.log)
 	require.Contains(t, string(log), "dropping a redelivered run whose restart was already scheduled")
 	require.Equal(t, 0, w2.stop(t, 15*time.Second))
+}
+
+// requireListedOnce requires task id in the task listing (inspector
+// tasks, the console, GET /api/v1/tasks) exactly once, listed as state and
+// reading state.
+func requireListedOnce(t *testing.T, rdb redis.UniversalClient, id string, state record.State) {
+	t.Helper()
+	page, err := inspect.Tasks(context.Background(), rdb, inspect.TaskFilter{})
+	require.NoError(t, err)
+	var got []inspect.ListedTask
+	for _, tk := range page.Tasks {
+		if tk.ID == id {
+			got = append(got, tk)
+		}
+	}
+	require.Len(t, got, 1, "task %s listed %d times", id, len(got))
+	require.Equal(t, state, got[0].ListedAs)
+	require.Equal(t, state, got[0].State)
 }
 
 // crashAtFailpoint runs a worker armed with failpoint, enqueues task id and

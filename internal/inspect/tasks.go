@@ -120,26 +120,45 @@ type source struct {
 	// listed is the listed state of a task found here, from its record (nil
 	// when it has none); "" skips it (it is listed by another source).
 	listed func(v *record.View) record.State
+	// runs: its entries are asynq's runs ("ID#run"). An entry of a run
+	// older than its record's is a superseded run's leftover (a worker
+	// killed after recording the run's restart or suspend leaves the run
+	// leased in the active list until asynq recovers it): skipped, the
+	// task is listed where its current run waits or runs.
+	runs bool
 }
 
 // sources are the places a listing reads, in order; per-queue ones first.
 var sources = []source{
 	{name: "pending", perQueue: true, states: []record.State{record.StatePending},
-		read: listSource(broker.PendingKey), listed: always(record.StatePending)},
+		read: listSource(broker.PendingKey), listed: always(record.StatePending), runs: true},
 	{name: "lanes", perQueue: true, states: []record.State{record.StatePending},
-		read: laneSource, listed: always(record.StatePending)},
+		read: laneSource, listed: always(record.StatePending), runs: true},
 	{name: "active", perQueue: true, states: []record.State{record.StateActive},
-		read: listSource(broker.ActiveKey), listed: always(record.StateActive)},
+		read: listSource(broker.ActiveKey), listed: always(record.StateActive), runs: true},
 	{name: "scheduled", perQueue: true, states: []record.State{record.StateScheduled, record.StateWaiting},
-		read: zsetSource(broker.ScheduledKey), listed: scheduledOrWaiting},
+		read: zsetSource(broker.ScheduledKey), listed: scheduledOrWaiting, runs: true},
 	{name: "retry", perQueue: true, states: []record.State{record.StateRetrying, record.StateDeferred},
-		read: zsetSource(broker.RetryKey), listed: retryOrDeferred},
+		read: zsetSource(broker.RetryKey), listed: retryOrDeferred, runs: true},
 	{name: "restart", states: []record.State{record.StateRestarting},
-		read: zsetSource(func(string) string { return rkeys.RestartPending() }), listed: always(record.StateRestarting)},
+		read: zsetSource(func(string) string { return rkeys.RestartPending() }), listed: restarting},
 }
 
 func always(s record.State) func(*record.View) record.State {
 	return func(*record.View) record.State { return s }
+}
+
+// restarting: a task of the restart index is listed restarting while its
+// record reads so (or it has none). Its entry outlives the record's move
+// on (it is freed when the restart run is delivered, or by the repair):
+// a task whose restart run started, or whose record has not yet recorded
+// the restart (its worker died in between), is listed from asynq's lists
+// by its record's state, once.
+func restarting(v *record.View) record.State {
+	if v == nil || v.State == record.StateRestarting {
+		return record.StateRestarting
+	}
+	return ""
 }
 
 // scheduledOrWaiting: a restart waits in asynq's scheduled set and in the
@@ -447,9 +466,9 @@ func (l *lister) take(ctx context.Context, seg segment, ents []entry, page *Task
 	if len(ents) == 0 {
 		return false, -1, nil
 	}
-	ids := make([]string, len(ents))
+	ids, runs := make([]string, len(ents)), make([]int, len(ents))
 	for i, e := range ents {
-		ids[i], _, _ = tasks.ParseAsynqID(e.id)
+		ids[i], runs[i], _ = tasks.ParseAsynqID(e.id)
 	}
 	views, err := l.store.Views(ctx, ids)
 	if err != nil {
@@ -457,6 +476,9 @@ func (l *lister) take(ctx context.Context, seg segment, ents []entry, page *Task
 	}
 	src := sources[seg.src]
 	for i, v := range views {
+		if src.runs && v != nil && runs[i] < v.Run {
+			continue // a superseded run's leftover (source.runs)
+		}
 		if t, ok := l.selects(src, seg.queue, ids[i], v); ok {
 			page.Tasks = append(page.Tasks, t)
 			if len(page.Tasks) >= l.f.Limit {
