@@ -55,8 +55,14 @@ type Envelope struct {
 	Run int `json:"run"`
 	// Resumes is how many times the task's runs suspended (agent.Suspend):
 	// a suspend's next run carries one more (a resume uses no restart).
-	Resumes    int       `json:"resumes,omitempty"`
-	EnqueuedAt time.Time `json:"enqueued_at"`
+	Resumes int `json:"resumes,omitempty"`
+	// Wait is the wait that suspended the previous run (the record's
+	// wait JSON, record.Wait.JSON), carried by a resumed run (Resumes > 0)
+	// so that a redelivery of the suspended run whose worker died before
+	// recording the suspend records it (state waiting, the wait kept: a
+	// signal still resumes it early). Empty on every other run.
+	Wait       json.RawMessage `json:"wait,omitempty"`
+	EnqueuedAt time.Time       `json:"enqueued_at"`
 	// NotBefore is when a delayed run is due (Unix ms; 0: at once). asynq
 	// keeps a delayed task's due time in whole seconds and may deliver it
 	// up to a second early; the worker waits for the rest.
@@ -132,6 +138,8 @@ func (e *Envelope) Validate() error {
 		return &ValidationError{"run", "is negative"}
 	case e.Resumes < 0:
 		return &ValidationError{"resumes", "is negative"}
+	case len(e.Wait) > 0 && (e.Resumes == 0 || !json.Valid(e.Wait)):
+		return &ValidationError{"wait", "must be JSON, on a resumed run (resumes > 0)"}
 	case e.Deadline < 0:
 		return &ValidationError{"deadline_ms", "is negative"}
 	case e.MaxTokens < 0:
@@ -449,7 +457,7 @@ func appendField(b []byte, key, s string) []byte {
 
 // plain reports whether marshal may write e itself.
 func (e *Envelope) plain() bool {
-	return len(e.Notify) == 0 && e.Resumes == 0 && e.MaxTokens == 0 && e.MaxCostUSD == 0 && e.Parent == "" && e.Root == "" && e.Depth == 0 &&
+	return len(e.Notify) == 0 && e.Resumes == 0 && len(e.Wait) == 0 && e.MaxTokens == 0 && e.MaxCostUSD == 0 && e.Parent == "" && e.Root == "" && e.Depth == 0 &&
 		e.TreeMaxTokens == 0 && e.TreeMaxCostUSD == 0 && record.PlainTime(e.EnqueuedAt) && record.PlainText(e.ID) && record.PlainText(e.Agent) && record.PlainText(e.Action) &&
 		record.PlainText(e.CorrelationID) && record.PlainText(e.Queue) && record.PlainText(e.Tenant) && record.PlainText(e.Priority) &&
 		record.PlainText(e.Traceparent) && record.PlainText(e.Tracestate) &&

@@ -31,6 +31,8 @@ func TestDecode(t *testing.T) {
 		{"agent with space", `{"id":"a","agent":"a b"}`, "agent"},
 		{"negative restarts", `{"id":"a","agent":"t","restarts":-1}`, "restarts"},
 		{"negative run", `{"id":"a","agent":"t","run":-2}`, "run"},
+		{"resumed run with its wait", `{"id":"a","agent":"t","run":1,"resumes":1,"wait":{"kind":"sleep"}}`, "-"},
+		{"wait on a run not resumed", `{"id":"a","agent":"t","wait":{"kind":"sleep"}}`, "wait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

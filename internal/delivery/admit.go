@@ -2,6 +2,7 @@ package delivery
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -63,7 +64,7 @@ func (p *Executor) redelivered(ctx context.Context, log *taskLog, env *tasks.Env
 		}
 		return nil, false
 	}
-	if p.superseded(ctx, env) {
+	if p.superseded(ctx, log, env) {
 		log.Warn("dropping a redelivered run whose restart was already scheduled", "run", env.Run)
 		return nil, true
 	}
@@ -83,7 +84,7 @@ func (p *Executor) redelivered(ctx context.Context, log *taskLog, env *tasks.Env
 // recovery redelivers this run. Only redeliveries (retries) are checked,
 // at one lookup each; an error counts as "not superseded" (run it rather
 // than lose it).
-func (p *Executor) superseded(ctx context.Context, env *tasks.Envelope) bool {
+func (p *Executor) superseded(ctx context.Context, log *taskLog, env *tasks.Envelope) bool {
 	if p.insp == nil {
 		return false
 	}
@@ -94,16 +95,40 @@ func (p *Executor) superseded(ctx context.Context, env *tasks.Envelope) bool {
 	if err != nil {
 		return false
 	}
-	// Record the restart the dead worker did not, unless the next run has
-	// moved the record on already.
+	// Record the restart or suspend the dead worker did not, unless the
+	// next run has moved the record on already.
 	if n, err := tasks.Decode(info.Payload); err == nil {
-		out, err := p.rec.apply(ctx, delivery(env, 0),
-			record.RestartRecovered(p.report(env, 0, "", ""), record.NextRun{Run: n.Run, Restarts: n.Restarts}))
+		out, err := p.recoverNext(ctx, log, env, n, info.NextProcessAt)
 		if err == nil && out == record.Canceled {
 			p.dropRun(ctx, n) // the task was canceled before the restart was recorded
 		}
 	}
 	return true
+}
+
+// recoverNext records next, the run a dead worker scheduled after env
+// (due at due), as that worker would have: a resume (one more Resumes:
+// the run suspended) as the suspend it was, state waiting with the wait
+// next carries (tasks.Envelope.Wait), resumed at once when the signal it
+// waits for was sent already; a restart as recovered (RestartRecovered).
+// The suspend is written as the dead attempt's (the redelivery's retry
+// count), so that the record learns of the signal.
+func (p *Executor) recoverNext(ctx context.Context, log *taskLog, env, next *tasks.Envelope, due time.Time) (record.Outcome, error) {
+	nr := record.NextRun{Run: next.Run, Restarts: next.Restarts}
+	if next.Resumes <= env.Resumes || len(next.Wait) == 0 {
+		return p.rec.apply(ctx, delivery(env, 0), record.RestartRecovered(p.report(env, 0, "", ""), nr))
+	}
+	var w struct {
+		Signal string `json:"signal"`
+	}
+	_ = json.Unmarshal(next.Wait, &w)
+	n := max(metaOf(ctx).retried, 1)
+	rw := record.Wait{JSON: next.Wait, Signal: w.Signal, Resumes: next.Resumes}
+	out, ready, err := p.rec.wait(ctx, delivery(env, n), record.Waiting(p.report(env, n, "", ""), nr, rw, max(time.Until(due), 0)))
+	if err == nil && out == record.Applied {
+		p.resumeIfReady(context.WithoutCancel(ctx), log, next, ready)
+	}
+	return out, err
 }
 
 // dropRun deletes run (a restart this worker scheduled for a task that was

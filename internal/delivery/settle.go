@@ -100,14 +100,16 @@ func (p *Executor) suspend(ctx context.Context, log *taskLog, env *tasks.Envelop
 	bg := context.WithoutCancel(ctx)
 	w, now := *a.call.wait, time.Now()
 	delay := waitDelay(env, w, now)
-	next, err := p.restarts.ScheduleResume(bg, env, delay)
+	wj := waitJSON(w, now.Add(delay))
+	next, err := p.restarts.ScheduleResume(bg, env, delay, wj)
 	if err != nil {
 		// Redis trouble: keep the task (a free retry) rather than lose it.
 		log.Error("could not schedule the resume; retrying the hand-off", "err", err)
 		p.awaitRedis(ctx, env.ID)
 		return handBack(err)
 	}
-	rw := record.Wait{JSON: waitJSON(w, now.Add(delay)), Signal: w.Signal, Resumes: next.Resumes}
+	failpoint("before_waiting_recorded") // test hook: crash between scheduling the resume and recording it (superseded)
+	rw := record.Wait{JSON: wj, Signal: w.Signal, Resumes: next.Resumes}
 	rep := a.report(p, env)
 	out, ready, err := a.start.rec.wait(ctx, a.start.d, record.Waiting(rep, record.NextRun{Run: next.Run, Restarts: next.Restarts}, rw, delay))
 	if err == nil && out != record.Applied {
@@ -116,11 +118,7 @@ func (p *Executor) suspend(ctx context.Context, log *taskLog, env *tasks.Envelop
 		p.dropRun(ctx, next)
 		return p.answer(ctx, log, env, out, nil)
 	}
-	if ready {
-		if _, err := broker.Resume(bg, p.rdb, next.Queue, next.AsynqID(), time.Now().UnixNano()); err != nil {
-			log.Warn("could not resume a task whose signal came before its wait; it resumes at its timeout", "err", err)
-		}
-	}
+	p.resumeIfReady(bg, log, next, ready)
 	if w.Children != nil {
 		p.spawnChildren(bg, log, env, w)
 	}
@@ -128,6 +126,17 @@ func (p *Executor) suspend(ctx context.Context, log *taskLog, env *tasks.Envelop
 	log.Info("suspended", "event", "suspend", "kind", w.Kind(), "attempt", a.n, "resume", next.Resumes,
 		"delay_ms", delay.Milliseconds(), "signal_sent", ready)
 	return nil
+}
+
+// resumeIfReady makes next, a resumed run, pending at once when ready:
+// the signal its wait waits for was sent before the wait was recorded.
+func (p *Executor) resumeIfReady(ctx context.Context, log *taskLog, next *tasks.Envelope, ready bool) {
+	if !ready {
+		return
+	}
+	if _, err := broker.Resume(ctx, p.rdb, next.Queue, next.AsynqID(), time.Now().UnixNano()); err != nil {
+		log.Warn("could not resume a task whose signal came before its wait; it resumes at its timeout", "err", err)
+	}
 }
 
 // prepareChildren stores attempt a's children wait, when its call

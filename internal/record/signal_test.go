@@ -225,3 +225,34 @@ func TestResumeAfterDeferral(t *testing.T) {
 		require.Equal(t, WaitTimer, info.WaitOutcome)
 	})
 }
+
+// TestWaitingRecovered: a worker started attempt 1 and died after
+// scheduling the resume, before its Waiting write; the redelivery of that
+// run (no worker, the dead attempt's number: delivery.recoverNext) writes
+// it: the record waits at the next run with the wait, no lost attempt or
+// restart is recorded, and a signal sent meanwhile answers SignalReady.
+func TestWaitingRecovered(t *testing.T) {
+	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, st *Store) {
+		ctx := context.Background()
+		create(t, st, "rec")
+		require.Equal(t, Applied, apply(t, st, Delivery{ID: "rec", Attempt: 1, Worker: "dead", Seed: seed()}, Started()))
+		_, err := st.Signal(ctx, "rec", "go", json.RawMessage(`1`))
+		require.NoError(t, err)
+		w := Wait{JSON: json.RawMessage(`{"kind":"signal","signal":"go","due":"2030-01-01T00:00:00Z"}`), Signal: "go", Resumes: 1}
+		out, info, err := st.ApplyStart(ctx, Delivery{ID: "rec", Attempt: 1, Seed: seed()},
+			Waiting(Attempt{Attempt: 1, Agent: "llm"}, NextRun{Run: 1}, w, time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, Applied, out)
+		require.True(t, info.SignalReady, "the signal sent before the recovery resumes it")
+		v, err := st.Get(ctx, "rec")
+		require.NoError(t, err)
+		require.Equal(t, StateWaiting, v.State)
+		require.Equal(t, 1, v.Run)
+		require.Equal(t, 1, v.Attempts)
+		require.JSONEq(t, string(w.JSON), string(v.Wait))
+		require.Len(t, eventsOf(v, EventWaiting), 1)
+		require.Empty(t, eventsOf(v, EventRestarting))
+		require.Empty(t, eventsOf(v, EventInterrupted))
+		require.Equal(t, WaitSignal, resume(t, st, "rec", 1).WaitOutcome)
+	})
+}

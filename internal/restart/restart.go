@@ -17,6 +17,7 @@ package restart
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -150,6 +151,7 @@ func (s *Scheduler) ScheduleAfter(ctx context.Context, env *tasks.Envelope, cfg 
 	next := *env
 	next.Run++
 	next.Restarts++
+	next.Wait = nil // a resumed run's wait is its own
 	if err := s.client.EnqueueRun(ctx, &next, delay); err != nil && !errors.Is(err, tasks.ErrDuplicate) {
 		_ = s.rdb.ZRem(context.WithoutCancel(ctx), rkeys.RestartPending(), env.ID).Err()
 		return nil, 0, fmt.Errorf("restart: schedule restart %d of %s: %w", next.Restarts, env.ID, err)
@@ -159,14 +161,18 @@ func (s *Scheduler) ScheduleAfter(ctx context.Context, env *tasks.Envelope, cfg 
 
 // ScheduleResume enqueues the next run of env, a run that suspended,
 // after delay (when its wait ends at the latest), and returns that run's
-// envelope: the same restarts (a resume uses none), one more resume.
+// envelope: the same restarts (a resume uses none), one more resume, and
+// the wait (its record JSON, record.Wait.JSON: tasks.Envelope.Wait), so
+// that a redelivery of env after a crash before the suspend was recorded
+// can record it.
 // Scheduling the same run twice (a redelivered run after a crash) is not
 // an error and enqueues nothing twice. No restart index: a waiting task
 // is found by its record (state waiting) and asynq's scheduled set.
-func (s *Scheduler) ScheduleResume(ctx context.Context, env *tasks.Envelope, delay time.Duration) (*tasks.Envelope, error) {
+func (s *Scheduler) ScheduleResume(ctx context.Context, env *tasks.Envelope, delay time.Duration, wait json.RawMessage) (*tasks.Envelope, error) {
 	next := *env
 	next.Run++
 	next.Resumes++
+	next.Wait = wait
 	if err := s.client.EnqueueRun(ctx, &next, delay); err != nil && !errors.Is(err, tasks.ErrDuplicate) {
 		return nil, fmt.Errorf("restart: schedule resume %d of %s: %w", next.Resumes, env.ID, err)
 	}

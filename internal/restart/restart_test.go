@@ -149,6 +149,35 @@ func TestScheduleEnqueuesNextRun(t *testing.T) {
 	require.Zero(t, n)
 }
 
+// TestScheduleResumeCarriesWait: a resume's envelope carries the wait
+// that suspended its run (tasks.Envelope.Wait: a redelivery of the
+// suspended run records it after a crash); a restart of that resumed run
+// does not (its wait was the previous run's).
+func TestScheduleResumeCarriesWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _, insp := newScheduler(t)
+	wait := json.RawMessage(`{"kind":"signal","signal":"go","due":"2030-01-01T00:00:00Z"}`)
+	next, err := s.ScheduleResume(ctx, envelope("t-w", 0), time.Hour, wait)
+	require.NoError(t, err)
+	require.Equal(t, 1, next.Resumes)
+	info, err := insp.GetTaskInfo(tasks.DefaultQueue, next.AsynqID())
+	require.NoError(t, err)
+	got, err := tasks.Decode(info.Payload)
+	require.NoError(t, err)
+	require.JSONEq(t, string(wait), string(got.Wait))
+	require.Equal(t, 1, got.Resumes)
+
+	restarted, _, err := s.Schedule(ctx, got, Config{MaxRestarts: 3, Delays: []time.Duration{time.Hour}, MaxPending: 10})
+	require.NoError(t, err)
+	require.Empty(t, restarted.Wait)
+	info, err = insp.GetTaskInfo(tasks.DefaultQueue, restarted.AsynqID())
+	require.NoError(t, err)
+	got, err = tasks.Decode(info.Payload)
+	require.NoError(t, err)
+	require.Empty(t, got.Wait)
+}
+
 // TestScheduleIdempotent: a run scheduled twice (a redelivery after a
 // crash) enqueues one restart and holds one slot.
 func TestScheduleIdempotent(t *testing.T) {
