@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/internal/breaker"
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/budget"
 	"github.com/agentq/agentq/internal/inspect"
 	"github.com/agentq/agentq/internal/limit"
@@ -129,6 +130,17 @@ func (p *Executor) recoverNext(ctx context.Context, log *taskLog, env, next *tas
 		p.resumeIfReady(context.WithoutCancel(ctx), log, next, ready)
 	}
 	return out, err
+}
+
+// resumeIfReady makes next, a resumed run, pending at once when ready:
+// the signal its wait waits for was sent before the wait was recorded.
+func (p *Executor) resumeIfReady(ctx context.Context, log *taskLog, next *tasks.Envelope, ready bool) {
+	if !ready {
+		return
+	}
+	if _, err := broker.Resume(ctx, p.rdb, next.Queue, next.AsynqID(), time.Now().UnixNano()); err != nil {
+		log.Warn("could not resume a task whose signal came before its wait; it resumes at its timeout", "err", err)
+	}
 }
 
 // dropRun deletes run (a restart this worker scheduled for a task that was

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/agentq/agentq/agent"
-	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/restart"
 	"github.com/agentq/agentq/resilience"
@@ -126,17 +125,6 @@ func (p *Executor) suspend(ctx context.Context, log *taskLog, env *tasks.Envelop
 	log.Info("suspended", "event", "suspend", "kind", w.Kind(), "attempt", a.n, "resume", next.Resumes,
 		"delay_ms", delay.Milliseconds(), "signal_sent", ready)
 	return nil
-}
-
-// resumeIfReady makes next, a resumed run, pending at once when ready:
-// the signal its wait waits for was sent before the wait was recorded.
-func (p *Executor) resumeIfReady(ctx context.Context, log *taskLog, next *tasks.Envelope, ready bool) {
-	if !ready {
-		return
-	}
-	if _, err := broker.Resume(ctx, p.rdb, next.Queue, next.AsynqID(), time.Now().UnixNano()); err != nil {
-		log.Warn("could not resume a task whose signal came before its wait; it resumes at its timeout", "err", err)
-	}
 }
 
 // prepareChildren stores attempt a's children wait, when its call
