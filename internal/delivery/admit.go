@@ -80,9 +80,10 @@ func (p *Executor) redelivered(ctx context.Context, log *taskLog, env *tasks.Env
 }
 
 // superseded reports whether env's next run already exists in asynq: a
-// worker that scheduled a restart and died before recording it leaves the
-// record at this run, so Begin's fence cannot tell, and asynq's lease
-// recovery redelivers this run. Only redeliveries (retries) are checked,
+// worker that scheduled a restart or a resume (a suspend) and died before
+// recording it leaves the record at this run, so Begin's fence cannot
+// tell, and asynq's lease recovery redelivers this run (recoverNext
+// records what the dead worker did not). Only redeliveries (retries) are checked,
 // at one lookup each; an error counts as "not superseded" (run it rather
 // than lose it).
 func (p *Executor) superseded(ctx context.Context, log *taskLog, env *tasks.Envelope) bool {
