@@ -66,7 +66,7 @@ func (p *Executor) redelivered(ctx context.Context, log *taskLog, env *tasks.Env
 		return nil, false
 	}
 	if p.superseded(ctx, log, env) {
-		log.Warn("dropping a redelivered run whose restart was already scheduled", "run", env.Run)
+		log.Warn("dropping a redelivered run whose next run (a restart or a resume) was already scheduled", "run", env.Run)
 		return nil, true
 	}
 	rs, ended := p.ended(ctx, log, env)
