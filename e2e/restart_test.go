@@ -484,7 +484,7 @@ func TestRestartCrashExactlyOnce(t *testing.T) {
 		// scheduled: both drop run 0 without calling the backend.
 		log, _ := os.ReadFile(w2.log)
 		return strings.Contains(string(log), "dropping stale delivery") ||
-			strings.Contains(string(log), "dropping a redelivered run whose restart was already scheduled")
+			strings.Contains(string(log), "dropping a redelivered run whose next run (a restart or a resume) was already scheduled")
 	})
 
 	v = views["crash-1"]
@@ -541,7 +541,7 @@ func TestRestartCrashBeforeRecording(t *testing.T) {
 	require.Equal(t, []string{"queued", "retrying", "restarting", "succeeded"}, eventNames(v.History))
 	require.Equal(t, map[int]int{0: 2, 1: 1}, be.runs("crash-2"), "backend calls per restart: exactly one run each")
 	log, _ := os.ReadFile(w2.log)
-	require.Contains(t, string(log), "dropping a redelivered run whose restart was already scheduled")
+	require.Contains(t, string(log), "dropping a redelivered run whose next run (a restart or a resume) was already scheduled")
 	require.Equal(t, 0, w2.stop(t, 15*time.Second))
 }
 

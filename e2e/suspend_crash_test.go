@@ -97,6 +97,6 @@ agents:
 	}
 	require.Equal(t, 1, succeeded, "succeeded exactly once: %v", names)
 	log, _ := os.ReadFile(w2.log)
-	require.Contains(t, string(log), "dropping a redelivered run whose restart was already scheduled")
+	require.Contains(t, string(log), "dropping a redelivered run whose next run (a restart or a resume) was already scheduled")
 	require.Equal(t, 0, w2.stop(t, 15*time.Second))
 }
