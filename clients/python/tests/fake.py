@@ -6,6 +6,14 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: many connections opened at
+    # once (the async client's tests open 60) would overflow it, and on a
+    # busy machine a dropped handshake is retried by the kernel seconds
+    # later.
+    request_queue_size = 128
+
+
 class Fake:
     """Fake(fn): fn(req) -> (status, body[, headers]) or a callable taking
     the handler (to stream). req has method, path, query, headers, body."""
@@ -47,7 +55,7 @@ class Fake:
 
             do_GET = do_POST = _do
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server = _Server(("127.0.0.1", 0), H)
         self.server.daemon_threads = True
         # A client that drops a connection (a reply too large, a stream
         # left early) is what a test wants: no traceback.

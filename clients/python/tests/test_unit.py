@@ -713,7 +713,7 @@ class TestAsyncTransport(FakeCase):
         # thread pool (6 threads on 2 cores) never get there.
         n = 60
         import threading
-        barrier = threading.Barrier(n, timeout=20)
+        barrier = threading.Barrier(n, timeout=60)  # a deadline, not a timing
 
         def fn(r):
             if r.query.get("wait"):
@@ -723,7 +723,7 @@ class TestAsyncTransport(FakeCase):
 
         async def main():
             async with AsyncClient(f.url, "tok") as aq:
-                return await asyncio.gather(*(aq.wait("t%d" % i, timeout=30) for i in range(n)))
+                return await asyncio.gather(*(aq.wait("t%d" % i, timeout=90) for i in range(n)))
         got = self.run_threadless(main)
         self.assertEqual(sorted(t.id for t in got), sorted("t%d" % i for i in range(n)))
 
