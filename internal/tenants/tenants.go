@@ -67,10 +67,20 @@ func New(rdb redis.UniversalClient, fc broker.FairConfig, queues []string, o Opt
 }
 
 // Start publishes, then repairs every interval (the first one interval
-// after the publish).
+// after the publish). The first try of each queue's publish is made
+// before Start returns — the worker starts dequeuing right after its
+// components start, and a named tenant's run dequeued before its
+// settings are in Redis is dispatched uncapped (not counted against its
+// cap); a queue that failed is tried again in the background.
 func (s *Service) Start(ctx context.Context) {
+	var todo []string
+	for _, q := range s.queues {
+		if err := broker.PublishFair(ctx, s.rdb, q, s.fc); err != nil {
+			todo = append(todo, q)
+		}
+	}
 	s.Go(ctx, func(ctx context.Context) {
-		if s.publish(ctx) {
+		if s.publish(ctx, todo) {
 			s.repair.Run(ctx)
 		}
 	})
@@ -79,12 +89,11 @@ func (s *Service) Start(ctx context.Context) {
 // Stop ends the service and waits for it; idempotent.
 func (s *Service) Stop() { s.Loop.Stop() }
 
-// publish publishes the named tenants' settings to each queue (the fair
+// publish publishes the named tenants' settings to each queue of todo (the fair
 // dequeue reads them there; the defaults travel with each dequeue),
 // trying a queue again every publishRetry until it takes them; false when
 // ctx ended first.
-func (s *Service) publish(ctx context.Context) bool {
-	todo := s.queues
+func (s *Service) publish(ctx context.Context, todo []string) bool {
 	for len(todo) > 0 {
 		if err := broker.PublishFair(ctx, s.rdb, todo[0], s.fc); err != nil {
 			if errors.Is(err, context.Canceled) || startstop.Sleep(ctx, publishRetry) != nil {
