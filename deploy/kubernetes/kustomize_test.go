@@ -71,6 +71,14 @@ var kustomizations = []struct {
 	{dir: "overlays/cluster", topology: "cluster", keda: true},
 }
 
+// subtestName names a kustomization's subtest after its directory.
+func subtestName(dir string) string {
+	if dir == "." {
+		return "deploy_kubernetes"
+	}
+	return strings.ReplaceAll(dir, "/", "_")
+}
+
 func TestKustomizations(t *testing.T) {
 	t.Parallel()
 	paths := workerOpsPaths(t)
@@ -78,11 +86,7 @@ func TestKustomizations(t *testing.T) {
 	exported := workerExports(t)
 	keys := exampleSecretKeys(t)
 	for _, k := range kustomizations {
-		name := strings.ReplaceAll(k.dir, "/", "_")
-		if k.dir == "." {
-			name = "deploy_kubernetes"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(subtestName(k.dir), func(t *testing.T) {
 			t.Parallel()
 			s := setup(t, k.dir)
 			switch k.topology {

@@ -26,11 +26,7 @@ func TestKustomizationsPinScrapeSpread(t *testing.T) {
 	workerPaths := workerOpsPaths(t)
 	apiPaths := apiServedPaths(t)
 	for _, k := range kustomizations {
-		name := strings.ReplaceAll(k.dir, "/", "_")
-		if k.dir == "." {
-			name = "deploy_kubernetes"
-		}
-		t.Run(name, func(t *testing.T) {
+		t.Run(subtestName(k.dir), func(t *testing.T) {
 			t.Parallel()
 			s := setup(t, k.dir)
 			checkImages(t, s)
