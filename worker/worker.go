@@ -119,6 +119,9 @@ type Worker struct {
 	// their delivery, which runs them (delivery.Executor.Acks); nil: none
 	// ride it.
 	acks *broker.Acks
+	// client is the Redis client of the worker's asynq server (asynqServer),
+	// which fetches a queue's next run with each done (broker's prefetch.go).
+	client *broker.AsynqClient
 	// id is this worker's ID (host:pid): the holder of the fleet's claims.
 	id       string
 	insp     *asynq.Inspector
@@ -290,8 +293,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-ctx.Done()
 	w.log.Info("worker shutting down", "shutdown_timeout", w.cfg.Worker.ShutdownTimeout.String())
 	w.exec.Stopping()                         // canceled calls are the shutdown's from now on
+	w.client.StopFetching()                   // no more runs fetched with a done: the processor takes no more
 	w.waiter.Stop(context.WithoutCancel(ctx)) // end an idle wait at once
 	srv.Shutdown()                            // stops dequeuing, waits for in-flight tasks, requeues the rest
+	w.putBackFetched(context.WithoutCancel(ctx))
 	cancelBase()                              // stop agents still running (their tasks are already back on the queue)
 	w.awaitAgents()
 	if n := w.acks.Drain(context.WithoutCancel(ctx)); n > 0 {
@@ -300,6 +305,18 @@ func (w *Worker) Run(ctx context.Context) error {
 	startstop.StopAll(services...)
 	w.log.Info("worker stopped")
 	return nil
+}
+
+// putBackFetched puts back the runs fetched with a done that asynq's
+// processor did not take before it stopped (broker's prefetch.go).
+func (w *Worker) putBackFetched(ctx context.Context) {
+	n, err := w.client.Drain(ctx)
+	if n > 0 {
+		w.log.Info("put back runs fetched for this worker and not started", "tasks", n)
+	}
+	if err != nil {
+		w.log.Warn("could not put back runs fetched for this worker; their leases' expiry recovers them", "err", err)
+	}
 }
 
 // components are the worker's background components, in start order.
@@ -340,6 +357,8 @@ func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 	rdb.OnWait = func(c broker.Cause) { w.metrics.idleWaits.WithLabelValues(string(c)).Inc() }
 	rdb.Acks = w.acks
 	rdb.Fair = configx.Fair(w.cfg)
+	rdb.Prefetch = len(queues) == 1
+	w.client = rdb
 	return asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              w.cfg.Worker.Concurrency,
 		Queues:                   queues,

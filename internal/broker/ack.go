@@ -18,8 +18,10 @@ import (
 type Ack interface {
 	// WithDone runs the write and asynq's done script (its keys and
 	// arguments, as asynq passes them) as one, and answers as the done
-	// script would (asynq's processor reads only the error).
-	WithDone(ctx context.Context, keys []string, args []any) *redis.Cmd
+	// script would (asynq's processor reads only the error). With next
+	// (nil: none) the same script also hands out the queue's next run,
+	// which WithDone sets in next (Next.SetFetched).
+	WithDone(ctx context.Context, keys []string, args []any, next *Next) *redis.Cmd
 	// Alone runs the write by itself: asynq is about to answer the
 	// delivery otherwise (a retry or a requeue, when the task's context
 	// ended as its handler returned; a completed task kept for retention).

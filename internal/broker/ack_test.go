@@ -22,7 +22,7 @@ type fakeAck struct {
 	args  []any
 }
 
-func (f *fakeAck) WithDone(ctx context.Context, keys []string, args []any) *redis.Cmd {
+func (f *fakeAck) WithDone(ctx context.Context, keys []string, args []any, _ *Next) *redis.Cmd {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls, f.keys, f.args = append(f.calls, "with_done"), keys, args

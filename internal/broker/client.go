@@ -68,6 +68,12 @@ type AsynqClient struct {
 	// delivery runs Ack.WithDone instead, and any other of asynq's scripts
 	// on the task (a retry, a requeue, …) runs after Ack.Alone.
 	Acks *Acks
+	// Prefetch, when set before the server starts, makes a done also hand
+	// out its queue's next run, which the processor's next dequeue takes
+	// without a round trip (prefetch.go); only for a server of one queue.
+	Prefetch bool
+	pre      prefetch
+	waiting  atomic.Bool // the processor is in waiter.Wait (dequeued)
 	// dequeues holds each queue's dequeueTail, made at its first dequeue
 	// (queue → *dequeueTail).
 	dequeues sync.Map
@@ -112,7 +118,11 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 	if c.Acks.Len() > 0 {
 		if id, ok := doneOf(sha, keys, args); ok {
 			if a := c.Acks.take(id); a != nil {
-				return a.WithDone(ctx, keys, args)
+				q := queueOf(keys[0])
+				next := c.next(q)
+				cmd := a.WithDone(ctx, keys, args, next)
+				c.fetched(ctx, q, next)
+				return cmd
 			}
 		} else if id := taskOf(keys); id != "" {
 			if a := c.Acks.take(id); a != nil {
@@ -122,6 +132,10 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 	}
 	switch {
 	case sha == dequeueSHA && len(keys) == 4 && len(args) == 2:
+		if cmd, ok := c.takeFetched(ctx, queueOf(keys[0])); ok {
+			c.empties.Store(0)
+			return cmd
+		}
 		tail := c.dequeueTail(queueOf(keys[0]))
 		return c.dequeued(ctx, c.fairCall(ctx, fairDequeueScript, keys, args, tail.keys, tail.args...))
 	case sha == forwardSHA && len(keys) == 2 && len(args) == 4:
@@ -139,7 +153,7 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 		ready, tenants, prefix := LaneKeys(q)
 		return c.fairCall(ctx, requeueScript, keys, args, append([]string{ready, tenants}, ReleaseKeys(q)...), prefix)
 	case sha == doneSHA && len(keys) == 5:
-		return c.fairCall(ctx, doneScript, keys, args, ReleaseKeys(queueOf(keys[0])))
+		return c.done(ctx, keys, args)
 	}
 	return run()
 }

@@ -15,7 +15,7 @@ import (
 // fairDequeueScript is the fair dequeue of one queue, run in place of
 // asynq's dequeue (lua/dequeue.lua: asynq's keys and arguments followed
 // by DequeueKeys and FairConfig.DequeueArgs; asynq's reply).
-var fairDequeueScript = scripts.Script("dequeue.lua")
+var fairDequeueScript = scripts.Script("lib/dequeue.lua", "dequeue.lua")
 
 // DequeueArgs are the arguments dequeue.lua takes after asynq's two: the
 // lane prefix, the default stride, the default concurrency, and whether
@@ -69,7 +69,13 @@ func (c *AsynqClient) dequeued(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 	case errors.Is(err, redis.Nil):
 		if c.empties.Add(1) >= c.queues {
 			c.empties.Store(0)
+			c.waiting.Store(true)
+			if c.hasFetched() { // fetched by a done since this round began
+				c.waiting.Store(false)
+				return cmd
+			}
 			cause := c.waiter.Wait(ctx)
+			c.waiting.Store(false)
 			if c.OnWait != nil {
 				c.OnWait(cause)
 			}

@@ -10,3 +10,6 @@ var (
 	RequeueSource  = asynqRequeueSource
 	DoneSource     = asynqDoneSource
 )
+
+// Waiting reports whether the processor waits for a token (prefetch_test).
+func (c *AsynqClient) Waiting() bool { return c.waiting.Load() }

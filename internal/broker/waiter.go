@@ -166,7 +166,25 @@ func (w *Waiter) blpop(ctx context.Context, keys []string) (popped bool, err err
 	if err != nil {
 		return false, err
 	}
-	return len(kv) == 2 && kv[0] != keys[len(keys)-1], nil
+	return len(kv) == 2 && (kv[0] != keys[len(keys)-1] || kv[1] == nudgeToken), nil
+}
+
+// nudgeToken on a stop list ends a wait as a token would (Nudge).
+const nudgeToken = "nudge"
+
+// Nudge ends the wait under way as if a token had been popped (a run was
+// fetched for this worker while it waited: prefetch.go); a nudge that no
+// wait takes ends the next one early, and expires.
+func (w *Waiter) Nudge(ctx context.Context) {
+	if len(w.groups) == 0 {
+		return
+	}
+	stopKey := w.groups[0][len(w.groups[0])-1]
+	_, _ = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.RPush(ctx, stopKey, nudgeToken)
+		p.Expire(ctx, stopKey, stopTTL)
+		return nil
+	})
 }
 
 // Pause sleeps for d, or until Stop or ctx's end.

@@ -303,9 +303,9 @@ type successAck struct {
 
 // WithDone implements broker.Ack: the success and asynq's done in one
 // script (record.Store.ApplyAcked), waiting out a Redis outage.
-func (s *successAck) WithDone(ctx context.Context, keys []string, args []any) *redis.Cmd {
+func (s *successAck) WithDone(ctx context.Context, keys []string, args []any, next *broker.Next) *redis.Cmd {
 	cmd := redis.NewCmd(ctx)
-	done := record.AsynqDone{Keys: keys, Args: args}
+	done := record.AsynqDone{Keys: keys, Args: args, Next: next}
 	var out record.Outcome
 	err := untilRedis(ctx, func() (err error) {
 		out, err = s.rec.ApplyAcked(ctx, s.d, s.c, done)

@@ -107,6 +107,10 @@ func startInfo(rest []any) StartInfo {
 type AsynqDone struct {
 	Keys []string
 	Args []any
+	// Next, when set, asks the same script to hand out the queue's next
+	// run (complete-and-fetch-next, internal/broker's prefetch.go), which
+	// ApplyAcked sets in it.
+	Next *broker.Next
 }
 
 // ErrNotActive is ApplyAcked's error when asynq's done found the delivery
@@ -126,13 +130,20 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 	if len(done.Keys) != 5 || len(done.Args) != 3 {
 		return Applied, fmt.Errorf("record: asynq's done call has %d keys and %d arguments, not 5 and 3", len(done.Keys), len(done.Args))
 	}
-	out, _, err := s.apply(d, c, done.Args, func(outbox bool, args []any) (any, error) {
+	head := done.Args
+	if done.Next != nil {
+		head = append(append(make([]any, 0, 9), done.Args...), done.Next.Args...)
+	}
+	out, _, err := s.apply(d, c, head, func(outbox bool, args []any) (any, error) {
 		rk := keys(d.ID)
 		if outbox {
 			rk = s.outboxKeys(d.ID)
 		}
-		keys := append(append(append(make([]string, 0, 13), done.Keys...), rk...), broker.ReleaseKeys(broker.QueueOf(done.Keys[0]))...)
-		return applyAckedScript.Run(ctx, s.rdb, keys, args...).Result()
+		keys := append(append(append(make([]string, 0, 22), done.Keys...), rk...), broker.ReleaseKeys(broker.QueueOf(done.Keys[0]))...)
+		if done.Next != nil {
+			keys = append(keys, done.Next.Keys...)
+		}
+		return nextOf(done.Next)(applyAckedScript.Run(ctx, s.rdb, keys, args...).Result())
 	})
 	var rerr redis.Error
 	if errors.As(err, &rerr) && rerr.Error() == "NOT FOUND" {
@@ -142,6 +153,22 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 		return out, fmt.Errorf("record: %s of %s with its ack: %w", c.name(), d.ID, err)
 	}
 	return out, nil
+}
+
+// nextOf unwraps apply_acked's reply when it handed out the next run
+// ({"next", rec_apply's reply, message, task ID}), setting next; other
+// replies pass as they are.
+func nextOf(next *broker.Next) func(v any, err error) (any, error) {
+	return func(v any, err error) (any, error) {
+		r, ok := v.([]any)
+		if err != nil || next == nil || !ok || len(r) != 4 || r[0] != "next" {
+			return v, err
+		}
+		if err := next.SetFetched(r[2], r[3]); err != nil {
+			return nil, err
+		}
+		return r[1], nil
+	}
 }
 
 // apply makes the call of rec_apply (run, given whether to pass the
