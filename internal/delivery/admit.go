@@ -87,12 +87,17 @@ func (p *Executor) redelivered(ctx context.Context, log *taskLog, env *tasks.Env
 // at one lookup each; an error counts as "not superseded" (run it rather
 // than lose it).
 func (p *Executor) superseded(ctx context.Context, log *taskLog, env *tasks.Envelope) bool {
-	if p.insp == nil {
+	if p.insp == nil || p.rdb == nil {
 		return false
 	}
 	q := metaOf(ctx).queue
 	next := *env
 	next.Run++
+	// One EXISTS answers the usual case (no next run) in one command
+	// rather than asynq's lookup (a SISMEMBER and a script).
+	if n, err := p.rdb.Exists(ctx, broker.TaskKey(q, next.AsynqID())).Result(); err != nil || n == 0 {
+		return false
+	}
 	info, err := p.insp.GetTaskInfo(q, next.AsynqID())
 	if err != nil {
 		return false
