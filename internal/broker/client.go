@@ -141,13 +141,7 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 	case sha == forwardSHA && len(keys) == 2 && len(args) == 4:
 		return c.forward(ctx, keys, args)
 	case sha == retrySHA && len(keys) == 8 && len(args) >= 3:
-		cmd := c.fairCall(ctx, retryScript, keys, args, ReleaseKeys(queueOf(keys[1])))
-		if cmd.Err() == nil {
-			if at, ok := toInt64(args[2]); ok {
-				c.dues.Lower(keys[3], at)
-			}
-		}
-		return cmd
+		return c.retry(ctx, keys, args)
 	case sha == requeueSHA && len(keys) == 4 && len(args) == 1:
 		q := queueOf(keys[2])
 		ready, tenants, prefix := LaneKeys(q)

@@ -18,17 +18,23 @@ var doneScript = scripts.Script("lib/wake.lua", "lib/release.lua", "asynq/done.l
 var doneNextScript = scripts.Script("lib/wake.lua", "lib/release.lua", "asynq/done.lua", "lib/dequeue.lua", "done_next.lua")
 
 // done runs asynq's done with the release (doneScript) or, when a run is
-// to be fetched with it (prefetch.go), doneNextScript; asynq hears "OK"
-// or the done's error.
+// to be fetched with it (prefetch.go), doneNextScript.
 func (c *AsynqClient) done(ctx context.Context, keys []string, args []any) *redis.Cmd {
 	q := queueOf(keys[0])
-	next := c.next(q)
-	if next == nil {
-		return c.fairCall(ctx, doneScript, keys, args, ReleaseKeys(q))
+	if next := c.next(q); next != nil {
+		return c.runWithNext(ctx, doneNextScript, keys, args, q, next)
 	}
-	ks := append(append(append(make([]string, 0, 18), keys...), ReleaseKeys(q)...), next.Keys...)
-	as := append(append(make([]any, 0, 9), args...), next.Args...)
-	v, err := doneNextScript.Run(ctx, c.UniversalClient, ks, as...).Result()
+	return c.fairCall(ctx, doneScript, keys, args, ReleaseKeys(q))
+}
+
+// runWithNext runs script, one of asynq's with the release and a Next
+// (done_next.lua, retry_next.lua: asynq's keys, ReleaseKeys, next's keys;
+// asynq's arguments, next's), and keeps the run it handed out for the
+// processor's next dequeue; asynq hears "OK" or the script's error.
+func (c *AsynqClient) runWithNext(ctx context.Context, script *redis.Script, keys []string, args []any, q string, next *Next) *redis.Cmd {
+	ks := append(append(append(make([]string, 0, len(keys)+13), keys...), ReleaseKeys(q)...), next.Keys...)
+	as := append(append(make([]any, 0, len(args)+6), args...), next.Args...)
+	v, err := script.Run(ctx, c.UniversalClient, ks, as...).Result()
 	cmd := redis.NewCmd(ctx)
 	switch r, _ := v.([]any); {
 	case err != nil && !errors.Is(err, redis.Nil):

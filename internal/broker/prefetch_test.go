@@ -145,3 +145,24 @@ func TestFetchEndsAnIdleWait(t *testing.T) {
 	}
 	require.Equal(t, "r-2", s.dequeue(), "the next dequeue takes the fetched run")
 }
+
+// TestRetryFetchesNext: asynq's retry of a run, like its done, hands out
+// the queue's next run when Prefetch is on; the retried run is in the
+// retry set.
+func TestRetryFetchesNext(t *testing.T) {
+	t.Parallel()
+	s := newPrefetchScene(t, "pf4", 1, 2)
+	ctx := context.Background()
+	require.Equal(t, "r-1", s.dequeue())
+	q, id := "pf4", "r-1"
+	msg := s.rdb.HGet(ctx, broker.TaskKey(q, id), "msg").Val()
+	day := time.Now().UTC().Format("2006-01-02")
+	keys := []string{broker.TaskKey(q, id), broker.ActiveKey(q), broker.LeaseKey(q), broker.RetryKey(q),
+		"asynq:{pf4}:processed:" + day, "asynq:{pf4}:failed:" + day, "asynq:{pf4}:processed", "asynq:{pf4}:failed"}
+	due := time.Now().Add(time.Hour).Unix()
+	require.NoError(t, broker.AsynqRetryScript.Run(ctx, s.c, keys, id, msg, due, due, 1, int64(math.MaxInt64)).Err())
+	require.Equal(t, []string{"r-2"}, s.list(broker.ActiveKey(q)), "r-2 fetched with r-1's retry")
+	require.Equal(t, []string{"r-1"}, s.rdb.ZRange(ctx, broker.RetryKey(q), 0, -1).Val())
+	require.Equal(t, "r-2", s.dequeue(), "the next dequeue takes it")
+	require.Empty(t, s.list(broker.PendingKey(q)))
+}

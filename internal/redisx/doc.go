@@ -30,9 +30,10 @@
 //     written inside asynq's done: a batching runner would hold the
 //     delivery's slot in asynq's processor), and internal/broker's
 //     forwardScript (asynq's forward, run on the client asynq was given,
-//     within asynq's own call) and doneNextScript (asynq's done with the
-//     queue's next run fetched, prefetch.go), as are the fair versions of asynq's
-//     dequeue, done, retry and requeue that it runs in their place
+//     within asynq's own call), as are the fair versions of asynq's
+//     dequeue, done, retry and requeue that it runs in their place, and
+//     its done and retry that also fetch the queue's next run
+//     (prefetch.go)
 //     (AsynqClient.fairCall).
 //   - best-effort, where a lost write costs a delay and nothing else:
 //     internal/broker's pushScript (a wake token: a lost one delays a task
