@@ -24,7 +24,7 @@ var figures = []figure{
 	{"io", "worker CPU per I/O-bound task", " µs", false, func(r Result) float64 { return r.WorkerCPU }},
 	{"stream", "steady 500/s: enqueue → start p50", " ms", false, func(r Result) float64 { return r.StartP50 }},
 	{"stream", "steady 500/s: enqueue → start p99", " ms", false, func(r Result) float64 { return r.StartP99 }},
-	{"enqueue", "single enqueues, 16 callers (%s)", "/s", true, func(r Result) float64 { return r.Throughput }},
+	{"enqueue", "single enqueues: %s from 16 callers", "/s", true, func(r Result) float64 { return r.Throughput }},
 	{"retry", "retries: %s tasks × fail, fail, ok, c=50", "/s", true, func(r Result) float64 { return r.Throughput }},
 	{"durable", "durable run: %s tasks × 5 steps, c=50", "/s", true, func(r Result) float64 { return r.Throughput }},
 }
