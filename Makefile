@@ -5,7 +5,7 @@ GOFLAGS   ?=
 PKGS      := ./...
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build test classifier-report classifier-model test-topology test-clients unit demo bench fuzz vet fmt clean redis chromium node clients
+.PHONY: all build bench-peers test classifier-report classifier-model test-topology test-clients unit demo bench fuzz vet fmt clean redis chromium node clients
 
 all: build
 
@@ -75,6 +75,12 @@ unit:
 ## demo: the main job on an embedded, NOT durable, in-memory Redis (miniredis); no set-up
 demo:
 	$(GO) run ./cmd/demo
+
+## bench-peers: agentq side by side with plain asynq, BullMQ (Node) and River (PostgreSQL) on this machine
+## (bench/peers/run.sh: installs what is missing, starts its own redis-server, postgres and fake LLM on
+## loopback, stops them after; about 30 min). SCALE=0.1 ROUNDS=1 for a quick check; SYSTEMS=, SCENARIOS= to narrow.
+bench-peers:
+	@SCALE="$(SCALE)" ROUNDS="$(ROUNDS)" SYSTEMS="$(SYSTEMS)" SCENARIOS="$(SCENARIOS)" ./bench/peers/run.sh
 
 ## bench: benchmarks with ratios against plain asynq measured in the same run; ends with the headline
 ## lines, in this order. BENCH=<regexp> runs a subset, e.g. the Redis-cost ones:
