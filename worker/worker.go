@@ -297,7 +297,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.waiter.Stop(context.WithoutCancel(ctx)) // end an idle wait at once
 	srv.Shutdown()                            // stops dequeuing, waits for in-flight tasks, requeues the rest
 	w.putBackFetched(context.WithoutCancel(ctx))
-	cancelBase()                              // stop agents still running (their tasks are already back on the queue)
+	cancelBase() // stop agents still running (their tasks are already back on the queue)
 	w.awaitAgents()
 	if n := w.acks.Drain(context.WithoutCancel(ctx)); n > 0 {
 		w.log.Info("recorded successes whose deliveries asynq left unacknowledged at shutdown", "tasks", n)
