@@ -24,11 +24,12 @@ var topKeys = [...]string{"model", "modelVersion", "object", "type", "usage", "u
 // none. A reply is mostly what Parse does not read (an LLM's text): when
 // body is valid JSON, decode picks replyTop's keys from its top level by
 // their structure and has encoding/json decode only those (the reply's
-// text is scanned, not decoded); a key it cannot tell apart from theirs
-// by bytes alone (an escape, another case, twice) leaves the whole body
-// to encoding/json.
+// text is scanned, not decoded; its validity is checked by
+// jsonscan.Valid); a key it cannot tell apart from theirs by bytes alone
+// (an escape, another case, twice) leaves the whole body to
+// encoding/json.
 func (r *replyTop) decode(body []byte) error {
-	if json.Valid(body) {
+	if jsonscan.Valid(body) {
 		if picked, ok := pickTop(body); ok {
 			return json.Unmarshal(picked, r)
 		}
