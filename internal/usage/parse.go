@@ -88,8 +88,10 @@ func Object(raw json.RawMessage) (u Usage, system string) {
 		return Usage{}, ""
 	}
 	var o usageObject
-	if json.Unmarshal(raw, &o) != nil {
-		return Usage{}, ""
+	if !o.plainObject(raw) {
+		if o = (usageObject{}); json.Unmarshal(raw, &o) != nil {
+			return Usage{}, ""
+		}
 	}
 	return o.usage()
 }
