@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentq/agentq/internal/jsonscan"
 	"github.com/agentq/agentq/internal/redact"
 	"github.com/agentq/agentq/resilience"
 )
@@ -288,7 +289,7 @@ func (h *HTTP) do(ctx context.Context, start time.Time, hreq *http.Request, emit
 	if isEventStream(resp.Header) {
 		return h.stream(ctx, start, resp, emit)
 	}
-	return h.result(ctx, start, resp.Body)
+	return h.result(ctx, start, resp.Body, resp.ContentLength)
 }
 
 // request builds the POST of req: its ActionRequest JSON (or its params
@@ -340,9 +341,9 @@ func (h *HTTP) request(ctx context.Context, req Request) (hreq *http.Request, se
 
 // result reads a 2xx reply's body, up to MaxResponse: its JSON as the
 // result data, a body that is not JSON as a JSON string, an empty one as
-// null.
-func (h *HTTP) result(ctx context.Context, start time.Time, body io.Reader) (json.RawMessage, error) {
-	data, err := io.ReadAll(io.LimitReader(body, h.cfg.MaxResponse+1))
+// null. size is its Content-Length (-1: unknown).
+func (h *HTTP) result(ctx context.Context, start time.Time, body io.Reader, size int64) (json.RawMessage, error) {
+	data, err := readAll(io.LimitReader(body, h.cfg.MaxResponse+1), min(size, h.cfg.MaxResponse)+1)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctxFailure(ctx, start, ctx.Err())
@@ -359,7 +360,7 @@ func (h *HTTP) result(ctx context.Context, start time.Time, body io.Reader) (jso
 	switch {
 	case len(data) == 0:
 		return json.RawMessage("null"), nil
-	case json.Valid(data):
+	case jsonscan.Valid(data):
 		if err := suspendBody(data); err != nil {
 			return nil, err
 		}
@@ -384,4 +385,28 @@ func suspendBody(data []byte) error {
 		return nil
 	}
 	return suspendOf(r.Wait, r.Usage, time.Now())
+}
+
+// readAll is io.ReadAll(r) into a buffer of capacity size at first (a
+// reply's Content-Length and one byte, which sees its end): one
+// allocation for a body of the length it said, where io.ReadAll's
+// 512-byte start grows it several times. size < 1: io.ReadAll's own.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size < 1 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow: the body is longer than it said
+		}
+	}
 }

@@ -18,8 +18,15 @@ import (
 )
 
 // isEventStream reports whether a reply is a Server-Sent Events stream.
+// A media type that is not text/event-stream in any case (the usual
+// application/json) is told without parsing the header (ParseMediaType
+// allocates its parameters' map).
 func isEventStream(h http.Header) bool {
-	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	ct := h.Get("Content-Type")
+	if base, _, _ := strings.Cut(ct, ";"); !strings.EqualFold(strings.TrimSpace(base), "text/event-stream") {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && strings.EqualFold(mt, "text/event-stream")
 }
 

@@ -92,7 +92,7 @@ func decodeFast(b []byte, e *Envelope) bool {
 				return false
 			}
 		case "params":
-			if j, ok = jsonscan.SkipValue(b, i); !ok || b[i] == 'n' || !json.Valid(b[i:j]) {
+			if j, ok = jsonscan.SkipValue(b, i); !ok || b[i] == 'n' || !jsonscan.Valid(b[i:j]) {
 				return false
 			}
 			e.Params = append(json.RawMessage(nil), b[i:j]...)
@@ -200,8 +200,9 @@ func plainInt(b []byte, i int) (n int, j int, ok bool) {
 }
 
 // validateDecoded is e.Validate for an envelope Decode just read; when
-// decodeFast read it (fast), its params have been checked with json.Valid
-// already and are not read a second time.
+// decodeFast read it (fast), its params have been checked with
+// jsonscan.Valid (encoding/json.Valid's answer) already and are not read
+// a second time.
 func validateDecoded(e *Envelope, fast bool) error {
 	if !fast {
 		return e.Validate()

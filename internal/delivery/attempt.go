@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -707,6 +708,10 @@ func (mt *meter) model(u usage.Usage) string {
 	return usage.Other
 }
 
+// tokenKinds are agentq_tokens_total's kind labels, in the order of
+// Metrics.tokensBy's children.
+var tokenKinds = [...]string{"input", "output", "cached"}
+
 // used counts a call's usage u (served by agent, for env's tenant) in the
 // metrics and hands it to sink (the worker's: withUsageSink, by default
 // the fleet's totals; nil: none); nothing for a call without usage.
@@ -715,12 +720,15 @@ func (mt *meter) used(env *tasks.Envelope, agentLabel string, u usage.Usage, at 
 		return
 	}
 	tenant, model := mt.m.tenant(env.Tenant), mt.model(u)
-	for _, k := range []struct {
-		kind string
-		n    int64
-	}{{"input", u.InputTokens}, {"output", u.OutputTokens}, {"cached", u.CachedTokens}} {
-		if k.n > 0 {
-			mt.m.tokens.WithLabelValues(agentLabel, tenant, model, k.kind).Add(float64(k.n))
+	series := mt.m.tokensBy.get(agentLabel+"\x00"+tenant+"\x00"+model, func() (c [3]prometheus.Counter) {
+		for i, kind := range tokenKinds {
+			c[i] = mt.m.tokens.WithLabelValues(agentLabel, tenant, model, kind)
+		}
+		return c
+	})
+	for i, n := range [...]int64{u.InputTokens, u.OutputTokens, u.CachedTokens} {
+		if n > 0 {
+			series[i].Add(float64(n))
 		}
 	}
 	if u.Priced {

@@ -65,6 +65,10 @@ type Metrics struct {
 	// every call.
 	byAgent     children[agentSeries]
 	succeededBy children[prometheus.Counter]
+	// tokensBy holds agentq_tokens_total's input, output and cached
+	// children by agent, tenant and model label (a model label is a
+	// priced model's name or usage.Other: bounded too).
+	tokensBy children[[3]prometheus.Counter]
 }
 
 // agentSeries are an agent label's children a call touches.

@@ -160,6 +160,7 @@ func beginLazy(ctx context.Context, rec completer, d record.Delivery, stop func(
 
 // fire is the lazy start's write, on its timer's goroutine.
 func (a *attemptStart) fire() {
+	growStack() // a timer's goroutine, new
 	defer a.fired.Done()
 	a.out, a.err = a.rec.apply(context.WithoutCancel(a.ctx), a.d, record.Started())
 	a.written = applied(a.out, a.err)

@@ -14,6 +14,7 @@ import (
 // its answer. It never panics on a task and returns an error only to ask
 // asynq for a (possibly free) retry (end.go).
 func (p *Executor) ProcessTask(ctx context.Context, t *asynq.Task) (err error) {
+	growStack()
 	defer p.recoverPanic(&err)
 	return toAsynq(p.execute(ctx, t))
 }

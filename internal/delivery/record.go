@@ -304,6 +304,7 @@ type successAck struct {
 // WithDone implements broker.Ack: the success and asynq's done in one
 // script (record.Store.ApplyAcked), waiting out a Redis outage.
 func (s *successAck) WithDone(ctx context.Context, keys []string, args []any, next *broker.Next) *redis.Cmd {
+	growStack() // asynq's goroutine that answers the delivery
 	cmd := redis.NewCmd(ctx)
 	done := record.AsynqDone{Keys: keys, Args: args, Next: next}
 	var out record.Outcome

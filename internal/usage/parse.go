@@ -80,13 +80,18 @@ func Object(raw json.RawMessage) (u Usage, system string) {
 	if len(raw) == 0 {
 		return Usage{}, ""
 	}
-	var n float64
-	if json.Unmarshal(raw, &n) == nil {
-		return Usage{TotalTokens: tokens(n)}, ""
+	if raw[0] != '{' { // a bare number, or no usage
+		var n float64
+		if json.Unmarshal(raw, &n) == nil {
+			return Usage{TotalTokens: tokens(n)}, ""
+		}
+		return Usage{}, ""
 	}
 	var o usageObject
-	if raw[0] != '{' || json.Unmarshal(raw, &o) != nil {
-		return Usage{}, ""
+	if !o.plainObject(raw) {
+		if o = (usageObject{}); json.Unmarshal(raw, &o) != nil {
+			return Usage{}, ""
+		}
 	}
 	return o.usage()
 }
