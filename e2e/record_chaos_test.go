@@ -86,7 +86,7 @@ func testChaosRecord(t *testing.T, prefix string, seed uint64, aof bool,
 	// workers are busy (not waiting for work) when the outage comes; the
 	// rest in batches as they run, so that enqueues meet the outage too.
 	const n, head, per = 900, 450, 25
-	// Two tasks in three have a call that outlasts beginGrace (50ms), so that its
+	// Two tasks in three have a call that outlasts beginGrace (100ms), so that its
 	// attempt's start is written before its outcome and the outcome is a
 	// write of its own; the third end sooner, their start written with
 	// the outcome (for a quick success, inside asynq's ack). Same seed: the
@@ -274,7 +274,7 @@ func chaosCheckDeadLetters(t *testing.T, rdb redis.UniversalClient, kinds map[st
 
 // TestAttemptCountedWhenWorkerDiesEarly (#25 item 2): a worker that dies
 // as an agent call starts, before the attempt's start is written (on a
-// first delivery it is written beginGrace, 50ms, into the call), still
+// first delivery it is written beginGrace, 100ms, into the call), still
 // used an attempt: the task's record counts the deliveries. The failpoint
 // call_started kills the first worker there; once asynq's lease recovery
 // gives the task to a second worker, that one runs it to success, and the

@@ -129,7 +129,7 @@ agents:
   tool: {}
 `, WithAgent("tool", agent.Func(func(ctx context.Context, r agent.Request) (json.RawMessage, error) {
 				calls.Add(1)
-				time.Sleep(100 * time.Millisecond) // twice the delivery's beginGrace: the start is in the record
+				time.Sleep(200 * time.Millisecond) // twice the delivery's beginGrace: the start is in the record
 				if err := rdb.HSet(context.WithoutCancel(ctx), rkeys.Task(r.TaskID), "state", "canceled").Err(); err != nil {
 					return nil, err
 				}

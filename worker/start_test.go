@@ -92,7 +92,7 @@ func TestStaleFirstDelivery(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		call time.Duration // how long the agent takes
-	}{{"quick", 0}, {"slower than the grace", 150 * time.Millisecond}} { // 3× the delivery's beginGrace
+	}{{"quick", 0}, {"slower than the grace", 300 * time.Millisecond}} { // 3× the delivery's beginGrace
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var n atomic.Int32
