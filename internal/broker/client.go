@@ -132,12 +132,14 @@ func (c *AsynqClient) around(ctx context.Context, sha string, keys []string, arg
 	}
 	switch {
 	case sha == dequeueSHA && len(keys) == 4 && len(args) == 2:
-		if cmd, ok := c.takeFetched(ctx, queueOf(keys[0])); ok {
+		q := queueOf(keys[0])
+		if cmd, ok := c.takeFetched(ctx, q); ok {
 			c.empties.Store(0)
 			return cmd
 		}
-		tail := c.dequeueTail(queueOf(keys[0]))
-		return c.dequeued(ctx, c.fairCall(ctx, fairDequeueScript, keys, args, tail.keys, tail.args...))
+		tail := c.dequeueTail(q)
+		dequeue := func() *redis.Cmd { return c.fairCall(ctx, fairDequeueScript, keys, args, tail.keys, tail.args...) }
+		return c.dequeued(ctx, q, dequeue(), dequeue)
 	case sha == forwardSHA && len(keys) == 2 && len(args) == 4:
 		return c.forward(ctx, keys, args)
 	case sha == retrySHA && len(keys) == 8 && len(args) >= 3:

@@ -61,8 +61,12 @@ func (c *AsynqClient) dequeueTail(queue string) *dequeueTail {
 
 // dequeued follows one queue's dequeue: after a whole round of empty
 // queues it waits for a wake-up; after an error it pauses briefly (asynq
-// would otherwise retry at once, in a loop, while Redis is down).
-func (c *AsynqClient) dequeued(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
+// would otherwise retry at once, in a loop, while Redis is down). A
+// worker of one queue woken by a token dequeues again at once (again, or
+// a run a done fetched meanwhile) and answers asynq with the run: an empty
+// answer would cost it asynq's sleep after an empty round (0.5–1.5 ms)
+// before its next look.
+func (c *AsynqClient) dequeued(ctx context.Context, queue string, cmd *redis.Cmd, again func() *redis.Cmd) *redis.Cmd {
 	switch err := cmd.Err(); {
 	case err == nil:
 		c.empties.Store(0)
@@ -78,6 +82,14 @@ func (c *AsynqClient) dequeued(ctx context.Context, cmd *redis.Cmd) *redis.Cmd {
 			c.waiting.Store(false)
 			if c.OnWait != nil {
 				c.OnWait(cause)
+			}
+			if cause == Woken && c.queues == 1 {
+				if fetched, ok := c.takeFetched(ctx, queue); ok {
+					return fetched
+				}
+				if next := again(); !errors.Is(next.Err(), redis.Nil) {
+					return next // the run (or an error: asynq logs it and looks again)
+				}
 			}
 		}
 	default:

@@ -138,12 +138,30 @@ func TestFetchEndsAnIdleWait(t *testing.T) {
 	s.done("r-1") // fetches r-2 while the processor waits
 	select {
 	case id := <-waited:
-		require.Empty(t, id, "the empty round answers nothing")
+		require.Equal(t, "r-2", id, "the wait ends with the fetched run")
 		require.Less(t, time.Since(start), 50*time.Second, "the wait ended before its bound")
 	case <-time.After(55 * time.Second):
 		t.Fatal("the wait did not end")
 	}
-	require.Equal(t, "r-2", s.dequeue(), "the next dequeue takes the fetched run")
+}
+
+// TestTokenWakesWithTheRun: a worker of one queue waiting for a token
+// (after an empty round) answers that same dequeue with the run whose
+// enqueue pushed the token, not with an empty round (which would cost the
+// run asynq's sleep after one).
+func TestTokenWakesWithTheRun(t *testing.T) {
+	t.Parallel()
+	s := newPrefetchScene(t, "pf5", 1, 0)
+	waited := make(chan string, 1)
+	go func() { waited <- s.dequeue() }()
+	require.Eventually(t, func() bool { return s.c.Waiting() }, 10*time.Second, time.Millisecond)
+	brokertest.Enqueue(t, s.rdb, "pf5", broker.Lane{}, "r", 1, time.Now()) // r-1 and its token
+	select {
+	case id := <-waited:
+		require.Equal(t, "r-1", id)
+	case <-time.After(55 * time.Second):
+		t.Fatal("the wait did not end")
+	}
 }
 
 // TestRetryFetchesNext: asynq's retry of a run, like its done, hands out
