@@ -357,7 +357,7 @@ func (w *Worker) asynqServer(baseCtx context.Context) *asynq.Server {
 	rdb.OnWait = func(c broker.Cause) { w.metrics.idleWaits.WithLabelValues(string(c)).Inc() }
 	rdb.Acks = w.acks
 	rdb.Fair = configx.Fair(w.cfg)
-	rdb.Prefetch = len(queues) == 1
+	rdb.Prefetch = true // the client fetches only for a server of one queue
 	w.client = rdb
 	return asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Concurrency:              w.cfg.Worker.Concurrency,

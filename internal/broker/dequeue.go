@@ -74,9 +74,9 @@ func (c *AsynqClient) dequeued(ctx context.Context, queue string, cmd *redis.Cmd
 		if c.empties.Add(1) >= c.queues {
 			c.empties.Store(0)
 			c.waiting.Store(true)
-			if c.hasFetched() { // fetched by a done since this round began
+			if fetched, ok := c.takeFetched(ctx, queue); ok { // fetched by a done since this round began
 				c.waiting.Store(false)
-				return cmd
+				return fetched
 			}
 			cause := c.waiter.Wait(ctx)
 			c.waiting.Store(false)

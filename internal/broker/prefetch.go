@@ -117,13 +117,6 @@ func (c *AsynqClient) fetched(ctx context.Context, queue string, n *Next) {
 	}
 }
 
-// hasFetched reports whether a run fetched with a done waits.
-func (c *AsynqClient) hasFetched() bool {
-	c.pre.mu.Lock()
-	defer c.pre.mu.Unlock()
-	return len(c.pre.runs) > 0
-}
-
 // takeFetched answers a dequeue of queue from the runs fetched with a
 // done, oldest first; ok is false when none waits.
 func (c *AsynqClient) takeFetched(ctx context.Context, queue string) (*redis.Cmd, bool) {
