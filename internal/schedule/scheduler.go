@@ -213,6 +213,9 @@ func (s *Scheduler) observe(name, outcome string) {
 	}
 }
 
+// recordTimeout bounds the write that records an enqueued fire.
+const recordTimeout = 5 * time.Second
+
 // maxWalk bounds the ticks latest walks when Prev's window misses.
 const maxWalk = 100_000
 
@@ -252,7 +255,11 @@ func (s *Scheduler) Fire(ctx context.Context, d Def, t time.Time) (Outcome, erro
 	if err != nil {
 		return "", fmt.Errorf("schedule %s: enqueue %s: %w", d.Name, id, err)
 	}
-	if err := s.record(ctx, d, fieldLastFire, t, id); err != nil {
+	// The task is enqueued: record the fire even when ctx ends meanwhile,
+	// so a stopping scheduler never leaves a fired tick unrecorded.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	if err := s.record(rctx, d, fieldLastFire, t, id); err != nil {
 		return "", err
 	}
 	if res.Duplicate {
