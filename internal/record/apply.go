@@ -19,7 +19,11 @@ var applyScript = newApplyScript("apply.lua")
 
 // applyAckedScript is the checked write and asynq's done of the delivery
 // in one script (lua/apply_acked.lua).
-var applyAckedScript = newApplyScript("apply_acked.lua", broker.DoneLua)
+var applyAckedScript = newAckedScript("apply_acked.lua", mustLua("rec_apply.lua"), broker.DoneLua)
+
+// succeedAckedScript is a plain success written lean with asynq's done of
+// the delivery (lua/succeed_acked.lua): ApplyAcked's first try.
+var succeedAckedScript = newAckedScript("succeed_acked.lua", broker.DoneLua)
 
 // Apply writes c for d, checked: only while d's run is current (or newer
 // than the record's) and has not ended, and the task is not canceled. Its
@@ -134,6 +138,48 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 	if done.Next != nil {
 		head = append(append(make([]any, 0, 9), done.Args...), done.Next.Args...)
 	}
+	out, lean, err := s.succeedAcked(ctx, d, c, done, head)
+	if !lean {
+		out, err = s.applyAcked(ctx, d, c, done, head)
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && rerr.Error() == "NOT FOUND" {
+		err = ErrNotActive
+	}
+	if err != nil {
+		return out, fmt.Errorf("record: %s of %s with its ack: %w", c.name(), d.ID, err)
+	}
+	return out, nil
+}
+
+// succeedAcked is ApplyAcked's first try for a plain success of a task
+// whose seed names no webhook: the write as succeed_acked.lua makes it,
+// with asynq's done. lean is false when c is not such a success or the
+// script answered CodeFull (nothing written, asynq's done not run): the
+// caller sends the write as apply_acked.
+func (s *Store) succeedAcked(ctx context.Context, d Delivery, c Change, done AsynqDone, head []any) (out Outcome, lean bool, err error) {
+	if !c.plainSuccess() || len(d.Seed.Notify) > 0 {
+		return Applied, false, nil
+	}
+	keys := append(append(append(make([]string, 0, 20), done.Keys...), keys(d.ID)...), broker.ReleaseKeys(broker.QueueOf(done.Keys[0]))...)
+	if done.Next != nil {
+		keys = append(keys, done.Next.Keys...)
+	}
+	v, err := succeedAckedScript.Run(ctx, s.rdb, keys, s.write(c).leanArgs(d, head)...).Result()
+	code, _, err := reply(nextOf(done.Next)(v, err))
+	switch {
+	case err != nil:
+		return Applied, true, err
+	case code == CodeApplied:
+		return Applied, true, nil
+	case code == CodeFull:
+		return Applied, false, nil
+	}
+	return Applied, true, fmt.Errorf("unexpected reply code %d", code)
+}
+
+// applyAcked is ApplyAcked's checked write (apply_acked.lua).
+func (s *Store) applyAcked(ctx context.Context, d Delivery, c Change, done AsynqDone, head []any) (Outcome, error) {
 	out, _, err := s.apply(d, c, head, func(outbox bool, args []any) (any, error) {
 		rk := keys(d.ID)
 		if outbox {
@@ -145,14 +191,7 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 		}
 		return nextOf(done.Next)(applyAckedScript.Run(ctx, s.rdb, keys, args...).Result())
 	})
-	var rerr redis.Error
-	if errors.As(err, &rerr) && rerr.Error() == "NOT FOUND" {
-		err = ErrNotActive
-	}
-	if err != nil {
-		return out, fmt.Errorf("record: %s of %s with its ack: %w", c.name(), d.ID, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // nextOf unwraps apply_acked's reply when it handed out the next run
@@ -211,6 +250,7 @@ type write struct {
 	c        Change
 	event    []byte // the event's JSON without its "{" (nil: none); go-redis sends it as a string
 	fields   []any
+	at       time.Time // the write's time (UTC): its event's, updated_at
 	lifetime time.Duration
 }
 
@@ -227,6 +267,7 @@ func (s *Store) write(c Change) write {
 		at = ev.At
 		w.event = ev.Marshal()[1:] // rec_apply's event: without its "{" (Marshal's first byte, always)
 	}
+	w.at = at.UTC()
 	w.fields = c.fields(at)
 	return w
 }
@@ -234,8 +275,7 @@ func (s *Store) write(c Change) write {
 // args are rec_apply's ARGV for d after head (the arguments a script
 // takes before rec_apply's): the seed pairs only when seed is set.
 func (w write) args(d Delivery, seed bool, head ...any) []any {
-	secs := durx.CeilSeconds(w.lifetime)
-	keep := secs - int64(refreshSlack(w.lifetime)/time.Second)
+	secs, keep := w.lifetimes()
 	attempt, next, merge, clear, worker := 0, -1, "0", "0", ""
 	if w.c.Start {
 		attempt, worker = max(d.Attempt, 1), d.Worker
@@ -259,6 +299,29 @@ func (w write) args(d Delivery, seed bool, head ...any) []any {
 		FormatUsageSum(w.c.Usage), worker)
 	args = append(args, pairs...)
 	return append(args, w.fields...)
+}
+
+// lifetimes are the write's lifetime and the remaining lifetime that
+// needs no refresh (s).
+func (w write) lifetimes() (secs, keep int64) {
+	secs = durx.CeilSeconds(w.lifetime)
+	return secs, secs - int64(refreshSlack(w.lifetime)/time.Second)
+}
+
+// leanArgs are succeed_acked.lua's ARGV for d after head (ApplyAcked's:
+// asynq's done arguments, and Next's).
+func (w write) leanArgs(d Delivery, head []any) []any {
+	secs, keep := w.lifetimes()
+	args := make([]any, 0, len(head)+12)
+	args = append(args, head...)
+	args = append(args, d.Run, w.c.WriteID, max(d.Attempt, 1), secs, keep, w.event, w.at.Format(time.RFC3339Nano), d.Worker)
+	if u := FormatUsageSum(w.c.Usage); u != "" {
+		args = append(args, FieldUsage, u)
+	}
+	if res := w.c.storedResult(); res != nil {
+		args = append(args, FieldResult, res)
+	}
+	return args
 }
 
 // name is the change's name in errors: its event's, or its state's.

@@ -299,12 +299,8 @@ func (c Change) fields(at time.Time) []any {
 		fields = append(fields, FieldResumes, c.Wait.Resumes, FieldWait, []byte(c.Wait.JSON), FieldWaitSignal, c.Wait.Signal,
 			FieldWaitOutcome, "")
 	}
-	if len(c.Result) > 0 {
-		res := c.Result
-		if len(res) > MaxStoredResult {
-			res, _ = json.Marshal(map[string]any{"truncated": true, "bytes": len(c.Result)})
-		}
-		fields = append(fields, FieldResult, []byte(res)) // not copied: go-redis sends a []byte as a string
+	if res := c.storedResult(); res != nil {
+		fields = append(fields, FieldResult, res) // not copied: go-redis sends a []byte as a string
 	}
 	if !c.NextAttemptAt.IsZero() {
 		fields = append(fields, FieldNextAttemptAt, c.NextAttemptAt.UnixMilli())
@@ -316,4 +312,25 @@ func (c Change) fields(at time.Time) []any {
 		fields = append(fields, FieldReason, c.Reason)
 	}
 	return fields
+}
+
+// storedResult is c's result data as the record keeps it (nil: none): a
+// result over MaxStoredResult bytes is replaced by a note saying so.
+func (c Change) storedResult() []byte {
+	if len(c.Result) == 0 {
+		return nil
+	}
+	if len(c.Result) > MaxStoredResult {
+		res, _ := json.Marshal(map[string]any{"truncated": true, "bytes": len(c.Result)})
+		return res
+	}
+	return c.Result
+}
+
+// plainSuccess: c is a success as Succeeded makes it (no run to move to,
+// no wait, no error to record, no deferral to merge): the change
+// succeed_acked.lua writes lean.
+func (c Change) plainSuccess() bool {
+	return c.State == StateSucceeded && c.Start && c.ClearError && c.ErrorClass == "" && c.Reason == "" &&
+		c.NextRun == nil && c.Wait == nil && c.NextAttemptAt.IsZero() && c.Event != nil && c.Event.Event == EventSucceeded
 }

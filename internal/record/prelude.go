@@ -46,12 +46,16 @@ const (
 	// the webhook outbox's keys: nothing was written; send it again with
 	// them (a write for a task without webhooks spares Redis the keys).
 	CodeOutbox Code = 8
+	// CodeFull: the lean write of a plain success (succeed_acked.lua)
+	// found the record not in the common state: nothing was written;
+	// send the write as the checked write.
+	CodeFull Code = 10
 )
 
 var codeNames = map[string]Code{
 	"applied": CodeApplied, "again": CodeRepeat, "stale": CodeStale, "ended": CodeEnded,
 	"canceled": CodeCanceled, "seed": CodeSeed, "missing": CodeMissing, "exists": CodeExists,
-	"outbox": CodeOutbox, "cap": CodeCap,
+	"outbox": CodeOutbox, "cap": CodeCap, "full": CodeFull,
 }
 
 //go:embed lua/*.lua
@@ -204,4 +208,11 @@ func newScript(name string, extra ...string) *redis.Script {
 // lua/rec_apply.lua and the fragments extra.
 func newApplyScript(name string, extra ...string) *redis.Script {
 	return redis.NewScript(render(base + mustLua("rec_apply.lua") + strings.Join(extra, "") + mustLua(name)))
+}
+
+// newAckedScript is a script that writes the record and acknowledges
+// asynq's delivery: base, the fragments extra, lua/name (the write), then
+// lua/acked.lua (asynq's part, on name's locals).
+func newAckedScript(name string, extra ...string) *redis.Script {
+	return redis.NewScript(render(base + strings.Join(extra, "") + mustLua(name) + mustLua("acked.lua")))
 }

@@ -26,9 +26,10 @@
 // the client (redis.Script.Run, which has the same EVALSHA-then-EVAL
 // fallback as Direct), each for a reason:
 //
-//   - asynq's round trip: internal/record's applyAckedScript (a success's record
-//     written inside asynq's done: a batching runner would hold the
-//     delivery's slot in asynq's processor), and internal/broker's
+//   - asynq's round trip: internal/record's applyAckedScript and
+//     succeedAckedScript (a success's record written inside asynq's done,
+//     the latter lean for the common success: a batching runner would
+//     hold the delivery's slot in asynq's processor), and internal/broker's
 //     forwardScript (asynq's forward, run on the client asynq was given,
 //     within asynq's own call), as are the fair versions of asynq's
 //     dequeue, done, retry and requeue that it runs in their place, and

@@ -18,7 +18,8 @@
 -- task ID or false}. On R.seed and R.outbox nothing is written and asynq's done
 -- has not run; otherwise it has, after the record write (which R.stale,
 -- R.ended and R.canceled leave undone), and its error (NOT FOUND: the
--- delivery was no longer active) is the reply.
+-- delivery was no longer active) is the reply. acked.lua, which ends the
+-- script, runs asynq's part.
 local n, o = #KEYS, 3
 local fetch = n > 13
 if fetch then n, o = n - 9, 9 end
@@ -26,11 +27,3 @@ local outbox, due = nil, nil
 if n == 13 then outbox, due = KEYS[8], KEYS[9] end
 local r = rec_apply(KEYS[6], KEYS[7], o, outbox, due)
 if type(r) == "table" and (r[1] == R.seed or r[1] == R.outbox) then return r end
-local counted = agentq_counted(KEYS[3])
-local done = asynq_done(KEYS, ARGV)
-if type(done) == "table" and done.err then return done end
-agentq_release_wake(counted, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
-if not fetch then return r end
-local msg, id = agentq_dequeue({KEYS[n + 1], KEYS[n + 2], KEYS[n + 3], KEYS[n + 4], KEYS[n + 5], KEYS[n + 6], KEYS[n + 7],
-  KEYS[n + 8], KEYS[n + 9]}, {ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
-return {"next", r, msg or false, id or false}
