@@ -1,0 +1,83 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/broker"
+)
+
+// TestAckedCostWorkload (RECORD_COST_ADDR=host:port) runs RECORD_COST_N
+// (default 1000) no-op successes riding asynq's ack, each fetching the
+// queue's next run (complete-and-fetch-next), against the redis-server at
+// that address, for a measure of the script a quick task costs that a
+// busy machine does not blur: run the server under valgrind's callgrind
+// and read the instructions under evalShaCommand (the script alone; the
+// workload's own setup of each delivery is plain commands). Every task is
+// a delivery asynq holds among 50 others, with a run pending behind it.
+// RECORD_ACKED_MODE: "lean" (ApplyAcked: succeed_acked.lua), "full"
+// (the checked write, apply_acked.lua) or "create" (the records' creates
+// alone, also scripts: subtract its count).
+func TestAckedCostWorkload(t *testing.T) {
+	addr := os.Getenv("RECORD_COST_ADDR")
+	if addr == "" {
+		t.Skip("RECORD_COST_ADDR=host:port to run")
+	}
+	n, mode := costEnv("RECORD_COST_N", 1000), os.Getenv("RECORD_ACKED_MODE")
+	require.Contains(t, []string{"lean", "full", "create"}, mode, "RECORD_ACKED_MODE")
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	st := NewStore(rdb)
+	require.NoError(t, rdb.FlushAll(ctx).Err())
+	const q = "default"
+	for i := range 50 {
+		require.NoError(t, rdb.LPush(ctx, broker.ActiveKey(q), fmt.Sprint("busy", i)).Err())
+	}
+	msg := strings.Repeat("m", 120) // about asynq's TaskMessage of a no-op task
+	next := &broker.Next{Keys: append([]string{broker.PendingKey(q), broker.PausedKey(q), broker.ActiveKey(q), broker.LeaseKey(q)},
+		broker.DequeueKeys(q)...)}
+	next.Args = append([]any{time.Now().Add(time.Minute).Unix(), broker.TaskKeyPrefix(q)}, broker.FairConfig{}.DequeueArgs(q)...)
+	for i := range n {
+		id := fmt.Sprint("t", i)
+		_, err := st.Create(ctx, New{ID: id, Seed: seed(), State: StatePending})
+		require.NoError(t, err)
+		require.NoError(t, rdb.HSet(ctx, broker.TaskKey(q, "n"+id), "msg", msg, "state", "pending", "pending_since", 1).Err())
+		require.NoError(t, rdb.LPush(ctx, broker.PendingKey(q), "n"+id).Err())
+	}
+	if mode == "create" {
+		return
+	}
+	for i := range n {
+		id := fmt.Sprint("t", i)
+		require.NoError(t, rdb.LPush(ctx, broker.ActiveKey(q), id).Err())
+		require.NoError(t, rdb.ZAdd(ctx, broker.LeaseKey(q), redis.Z{Score: 1, Member: id}).Err())
+		require.NoError(t, rdb.HSet(ctx, broker.TaskKey(q, id), "msg", msg, "state", "active").Err())
+		done := AsynqDone{Keys: []string{broker.ActiveKey(q), broker.LeaseKey(q), broker.TaskKey(q, id), "asynq:{default}:processed:d",
+			"asynq:{default}:processed"}, Args: []any{id, time.Now().Add(time.Hour).Unix(), int64(math.MaxInt64)}, Next: next}
+		d := Delivery{ID: id, Attempt: 1, Worker: "w:1", Seed: seed()}
+		c := Succeeded(Attempt{Attempt: 1, Agent: "noop", Worker: "w:1"}, nil)
+		var err error
+		if mode == "lean" {
+			_, err = st.ApplyAcked(ctx, d, c, done)
+		} else {
+			head := append(append([]any{}, done.Args...), next.Args...)
+			_, err = st.applyAcked(ctx, d, c, done, head)
+		}
+		require.NoError(t, err)
+		require.Equal(t, msg, next.Msg)
+		// The run fetched leaves the active list, as its own done would.
+		require.NoError(t, rdb.LRem(ctx, broker.ActiveKey(q), 1, next.ID).Err())
+	}
+	v, err := st.Get(ctx, "t0")
+	require.NoError(t, err)
+	require.Equal(t, StateSucceeded, v.State)
+}
