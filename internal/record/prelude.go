@@ -61,12 +61,13 @@ var codeNames = map[string]Code{
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// base is what every record script starts with: HEAD and TAIL rendered
-// from the Go constants, then lua/history.lua's functions. The schema's
-// names in the scripts (F.state, S.canceled, E.deferred, R.stale, …) are
+// base is what every record script starts with: lua/history.lua's
+// functions. The schema's names in the scripts (F.state, S.canceled,
+// E.deferred, R.stale, …) and the constants (HEAD, TAIL, …: consts) are
 // replaced by their literal values when a script is built (render), so a
-// call pays nothing for them.
-var base = renderConsts() + mustLua("history.lua")
+// call pays nothing for them (no local set on each call, no upvalue for
+// each function that names one).
+var base = mustLua("history.lua")
 
 // prelude is what the record scripts other than the checked write start
 // with: base, then lua/prelude.lua's functions. The checked write's
@@ -108,16 +109,22 @@ var schema = func() map[string]map[string]string {
 	}
 }()
 
-// renderConsts renders the history's bounds, the webhook outbox's
-// lifetime and where the task ID starts in a record's key.
-func renderConsts() string {
-	return fmt.Sprintf("-- rendered from internal/record's Go constants\nlocal HEAD, TAIL = %d, %d\n"+
-		"local OUTBOX_LIFE, TASK_ID_AT, MAX_SUM = %d, %d, %d\nlocal WORKER_LOST = %q\nlocal STEPS_SUFFIX, SIGNALS_SUFFIX = %q, %q\n"+
-		"local CHILDREN_SUFFIXES, CHILDREN_KIND = {%q, %q, %q}, %q\n", HistoryHead, HistoryTail,
-		int64(OutboxLifetime/time.Second), strings.Index(rkeys.Task("\x00"), "\x00")+1, amount.MaxSum, ReasonWorkerLost,
-		suffix(rkeys.TaskSteps), suffix(rkeys.TaskSignals),
-		suffix(rkeys.TaskChildren), suffix(rkeys.TaskChildSpecs), suffix(rkeys.TaskChildEnds), childrenKind)
+// consts are the constants the record's scripts name, as Lua literals:
+// the history's bounds, the webhook outbox's lifetime, where the task ID
+// starts in a record's key, the usage sum's bound, a lost attempt's
+// reason, the suffixes of a task's keys derived from its record's, and
+// how a children wait names its kind.
+var consts = map[string]string{
+	"HEAD": fmt.Sprint(HistoryHead), "TAIL": fmt.Sprint(HistoryTail),
+	"OUTBOX_LIFE": fmt.Sprint(int64(OutboxLifetime / time.Second)), "TASK_ID_AT": fmt.Sprint(strings.Index(rkeys.Task("\x00"), "\x00") + 1),
+	"MAX_SUM": fmt.Sprint(int64(amount.MaxSum)), "WORKER_LOST": fmt.Sprintf("%q", ReasonWorkerLost),
+	"STEPS_SUFFIX": fmt.Sprintf("%q", suffix(rkeys.TaskSteps)), "SIGNALS_SUFFIX": fmt.Sprintf("%q", suffix(rkeys.TaskSignals)),
+	"CHILDREN_SUFFIXES": fmt.Sprintf("{%q, %q, %q}", suffix(rkeys.TaskChildren), suffix(rkeys.TaskChildSpecs), suffix(rkeys.TaskChildEnds)),
+	"CHILDREN_KIND":     fmt.Sprintf("%q", childrenKind),
 }
+
+// constRef is a constant named in a script (consts).
+var constRef = regexp.MustCompile(`\b(HEAD|TAIL|OUTBOX_LIFE|TASK_ID_AT|MAX_SUM|WORKER_LOST|STEPS_SUFFIX|SIGNALS_SUFFIX|CHILDREN_SUFFIXES|CHILDREN_KIND)\b`)
 
 // suffix is what key(id) adds to the record's key rkeys.Task(id): a
 // task's key a script derives from its record's (in the record's slot).
@@ -147,13 +154,14 @@ func terminalExpr(x string) string {
 // schemaRef is a reference to the schema in a script: F.state, R.stale, …
 var schemaRef = regexp.MustCompile(`\b([FSER])\.([a-z_]+)\b`)
 
-// render replaces every schema reference in src by its literal, and
-// SERVER_NOW_MS by the expression of the server's clock
+// render replaces every schema reference and constant (consts) in src by
+// its literal, and SERVER_NOW_MS by the expression of the server's clock
 // (redisx.LuaServerMS: no function is defined on the common path); a name
 // the schema does not have is a bug in a script and panics when the
 // package loads.
 func render(src string) string {
 	src = strings.ReplaceAll(src, "SERVER_NOW_MS", redisx.LuaServerMS)
+	src = constRef.ReplaceAllStringFunc(src, func(name string) string { return consts[name] })
 	src = terminalRef.ReplaceAllStringFunc(src, func(ref string) string {
 		return terminalExpr(terminalRef.FindStringSubmatch(ref)[1])
 	})
