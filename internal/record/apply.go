@@ -161,9 +161,14 @@ func (s *Store) succeedAcked(ctx context.Context, d Delivery, c Change, done Asy
 	if !c.plainSuccess() || len(d.Seed.Notify) > 0 {
 		return Applied, false, nil
 	}
-	keys := append(append(append(make([]string, 0, 20), done.Keys...), keys(d.ID)...), broker.ReleaseKeys(broker.QueueOf(done.Keys[0]))...)
+	release := broker.ReleaseKeys(broker.QueueOf(done.Keys[0]))
+	keys := append(append(append(make([]string, 0, 15), done.Keys...), keys(d.ID)...), release...)
 	if done.Next != nil {
-		keys = append(keys, done.Next.Keys...)
+		nk, ok := leanNextKeys(done.Next.Keys, done.Keys, release)
+		if !ok {
+			return Applied, false, nil
+		}
+		keys = append(keys, nk...)
 	}
 	v, err := succeedAckedScript.Run(ctx, s.rdb, keys, s.write(c).leanArgs(d, head)...).Result()
 	code, _, err := reply(nextOf(done.Next)(v, err))
@@ -176,6 +181,20 @@ func (s *Store) succeedAcked(ctx context.Context, d Delivery, c Change, done Asy
 		return Applied, false, nil
 	}
 	return Applied, true, fmt.Errorf("unexpected reply code %d", code)
+}
+
+// leanNextKeys are the keys of the next run's dequeue (dequeue.lua's nine,
+// internal/broker's Next) that succeed_acked.lua is not given already:
+// the pending list, the paused set, the tenants' settings and the default
+// tenant's pass (acked.lua rebuilds the nine). ok is false when the others
+// are not asynq's done's active list and lease (done) and the release's
+// ready set, capped set and in-flight counts (release) as it expects.
+func leanNextKeys(next, done, release []string) (keys []string, ok bool) {
+	if len(next) != 9 || next[2] != done[0] || next[3] != done[1] || next[4] != release[2] || next[5] != release[1] ||
+		next[6] != release[0] {
+		return nil, false
+	}
+	return []string{next[0], next[1], next[7], next[8]}, true
 }
 
 // applyAcked is ApplyAcked's checked write (apply_acked.lua).
@@ -194,13 +213,25 @@ func (s *Store) applyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 	return out, err
 }
 
-// nextOf unwraps apply_acked's reply when it handed out the next run
-// ({"next", rec_apply's reply, message, task ID}), setting next; other
-// replies pass as they are.
+// nextOf unwraps the reply of a script that may have handed out the next
+// run (acked.lua): {message, task ID} (the write applied, a run handed
+// out) or {"next", rec_apply's reply, message, task ID}, setting next;
+// other replies pass as they are.
 func nextOf(next *broker.Next) func(v any, err error) (any, error) {
 	return func(v any, err error) (any, error) {
 		r, ok := v.([]any)
-		if err != nil || next == nil || !ok || len(r) != 4 || r[0] != "next" {
+		if err != nil || next == nil || !ok {
+			return v, err
+		}
+		if len(r) == 2 {
+			if _, fetched := r[0].(string); fetched {
+				if err := next.SetFetched(r[0], r[1]); err != nil {
+					return nil, err
+				}
+				return int64(CodeApplied), nil
+			}
+		}
+		if len(r) != 4 || r[0] != "next" {
 			return v, err
 		}
 		if err := next.SetFetched(r[2], r[3]); err != nil {

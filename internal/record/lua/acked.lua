@@ -4,15 +4,31 @@
 -- scripts' locals r (the write's reply), n (#KEYS without dequeue.lua's)
 -- and fetch (the next run is asked for).
 -- KEYS, ARGV: the scripts' (KEYS[1..5] and ARGV[1..3] asynq's done's,
--- KEYS[n-3..n] the release keys; with fetch, KEYS[n+1..n+9] and
--- ARGV[4..9] dequeue.lua's).
--- Returns r; with fetch {"next", r, the next run's message or false, its
--- task ID or false}; or asynq's done's error (NOT FOUND).
+-- KEYS[n-3..n] the release keys; with fetch, ARGV[4..9] dequeue.lua's,
+-- and KEYS[n+1..n+9] dequeue.lua's nine keys or, from succeed_acked.lua,
+-- only the four the script has not already, KEYS[n+1..n+4]: the pending
+-- list, the paused set, the tenants' settings and the default tenant's
+-- pass; the active list and lease are asynq's done's KEYS[1..2], the
+-- ready and capped sets and the in-flight counts the release's).
+-- Returns r; with fetch, {the next run's message, its task ID} when r is
+-- R.applied and a run was handed out (a short reply: Redis converts every
+-- element and probes every table it is given), else r when r is
+-- R.applied, else {"next", r, the next run's message or false, its task
+-- ID or false}; or asynq's done's error (NOT FOUND).
 local counted = agentq_counted(KEYS[3])
 local done = asynq_done(KEYS, ARGV)
 if type(done) == "table" and done.err then return done end
 agentq_release_wake(counted, KEYS[n - 3], KEYS[n - 2], KEYS[n - 1], KEYS[n])
 if not fetch then return r end
-local msg, id = agentq_dequeue({KEYS[n + 1], KEYS[n + 2], KEYS[n + 3], KEYS[n + 4], KEYS[n + 5], KEYS[n + 6], KEYS[n + 7],
-  KEYS[n + 8], KEYS[n + 9]}, {ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
+local dq
+if #KEYS == n + 9 then
+  dq = {KEYS[n + 1], KEYS[n + 2], KEYS[n + 3], KEYS[n + 4], KEYS[n + 5], KEYS[n + 6], KEYS[n + 7], KEYS[n + 8], KEYS[n + 9]}
+else
+  dq = {KEYS[n + 1], KEYS[n + 2], KEYS[1], KEYS[2], KEYS[n - 1], KEYS[n - 2], KEYS[n - 3], KEYS[n + 3], KEYS[n + 4]}
+end
+local msg, id = agentq_dequeue(dq, {ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
+if r == R.applied then
+  if msg then return {msg, id} end
+  return r
+end
 return {"next", r, msg or false, id or false}

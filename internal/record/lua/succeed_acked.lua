@@ -9,8 +9,9 @@
 -- apply_acked (which decides the rare cases).
 -- KEYS[1..5] asynq's done keys, KEYS[6] task record, KEYS[7] history,
 -- KEYS[8..11] the fair dispatch's release keys (as apply_acked.lua's, with
--- no webhook keys); with the next run asked for, dequeue.lua's nine keys
--- after them.
+-- no webhook keys); with the next run asked for, KEYS[12..15] the four of
+-- dequeue.lua's keys the script has not already (acked.lua: its pending
+-- list, paused set, tenants' settings and default tenant's pass).
 -- ARGV[1..3] asynq's done arguments; with the next run asked for,
 -- ARGV[4..9] dequeue.lua's six arguments; then, from o+1 (o: 3, or 9
 -- with the next run): o+1 the delivery's run, o+2 the write ID, o+3 the
@@ -21,8 +22,8 @@
 -- pairs to set beyond state and updated_at: F.usage first when the
 -- success adds usage (its F.usage value: FormatUsageSum), then F.result
 -- when there is a result.
--- Returns R.applied, or with the next run asked for {"next", R.applied,
--- the next run's message or false, its task ID or false}; asynq's done's
+-- Returns R.applied, or {the next run's message, its task ID} when the
+-- next run was asked for and handed out (acked.lua); asynq's done's
 -- error (NOT FOUND) after the record write; or {R.full}, nothing written
 -- and asynq's done not run, when the record is not at the delivery's run,
 -- this write ID was applied already, its state is not pending, scheduled,
@@ -34,7 +35,7 @@
 -- the lifetimes are refreshed.
 local n, o = #KEYS, 3
 local fetch = n > 11
-if fetch then n, o = n - 9, 9 end
+if fetch then n, o = n - 4, 9 end
 local rec, hist, wid, worker = KEYS[6], KEYS[7], ARGV[o + 2], ARGV[o + 8]
 local use = ARGV[o + 9] == F.usage
 local cur
