@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/agentq/agentq/internal/redisx"
 )
@@ -137,6 +138,28 @@ func appendVarint(b []byte, v uint64) []byte {
 		v >>= 7
 	}
 	return append(b, byte(v))
+}
+
+// MessageID is the task ID (field 3) of msg, an asynq TaskMessage as
+// protobuf encodes it; ok is false when msg is not one or has no ID.
+func MessageID(msg []byte) (id string, ok bool) {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return "", false
+		}
+		msg = msg[n:]
+		if num == 3 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(msg)
+			return string(v), n >= 0 && len(v) > 0
+		}
+		n = protowire.ConsumeFieldValue(num, typ, msg)
+		if n < 0 {
+			return "", false
+		}
+		msg = msg[n:]
+	}
+	return "", false
 }
 
 // RegisterQueues adds queues to AllQueues, as asynq's client does before

@@ -138,3 +138,26 @@ func TestMatchesAsynqClient(t *testing.T) {
 		}
 	}
 }
+
+// TestMessageID reads the task ID out of the TaskMessage asynq's own
+// client wrote, and out of AsynqTask.Message's; a message that is not one
+// has none.
+func TestMessageID(t *testing.T) {
+	t.Parallel()
+	rdb, _ := redistest.Backends()[0].New(t)
+	ctx := context.Background()
+	_, err := asynq.NewClientFromRedisClient(rdb).Enqueue(asynq.NewTask("chat", []byte(`{"p":1}`)), asynq.TaskID("id-1"), asynq.MaxRetry(5))
+	require.NoError(t, err)
+	msg, err := rdb.HGet(ctx, broker.TaskKey("default", "id-1"), "msg").Result()
+	require.NoError(t, err)
+	id, ok := broker.MessageID([]byte(msg))
+	require.True(t, ok)
+	require.Equal(t, "id-1", id)
+	id, ok = broker.MessageID(broker.AsynqTask{Type: "t", Payload: []byte{3, 0}, ID: "id-2", Queue: "q", MaxRetry: 2}.Message())
+	require.True(t, ok)
+	require.Equal(t, "id-2", id)
+	for _, bad := range []string{"", "msg of id-3", "\x1a\x05id"} {
+		_, ok := broker.MessageID([]byte(bad))
+		require.False(t, ok, "%q", bad)
+	}
+}

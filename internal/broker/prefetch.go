@@ -55,6 +55,17 @@ func (n *Next) SetFetched(msg, id any) error {
 	return nil
 }
 
+// SetFetchedMessage sets Msg to msg, a run's message, and ID to its task
+// ID, read from it (MessageID): a reply that carries the message alone.
+func (n *Next) SetFetchedMessage(msg string) error {
+	id, ok := MessageID([]byte(msg))
+	if !ok {
+		return fmt.Errorf("broker: the next run's message in a done's reply has no task ID")
+	}
+	n.Msg, n.ID = msg, id
+	return nil
+}
+
 func isNone(v any) bool {
 	b, ok := v.(bool)
 	return v == nil || (ok && !b)

@@ -214,24 +214,22 @@ func (s *Store) applyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 }
 
 // nextOf unwraps the reply of a script that may have handed out the next
-// run (acked.lua): {message, task ID} (the write applied, a run handed
-// out) or {"next", rec_apply's reply, message, task ID}, setting next;
-// other replies pass as they are.
+// run (acked.lua): the run's message alone (the write applied, a run
+// handed out) or {"next", rec_apply's reply, message, task ID}, setting
+// next; other replies pass as they are.
 func nextOf(next *broker.Next) func(v any, err error) (any, error) {
 	return func(v any, err error) (any, error) {
-		r, ok := v.([]any)
-		if err != nil || next == nil || !ok {
+		if err != nil || next == nil {
 			return v, err
 		}
-		if len(r) == 2 {
-			if _, fetched := r[0].(string); fetched {
-				if err := next.SetFetched(r[0], r[1]); err != nil {
-					return nil, err
-				}
-				return int64(CodeApplied), nil
+		if msg, ok := v.(string); ok {
+			if err := next.SetFetchedMessage(msg); err != nil {
+				return nil, err
 			}
+			return int64(CodeApplied), nil
 		}
-		if len(r) != 4 || r[0] != "next" {
+		r, ok := v.([]any)
+		if !ok || len(r) != 4 || r[0] != "next" {
 			return v, err
 		}
 		if err := next.SetFetched(r[2], r[3]); err != nil {

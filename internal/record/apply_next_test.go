@@ -36,7 +36,7 @@ func TestApplyAckedFetchesNext(t *testing.T) {
 		ok := Succeeded(Attempt{Attempt: 1, Agent: "llm"}, json.RawMessage(`{"ok":true}`))
 		pend := func(id string) {
 			require.NoError(t, rdb.LPush(ctx, broker.PendingKey("default"), id).Err())
-			require.NoError(t, rdb.HSet(ctx, broker.TaskKey("default", id), "msg", "msg of "+id, "state", "pending").Err())
+			require.NoError(t, rdb.HSet(ctx, broker.TaskKey("default", id), "msg", taskMessage(id), "state", "pending").Err())
 		}
 
 		t.Run("a pending run is handed out", func(t *testing.T) {
@@ -49,7 +49,7 @@ func TestApplyAckedFetchesNext(t *testing.T) {
 			require.Equal(t, Applied, out)
 			requireAcked(t, rdb, "nx-1")
 			require.Equal(t, StateSucceeded, get(t, st, "nx-1").State)
-			require.Equal(t, "msg of nx-next", done.Next.Msg)
+			require.Equal(t, taskMessage("nx-next"), done.Next.Msg)
 			require.Equal(t, "nx-next", done.Next.ID)
 			require.Zero(t, rdb.LLen(ctx, broker.PendingKey("default")).Val())
 			require.NoError(t, rdb.LPos(ctx, broker.ActiveKey("default"), "nx-next", redis.LPosArgs{}).Err(), "active")
@@ -93,4 +93,9 @@ func TestApplyAckedFetchesNext(t *testing.T) {
 			require.EqualValues(t, 1, rdb.LLen(ctx, broker.PendingKey("default")).Val(), "the pending run stays")
 		})
 	})
+}
+
+// taskMessage is asynq's TaskMessage of a task id on queue default.
+func taskMessage(id string) string {
+	return string(broker.AsynqTask{Type: "chat", Payload: []byte(`{"prompt":"hi"}`), ID: id, Queue: "default"}.Message())
 }

@@ -76,7 +76,9 @@ func ackedWorkload(t *testing.T, rdb redis.UniversalClient, st *Store, prefix st
 	next := &broker.Next{Keys: append([]string{broker.PendingKey(q), broker.PausedKey(q), broker.ActiveKey(q), broker.LeaseKey(q)},
 		broker.DequeueKeys(q)...)}
 	next.Args = append([]any{time.Now().Add(time.Minute).Unix(), broker.TaskKeyPrefix(q)}, broker.FairConfig{}.DequeueArgs(q)...)
-	msg := func(id string) string { return id + strings.Repeat("m", 120) } // about asynq's TaskMessage of a no-op task
+	msg := func(id string) string { // asynq's TaskMessage of a no-op task
+		return string(broker.AsynqTask{Type: "noop", Payload: []byte(strings.Repeat("p", 60)), ID: id, Queue: q}.Message())
+	}
 	for i := range n {
 		id := fmt.Sprint(prefix, i)
 		_, err := st.Create(ctx, New{ID: id, Seed: seed(), State: StatePending})

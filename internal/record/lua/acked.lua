@@ -10,11 +10,12 @@
 -- list, the paused set, the tenants' settings and the default tenant's
 -- pass; the active list and lease are asynq's done's KEYS[1..2], the
 -- ready and capped sets and the in-flight counts the release's).
--- Returns r; with fetch, {the next run's message, its task ID} when r is
--- R.applied and a run was handed out (a short reply: Redis converts every
--- element and probes every table it is given), else r when r is
--- R.applied, else {"next", r, the next run's message or false, its task
--- ID or false}; or asynq's done's error (NOT FOUND).
+-- Returns r; with fetch, the next run's message alone (asynq's
+-- TaskMessage, which holds its task ID) when r is R.applied and a run was
+-- handed out (a table reply costs Redis a probe of its fields and a
+-- deferred length, more than its elements), else r when r is R.applied,
+-- else {"next", r, the next run's message or false, its task ID or false};
+-- or asynq's done's error (NOT FOUND).
 local counted = agentq_counted(KEYS[3])
 local done = asynq_done(KEYS, ARGV)
 if type(done) == "table" and done.err then return done end
@@ -27,8 +28,5 @@ else
   dq = {KEYS[n + 1], KEYS[n + 2], KEYS[1], KEYS[2], KEYS[n - 1], KEYS[n - 2], KEYS[n - 3], KEYS[n + 3], KEYS[n + 4]}
 end
 local msg, id = agentq_dequeue(dq, {ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]})
-if r == R.applied then
-  if msg then return {msg, id} end
-  return r
-end
+if r == R.applied then return msg or r end
 return {"next", r, msg or false, id or false}

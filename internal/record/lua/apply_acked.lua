@@ -14,8 +14,8 @@
 -- Next), KEYS end with dequeue.lua's nine keys after the release keys and
 -- ARGV[4..9] are dequeue.lua's six arguments (rec_apply's follow them).
 -- Returns rec_apply's reply; with the next run asked for and asynq's done
--- run, acked.lua's: {the next run's message, its task ID} when the reply
--- is R.applied and a run was handed out, else {"next", rec_apply's reply,
+-- run, acked.lua's: the next run's message when the reply is R.applied
+-- and a run was handed out, else {"next", rec_apply's reply,
 -- the next run's message or false, its task ID or false} (R.applied
 -- alone when no run was). On R.seed and R.outbox nothing is written and asynq's done
 -- has not run; otherwise it has, after the record write (which R.stale,

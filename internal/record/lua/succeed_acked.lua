@@ -22,8 +22,8 @@
 -- pairs to set beyond state and updated_at: F.usage first when the
 -- success adds usage (its F.usage value: FormatUsageSum), then F.result
 -- when there is a result.
--- Returns R.applied, or {the next run's message, its task ID} when the
--- next run was asked for and handed out (acked.lua); asynq's done's
+-- Returns R.applied, or the next run's message when the next run was
+-- asked for and handed out (acked.lua); asynq's done's
 -- error (NOT FOUND) after the record write; or {R.full}, nothing written
 -- and asynq's done not run, when the record is not at the delivery's run,
 -- this write ID was applied already, its state is not pending, scheduled,
