@@ -129,7 +129,9 @@ var ErrNotActive = errors.New("delivery no longer active in asynq")
 // record are in different slots). Like asynq's own call it takes a round
 // trip of its own on the store's client, not the runner. Whatever the
 // Outcome, the delivery was acknowledged; ErrNotActive means the record
-// was written but asynq's done found the delivery gone.
+// was written but asynq's done found the delivery gone. A plain success
+// goes first as the lean write (succeedAcked), and as the checked write
+// only when the record is not in the common state.
 func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done AsynqDone) (Outcome, error) {
 	if len(done.Keys) != 5 || len(done.Args) != 3 {
 		return Applied, fmt.Errorf("record: asynq's done call has %d keys and %d arguments, not 5 and 3", len(done.Keys), len(done.Args))
