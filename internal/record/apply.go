@@ -122,8 +122,9 @@ var ErrNotActive = errors.New("delivery no longer active in asynq")
 // the delivery, done (a quick success rides the call asynq's server makes
 // anyway: a task costs Redis one script call fewer, and the record and
 // the ack land together; not on a Redis Cluster, where asynq's keys and the
-// record are in different slots). Like asynq's own call it takes a round
-// trip of its own on the store's client, not the runner. Whatever the
+// record are in different slots). It runs on the store's ack runner
+// (WithAckRunner: the worker's batcher when it runs tasks concurrently;
+// else a round trip of its own, like asynq's own call). Whatever the
 // Outcome, the delivery was acknowledged; ErrNotActive means the record
 // was written but asynq's done found the delivery gone.
 func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done AsynqDone) (Outcome, error) {
@@ -143,7 +144,7 @@ func (s *Store) ApplyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 		if done.Next != nil {
 			keys = append(keys, done.Next.Keys...)
 		}
-		return nextOf(done.Next)(applyAckedScript.Run(ctx, s.rdb, keys, args...).Result())
+		return nextOf(done.Next)(s.acks.Run(ctx, applyAckedScript, keys, args...))
 	})
 	var rerr redis.Error
 	if errors.As(err, &rerr) && rerr.Error() == "NOT FOUND" {
