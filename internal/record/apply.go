@@ -126,8 +126,9 @@ var ErrNotActive = errors.New("delivery no longer active in asynq")
 // the delivery, done (a quick success rides the call asynq's server makes
 // anyway: a task costs Redis one script call fewer, and the record and
 // the ack land together; not on a Redis Cluster, where asynq's keys and the
-// record are in different slots). Like asynq's own call it takes a round
-// trip of its own on the store's client, not the runner. Whatever the
+// record are in different slots). It runs on the store's ack runner
+// (WithAckRunner: the worker's batcher when it runs tasks concurrently;
+// else a round trip of its own, like asynq's own call). Whatever the
 // Outcome, the delivery was acknowledged; ErrNotActive means the record
 // was written but asynq's done found the delivery gone. A plain success
 // goes first as the lean write (succeedAcked), and as the checked write
@@ -172,7 +173,7 @@ func (s *Store) succeedAcked(ctx context.Context, d Delivery, c Change, done Asy
 		}
 		keys = append(keys, nk...)
 	}
-	v, err := succeedAckedScript.Run(ctx, s.rdb, keys, s.write(c).leanArgs(d, head)...).Result()
+	v, err := s.acks.Run(ctx, succeedAckedScript, keys, s.write(c).leanArgs(d, head)...)
 	code, _, err := reply(nextOf(done.Next)(v, err))
 	switch {
 	case err != nil:
@@ -210,7 +211,7 @@ func (s *Store) applyAcked(ctx context.Context, d Delivery, c Change, done Asynq
 		if done.Next != nil {
 			keys = append(keys, done.Next.Keys...)
 		}
-		return nextOf(done.Next)(applyAckedScript.Run(ctx, s.rdb, keys, args...).Result())
+		return nextOf(done.Next)(s.acks.Run(ctx, applyAckedScript, keys, args...))
 	})
 	return out, err
 }

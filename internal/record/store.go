@@ -34,6 +34,7 @@ type Store struct {
 	retention time.Duration
 	now       func() time.Time
 	runner    redisx.Runner // WithRunner's, or redisx.Direct
+	acks      redisx.Runner // WithAckRunner's, or redisx.Direct
 	// cluster: rdb is a Redis Cluster client, whose scripts cannot add a
 	// task to the webhooks' due set (another slot): the store does it
 	// right after (see outboxKeys).
@@ -67,6 +68,14 @@ func WithRunner(r redisx.Runner) Option {
 	}
 }
 
+// WithAckRunner sends ApplyAcked's script (a success's record write with
+// asynq's done) through r, e.g. the worker's group-committing batcher:
+// concurrent deliveries' acks then share round trips. nil keeps one round
+// trip per ack, like asynq's own done: what a worker that runs one task at
+// a time wants, since a batcher's wait for company that never comes would
+// hold its only slot.
+func WithAckRunner(r redisx.Runner) Option { return func(s *Store) { s.acks = r } }
+
 // NewStore returns a Store on rdb.
 func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{rdb: rdb, retention: DefaultRetention, now: time.Now}
@@ -75,6 +84,9 @@ func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 	}
 	if s.runner == nil {
 		s.runner = redisx.Direct(rdb)
+	}
+	if s.acks == nil {
+		s.acks = redisx.Direct(rdb)
 	}
 	_, s.cluster = rdb.(*redis.ClusterClient)
 	return s

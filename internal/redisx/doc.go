@@ -22,14 +22,17 @@
 // the task record's writes and the enqueues (internal/record's Store,
 // tasks.Client), a dead letter's Put (deadletter.WithWaitReplicas), the
 // breaker's admissions and records (breaker.WithRunner) and the limiter's
-// (limit.WithRunner). Every other script is run straight on
+// (limit.WithRunner), and a success's record written inside asynq's done
+// (internal/record's apply_acked.lua and succeed_acked.lua, the latter
+// lean for the common success, through the store's ack runner,
+// record.WithAckRunner: the worker's batcher when it runs tasks
+// concurrently, so that their acks share round trips; redisx.Direct when
+// it runs one at a time, where a batcher's wait for company would hold the
+// only slot in asynq's processor). Every other script is run straight on
 // the client (redis.Script.Run, which has the same EVALSHA-then-EVAL
 // fallback as Direct), each for a reason:
 //
-//   - asynq's round trip: internal/record's applyAckedScript and
-//     succeedAckedScript (a success's record written inside asynq's done,
-//     the latter lean for the common success: a batching runner would
-//     hold the delivery's slot in asynq's processor), and internal/broker's
+//   - asynq's round trip: internal/broker's
 //     forwardScript (asynq's forward, run on the client asynq was given,
 //     within asynq's own call), as are the fair versions of asynq's
 //     dequeue, done, retry and requeue that it runs in their place, and
