@@ -20,7 +20,9 @@
 //	                                 starts K children of itself that ignore
 //	                                 SIGTERM and hold stdout open, writes their
 //	                                 PIDs to F one a line, then sleeps forever
-//	                                 (ignoring SIGTERM itself when B is true);
+//	                                 (ignoring SIGTERM itself when B is true,
+//	                                 and with "term_file": T appending each
+//	                                 SIGTERM's time, Unix ns, to T);
 //	                                 with "times": N and "state_dir": D, only
 //	                                 the first N calls of a task hang (counted
 //	                                 as fail_then_succeed counts), later ones
@@ -296,9 +298,29 @@ func hang(req request, p params) {
 	}
 	if p.bool("ignore_term") {
 		signal.Ignore(syscall.SIGTERM)
+		if f := p.str("term_file", ""); f != "" {
+			noteTerms(f)
+		}
 	}
 	writePIDs(p.str("pid_file", ""), spawn(p.int("children", 2), true))
 	forever()
+}
+
+// noteTerms appends, for each SIGTERM the agent gets (and ignores), the
+// time it came (Unix ns) as a line to file.
+func noteTerms(file string) {
+	terms := make(chan os.Signal, 1)
+	signal.Notify(terms, syscall.SIGTERM)
+	go func() {
+		for range terms {
+			f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				continue
+			}
+			fmt.Fprintln(f, time.Now().UnixNano())
+			_ = f.Close()
+		}
+	}()
 }
 
 // forever blocks for good. (An empty select would end the program: the
