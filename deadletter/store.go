@@ -37,17 +37,19 @@ const pageSize = 500
 // maxCASRetries bounds the compare-and-set loops of Put, Delete and Purge.
 // A retry means another writer moved the same entry to another agent or
 // class in between; from the third try on, the loop waits a little
-// (randomized, growing to at most 10 ms) so that contending writers spread
+// (randomized, growing to at most 25 ms) so that contending writers spread
 // out even on a starved machine (8 writers of one ID beside stress-ng ran
-// out of 64 tries when the wait grew to only 2 ms).
-const maxCASRetries = 64
+// out of 64 tries when the wait grew to only 2 ms, and once more with 64
+// tries growing to 10 ms): at most a few seconds in all, for a loop that
+// almost always ends on its first try.
+const maxCASRetries = 256
 
 // casBackoff waits before try number try (from 0) of a compare-and-set loop.
 func casBackoff(ctx context.Context, try int) error {
 	if try < 2 {
 		return ctx.Err()
 	}
-	return startstop.Sleep(ctx, time.Duration(rand.Int64N(int64(min(try, 20))*int64(500*time.Microsecond))))
+	return startstop.Sleep(ctx, time.Duration(rand.Int64N(int64(min(try, 50))*int64(500*time.Microsecond))))
 }
 
 // errConflict is returned (wrapped) when a compare-and-set loop ran out of
