@@ -248,7 +248,7 @@ func WithShortReplication(f func(error)) ClientOption {
 // store was given its own runner (a worker's batcher, which waits itself).
 func (c *Client) replicate(rep redisx.Replication) {
 	c.rep = rep
-	c.runner = redisx.NewBatcher(c.store.rdb, redisx.BatchOptions{Replication: rep, Linger: -1})
+	c.runner = redisx.NewBatcher(c.store.rdb, redisx.BatchOptions{Replication: rep, Linger: -1, Flushes: enqueueFlushes})
 	c.store.runner = nil
 	if rep.On() {
 		c.store.runner = redisx.Replicated(c.store.rdb, rep)
@@ -262,7 +262,7 @@ var ErrNotReplicated = redisx.ErrNotReplicated
 // NewClient returns a client on rdb. rdb stays the caller's: the client
 // holds no connection of its own, and the caller closes rdb when done.
 func NewClient(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{store: NewStore(rdb), runner: redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: -1})}
+	c := &Client{store: NewStore(rdb), runner: redisx.NewBatcher(rdb, redisx.BatchOptions{Linger: -1, Flushes: enqueueFlushes})}
 	c.traceDefault()
 	for _, o := range opts {
 		o.applyClient(c)
@@ -467,3 +467,7 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 	}
 	return nil
 }
+
+// enqueueFlushes is how many of the client's pipelines may be in flight
+// at once (redisx.BatchOptions.Flushes).
+var enqueueFlushes = 2

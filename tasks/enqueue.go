@@ -11,7 +11,6 @@ import (
 	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/record"
 	"github.com/agentq/agentq/internal/redisx"
-	"github.com/agentq/agentq/internal/rkeys"
 )
 
 // Enqueue puts t on its queue. With a caller-chosen ID it is idempotent: a
@@ -83,8 +82,8 @@ func (c *Client) enqueueEnvelope(ctx context.Context, env *Envelope, caller bool
 // (concurrent Enqueue calls share round trips). A caller's ID needs the
 // duplicate check, so it runs the record's enqueue script
 // (record.Store.EnqueueCall); a generated ID (random, 96 bits: no
-// duplicate to look for) takes plain commands in MULTI/EXEC
-// (enqueueFresh), which cost Redis about half as much as the script.
+// duplicate to look for) takes a leaner script that concurrent enqueues
+// share (enqueueFresh).
 func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now time.Time, delay time.Duration) (Result, error) {
 	t, err := asynqTask(env, now, delay)
 	if err != nil {
@@ -92,7 +91,7 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 	}
 	n := newRecord(env, firstState(delay), delay)
 	if !caller {
-		if err := c.enqueueFresh(ctx, n, t, laneOf(env), now, delay); err != nil {
+		if err := c.enqueueFresh(ctx, n, t, laneOf(env), now); err != nil {
 			return Result{}, fmt.Errorf("tasks: enqueue %s: %w", env.ID, err)
 		}
 		return Result{ID: env.ID, State: n.State}, nil
@@ -106,40 +105,20 @@ func (c *Client) enqueueOne(ctx context.Context, env *Envelope, caller bool, now
 }
 
 // enqueueFresh writes, for a task with a generated ID, what the enqueue
-// script writes, as plain commands in one MULTI/EXEC (atomic: a
-// connection lost before EXEC writes nothing), in one round trip shared
-// with concurrent enqueues (the client's batcher), with the WAIT of
-// redis.wait_replicas when asked: the queue's registration
-// (broker.RegisterCommand), the run on its queue
-// (broker.RunCommands) and the record (record.Store.FreshCalls).
-func (c *Client) enqueueFresh(ctx context.Context, n record.New, t broker.AsynqTask, lane broker.Lane, now time.Time, delay time.Duration) error {
-	calls := make([]redisx.Call, 0, 12)
-	calls = append(calls, redisx.Call{Cmd: []any{"multi"}}, redisx.Call{Cmd: broker.RegisterCommand(t.Queue)})
-	for _, cmd := range broker.RunCommands(t, lane, now, delay) {
-		calls = append(calls, redisx.Call{Cmd: cmd})
-	}
-	for _, cmd := range c.store.rec.FreshCalls(n) {
-		calls = append(calls, redisx.Call{Cmd: cmd})
-	}
-	if !n.Seed.Deadline.IsZero() {
-		// The deadline index entry, in the same MULTI (see indexDeadlines).
-		calls = append(calls, redisx.Call{Cmd: []any{"zadd", rkeys.Deadlines(), n.Seed.Deadline.UnixMilli(), n.ID}})
-	}
-	calls = append(calls, redisx.Call{Cmd: []any{"exec"}})
-	res, err := c.runner.RunCalls(ctx, calls)
+// script writes (but for the duplicate checks: there is nothing to look
+// for), in one script (record.Store.EnqueueNewCall: the queue's
+// registration, the run on its queue, the deadline index's entry and the
+// record) that concurrent enqueues share (the client's batcher merges
+// them: one script call, one round trip), with the WAIT of
+// redis.wait_replicas when asked.
+func (c *Client) enqueueFresh(ctx context.Context, n record.New, t broker.AsynqTask, lane broker.Lane, now time.Time) error {
+	call := c.store.rec.EnqueueNewCall(n, t, lane, now)
+	code, _, err := record.EnqueueReply(c.runner.RunMerged(ctx, record.NewMerger, call))
 	if err != nil {
 		return err
 	}
-	for _, r := range res {
-		if r.Err != nil {
-			return r.Err
-		}
-	}
-	replies, _ := res[len(res)-1].Val.([]any) // EXEC's: one per command
-	for _, r := range replies {
-		if err, ok := r.(error); ok {
-			return err
-		}
+	if code != record.CodeApplied {
+		return fmt.Errorf("a run with ID %s is on queue %s already", t.ID, t.Queue)
 	}
 	return nil
 }

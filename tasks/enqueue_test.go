@@ -118,8 +118,8 @@ func TestEnqueueSignals(t *testing.T) {
 	require.Zero(t, n, "a scheduled task wakes nobody until it is due")
 }
 
-// TestEnqueueFreshWritesAsScript: a generated ID's enqueue (plain commands
-// in MULTI/EXEC: broker.RunCommands and record.Store.FreshCalls) writes
+// TestEnqueueFreshWritesAsScript: a generated ID's enqueue (the lean
+// script, record.Store.EnqueueNewCall, with its merger) writes
 // exactly what a caller's ID's enqueue script (record.Store.EnqueueCall)
 // writes (with the queue's registration in asynq:queues, as enqueueOne
 // sends it), pending and scheduled, token, record, first event (seq 1) and
@@ -149,7 +149,7 @@ func TestEnqueueFreshWritesAsScript(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, record.CodeApplied, code)
 		require.Equal(t, n.State, st)
-		require.NoError(t, fc.enqueueFresh(ctx, n, tk, lane, now, delay))
+		require.NoError(t, fc.enqueueFresh(ctx, n, tk, lane, now))
 	}
 	require.Equal(t, redistest.Dump(t, viaScript), redistest.Dump(t, viaFresh))
 	for _, rdb := range []*redis.Client{viaScript, viaFresh} {

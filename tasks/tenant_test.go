@@ -89,8 +89,8 @@ func TestTenantPriorityValidation(t *testing.T) {
 }
 
 // TestEnqueueKeepsTenantAndPriority (#28): every way of enqueueing (a
-// caller's ID through the enqueue script, a generated ID through
-// MULTI/EXEC, EnqueueMany) puts the tenant and priority in the run's
+// caller's ID through the enqueue script, a generated ID through the
+// lean script, EnqueueMany) puts the tenant and priority in the run's
 // payload and in the record, which shows them; normal priority is stored
 // as nothing and shown as "normal", the default tenant is not shown.
 func TestEnqueueKeepsTenantAndPriority(t *testing.T) {

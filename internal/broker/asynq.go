@@ -178,7 +178,8 @@ func RegisterQueues(ctx context.Context, rdb redis.Cmdable, queues ...string) er
 
 // RegisterCommand is RegisterQueues's command, for a pipeline or a
 // MULTI/EXEC that writes a run on one of queues (not empty): agentq's
-// producers send it with every enqueue rather than once per process, as
+// producers send it (or, for a generated ID, its enqueue script runs it)
+// with every enqueue rather than once per process, as
 // asynq's client does, so that a set lost under them (a FLUSHALL, a
 // restart without persistence, a failover to a replica that missed the
 // write) is back with the next enqueue. An SADD of a member the set holds

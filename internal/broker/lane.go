@@ -53,15 +53,6 @@ func (l Lane) Key(queue string) string {
 	return rkeys.FairLane(queue, l.code(), l.Tenant)
 }
 
-// Fields are the task hash's field/value pairs that carry l (none for the
-// default lane).
-func (l Lane) Fields() []any {
-	if l.Default() {
-		return nil
-	}
-	return []any{FieldTenant, l.Tenant, FieldPriority, l.code()}
-}
-
 // Args are the Lua arguments agentq_lane_add takes for l: its tenant and
 // its priority code ("" and "" for the default lane).
 func (l Lane) Args() []any {
@@ -69,20 +60,6 @@ func (l Lane) Args() []any {
 		return []any{"", ""}
 	}
 	return []any{l.Tenant, l.code()}
-}
-
-// Commands are the plain commands, for a MULTI/EXEC that has just pushed
-// a run onto l.Key(queue), that let the dequeue find it: the tenant joins
-// the ready set (at pass 0, unless it is there) and the tenant registry.
-// None for the default lane.
-func (l Lane) Commands(queue string) [][]any {
-	if l.Default() {
-		return nil
-	}
-	return [][]any{
-		{"zadd", rkeys.FairReady(queue), "nx", 0, l.Tenant},
-		{"sadd", rkeys.FairTenants(queue), l.Tenant},
-	}
 }
 
 // LaneKeys are the keys the lane functions of lua/lib/lane.lua take for queue: the

@@ -49,25 +49,3 @@ func RunArgs(t AsynqTask, lane Lane, now time.Time, delay time.Duration, announc
 	}
 	return append([]any{t.Message(), t.ID, at.Unix(), "scheduled", WakeCap, rkeys.DueChannel(), due}, lane.Args()...)
 }
-
-// RunCommands are the plain commands that put t on its queue at now after
-// delay, for a MULTI/EXEC of a task whose ID is new (agentq_run without
-// its EXISTS check): asynq's task hash and queue entry, and the wake-up
-// token (LPUSH, LTRIM to WakeCap) or the due announcement.
-func RunCommands(t AsynqTask, lane Lane, now time.Time, delay time.Duration) [][]any {
-	if delay > 0 {
-		at := now.Add(delay)
-		return [][]any{
-			append([]any{"hset", TaskKey(t.Queue, t.ID), "msg", t.Message(), "state", "scheduled"}, lane.Fields()...),
-			{"zadd", ScheduledKey(t.Queue), at.Unix(), t.ID},
-			{"publish", rkeys.DueChannel(), DueMessage(t.Queue, at)},
-		}
-	}
-	cmds := [][]any{
-		append([]any{"hset", TaskKey(t.Queue, t.ID), "msg", t.Message(), "state", "pending", "pending_since", now.UnixNano()},
-			lane.Fields()...),
-		{"lpush", lane.Key(t.Queue), t.ID},
-	}
-	cmds = append(cmds, lane.Commands(t.Queue)...)
-	return append(cmds, []any{"lpush", rkeys.Wake(t.Queue), "1"}, []any{"ltrim", rkeys.Wake(t.Queue), 0, WakeCap - 1})
-}

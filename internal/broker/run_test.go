@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentq/agentq/internal/broker"
@@ -17,12 +16,11 @@ import (
 // TestRunScriptWritesAsynqs: RunCall (agentq_run, RunLua) writes exactly
 // what asynq's own enqueue and schedule scripts write (broker's
 // copies, which TestMatchesAsynqClient holds to asynq.Client), plus the
-// wake-up token, and refuses a task ID that exists as they do;
-// RunCommands (a new ID's MULTI/EXEC) writes what RunCall writes.
+// wake-up token, and refuses a task ID that exists as they do.
 func TestRunScriptWritesAsynqs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	want, got, cmds := redistest.Start(t).Client(), redistest.Start(t).Client(), redistest.Start(t).Client()
+	want, got := redistest.Start(t).Client(), redistest.Start(t).Client()
 	now := time.Now()
 	ts := []broker.AsynqTask{
 		{Type: "agentq:task", Payload: []byte(`{"id":"a"}`), ID: "a#0", Queue: "default", MaxRetry: 1 << 30, Timeout: 24 * time.Hour},
@@ -42,20 +40,10 @@ func TestRunScriptWritesAsynqs(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, n1, n2)
 				require.Equal(t, 1-i, n2)
-				if i == 0 {
-					_, err := cmds.TxPipelined(ctx, func(p redis.Pipeliner) error {
-						for _, cmd := range broker.RunCommands(tk, broker.Lane{}, now, delay) {
-							p.Do(ctx, cmd...)
-						}
-						return nil
-					})
-					require.NoError(t, err)
-				}
 			}
 		}
 		ts[0].ID, ts[1].ID = "c#0", "d#0"
 	}
-	require.Equal(t, redistest.Dump(t, got), redistest.Dump(t, cmds), "RunCommands writes what RunCall writes")
 	for _, q := range []string{"default", "critical"} {
 		n, err := got.LLen(ctx, rkeys.Wake(q)).Result()
 		require.NoError(t, err)
@@ -67,12 +55,11 @@ func TestRunScriptWritesAsynqs(t *testing.T) {
 
 // TestRunLaneWrites: a run of a lane other than the default waits in its
 // lane, its task hash names the lane, and its tenant joins the ready set
-// and the registry; RunCommands writes what RunCall writes, pending and
-// scheduled (a scheduled run joins at its forward).
+// and the registry (a scheduled run joins at its forward).
 func TestRunLaneWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	got, cmds := redistest.Start(t).Client(), redistest.Start(t).Client()
+	got := redistest.Start(t).Client()
 	now := time.Now()
 	lanes := []broker.Lane{{Tenant: "acme"}, {Tenant: "acme", Priority: broker.Low}, {Priority: broker.High}}
 	for i, lane := range lanes {
@@ -81,16 +68,8 @@ func TestRunLaneWrites(t *testing.T) {
 				MaxRetry: 1, Timeout: time.Hour}
 			c := broker.RunCall(tk, lane, now, delay, false)
 			require.NoError(t, c.Script.Run(ctx, got, c.Keys, c.Args...).Err())
-			_, err := cmds.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				for _, cmd := range broker.RunCommands(tk, lane, now, delay) {
-					p.Do(ctx, cmd...)
-				}
-				return nil
-			})
-			require.NoError(t, err)
 		}
 	}
-	require.Equal(t, redistest.Dump(t, got), redistest.Dump(t, cmds), "RunCommands writes what RunCall writes")
 	require.Equal(t, []string{"t0-0#0"}, got.LRange(ctx, rkeys.FairLane("q", "n", "acme"), 0, -1).Val())
 	require.Equal(t, []string{"t1-0#0"}, got.LRange(ctx, rkeys.FairLane("q", "l", "acme"), 0, -1).Val())
 	require.Equal(t, []string{"t2-0#0"}, got.LRange(ctx, rkeys.FairLane("q", "h", ""), 0, -1).Val())

@@ -19,6 +19,10 @@ var createScript = newScript("create_only.lua", mustLua("create.lua"))
 // (lua/enqueue.lua documents its KEYS, ARGV and replies).
 var enqueueScript = newScript("enqueue.lua", broker.RunLua, mustLua("create.lua"))
 
+// enqueueNewScript is an Enqueue with a generated ID in one step, on one
+// server (lua/enqueue_new.lua documents its KEYS, ARGV and replies).
+var enqueueNewScript = newBareScript("enqueue_new.lua", broker.RunLua)
+
 // New is a task to record as enqueued: its ID and seed fields, its first
 // state (pending, or scheduled) and the delay to its first run. It is an
 // adapter of the producer's envelope (tasks.Envelope, built by the
@@ -108,23 +112,70 @@ func EnqueueReply(v any, err error) (Code, State, error) {
 	return code, State(st), nil
 }
 
-// FreshCalls are the commands, for one MULTI/EXEC with the commands that
-// queue the task's run, that record n when its ID is new (generated, 96
-// random bits: no record to look for): plain commands cost Redis about
-// half as much as the enqueue script. The record is written as
-// rec_create writes a new one.
-func (s *Store) FreshCalls(n New) [][]any {
+// EnqueueNewCall is an enqueue of n, whose ID is new (generated, 96
+// random bits: no record or dead letter to look for), with t its asynq
+// task due after n.Delay from now, waiting in lane, in one script: the
+// queue's registration in asynq's set of queues (every time, so that a
+// set lost under a running producer comes back), the run, the deadline
+// index's entry and the record as rec_create writes a new one. Run it with a
+// Batcher's RunMerged and NewMerger (concurrent enqueues merge into one
+// script call); read its reply with EnqueueReply. Not on a Redis Cluster.
+func (s *Store) EnqueueNewCall(n New, t broker.AsynqTask, lane broker.Lane, now time.Time) redisx.Call {
+	ks := append(broker.RunKeys(t.Queue, t.ID, lane, n.Delay), broker.AllQueues, rkeys.Task(n.ID), rkeys.TaskHistory(n.ID), rkeys.Deadlines())
+	deadline := int64(0)
+	if !n.Seed.Deadline.IsZero() {
+		deadline = n.Seed.Deadline.UnixMilli()
+	}
 	ev := n.event(s.now())
 	ev.Seq = 1
-	ttl := durx.CeilSeconds(s.lifetime(&ev))
-	rec, hist := rkeys.Task(n.ID), rkeys.TaskHistory(n.ID)
-	hset := append([]any{"hset", rec, FieldID, n.ID, FieldAgent, n.Seed.Agent, FieldAction, n.Seed.Action, FieldQueue, n.Seed.Queue,
+	args := make([]any, 1, 36)
+	args = append(append(args, broker.RunArgs(t, lane, now, n.Delay, true)...), t.Queue, deadline, n.ID, string(ev.Marshal()),
+		durx.CeilSeconds(s.lifetime(&ev)), string(n.State))
+	args = append(append(args, FieldID, n.ID, FieldAgent, n.Seed.Agent, FieldAction, n.Seed.Action, FieldQueue, n.Seed.Queue,
 		FieldEnqueuedAt, n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano), FieldCorrelationID, n.Seed.CorrelationID,
-		FieldState, string(n.State), FieldRun, "0", FieldSeq, "1"}, n.Seed.extra()...)
-	return [][]any{
-		hset,
-		{"rpush", hist, string(ev.Marshal())},
-		{"expire", rec, ttl},
-		{"expire", hist, ttl},
+		FieldState, string(n.State), FieldRun, "0", FieldSeq, "1"), n.Seed.extra()...)
+	args[0] = len(args) - 1
+	return redisx.Call{Script: enqueueNewScript, Keys: ks, Args: args}
+}
+
+// NewMerger merges EnqueueNewCalls that meet in one flush of a Batcher
+// into one script call (at most MaxNewMerge of them).
+var NewMerger redisx.Merger = newMerger{}
+
+// MaxNewMerge caps the enqueues one merged EnqueueNewCall carries.
+const MaxNewMerge = 64
+
+type newMerger struct{}
+
+func (newMerger) MaxMerge() int { return MaxNewMerge }
+
+func (newMerger) Merge(calls []redisx.Call) redisx.Call {
+	if len(calls) == 1 {
+		return calls[0]
 	}
+	nk, na := 0, 0
+	for _, c := range calls {
+		nk, na = nk+len(c.Keys), na+len(c.Args)
+	}
+	m := redisx.Call{Script: enqueueNewScript, Keys: make([]string, 0, nk), Args: make([]any, 0, na)}
+	for _, c := range calls {
+		m.Keys, m.Args = append(m.Keys, c.Keys...), append(m.Args, c.Args...)
+	}
+	return m
+}
+
+func (newMerger) Split(r redisx.Result, n int) []redisx.Result {
+	out := make([]redisx.Result, n)
+	arr, ok := r.Val.([]any)
+	for i := range out {
+		switch {
+		case r.Err != nil:
+			out[i].Err = r.Err
+		case !ok || len(arr) != n:
+			out[i].Err = fmt.Errorf("record: enqueue: unexpected reply %v (want %d replies)", r.Val, n)
+		default:
+			out[i].Val = arr[i]
+		}
+	}
+	return out
 }

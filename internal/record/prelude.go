@@ -212,6 +212,13 @@ func newScript(name string, extra ...string) *redis.Script {
 	return redis.NewScript(render(prelude + strings.Join(extra, "") + mustLua(name)))
 }
 
+// newBareScript is the script whose body is lua/name after the fragments
+// extra, without the prelude (a script on a hot path that calls none of
+// its functions: defining them costs every call).
+func newBareScript(name string, extra ...string) *redis.Script {
+	return redis.NewScript(render(strings.Join(extra, "") + mustLua(name)))
+}
+
 // newApplyScript is the script whose body is lua/name after base,
 // lua/rec_apply.lua and the fragments extra.
 func newApplyScript(name string, extra ...string) *redis.Script {

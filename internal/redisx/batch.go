@@ -65,9 +65,11 @@ type Batcher struct {
 	linger      time.Duration // 0: never wait
 	lingerCalls int
 
+	flushes int // how many flushes may be in flight at once
+
 	mu        sync.Mutex
 	pending   []*call
-	flushing  bool
+	flushing  int           // flushes in flight
 	last      time.Time     // the latest call's arrival
 	gap       time.Duration // moving average of the gaps between arrivals
 	lingering bool          // a leader waits for company; full wakes it
@@ -97,6 +99,15 @@ type BatchOptions struct {
 	// LingerCalls is how many calls a lingering leader waits for (their
 	// expected arrival at the average gap); zero means DefaultLingerCalls.
 	LingerCalls int
+	// Flushes is how many pipelines may be in flight at once, each on its
+	// own connection; zero means 1. With more than one, a caller that
+	// finds fewer flushes in flight leads at once instead of queueing
+	// behind the flush in progress, so that Redis applies one pipeline
+	// while this process writes the next and reads the last: with one,
+	// the two take turns. Concurrent callers' calls may then be applied in
+	// either order (one caller's calls never are: each waits for its
+	// reply). A leader lingers only while no other leader does.
+	Flushes int
 }
 
 // NewBatcher returns a Batcher on rdb.
@@ -116,11 +127,12 @@ func NewBatcher(rdb redis.UniversalClient, o BatchOptions) *Batcher {
 	if o.LingerCalls <= 0 {
 		o.LingerCalls = DefaultLingerCalls
 	}
-	return &Batcher{rdb: rdb, timeout: o.Timeout, max: o.MaxBatch, rep: o.Replication,
+	return &Batcher{rdb: rdb, timeout: o.Timeout, max: o.MaxBatch, rep: o.Replication, flushes: max(o.Flushes, 1),
 		linger: max(o.Linger, 0), lingerCalls: o.LingerCalls, full: make(chan struct{}, 1), backoff: 1}
 }
 
 type call struct {
+	merge  Merger // when not nil, script's calls of one flush merge (RunMerged)
 	script *redis.Script
 	keys   []string
 	args   []any
@@ -135,6 +147,7 @@ type call struct {
 	// channel per call, not one for each.
 	wake     chan struct{}
 	led      bool
+	taken    bool // in a leader's batch
 	finished bool
 }
 
@@ -144,6 +157,27 @@ type call struct {
 // (bounded by the Batcher's timeout).
 func (b *Batcher) Run(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	return b.do(ctx, &call{script: script, keys: keys, args: args})
+}
+
+// Merger merges the calls of one kind (one script) that meet in a flush
+// into fewer script calls, and splits each merged call's reply back into
+// the calls' own. A Merger is compared by identity: use one value per
+// kind.
+type Merger interface {
+	// Merge is the one call that does what calls do, in order (at least
+	// one, at most MaxMerge).
+	Merge(calls []Call) Call
+	// Split is the n calls' replies from the reply of their merged call.
+	Split(r Result, n int) []Result
+	// MaxMerge caps the calls in one merged call.
+	MaxMerge() int
+}
+
+// RunMerged runs c, whose kind m merges: the calls of kind m in one flush
+// go as few merged script calls (m.Merge), and c's reply is its part of
+// its merged call's (m.Split), even when c went alone.
+func (b *Batcher) RunMerged(ctx context.Context, m Merger, c Call) (any, error) {
+	return b.do(ctx, &call{merge: m, script: c.Script, keys: c.Keys, args: c.Args})
 }
 
 // RunCalls runs calls together, in order, in one pipeline shared with
@@ -171,44 +205,64 @@ func (b *Batcher) do(ctx context.Context, c *call) (any, error) {
 		default:
 		}
 	}
-	if b.flushing {
+	if b.flushing >= b.flushes {
 		b.mu.Unlock()
 		<-c.wake
 		if c.finished {
 			return c.res, c.err
 		}
-		// The previous leader handed over: flush below.
+		// A leader handed over its flush: lead it below.
 		b.mu.Lock()
+	} else {
+		b.flushing++
 	}
-	b.flushing = true
-	if d := b.lingerFor(len(b.pending)); d > 0 {
-		b.lingerUpTo(d)
-	}
-	for {
-		n := len(b.pending)
-		if n > b.max {
-			n = b.max
+	if !b.lingering {
+		if d := b.lingerFor(len(b.pending)); d > 0 {
+			b.lingerUpTo(d)
 		}
-		batch := make([]*call, n)
-		copy(batch, b.pending)
-		b.pending = append(b.pending[:0:0], b.pending[n:]...)
+	}
+	// Another leader may have taken this call meanwhile (while this one
+	// lingered); otherwise the cap may leave it for a later batch.
+	for !c.taken {
+		batch := b.take(c)
 		b.mu.Unlock()
 		b.flush(batch)
 		b.mu.Lock()
-		if c.finished {
-			break
-		}
-		// The cap left this call queued: lead the next batch too.
 	}
-	if len(b.pending) > 0 {
-		next := b.pending[0]
-		next.led = true
-		close(next.wake) // hand over; flushing stays true
-	} else {
-		b.flushing = false
-	}
+	b.release()
 	b.mu.Unlock()
+	<-c.wake // closed already unless another leader's flush carries c
 	return c.res, c.err
+}
+
+// take removes from the queue, for leader's flush, up to the cap of the
+// queued calls that no other caller leads (b.mu held).
+func (b *Batcher) take(leader *call) []*call {
+	batch := make([]*call, 0, min(len(b.pending), b.max))
+	rest := b.pending[:0:0]
+	for _, x := range b.pending {
+		if len(batch) < b.max && (!x.led || x == leader) {
+			x.taken = true
+			batch = append(batch, x)
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	b.pending = rest
+	return batch
+}
+
+// release ends a leader's flush (b.mu held): it hands it to the oldest
+// queued call that no one leads, or gives its place up.
+func (b *Batcher) release() {
+	for _, next := range b.pending {
+		if !next.led {
+			next.led = true
+			close(next.wake)
+			return
+		}
+	}
+	b.flushing--
 }
 
 // arrived folds a call's arrival at now into the average gap (b.mu held).
@@ -275,29 +329,67 @@ func (b *Batcher) lingerFor(queued int) time.Duration {
 }
 
 // flush sends batch in one pipelined round trip (see Pipelined), with a
-// WAIT per master when the Batcher asks for replication.
+// WAIT per master when the Batcher asks for replication; the calls of a
+// Merger go merged (RunMerged).
 func (b *Batcher) flush(batch []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
+	var units [][]*call // per merged call, its calls
 	calls := make([]Call, 0, len(batch))
 	for _, c := range batch {
-		if c.group != nil {
+		switch {
+		case c.group != nil:
 			calls = append(calls, c.group...)
-		} else {
+		case c.merge != nil:
+			units = mergeUnit(units, c)
+		default:
 			calls = append(calls, Call{Script: c.script, Keys: c.keys, Args: c.args})
 		}
 	}
+	for _, u := range units {
+		calls = append(calls, u[0].merge.Merge(mergeCalls(u)))
+	}
 	res := PipelinedReplicated(ctx, b.rdb, calls, b.rep)
 	for _, c := range batch {
-		if c.group != nil {
+		switch {
+		case c.group != nil:
 			c.results, res = res[:len(c.group):len(c.group)], res[len(c.group):]
-		} else {
+		case c.merge != nil:
+		default:
 			c.res, c.err = res[0].Val, res[0].Err
 			res = res[1:]
 		}
+	}
+	for i, u := range units {
+		for k, r := range u[0].merge.Split(res[i], len(u)) {
+			u[k].res, u[k].err = r.Val, r.Err
+		}
+	}
+	for _, c := range batch {
 		c.finished = true
 		if !c.led { // a leader's wake was closed when it was handed the lead
 			close(c.wake)
 		}
 	}
+}
+
+// mergeUnit adds c to the last merged call of its kind that has room, or
+// starts one.
+func mergeUnit(units [][]*call, c *call) [][]*call {
+	for i := len(units) - 1; i >= 0; i-- {
+		if units[i][0].merge == c.merge && len(units[i]) < max(c.merge.MaxMerge(), 1) {
+			units[i] = append(units[i], c)
+			return units
+		}
+	}
+	return append(units, []*call{c})
+}
+
+// mergeCalls are the script calls of a merged unit.
+func mergeCalls(u []*call) []Call {
+	calls := make([]Call, len(u))
+	for i, c := range u {
+		calls[i] = Call{Script: c.script, Keys: c.keys, Args: c.args}
+	}
+	return calls
 }

@@ -1,0 +1,109 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentq/agentq/internal/broker"
+	"github.com/agentq/agentq/internal/redistest"
+	"github.com/agentq/agentq/internal/redisx"
+)
+
+// TestEnqueueNewMergedWritesWhatEachWrites: EnqueueNewCalls merged into
+// one script call (NewMerger) write exactly what the same calls write one
+// by one, and what the enqueue script of a caller's ID (EnqueueCall, with
+// the queue's registration) writes, for pending and scheduled tasks, the
+// default lane and others, with and without a deadline and webhooks; each
+// gets its own reply, a run already queued its stale reply. On both
+// backends.
+func TestEnqueueNewMergedWritesWhatEachWrites(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			script, _ := be.New(t)
+			single, _ := be.New(t)
+			merged, _ := be.New(t)
+			now := time.Now()
+			clock := WithClock(func() time.Time { return now })
+			type task struct {
+				n    New
+				t    broker.AsynqTask
+				lane broker.Lane
+			}
+			var ts []task
+			lanes := []broker.Lane{{}, {Tenant: "acme"}, {Tenant: "acme", Priority: broker.Low}, {Priority: broker.High}}
+			for i := range 8 {
+				delay := time.Duration(0)
+				if i%3 == 2 {
+					delay = 90 * time.Minute
+				}
+				id := fmt.Sprintf("task-%d", i)
+				seed := Seed{Agent: "tool", Action: "run", Queue: []string{"default", "other"}[i%2], CorrelationID: "c-1",
+					EnqueuedAt: now.UTC()}
+				if i%4 == 1 {
+					seed.Deadline = now.Add(2 * time.Hour)
+					seed.Notify = []string{"ops"}
+				}
+				n := New{ID: id, Seed: seed, State: StatePending, Delay: delay}
+				if delay > 0 {
+					n.State = StateScheduled
+				}
+				ts = append(ts, task{n: n, lane: lanes[i%len(lanes)], t: broker.AsynqTask{Type: "agentq:task",
+					Payload: []byte(`{"id":"` + id + `"}`), ID: id + "#0", Queue: seed.Queue, MaxRetry: 1, Timeout: time.Hour}})
+			}
+			// The caller's-ID enqueue script, with the registration.
+			ss := NewStore(script, clock)
+			for _, k := range ts {
+				require.NoError(t, script.SAdd(ctx, broker.AllQueues, k.t.Queue).Err())
+				c := ss.EnqueueCall(k.n, k.t, k.lane, now)
+				code, st, err := EnqueueReply(c.Script.Run(ctx, script, c.Keys, c.Args...).Result())
+				require.NoError(t, err)
+				require.Equal(t, CodeApplied, code)
+				require.Equal(t, k.n.State, st)
+			}
+			// One by one, through a Batcher (a merge of one).
+			b := redisx.NewBatcher(single, redisx.BatchOptions{Linger: -1})
+			s1 := NewStore(single, clock)
+			for _, k := range ts {
+				code, st, err := EnqueueReply(b.RunMerged(ctx, NewMerger, s1.EnqueueNewCall(k.n, k.t, k.lane, now)))
+				require.NoError(t, err)
+				require.Equal(t, CodeApplied, code)
+				require.Equal(t, k.n.State, st)
+			}
+			// All in one merged call, the first task twice (its run is queued
+			// already the second time: stale, nothing more written).
+			sm := NewStore(merged, clock)
+			calls := []redisx.Call{sm.EnqueueNewCall(ts[0].n, ts[0].t, ts[0].lane, now)}
+			for _, k := range ts {
+				calls = append(calls, sm.EnqueueNewCall(k.n, k.t, k.lane, now))
+			}
+			m := NewMerger.Merge(calls)
+			res := NewMerger.Split(redisx.Pipelined(ctx, merged, []redisx.Call{m})[0], len(calls))
+			for i, r := range res {
+				code, st, err := EnqueueReply(r.Val, r.Err)
+				require.NoError(t, err)
+				if i == 1 {
+					require.Equal(t, CodeStale, code, "the second enqueue of a run")
+					continue
+				}
+				require.Equal(t, CodeApplied, code)
+				require.Equal(t, ts[max(i-1, 0)].n.State, st)
+			}
+			want := redistest.Dump(t, script)
+			require.Equal(t, want, redistest.Dump(t, single), "one by one writes what the enqueue script writes")
+			require.Equal(t, want, redistest.Dump(t, merged), "merged writes what the enqueue script writes")
+			for _, k := range ts {
+				for _, key := range []string{keys(k.n.ID)[0], keys(k.n.ID)[1]} {
+					ttl := merged.TTL(ctx, key).Val()
+					require.InDelta(t, script.TTL(ctx, key).Val().Seconds(), ttl.Seconds(), 2, "%s: the same lifetime", key)
+				}
+			}
+		})
+	}
+}
