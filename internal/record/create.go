@@ -128,13 +128,14 @@ func (s *Store) EnqueueNewCall(n New, t broker.AsynqTask, lane broker.Lane, now 
 	}
 	ev := n.event(s.now())
 	ev.Seq = 1
-	args := make([]any, 1, 36)
-	args = append(append(args, broker.RunArgs(t, lane, now, n.Delay, true)...), t.Queue, deadline, n.ID, string(ev.Marshal()),
-		durx.CeilSeconds(s.lifetime(&ev)), string(n.State))
-	args = append(append(args, FieldID, n.ID, FieldAgent, n.Seed.Agent, FieldAction, n.Seed.Action, FieldQueue, n.Seed.Queue,
-		FieldEnqueuedAt, n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano), FieldCorrelationID, n.Seed.CorrelationID,
-		FieldState, string(n.State), FieldRun, "0", FieldSeq, "1"), n.Seed.extra()...)
-	args[0] = len(args) - 1
+	run := broker.RunArgs(t, lane, now, n.Delay, true) // message, ID, time, kind, wake cap, channel, due, tenant, code
+	args := make([]any, 3, 24)
+	args[0], args[1] = broker.WakeCap, rkeys.DueChannel()
+	args = append(append(args, run[0], run[1], run[2], run[3], run[6], run[7], run[8]), t.Queue, deadline, n.ID,
+		string(ev.Marshal()), durx.CeilSeconds(s.lifetime(&ev)), string(n.State), n.Seed.Agent, n.Seed.Action,
+		n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano), n.Seed.CorrelationID)
+	args = append(args, n.Seed.extra()...)
+	args[2] = len(args) - 3
 	return redisx.Call{Script: enqueueNewScript, Keys: ks, Args: args}
 }
 
@@ -157,9 +158,10 @@ func (newMerger) Merge(calls []redisx.Call) redisx.Call {
 	for _, c := range calls {
 		nk, na = nk+len(c.Keys), na+len(c.Args)
 	}
-	m := redisx.Call{Script: enqueueNewScript, Keys: make([]string, 0, nk), Args: make([]any, 0, na)}
+	// The wake cap and the due channel once, then each call's own.
+	m := redisx.Call{Script: enqueueNewScript, Keys: make([]string, 0, nk), Args: append(make([]any, 0, na), calls[0].Args[:2]...)}
 	for _, c := range calls {
-		m.Keys, m.Args = append(m.Keys, c.Keys...), append(m.Args, c.Args...)
+		m.Keys, m.Args = append(m.Keys, c.Keys...), append(m.Args, c.Args[2:]...)
 	}
 	return m
 }

@@ -4,7 +4,8 @@
 -- writes, held to them by TestRunScriptWritesAsynqs), plus the wake-up a
 -- pending task needs (a token on its queue's wake list) or the
 -- announcement a scheduled one needs (due, published on channel, when not
--- ""). A run of a lane other than the default (code not "": see fair.go)
+-- ""; a caller that pushes the tokens of several runs at once passes wake
+-- false). A run of a lane other than the default (code not "": see fair.go)
 -- waits in its lane (list is the lane's key), its task hash names the
 -- lane, and its tenant joins the ready set when the lane was empty (see
 -- lib/lane.lua). It needs lib/wake.lua and lib/lane.lua before it; run.lua
@@ -23,7 +24,7 @@ local function agentq_run(task, list, wake, msg, id, at, kind, cap, channel, due
       redis.call("HSET", task, "msg", msg, "state", "pending", "pending_since", at)
     end
     if redis.call("LPUSH", list, id) == 1 and code ~= "" then agentq_lane_join(ready, tenants, tenant) end
-    agentq_wake(wake, 1, cap)
+    if wake then agentq_wake(wake, 1, cap) end
   else
     redis.call("HSET", task, "msg", msg, "state", "scheduled")
     agentq_lane_fields(task, tenant, code)
