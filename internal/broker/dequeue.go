@@ -60,12 +60,8 @@ func (c *AsynqClient) dequeueTail(queue string) *dequeueTail {
 }
 
 // dequeued follows one queue's dequeue: after a whole round of empty
-// queues it waits for a wake-up; after an error it pauses briefly (asynq
-// would otherwise retry at once, in a loop, while Redis is down). A
-// worker of one queue woken by a token dequeues again at once (again, or
-// a run a done fetched meanwhile) and answers asynq with the run: an empty
-// answer would cost it asynq's sleep after an empty round (0.5–1.5 ms)
-// before its next look.
+// queues it waits for a wake-up (await); after an error it pauses briefly
+// (asynq would otherwise retry at once, in a loop, while Redis is down).
 func (c *AsynqClient) dequeued(ctx context.Context, queue string, cmd *redis.Cmd, again func() *redis.Cmd) *redis.Cmd {
 	switch err := cmd.Err(); {
 	case err == nil:
@@ -73,24 +69,7 @@ func (c *AsynqClient) dequeued(ctx context.Context, queue string, cmd *redis.Cmd
 	case errors.Is(err, redis.Nil):
 		if c.empties.Add(1) >= c.queues {
 			c.empties.Store(0)
-			c.waiting.Store(true)
-			if fetched, ok := c.takeFetched(ctx, queue); ok { // fetched by a done since this round began
-				c.waiting.Store(false)
-				return fetched
-			}
-			cause := c.waiter.Wait(ctx)
-			c.waiting.Store(false)
-			if c.OnWait != nil {
-				c.OnWait(cause)
-			}
-			if cause == Woken && c.queues == 1 {
-				if fetched, ok := c.takeFetched(ctx, queue); ok {
-					return fetched
-				}
-				if next := again(); !errors.Is(next.Err(), redis.Nil) {
-					return next // the run (or an error: asynq logs it and looks again)
-				}
-			}
+			return c.await(ctx, queue, cmd, again)
 		}
 	default:
 		c.empties.Store(0)
@@ -98,6 +77,43 @@ func (c *AsynqClient) dequeued(ctx context.Context, queue string, cmd *redis.Cmd
 	}
 	return cmd
 }
+
+// await waits, after a round of empty queues, for a wake-up, and answers
+// asynq's dequeue with empty, or in a worker of one queue with the run
+// the wake-up was for: one a done fetched meanwhile, or again's. A token
+// whose run is gone (taken without it: by a done's fetch, or by a dequeue
+// before the wait) is stale: the worker waits again, up to maxStaleWakes
+// times, rather than answer asynq empty, which would cost its sleep after
+// an empty round (0.5–1.5 ms) to the next run that comes meanwhile. (At a
+// steady 500 runs/s that sleep had most runs: enqueue → start p50 1.1 ms;
+// waiting past stale tokens, 0.6 ms.)
+func (c *AsynqClient) await(ctx context.Context, queue string, empty *redis.Cmd, again func() *redis.Cmd) *redis.Cmd {
+	for stale := 0; ; stale++ {
+		c.waiting.Store(true)
+		if fetched, ok := c.takeFetched(ctx, queue); ok { // fetched by a done since this round began
+			c.waiting.Store(false)
+			return fetched
+		}
+		cause := c.waiter.Wait(ctx)
+		c.waiting.Store(false)
+		if c.OnWait != nil {
+			c.OnWait(cause)
+		}
+		if cause != Woken || c.queues != 1 {
+			return empty
+		}
+		if fetched, ok := c.takeFetched(ctx, queue); ok {
+			return fetched
+		}
+		if next := again(); !errors.Is(next.Err(), redis.Nil) || stale == maxStaleWakes {
+			return next // the run (or an error: asynq logs it and looks again)
+		}
+	}
+}
+
+// maxStaleWakes bounds the stale tokens one dequeue waits past (then it
+// answers asynq empty, and asynq sleeps briefly).
+const maxStaleWakes = 8
 
 // errorPause is the pause after a failed dequeue.
 const errorPause = 100 * time.Millisecond

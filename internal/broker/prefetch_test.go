@@ -164,6 +164,43 @@ func TestTokenWakesWithTheRun(t *testing.T) {
 	}
 }
 
+// TestStaleTokensDoNotEndTheWait: a worker of one queue waiting for a
+// token waits past tokens whose runs are gone (taken without them: by a
+// done's fetch, or by a dequeue before the wait) and answers that same
+// dequeue with the next run, not with an empty round (which would cost
+// that run asynq's sleep after one); past maxStaleWakes of them it
+// answers empty, and the rest stay for the next wait.
+func TestStaleTokensDoNotEndTheWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("a few", func(t *testing.T) {
+		t.Parallel()
+		s := newPrefetchScene(t, "pf6", 1, 0)
+		require.NoError(t, s.rdb.LPush(ctx, rkeys.Wake("pf6"), "1", "1", "1").Err())
+		waited := make(chan string, 1)
+		go func() { waited <- s.dequeue() }()
+		require.Eventually(t, func() bool { return s.c.Waiting() && s.rdb.LLen(ctx, rkeys.Wake("pf6")).Val() == 0 },
+			10*time.Second, time.Millisecond, "the stale tokens taken, the dequeue waits on")
+		require.Empty(t, waited, "no empty answer for a stale token")
+		brokertest.Enqueue(t, s.rdb, "pf6", broker.Lane{}, "r", 1, time.Now()) // r-1 and its token
+		select {
+		case id := <-waited:
+			require.Equal(t, "r-1", id)
+		case <-time.After(55 * time.Second):
+			t.Fatal("the wait did not end")
+		}
+	})
+	t.Run("many", func(t *testing.T) {
+		t.Parallel()
+		s := newPrefetchScene(t, "pf7", 1, 0)
+		for range 20 {
+			require.NoError(t, s.rdb.LPush(ctx, rkeys.Wake("pf7"), "1").Err())
+		}
+		require.Empty(t, s.dequeue(), "an empty answer past the bound on stale tokens")
+		require.EqualValues(t, 20-9, s.rdb.LLen(ctx, rkeys.Wake("pf7")).Val(), "the first wake and 8 stale ones taken")
+	})
+}
+
 // TestRetryFetchesNext: asynq's retry of a run, like its done, hands out
 // the queue's next run when Prefetch is on; the retried run is in the
 // retry set.
