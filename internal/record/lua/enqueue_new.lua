@@ -26,9 +26,9 @@
 -- state, 14 agent, 15 action, 16 enqueued_at, 17 correlation ID, 18..n
 -- the record's optional field/value pairs. The record's field names are
 -- the script's own (the schema's): only values travel.
--- Returns per task, in order, {R.applied, state} when enqueued, or
--- {R.stale, ""} when asynq's task hash existed (nothing written but the
--- registration).
+-- Returns per task, in order, its code: R.applied when enqueued (in the
+-- state its arguments name), R.stale when asynq's task hash existed
+-- (nothing written but the registration).
 local out = {}
 local registered, tokens = {}, {}
 local a = 3
@@ -41,7 +41,7 @@ for k = 1, #KEYS, 9 do
   end
   if agentq_run(KEYS[k], KEYS[k + 1], false, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], 0,
       ARGV[2], ARGV[a + 5], KEYS[k + 3], KEYS[k + 4], ARGV[a + 6], ARGV[a + 7]) == 0 then
-    out[#out + 1] = {R.stale, ""}
+    out[#out + 1] = R.stale
   else
     if ARGV[a + 4] == "pending" then
       local w = KEYS[k + 2]
@@ -54,7 +54,7 @@ for k = 1, #KEYS, 9 do
     redis.call("RPUSH", KEYS[k + 7], ARGV[a + 11])
     redis.call("EXPIRE", KEYS[k + 6], life)
     redis.call("EXPIRE", KEYS[k + 7], life)
-    out[#out + 1] = {R.applied, ARGV[a + 13]}
+    out[#out + 1] = R.applied
   end
   a = a + n + 1
 end
