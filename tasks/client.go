@@ -469,5 +469,7 @@ func (c *Client) EnqueueRun(ctx context.Context, env *Envelope, delay time.Durat
 }
 
 // enqueueFlushes is how many of the client's pipelines may be in flight
-// at once (redisx.BatchOptions.Flushes).
-var enqueueFlushes = 2
+// at once (redisx.BatchOptions.Flushes): two let Redis run one while the
+// client writes the next (three or more measured no better; one, 15–20 %
+// fewer single enqueues from 16 callers).
+const enqueueFlushes = 2
