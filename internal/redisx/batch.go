@@ -19,7 +19,12 @@ import (
 // and so on. A lone caller therefore pays one plain round trip (no added
 // latency), and N concurrent callers pay about one round trip between
 // them, which is what lets the worker's per-task bookkeeping keep up with
-// asynq itself.
+// asynq itself. With BatchOptions.Flushes above one, up to that many
+// leaders' round trips are in flight at once (a caller that finds fewer
+// leads at once); a leader takes only the queued calls no other caller
+// leads, and on its return hands its flush to the oldest of the rest. A
+// call sent with RunMerged joins the other calls of its Merger in the
+// flush as one merged script call.
 //
 // Calls that do not overlap would still go one per round trip: a worker's
 // quick tasks end one after another, each a little after the last, and a
