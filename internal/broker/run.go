@@ -39,13 +39,34 @@ func RunKeys(queue, asynqID string, lane Lane, delay time.Duration) []string {
 
 // RunArgs are agentq_run's arguments for t of lane at now after delay.
 func RunArgs(t AsynqTask, lane Lane, now time.Time, delay time.Duration, announce bool) []any {
-	if delay <= 0 {
-		return append([]any{t.Message(), t.ID, now.UnixNano(), "pending", WakeCap, rkeys.DueChannel(), ""}, lane.Args()...)
+	r := NewRun(t, lane, now, delay, announce)
+	return []any{r.Msg, t.ID, r.At, r.Kind, WakeCap, rkeys.DueChannel(), r.Due, r.Tenant, r.Code}
+}
+
+// Run is what agentq_run is given for one run, by name (RunArgs's values
+// but the constants and the ID).
+type Run struct {
+	Msg  []byte // asynq's message (AsynqTask.Message)
+	At   int64  // pending: now, Unix ns; scheduled: its due time, Unix s
+	Kind string // "pending" or "scheduled"
+	Due  string // a scheduled run's due announcement (DueMessage), or ""
+	// Tenant and Code are the lane's ("" and "" for the default lane).
+	Tenant, Code string
+}
+
+// NewRun is the Run of t of lane at now after delay; announce gives a
+// delayed run its due announcement.
+func NewRun(t AsynqTask, lane Lane, now time.Time, delay time.Duration, announce bool) Run {
+	r := Run{Msg: t.Message(), At: now.UnixNano(), Kind: "pending"}
+	if !lane.Default() {
+		r.Tenant, r.Code = lane.Tenant, lane.code()
 	}
-	at := now.Add(delay)
-	due := ""
-	if announce {
-		due = DueMessage(t.Queue, at)
+	if delay > 0 {
+		at := now.Add(delay)
+		r.At, r.Kind = at.Unix(), "scheduled"
+		if announce {
+			r.Due = DueMessage(t.Queue, at)
+		}
 	}
-	return append([]any{t.Message(), t.ID, at.Unix(), "scheduled", WakeCap, rkeys.DueChannel(), due}, lane.Args()...)
+	return r
 }

@@ -122,21 +122,33 @@ func EnqueueReply(v any, err error) (Code, State, error) {
 // script call); read its reply with EnqueueReply (a code alone: the task
 // is in n.State when it was enqueued). Not on a Redis Cluster.
 func (s *Store) EnqueueNewCall(n New, t broker.AsynqTask, lane broker.Lane, now time.Time) redisx.Call {
-	ks := append(broker.RunKeys(t.Queue, t.ID, lane, n.Delay), broker.AllQueues, rkeys.Task(n.ID), rkeys.TaskHistory(n.ID), rkeys.Deadlines())
+	list := lane.Key(t.Queue)
+	if n.Delay > 0 {
+		list = broker.ScheduledKey(t.Queue)
+	}
+	ready, tenants, _ := broker.LaneKeys(t.Queue)
+	ks := []string{broker.AllQueues, rkeys.Deadlines(), list, rkeys.Wake(t.Queue), ready, tenants,
+		broker.TaskKey(t.Queue, t.ID), rkeys.Task(n.ID), rkeys.TaskHistory(n.ID)}
 	deadline := int64(0)
 	if !n.Seed.Deadline.IsZero() {
 		deadline = n.Seed.Deadline.UnixMilli()
 	}
 	ev := n.event(s.now())
 	ev.Seq = 1
-	run := broker.RunArgs(t, lane, now, n.Delay, true) // message, ID, time, kind, wake cap, channel, due, tenant, code
-	args := make([]any, 3, 24)
-	args[0], args[1] = broker.WakeCap, rkeys.DueChannel()
-	args = append(append(args, run[0], run[1], run[2], run[3], run[6], run[7], run[8]), t.Queue, deadline, n.ID,
-		string(ev.Marshal()), durx.CeilSeconds(s.lifetime(&ev)), string(n.State), n.Seed.Agent, n.Seed.Action,
-		n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano), n.Seed.CorrelationID)
+	run := broker.NewRun(t, lane, now, n.Delay, true)
+	args := make([]any, 0, 24)
+	args = append(args, broker.WakeCap, rkeys.DueChannel(), // the call's
+		1, t.Queue, run.Kind, run.Tenant, run.Code, string(n.State), durx.CeilSeconds(s.lifetime(&ev)), // the group's
+		0, run.Msg, t.ID, run.At, run.Due, deadline, n.ID, string(ev.Marshal()), n.Seed.Agent, // the task's
+		n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano))
+	if n.Seed.Action != "" {
+		args = append(args, FieldAction, n.Seed.Action)
+	}
+	if n.Seed.CorrelationID != "" {
+		args = append(args, FieldCorrelationID, n.Seed.CorrelationID)
+	}
 	args = append(args, n.Seed.extra()...)
-	args[2] = len(args) - 3
+	args[newTaskArgs] = len(args) - newTaskArgs - 1
 	return redisx.Call{Script: enqueueNewScript, Keys: ks, Args: args}
 }
 
@@ -151,20 +163,54 @@ type newMerger struct{}
 
 func (newMerger) MaxMerge() int { return MaxNewMerge }
 
+// An EnqueueNewCall's layout (lua/enqueue_new.lua): the call's keys and
+// values, then its group's, then the task's (from its count on).
+const (
+	newCallKeys, newGroupKeys = 2, 4
+	newCallArgs, newTaskArgs  = 2, 9
+)
+
+// Merge joins calls in order; consecutive calls of one group (the same
+// queue, lane, kind, state and lifetime) share its keys and values.
 func (newMerger) Merge(calls []redisx.Call) redisx.Call {
 	if len(calls) == 1 {
 		return calls[0]
 	}
-	nk, na := 0, 0
+	nk, na := newCallKeys, newCallArgs
 	for _, c := range calls {
-		nk, na = nk+len(c.Keys), na+len(c.Args)
+		nk, na = nk+len(c.Keys)-newCallKeys, na+len(c.Args)-newCallArgs
 	}
-	// The wake cap and the due channel once, then each call's own.
-	m := redisx.Call{Script: enqueueNewScript, Keys: make([]string, 0, nk), Args: append(make([]any, 0, na), calls[0].Args[:2]...)}
-	for _, c := range calls {
-		m.Keys, m.Args = append(m.Keys, c.Keys...), append(m.Args, c.Args[2:]...)
+	m := redisx.Call{Script: enqueueNewScript, Keys: append(make([]string, 0, nk), calls[0].Keys[:newCallKeys]...),
+		Args: append(make([]any, 0, na), calls[0].Args[:newCallArgs]...)}
+	group := 0 // the open group's task count, at m.Args[group]
+	for i, c := range calls {
+		if i > 0 && sameNewGroup(calls[i-1], c) {
+			m.Args[group] = m.Args[group].(int) + 1
+		} else {
+			group = len(m.Args)
+			m.Keys = append(m.Keys, c.Keys[newCallKeys:newCallKeys+newGroupKeys]...)
+			m.Args = append(m.Args, c.Args[newCallArgs:newTaskArgs]...)
+		}
+		m.Keys = append(m.Keys, c.Keys[newCallKeys+newGroupKeys:]...)
+		m.Args = append(m.Args, c.Args[newTaskArgs:]...)
 	}
 	return m
+}
+
+// sameNewGroup reports whether EnqueueNewCalls a and b have one group: the
+// same group keys and values (but its count).
+func sameNewGroup(a, b redisx.Call) bool {
+	for i := newCallKeys; i < newCallKeys+newGroupKeys; i++ {
+		if a.Keys[i] != b.Keys[i] {
+			return false
+		}
+	}
+	for i := newCallArgs + 1; i < newTaskArgs; i++ {
+		if a.Args[i] != b.Args[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func (newMerger) Split(r redisx.Result, n int) []redisx.Result {

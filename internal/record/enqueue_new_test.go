@@ -17,8 +17,10 @@ import (
 // one script call (NewMerger) write exactly what the same calls write one
 // by one, and what the enqueue script of a caller's ID (EnqueueCall, with
 // the queue's registration) writes, for pending and scheduled tasks, the
-// default lane and others, with and without a deadline and webhooks; each
-// gets its own reply, a run already queued its stale reply. On both
+// default lane and others, with and without a deadline, webhooks, an
+// action and a correlation ID (an empty one is left out), consecutive
+// tasks of one group (queue, lane, kind) sharing its keys; each gets its
+// own reply, a run already queued its stale reply. On both
 // backends.
 func TestEnqueueNewMergedWritesWhatEachWrites(t *testing.T) {
 	t.Parallel()
@@ -38,14 +40,19 @@ func TestEnqueueNewMergedWritesWhatEachWrites(t *testing.T) {
 			}
 			var ts []task
 			lanes := []broker.Lane{{}, {Tenant: "acme"}, {Tenant: "acme", Priority: broker.Low}, {Priority: broker.High}}
-			for i := range 8 {
+			// Runs of consecutive tasks share a group (queue, lane, kind):
+			// 0–2, 3, 4, 5, 6–8, 9.
+			for i := range 10 {
 				delay := time.Duration(0)
-				if i%3 == 2 {
+				if i%5 == 4 {
 					delay = 90 * time.Minute
 				}
 				id := fmt.Sprintf("task-%d", i)
-				seed := Seed{Agent: "tool", Action: "run", Queue: []string{"default", "other"}[i%2], CorrelationID: "c-1",
+				seed := Seed{Agent: "tool", Action: "run", Queue: []string{"default", "other"}[(i/6)%2], CorrelationID: "c-1",
 					EnqueuedAt: now.UTC()}
+				if i%2 == 1 { // left out of the record
+					seed.Action, seed.CorrelationID = "", ""
+				}
 				if i%4 == 1 {
 					seed.Deadline = now.Add(2 * time.Hour)
 					seed.Notify = []string{"ops"}
@@ -54,7 +61,7 @@ func TestEnqueueNewMergedWritesWhatEachWrites(t *testing.T) {
 				if delay > 0 {
 					n.State = StateScheduled
 				}
-				ts = append(ts, task{n: n, lane: lanes[i%len(lanes)], t: broker.AsynqTask{Type: "agentq:task",
+				ts = append(ts, task{n: n, lane: lanes[(i/3)%len(lanes)], t: broker.AsynqTask{Type: "agentq:task",
 					Payload: []byte(`{"id":"` + id + `"}`), ID: id + "#0", Queue: seed.Queue, MaxRetry: 1, Timeout: time.Hour}})
 			}
 			// The caller's-ID enqueue script, with the registration.
@@ -76,22 +83,29 @@ func TestEnqueueNewMergedWritesWhatEachWrites(t *testing.T) {
 				require.Equal(t, CodeApplied, code)
 			}
 			// All in one merged call, the first task twice (its run is queued
-			// already the second time: stale, nothing more written).
+			// already the second time: stale, nothing more written), task 6
+			// enqueued before (stale: its group 6–8 goes task by task).
 			sm := NewStore(merged, clock)
+			pre := sm.EnqueueNewCall(ts[6].n, ts[6].t, ts[6].lane, now)
+			code, _, err := EnqueueReply(pre.Script.Run(ctx, merged, pre.Keys, pre.Args...).Result())
+			require.NoError(t, err)
+			require.Equal(t, CodeApplied, code)
 			calls := []redisx.Call{sm.EnqueueNewCall(ts[0].n, ts[0].t, ts[0].lane, now)}
 			for _, k := range ts {
 				calls = append(calls, sm.EnqueueNewCall(k.n, k.t, k.lane, now))
 			}
 			m := NewMerger.Merge(calls)
+			groups := 6
+			require.Len(t, m.Keys, newCallKeys+groups*newGroupKeys+len(calls)*3, "a group's keys travel once")
 			res := NewMerger.Split(redisx.Pipelined(ctx, merged, []redisx.Call{m})[0], len(calls))
 			for i, r := range res {
 				code, _, err := EnqueueReply(r.Val, r.Err)
 				require.NoError(t, err)
-				if i == 1 {
-					require.Equal(t, CodeStale, code, "the second enqueue of a run")
+				if i == 1 || i == 7 {
+					require.Equal(t, CodeStale, code, "call %d: a run queued already", i)
 					continue
 				}
-				require.Equal(t, CodeApplied, code)
+				require.Equal(t, CodeApplied, code, "call %d", i)
 			}
 			want := redistest.Dump(t, script)
 			require.Equal(t, want, redistest.Dump(t, single), "one by one writes what the enqueue script writes")

@@ -358,7 +358,7 @@ func (s *Store) Views(ctx context.Context, ids []string) ([]*View, error) {
 // viewOf builds task id's View (without history) from its record hash m.
 func viewOf(id string, m map[string]string) *View {
 	v := &View{
-		ID: m[FieldID], Agent: m[FieldAgent], Action: m[FieldAction], State: State(m[FieldState]),
+		ID: cmp.Or(m[FieldID], id), Agent: m[FieldAgent], Action: m[FieldAction], State: State(m[FieldState]),
 		ErrorClass: m[FieldErrorClass], ClassifiedBy: m[FieldClassifiedBy], Error: m[FieldError], Queue: m[FieldQueue],
 		CorrelationID: m[FieldCorrelationID], EnqueuedAt: m[FieldEnqueuedAt], UpdatedAt: m[FieldUpdatedAt],
 		CanceledAt: m[FieldCanceledAt], CancelReason: m[FieldCancelReason],
