@@ -117,8 +117,9 @@ func EnqueueReply(v any, err error) (Code, State, error) {
 // task due after n.Delay from now, waiting in lane, in one script: the
 // queue's registration in asynq's set of queues (every time, so that a
 // set lost under a running producer comes back), the run, the deadline
-// index's entry and the record as rec_create writes a new one. Run it with a
-// Batcher's RunMerged and NewMerger (concurrent enqueues merge into one
+// index's entry and the record as rec_create writes a new one, but for
+// its first event, which the record holds (FieldFirstEvent: the history
+// list is made by the second event). Run it with a Batcher's RunMerged and NewMerger (concurrent enqueues merge into one
 // script call); read its reply with EnqueueReply (a code alone: the task
 // is in n.State when it was enqueued). Not on a Redis Cluster.
 func (s *Store) EnqueueNewCall(n New, t broker.AsynqTask, lane broker.Lane, now time.Time) redisx.Call {
@@ -128,7 +129,7 @@ func (s *Store) EnqueueNewCall(n New, t broker.AsynqTask, lane broker.Lane, now 
 	}
 	ready, tenants, _ := broker.LaneKeys(t.Queue)
 	ks := []string{broker.AllQueues, rkeys.Deadlines(), list, rkeys.Wake(t.Queue), ready, tenants,
-		broker.TaskKey(t.Queue, t.ID), rkeys.Task(n.ID), rkeys.TaskHistory(n.ID)}
+		broker.TaskKey(t.Queue, t.ID), rkeys.Task(n.ID)}
 	deadline := int64(0)
 	if !n.Seed.Deadline.IsZero() {
 		deadline = n.Seed.Deadline.UnixMilli()
@@ -139,7 +140,7 @@ func (s *Store) EnqueueNewCall(n New, t broker.AsynqTask, lane broker.Lane, now 
 	args := make([]any, 0, 24)
 	args = append(args, broker.WakeCap, rkeys.DueChannel(), // the call's
 		1, t.Queue, run.Kind, run.Tenant, run.Code, string(n.State), durx.CeilSeconds(s.lifetime(&ev)), // the group's
-		0, run.Msg, t.ID, run.At, run.Due, deadline, n.ID, string(ev.Marshal()), n.Seed.Agent, // the task's
+		0, run.Msg, t.ID, run.At, run.Due, deadline, n.ID, firstEvent(ev), n.Seed.Agent, // the task's
 		n.Seed.EnqueuedAt.UTC().Format(time.RFC3339Nano))
 	if n.Seed.Action != "" {
 		args = append(args, FieldAction, n.Seed.Action)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentq/agentq/internal/broker"
 	"github.com/agentq/agentq/internal/rkeys"
 )
 
@@ -19,13 +20,32 @@ import (
 // EventElided event counting what it replaces and the attempt outcomes
 // among them; a deferral after other events is a new event; the record of
 // a deferral outlives its delay; and the events' seq numbers go up
-// throughout.
+// throughout. Alike for a record created with its history list (Create)
+// and for one that holds its first event (EnqueueNewCall: the bounds
+// count it).
 func TestHistoryBounded(t *testing.T) {
+	for _, holds := range []bool{false, true} {
+		t.Run(fmt.Sprintf("record holds first event %v", holds), func(t *testing.T) {
+			testHistoryBounded(t, holds)
+		})
+	}
+}
+
+func testHistoryBounded(t *testing.T, holdsFirst bool) {
 	eachBackend(t, func(t *testing.T, rdb redis.UniversalClient, _ *Store) {
 		ctx := context.Background()
 		now := t0
 		st := NewStore(rdb, WithRetention(time.Hour), WithClock(func() time.Time { return now }))
-		create(t, st, "long")
+		if holdsFirst {
+			c := st.EnqueueNewCall(New{ID: "long", Seed: seed(), State: StatePending},
+				broker.AsynqTask{Type: "agentq:task", Payload: []byte(`{}`), ID: "long", Queue: "default", Timeout: time.Hour}, broker.Lane{}, now)
+			code, _, err := EnqueueReply(c.Script.Run(ctx, rdb, c.Keys, c.Args...).Result())
+			require.NoError(t, err)
+			require.Equal(t, CodeApplied, code)
+			require.True(t, rdb.HExists(ctx, rkeys.Task("long"), FieldFirstEvent).Val())
+		} else {
+			create(t, st, "long")
+		}
 		d := Delivery{ID: "long", Attempt: 1, Seed: seed()}
 		increasing := func(v *View) {
 			t.Helper()

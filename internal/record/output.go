@@ -85,7 +85,7 @@ func (s *Store) Events(ctx context.Context, id string, after int64) ([]Event, St
 // once, not once per wake.
 func (s *Store) EventsFrom(ctx context.Context, id string, after, outFrom int64) ([]Event, State, int64, error) {
 	res, err := s.pipeline(ctx, []redisx.Call{
-		{Cmd: []any{"hget", rkeys.Task(id), FieldState}},
+		{Cmd: []any{"hmget", rkeys.Task(id), FieldState, FieldFirstEvent}},
 		{Cmd: []any{"lrange", rkeys.TaskHistory(id), 0, -1}},
 		{Cmd: []any{"lrange", rkeys.TaskOutput(id), outFrom, -1}},
 	})
@@ -95,10 +95,14 @@ func (s *Store) EventsFrom(ctx context.Context, id string, after, outFrom int64)
 	if err != nil {
 		return nil, "", outFrom, fmt.Errorf("record: events of %s: %w", id, err)
 	}
-	state, _ := res[0].Val.(string)
+	var state, first string
+	if f, ok := res[0].Val.([]any); ok && len(f) == 2 {
+		state, _ = f[0].(string)
+		first, _ = f[1].(string)
+	}
 	h, o := strs(res[1].Val), strs(res[2].Val)
 	var out []Event
-	for _, ev := range append(ParseEvents(h), ParseEvents(o)...) {
+	for _, ev := range append(withFirst(first, h), ParseEvents(o)...) {
 		if ev.Seq > after {
 			out = append(out, ev)
 		}

@@ -97,7 +97,7 @@ var schema = func() map[string]map[string]string {
 		"F": quoted(FieldID, FieldAgent, FieldAction, FieldQueue, FieldCorrelationID, FieldEnqueuedAt,
 			FieldState, FieldRun, FieldRestarts, FieldAttempts, FieldAttemptsBase, FieldErrorClass, FieldError, FieldClassifiedBy, FieldResult,
 			FieldNextAttemptAt, FieldUpdatedAt, FieldCanceledAt, FieldCancelReason, FieldCanceledFrom, FieldReason,
-			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldWatch, FieldSeq, FieldWriteID, FieldWorker,
+			FieldOutputN, FieldOutputBytes, FieldDeadline, FieldNotify, FieldWatch, FieldSeq, FieldFirstEvent, FieldWriteID, FieldWorker,
 			FieldTenant, FieldPriority, FieldUsage, FieldSteps, FieldStepsBytes,
 			FieldResumes, FieldWait, FieldWaitSignal, FieldWaitOutcome, FieldSignals,
 			FieldParent, FieldRoot, FieldChildrenRun, FieldChildrenMode, FieldChildrenN, FieldChildrenEnded, FieldChildrenResumed),
@@ -121,10 +121,11 @@ var consts = map[string]string{
 	"STEPS_SUFFIX": fmt.Sprintf("%q", suffix(rkeys.TaskSteps)), "SIGNALS_SUFFIX": fmt.Sprintf("%q", suffix(rkeys.TaskSignals)),
 	"CHILDREN_SUFFIXES": fmt.Sprintf("{%q, %q, %q}", suffix(rkeys.TaskChildren), suffix(rkeys.TaskChildSpecs), suffix(rkeys.TaskChildEnds)),
 	"CHILDREN_KIND":     fmt.Sprintf("%q", childrenKind),
+	"HIST_SUFFIX":       fmt.Sprintf("%q", suffix(rkeys.TaskHistory)),
 }
 
 // constRef is a constant named in a script (consts).
-var constRef = regexp.MustCompile(`\b(HEAD|TAIL|OUTBOX_LIFE|TASK_ID_AT|MAX_SUM|WORKER_LOST|STEPS_SUFFIX|SIGNALS_SUFFIX|CHILDREN_SUFFIXES|CHILDREN_KIND)\b`)
+var constRef = regexp.MustCompile(`\b(HEAD|TAIL|OUTBOX_LIFE|TASK_ID_AT|MAX_SUM|WORKER_LOST|STEPS_SUFFIX|SIGNALS_SUFFIX|CHILDREN_SUFFIXES|CHILDREN_KIND|HIST_SUFFIX)\b`)
 
 // suffix is what key(id) adds to the record's key rkeys.Task(id): a
 // task's key a script derives from its record's (in the record's slot).

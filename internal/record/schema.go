@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentq/agentq/internal/amount"
@@ -159,6 +160,11 @@ const (
 	FieldWatch = "watch"
 	// FieldSeq is the sequence number of the record's last event.
 	FieldSeq = "seq"
+	// FieldFirstEvent holds, for a task enqueued with a generated ID
+	// outside a Cluster, its first event (seq 1), compact (firstEvent):
+	// its history list starts at the second. Readers put it first
+	// (withFirst); the history's bounds count it (hist_trim).
+	FieldFirstEvent = "first"
 	// FieldOutputN and FieldOutputBytes count a task's live output events
 	// and their bytes (its caps: MaxOutputEvents, MaxOutputBytes).
 	FieldOutputN     = "out_n"
@@ -430,6 +436,43 @@ func PlainText(s string) bool {
 		}
 	}
 	return true
+}
+
+// firstEvent is ev, a task's first event (seq 1: queued or scheduled,
+// its delay, its time), as FieldFirstEvent holds it: "queued 0
+// 2026-11-29T07:18:11.274930568Z", short enough for Redis's compact hash
+// encoding (at most 64 bytes a value).
+func firstEvent(ev Event) string {
+	return ev.Event + " " + strconv.FormatInt(ev.DelayMS, 10) + " " + ev.At.UTC().Format(time.RFC3339Nano)
+}
+
+// parseFirstEvent reads FieldFirstEvent's value back (firstEvent).
+func parseFirstEvent(s string) (Event, bool) {
+	kind, rest, ok := strings.Cut(s, " ")
+	delay, at, ok2 := strings.Cut(rest, " ")
+	if !ok || !ok2 {
+		return Event{}, false
+	}
+	ms, err := strconv.ParseInt(delay, 10, 64)
+	if err != nil {
+		return Event{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return Event{}, false
+	}
+	return Event{Seq: 1, At: t, Event: kind, DelayMS: ms}, true
+}
+
+// withFirst is a history: the first event a record holds (first, its
+// FieldFirstEvent: "" for none), then the events of its list raw.
+func withFirst(first string, raw []string) []Event {
+	ev, ok := parseFirstEvent(first)
+	if !ok {
+		return ParseEvents(raw)
+	}
+	out := make([]Event, 0, len(raw)+1)
+	return append(append(out, ev), ParseEvents(raw)...)
 }
 
 // ParseEvents decodes a history's raw entries, oldest first, skipping any

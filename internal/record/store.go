@@ -322,7 +322,7 @@ func (s *Store) Get(ctx context.Context, id string) (*View, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	v := viewOf(id, m)
-	v.History = ParseEvents(l.Val())
+	v.History = withFirst(m[FieldFirstEvent], l.Val())
 	v.Children = kids.Val()
 	held, err := s.readHolds(ctx, v)
 	if err != nil {
@@ -389,11 +389,17 @@ func viewOf(id string, m map[string]string) *View {
 
 // History returns task id's events, oldest first.
 func (s *Store) History(ctx context.Context, id string) ([]Event, error) {
-	raw, err := s.rdb.LRange(ctx, rkeys.TaskHistory(id), 0, -1).Result()
-	if err != nil {
+	var first *redis.StringCmd
+	var l *redis.StringSliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		first = pipe.HGet(ctx, rkeys.Task(id), FieldFirstEvent)
+		l = pipe.LRange(ctx, rkeys.TaskHistory(id), 0, -1)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("record: history of %s: %w", id, err)
 	}
-	return ParseEvents(raw), nil
+	return withFirst(first.Val(), l.Val()), nil
 }
 
 // States reads the states of tasks ids in one round trip: "" for a task

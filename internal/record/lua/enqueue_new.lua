@@ -4,8 +4,10 @@
 -- enqueue script (enqueue.lua) writes for a new task: the queue's
 -- registration in asynq's set of queues, the run on its queue (agentq_run,
 -- internal/broker's), the task's entry in the deadline index when it has
--- a deadline, and the record as rec_create writes a new one (its fields,
--- the first event with seq 1, both lifetimes), computed by the caller. It
+-- a deadline, and the record as rec_create writes a new one (its fields
+-- and lifetime), computed by the caller, but for its first event (seq 1):
+-- the record holds it (F.first, compact), and the history list is made by
+-- the second (every script that makes it gives it its lifetime). It
 -- runs without the record's prelude: it defines nothing it does not call.
 -- Concurrent enqueues of one client meet here (Store.EnqueueNewCall's
 -- merger): one script call carries them all, and pays once per call what
@@ -13,7 +15,7 @@
 -- list for all its pending runs (agentq_wake, to the wake cap), and the
 -- keys and values that consecutive tasks share (their group: the same
 -- queue, lane, kind, state and lifetime) travel once per group: a task
--- carries three keys and its own values only. A group whose task hashes
+-- carries two keys and its own values only. A group whose task hashes
 -- all are new (one EXISTS for the group) writes them as agentq_run would
 -- without a check each, and pushes its runs in one LPUSH (pending: the
 -- order of one push per run) or ZADD (scheduled); a group where one
@@ -22,16 +24,16 @@
 -- KEYS: 1 asynq's set of queues, 2 the deadline index (rkeys.Deadlines),
 -- then per group, in order: agentq_run's list, wake list, fair dispatch's
 -- ready set and tenant registry, then per task of the group, in order:
--- asynq's task hash, the task record, its history.
+-- asynq's task hash, the task record.
 -- ARGV: 1 the wake cap, 2 the due channel, then per group, in order, 7
 -- values: 1 its number of tasks m, 2 the queue's name, 3 the runs' kind
 -- ("pending", "scheduled"), 4 the tenant, 5 the priority code
--- (agentq_run's), 6 the tasks' state, 7 the lifetime of their records and
--- histories (s); then per task of the group a count n and its n values: 1
+-- (agentq_run's), 6 the tasks' state, 7 the lifetime of their records
+-- (s); then per task of the group a count n and its n values: 1
 -- the run's message, 2 its asynq ID, 3 its time (pending: Unix ns;
 -- scheduled: due, Unix s), 4 its due announcement, 5 the task's deadline
--- (Unix ms; "0": none), 6 the task's ID, 7 the first event's JSON (seq
--- 1), 8 the agent, 9 enqueued_at, 10..n the record's optional field/value
+-- (Unix ms; "0": none), 6 the task's ID, 7 the first event (compact, as
+-- F.first holds it), 8 the agent, 9 enqueued_at, 10..n the record's optional field/value
 -- pairs (action and correlation_id when not empty among them). The
 -- record's fixed field names are the script's own (the schema's): only
 -- values travel.
@@ -54,7 +56,7 @@ while a <= #ARGV do
   -- A group whose task hashes are all new (the rule: the IDs are new) is
   -- written without a check per task, its runs pushed in one command.
   local hashes = {}
-  for i = 1, m do hashes[i] = KEYS[k + 3 * (i - 1)] end
+  for i = 1, m do hashes[i] = KEYS[k + 2 * (i - 1)] end
   local fresh = redis.call("EXISTS", unpack(hashes)) == 0
   local pushed, seen = {}, {}
   for _ = 1, m do
@@ -86,15 +88,13 @@ while a <= #ARGV do
       end
       if ARGV[a + 5] ~= "0" then redis.call("ZADD", KEYS[2], ARGV[a + 5], id) end
       redis.call("HSET", KEYS[k + 1], F.agent, ARGV[a + 8], F.queue, queue, F.enqueued_at, ARGV[a + 9], F.state, state,
-        F.run, "0", F.seq, "1", unpack(ARGV, a + 10, a + n))
-      redis.call("RPUSH", KEYS[k + 2], ARGV[a + 7])
+        F.run, "0", F.seq, "1", F.first, ARGV[a + 7], unpack(ARGV, a + 10, a + n))
       redis.call("EXPIRE", KEYS[k + 1], life)
-      redis.call("EXPIRE", KEYS[k + 2], life)
       out[#out + 1] = R.applied
     else
       out[#out + 1] = R.stale
     end
-    k, a = k + 3, a + n + 1
+    k, a = k + 2, a + n + 1
   end
   if #pushed > 0 then
     if not pending then

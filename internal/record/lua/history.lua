@@ -27,8 +27,13 @@ end
 -- hist_trim(key): past HEAD + 1 + TAIL events, folds the events of the
 -- history key after the first HEAD into one history_elided event at index
 -- HEAD that counts them (and the attempt outcomes among them) and keeps the
--- seq of the first.
+-- seq of the first. A record holding its first event (F.first: the list
+-- starts at the second) counts it: the bounds and the index are one less
+-- in the list. Its callers call it once the list holds more than HEAD +
+-- TAIL events.
 local function hist_trim(key)
+  local off = redis.call("HEXISTS", string.sub(key, 1, -#HIST_SUFFIX - 1), F.first)
+  local head = HEAD - off
   -- count(mk, raw) counts the event raw into the elision marker mk.
   local function count(mk, raw)
     local ok, v = pcall(cjson.decode, raw)
@@ -39,12 +44,12 @@ local function hist_trim(key)
       mk.attempts = mk.attempts + 1
     end
   end
-  while redis.call("LLEN", key) > HEAD + 1 + TAIL do
-    local m = redis.call("LINDEX", key, HEAD)
+  while redis.call("LLEN", key) > head + 1 + TAIL do
+    local m = redis.call("LINDEX", key, head)
     local ok, mk = pcall(cjson.decode, m)
     if ok and type(mk) == "table" and mk.event == E.history_elided then
-      count(mk, redis.call("LINDEX", key, HEAD + 1))
-      redis.call("LSET", key, HEAD + 1, "\0agentq:elided")
+      count(mk, redis.call("LINDEX", key, head + 1))
+      redis.call("LSET", key, head + 1, "\0agentq:elided")
       redis.call("LREM", key, 1, "\0agentq:elided")
     else
       local at, seq = nil, nil
@@ -57,7 +62,7 @@ local function hist_trim(key)
             error_class = "", error = "", delay_ms = 0}
       count(mk, raw)
     end
-    redis.call("LSET", key, HEAD, cjson.encode(mk))
+    redis.call("LSET", key, head, cjson.encode(mk))
   end
 end
 

@@ -20,7 +20,7 @@ local function hist_append(key, ev, merge)
     if merged then return 0, merged end
   end
   local len = redis.call("RPUSH", key, ev)
-  if len > HEAD + 1 + TAIL then hist_trim(key) end
+  if len > HEAD + TAIL then hist_trim(key) end
   return len, ev
 end
 

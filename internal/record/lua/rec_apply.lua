@@ -195,7 +195,7 @@ local function rec_apply(rec, hist, o, outbox, due)
   local created, outboxed = false, false
   if pre then
     local len = redis.call("RPUSH", hist, pre)
-    if len > HEAD + 1 + TAIL then hist_trim(hist) end
+    if len > HEAD + TAIL then hist_trim(hist) end
     created = len == 1
     if cur[8] then redis.pcall("SPUBLISH", rec .. ":events", pre) end
     if notify and notify ~= "" and outbox then
@@ -211,7 +211,7 @@ local function rec_apply(rec, hist, o, outbox, due)
       ev = merged
     else
       local len = redis.call("RPUSH", hist, ev)
-      if len > HEAD + 1 + TAIL then hist_trim(hist) end
+      if len > HEAD + TAIL then hist_trim(hist) end
       created = created or len == 1
     end
     if cur[8] then redis.pcall("SPUBLISH", rec .. ":events", ev) end

@@ -25,10 +25,13 @@ if not cur[2] or tonumber(cur[2]) < run then
   cur[5] = redis.call("HGET", KEYS[1], F.attempts)
   cur[7] = redis.call("HGET", KEYS[1], F.notify)
   if redis.call("EXISTS", KEYS[2]) == 0 then
+    -- A record holding its first event (F.first) keeps it: not restored twice.
+    local held = redis.call("HEXISTS", KEYS[1], F.first) == 1
     for i = last + 1, #ARGV do
       local ok, e = pcall(cjson.decode, ARGV[i])
-      if ok and type(e) == "table" and tonumber(e.seq) and tonumber(e.seq) > seq then seq = tonumber(e.seq) end
-      hist_append(KEYS[2], ARGV[i], "0")
+      local s = ok and type(e) == "table" and tonumber(e.seq)
+      if s and s > seq then seq = s end
+      if not (held and s == 1) then hist_append(KEYS[2], ARGV[i], "0") end
     end
   end
 end

@@ -76,7 +76,7 @@ redis.call("HSET", rec, F.write_id, wid, wk, wv, F.attempts, a, F.seq, seq, F.st
   unpack(ARGV, o + 9))
 local ev = '{"seq":' .. seq .. ',' .. ARGV[o + 6]
 local len = redis.call("RPUSH", hist, ev)
-if len > HEAD + 1 + TAIL then hist_trim(hist) end
+if len > HEAD + TAIL then hist_trim(hist) end
 if cur[8] then redis.pcall("SPUBLISH", rec .. ":events", ev) end
 if redis.call("TTL", rec) < tonumber(ARGV[o + 5]) then
   local life = ARGV[o + 4]
