@@ -29,14 +29,14 @@
 -- values: 1 its number of tasks m, 2 the queue's name, 3 the runs' kind
 -- ("pending", "scheduled"), 4 the tenant, 5 the priority code
 -- (agentq_run's), 6 the tasks' state, 7 the lifetime of their records
--- (s); then per task of the group a count n and its n values: 1
--- the run's message, 2 its asynq ID, 3 its time (pending: Unix ns;
--- scheduled: due, Unix s), 4 its due announcement, 5 the task's deadline
--- (Unix ms; "0": none), 6 the task's ID, 7 the first event (compact, as
--- F.first holds it), 8 the agent, 9 enqueued_at, 10..n the record's optional field/value
--- pairs (action and correlation_id when not empty among them). The
--- record's fixed field names are the script's own (the schema's): only
--- values travel.
+-- (s); then per task of the group a count n and its n values: 1 the
+-- run's message, 2 its asynq ID, 3 its time (pending: Unix ns; scheduled:
+-- due, Unix s), 4 its due announcement, 5 the task's deadline (Unix ms;
+-- "0": none), 6 the task's ID, 7 the first event (compact, as F.first
+-- holds it), 8 the agent, 9 enqueued_at, 10..n the record's optional
+-- field/value pairs (action and correlation_id when not empty among
+-- them). The record's fixed field names are the script's own (the
+-- schema's): only values travel.
 -- Returns per task, in order, its code: R.applied when enqueued (in the
 -- state its arguments name), R.stale when asynq's task hash existed
 -- (nothing written but the registration).
