@@ -122,6 +122,9 @@ defaults:
 agents:
   git_agent:
     exec: {command: [%q, %q]}
+    # The exec agent is a new process each time; a loaded machine may be
+    # slow to start one.
+    timeout: 30s
   llm:
     http: {url: %q}
   strict_llm:
