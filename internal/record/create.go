@@ -119,7 +119,8 @@ func EnqueueReply(v any, err error) (Code, State, error) {
 // set lost under a running producer comes back), the run, the deadline
 // index's entry and the record as rec_create writes a new one, but for
 // its first event, which the record holds (FieldFirstEvent: the history
-// list is made by the second event). Run it with a Batcher's RunMerged and NewMerger (concurrent enqueues merge into one
+// list is made by the second event). Run it with a Batcher's RunMerged
+// and NewMerger (concurrent enqueues merge into one
 // script call); read its reply with EnqueueReply (a code alone: the task
 // is in n.State when it was enqueued). Not on a Redis Cluster.
 func (s *Store) EnqueueNewCall(n New, t broker.AsynqTask, lane broker.Lane, now time.Time) redisx.Call {
